@@ -1,0 +1,63 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Layering (see README): EmberCore is pure; EmberStorage adds LMDB; EmberRaft is a pure
+// consensus state machine; EmberServer is the node runtime; EmberClient is the client library.
+let package = Package(
+    name: "Ember",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "EmberCore", targets: ["EmberCore"]),
+        .library(name: "EmberClient", targets: ["EmberClient"]),
+        .executable(name: "emberd", targets: ["emberd"]),
+        .executable(name: "ember-bench", targets: ["ember-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLMDB", path: "Sources/CLMDB", pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]),
+        .target(name: "EmberCore"),
+        .target(name: "EmberStorage", dependencies: ["EmberCore", "CLMDB"]),
+        .target(name: "EmberRaft"),
+        .target(
+            name: "EmberServer",
+            dependencies: [
+                "EmberCore", "EmberStorage",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(name: "EmberClient", dependencies: ["EmberCore"]),
+        .executableTarget(
+            name: "emberd",
+            dependencies: [
+                "EmberServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "ember-bench",
+            dependencies: [
+                "EmberCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
+        .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
+        .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore"]),
+        .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
+        .testTarget(name: "EmberServerTests", dependencies: ["EmberServer", "EmberCore"]),
+        .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore"]),
+    ]
+)

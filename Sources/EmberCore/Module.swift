@@ -1,0 +1,1 @@
+// EmberCore module.
