@@ -3,7 +3,11 @@ import PackageDescription
 
 // Layering (see README): EmberCore is pure; EmberStorage adds LMDB; EmberRaft is a pure
 // consensus state machine; EmberServer is the node runtime; EmberClient is the client library.
-let package = Package(
+// EMBER_LIGHT=1 builds only the modules without network packages (core, storage, raft, client),
+// which keeps edit-build-test loops on the pure layers to seconds.
+let light = Context.environment["EMBER_LIGHT"] == "1"
+
+var package = Package(
     name: "Ember",
     platforms: [.macOS(.v15)],
     products: [
@@ -61,3 +65,10 @@ let package = Package(
         .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore"]),
     ]
 )
+
+if light {
+    let heavy: Set<String> = ["EmberServer", "emberd", "ember-bench", "EmberServerTests"]
+    package.targets.removeAll { heavy.contains($0.name) }
+    package.products.removeAll { heavy.contains($0.name) }
+    package.dependencies.removeAll()
+}

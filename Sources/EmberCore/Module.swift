@@ -1,1 +1,0 @@
-// EmberCore module.

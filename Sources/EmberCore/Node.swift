@@ -1,0 +1,276 @@
+/// A primitive value. Numbers keep exact 64-bit integers apart from doubles, but compare by value:
+/// `1` equals `1.0`.
+public enum Leaf: Sendable, Hashable {
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+
+    public static func == (lhs: Leaf, rhs: Leaf) -> Bool {
+        switch (lhs, rhs) {
+        case let (.bool(a), .bool(b)): return a == b
+        case let (.string(a), .string(b)): return a == b
+        case let (.int(a), .int(b)): return a == b
+        case let (.int(a), .double(b)), let (.double(b), .int(a)): return Double(a) == b
+        case let (.double(a), .double(b)): return a == b
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .bool(let b): hasher.combine(0); hasher.combine(b)
+        case .string(let s): hasher.combine(2); hasher.combine(s)
+        case .int(let i): hasher.combine(1); hasher.combine(Double(i))
+        case .double(let d): hasher.combine(1); hasher.combine(d)
+        }
+    }
+
+    public var json: JSON {
+        switch self {
+        case .bool(let b): return .bool(b)
+        case .int(let i): return .int(i)
+        case .double(let d): return .double(d)
+        case .string(let s): return .string(s)
+        }
+    }
+
+    /// The number as a double, for ordering and hashing (Firebase compares numbers as doubles).
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let i): return Double(i)
+        case .double(let d): return d
+        default: return nil
+        }
+    }
+}
+
+/// A node's priority: a number (IEEE double) or a string. Absence is `nil`.
+public enum Priority: Sendable, Hashable {
+    case number(Double)
+    case string(String)
+
+    public var json: JSON {
+        switch self {
+        case .number(let d): return .double(d)
+        case .string(let s): return .string(s)
+        }
+    }
+
+    public init?(json: JSON) throws(EmberError) {
+        switch json {
+        case .null: return nil
+        case .int(let i): self = .number(Double(i))
+        case .double(let d): self = .number(d)
+        case .string(let s):
+            guard s.utf8.count <= Limits.maxKeyBytes else { throw .invalidPriority("string priorities are at most 768 bytes") }
+            self = .string(s)
+        default: throw .invalidPriority("a priority must be a number, a string or null")
+        }
+    }
+}
+
+/// An immutable JSON tree node with Firebase semantics: a leaf, or children (never an empty
+/// object), each optionally with a priority. The empty node is "no data" and has no priority.
+public struct Node: Sendable, Equatable {
+    public private(set) var leaf: Leaf?
+    public private(set) var children: [String: Node]
+    public private(set) var priority: Priority?
+
+    public static let empty = Node()
+
+    public init() {
+        leaf = nil
+        children = [:]
+        priority = nil
+    }
+
+    public init(_ leaf: Leaf, priority: Priority? = nil) {
+        self.leaf = leaf
+        self.children = [:]
+        self.priority = priority
+    }
+
+    /// Empty children are dropped; with none left the node is empty (and loses its priority).
+    public init(children: [String: Node], priority: Priority? = nil) {
+        self.leaf = nil
+        self.children = children.filter { !$0.value.isEmpty }
+        self.priority = self.children.isEmpty ? nil : priority
+    }
+
+    public var isEmpty: Bool { leaf == nil && children.isEmpty }
+    public var isLeaf: Bool { leaf != nil }
+    public var hasChildren: Bool { !children.isEmpty }
+    public var childCount: Int { children.count }
+
+    /// Children keys in Firebase key order.
+    public var sortedKeys: [String] { children.keys.sorted(by: KeyOrder.less) }
+
+    public func child(_ key: String) -> Node { children[key] ?? .empty }
+
+    public func child(at path: Path) -> Node {
+        var node = self
+        for key in path.segments {
+            guard let next = node.children[key] else { return .empty }
+            node = next
+        }
+        return node
+    }
+
+    public func withPriority(_ p: Priority?) -> Node {
+        var copy = self
+        copy.priority = isEmpty ? nil : p
+        return copy
+    }
+
+    /// Replaces the node at `path` with `node`, creating parents and pruning parents left empty.
+    /// Writing under a leaf replaces that leaf with an object (Firebase semantics).
+    public func setting(_ node: Node, at path: Path) -> Node {
+        var copy = self
+        copy.set(node, at: path.segments[...])
+        return copy
+    }
+
+    public mutating func set(_ node: Node, at path: Path) {
+        set(node, at: path.segments[...])
+    }
+
+    private mutating func set(_ node: Node, at path: ArraySlice<String>) {
+        guard let key = path.first else {
+            self = node
+            return
+        }
+        // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
+        if leaf != nil { leaf = nil }
+        var child = children[key] ?? .empty
+        child.set(node, at: path.dropFirst())
+        if child.isEmpty {
+            children.removeValue(forKey: key)
+            if children.isEmpty { priority = nil }
+        } else {
+            children[key] = child
+        }
+    }
+
+    /// Applies a multi-path update (relative paths → new nodes), atomically as one value.
+    public func updating(_ updates: [(Path, Node)]) -> Node {
+        var copy = self
+        for (path, node) in updates { copy.set(node, at: path) }
+        return copy
+    }
+
+    /// Number of nodes (leaves and objects) in the tree, for limits.
+    public var nodeCount: Int {
+        if isEmpty { return 0 }
+        return 1 + children.values.reduce(0) { $0 + $1.nodeCount }
+    }
+}
+
+// MARK: - JSON conversion
+
+extension Node {
+    /// Builds a node from client JSON at absolute depth `depth` (the depth of the location being
+    /// written). Validates keys, depth, string sizes, `.priority` and `.value`. Server values must
+    /// already be resolved (`ServerValues.resolve`); a remaining `.sv` is an error.
+    public init(json: JSON, depth: Int = 0) throws(EmberError) {
+        self = try Node.convert(json, depth: depth)
+    }
+
+    private static func convert(_ json: JSON, depth: Int) throws(EmberError) -> Node {
+        switch json {
+        case .null: return .empty
+        case .bool(let b): return Node(.bool(b))
+        case .int(let i): return Node(.int(i))
+        case .double(let d):
+            guard d.isFinite else { throw .invalidData("numbers must be finite") }
+            return Node(.double(d))
+        case .string(let s):
+            let n = s.utf8.count
+            guard n <= Limits.maxStringBytes else { throw .stringTooLong(bytes: n) }
+            return Node(.string(s))
+        case .array(let items):
+            var kids: [String: Node] = [:]
+            if !items.isEmpty { try checkDepth(depth + 1) }
+            for (idx, item) in items.enumerated() {
+                let child = try convert(item, depth: depth + 1)
+                if !child.isEmpty { kids[String(idx)] = child }
+            }
+            return Node(children: kids)
+        case .object(let obj):
+            var priority: Priority? = nil
+            if let p = obj[".priority"] { priority = try Priority(json: p) }
+            if obj[".sv"] != nil { throw .unrecognizedServerValue("unresolved server value") }
+            if let v = obj[".value"] {
+                for key in obj.keys where key != ".value" && key != ".priority" { _ = key; throw .invalidValueKey }
+                let inner = try convert(v, depth: depth)
+                // `.value` carries a primitive in Firebase's export format; an object is accepted too.
+                return inner.withPriority(priority ?? inner.priority)
+            }
+            var kids: [String: Node] = [:]
+            kids.reserveCapacity(obj.count)
+            for (key, value) in obj where key != ".priority" {
+                try Key.validate(key)
+                let child = try convert(value, depth: depth + 1)
+                if !child.isEmpty {
+                    try checkDepth(depth + 1)
+                    kids[key] = child
+                }
+            }
+            return Node(children: kids, priority: priority)
+        }
+    }
+
+    private static func checkDepth(_ d: Int) throws(EmberError) {
+        if d > Limits.maxPathDepth { throw .pathTooDeep(depth: d) }
+    }
+
+    /// The value as Firebase returns it: priorities dropped, array-like objects as arrays.
+    public func toJSON() -> JSON {
+        if let leaf { return leaf.json }
+        if children.isEmpty { return .null }
+        if let array = arrayForm() { return .array(array) }
+        var obj: [String: JSON] = [:]
+        obj.reserveCapacity(children.count)
+        for (k, v) in children { obj[k] = v.toJSON() }
+        return .object(obj)
+    }
+
+    /// `format=export`: priorities included (`.value` / `.priority`), never arrays.
+    public func exportJSON() -> JSON {
+        if let leaf {
+            guard let priority else { return leaf.json }
+            return .object([".value": leaf.json, ".priority": priority.json])
+        }
+        if children.isEmpty { return .null }
+        var obj: [String: JSON] = [:]
+        for (k, v) in children { obj[k] = v.exportJSON() }
+        if let priority { obj[".priority"] = priority.json }
+        return .object(obj)
+    }
+
+    /// JS `ChildrenNode.val()`: every key a canonical non-negative integer and maxKey < 2 × count.
+    private func arrayForm() -> [JSON]? {
+        var maxKey = -1
+        for key in children.keys {
+            guard let n = Node.arrayIndex(key) else { return nil }
+            maxKey = max(maxKey, n)
+        }
+        guard maxKey < 2 * children.count else { return nil }
+        var result = [JSON](repeating: .null, count: maxKey + 1)
+        for (k, v) in children { result[Node.arrayIndex(k)!] = v.toJSON() }
+        return result
+    }
+
+    /// `^(0|[1-9]\d*)$`, bounded so the array stays small.
+    static func arrayIndex(_ key: String) -> Int? {
+        let u = Array(key.utf8)
+        guard !u.isEmpty, u.count <= 9 else { return nil }
+        if u.count > 1 && u[0] == 48 { return nil }
+        var v = 0
+        for c in u {
+            guard c >= 48 && c <= 57 else { return nil }
+            v = v * 10 + Int(c - 48)
+        }
+        return v
+    }
+}

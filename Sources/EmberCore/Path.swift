@@ -1,0 +1,90 @@
+/// A location in the tree: validated keys from the root. `Path.root` has no segments.
+public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
+    public private(set) var segments: [String]
+
+    public static let root = Path(validated: [])
+
+    /// Trusted constructor: segments must already satisfy `Key.validate`.
+    public init(validated segments: [String]) {
+        self.segments = segments
+    }
+
+    /// Parses a slash-separated path ("/a/b", "a/b/", "") and validates every key and the depth.
+    /// Empty segments are ignored, as Firebase does for `//` and trailing slashes.
+    public init(_ string: String) throws(EmberError) {
+        var segs: [String] = []
+        for part in string.split(separator: "/", omittingEmptySubsequences: true) {
+            let key = String(part)
+            try Key.validate(key)
+            segs.append(key)
+        }
+        guard segs.count <= Limits.maxPathDepth else { throw .pathTooDeep(depth: segs.count) }
+        self.segments = segs
+    }
+
+    public var isRoot: Bool { segments.isEmpty }
+    public var count: Int { segments.count }
+    public var first: String? { segments.first }
+    public var last: String? { segments.last }
+    public var key: String? { segments.last }
+
+    public var parent: Path? {
+        isRoot ? nil : Path(validated: Array(segments.dropLast()))
+    }
+
+    /// The path without its first segment.
+    public var dropFirst: Path { Path(validated: Array(segments.dropFirst())) }
+
+    public func child(_ key: String) -> Path {
+        Path(validated: segments + [key])
+    }
+
+    public func appending(_ other: Path) -> Path {
+        Path(validated: segments + other.segments)
+    }
+
+    /// True when `self` is `other` or an ancestor of it.
+    public func contains(_ other: Path) -> Bool {
+        other.segments.count >= segments.count && other.segments.starts(with: segments)
+    }
+
+    /// `other` relative to `self`, when `self.contains(other)`.
+    public func relative(_ other: Path) -> Path? {
+        guard contains(other) else { return nil }
+        return Path(validated: Array(other.segments.dropFirst(segments.count)))
+    }
+
+    public var description: String { "/" + segments.joined(separator: "/") }
+
+    /// Firebase path order: segment by segment in key order; a prefix sorts first.
+    public static func < (lhs: Path, rhs: Path) -> Bool {
+        for (a, b) in zip(lhs.segments, rhs.segments) {
+            let c = KeyOrder.compare(a, b)
+            if c != 0 { return c < 0 }
+        }
+        return lhs.segments.count < rhs.segments.count
+    }
+}
+
+/// Key rules: non-empty, at most 768 UTF-8 bytes, none of `. $ # [ ] /` or ASCII 0–31 and 127.
+public enum Key {
+    public static func validate(_ key: String) throws(EmberError) {
+        if key.isEmpty { throw .invalidKey(key: key, reason: "keys must be non-empty") }
+        let bytes = key.utf8.count
+        if bytes > Limits.maxKeyBytes { throw .keyTooLong(bytes: bytes) }
+        for b in key.utf8 {
+            switch b {
+            case UInt8(ascii: "."), UInt8(ascii: "$"), UInt8(ascii: "#"), UInt8(ascii: "["),
+                UInt8(ascii: "]"), UInt8(ascii: "/"):
+                throw .invalidKey(key: key, reason: "keys must not contain '.', '$', '#', '[', ']' or '/'")
+            case 0...31, 127:
+                throw .invalidKey(key: key, reason: "keys must not contain ASCII control characters")
+            default: continue
+            }
+        }
+    }
+
+    public static func isValid(_ key: String) -> Bool {
+        do { try validate(key); return true } catch { return false }
+    }
+}
