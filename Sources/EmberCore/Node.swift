@@ -274,3 +274,34 @@ extension Node {
         return v
     }
 }
+
+// MARK: - Exact identity
+
+extension Leaf {
+    /// Same type and same bits: unlike `==`, `1` and `1.0` differ. Storage uses this to decide
+    /// whether a write changed anything, so `Int64.max` → `9.223372036854775808e18` is a change.
+    public func isIdentical(to other: Leaf) -> Bool {
+        switch (self, other) {
+        case let (.int(a), .int(b)): return a == b
+        case let (.double(a), .double(b)): return a.bitPattern == b.bitPattern
+        case (.int, .double), (.double, .int): return false
+        default: return self == other
+        }
+    }
+}
+
+extension Node {
+    /// Structural identity with exact leaf types (see `Leaf.isIdentical`).
+    public func isIdentical(to other: Node) -> Bool {
+        guard priority == other.priority, children.count == other.children.count else { return false }
+        switch (leaf, other.leaf) {
+        case (nil, nil): break
+        case let (a?, b?): if !a.isIdentical(to: b) { return false }
+        default: return false
+        }
+        for (k, v) in children {
+            guard let o = other.children[k], v.isIdentical(to: o) else { return false }
+        }
+        return true
+    }
+}

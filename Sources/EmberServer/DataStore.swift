@@ -1,0 +1,116 @@
+import EmberCore
+
+/// What a write must find at its location to go ahead. Decided when the write is applied, in
+/// log order, so every replica reaches the same verdict.
+public enum WriteCondition: Sendable, Equatable {
+    /// REST `if-match`: `null_etag` means "absent", otherwise an ETag from `ETag.of`.
+    case etag(String)
+    /// Ember wire extension: the path version the client saw.
+    case version(UInt64)
+    /// Wire protocol compare-and-set: the §6.8 hash of the current value ("" = absent).
+    case hash(String)
+}
+
+public struct WriteRequest: Sendable {
+    public enum Kind: Sendable {
+        /// Replace the value at `path` (null deletes).
+        case set(JSON)
+        /// Multi-path update: relative paths → values (null deletes), atomic.
+        case update([(Path, JSON)])
+    }
+
+    public var namespace: String
+    public var path: Path
+    public var kind: Kind
+    public var condition: WriteCondition?
+
+    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil) {
+        self.namespace = namespace
+        self.path = path
+        self.kind = kind
+        self.condition = condition
+    }
+}
+
+public struct WriteOutcome: Sendable {
+    /// The log index the write was decided at.
+    public var index: UInt64
+    /// False when the condition did not hold: nothing was written.
+    public var applied: Bool
+    /// The value at the write's path after it (or, when not applied, as it stands).
+    public var value: Node
+    public var version: UInt64
+
+    public init(index: UInt64, applied: Bool, value: Node, version: UInt64) {
+        self.index = index
+        self.applied = applied
+        self.value = value
+        self.version = version
+    }
+}
+
+/// One committed write as listeners see it: resolved values (server values already computed).
+public struct CommittedChange: Sendable {
+    public enum Kind: Sendable {
+        case set(Node)
+        case merge([(Path, Node)])
+    }
+
+    public var index: UInt64
+    public var namespace: String
+    public var path: Path
+    public var kind: Kind
+
+    public init(index: UInt64, namespace: String, path: Path, kind: Kind) {
+        self.index = index
+        self.namespace = namespace
+        self.path = path
+        self.kind = kind
+    }
+}
+
+/// A consistent read: the data and the log index the snapshot reflects.
+public struct ReadResult: Sendable {
+    public var node: Node
+    public var version: UInt64
+    public var appliedIndex: UInt64
+
+    public init(node: Node, version: UInt64, appliedIndex: UInt64) {
+        self.node = node
+        self.version = version
+        self.appliedIndex = appliedIndex
+    }
+}
+
+/// Location pattern (may hold `$wildcard` segments) and the index names defined there.
+public struct IndexDefinition: Sendable, Equatable {
+    public var pattern: [String]
+    public var indexes: [String]
+
+    public init(pattern: [String], indexes: [String]) {
+        self.pattern = pattern
+        self.indexes = indexes
+    }
+}
+
+/// The node's storage as the front sees it. The durable implementation is LMDB (`LMDBDataStore`).
+public protocol DataStore: AnyObject, Sendable {
+    func read(namespace: String, path: Path) throws -> ReadResult
+    /// Runs a query at `path`, reading an index range when one is defined.
+    func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult
+    func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome
+    func setIndexes(_ defs: [IndexDefinition]) throws
+    /// Called for every committed write, in log order, after it is durable. Must not block.
+    func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void)
+    var appliedIndex: UInt64 { get }
+    func close()
+}
+
+/// ETags are derived from path versions: opaque to clients, cheap to compare at apply time.
+public enum ETag {
+    public static let null = "null_etag"
+
+    public static func of(node: Node, version: UInt64) -> String {
+        node.isEmpty ? null : "v\(version)"
+    }
+}

@@ -1,0 +1,43 @@
+import EmberCore
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// One running node: the storage, the listener hub and the HTTP front, wired together.
+public final class EmberNode: Sendable {
+    public let config: NodeConfiguration
+    public let store: any DataStore
+    public let hub: StreamHub
+    let rest: RestHandler
+    let logger: Logger
+
+    public init(config: NodeConfiguration, store: any DataStore, logger: Logger) throws {
+        self.config = config
+        self.store = store
+        self.logger = logger
+        self.hub = StreamHub(limits: config.streamLimits)
+        self.rest = RestHandler(store: store, hub: hub, config: config)
+        try store.setIndexes(config.rules.indexes)
+        let hub = self.hub
+        store.onCommit { change in hub.publish(change) }
+    }
+
+    /// Serves until SIGTERM/SIGINT, then closes streams and the store.
+    public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let rest = self.rest
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+            await rest.respond(to: request)
+        }
+        let app = Application(
+            responder: responder,
+            configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+            logger: logger)
+        defer {
+            hub.closeAll()
+            store.close()
+        }
+        try await app.runService()
+    }
+}

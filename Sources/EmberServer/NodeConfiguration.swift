@@ -1,0 +1,22 @@
+import EmberCore
+
+/// Settings of one node's front. Every limit is named here, with its default.
+public struct NodeConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 9000
+    public var dataDirectory = "./ember-data"
+    /// Namespace used when a request names none (`ns` absent).
+    public var defaultNamespace = "default"
+    public var rules: RulesDocument = .open
+    /// Largest request body accepted; bigger ones are refused before parsing (413).
+    public var maxRequestBytes = 32 * 1024 * 1024
+    /// Most nodes one write may contain.
+    public var maxWriteNodes = 2_000_000
+    /// Most parts in one multi-path update.
+    public var maxUpdateParts = 10_000
+    /// Interval of SSE keep-alive events.
+    public var keepAliveSeconds: Double = 30
+    public var streamLimits = StreamHub.Limits()
+
+    public init() {}
+}

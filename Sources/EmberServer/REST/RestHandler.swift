@@ -1,0 +1,311 @@
+import EmberCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Synchronization
+
+/// The Firebase REST front: GET / PUT / POST / PATCH / DELETE on `/<path>.json` and SSE streams.
+public final class RestHandler: Sendable {
+    let store: any DataStore
+    let hub: StreamHub
+    let config: NodeConfiguration
+    let clock: @Sendable () -> Int64
+    let pushIDs = Mutex(PushIDGenerator())
+
+    public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration,
+                clock: @escaping @Sendable () -> Int64 = RestHandler.wallClockMillis) {
+        self.store = store
+        self.hub = hub
+        self.config = config
+        self.clock = clock
+    }
+
+    public static let wallClockMillis: @Sendable () -> Int64 = {
+        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    public func respond(to request: Request) async -> Response {
+        do {
+            return try await handle(request)
+        } catch let e as RestError {
+            return Self.error(e)
+        } catch let e as EmberError {
+            return Self.error(RestError(e))
+        } catch let e as StoreUnavailable {
+            return Self.error(RestError(503, e.message))
+        } catch {
+            return Self.error(RestError(500, "Internal error: \(error)"))
+        }
+    }
+
+    func handle(_ request: Request) async throws -> Response {
+        var req = try RestRequest.parse(uri: request.uri.string)
+        var method = request.method
+        if method == .post {
+            let override = request.headers[HTTPField.Name("X-HTTP-Method-Override")!]?.uppercased() ?? req.methodOverride
+            if let o = override { method = HTTPRequest.Method(o) ?? method }
+        }
+        if method == .options { return Self.cors(Response(status: .noContent)) }
+        if case .node(let name) = req.target { return try nodeEndpoint(name, method: method) }
+        let ns = req.namespace ?? config.defaultNamespace
+        req.namespace = ns
+        let wantETag = request.headers[HTTPField.Name("X-Firebase-ETag")!]?.lowercased() == "true"
+        let ifMatch = request.headers[.ifMatch]
+        let ifNoneMatch = request.headers[.ifNoneMatch]
+
+        if case .rules = req.target {
+            guard method == .get else { throw RestError(405, "Rules are read-only on this node; start it with --rules FILE") }
+            return Self.json(config.rules.source, pretty: true)
+        }
+        switch method {
+        case .get:
+            if ifMatch != nil { throw RestError.badRequest("if-match is not supported on GET requests") }
+            if request.headers[.accept]?.contains("text/event-stream") == true {
+                return try stream(req)
+            }
+            return try get(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
+        case .put, .post, .patch, .delete:
+            if method == .patch && ifMatch != nil { throw RestError.badRequest("if-match is not supported on PATCH requests") }
+            if req.shallow || req.query != nil || req.export { throw RestError.badRequest("Query parameters are only supported on GET requests") }
+            var body = request.body
+            let data = try await Self.collect(&body, contentLength: request.headers[.contentLength], limit: config.maxRequestBytes)
+            return try await write(req, method: method, body: data, wantETag: wantETag, ifMatch: ifMatch)
+        default:
+            throw RestError(405, "Method \(method) is not supported")
+        }
+    }
+
+    // MARK: - Reads
+
+    func get(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) throws -> Response {
+        let ns = req.namespace!
+        if case .priority(let path) = req.target {
+            let r = try store.read(namespace: ns, path: path)
+            return Self.json(r.node.priority?.json ?? .null, pretty: req.print == .pretty)
+        }
+        let path = req.path
+        var value: JSON
+        var etag: String?
+        if let q = req.query, !req.shallow {
+            if case .child(let p) = q.index, !config.rules.hasIndex(at: path, named: p.segments.joined(separator: "/")) {
+                throw RestError.badRequest(#"Index not defined, add ".indexOn": "\#(p.segments.joined(separator: "/"))", for path "\#(path)", to the rules"#)
+            }
+            if q.index == .value, !config.rules.hasIndex(at: path, named: ".value") {
+                throw RestError.badRequest(#"Index not defined, add ".indexOn": ".value", for path "\#(path)", to the rules"#)
+            }
+            let r = try store.query(namespace: ns, path: path, query: q)
+            value = req.export ? r.node.exportJSON() : r.node.toJSON()
+        } else {
+            let r = try store.read(namespace: ns, path: path)
+            etag = ETag.of(node: r.node, version: r.version)
+            if req.shallow {
+                var node = r.node
+                if let q = req.query { node = q.apply(to: node) }
+                if node.hasChildren {
+                    var o: [String: JSON] = [:]
+                    for k in node.children.keys { o[k] = .bool(true) }
+                    value = .object(o)
+                } else {
+                    value = node.toJSON()
+                }
+            } else {
+                value = req.export ? r.node.exportJSON() : r.node.toJSON()
+            }
+        }
+        if let inm = ifNoneMatch, let etag, inm == etag {
+            var resp = Response(status: .notModified)
+            resp.headers[.eTag] = etag
+            return Self.cors(resp)
+        }
+        if req.print == .silent { return Self.cors(Response(status: .noContent)) }
+        var resp = Self.json(value, pretty: req.print == .pretty)
+        if (wantETag || ifNoneMatch != nil), let etag { resp.headers[.eTag] = etag }
+        return resp
+    }
+
+    /// `Accept: text/event-stream`: a `put` of the whole location, then every committed change.
+    func stream(_ req: RestRequest) throws -> Response {
+        let ns = req.namespace!
+        let path = req.path
+        guard let (id, events) = hub.register(namespace: ns, path: path) else {
+            throw RestError(429, "Too many streams are open on this node")
+        }
+        let initial: ReadResult
+        do { initial = try store.read(namespace: ns, path: path) } catch {
+            hub.unregister(id)
+            throw error
+        }
+        let hub = self.hub
+        let keepAlive = config.keepAliveSeconds
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream; charset=utf-8"
+        headers[.cacheControl] = "no-cache"
+        headers[.accessControlAllowOrigin] = "*"
+        let body = ResponseBody { writer in
+            defer { hub.unregister(id) }
+            let first = ChangeRouting.sseText(.put(path: .root, data: initial.node))
+            try await writer.write(ByteBuffer(string: first))
+            let ticker = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(keepAlive))
+                    if Task.isCancelled { break }
+                    hub.keepAlive(id: id)
+                }
+            }
+            defer { ticker.cancel() }
+            for await (index, text) in events where index > initial.appliedIndex {
+                try await writer.write(ByteBuffer(string: text))
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+
+    // MARK: - Writes
+
+    func write(_ req: RestRequest, method: HTTPRequest.Method, body: ByteBuffer, wantETag: Bool, ifMatch: String?) async throws -> Response {
+        let ns = req.namespace!
+        var path = req.path
+        let bytes = body.readableBytesView
+        var json: JSON = .null
+        if method != .delete {
+            guard !bytes.isEmpty else { throw RestError.badRequest("No data supplied.") }
+            do { json = try JSON.parse(bytes) } catch { throw RestError.badRequest(EmberError.invalidJSON("").description) }
+        }
+        var pushName: String?
+        let kind: WriteRequest.Kind
+        switch method {
+        case .put, .delete:
+            if case .priority = req.target {
+                throw RestError.badRequest("Write the priority with the data: {\".value\": v, \".priority\": p}")
+            }
+            try validate(json, at: path)
+            kind = .set(json)
+        case .post:
+            let name = pushIDs.withLock { gen -> String in
+                var rng = SystemRandomNumberGenerator()
+                return gen.next(now: clock(), using: &rng)
+            }
+            path = path.child(name)
+            pushName = name
+            try validate(json, at: path)
+            kind = .set(json)
+        default:  // PATCH
+            guard case .object(let obj) = json else {
+                throw RestError.badRequest("Invalid data; a PATCH body must be a JSON object")
+            }
+            guard obj.count <= config.maxUpdateParts else { throw RestError.badRequest("Too many paths in one update (limit \(config.maxUpdateParts))") }
+            var parts: [(Path, JSON)] = []
+            for (k, v) in obj {
+                let rel = try Path(k)
+                guard !rel.isRoot else { throw RestError.badRequest("Invalid key \"\(k)\" in update") }
+                guard path.count + rel.count <= Limits.maxPathDepth else { throw EmberError.pathTooDeep(depth: path.count + rel.count) }
+                try validate(v, at: path.appending(rel))
+                parts.append((rel, v))
+            }
+            parts.sort { $0.0 < $1.0 }
+            // Overlapping paths ("a" and "a/b") make the result order-dependent: refuse them.
+            for i in parts.indices.dropFirst() where parts[i - 1].0.contains(parts[i].0) {
+                throw RestError.badRequest("Invalid update: \(parts[i - 1].0) is an ancestor of \(parts[i].0)")
+            }
+            kind = .update(parts)
+        }
+        let condition = ifMatch.map { WriteCondition.etag($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
+        if condition != nil && method == .post { throw RestError.badRequest("if-match is not supported on POST requests") }
+        let outcome = try await store.write(WriteRequest(namespace: ns, path: path, kind: kind, condition: condition), now: clock())
+        let etag = ETag.of(node: outcome.value, version: outcome.version)
+        guard outcome.applied else {
+            var resp = Self.json(outcome.value.toJSON(), pretty: false, status: .preconditionFailed)
+            resp.headers[.eTag] = etag
+            return resp
+        }
+        if req.print == .silent { return Self.cors(Response(status: .noContent)) }
+        let result: JSON
+        switch method {
+        case .post: result = .object(["name": .string(pushName!)])
+        case .delete: result = .null
+        case .patch:
+            var o: [String: JSON] = [:]
+            if case .update(let parts) = kind {
+                for (rel, _) in parts { o[rel.segments.joined(separator: "/")] = outcome.value.child(at: rel).toJSON() }
+            }
+            result = .object(o)
+        default: result = outcome.value.toJSON()
+        }
+        var resp = Self.json(result, pretty: req.print == .pretty)
+        if wantETag { resp.headers[.eTag] = etag }
+        return resp
+    }
+
+    /// Refuses bad data before it reaches the log: keys, depth, sizes, server values.
+    func validate(_ json: JSON, at path: Path) throws {
+        let resolved = try ServerValues.resolve(json, existing: .empty, now: 0)
+        let node = try Node(json: resolved, depth: path.count)
+        guard node.nodeCount <= config.maxWriteNodes else {
+            throw RestError.badRequest("Data to write exceeds the maximum of \(config.maxWriteNodes) nodes in a single request.")
+        }
+    }
+
+    // MARK: - Node endpoints
+
+    func nodeEndpoint(_ name: String, method: HTTPRequest.Method) throws -> Response {
+        guard method == .get else { throw RestError(405, "Method \(method) is not supported") }
+        switch name {
+        case "healthz": return Self.json(.object(["status": .string("ok")]), pretty: false)
+        case "readyz", "status":
+            return Self.json(.object([
+                "role": .string("leader"),
+                "appliedIndex": .int(Int64(store.appliedIndex)),
+                "commitIndex": .int(Int64(store.appliedIndex)),
+                "streams": .int(Int64(hub.count)),
+            ]), pretty: false)
+        default: throw RestError(404, "Unknown node endpoint /\(name)")
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func collect(_ body: inout RequestBody, contentLength: String?, limit: Int) async throws -> ByteBuffer {
+        if let cl = contentLength, let n = Int(cl), n > limit {
+            throw RestError(413, "The request body is \(n) bytes; the limit is \(limit) bytes")
+        }
+        do {
+            return try await body.collect(upTo: limit)
+        } catch {
+            throw RestError(413, "The request body exceeds the limit of \(limit) bytes")
+        }
+    }
+
+    static func json(_ value: JSON, pretty: Bool, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-cache"
+        headers[.accessControlAllowOrigin] = "*"
+        var bytes = value.serializedBytes(pretty: pretty)
+        if pretty { bytes.append(0x0A) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    static func error(_ e: RestError) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.accessControlAllowOrigin] = "*"
+        return Response(status: HTTPResponse.Status(code: e.status), headers: headers,
+                        body: .init(byteBuffer: ByteBuffer(string: e.body)))
+    }
+
+    static func cors(_ r: Response) -> Response {
+        var r = r
+        r.headers[.accessControlAllowOrigin] = "*"
+        r.headers[.accessControlAllowMethods] = "GET, PUT, POST, PATCH, DELETE, OPTIONS"
+        r.headers[.accessControlAllowHeaders] = "Content-Type, Authorization, X-Firebase-ETag, If-Match, If-None-Match"
+        return r
+    }
+}
+
+/// The store cannot take writes right now (e.g. its queue is full); clients may retry.
+public struct StoreUnavailable: Error, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+}

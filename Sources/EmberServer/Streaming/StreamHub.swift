@@ -1,0 +1,84 @@
+import EmberCore
+import Synchronization
+
+/// Registry of open SSE streams and their fan-out. Each stream has a bounded queue: a reader
+/// that falls `queueLimit` events behind is closed rather than allowed to grow memory.
+public final class StreamHub: Sendable {
+    public struct Limits: Sendable {
+        /// Open SSE streams per node.
+        public var maxStreams: Int = 10_000
+        /// Events buffered per stream before it is closed as too slow.
+        public var queueLimit: Int = 4096
+        public init() {}
+    }
+
+    struct Entry: Sendable {
+        let namespace: String
+        let path: Path
+        let continuation: AsyncStream<(UInt64, String)>.Continuation
+    }
+
+    private let entries = Mutex<[Int: Entry]>([:])
+    private let nextID = Atomic<Int>(0)
+    public let limits: Limits
+    /// Streams closed because their reader fell behind.
+    public let overflowClosures = Atomic<Int>(0)
+
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+    }
+
+    public var count: Int { entries.withLock { $0.count } }
+
+    /// Registers a stream; events arrive tagged with their log index so the caller can skip
+    /// those already contained in its initial read.
+    public func register(namespace: String, path: Path) -> (id: Int, events: AsyncStream<(UInt64, String)>)? {
+        let (stream, continuation) = AsyncStream<(UInt64, String)>.makeStream(
+            bufferingPolicy: .bufferingOldest(limits.queueLimit))
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
+        let ok = entries.withLock { e -> Bool in
+            guard e.count < limits.maxStreams else { return false }
+            e[id] = Entry(namespace: namespace, path: path, continuation: continuation)
+            return true
+        }
+        guard ok else { return nil }
+        return (id, stream)
+    }
+
+    public func unregister(_ id: Int) {
+        let entry = entries.withLock { $0.removeValue(forKey: id) }
+        entry?.continuation.finish()
+    }
+
+    /// Queues a keep-alive on one stream (index `.max` is never skipped by readers).
+    public func keepAlive(id: Int) {
+        let entry = entries.withLock { $0[id] }
+        _ = entry?.continuation.yield((UInt64.max, ChangeRouting.keepAliveText))
+    }
+
+    /// Fans a committed change out to the streams it affects, in commit order (called from the
+    /// store's single commit callback).
+    public func publish(_ change: CommittedChange) {
+        let targets = entries.withLock { e in
+            e.filter { $0.value.namespace == change.namespace
+                && ($0.value.path.contains(change.path) || change.path.contains($0.value.path)) }
+        }
+        for (id, entry) in targets {
+            for ev in ChangeRouting.events(for: change, at: entry.path) {
+                if case .dropped = entry.continuation.yield((change.index, ChangeRouting.sseText(ev))) {
+                    overflowClosures.add(1, ordering: .relaxed)
+                    unregister(id)
+                    break
+                }
+            }
+        }
+    }
+
+    public func closeAll() {
+        let all = entries.withLock { e -> [Entry] in
+            defer { e.removeAll() }
+            return Array(e.values)
+        }
+        for e in all { e.continuation.finish() }
+    }
+}
