@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what Ember needs on Debian and is not there yet: liblmdb-dev (the storage engine),
+# pkg-config, and python3-venv for the integration suite. Uses sudo when not root.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+missing=()
+dpkg -s liblmdb-dev >/dev/null 2>&1 || missing+=(liblmdb-dev)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ "${1:-}" = "--with-etcd" ] && ! command -v etcd >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq etcd-server etcd-client >/dev/null
+fi

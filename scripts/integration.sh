@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs the integration suite: real emberd processes driven by firebase-admin from PyPI, in a
+# virtualenv this script makes (Tests/integration/.venv is ignored by git).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import firebase_admin" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r Tests/integration/requirements.txt
+fi
+export EMBERD="${EMBERD:-$PWD/.build/debug/emberd}"
+exec "$VENV/bin/pytest" -q -p no:cacheprovider Tests/integration "$@"
