@@ -1,0 +1,89 @@
+import EmberCore
+import Testing
+
+@testable import EmberServer
+
+@Suite struct RestRequestTests {
+    @Test func pathsAndTrailingSlashes() throws {
+        #expect(try RestRequest.parse(uri: "/.json").target == .data(.root))
+        #expect(try RestRequest.parse(uri: "/a/b.json").target == .data(Path("a/b")))
+        #expect(try RestRequest.parse(uri: "/a/b/.json").target == .data(Path("a/b")))
+        #expect(try RestRequest.parse(uri: "/t/a%20b.json").target == .data(Path(validated: ["t", "a b"])))
+        #expect(try RestRequest.parse(uri: "/t/a+b.json").target == .data(Path(validated: ["t", "a+b"])))
+        #expect(try RestRequest.parse(uri: "/t/%C3%A9%E2%98%83.json").target == .data(Path(validated: ["t", "é☃"])))
+        #expect(try RestRequest.parse(uri: "/t/100%25.json").target == .data(Path(validated: ["t", "100%"])))
+        #expect(try RestRequest.parse(uri: "/u/.priority.json").target == .priority(Path("u")))
+        #expect(try RestRequest.parse(uri: "/.settings/rules.json").target == .rules)
+    }
+
+    @Test func invalidPathsAreRefused() {
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a") }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a%2Eb.json") }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a$b.json") }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/%ZZ.json") }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/" + Array(repeating: "k", count: 33).joined(separator: "/") + ".json") }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/" + String(repeating: "k", count: 769) + ".json") }
+    }
+
+    @Test func pythonQueryStrings() throws {
+        // Shapes firebase-admin 7.7.0 sends (reference §5.4).
+        let r = try RestRequest.parse(uri: "/dinos.json?endAt=%22pterodactyl%22&limitToFirst=2&orderBy=%22height%22&startAt=3&ns=my-proj")
+        #expect(r.namespace == "my-proj")
+        let q = try #require(r.query)
+        #expect(q.index == .child(try Path("height")))
+        #expect(q.start == QueryBound(value: .number(3)))
+        #expect(q.end == QueryBound(value: .string("pterodactyl")))
+        #expect(q.limit == 2 && q.limitFromStart)
+        let k = try RestRequest.parse(uri: "/d.json?equalTo=%22x%22&orderBy=%22$key%22&ns=n")
+        #expect(k.query?.index == .key)
+        #expect(k.query?.start?.value == .string("x"))
+        let v = try RestRequest.parse(uri: "/d.json?limitToLast=3&orderBy=%22$value%22&startAt=true&ns=n")
+        #expect(v.query?.limitFromStart == false && v.query?.limit == 3)
+        let o = try RestRequest.parse(uri: "/x.json?ns=o&auth_variable_override=%7B%22uid%22:%22u1%22,%22admin%22:false%7D")
+        #expect(o.authOverride == .some(.object(["uid": .string("u1"), "admin": .bool(false)])))
+        let n = try RestRequest.parse(uri: "/y.json?ns=third&auth_variable_override=null")
+        #expect(n.authOverride == .some(nil))
+        let plus = try RestRequest.parse(uri: "/d.json?orderBy=%22$key%22&startAt=%22a+b%22")
+        #expect(plus.query?.start?.value == .string("a+b"))
+    }
+
+    @Test func boundsWithKeyTieBreak() throws {
+        let r = try RestRequest.parse(uri: "/d.json?orderBy=%22h%22&startAt=3,%22k%22&endBefore=%22z%22")
+        #expect(r.query?.start == QueryBound(value: .number(3), name: "k"))
+        #expect(r.query?.end == QueryBound(value: .string("z"), name: KeyOrder.minName, inclusive: false))
+    }
+
+    @Test func queryErrorsUseFirebaseTexts() {
+        func message(_ uri: String) -> String? {
+            do { _ = try RestRequest.parse(uri: uri); return nil } catch { return error.message }
+        }
+        #expect(message("/d.json?orderBy=height") == "orderBy must be a valid JSON encoded path")
+        #expect(message("/d.json?orderBy=%22h%22&equalTo=%7B%22z%22:1%7D") == "Constraint index field must be a JSON primitive")
+        #expect(message("/d.json?limitToFirst=1") == "orderBy must be defined when other query parameters are defined")
+        #expect(message("/d.json?orderBy=%22h%22&limitToFirst=1&limitToLast=1") != nil)
+        #expect(message("/d.json?orderBy=%22h%22&limitToFirst=-1") != nil)
+        #expect(message("/d.json?orderBy=%22h%22&equalTo=1&startAt=0") == "equalTo cannot be specified in addition to startAt or endAt")
+        #expect(message("/d.json?shallow=true&orderBy=%22$key%22") == "The request mixes query parameters with a shallow GET request")
+        #expect(message("/d.json?bogus=1") != nil)
+        #expect(message("/d.json?orderBy=%22a%22&orderBy=%22b%22") != nil)
+    }
+
+    @Test func timeouts() throws {
+        #expect(try RestRequest.parse(uri: "/a.json?timeout=3ms").timeoutMillis == 3)
+        #expect(try RestRequest.parse(uri: "/a.json?timeout=10s").timeoutMillis == 10_000)
+        #expect(try RestRequest.parse(uri: "/a.json?timeout=15min").timeoutMillis == 900_000)
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a.json?timeout=16min") }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a.json?timeout=0s") }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a.json?timeout=abc") }
+    }
+
+    @Test func shallowWithLimitToFirstIsKeyOrder() throws {
+        let r = try RestRequest.parse(uri: "/a.json?shallow=true&limitToFirst=1")
+        #expect(r.shallow)
+        #expect(r.query == QuerySpec(index: .key).limited(toFirst: 1))
+    }
+
+    @Test func errorBodyFormat() {
+        #expect(RestError(401, "Permission denied").body == "{\n  \"error\" : \"Permission denied\"\n}\n")
+    }
+}
