@@ -140,8 +140,12 @@ public struct Node: Sendable, Equatable {
             self = node
             return
         }
-        // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
-        if leaf != nil { leaf = nil }
+        if leaf != nil {
+            // Deleting below a leaf changes nothing (JS `LeafNode.updateChild`).
+            if node.isEmpty { return }
+            // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
+            leaf = nil
+        }
         var child = children[key] ?? .empty
         child.set(node, at: path.dropFirst())
         if child.isEmpty {
