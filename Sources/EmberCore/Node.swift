@@ -9,7 +9,8 @@ public enum Leaf: Sendable, Hashable {
     public static func == (lhs: Leaf, rhs: Leaf) -> Bool {
         switch (lhs, rhs) {
         case let (.bool(a), .bool(b)): return a == b
-        case let (.string(a), .string(b)): return a == b
+        // Byte equality: canonically equivalent strings ("é", "e\u{301}") are different values.
+        case let (.string(a), .string(b)): return a.utf8.elementsEqual(b.utf8)
         case let (.int(a), .int(b)): return a == b
         case let (.int(a), .double(b)), let (.double(b), .int(a)): return Double(a) == b
         case let (.double(a), .double(b)): return a == b
