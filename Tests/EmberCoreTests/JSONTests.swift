@@ -80,6 +80,14 @@ struct JSONTests {
         }
         #expect(negZero == 0 && negZero.sign == .minus)
         #expect(try JSON.parse("-0.0") == JSON.parse("0"))
+        // Negative zero survives a round trip, so data read back hashes like the stored value (§6.8).
+        guard case .double(let back) = try JSON.parse(JSON.double(-0.0).serialized()) else {
+            Issue.record("-0.0 should serialize as a double")
+            return
+        }
+        #expect(back.sign == .minus)
+        let stored = try Node(json: JSON.parse("-0.0"))
+        #expect(try Node(json: JSON.parse(stored.toJSON().serialized())).firebaseHash == stored.firebaseHash)
         #expect(try JSON.parse("1e+300") == .double(1e300))
         #expect(try JSON.parse("1E-300") == .double(1e-300))
         #expect(try JSON.parse("-2.5e3") == .double(-2500))
@@ -206,7 +214,8 @@ struct JSONTests {
         #expect(JSON.object([:]).serialized() == "{}")
         #expect(JSON.array([]).serialized() == "[]")
         #expect(JSON.string("").serialized() == "\"\"")
-        #expect(JSON.double(-0.0).serialized() == "0")
+        #expect(JSON.double(0.0).serialized() == "0")
+        #expect(JSON.double(-0.0).serialized() == "-0.0")
         // Every control character survives a round trip.
         let controls = String(String.UnicodeScalarView((0..<32).map { Unicode.Scalar(UInt8($0)) }))
         #expect(try JSON.parse(JSON.string(controls).serialized()) == .string(controls))
