@@ -311,9 +311,10 @@ enum JSONWriter {
         for _ in 0..<indent { out.append(contentsOf: "  ".utf8) }
     }
 
-    /// Integral doubles print without a fraction (`1` equals `1.0` in Firebase).
+    /// Integral doubles print without a fraction (`1` equals `1.0` in Firebase). Negative zero keeps
+    /// its sign: the §6.8 hash distinguishes it, so a client must read back what the server hashes.
     static func formatDouble(_ d: Double) -> String {
-        if d == 0 { return "0" }
+        if d == 0 { return d.sign == .minus ? "-0.0" : "0" }
         if d == d.rounded(), abs(d) < 9.007199254740992e15 { return String(Int64(d)) }
         return d.description
     }

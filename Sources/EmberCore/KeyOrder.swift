@@ -43,7 +43,8 @@ public enum KeyOrder {
 
     /// Negative, zero or positive like JS `nameCompare`.
     public static func compare(_ a: String, _ b: String) -> Int {
-        if a == b { return 0 }
+        // Byte equality: Swift's `==` on String is canonical equivalence ("é" == "e\u{301}").
+        if a.utf8.elementsEqual(b.utf8) { return 0 }
         if a == minName || b == maxName { return -1 }
         if b == minName || a == maxName { return 1 }
         let ai = int32Value(a), bi = int32Value(b)

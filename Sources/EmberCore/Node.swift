@@ -9,7 +9,8 @@ public enum Leaf: Sendable, Hashable {
     public static func == (lhs: Leaf, rhs: Leaf) -> Bool {
         switch (lhs, rhs) {
         case let (.bool(a), .bool(b)): return a == b
-        case let (.string(a), .string(b)): return a == b
+        // Byte equality: canonically equivalent strings ("é", "e\u{301}") are different values.
+        case let (.string(a), .string(b)): return a.utf8.elementsEqual(b.utf8)
         case let (.int(a), .int(b)): return a == b
         case let (.int(a), .double(b)), let (.double(b), .int(a)): return Double(a) == b
         case let (.double(a), .double(b)): return a == b
@@ -140,8 +141,12 @@ public struct Node: Sendable, Equatable {
             self = node
             return
         }
-        // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
-        if leaf != nil { leaf = nil }
+        if leaf != nil {
+            // Deleting below a leaf changes nothing (JS `LeafNode.updateChild`).
+            if node.isEmpty { return }
+            // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
+            leaf = nil
+        }
         var child = children[key] ?? .empty
         child.set(node, at: path.dropFirst())
         if child.isEmpty {
