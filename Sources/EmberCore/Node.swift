@@ -141,7 +141,11 @@ public struct Node: Sendable, Equatable {
             return
         }
         // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
-        if leaf != nil { leaf = nil }
+        // Deleting below a leaf changes nothing (SDK `LeafNode.updateChild`; spec test 86).
+        if leaf != nil {
+            if node.isEmpty { return }
+            leaf = nil
+        }
         var child = children[key] ?? .empty
         child.set(node, at: path.dropFirst())
         if child.isEmpty {
