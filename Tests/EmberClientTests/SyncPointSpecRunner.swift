@@ -90,6 +90,8 @@ struct SyncPointSpecRun {
     var nextRegistration = 1
     var callbacks: [Int: RegistrationID] = [:]
     var specTagToQuery: [Int: SyncQuery] = [:]
+    /// Number of expected events matched so far (guards against a vacuous runner).
+    var matchedEvents = 0
 
     init(basePath: String) {
         self.basePath = basePath.split(separator: "/").map(String.init)
@@ -189,6 +191,8 @@ struct SyncPointSpecRun {
                 }
             }
             try compareExact(expected, actual)
+            matchedEvents += expected.count
+            return
         case "unlisten":
             guard case .int(let cb)? = step["callbackId"], let reg = callbacks[Int(cb)] else {
                 throw SpecFailure(description: "unlisten without a known callbackId")
@@ -234,6 +238,7 @@ struct SyncPointSpecRun {
         default:
             throw SpecFailure(description: "unknown step type")
         }
+        matchedEvents += expected.count
     }
 
     /// The client's tag for the query the spec tagged `specTag` (unknown tags pass through).
