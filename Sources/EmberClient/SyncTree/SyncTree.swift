@@ -164,10 +164,15 @@ public final class SyncTree {
     // MARK: - Reads
 
     /// The latest local value at `path`: server data plus pending writes (hidden ones included),
-    /// leaving out `excluding` write ids. Nil when the client does not know the data.
+    /// leaving out `excluding` write ids (for transactions). Nil when the client knows neither
+    /// complete server data nor a complete local write there (a transaction then starts from null).
     public func calcCompleteEventCache(_ path: Path, excluding writeIds: Set<Int> = []) -> Node? {
         let serverCache: Node? = syncPoints.findOnPath(path) { pointPath, point in
             point.completeServerCache(pointPath.relative(path)!)
+        }
+        if serverCache == nil
+            && !pendingWrites.hasCompleteWrite(path, excluding: writeIds, includeHiddenWrites: true) {
+            return nil
         }
         return pendingWrites.calcCompleteEventCache(path, serverCache, excluding: writeIds, includeHiddenWrites: true)
     }

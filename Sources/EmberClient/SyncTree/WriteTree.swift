@@ -124,6 +124,14 @@ struct WriteTree {
         return layered.apply(to: completeServerCache ?? .empty)
     }
 
+    /// Whether pending writes (hidden ones when asked), minus `excluding`, fully determine `treePath`.
+    func hasCompleteWrite(_ treePath: Path, excluding writeIdsToExclude: Set<Int>, includeHiddenWrites: Bool) -> Bool {
+        WriteTree.layer(allWrites, at: treePath) { w in
+            (w.visible || includeHiddenWrites) && !writeIdsToExclude.contains(w.writeId)
+                && (w.path.contains(treePath) || treePath.contains(w.path))
+        }.hasCompleteWrite(.root)
+    }
+
     /// The children at `treePath` that are complete given server children and pending writes.
     func calcCompleteEventChildren(_ treePath: Path, _ completeServerChildren: Node?) -> Node {
         var result = Node.empty
