@@ -95,13 +95,37 @@ extension Node {
         QuerySpec(index: index).sortedChildren(of: self).map { NamedNode(key: $0.key, node: $0.node) }
     }
 
-    func firstChild(by index: QueryIndex) -> NamedNode? { sortedChildren(by: index).first }
-    func lastChild(by index: QueryIndex) -> NamedNode? { sortedChildren(by: index).last }
+    /// The smallest child in `index` order (a linear scan).
+    func firstChild(by index: QueryIndex) -> NamedNode? {
+        extremeChild(by: index) { $0 < 0 }
+    }
 
-    /// The key of the child that precedes `key` in `index` order (nil when it is first).
+    /// The largest child in `index` order (a linear scan).
+    func lastChild(by index: QueryIndex) -> NamedNode? {
+        extremeChild(by: index) { $0 > 0 }
+    }
+
+    private func extremeChild(by index: QueryIndex, _ better: (Int) -> Bool) -> NamedNode? {
+        var best: NamedNode? = nil
+        for (k, v) in children {
+            let candidate = NamedNode(key: k, node: v)
+            if let b = best, !better(index.compare(candidate, b)) { continue }
+            best = candidate
+        }
+        return best
+    }
+
+    /// The key of the child that precedes `key` in `index` order (nil when it is first or absent).
     func predecessorKey(of key: String, by index: QueryIndex) -> String? {
-        let sorted = sortedChildren(by: index)
-        guard let i = sorted.firstIndex(where: { $0.key == key }) else { return nil }
-        return i == 0 ? nil : sorted[i - 1].key
+        guard let node = children[key] else { return nil }
+        let target = NamedNode(key: key, node: node)
+        var best: NamedNode? = nil
+        for (k, v) in children where k != key {
+            let candidate = NamedNode(key: k, node: v)
+            guard index.compare(candidate, target) < 0 else { continue }
+            if let b = best, index.compare(candidate, b) < 0 { continue }
+            best = candidate
+        }
+        return best?.key
     }
 }

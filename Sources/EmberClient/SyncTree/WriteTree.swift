@@ -185,14 +185,19 @@ struct WriteTree {
             return []
         }
         guard !toIterate.isEmpty && !toIterate.isLeaf else { return [] }
-        var sorted = toIterate.sortedChildren(by: index)
-        if reverse { sorted.reverse() }
-        var result: [NamedNode] = []
-        for child in sorted where result.count < count {
+        // Children strictly beyond `startPost` in iteration direction, nearest first.
+        var beyond: [NamedNode] = []
+        for (k, v) in toIterate.children {
+            let child = NamedNode(key: k, node: v)
             let c = index.compare(child, startPost)
-            if reverse ? c < 0 : c > 0 { result.append(child) }
+            if reverse ? c < 0 : c > 0 { beyond.append(child) }
         }
-        return result
+        let nearerFirst: (NamedNode, NamedNode) -> Bool = { a, b in
+            let c = index.compare(a, b)
+            return reverse ? c > 0 : c < 0
+        }
+        if count == 1 { return beyond.min(by: nearerFirst).map { [$0] } ?? [] }
+        return Array(beyond.sorted(by: nearerFirst).prefix(count))
     }
 }
 
