@@ -133,6 +133,20 @@ struct SyncTreeTests {
         #expect(provider.errors.isEmpty)
     }
 
+    @Test("spec test 54: unlistening moves the server listen to the nearest remaining default listens")
+    func collectSubviews() throws {
+        let provider = FakeListenProvider()
+        let tree = SyncTree(listenProvider: provider)
+        let cb = RegistrationID(1)
+        for path in ["", "a", "a/b"] { _ = tree.addEventRegistration(SyncQuery(path: p(path)), cb) }
+        #expect(provider.log == ["start / tag=nil"])
+        tree.removeEventRegistration(SyncQuery(path: .root), cb)
+        #expect(provider.log == ["start / tag=nil", "start /a tag=nil", "stop / tag=nil"])
+        tree.removeEventRegistration(SyncQuery(path: p("a")), cb)
+        #expect(provider.log.suffix(2) == ["start /a/b tag=nil", "stop /a tag=nil"])
+        #expect(provider.errors.isEmpty)
+    }
+
     @Test("priority writes: a child written into a prioritized leaf keeps the priority")
     func priorityKeptOnLeafToObject() throws {
         let tree = SyncTree(listenProvider: FakeListenProvider())
