@@ -9,6 +9,7 @@ public final class EmberNode: Sendable {
     public let config: NodeConfiguration
     public let store: any DataStore
     public let hub: StreamHub
+    public let realtime: RealtimeHub
     let rest: RestHandler
     let logger: Logger
 
@@ -17,10 +18,15 @@ public final class EmberNode: Sendable {
         self.store = store
         self.logger = logger
         self.hub = StreamHub(limits: config.streamLimits)
+        self.realtime = RealtimeHub(limits: config.realtimeLimits)
         self.rest = RestHandler(store: store, hub: hub, config: config)
         try store.setIndexes(config.rules.indexes)
         let hub = self.hub
-        store.onCommit { change in hub.publish(change) }
+        let realtime = self.realtime
+        store.onCommit { change in
+            hub.publish(change)
+            realtime.publish(change)
+        }
     }
 
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.
@@ -31,10 +37,12 @@ public final class EmberNode: Sendable {
         }
         let app = Application(
             responder: responder,
+            server: .http1WebSocketUpgrade { [self] head, _, _ in WebSocketGlue.shouldUpgrade(head: head, node: self) },
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
         defer {
+            realtime.closeAll(reason: "node shutting down")
             hub.closeAll()
             store.close()
         }

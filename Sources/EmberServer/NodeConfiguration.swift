@@ -17,6 +17,7 @@ public struct NodeConfiguration: Sendable {
     /// Interval of SSE keep-alive events.
     public var keepAliveSeconds: Double = 30
     public var streamLimits = StreamHub.Limits()
+    public var realtimeLimits = RealtimeHub.Limits()
 
     public init() {}
 }

@@ -1,0 +1,194 @@
+import EmberCore
+import Foundation
+
+/// Handles the requests of one wire-protocol session (reference §6.3): listens, gets, writes,
+/// onDisconnect, auth. Every request gets a response carrying its `r`.
+struct RealtimeHandler: Sendable {
+    let session: RealtimeSession
+    let store: any DataStore
+    let config: NodeConfiguration
+    let clock: @Sendable () -> Int64
+
+    /// Handles one reassembled message.
+    func handle(_ text: String) async {
+        guard let json = try? JSON.parse(text), case .object(let envelope) = json,
+              case .object(let d)? = envelope["d"] else {
+            session.send(.object(["t": .string("c"), "d": .object(["t": .string("e"), "d": .string("Invalid message")])]))
+            return
+        }
+        if envelope["t"]?.stringValue == "c" {
+            if d["t"]?.stringValue == "p" { session.send(WireMessages.pong) }
+            return
+        }
+        guard case .int(let r)? = d["r"], let action = d["a"]?.stringValue else {
+            session.send(.object(["t": .string("c"), "d": .object(["t": .string("e"), "d": .string("Request without r or a")])]))
+            return
+        }
+        let body = d["b"]?.objectValue ?? [:]
+        do {
+            let (status, data) = try await dispatch(action, body, r: r)
+            if let status { session.send(WireMessages.response(r, status: status, data: data)) }
+        } catch let e as EmberError {
+            session.send(WireMessages.response(r, status: "invalid_data", data: .string(e.description)))
+        } catch let e as RestError {
+            session.send(WireMessages.response(r, status: e.status == 429 ? "too_many_requests" : "invalid_data", data: .string(e.message)))
+        } catch let e as StoreUnavailable {
+            session.send(WireMessages.response(r, status: "unavailable", data: .string(e.message)))
+        } catch {
+            session.send(WireMessages.response(r, status: "internal_error", data: .string("\(error)")))
+        }
+    }
+
+    /// Returns the response (status, data), or nil status when the response was already queued.
+    func dispatch(_ action: String, _ b: [String: JSON], r: Int64) async throws -> (String?, JSON) {
+        switch action {
+        case "q", "l": return try listen(b, r: r)
+        case "n", "u":
+            let (path, qw, tag) = try listenIdentity(b)
+            session.endListen(path: path, queryWire: qw, tag: tag)
+            return ("ok", .object([:]))
+        case "g": return try get(b)
+        case "p": return try await put(b)
+        case "m": return try await merge(b)
+        case "o":
+            let path = try wirePath(b)
+            let data = b["d"] ?? .null
+            try validate(data, at: path)
+            guard session.addOnDisconnect(path, .set(data)) else { throw RestError(429, "Too many onDisconnect operations") }
+            return ("ok", .string(""))
+        case "om":
+            let path = try wirePath(b)
+            let parts = try mergeParts(path, b["d"])
+            guard session.addOnDisconnect(path, .update(parts)) else { throw RestError(429, "Too many onDisconnect operations") }
+            return ("ok", .string(""))
+        case "oc":
+            session.cancelOnDisconnect(at: try wirePath(b))
+            return ("ok", .string(""))
+        case "auth", "gauth": return auth(b)
+        case "unauth":
+            session.setAuth(nil)
+            return ("ok", .string(""))
+        case "s", "appcheck", "unappeck", "unappcheck":
+            return ("ok", .string(""))
+        default:
+            return ("invalid_request", .string("Unknown action \(action)"))
+        }
+    }
+
+    func wirePath(_ b: [String: JSON]) throws -> Path {
+        guard let p = b["p"]?.stringValue else { throw EmberError.invalidData("request needs a path p") }
+        return try Path(p)
+    }
+
+    func listenIdentity(_ b: [String: JSON]) throws -> (Path, JSON?, Int64?) {
+        let path = try wirePath(b)
+        var tag: Int64?
+        if case .int(let t)? = b["t"] { tag = t }
+        let qw = b["q"]
+        return (path, tag == nil ? nil : qw, tag)
+    }
+
+    func listen(_ b: [String: JSON], r: Int64) throws -> (String?, JSON) {
+        let (path, qw, tag) = try listenIdentity(b)
+        let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
+        switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
+        case .duplicate: return ("ok", .object([:]))
+        case .tooMany: throw RestError(429, "Too many listens on this connection (limit \(session.limits.maxListens))")
+        case .started: break
+        }
+        let read: ReadResult
+        do { read = try store.read(namespace: session.namespace, path: path) } catch {
+            session.endListen(path: path, queryWire: qw, tag: tag)
+            throw error
+        }
+        var ok: [String: JSON] = [:]
+        if tag != nil, !isIndexed(query, at: path) { ok["w"] = .array([.string("no_index")]) }
+        session.completeListen(path: path, queryWire: qw, tag: tag, read: read,
+                               response: WireMessages.response(r, status: "ok", data: .object(ok)))
+        return (nil, .null)
+    }
+
+    func isIndexed(_ q: QuerySpec, at path: Path) -> Bool {
+        switch q.index {
+        case .key, .priority: return true
+        case .value: return config.rules.hasIndex(at: path, named: ".value")
+        case .child(let c): return config.rules.hasIndex(at: path, named: c.segments.joined(separator: "/"))
+        }
+    }
+
+    func get(_ b: [String: JSON]) throws -> (String?, JSON) {
+        let path = try wirePath(b)
+        let read = try store.read(namespace: session.namespace, path: path)
+        if let qw = b["q"], case .object(let o) = qw, !o.isEmpty {
+            let q = try QuerySpec(wire: qw)
+            return ("ok", q.apply(to: read.node).exportJSON())
+        }
+        return ("ok", read.node.exportJSON())
+    }
+
+    func put(_ b: [String: JSON]) async throws -> (String?, JSON) {
+        let path = try wirePath(b)
+        let data = b["d"] ?? .null
+        try validate(data, at: path)
+        var condition: WriteCondition?
+        if let h = b["h"]?.stringValue { condition = .hash(h) }
+        if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
+        let outcome = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition), now: clock())
+        // A failed compare-and-set: the current value reached the client's listens before this
+        // response, because pushes and responses share the session's ordered queue.
+        return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))
+    }
+
+    func merge(_ b: [String: JSON]) async throws -> (String?, JSON) {
+        let path = try wirePath(b)
+        let parts = try mergeParts(path, b["d"])
+        _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts)), now: clock())
+        return ("ok", .string(""))
+    }
+
+    func mergeParts(_ path: Path, _ d: JSON?) throws -> [(Path, JSON)] {
+        guard case .object(let obj)? = d else { throw EmberError.invalidData("a merge needs an object") }
+        guard obj.count <= config.maxUpdateParts else { throw EmberError.invalidData("too many paths in one merge") }
+        var parts: [(Path, JSON)] = []
+        for (k, v) in obj {
+            let rel = try Path(k)
+            guard !rel.isRoot else { throw EmberError.invalidData("empty key in merge") }
+            guard path.count + rel.count <= Limits.maxPathDepth else { throw EmberError.pathTooDeep(depth: path.count + rel.count) }
+            try validate(v, at: path.appending(rel))
+            parts.append((rel, v))
+        }
+        return parts.sorted { $0.0 < $1.0 }
+    }
+
+    func validate(_ json: JSON, at path: Path) throws {
+        let node = try Node(json: ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
+        guard node.nodeCount <= config.maxWriteNodes else { throw EmberError.tooLarge("write exceeds \(config.maxWriteNodes) nodes") }
+    }
+
+    /// `owner` is the admin identity; other JWTs are read (unverified) for their claims until the
+    /// security work adds signature checks.
+    func auth(_ b: [String: JSON]) -> (String?, JSON) {
+        guard let cred = b["cred"]?.stringValue else { return ("invalid_token", .string("auth needs cred")) }
+        if cred == "owner" {
+            session.setAuth(.object(["admin": .bool(true)]))
+            return ("ok", .object(["auth": .null, "expires": .int(clock() / 1000 + 3600)]))
+        }
+        guard let claims = JWTClaims.decodeUnverified(cred) else { return ("invalid_token", .string("Could not parse auth token.")) }
+        session.setAuth(claims)
+        var expires: JSON = .int(clock() / 1000 + 3600)
+        if let e = claims["exp"], e.numberValue != nil { expires = e }
+        return ("ok", .object(["auth": claims, "expires": expires]))
+    }
+}
+
+/// Reads the claims of a JWT without checking its signature.
+enum JWTClaims {
+    static func decodeUnverified(_ token: String) -> JSON? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[1].utf8.count <= 16_384 else { return nil }
+        var b64 = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.utf8.count % 4 != 0 { b64 += "=" }
+        guard let data = Data(base64Encoded: b64), let claims = try? JSON.parse(Array(data)), case .object = claims else { return nil }
+        return claims
+    }
+}

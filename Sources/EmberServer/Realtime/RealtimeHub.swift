@@ -1,0 +1,54 @@
+import EmberCore
+import Synchronization
+
+/// The node's WebSocket sessions by namespace; fans committed changes out to them.
+public final class RealtimeHub: Sendable {
+    public struct Limits: Sendable {
+        /// WebSocket connections per node.
+        public var maxConnections = 100_000
+        public var session = RealtimeSession.Limits()
+        public init() {}
+    }
+
+    private let sessions = Mutex<[String: [String: RealtimeSession]]>([:])
+    public let limits: Limits
+
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+    }
+
+    public var connectionCount: Int { sessions.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    func open(id: String, namespace: String) -> RealtimeSession? {
+        sessions.withLock { all in
+            guard all.values.reduce(0, { $0 + $1.count }) < limits.maxConnections else { return nil }
+            let s = RealtimeSession(id: id, namespace: namespace, limits: limits.session)
+            all[namespace, default: [:]][id] = s
+            return s
+        }
+    }
+
+    func close(_ session: RealtimeSession) {
+        sessions.withLock { all in
+            all[session.namespace]?.removeValue(forKey: session.id)
+            if all[session.namespace]?.isEmpty == true { all.removeValue(forKey: session.namespace) }
+        }
+    }
+
+    /// Called by the store in commit order.
+    public func publish(_ change: CommittedChange) {
+        let targets = sessions.withLock { $0[change.namespace].map { Array($0.values) } ?? [] }
+        for s in targets { s.deliver(change) }
+    }
+
+    public func closeAll(reason: String) {
+        let all = sessions.withLock { all -> [RealtimeSession] in
+            defer { all.removeAll() }
+            return all.values.flatMap(\.values)
+        }
+        for s in all {
+            s.send(WireMessages.shutdown(reason))
+            s.finish(reason: reason)
+        }
+    }
+}

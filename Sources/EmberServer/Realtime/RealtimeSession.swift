@@ -1,0 +1,143 @@
+import EmberCore
+import Foundation
+import Synchronization
+
+/// One WebSocket connection speaking the Firebase wire protocol v5 (reference §6). Requests are
+/// handled in arrival order; every message to the client goes through one bounded queue, so
+/// pushes and responses keep commit order and a client that cannot keep up is disconnected.
+public final class RealtimeSession: Sendable {
+    public struct Limits: Sendable {
+        /// Messages queued for one connection before it is closed as too slow.
+        public var outboundQueue = 10_000
+        /// Largest reassembled inbound message.
+        public var maxMessageBytes = 16 * 1024 * 1024
+        /// Listens one connection may hold.
+        public var maxListens = 10_000
+        /// onDisconnect operations one connection may register.
+        public var maxOnDisconnect = 1_000
+        public init() {}
+    }
+
+    struct State {
+        var listens: [String: WireListen] = [:]
+        var onDisconnect: [(Path, WriteRequest.Kind)] = []
+        var auth: JSON? = nil
+        var closed = false
+        var closeReason: String?
+    }
+
+    public let id: String
+    public let namespace: String
+    let limits: Limits
+    private let state = Mutex(State())
+    private let continuation: AsyncStream<String>.Continuation
+    /// Frames to write to the socket, in order.
+    public let outbound: AsyncStream<String>
+
+    init(id: String, namespace: String, limits: Limits) {
+        self.id = id
+        self.namespace = namespace
+        self.limits = limits
+        (outbound, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(limits.outboundQueue))
+    }
+
+    public var closeReason: String? { state.withLock { $0.closeReason } }
+    public var listenCount: Int { state.withLock { $0.listens.count } }
+
+    // MARK: - Sending (always under the state lock, which fixes the order)
+
+    private func enqueue(_ s: inout State, _ message: JSON) {
+        guard !s.closed else { return }
+        for frame in WireFraming.split(message.serialized()) {
+            if case .dropped = continuation.yield(frame) {
+                s.closed = true
+                s.closeReason = "outbound queue over \(limits.outboundQueue) messages: client too slow"
+                continuation.finish()
+                return
+            }
+        }
+    }
+
+    func send(_ message: JSON) {
+        state.withLock { enqueue(&$0, message) }
+    }
+
+    func finish(reason: String?) {
+        state.withLock { s in
+            if !s.closed {
+                s.closed = true
+                s.closeReason = reason
+                continuation.finish()
+            }
+        }
+    }
+
+    // MARK: - Fan-out
+
+    /// Called in commit order for every change in this session's namespace.
+    func deliver(_ change: CommittedChange) {
+        state.withLock { s in
+            guard !s.closed else { return }
+            for key in s.listens.keys {
+                let messages = s.listens[key]!.apply(change)
+                for m in messages { enqueue(&s, m) }
+            }
+        }
+    }
+
+    // MARK: - Listens
+
+    enum ListenStart {
+        case started
+        case duplicate
+        case tooMany
+    }
+
+    func beginListen(path: Path, query: QuerySpec, queryWire: JSON?, tag: Int64?) -> ListenStart {
+        state.withLock { s in
+            let key = WireListen.key(path: path, queryWire: queryWire, tag: tag)
+            if s.listens[key] != nil { return .duplicate }
+            guard s.listens.count < limits.maxListens else { return .tooMany }
+            s.listens[key] = WireListen(path: path, query: query, queryWire: queryWire, tag: tag)
+            return .started
+        }
+    }
+
+    /// Sends the initial data, then the `ok` (clients mark their cache complete on `ok`).
+    func completeListen(path: Path, queryWire: JSON?, tag: Int64?, read: ReadResult, response: JSON) {
+        state.withLock { s in
+            let key = WireListen.key(path: path, queryWire: queryWire, tag: tag)
+            guard s.listens[key] != nil else { return }
+            for m in s.listens[key]!.activate(with: read) { enqueue(&s, m) }
+            enqueue(&s, response)
+        }
+    }
+
+    func endListen(path: Path, queryWire: JSON?, tag: Int64?) {
+        _ = state.withLock { $0.listens.removeValue(forKey: WireListen.key(path: path, queryWire: queryWire, tag: tag)) }
+    }
+
+    // MARK: - onDisconnect
+
+    func addOnDisconnect(_ path: Path, _ kind: WriteRequest.Kind) -> Bool {
+        state.withLock { s in
+            guard s.onDisconnect.count < limits.maxOnDisconnect else { return false }
+            s.onDisconnect.append((path, kind))
+            return true
+        }
+    }
+
+    func cancelOnDisconnect(at path: Path) {
+        state.withLock { s in s.onDisconnect.removeAll { path.contains($0.0) } }
+    }
+
+    /// Taken once when the connection ends.
+    func takeOnDisconnect() -> [(Path, WriteRequest.Kind)] {
+        state.withLock { s in
+            defer { s.onDisconnect = [] }
+            return s.onDisconnect
+        }
+    }
+
+    func setAuth(_ auth: JSON?) { state.withLock { $0.auth = auth } }
+}

@@ -1,0 +1,72 @@
+import EmberCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// Connects Hummingbird's WebSocket upgrade to the wire protocol: `ws://HOST:PORT/.ws?v=5&ns=NS`.
+enum WebSocketGlue {
+    static func shouldUpgrade(head: HTTPRequest, node: EmberNode) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
+        guard let target = head.path, target == "/.ws" || target.hasPrefix("/.ws?") || target.hasPrefix("/.ws/") else {
+            return .dontUpgrade
+        }
+        var namespace = node.config.defaultNamespace
+        if let q = target.firstIndex(of: "?"), let items = PercentDecoding.queryItems(target[target.index(after: q)...]) {
+            for (k, v) in items where k == "ns" && Key.isValid(v) { namespace = v }
+        }
+        let ns = namespace
+        let host = head.authority ?? "\(node.config.host):\(node.config.port)"
+        return .upgrade([:]) { inbound, outbound, context in
+            await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, node: node, logger: context.logger)
+        }
+    }
+
+    static func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, namespace: String,
+                    host: String, node: EmberNode, logger: Logger) async {
+        let id = UUID().uuidString.lowercased()
+        guard let session = node.realtime.open(id: id, namespace: namespace) else {
+            try? await outbound.close(.unexpectedServerError, reason: "too many connections")
+            return
+        }
+        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock)
+        session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
+        await withTaskGroup(of: Void.self) { group in
+            // Writer: drains the session's ordered queue to the socket.
+            group.addTask {
+                for await frame in session.outbound {
+                    do { try await outbound.write(.text(frame)) } catch { break }
+                }
+                let reason = session.closeReason ?? "closed"
+                try? await outbound.close(.normalClosure, reason: String(reason.prefix(120)))
+            }
+            // Reader: handles requests in arrival order.
+            var reassembler = WireReassembler(maxMessageBytes: session.limits.maxMessageBytes)
+            do {
+                for try await message in inbound.messages(maxSize: session.limits.maxMessageBytes) {
+                    guard case .text(let frame) = message else { continue }
+                    let out: WireReassembler.Output
+                    do { out = try reassembler.feed(frame) } catch {
+                        session.finish(reason: "message too large")
+                        break
+                    }
+                    if case .message(let text) = out { await handler.handle(text) }
+                }
+            } catch {
+                logger.debug("websocket read ended", metadata: ["error": "\(error)"])
+            }
+            session.finish(reason: session.closeReason)
+            group.cancelAll()
+        }
+        node.realtime.close(session)
+        // onDisconnect operations run in log order like any write, after the connection is gone.
+        for (path, kind) in session.takeOnDisconnect() {
+            do {
+                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind), now: node.rest.clock())
+            } catch {
+                logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
+        }
+    }
+}

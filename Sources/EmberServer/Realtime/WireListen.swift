@@ -1,0 +1,90 @@
+import EmberCore
+
+/// One listen of a connection: a location with a query. Untagged listens forward changes as
+/// they come; tagged (filtered) ones keep the location's data to compute their window and send
+/// only the children that enter, leave or change in it.
+struct WireListen {
+    let path: Path
+    let query: QuerySpec
+    /// The client's `q` object as sent, echoed in `c` (revocation) messages.
+    let queryWire: JSON?
+    let tag: Int64?
+    /// Full location data (tagged listens only).
+    var cache: Node = .empty
+    /// Children last sent for the window (tagged listens only).
+    var window: [String: Node] = [:]
+    /// Changes that arrived while the initial read was under way; nil once active.
+    var pending: [CommittedChange]? = []
+
+    var isTagged: Bool { tag != nil }
+
+    /// Key identifying a listen within a connection: path plus canonical query.
+    static func key(path: Path, queryWire: JSON?, tag: Int64?) -> String {
+        path.description + "|" + (tag == nil ? "" : (queryWire?.serialized() ?? ""))
+    }
+
+    func affects(_ change: CommittedChange) -> Bool {
+        path.contains(change.path) || change.path.contains(path)
+    }
+
+    /// Starts the listen from a read of its location: the messages to send (data before `ok`).
+    mutating func activate(with read: ReadResult) -> [JSON] {
+        var messages: [JSON] = []
+        if isTagged {
+            cache = read.node
+            window = currentWindow()
+            messages.append(WireMessages.push(action: "d", path: path, data: Node(children: window).exportJSON(),
+                                              tag: tag, version: read.version))
+        } else {
+            messages.append(WireMessages.push(action: "d", path: path, data: read.node.exportJSON(), tag: nil, version: read.version))
+        }
+        let queued = pending ?? []
+        pending = nil
+        for change in queued where change.index > read.appliedIndex {
+            messages += apply(change)
+        }
+        return messages
+    }
+
+    /// The messages a committed change produces for this listen (none when unaffected).
+    mutating func apply(_ change: CommittedChange) -> [JSON] {
+        guard affects(change) else { return [] }
+        if pending != nil {
+            pending!.append(change)
+            return []
+        }
+        let events = ChangeRouting.events(for: change, at: path)
+        if !isTagged {
+            return events.map { ev in
+                switch ev {
+                case .put(let rel, let data):
+                    return WireMessages.push(action: "d", path: path.appending(rel), data: data.exportJSON(), tag: nil, version: change.index)
+                case .patch(let rel, let parts):
+                    var obj: [String: JSON] = [:]
+                    for (p, n) in parts { obj[p.segments.joined(separator: "/")] = n.exportJSON() }
+                    return WireMessages.push(action: "m", path: path.appending(rel), data: .object(obj), tag: nil, version: change.index)
+                }
+            }
+        }
+        for ev in events {
+            switch ev {
+            case .put(let rel, let data): cache.set(data, at: rel)
+            case .patch(let rel, let parts): for (p, n) in parts { cache.set(n, at: rel.appending(p)) }
+            }
+        }
+        let next = currentWindow()
+        var diff: [String: JSON] = [:]
+        for (k, _) in window where next[k] == nil { diff[k] = .null }
+        for (k, v) in next where !(window[k]?.isIdentical(to: v) ?? false) { diff[k] = v.exportJSON() }
+        window = next
+        guard !diff.isEmpty else { return [] }
+        return [WireMessages.push(action: "m", path: path, data: .object(diff), tag: tag, version: change.index)]
+    }
+
+    private func currentWindow() -> [String: Node] {
+        guard cache.hasChildren else { return [:] }
+        var w: [String: Node] = [:]
+        for (k, n) in query.window(of: cache) { w[k] = n }
+        return w
+    }
+}

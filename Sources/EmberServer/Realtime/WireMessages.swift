@@ -1,0 +1,37 @@
+import EmberCore
+
+/// Builders for server→client messages of the wire protocol (reference §6.2–§6.5).
+enum WireMessages {
+    static func hello(timestamp: Int64, host: String, session: String) -> JSON {
+        .object(["t": .string("c"), "d": .object(["t": .string("h"), "d": .object([
+            "ts": .int(timestamp), "v": .string("5"), "h": .string(host), "s": .string(session),
+        ])])])
+    }
+
+    static let pong: JSON = .object(["t": .string("c"), "d": .object(["t": .string("o"), "d": .object([:])])])
+
+    static func response(_ r: Int64, status: String, data: JSON) -> JSON {
+        .object(["t": .string("d"), "d": .object(["r": .int(r), "b": .object(["s": .string(status), "d": data])])])
+    }
+
+    /// A data push: `d` (overwrite) or `m` (merge), optionally tagged, with Ember's version.
+    static func push(action: String, path: Path, data: JSON, tag: Int64?, version: UInt64?) -> JSON {
+        var body: [String: JSON] = ["p": .string(wirePath(path)), "d": data]
+        if let tag { body["t"] = .int(tag) }
+        if let version { body["v"] = .int(Int64(clamping: version)) }
+        return .object(["t": .string("d"), "d": .object(["a": .string(action), "b": .object(body)])])
+    }
+
+    static func listenRevoked(path: Path, query: JSON?) -> JSON {
+        var body: [String: JSON] = ["p": .string(wirePath(path))]
+        if let query { body["q"] = query }
+        return .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(body)])])
+    }
+
+    static func shutdown(_ reason: String) -> JSON {
+        .object(["t": .string("c"), "d": .object(["t": .string("s"), "d": .string(reason)])])
+    }
+
+    /// Paths on the wire have no leading slash (`a/b`; the root is "").
+    static func wirePath(_ p: Path) -> String { p.segments.joined(separator: "/") }
+}
