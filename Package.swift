@@ -13,6 +13,7 @@ var package = Package(
     products: [
         .library(name: "EmberCore", targets: ["EmberCore"]),
         .library(name: "EmberClient", targets: ["EmberClient"]),
+        .library(name: "EmberSyncTree", targets: ["EmberSyncTree"]),
         .executable(name: "emberd", targets: ["emberd"]),
         .executable(name: "ember-bench", targets: ["ember-bench"]),
     ],
@@ -43,7 +44,15 @@ var package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]),
-        .target(name: "EmberClient", dependencies: ["EmberCore"]),
+        // The client's event generation: pure, testable alone against the SDKs' spec cases.
+        .target(name: "EmberSyncTree", dependencies: ["EmberCore"]),
+        .target(
+            name: "EmberClient",
+            dependencies: [
+                "EmberCore", "EmberSyncTree",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .executableTarget(
             name: "emberd",
             dependencies: [
@@ -64,12 +73,13 @@ var package = Package(
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
         .testTarget(name: "EmberServerTests", dependencies: ["EmberServer", "EmberCore"]),
-        .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore"]),
+        .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
+        .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore", "EmberSyncTree"]),
     ]
 )
 
 if light {
-    let heavy: Set<String> = ["EmberServer", "emberd", "ember-bench", "EmberServerTests"]
+    let heavy: Set<String> = ["EmberServer", "emberd", "ember-bench", "EmberServerTests", "EmberClient", "EmberClientTests"]
     package.targets.removeAll { heavy.contains($0.name) }
     package.products.removeAll { heavy.contains($0.name) }
     package.dependencies.removeAll()

@@ -1,1 +1,1 @@
-// EmberClient module.
+// EmberClient: the client library (Database, DatabaseReference, ...).

@@ -1,4 +1,4 @@
-import EmberClient
+import EmberSyncTree
 import EmberCore
 import Foundation
 
