@@ -140,6 +140,8 @@ public struct Node: Sendable, Equatable {
             self = node
             return
         }
+        // Deleting under a leaf changes nothing (JS `LeafNode.updateChild` returns itself).
+        if leaf != nil && node.isEmpty { return }
         // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
         if leaf != nil { leaf = nil }
         var child = children[key] ?? .empty
