@@ -126,7 +126,7 @@ struct Applier {
                 leafAncestor = (k, p)
             }
         }
-        if leafAncestor == nil && node == old && node.priority == old.priority { return false }
+        if leafAncestor == nil && Self.identical(node, old) { return false }
 
         try t.deletePrefix(tables.tree, key)
         if let (k, p) = leafAncestor {
@@ -158,6 +158,23 @@ struct Applier {
         }
 
         try maintainIndexes(ns: ns, path: path, node: node)
+        return true
+    }
+
+    /// Exact equality (an int and an equal double differ: they are stored differently).
+    static func identical(_ a: Node, _ b: Node) -> Bool {
+        guard a.priority == b.priority, a.children.count == b.children.count else { return false }
+        switch (a.leaf, b.leaf) {
+        case (nil, nil): break
+        case let (.int(x)?, .int(y)?): return x == y
+        case let (.double(x)?, .double(y)?): return x.bitPattern == y.bitPattern
+        case let (.bool(x)?, .bool(y)?): return x == y
+        case let (.string(x)?, .string(y)?): return x == y
+        default: return false
+        }
+        for (k, c) in a.children {
+            guard let d = b.children[k], identical(c, d) else { return false }
+        }
         return true
     }
 

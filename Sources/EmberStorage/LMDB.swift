@@ -170,8 +170,13 @@ struct Cursor {
     }
 
     /// First record with key >= `key`.
-    func seek(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? { try op(MDB_SET_RANGE, key: key) }
-    func seekKey(_ key: [UInt8]) throws -> [UInt8]? { try op(MDB_SET_RANGE, key: key, wantValue: false)?.0 }
+    /// (LMDB rejects empty keys, so an empty `key` means the first record.)
+    func seek(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
+        key.isEmpty ? try op(MDB_FIRST) : try op(MDB_SET_RANGE, key: key)
+    }
+    func seekKey(_ key: [UInt8]) throws -> [UInt8]? {
+        key.isEmpty ? try op(MDB_FIRST, wantValue: false)?.0 : try op(MDB_SET_RANGE, key: key, wantValue: false)?.0
+    }
     func next() throws -> ([UInt8], [UInt8])? { try op(MDB_NEXT) }
     func nextKey() throws -> [UInt8]? { try op(MDB_NEXT, wantValue: false)?.0 }
     func prev() throws -> ([UInt8], [UInt8])? { try op(MDB_PREV) }

@@ -75,41 +75,18 @@ public final class EmberStore: @unchecked Sendable {
     public static func etag(version: UInt64) -> String { "v\(version)" }
 
     public let directory: String
-    public let options: StoreOptions
-    let env: OpaquePointer
-    let tables: Tables
-
-    // Shared state.
-    struct Queue {
-        var pending: [Job] = []
-        var closed = false
-    }
-    enum Job {
-        case submit(String, WriteOperation, Int, CheckedContinuation<WriteResult, any Error>)
-        case exclusive(@Sendable (Writer) -> Void)
-        case stop
-    }
-    struct Published: Sendable {
-        var applied: UInt64 = 0
-        var lastIndex: UInt64 = 0
-        var lastTerm: UInt64 = 0
-        var firstIndex: UInt64 = 1
-    }
-    let queue = Mutex(Queue())
-    let wake = DispatchSemaphore(value: 0)
-    let stopped = DispatchSemaphore(value: 0)
-    let published = Mutex(Published())
-    let metricsState = Mutex(StorageMetrics())
-    let subscribers = Mutex([UInt64: AsyncStream<WriteResult>.Continuation]())
+    public var options: StoreOptions { core.options }
+    let core: StoreCore
+    var env: OpaquePointer { core.env }
+    var tables: Tables { core.tables }
+    var wake: DispatchSemaphore { core.wake }
+    typealias Job = StoreCore.Job
     let nextSubscriber = Atomic<UInt64>(0)
-    let isClosed = Atomic<Bool>(false)
-    private var writer: Writer!
 
     /// Opens (creating if needed) the store in `directory`. Opening does not replay the log:
     /// the tree and the applied index are already durable.
     public init(directory: String, options: StoreOptions = StoreOptions()) throws {
         self.directory = directory
-        self.options = options
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var e: OpaquePointer?
         try check(mdb_env_create(&e))
@@ -125,8 +102,8 @@ public final class EmberStore: @unchecked Sendable {
             mdb_env_close(e)
             throw error
         }
-        env = e
         var t: OpaquePointer?
+        let tables: Tables
         do {
             try check(mdb_txn_begin(e, nil, 0, &t))
             func open(_ name: String) throws -> MDB_dbi {
@@ -142,9 +119,9 @@ public final class EmberStore: @unchecked Sendable {
             mdb_env_close(e)
             throw error
         }
-        let w = Writer(store: self)
-        try w.load()
-        writer = w
+        core = StoreCore(env: e, tables: tables, options: options)
+        let w = Writer(core: core)
+        do { try w.load() } catch { mdb_env_close(e); throw error }
         let thread = Thread { [w] in w.run() }
         thread.name = "ember-storage-writer"
         thread.start()
@@ -157,36 +134,30 @@ public final class EmberStore: @unchecked Sendable {
     /// Stops the writer (after the queued writes) and closes the environment. Reads must not be
     /// running or started afterwards.
     public func close() {
-        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        queue.withLock { $0.pending.append(.stop) }
+        guard !core.isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        core.queue.withLock { $0.pending.append(.stop) }
         wake.signal()
-        stopped.wait()
-        for c in subscribers.withLock({ s in defer { s.removeAll() }; return Array(s.values) }) { c.finish() }
+        core.stopped.wait()
+        for c in core.subscribers.withLock({ s in defer { s.removeAll() }; return Array(s.values) }) { c.finish() }
         mdb_env_close(env)
     }
 
     // MARK: - Status
 
-    public var appliedIndex: UInt64 { published.withLock { $0.applied } }
-    public var lastLogIndex: UInt64 { published.withLock { $0.lastIndex } }
-    public var lastLogTerm: UInt64 { published.withLock { $0.lastTerm } }
+    public var appliedIndex: UInt64 { core.published.withLock { $0.applied } }
+    public var lastLogIndex: UInt64 { core.published.withLock { $0.lastIndex } }
+    public var lastLogTerm: UInt64 { core.published.withLock { $0.lastTerm } }
     /// First index still in the log (entries below were compacted).
-    public var firstLogIndex: UInt64 { published.withLock { $0.firstIndex } }
+    public var firstLogIndex: UInt64 { core.published.withLock { $0.firstIndex } }
     public var metrics: StorageMetrics {
-        var m = metricsState.withLock { $0 }
-        m.pendingWrites = queue.withLock { $0.pending.count }
+        var m = core.metricsState.withLock { $0 }
+        m.pendingWrites = core.queue.withLock { $0.pending.count }
         return m
     }
 
     // MARK: - Reads
 
-    func withRead<T>(_ body: (Txn) throws -> T) throws -> T {
-        guard !isClosed.load(ordering: .acquiring) else { throw StorageError.closed }
-        var t: OpaquePointer?
-        try check(mdb_txn_begin(env, nil, flag(MDB_RDONLY), &t))
-        defer { mdb_txn_abort(t) }
-        return try body(Txn(ptr: t!))
-    }
+    func withRead<T>(_ body: (Txn) throws -> T) throws -> T { try core.withRead(body) }
 
     /// The value at `path` and its version, from one consistent snapshot.
     public func read(namespace: String, path: Path) throws -> (node: Node, version: UInt64) {
@@ -286,14 +257,14 @@ public final class EmberStore: @unchecked Sendable {
     public func submit(namespace: String, _ operation: WriteOperation) async throws -> WriteResult {
         let size = try validate(namespace: namespace, operation: operation)
         return try await withCheckedThrowingContinuation { cont in
-            let err: StorageError? = queue.withLock { q in
+            let err: StorageError? = core.queue.withLock { q in
                 if q.closed { return .closed }
                 if q.pending.count >= options.maxPendingWrites { return .queueFull(limit: options.maxPendingWrites) }
                 q.pending.append(.submit(namespace, operation, size, cont))
                 return nil
             }
             if let err {
-                if case .queueFull = err { metricsState.withLock { $0.queueRejections += 1 } }
+                if case .queueFull = err { core.metricsState.withLock { $0.queueRejections += 1 } }
                 cont.resume(throwing: err)
             } else {
                 wake.signal()
@@ -304,7 +275,7 @@ public final class EmberStore: @unchecked Sendable {
     /// Runs `body` on the writer thread (not group-committed with submits).
     func perform<T: Sendable>(_ body: @escaping @Sendable (Writer) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, any Error>) in
-            let closed = queue.withLock { q in
+            let closed = core.queue.withLock { q in
                 if q.closed { return true }
                 q.pending.append(.exclusive({ w in
                     do { cont.resume(returning: try body(w)) } catch { cont.resume(throwing: error) }
@@ -337,9 +308,56 @@ public final class EmberStore: @unchecked Sendable {
     public func commits() -> AsyncStream<WriteResult> {
         let id = nextSubscriber.add(1, ordering: .relaxed).newValue
         let (stream, cont) = AsyncStream<WriteResult>.makeStream(bufferingPolicy: .bufferingOldest(options.subscriptionBuffer))
-        cont.onTermination = { [weak self] _ in _ = self?.subscribers.withLock { $0.removeValue(forKey: id) } }
-        subscribers.withLock { $0[id] = cont }
+        cont.onTermination = { [weak self] _ in _ = self?.core.subscribers.withLock { $0.removeValue(forKey: id) } }
+        core.subscribers.withLock { $0[id] = cont }
         return stream
+    }
+
+}
+
+/// State shared by the store facade and the writer thread (so the writer never needs the facade,
+/// which may be deinitialising while the writer drains). `@unchecked Sendable`: the LMDB handles
+/// are immutable and usable from any thread; everything mutable is in a `Mutex` or `Atomic`.
+final class StoreCore: @unchecked Sendable {
+    let env: OpaquePointer
+    let tables: Tables
+    let options: StoreOptions
+
+    struct Queue {
+        var pending: [Job] = []
+        var closed = false
+    }
+    enum Job {
+        case submit(String, WriteOperation, Int, CheckedContinuation<WriteResult, any Error>)
+        case exclusive(@Sendable (Writer) -> Void)
+        case stop
+    }
+    struct Published: Sendable {
+        var applied: UInt64 = 0
+        var lastIndex: UInt64 = 0
+        var lastTerm: UInt64 = 0
+        var firstIndex: UInt64 = 1
+    }
+    let queue = Mutex(Queue())
+    let wake = DispatchSemaphore(value: 0)
+    let stopped = DispatchSemaphore(value: 0)
+    let published = Mutex(Published())
+    let metricsState = Mutex(StorageMetrics())
+    let subscribers = Mutex([UInt64: AsyncStream<WriteResult>.Continuation]())
+    let isClosed = Atomic<Bool>(false)
+
+    init(env: OpaquePointer, tables: Tables, options: StoreOptions) {
+        self.env = env
+        self.tables = tables
+        self.options = options
+    }
+
+    func withRead<T>(_ body: (Txn) throws -> T) throws -> T {
+        guard !isClosed.load(ordering: .acquiring) else { throw StorageError.closed }
+        var t: OpaquePointer?
+        try check(mdb_txn_begin(env, nil, flag(MDB_RDONLY), &t))
+        defer { mdb_txn_abort(t) }
+        return try body(Txn(ptr: t!))
     }
 
     func publish(_ results: [WriteResult]) {

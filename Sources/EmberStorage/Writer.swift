@@ -5,7 +5,7 @@ import Foundation
 /// The writer thread's state. Confined to that thread (every method runs there, from `run` or
 /// from an `exclusive` job); `@unchecked Sendable` only so jobs can name it in their closures.
 final class Writer: @unchecked Sendable {
-    unowned let store: EmberStore
+    let store: StoreCore
     let tables: Tables
     var applied: UInt64 = 0
     var appliedTerm: UInt64 = 0
@@ -17,9 +17,9 @@ final class Writer: @unchecked Sendable {
     var lastTimestamp: Int64 = 0
     var defsCache: [String: [IndexDef]] = [:]
 
-    init(store: EmberStore) {
-        self.store = store
-        self.tables = store.tables
+    init(core: StoreCore) {
+        self.store = core
+        self.tables = core.tables
     }
 
     func load() throws {
@@ -38,7 +38,7 @@ final class Writer: @unchecked Sendable {
 
     func publishState() {
         store.published.withLock {
-            $0 = EmberStore.Published(applied: applied, lastIndex: lastIndex, lastTerm: lastTerm, firstIndex: firstIndex)
+            $0 = StoreCore.Published(applied: applied, lastIndex: lastIndex, lastTerm: lastTerm, firstIndex: firstIndex)
         }
     }
 
@@ -48,7 +48,7 @@ final class Writer: @unchecked Sendable {
         while true {
             store.wake.wait()
             while true {
-                let jobs: [EmberStore.Job] = store.queue.withLock { q in
+                let jobs: [StoreCore.Job] = store.queue.withLock { q in
                     guard let first = q.pending.first else { return [] }
                     guard case .submit = first else {
                         q.pending.removeFirst()
@@ -159,7 +159,7 @@ final class Writer: @unchecked Sendable {
 
     // MARK: - Group commit
 
-    func runBatch(_ jobs: [EmberStore.Job]) {
+    func runBatch(_ jobs: [StoreCore.Job]) {
         var results: [WriteResult] = []
         var conts: [CheckedContinuation<WriteResult, any Error>] = []
         var idx = lastIndex
