@@ -204,10 +204,8 @@ struct Applier {
                 guard d.matchesPrefix(path.segments.prefix(depth)) else { continue }
                 let loc = Path(validated: Array(path.segments.prefix(depth)))
                 let childKey = path.segments[depth]
-                if case .child(let ip) = d.index {
-                    let rest = path.segments.dropFirst(depth + 1)
-                    if !(rest.starts(with: ip.segments) || ip.segments.starts(with: rest)) { continue }
-                }
+                // Always refreshed (a few point reads): even a write beside the indexed child path
+                // can create or remove the child itself.
                 try refreshEntry(ns: ns, def: d, location: loc, childKey: childKey)
             } else {
                 guard d.matchesPrefix(path.segments[...]) else { continue }
