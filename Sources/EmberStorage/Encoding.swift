@@ -108,10 +108,10 @@ public enum KeyCodec {
             var n = 0
             var truncated = false
             for b in s.utf8 {
-                if n == indexStringBytes { truncated = true; break }
+                // At most `indexStringBytes` encoded bytes (escapes count), so keys stay bounded.
+                if n >= indexStringBytes { truncated = true; break }
                 // 0x00 escapes as 0x00 0xFF; the terminator is 0x00 0x01 (0x00 0x02 when truncated).
-                if b == 0 { out.append(0); out.append(0xFF) } else { out.append(b) }
-                n += 1
+                if b == 0 { out.append(0); out.append(0xFF); n += 2 } else { out.append(b); n += 1 }
             }
             out.append(0x00)
             out.append(truncated ? 0x02 : 0x01)

@@ -53,6 +53,7 @@ struct Txn {
     let ptr: OpaquePointer
 
     func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> [UInt8]? {
+        if key.count > maxKeySize { return nil }  // no stored key is that long
         var result: [UInt8]? = nil
         var rc: Int32 = 0
         key.withUnsafeBytes { kb in
@@ -80,6 +81,7 @@ struct Txn {
 
     @discardableResult
     func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
+        if key.count > maxKeySize { return false }
         var rc: Int32 = 0
         key.withUnsafeBytes { kb in
             var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
@@ -137,6 +139,9 @@ struct Txn {
     }
 }
 
+/// LMDB's compiled-in key limit (`mdb_env_get_maxkeysize`, 511 by default).
+let maxKeySize = 511
+
 @inline(__always) func bytes(_ v: MDB_val) -> [UInt8] {
     guard v.mv_size > 0, let p = v.mv_data else { return [] }
     return Array(UnsafeRawBufferPointer(start: p, count: v.mv_size))
@@ -171,11 +176,15 @@ struct Cursor {
 
     /// First record with key >= `key`.
     /// (LMDB rejects empty keys, so an empty `key` means the first record.)
+    /// A key longer than any storable key is cut to `maxKeySize`: the records between the cut
+    /// and the full key would have to start with the cut, i.e. be longer than storable, so none
+    /// exist and every caller's prefix or bound check stays exact.
     func seek(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
-        key.isEmpty ? try op(MDB_FIRST) : try op(MDB_SET_RANGE, key: key)
+        key.isEmpty ? try op(MDB_FIRST) : try op(MDB_SET_RANGE, key: Array(key.prefix(maxKeySize)))
     }
     func seekKey(_ key: [UInt8]) throws -> [UInt8]? {
-        key.isEmpty ? try op(MDB_FIRST, wantValue: false)?.0 : try op(MDB_SET_RANGE, key: key, wantValue: false)?.0
+        key.isEmpty ? try op(MDB_FIRST, wantValue: false)?.0
+            : try op(MDB_SET_RANGE, key: Array(key.prefix(maxKeySize)), wantValue: false)?.0
     }
     func next() throws -> ([UInt8], [UInt8])? { try op(MDB_NEXT) }
     func nextKey() throws -> [UInt8]? { try op(MDB_NEXT, wantValue: false)?.0 }

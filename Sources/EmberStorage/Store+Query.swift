@@ -121,8 +121,12 @@ extension EmberStore {
             return (name == KeyOrder.maxName) ? key + [0xFF] : (isStart ? key : key + [0xFF])
         }
         var hits: [Hit] = []
+        var scanned: UInt64 = 0
         let c = try t.cursor(tables.idx)
-        defer { c.close() }
+        defer {
+            c.close()
+            core.indexEntriesScanned.add(scanned, ordering: .relaxed)
+        }
         let forward = spec.limit == nil || spec.limitFromStart
         // Entries whose strings were truncated in the key are ordered by child key within their
         // group; keep reading to the end of such a group, then sort exactly.
@@ -131,6 +135,7 @@ extension EmberStore {
             var count = 0
             while let (k, v) = entry, k.starts(with: prefix) {
                 let h = try decode(k, v)
+                scanned += 1
                 if count >= limit, let last = hits.last, !(last.truncated && last.ivKey == h.ivKey) { break }
                 let pos = Self.position(spec, h.value, h.key)
                 if pos == 0 { hits.append(h); count += 1 }
@@ -143,6 +148,7 @@ extension EmberStore {
             var count = 0
             while let (k, v) = entry, k.starts(with: prefix) {
                 let h = try decode(k, v)
+                scanned += 1
                 if count >= limit, let last = hits.last, !(last.truncated && last.ivKey == h.ivKey) { break }
                 let pos = Self.position(spec, h.value, h.key)
                 if pos == 0 { hits.append(h); count += 1 }

@@ -47,6 +47,8 @@ public struct StorageMetrics: Sendable, Equatable {
     public var pendingWrites: Int = 0
     /// Log entries removed by compaction.
     public var compactedEntries: UInt64 = 0
+    /// Index entries visited by indexed queries (shows that a limited query reads few).
+    public var queryIndexEntriesScanned: UInt64 = 0
 }
 
 /// Raft hard state.
@@ -152,6 +154,7 @@ public final class EmberStore: @unchecked Sendable {
     public var metrics: StorageMetrics {
         var m = core.metricsState.withLock { $0 }
         m.pendingWrites = core.queue.withLock { $0.pending.count }
+        m.queryIndexEntriesScanned = core.indexEntriesScanned.load(ordering: .relaxed)
         return m
     }
 
@@ -345,6 +348,7 @@ final class StoreCore: @unchecked Sendable {
     let metricsState = Mutex(StorageMetrics())
     let subscribers = Mutex([UInt64: AsyncStream<WriteResult>.Continuation]())
     let isClosed = Atomic<Bool>(false)
+    let indexEntriesScanned = Atomic<UInt64>(0)
 
     init(env: OpaquePointer, tables: Tables, options: StoreOptions) {
         self.env = env

@@ -120,7 +120,9 @@ final class Writer: @unchecked Sendable {
             return r
         } catch let err as StorageError {
             mdb_txn_abort(child)
-            if case .lmdb = err { throw err }
+            // Storage failures fail the batch, except a key LMDB cannot hold (bad input that got
+            // past validation): that rejects this entry only.
+            if case .lmdb(let code, _) = err, code != MDB_BAD_VALSIZE { throw err }
             return WriteResult(index: e.index, term: e.term, namespace: e.namespace, path: e.operation.path,
                                outcome: .rejected(err), value: .empty, version: 0,
                                changeSet: ChangeSet(namespace: e.namespace, changes: []))
