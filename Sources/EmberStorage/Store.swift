@@ -311,7 +311,9 @@ public final class EmberStore: @unchecked Sendable {
     public func commits() -> AsyncStream<WriteResult> {
         let id = nextSubscriber.add(1, ordering: .relaxed).newValue
         let (stream, cont) = AsyncStream<WriteResult>.makeStream(bufferingPolicy: .bufferingOldest(options.subscriptionBuffer))
-        cont.onTermination = { [weak self] _ in _ = self?.core.subscribers.withLock { $0.removeValue(forKey: id) } }
+        // Captures the core, not the store: this may run on the writer thread, which must never
+        // hold the last reference to the store (its deinit waits for the writer).
+        cont.onTermination = { [core] _ in _ = core.subscribers.withLock { $0.removeValue(forKey: id) } }
         core.subscribers.withLock { $0[id] = cont }
         return stream
     }

@@ -320,3 +320,26 @@ import Testing
         #expect(s.appliedIndex == 5)
     }
 }
+
+@Suite struct SubscriptionTests {
+    @Test func slowSubscriberIsFinished() async throws {
+        var o = smallOptions()
+        o.subscriptionBuffer = 3
+        let s = try openStore(tempDir(), o)
+        let stream = s.commits()
+        for i in 0..<6 { try await s.set("/x", "\(i)") }
+        var got: [UInt64] = []
+        for await r in stream { got.append(r.index) }  // ends: the stream was finished on overflow
+        #expect(got == [1, 2, 3])
+    }
+
+    @Test func updateVersionsPerPart() async throws {
+        let s = try openStore()
+        try await s.set("/a", #"{"b": 1, "c": 1, "d": 1}"#)                 // 1
+        try await s.update("/a", [("b", "2"), ("c", "1")])                   // 2: c unchanged
+        #expect(try s.ver("/a/b") == 2 && s.ver("/a/c") == 1 && s.ver("/a") == 2 && s.ver("/a/d") == 1)
+        let r = try await s.update("/a", [("c", "1")])                       // 3: nothing changes
+        #expect(try r.outcome == .applied(changed: false) && s.ver("/a") == 2)
+        #expect(s.lastLogIndex == 3)
+    }
+}
