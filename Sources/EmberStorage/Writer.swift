@@ -168,6 +168,12 @@ final class Writer: @unchecked Sendable {
         var ts = lastTimestamp
         var bytes = 0
         let saveDefs = defsCache
+        guard applied == lastIndex else {
+            // Raft mode: the log holds entries not yet committed; `submit` would skip them.
+            let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
+            for job in jobs { if case .submit(_, _, _, let c) = job { c.resume(throwing: err) } }
+            return
+        }
         do {
             let first = try writeTxn { t in
                 for job in jobs {

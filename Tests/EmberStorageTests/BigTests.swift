@@ -8,6 +8,7 @@ import Testing
     @Test(.enabled(if: ProcessInfo.processInfo.environment["EMBER_BIG"] == "1"))
     func reopenMillionLeaves() async throws {
         let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         var o = smallOptions()
         o.mapSize = 8 << 30
         o.durable = false

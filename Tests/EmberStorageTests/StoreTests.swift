@@ -266,6 +266,10 @@ import Testing
         try await f.applyCommitted(through: 100)
         #expect(f.appliedIndex == 10 && f.lastLogTerm == 3)
         #expect(try f.stateHash() == leader.stateHash())
+        try await f.append(entries: [LogEntry(index: 11, term: 4, namespace: "t", operation: .noop, timestamp: 0)])
+        await #expect(throws: StorageError.self) { try await f.set("/r/x", "1") }  // unapplied entries: no submit
+        try await f.applyCommitted(through: 11)
+        #expect(try await f.set("/r/x", "1").index == 12)
         #expect(try await f.hardState() == HardState(term: 0, votedFor: nil))
         #expect(try await leader.hardState() == HardState(term: 3, votedFor: "n1"))
     }
@@ -294,6 +298,7 @@ import Testing
 
     @Test func reopenLargeTreeIsFast() async throws {
         let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         var o = smallOptions()
         o.durable = false
         do {
