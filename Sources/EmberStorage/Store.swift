@@ -170,6 +170,15 @@ public final class EmberStore: @unchecked Sendable {
         }
     }
 
+    /// Like `read`, plus the applied index of the same snapshot (what a listener's initial data
+    /// reflects; later changes come from the commit stream).
+    public func readSnapshot(namespace: String, path: Path) throws -> (node: Node, version: UInt64, applied: UInt64) {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in
+            (try tables.readNode(t, namespace, path), try tables.version(t, namespace, path), try tables.metaU64(t, "applied"))
+        }
+    }
+
     public func version(namespace: String, path: Path) throws -> UInt64 {
         try KeyCodec.validateNamespace(namespace)
         return try withRead { t in try tables.version(t, namespace, path) }
@@ -304,6 +313,13 @@ public final class EmberStore: @unchecked Sendable {
 
     // MARK: - Commit subscription
 
+    /// Registers a handler called with every committed batch of results, in log order, on the
+    /// writer thread after the commit and BEFORE the batch's submitters resume. So a listener fed
+    /// from here has seen a write before its writer is acknowledged. It must not block.
+    public func onCommit(_ handler: @escaping @Sendable ([WriteResult]) -> Void) {
+        core.commitHandlers.withLock { $0.append(handler) }
+    }
+
     /// Results of every applied log entry (submits and Raft applies), in log order, yielded on the
     /// writer thread right after the commit. The buffer holds `options.subscriptionBuffer`
     /// results; a subscriber that falls further behind has its stream finished (it lost events
@@ -349,6 +365,8 @@ final class StoreCore: @unchecked Sendable {
     let published = Mutex(Published())
     let metricsState = Mutex(StorageMetrics())
     let subscribers = Mutex([UInt64: AsyncStream<WriteResult>.Continuation]())
+    /// Synchronous commit listeners, run on the writer thread before any submitter resumes.
+    let commitHandlers = Mutex([@Sendable ([WriteResult]) -> Void]())
     let isClosed = Atomic<Bool>(false)
     let indexEntriesScanned = Atomic<UInt64>(0)
 
@@ -368,6 +386,7 @@ final class StoreCore: @unchecked Sendable {
 
     func publish(_ results: [WriteResult]) {
         if results.isEmpty { return }
+        for h in commitHandlers.withLock({ $0 }) { h(results) }
         let subs = subscribers.withLock { $0 }
         for (id, c) in subs {
             for r in results {

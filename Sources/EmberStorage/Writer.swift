@@ -197,8 +197,9 @@ final class Writer: @unchecked Sendable {
                 m.maxBatchEntries = max(m.maxBatchEntries, results.count)
                 m.batchBytes += UInt64(bytes)
             }
-            for (c, r) in zip(conts, results) { c.resume(returning: r) }
+            // Listeners first: a writer is acknowledged only after its change reached them.
             store.publish(results)
+            for (c, r) in zip(conts, results) { c.resume(returning: r) }
         } catch {
             defsCache = saveDefs
             for job in jobs { if case .submit(_, _, _, let c) = job { c.resume(throwing: error) } }

@@ -59,7 +59,7 @@ def test_kill9_loses_no_acknowledged_write(tmp_path):
                 assert not missing, f"round {round_no}: {len(missing)} acknowledged writes lost, e.g. {missing[:5]}"
                 for (kind, w), v in acked.items():
                     if kind == "pair":
-                        got = pairs.get(w)
+                        got = pairs.get("w" + w)
                         assert got is not None and got["a"] == got["b"] and got["a"] >= v, (w, got, v)
             for w, p in pairs.items():
                 assert p["a"] == p["b"], f"torn multi-path update {w}: {p}"

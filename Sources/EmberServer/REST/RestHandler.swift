@@ -64,7 +64,7 @@ public final class RestHandler: Sendable {
             if request.headers[.accept]?.contains("text/event-stream") == true {
                 return try stream(req, channel: channel)
             }
-            return try get(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
+            return try await get(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
         case .put, .post, .patch, .delete:
             if method == .patch && ifMatch != nil { throw RestError.badRequest("if-match is not supported on PATCH requests") }
             if req.shallow || req.query != nil || req.export { throw RestError.badRequest("Query parameters are only supported on GET requests") }
@@ -78,7 +78,7 @@ public final class RestHandler: Sendable {
 
     // MARK: - Reads
 
-    func get(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) throws -> Response {
+    func get(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) async throws -> Response {
         let ns = req.namespace!
         if case .priority(let path) = req.target {
             let r = try store.read(namespace: ns, path: path)
@@ -94,7 +94,7 @@ public final class RestHandler: Sendable {
             if q.index == .value, !config.rules.hasIndex(at: path, named: ".value") {
                 throw RestError.badRequest(#"Index not defined, add ".indexOn": ".value", for path "\#(path)", to the rules"#)
             }
-            let r = try store.query(namespace: ns, path: path, query: q)
+            let r = try await store.query(namespace: ns, path: path, query: q)
             value = req.export ? r.node.exportJSON() : r.node.toJSON()
         } else {
             let r = try store.read(namespace: ns, path: path)
