@@ -1,0 +1,63 @@
+// Seeded whole-cluster simulations (see Sources/EmberRaft/Simulation).
+//
+// Environment knobs:
+//   EMBER_SIM_SEEDS=10000   run this many seeds per cluster size (default: a few hundred in total)
+//   EMBER_SIM_SEED=1234     replay exactly one seed (printed on failure) for every cluster size
+// Every run derives all randomness from its seed, so a printed failing seed replays exactly.
+
+import EmberRaft
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+private func env(_ name: String) -> UInt64? {
+    guard let raw = getenv(name) else { return nil }
+    return UInt64(String(cString: raw))
+}
+
+private func seeds(default count: UInt64, offset: UInt64) -> [UInt64] {
+    if let one = env("EMBER_SIM_SEED") { return [one] }
+    let n = env("EMBER_SIM_SEEDS") ?? count
+    return (0..<n).map { offset + $0 }
+}
+
+private func runSeeds(_ seeds: [UInt64], nodeCount: Int) {
+    var failures: [SimReport] = []
+    var completed = 0
+    for seed in seeds {
+        let report = Simulation.run(seed: seed, nodeCount: nodeCount)
+        completed += report.completedOps
+        if report.failure != nil {
+            failures.append(report)
+            if failures.count >= 5 { break }
+        }
+    }
+    for f in failures {
+        Issue.record("\(f)\nreplay: EMBER_SIM_SEED=\(f.seed) swift test --filter EmberRaftTests.SimulationTests")
+    }
+    #expect(completed > 0, "clients completed no operations at all")
+}
+
+@Suite struct SimulationTests {
+    @Test func threeNodeClusters() {
+        runSeeds(seeds(default: 150, offset: 1), nodeCount: 3)
+    }
+
+    @Test func fiveNodeClusters() {
+        runSeeds(seeds(default: 100, offset: 1_000_001), nodeCount: 5)
+    }
+
+    @Test func sameSeedReplaysIdentically() {
+        let a = Simulation.run(seed: 42, nodeCount: 3)
+        let b = Simulation.run(seed: 42, nodeCount: 3)
+        #expect(a.completedOps == b.completedOps && a.unknownOps == b.unknownOps && a.historySize == b.historySize)
+    }
+}
+
+@Test func debugPrintSomeRuns() {
+    for seed in UInt64(1)...6 { print(Simulation.run(seed: seed, nodeCount: seed % 2 == 0 ? 5 : 3)) }
+}
