@@ -35,6 +35,10 @@ extension SimCluster {
             let historyID = history.invoke(client: c, key: key, input: .get)
             clients[c].busy = (historyID, now)
             pendingKinds[historyID] = .get
+            if options.unsafeLocalReads {
+                finish(c, historyID, .value(hosts[target].kv.get(key)))
+                return
+            }
             nextReadID += 1
             hosts[target].pendingReads[nextReadID] = (historyID, c, key)
             try step(target, .readIndex(id: nextReadID))

@@ -20,6 +20,9 @@ public struct SimOptions: Sendable, Hashable {
     public var transferRate = 0.005  // per tick
     public var compactThreshold = 12  // applied entries beyond the snapshot before compacting
     public var raft = RaftConfig(electionTick: 10, heartbeatTick: 2)
+    /// Deliberately broken mode for testing the checker: serve reads from the contacted node's
+    /// local state without ReadIndex. Stale reads must then be caught as non-linearizable.
+    public var unsafeLocalReads = false
 
     public init() {}
 
