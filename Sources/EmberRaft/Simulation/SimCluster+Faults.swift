@@ -16,7 +16,7 @@ extension SimCluster {
     func injectFaults() throws {
         let n = options.nodeCount
         // Crash: keep a majority up so the run makes progress most of the time.
-        if rng.chance(options.crashRate) && n - upCount < max(1, (n - 1) / 2) {
+        if rng.chance(options.crashRate) && hosts.count - upCount < max(1, (n - 1) / 2) {
             let up = hosts.indices.filter { hosts[$0].node != nil }
             crash(up[rng.below(up.count)])
         }
@@ -34,10 +34,35 @@ extension SimCluster {
                 stats.partitions += 1
             }
         }
+        if rng.chance(options.membershipChangeRate) { try changeMembership() }
         if rng.chance(options.transferRate), let leader = currentLeader {
             let others = hosts[leader].node!.membership.voters.filter { $0 != hosts[leader].id }
             stats.transfers += 1
             if !others.isEmpty { try step(leader, .transferLeadership(to: others[rng.below(others.count)])) }
+        }
+    }
+
+    /// Single-server membership churn: remove a voter (possibly the leader itself) or add a fresh node.
+    func changeMembership() throws {
+        guard let l = currentLeader else { return }
+        let voters = hosts[l].node!.membership.voters
+        if voters.count >= options.nodeCount {
+            let victim = voters[rng.below(voters.count)]
+            removed.insert(victim)
+            stats.membershipChanges += 1
+            try step(l, .proposeConfigChange(.removeVoter(victim)))
+        } else {
+            // Prefer a node that joined earlier but whose addition never took effect.
+            var candidate = hosts.first { !voters.contains($0.id) && !removed.contains($0.id) }?.id
+            if candidate == nil {
+                let id = "n\(hosts.count + 1)"
+                var h = SimHost(id: id, node: nil, disk: SimDisk(.joining))
+                h.node = RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable)
+                hosts.append(h)
+                candidate = id
+            }
+            stats.membershipChanges += 1
+            try step(l, .proposeConfigChange(.addVoter(candidate!)))
         }
     }
 
@@ -86,7 +111,8 @@ extension SimCluster {
     /// After healing: one leader, everyone caught up with everything it committed.
     func checkConverged() throws {
         guard let l = currentLeader, let leader = hosts[l].node else { throw fail("liveness: no leader after settling") }
-        for h in hosts {
+        // Only current members must catch up; removed nodes may be stuck behind forever.
+        for h in hosts where leader.membership.contains(h.id) {
             guard let n = h.node else { throw fail("liveness: \(h.id) still down") }
             if n.role == .leader && n.id != leader.id && n.term == leader.term { throw fail("two leaders") }
             if n.appliedIndex != leader.commitIndex || n.commitIndex != leader.log.lastIndex {

@@ -44,6 +44,8 @@ public final class SimCluster {
     var nextReadID: UInt64 = 0
     var nextValue: Int64 = 0
     var faultsEnabled = true
+    /// Nodes whose removal was proposed; never re-added (they keep their old state).
+    var removed: Set<NodeID> = []
     /// Set while a client proposal is being stepped, to attribute `.proposalAccepted/Rejected`.
     var proposing: (historyID: Int, client: Int, opID: UInt64)?
 

@@ -18,6 +18,8 @@ public struct SimOptions: Sendable, Hashable {
     public var crashRate = 0.01  // per tick
     public var partitionRate = 0.01  // per tick
     public var transferRate = 0.005  // per tick
+    /// Per tick: the leader removes a voter or adds a fresh node (single-server changes).
+    public var membershipChangeRate = 0.0
     public var compactThreshold = 12  // applied entries beyond the snapshot before compacting
     public var raft = RaftConfig(electionTick: 10, heartbeatTick: 2)
     /// Deliberately broken mode for testing the checker: serve reads from the contacted node's
@@ -38,9 +40,13 @@ public struct SimOptions: Sendable, Hashable {
         o.transferRate = [0, 0.005, 0.02][rng.below(3)]
         o.compactThreshold = [4, 8, 16, 64][rng.below(4)]
         o.clients = 2 + rng.below(4)
+        let preVote = rng.below(4) != 0
+        // Removed servers that never learn of their removal keep campaigning; without PreVote that
+        // is a known liveness hazard (thesis 4.2.3), so churn membership only with PreVote on.
+        o.membershipChangeRate = preVote ? [0, 0, 0.01, 0.03][rng.below(4)] : 0
         o.raft = RaftConfig(
             electionTick: 10, heartbeatTick: 2,
-            preVote: rng.below(4) != 0, checkQuorum: rng.below(4) != 0,
+            preVote: preVote, checkQuorum: rng.below(4) != 0,
             maxEntriesPerMessage: [1, 3, 8, 64][rng.below(4)],
             maxBytesPerMessage: [40, 200, 1 << 20][rng.below(3)],
             maxInflightMessages: [1, 2, 4, 32][rng.below(4)],

@@ -1,10 +1,12 @@
 // Entry point for running seeded simulations (used by tests and, later, a long-soak executable).
 
 public struct SimStats: Sendable, Hashable {
+    public init() {}
     public var leadersElected = 0
     public var crashes = 0
     public var partitions = 0
     public var transfers = 0
+    public var membershipChanges = 0
     public var compactions = 0
     public var snapshotsInstalled = 0
     public var messagesSent = 0

@@ -28,9 +28,17 @@ private func seeds(default count: UInt64, offset: UInt64) -> [UInt64] {
 private func runSeeds(_ seeds: [UInt64], nodeCount: Int) {
     var failures: [SimReport] = []
     var completed = 0
+    var total = SimStats()
     for seed in seeds {
         let report = Simulation.run(seed: seed, nodeCount: nodeCount)
         completed += report.completedOps
+        total.leadersElected += report.stats.leadersElected
+        total.crashes += report.stats.crashes
+        total.partitions += report.stats.partitions
+        total.transfers += report.stats.transfers
+        total.membershipChanges += report.stats.membershipChanges
+        total.snapshotsInstalled += report.stats.snapshotsInstalled
+        total.compactions += report.stats.compactions
         if report.failure != nil {
             failures.append(report)
             if failures.count >= 5 { break }
@@ -40,6 +48,12 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int) {
         Issue.record("\(f)\nreplay: EMBER_SIM_SEED=\(f.seed) swift test --filter EmberRaftTests.SimulationTests")
     }
     #expect(completed > 0, "clients completed no operations at all")
+    print("\(nodeCount)-node simulation: \(seeds.count) seeds, \(completed) client ops completed, \(total)")
+    if seeds.count >= 50 {
+        // Coverage: the fault profiles must actually exercise every mechanism.
+        #expect(total.crashes > 0 && total.partitions > 0 && total.transfers > 0)
+        #expect(total.membershipChanges > 0 && total.snapshotsInstalled > 0 && total.compactions > 0)
+    }
 }
 
 @Suite struct SimulationTests {
