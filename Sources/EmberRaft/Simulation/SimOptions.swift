@@ -53,4 +53,20 @@ public struct SimOptions: Sendable, Hashable {
             snapshotChunkSize: [5, 16, 64, 4096][rng.below(4)])
         return o
     }
+
+    /// A harsher profile with frequent leader changes and one-entry messages, which is what
+    /// commit-rule bugs (Raft Figure 8) need to surface.
+    public static func leaderChurn(seed: UInt64, nodeCount: Int) -> SimOptions {
+        var o = randomized(seed: seed, nodeCount: nodeCount)
+        var rng = SplitMix64(seed: seed ^ 0xFEED_FACE)
+        o.lossRate = [0.02, 0.05, 0.1][rng.below(3)]
+        o.partitionRate = 0.05
+        o.transferRate = 0.03
+        o.crashRate = 0.02
+        o.longDelayRate = 0.05
+        o.clientRequestRate = 0.1
+        o.raft.maxEntriesPerMessage = 1
+        o.raft.maxInflightMessages = 1 + rng.below(2)
+        return o
+    }
 }
