@@ -66,6 +66,11 @@ extension RaftNode {
         if r.success {
             let advanced = pr.acknowledge(r.index)
             if advanced && pr.state == .probe { pr.becomeReplicate() }
+            // A late append ack can show the follower already has what the snapshot covers.
+            if pr.state == .snapshot && pr.matchIndex >= pr.snapshotIndex {
+                pr.nextIndex = pr.matchIndex + 1
+                pr.becomeProbe()
+            }
             progress[peer] = pr
             if advanced {
                 if maybeCommit() { broadcastAppend() }

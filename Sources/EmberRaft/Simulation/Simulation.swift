@@ -7,6 +7,8 @@ public struct SimStats: Sendable, Hashable {
     public var partitions = 0
     public var transfers = 0
     public var membershipChanges = 0
+    /// Runs whose linearizability search hit its step budget (counted as passing).
+    public var linearizabilityInconclusive = 0
     public var compactions = 0
     public var snapshotsInstalled = 0
     public var messagesSent = 0

@@ -40,6 +40,9 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false) {
         total.membershipChanges += report.stats.membershipChanges
         total.snapshotsInstalled += report.stats.snapshotsInstalled
         total.compactions += report.stats.compactions
+        total.linearizabilityInconclusive += report.stats.linearizabilityInconclusive
+        total.messagesSent += report.stats.messagesSent
+        total.committedEntries += report.stats.committedEntries
         if report.failure != nil {
             failures.append(report)
             if failures.count >= 5 { break }
@@ -55,6 +58,8 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false) {
         #expect(total.crashes > 0 && total.partitions > 0 && total.transfers > 0)
         #expect(total.snapshotsInstalled > 0 && total.compactions > 0)
         #expect(churn || total.membershipChanges > 0)
+        // The linearizability search must almost always be conclusive to mean anything.
+        #expect(total.linearizabilityInconclusive * 20 < seeds.count)
     }
 }
 
