@@ -10,7 +10,9 @@ public enum Event: Sendable, Hashable {
     /// Propose a single-server membership change (leader only, one pending at a time).
     case proposeConfigChange(ConfigChange)
     /// Linearizable read request. The host picks `id` (unique per node); the answer is a
-    /// `.readReady(id:index:)` or `.readFailed(id:)` action.
+    /// `.readReady(id:index:)` or `.readFailed(id:)` action. A follower forwards the request to
+    /// the leader; if that message or its answer is lost no action ever comes, so hosts should
+    /// time reads out and retry.
     case readIndex(id: UInt64)
     /// Ask the leader to hand leadership to `to` (thesis 3.10).
     case transferLeadership(to: NodeID)

@@ -249,4 +249,22 @@ import Testing
         let reapplied = replay.flatMap { if case .apply(let es) = $0 { return es } else { return [] } }
         #expect(reapplied.count == Int(c["n2"].commitIndex))
     }
+
+    @Test func toleratesDuplicatedAndReorderedMessages() {
+        var c = TestCluster(3, config: TestCluster.config { $0.maxEntriesPerMessage = 2 })
+        c.elect("n1")
+        for i in 0..<10 { c.propose("n1", "d\(i)") }
+        for round in 0..<10 {
+            let q = c.takeQueue()
+            // Deliver everything twice, the first copy in reverse order.
+            for m in q.reversed() + q { c.step(m.to, .receive(m)) }
+            if round % 2 == 0 { c.propose("n1", "late\(round)") }
+            c.tickAll(1, deliver: false)
+        }
+        c.deliverAll()
+        c.tickAll(3)
+        let expected = c.payloads("n1")
+        #expect(expected.count == 15)
+        for id in c.ids { #expect(c.payloads(id) == expected) }
+    }
 }
