@@ -110,6 +110,7 @@ struct TestCluster {
 
     var leaders: [NodeID] { ids.filter { nodes[$0]?.role == .leader } }
 
+    @discardableResult
     mutating func propose(_ id: NodeID, _ s: String) -> [Action] { step(id, .propose(Array(s.utf8))) }
 
     func payloads(_ id: NodeID) -> [String] {
