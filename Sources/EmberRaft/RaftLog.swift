@@ -84,7 +84,7 @@ public struct RaftLog: Sendable, Hashable {
     }
 
     /// Appends `newEntries`, which must start at or before lastIndex + 1; anything at or after the
-    /// first new index is replaced. Returns whether anything changed.
+    /// first new index is replaced.
     mutating func truncateAndAppend(_ newEntries: [LogEntry]) {
         guard let first = newEntries.first else { return }
         precondition(first.index > snapshotIndex && first.index <= lastIndex + 1, "append would leave a gap")

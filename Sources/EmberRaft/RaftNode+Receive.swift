@@ -39,7 +39,9 @@ extension RaftNode {
         case .preVote(let lastIndex, let lastTerm):
             handlePreVote(m, lastIndex: lastIndex, lastTerm: lastTerm)
         case .preVoteResponse(let granted):
-            if role == .preCandidate { recordVote(from: m.from, granted: granted) }
+            // A grant must be for the term we are pre-campaigning for (term + 1), not a late
+            // answer to an earlier round.
+            if role == .preCandidate && (!granted || m.term == term + 1) { recordVote(from: m.from, granted: granted) }
         case .requestVote(let lastIndex, let lastTerm, _):
             handleRequestVote(m, lastIndex: lastIndex, lastTerm: lastTerm)
         case .requestVoteResponse(let granted):
