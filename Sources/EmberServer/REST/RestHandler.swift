@@ -12,6 +12,7 @@ public final class RestHandler: Sendable {
     let config: NodeConfiguration
     let clock: @Sendable () -> Int64
     let pushIDs = Mutex(PushIDGenerator())
+    let validation: WriteValidation
 
     public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration,
                 clock: @escaping @Sendable () -> Int64 = RestHandler.wallClockMillis) {
@@ -19,6 +20,7 @@ public final class RestHandler: Sendable {
         self.hub = hub
         self.config = config
         self.clock = clock
+        self.validation = WriteValidation(config)
     }
 
     public static let wallClockMillis: @Sendable () -> Int64 = {
@@ -201,20 +203,7 @@ public final class RestHandler: Sendable {
             guard case .object(let obj) = json else {
                 throw RestError.badRequest("Invalid data; a PATCH body must be a JSON object")
             }
-            guard obj.count <= config.maxUpdateParts else { throw RestError.badRequest("Too many paths in one update (limit \(config.maxUpdateParts))") }
-            var parts: [(Path, JSON)] = []
-            for (k, v) in obj {
-                let rel = try Path(k)
-                guard !rel.isRoot else { throw RestError.badRequest("Invalid key \"\(k)\" in update") }
-                guard path.count + rel.count <= Limits.maxPathDepth else { throw EmberError.pathTooDeep(depth: path.count + rel.count) }
-                try validate(v, at: path.appending(rel))
-                parts.append((rel, v))
-            }
-            parts.sort { $0.0 < $1.0 }
-            // Overlapping paths ("a" and "a/b") make the result order-dependent: refuse them.
-            for i in parts.indices.dropFirst() where parts[i - 1].0.contains(parts[i].0) {
-                throw RestError.badRequest("Invalid update: \(parts[i - 1].0) is an ancestor of \(parts[i].0)")
-            }
+            let parts = try validation.updateParts(base: path, obj)
             kind = .update(parts)
         }
         let condition = ifMatch.map { WriteCondition.etag($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
@@ -244,13 +233,8 @@ public final class RestHandler: Sendable {
         return resp
     }
 
-    /// Refuses bad data before it reaches the log: keys, depth, sizes, server values.
     func validate(_ json: JSON, at path: Path) throws {
-        let resolved = try ServerValues.resolve(json, existing: .empty, now: 0)
-        let node = try Node(json: resolved, depth: path.count)
-        guard node.nodeCount <= config.maxWriteNodes else {
-            throw RestError.badRequest("Data to write exceeds the maximum of \(config.maxWriteNodes) nodes in a single request.")
-        }
+        try validation.validate(json, at: path)
     }
 
     // MARK: - Node endpoints

@@ -148,21 +148,11 @@ struct RealtimeHandler: Sendable {
 
     func mergeParts(_ path: Path, _ d: JSON?) throws -> [(Path, JSON)] {
         guard case .object(let obj)? = d else { throw EmberError.invalidData("a merge needs an object") }
-        guard obj.count <= config.maxUpdateParts else { throw EmberError.invalidData("too many paths in one merge") }
-        var parts: [(Path, JSON)] = []
-        for (k, v) in obj {
-            let rel = try Path(k)
-            guard !rel.isRoot else { throw EmberError.invalidData("empty key in merge") }
-            guard path.count + rel.count <= Limits.maxPathDepth else { throw EmberError.pathTooDeep(depth: path.count + rel.count) }
-            try validate(v, at: path.appending(rel))
-            parts.append((rel, v))
-        }
-        return parts.sorted { $0.0 < $1.0 }
+        return try WriteValidation(config).updateParts(base: path, obj)
     }
 
     func validate(_ json: JSON, at path: Path) throws {
-        let node = try Node(json: ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
-        guard node.nodeCount <= config.maxWriteNodes else { throw EmberError.tooLarge("write exceeds \(config.maxWriteNodes) nodes") }
+        try WriteValidation(config).validate(json, at: path)
     }
 
     /// `owner` is the admin identity; other JWTs are read (unverified) for their claims until the
