@@ -37,7 +37,8 @@ public struct WriteOutcome: Sendable {
     public var index: UInt64
     /// False when the condition did not hold: nothing was written.
     public var applied: Bool
-    /// The value at the write's path after it (or, when not applied, as it stands).
+    /// After a set: the value at the path. After an update: the resolved parts at their relative
+    /// paths. When not applied: the current value.
     public var value: Node
     public var version: UInt64
 

@@ -72,8 +72,9 @@ public final class LMDBDataStore: DataStore {
         } catch let e as StorageError { throw Self.translate(e) }
         switch result.outcome {
         case .applied, .noop:
-            return WriteOutcome(index: result.index, applied: true, value: try read(namespace: request.namespace, path: request.path).node,
-                                version: result.version)
+            // For a set this is the value now at the path; for an update, the resolved parts
+            // at their relative paths (what REST echoes for PATCH).
+            return WriteOutcome(index: result.index, applied: true, value: result.value, version: result.version)
         case .conditionFailed(let current, let version):
             return WriteOutcome(index: result.index, applied: false, value: current, version: version)
         case .rejected(let e):
