@@ -33,6 +33,8 @@ var package = Package(
         .target(name: "EmberCore"),
         .target(name: "EmberStorage", dependencies: ["EmberCore", "CLMDB"]),
         .target(name: "EmberRaft"),
+        // Firebase security rules: parser, type checker and evaluator. Pure.
+        .target(name: "EmberRules", dependencies: ["EmberCore"]),
         .target(
             name: "EmberServer",
             dependencies: [
@@ -72,6 +74,7 @@ var package = Package(
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
+        .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
         .testTarget(name: "EmberServerTests", dependencies: ["EmberServer", "EmberCore"]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
         .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore", "EmberSyncTree"]),

@@ -1,0 +1,1 @@
+// EmberRules: Firebase security rules (parse, type-check, evaluate). Pure.
