@@ -99,7 +99,7 @@ def test_set_if_unchanged(db):
 
 def test_transaction_concurrent_exact_count(db):
     ref = db("counter")
-    workers, per_worker = 6, 10
+    workers, per_worker = 4, 10
     errors = []
 
     def work():
