@@ -1,0 +1,30 @@
+/// Why a rules document was refused: the 1-based line in the rules text and a reason.
+public struct RulesError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let line: Int
+    public let reason: String
+
+    public init(line: Int, reason: String) {
+        self.line = line
+        self.reason = reason
+    }
+
+    public var description: String { "line \(line): \(reason)" }
+}
+
+/// Bounds that keep loading and evaluation cheap whatever the rules or data contain.
+public struct RulesLimits: Sendable, Equatable {
+    /// Longest expression string accepted, in UTF-8 bytes.
+    public var maxExpressionLength: Int = 4096
+    /// Deepest nesting of parentheses/operators, so the recursive parser cannot exhaust the stack.
+    public var maxExpressionDepth: Int = 64
+    /// Longest regex literal pattern accepted by `matches`.
+    public var maxRegexLength: Int = 256
+    /// Steps (AST nodes visited) one expression evaluation may take before it fails (→ false).
+    public var maxEvaluationSteps: Int = 10_000
+    /// Steps across all expressions of one read/write decision before it is denied.
+    public var maxOperationSteps: Int = 1_000_000
+
+    public init() {}
+
+    public static let `default` = RulesLimits()
+}
