@@ -2,6 +2,24 @@
 struct Expr: Sendable {
     let kind: ExprKind
     let offset: Int
+    /// Levels of the tree rooted here. The type checker and evaluator recurse over the tree, so
+    /// the parser bounds this (a long `a+b+c+…` chain is built by a loop but is still deep).
+    let height: Int
+
+    init(kind: ExprKind, offset: Int) {
+        self.kind = kind
+        self.offset = offset
+        let below: Int
+        switch kind {
+        case .null, .bool, .number, .string, .regex, .variable: below = 0
+        case .array(let items): below = items.map(\.height).max() ?? 0
+        case .member(let e, _), .unary(_, let e): below = e.height
+        case .index(let a, let b), .binary(_, let a, let b): below = max(a.height, b.height)
+        case .call(let r, _, let args): below = max(r.height, args.map(\.height).max() ?? 0)
+        case .ternary(let a, let b, let c): below = max(a.height, b.height, c.height)
+        }
+        height = below + 1
+    }
 }
 
 indirect enum ExprKind: Sendable {

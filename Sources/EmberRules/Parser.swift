@@ -13,6 +13,7 @@ struct Parser {
         var p = try Parser(text, limits: limits)
         let e = try p.ternary()
         guard case .end = p.tok.kind else { throw p.unexpected() }
+        guard e.height <= limits.maxExpressionDepth else { throw tooDeep(limits, at: 0) }
         return e
     }
 
@@ -45,12 +46,20 @@ struct Parser {
         return ExprSyntaxError(offset: tok.offset, message: msg)
     }
 
+    private static func tooDeep(_ limits: RulesLimits, at offset: Int) -> ExprSyntaxError {
+        ExprSyntaxError(offset: offset, message: "expression nested more than \(limits.maxExpressionDepth) levels deep")
+    }
+
     /// Guards recursion so hostile nesting fails cleanly instead of overflowing the stack.
     private mutating func enter() throws(ExprSyntaxError) {
         depth += 1
-        guard depth <= limits.maxExpressionDepth else {
-            throw ExprSyntaxError(offset: tok.offset, message: "expression nested more than \(limits.maxExpressionDepth) levels deep")
-        }
+        guard depth <= limits.maxExpressionDepth else { throw Parser.tooDeep(limits, at: tok.offset) }
+    }
+
+    /// Bounds trees that loops build (operator and member chains) as they grow.
+    private func checked(_ e: Expr) throws(ExprSyntaxError) -> Expr {
+        guard e.height <= limits.maxExpressionDepth else { throw Parser.tooDeep(limits, at: e.offset) }
+        return e
     }
 
     private mutating func ternary() throws(ExprSyntaxError) -> Expr {
@@ -77,7 +86,7 @@ struct Parser {
             try enter()
             let rhs = try binary(level + 1)
             depth -= 1
-            lhs = Expr(kind: .binary(op, lhs, rhs), offset: lhs.offset)
+            lhs = try checked(Expr(kind: .binary(op, lhs, rhs), offset: lhs.offset))
         }
         return lhs
     }
@@ -106,16 +115,16 @@ struct Parser {
                 if isPunct("(") {
                     try advance()
                     let args = try arguments(method: name)
-                    e = Expr(kind: .call(e, name, args), offset: at)
+                    e = try checked(Expr(kind: .call(e, name, args), offset: at))
                 } else {
-                    e = Expr(kind: .member(e, name), offset: at)
+                    e = try checked(Expr(kind: .member(e, name), offset: at))
                 }
             } else if isPunct("[") {
                 let at = tok.offset
                 try advance()
                 let key = try ternary()
                 try expect("]")
-                e = Expr(kind: .index(e, key), offset: at)
+                e = try checked(Expr(kind: .index(e, key), offset: at))
             } else if isPunct("(") {
                 throw ExprSyntaxError(offset: tok.offset, message: "only methods can be called (receiver.method(...))")
             } else {
