@@ -12,6 +12,8 @@ struct Environment {
     var data: Snapshot
     var newData: Snapshot?
     var now: Double
+    /// `query` of a `.read` (see `RulesEngine.queryValue`).
+    var query: Value
     var captures: [String: String]
 }
 
@@ -62,6 +64,7 @@ struct Evaluator {
             case "root": return .snapshot(env.root)
             case "data": return .snapshot(env.data)
             case "now": return .number(env.now)
+            case "query": return env.query
             case "newData":
                 guard let n = env.newData else { throw EvalError(message: "newData in .read") }
                 return .snapshot(n)

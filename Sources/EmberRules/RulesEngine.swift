@@ -24,10 +24,38 @@ public struct RulesEngine: Sendable {
         }
     }
 
-    /// Read of `path`: granted by a true `.read` at the path or any ancestor.
-    public func canRead(path: Path, auth: JSON?, root: Node, now: Int64) -> Bool {
+    /// Read of `path`: granted by a true `.read` at the path or any ancestor. `query` is the
+    /// client's query, if any, for rules that bound queries (`query.limitToFirst <= 100`).
+    public func canRead(path: Path, auth: JSON?, root: Node, now: Int64, query: QuerySpec? = nil) -> Bool {
         var op = Operation(engine: self, auth: auth, oldRoot: root, newRoot: nil, now: now)
+        op.query = RulesEngine.queryValue(query)
         return op.granted(.read, at: path)
+    }
+
+    /// The `query` object of read rules. An equal start and end bound is `equalTo`.
+    static func queryValue(_ q: QuerySpec?) -> Value {
+        func json(_ v: IndexValue?) -> JSON {
+            switch v {
+            case .bool(let b)?: return .bool(b)
+            case .number(let d)?: return .double(d)
+            case .string(let s)?: return .string(s)
+            case .null?, .object?, nil: return .null
+            }
+        }
+        let spec = q ?? .default
+        let explicit = !spec.isDefault
+        var o: [String: JSON] = [
+            "orderByKey": .bool(spec.index == .key),
+            "orderByPriority": .bool(explicit && spec.index == .priority),
+            "orderByValue": .bool(spec.index == .value),
+            "orderByChild": .null,
+            "startAt": json(spec.start?.value), "endAt": json(spec.end?.value), "equalTo": .null,
+            "limitToFirst": spec.limit.map { spec.limitFromStart ? .int(Int64($0)) : .null } ?? .null,
+            "limitToLast": spec.limit.map { spec.limitFromStart ? .null : .int(Int64($0)) } ?? .null,
+        ]
+        if case .child(let p) = spec.index { o["orderByChild"] = .string(p.segments.joined(separator: "/")) }
+        if let s = spec.start, let e = spec.end, s == e { o["equalTo"] = json(s.value) }
+        return .compound(.object(o))
     }
 
     /// Set of `newValue` at `path` (a delete when empty): `.write` grant, then `.validate`.
@@ -56,6 +84,7 @@ private struct Operation {
     let oldRoot: Node
     let newRoot: Node?
     let now: Double
+    var query: Value = .null
     var budget: StepBudget
 
     init(engine: RulesEngine, auth: JSON?, oldRoot: Node, newRoot: Node?, now: Int64) {
@@ -73,7 +102,7 @@ private struct Operation {
         case .expression(let e, _):
             let env = Environment(
                 auth: auth, root: Snapshot(tree: oldRoot, path: .root), data: Snapshot(tree: oldRoot, path: path),
-                newData: newRoot.map { Snapshot(tree: $0, path: path) }, now: now, captures: captures)
+                newData: newRoot.map { Snapshot(tree: $0, path: path) }, now: now, query: query, captures: captures)
             return Evaluator.condition(e, env: env, budget: &budget)
         }
     }

@@ -2,12 +2,13 @@
 /// arity, `newData` in `.read`); lenient (`any`) for `auth.*` members and `val()` results, whose
 /// shape is only known at run time.
 enum RuleType: String, Sendable {
-    case boolean, number, string, snapshot, auth, any, null, regex, array
+    case boolean, number, string, snapshot, auth, query, any, null, regex, array
 
     var name: String {
         switch self {
         case .snapshot: return "a snapshot"
         case .auth: return "the auth object"
+        case .query: return "the query object"
         case .any: return "a value"
         case .regex: return "a regular expression"
         case .array: return "an array"
@@ -47,6 +48,12 @@ struct TypeChecker {
         "hasChildren": ([.array], .boolean),  // the argument is optional (see below)
     ]
 
+    /// `query.*` in `.read`: how the client's query is ordered and bounded (null when unused).
+    static let queryMembers: [String: RuleType] = [
+        "orderByKey": .boolean, "orderByPriority": .boolean, "orderByValue": .boolean, "orderByChild": .any,
+        "startAt": .any, "endAt": .any, "equalTo": .any, "limitToFirst": .any, "limitToLast": .any,
+    ]
+
     static let stringMethods: [String: (args: [RuleType], result: RuleType)] = [
         "contains": ([.string], .boolean), "beginsWith": ([.string], .boolean), "endsWith": ([.string], .boolean),
         "replace": ([.string, .string], .string), "toLowerCase": ([], .string), "toUpperCase": ([], .string),
@@ -68,6 +75,9 @@ struct TypeChecker {
             case "auth": return .auth
             case "data", "root": return .snapshot
             case "now": return .number
+            case "query":
+                guard kind == .read else { throw TypeError(offset: e.offset, message: "query is only available in .read rules") }
+                return .query
             case "newData":
                 guard kind != .read else { throw TypeError(offset: e.offset, message: "newData is not available in .read rules") }
                 return .snapshot
@@ -84,6 +94,11 @@ struct TypeChecker {
             let t = try type(of: obj)
             switch t {
             case .auth, .any: return .any
+            case .query:
+                guard let t = TypeChecker.queryMembers[name] else {
+                    throw TypeError(offset: e.offset, message: "query has no member '\(name)'")
+                }
+                return t
             case .string:
                 if name == "length" { return .number }
                 if TypeChecker.stringMethods[name] != nil {
