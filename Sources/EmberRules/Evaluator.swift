@@ -179,7 +179,7 @@ struct Evaluator {
         switch name {
         case "contains":
             let t = try stringArg(args[0])
-            return .bool(t.isEmpty || s.contains(t))
+            return .bool(Evaluator.ranges(of: Array(t.utf8), in: Array(s.utf8)).first != nil || t.isEmpty)
         case "beginsWith": return .bool(s.utf8.starts(with: try stringArg(args[0]).utf8))
         case "endsWith": return .bool(s.utf8.reversed().starts(with: try stringArg(args[0]).utf8.reversed()))
         case "toLowerCase": return .string(s.lowercased())
@@ -187,12 +187,40 @@ struct Evaluator {
         case "replace":
             let a = try stringArg(args[0]), b = try stringArg(args[1])
             // Firebase replaces every occurrence (unlike JavaScript's first-only replace).
-            return .string(a.isEmpty ? s : s.replacing(a, with: b))
+            guard !a.isEmpty else { return .string(s) }
+            let bytes = Array(s.utf8)
+            var out: [UInt8] = []
+            var last = 0
+            for r in Evaluator.ranges(of: Array(a.utf8), in: bytes) {
+                out += bytes[last..<r.lowerBound]
+                out += b.utf8
+                last = r.upperBound
+            }
+            out += bytes[last...]
+            return .string(String(decoding: out, as: UTF8.self))
         case "matches":
             guard case .regex(let r) = args[0].kind else { throw EvalError(message: "matches needs a regex") }
             return .bool(r.matches(s))
         default: throw EvalError(message: "no string method \(name)")
         }
+    }
+
+    /// Non-overlapping occurrences of `needle`, left to right. Matching whole UTF-8 sequences of
+    /// valid strings always lands on scalar boundaries, and compares code points exactly (as
+    /// JavaScript does), not Swift's canonically-equivalent characters.
+    static func ranges(of needle: [UInt8], in hay: [UInt8]) -> [Range<Int>] {
+        guard !needle.isEmpty, needle.count <= hay.count else { return [] }
+        var out: [Range<Int>] = []
+        var i = 0
+        while i + needle.count <= hay.count {
+            if hay[i] == needle[0], hay[i..<i + needle.count].elementsEqual(needle) {
+                out.append(i..<i + needle.count)
+                i += needle.count
+            } else {
+                i += 1
+            }
+        }
+        return out
     }
 
     private mutating func binary(_ op: BinaryOp, _ l: Expr, _ r: Expr) throws(EvalError) -> Value {

@@ -165,6 +165,8 @@ struct Parser {
         do { regex = try Regex(pattern) } catch {
             throw ExprSyntaxError(offset: at, message: "invalid regular expression /\(pattern)/")
         }
+        // Code-point semantics as in JavaScript (Swift's default is grapheme clusters).
+        regex = regex.matchingSemantics(.unicodeScalar)
         if flags == "i" { regex = regex.ignoresCase() }
         try advance()
         return Expr(kind: .regex(CompiledRegex(source: "/\(pattern)/\(flags)", regex: regex)), offset: at)

@@ -8,7 +8,8 @@ enum RulesTable {
     static let all: [RuleCase] =
         defaultDeny + ownerOnly + stringValidation + timestamps + rootLookups + cascading
         + validateDeletes + otherWildcard + hasChildren + multiPath + stringMethods + ternary
-        + dataVsNewData + authToken + expressions + snapshots
+        + dataVsNewData + authToken + expressions + snapshots + wildcards + rootValidate
+        + validateNeedsWrite + identities
 
     static let defaultDeny = scenario("default deny", rules: #"{"rules": {"foo": {".read": true}}}"#, data: #"{"foo": {"a": 1}, "bar": 2}"#, [
         .read("/bar", false, "no rule at or above /bar"),
@@ -167,7 +168,8 @@ enum RulesTable {
             "regex": {".validate": "newData.val().matches(/^[a-z]+[0-9]*$/)"},
             "regexi": {".validate": "newData.val().matches(/^abc$/i)"},
             "email": {".validate": "newData.val().matches(/^[A-Z0-9._%+-]+@[A-Z0-9.-]+\\.[A-Z]{2,4}$/i)"},
-            "escape": {".validate": "newData.val() == 'it\\'s' || newData.val() == \"tab\\tx\""}
+            "escape": {".validate": "newData.val() == 'it\\'s' || newData.val() == \"tab\\tx\""},
+            "unicode": {".validate": "newData.val().length == 2 && newData.val().contains('e') && newData.val().replace('e', 'a') == 'a\u0301'"}
         }}}
         """#, [
         .set("/s/contains", #""a@b""#, true, "contains"),
@@ -185,6 +187,7 @@ enum RulesTable {
         .set("/s/email", #""not-an-email""#, false, "docs email regex rejects"),
         .set("/s/escape", #""it's""#, true, "escaped single quote"),
         .set("/s/escape", #""tab\tx""#, true, "escaped tab"),
+        .set("/s/unicode", #""e\u0301""#, true, "code points, not grapheme clusters (as JavaScript)"),
     ])
 
     static let ternary = scenario("ternary", rules: #"""
@@ -282,5 +285,47 @@ enum RulesTable {
         .set("/prio", "1", false, "no priority"),
         .set("/par/x", "1", true, "parent()"),
         .set("/top", "1", true, "parent of a top-level node is the root"),
+    ])
+
+    static let wildcards = scenario("wildcards and literal precedence", rules: #"""
+        {"rules": {
+            "pub": {"$any": {".write": false}, "open": {".write": true}},
+            "rooms": {"$room": {"$msg": {".write": "$room.beginsWith('public_') && $msg.length <= 8"}}}
+        }}
+        """#, [
+        .set("/pub/open", "1", true, "literal sibling grants"),
+        .set("/pub/closed", "1", false, "wildcard denies"),
+        .set("/rooms/public_1/m1", #""hi""#, true, "two captures"),
+        .set("/rooms/private/m1", #""hi""#, false, "outer capture fails"),
+        .set("/rooms/public_1/verylongid", #""hi""#, false, "inner capture fails"),
+        .update("/rooms", [("public_a/m1", "1"), ("public_b/m2", "2")], true, "update across wildcard children"),
+        .update("/rooms", [("public_a/m1", "1"), ("secret/m2", "2")], false, "one wildcard child denied"),
+    ])
+
+    static let rootValidate = scenario("validate at the root", rules: #"""
+        {"rules": {".write": true, ".validate": "newData.hasChild('version')"}}
+        """#, data: #"{"version": 1, "a": 2}"#, [
+        .set("/a", "3", true, "root still has version"),
+        .set("/version", "null", false, "deleting version fails the root's validate"),
+        .set("/", #"{"x": 1}"#, false, "replacing the root without version"),
+        .set("/", "null", true, "deleting everything is not validated"),
+        .set("/a", "2", true, "writing the same value changes nothing"),
+        .update("/", [("a", "null"), ("b", "1")], true, "update keeps version"),
+    ])
+
+    static let validateNeedsWrite = scenario(".validate is not a grant", rules: #"""
+        {"rules": {"a": {".validate": true}, "b": {".write": true, ".validate": false}}}
+        """#, data: #"{"b": 1}"#, [
+        .set("/a", "1", false, "validate true without write"),
+        .set("/b", "2", false, "validate false with write"),
+        .set("/b", "null", true, "delete with validate false"),
+    ])
+
+    static let identities = scenario("auth.token.firebase", rules: #"""
+        {"rules": {"g": {".read": "auth.token.firebase.sign_in_provider == 'google.com' && auth.token.firebase.identities['email'][0] == 'g@x.com'"}}}
+        """#, [
+        .read("/g", auth: #"{"uid": "g", "token": {"firebase": {"sign_in_provider": "google.com", "identities": {"email": ["g@x.com"]}}}}"#, true, "provider and identities array"),
+        .read("/g", auth: #"{"uid": "g", "token": {"firebase": {"sign_in_provider": "password", "identities": {"email": ["g@x.com"]}}}}"#, false, "other provider"),
+        .read("/g", auth: #"{"uid": "g", "token": {"firebase": {"sign_in_provider": "google.com", "identities": {"email": []}}}}"#, false, "index out of range is an error"),
     ])
 }
