@@ -43,9 +43,10 @@ struct Evaluator {
         self.budget = budget
     }
 
-    private mutating func step() throws(EvalError) {
-        steps += 1
-        budget.remaining -= 1
+    /// Charges `cost` steps (1 per AST node; string work also per KiB, so large data counts).
+    private mutating func step(_ cost: Int = 1) throws(EvalError) {
+        steps += cost
+        budget.remaining -= cost
         guard steps <= budget.perExpression else { throw EvalError(message: "evaluation step limit exceeded") }
         guard budget.remaining >= 0 else { throw EvalError(message: "operation step limit exceeded") }
     }
@@ -104,6 +105,10 @@ struct Evaluator {
         case .compound(.object(let o)):
             guard let m = o[name] else { throw EvalError(message: "no member \(name)") }
             return Value(json: m)
+        case .tree(let node):
+            let child = node.child(name)
+            guard !child.isEmpty else { throw EvalError(message: "no member \(name)") }
+            return Value(node: child)
         case .compound(.array(let a)):
             if name == "length" { return .number(Double(a.count)) }
             guard let i = Int(name), i >= 0, i < a.count else { throw EvalError(message: "no element \(name)") }
@@ -176,6 +181,7 @@ struct Evaluator {
     }
 
     private mutating func stringCall(_ s: String, _ name: String, _ args: [Expr]) throws(EvalError) -> Value {
+        try step(s.utf8.count / 1024)
         switch name {
         case "contains":
             let t = try stringArg(args[0])
@@ -238,8 +244,14 @@ struct Evaluator {
         case .ne, .sne: return .bool(!a.strictlyEquals(b))
         case .add:
             if case .number(let x) = a, case .number(let y) = b { return .number(x + y) }
-            if case .string(let x) = a, let y = b.concatenationText { return .string(x + y) }
-            if case .string(let y) = b, let x = a.concatenationText { return .string(x + y) }
+            if case .string(let x) = a, let y = b.concatenationText {
+                try step((x.utf8.count + y.utf8.count) / 1024)
+                return .string(x + y)
+            }
+            if case .string(let y) = b, let x = a.concatenationText {
+                try step((x.utf8.count + y.utf8.count) / 1024)
+                return .string(x + y)
+            }
             throw EvalError(message: "+ needs numbers or strings")
         case .sub, .mul, .div, .mod:
             guard case .number(let x) = a, case .number(let y) = b else { throw EvalError(message: "arithmetic needs numbers") }

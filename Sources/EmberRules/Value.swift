@@ -16,8 +16,11 @@ enum Value: Sendable {
     case number(Double)
     case string(String)
     case snapshot(Snapshot)
-    /// An object or array: `auth`, its members, and `val()` of a non-leaf.
+    /// An object or array from JSON: `auth`, `query` and their members.
     case compound(JSON)
+    /// `val()` of a non-leaf, kept as the node: converting a large subtree to JSON on every
+    /// `data.val()` would cost time proportional to the data, not to the rule.
+    case tree(Node)
 
     init(json: JSON) {
         switch json {
@@ -36,7 +39,7 @@ enum Value: Sendable {
         case .int(let i)?: self = .number(Double(i))
         case .double(let d)?: self = .number(d)
         case .string(let s)?: self = .string(s)
-        case nil: self = node.isEmpty ? .null : .compound(node.toJSON())
+        case nil: self = node.isEmpty ? .null : .tree(node)
         }
     }
 
@@ -48,6 +51,7 @@ enum Value: Sendable {
         case let (.number(a), .number(b)): return a == b
         case let (.string(a), .string(b)): return a.utf8.elementsEqual(b.utf8)
         case let (.compound(a), .compound(b)): return a == b
+        case let (.tree(a), .tree(b)): return a.toJSON() == b.toJSON()
         default: return false
         }
     }

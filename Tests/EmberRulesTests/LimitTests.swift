@@ -58,6 +58,18 @@ struct LimitTests {
         #expect(short.canRead(path: .root, auth: nil, root: .empty, now: 0))
     }
 
+    @Test func stringWorkCountsTowardSteps() throws {
+        let text = #"{"rules": {"s": {".write": "newData.val().toUpperCase().contains('X')"}}}"#
+        var limits = RulesLimits()
+        limits.maxEvaluationSteps = 50
+        let engine = try RulesEngine(text: text, limits: limits)
+        let path = try Path("/s")
+        let small = Node(.string("x" + String(repeating: "a", count: 10_000)))
+        let big = Node(.string("x" + String(repeating: "a", count: 100_000)))
+        #expect(engine.canWrite(path: path, newValue: small, auth: nil, root: .empty, now: 0))
+        #expect(!engine.canWrite(path: path, newValue: big, auth: nil, root: .empty, now: 0))
+    }
+
     @Test func operationStepLimit() throws {
         let text = #"{"rules": {".write": true, "items": {"$id": {".validate": "newData.isNumber()"}}}}"#
         var items: [String: JSON] = [:]

@@ -273,7 +273,8 @@ enum RulesTable {
             }},
             "prio": {".write": true, ".validate": "newData.getPriority() != null && newData.getPriority() > 1"},
             "par": {"x": {".write": "data.parent().child('open').val() == true"}},
-            "top": {".write": "data.parent().exists()"}
+            "top": {".write": "data.parent().exists()"},
+            "obj": {".write": true, ".validate": "newData.val().kind == 'a' && newData.val().inner.n > 1 && newData.val()['kind'] != data.val()"}
         }}
         """#, data: #"{"rooms": {"r1": {"members": {"alice": true}}}, "par": {"open": true}}"#, [
         .read("/rooms/r1", auth: alice, true, "hasChild"),
@@ -285,6 +286,9 @@ enum RulesTable {
         .set("/prio", "1", false, "no priority"),
         .set("/par/x", "1", true, "parent()"),
         .set("/top", "1", true, "parent of a top-level node is the root"),
+        .set("/obj", #"{"kind": "a", "inner": {"n": 2}}"#, true, "members of val() objects"),
+        .set("/obj", #"{"kind": "a", "inner": {"n": 1}}"#, false, "nested member value"),
+        .set("/obj", #"{"kind": "a"}"#, false, "missing member of val() is an error"),
     ])
 
     static let wildcards = scenario("wildcards and literal precedence", rules: #"""
