@@ -13,6 +13,9 @@ final class RuleNode: Sendable {
     let indexOn: [String]
     let children: [String: RuleNode]
     let wildcard: (name: String, node: RuleNode)?
+    /// Whether a `.validate` exists here or below: writes under rules without any skip the
+    /// validation walk over their (possibly large) new data.
+    let containsValidate: Bool
 
     init(read: Condition?, write: Condition?, validate: Condition?, indexOn: [String],
          children: [String: RuleNode], wildcard: (name: String, node: RuleNode)?) {
@@ -22,6 +25,8 @@ final class RuleNode: Sendable {
         self.indexOn = indexOn
         self.children = children
         self.wildcard = wildcard
+        containsValidate = validate != nil || children.values.contains { $0.containsValidate }
+            || wildcard?.node.containsValidate == true
     }
 
     static let empty = RuleNode(read: nil, write: nil, validate: nil, indexOn: [], children: [:], wildcard: nil)

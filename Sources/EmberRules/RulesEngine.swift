@@ -132,7 +132,7 @@ private struct Operation {
     }
 
     private mutating func validate(_ rule: RuleNode, at path: Path, old: Node, new: Node, captures: [String: String]) -> Bool {
-        if new.isEmpty || new.isIdentical(to: old) { return true }
+        if !rule.containsValidate || new.isEmpty || new.isIdentical(to: old) { return true }
         if let v = rule.validate, !evaluate(v, at: path, captures: captures) { return false }
         for key in new.children.keys.sorted() {
             guard let (next, capture) = rule.child(key) else { continue }
