@@ -9,7 +9,7 @@ enum RulesTable {
         defaultDeny + ownerOnly + stringValidation + timestamps + rootLookups + cascading
         + validateDeletes + otherWildcard + hasChildren + multiPath + stringMethods + ternary
         + dataVsNewData + authToken + expressions + snapshots + wildcards + rootValidate
-        + validateNeedsWrite + identities
+        + validateNeedsWrite + identities + chatApp
 
     static let defaultDeny = scenario("default deny", rules: #"{"rules": {"foo": {".read": true}}}"#, data: #"{"foo": {"a": 1}, "bar": 2}"#, [
         .read("/bar", false, "no rule at or above /bar"),
@@ -331,5 +331,60 @@ enum RulesTable {
         .read("/g", auth: #"{"uid": "g", "token": {"firebase": {"sign_in_provider": "google.com", "identities": {"email": ["g@x.com"]}}}}"#, true, "provider and identities array"),
         .read("/g", auth: #"{"uid": "g", "token": {"firebase": {"sign_in_provider": "password", "identities": {"email": ["g@x.com"]}}}}"#, false, "other provider"),
         .read("/g", auth: #"{"uid": "g", "token": {"firebase": {"sign_in_provider": "google.com", "identities": {"email": []}}}}"#, false, "index out of range is an error"),
+    ])
+
+    /// A complete chat app document in the style of the Firebase docs, comments included.
+    static let chatApp = scenario("chat app document", rules: #"""
+        {
+          // Room names are public to signed-in users.
+          "rules": {
+            "room_names": {
+              ".read": "auth != null",
+              "$room_id": {
+                ".validate": "newData.isString() && newData.val().length > 0 && newData.val().length <= 32"
+              }
+            },
+            "members": {
+              "$room_id": {
+                ".read": "auth != null && data.child(auth.uid).exists()",
+                "$user_id": {
+                  ".write": "auth != null && auth.uid === $user_id",
+                  ".validate": "newData.isBoolean()"
+                }
+              }
+            },
+            /* Messages: members post once, never edit. */
+            "messages": {
+              "$room_id": {
+                ".read": "root.child('members/' + $room_id + '/' + auth.uid).exists()",
+                ".indexOn": ["timestamp"],
+                "$message_id": {
+                  ".write": "root.child('members/' + $room_id + '/' + auth.uid).val() === true && !data.exists()",
+                  ".validate": "newData.hasChildren(['user', 'message', 'timestamp'])",
+                  "user": {".validate": "newData.val() === auth.uid"},
+                  "message": {".validate": "newData.isString() && newData.val().length < 300"},
+                  "timestamp": {".validate": "newData.isNumber() && newData.val() <= now"},
+                  "$other": {".validate": false}
+                }
+              }
+            }
+          }
+        }
+        """#, data: #"{"members": {"r1": {"alice": true, "bob": false}}, "messages": {"r1": {"m0": {"user": "alice", "message": "first", "timestamp": 1}}}}"#, [
+        .read("/room_names", auth: bob, true, "signed-in users list rooms"),
+        .read("/room_names", false, "anonymous users do not"),
+        .read("/members/r1", auth: alice, true, "members see the member list"),
+        .read("/members/r1", auth: carol, false, "non-members do not"),
+        .read("/messages/r1", auth: bob, true, "a member entry (even false) lets one read"),
+        .set("/messages/r1/m1", #"{"user": "alice", "message": "hi", "timestamp": 5}"#, auth: alice, now: 10, true, "member posts"),
+        .set("/messages/r1/m1", #"{"user": "bob", "message": "hi", "timestamp": 5}"#, auth: alice, now: 10, false, "posting as someone else"),
+        .set("/messages/r1/m1", #"{"user": "bob", "message": "hi", "timestamp": 5}"#, auth: bob, now: 10, false, "member flag false"),
+        .set("/messages/r1/m1", #"{"user": "alice", "message": "hi", "timestamp": 50}"#, auth: alice, now: 10, false, "timestamp from the future"),
+        .set("/messages/r1/m1", #"{"user": "alice", "message": "hi", "timestamp": 5, "x": 1}"#, auth: alice, now: 10, false, "an extra child"),
+        .set("/messages/r1/m1", #"{"user": "alice", "message": "hi"}"#, auth: alice, now: 10, false, "a missing child"),
+        .set("/messages/r1/m0/message", #""edited""#, auth: alice, now: 10, false, "editing an existing message"),
+        .set("/members/r1/carol", "true", auth: carol, true, "joining a room"),
+        .set("/members/r1/carol", #""yes""#, auth: carol, false, "member flag must be a boolean"),
+        .update("/", [("members/r2/carol", "true"), ("room_names/r2", #""Room 2""#)], auth: carol, false, "room_names has no write rule"),
     ])
 }
