@@ -131,10 +131,10 @@ struct Evaluator {
         return s
     }
 
-    /// A relative path argument of child()/hasChild(); invalid keys are errors.
+    /// A relative path argument of child()/hasChild(); invalid keys and empty paths are errors.
     private mutating func pathArg(_ e: Expr) throws(EvalError) -> Path {
         let s = try stringArg(e)
-        guard let p = try? Path(s) else { throw EvalError(message: "invalid path") }
+        guard let p = try? Path(s), !p.isRoot else { throw EvalError(message: "invalid path") }
         return p
     }
 
@@ -185,7 +185,7 @@ struct Evaluator {
         switch name {
         case "contains":
             let t = try stringArg(args[0])
-            return .bool(Evaluator.ranges(of: Array(t.utf8), in: Array(s.utf8)).first != nil || t.isEmpty)
+            return .bool(t.isEmpty || !Evaluator.ranges(of: Array(t.utf8), in: Array(s.utf8)).isEmpty)
         case "beginsWith": return .bool(s.utf8.starts(with: try stringArg(args[0]).utf8))
         case "endsWith": return .bool(s.utf8.reversed().starts(with: try stringArg(args[0]).utf8.reversed()))
         case "toLowerCase": return .string(s.lowercased())

@@ -51,6 +51,7 @@ enum ExpressionTable {
         ("auth.uid + data.val() == 'alicenull'", true),  // JavaScript ToString of null
         ("auth.token.email_verified && data.child('..').exists()", false),  // invalid path: error
         ("data.child(auth.uid).exists() || true", true),
+        ("data.child('').exists() || true", false),   // empty path: error (|| does not rescue it)
         ("false && data.val().x", false),
         ("true && auth.token", false),           // non-boolean operand at run time
         ("auth.token.email_verified ? true : data.val().x", true),
