@@ -82,11 +82,12 @@ struct Parser {
         if level == Parser.levels.count { return try unary() }
         var lhs = try binary(level + 1)
         while case .punct(let p) = tok.kind, let op = BinaryOp(rawValue: p), Parser.levels[level].contains(op) {
+            let at = tok.offset  // errors about the operation point at its operator
             try advance()
             try enter()
             let rhs = try binary(level + 1)
             depth -= 1
-            lhs = try checked(Expr(kind: .binary(op, lhs, rhs), offset: lhs.offset))
+            lhs = try checked(Expr(kind: .binary(op, lhs, rhs), offset: at))
         }
         return lhs
     }

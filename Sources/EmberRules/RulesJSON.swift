@@ -132,7 +132,7 @@ private struct RulesJSONParser {
 
     mutating func word(_ w: String) throws(RulesError) {
         let u = Array(w.utf8)
-        guard i + u.count <= b.count, Array(b[i..<i + u.count]) == u else { throw fail("unexpected word") }
+        guard i + u.count <= b.count, Array(b[i..<i + u.count]) == u else { throw fail("unexpected word (expected \(w))") }
         i += u.count
     }
 

@@ -46,7 +46,7 @@ enum BadRulesTable {
         BadRules(name: "type: snapshot compared", text: "{\"rules\": {\n \".write\": \"data == null\"}}", line: 2, reason: "cannot compare a snapshot"),
         BadRules(name: "type: method not called", text: "{\"rules\": {\n \".write\": \"data.exists\"}}", line: 2, reason: "must be called"),
         BadRules(name: "type: string member", text: "{\"rules\": {\"$k\": {\n \".write\": \"$k.size > 1\"}}}", line: 2, reason: "strings have no member 'size'"),
-        BadRules(name: "type: arithmetic on boolean", text: "{\"rules\": {\n \".write\": \"true + 1 == 2\"}}", line: 2, reason: "cannot combine"),
+        BadRules(name: "type: arithmetic on boolean", text: "{\"rules\": {\n \".write\": \"true + 1 == 2\"}}", line: 2, reason: "column 6: operator + cannot combine"),
         BadRules(name: "type: && on a number", text: "{\"rules\": {\n \".write\": \"now && true\"}}", line: 2, reason: "needs a boolean"),
         BadRules(name: "type: matches with a string", text: "{\"rules\": {\"$k\": {\n \".write\": \"$k.matches('a')\"}}}", line: 2, reason: "regular expression literal"),
         BadRules(name: "type: hasChildren with a string", text: "{\"rules\": {\n \".write\": \"newData.hasChildren('a')\"}}", line: 2, reason: "hasChildren()"),
