@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Expression syntax tree. Every node keeps its byte offset in the expression for error messages.
 struct Expr: Sendable {
     let kind: ExprKind
@@ -50,10 +52,18 @@ enum BinaryOp: String, Sendable {
     case and = "&&", or = "||"
 }
 
-/// A regex literal compiled at load time. Swift `Regex` is immutable and safe to share.
-struct CompiledRegex: @unchecked Sendable {
+/// A regex literal compiled at load time. Swift's `Regex` is not `Sendable` (it lowers its
+/// program lazily), so the shared compiled rules reach it through a lock.
+final class CompiledRegex: Sendable {
     let source: String
-    let regex: Regex<AnyRegexOutput>
+    private let regex: Mutex<Regex<AnyRegexOutput>>
 
-    func matches(_ s: String) -> Bool { s.firstMatch(of: regex) != nil }
+    init(source: String, regex: consuming sending Regex<AnyRegexOutput>) {
+        self.source = source
+        self.regex = Mutex(regex)
+    }
+
+    func matches(_ s: String) -> Bool {
+        regex.withLock { s.firstMatch(of: $0) != nil }
+    }
 }
