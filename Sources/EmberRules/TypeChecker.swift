@@ -194,7 +194,7 @@ struct TypeChecker {
                 throw TypeError(offset: arg.offset, message: "\(name)() needs \(want.name) argument, not \(at.name)")
             }
         }
-        return t == .any && sig.result == .string ? .any : sig.result
+        return sig.result
     }
 
     private func binary(_ e: Expr, _ op: BinaryOp, _ l: Expr, _ r: Expr) throws(TypeError) -> RuleType {
