@@ -169,7 +169,8 @@ private struct RulesJSONParser {
                     out.append(contentsOf: Array(String(Character(scalar)).utf8))
                 default: throw fail("bad escape in string")
                 }
-            case 0x00...0x1F:
+            case 0x00...0x08, 0x0A...0x1F:
+                // Raw tabs are tolerated (hand-edited rules files have them); line breaks are not.
                 throw fail("control character or line break inside a string")
             default:
                 out.append(c)
