@@ -43,6 +43,9 @@ public struct RulesEngine: Sendable {
     /// `.write` grant (with `newData` from the combined result), and the result must validate.
     public func canUpdate(path: Path, parts: [(Path, Node)], auth: JSON?, root: Node, now: Int64) -> Bool {
         let absolute = parts.map { (path.appending($0.0), $0.1) }
+        // Overlapping parts make the result order-dependent; the write validation refuses them.
+        let sorted = absolute.map(\.0).sorted()
+        precondition(zip(sorted, sorted.dropFirst()).allSatisfy { !$0.contains($1) }, "overlapping update paths")
         let newRoot = root.updating(absolute)
         var op = Operation(engine: self, auth: auth, oldRoot: root, newRoot: newRoot, now: now)
         if absolute.isEmpty { return op.granted(.write, at: path) }
