@@ -1,0 +1,169 @@
+import EmberCore
+import Foundation
+import Testing
+@testable import EmberClient
+
+/// The seeds' read/write scenarios against a real emberd.
+@Suite(.timeLimit(.minutes(1))) struct RealtimeIntegrationTests {
+    @Test func fanOutPostIsSeenAtomicallyByListenersOnBothLocations() async throws {
+        let t = try await TestNamespace.make()
+        let writer = t.client(), reader = t.client()
+        defer { writer.shutdown(); reader.shutdown() }
+        let rec = Recorder()
+        reader.reference().child("posts").observe(.childAdded) { s in rec.add("posts \(s.key) \(s.childSnapshot(forPath: "title").value as? String ?? "")") }
+        reader.reference().child("user-posts/u1").observe(.childAdded) { s in rec.add("user-posts \(s.key)") }
+        // The root value listener sees both locations change in one event.
+        reader.reference().observe(.value) { s in
+            rec.add("root posts=\(s.childSnapshot(forPath: "posts").childrenCount) user=\(s.childSnapshot(forPath: "user-posts/u1").childrenCount)")
+        }
+        await rec.wait { $0.contains("root posts=0 user=0") }
+
+        let key = try #require(writer.reference().child("posts").childByAutoId().key)
+        let post: [String: Any] = ["uid": "u1", "author": "ann", "title": "Hello", "body": "First"]
+        try await writer.reference().updateChildValues(["/posts/\(key)": post, "/user-posts/u1/\(key)/": post])
+        let seen = await rec.wait { $0.contains("posts \(key) Hello") && $0.contains("user-posts \(key)") && $0.contains("root posts=1 user=1") }
+        #expect(!seen.contains("root posts=1 user=0") && !seen.contains("root posts=0 user=1"), "atomic: \(seen)")
+        let rest = try await t.server.restGet("user-posts/u1/\(key)/author", ns: t.ns)
+        #expect(rest == .string("ann"))
+    }
+
+    @Test func restWriteIsSeenByASwiftListener() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client()
+        defer { db.shutdown() }
+        let rec = Recorder()
+        db.reference(withPath: "users/tom").observe(.value) { s in rec.add(s.json) }
+        await rec.wait { $0 == ["null"] }
+        try await t.server.restPut("users/tom", ns: t.ns, json: #"{"username":"tom","age":30}"#)
+        await rec.wait { $0.last == #"{"age":30,"username":"tom"}"# }
+    }
+
+    @Test func setValueCompletionGetDataAndObserveSingleEvent() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client()
+        defer { db.shutdown() }
+        let ref = db.reference().child("users").child("u1")
+        try await ref.setValue(["username": "ann"])
+        let done = Recorder()
+        ref.child("username").setValue("bob") { error, r in done.add("done \(error == nil) \(r.key ?? "")") }
+        await done.wait { $0 == ["done true username"] }
+        let snap = try await ref.child("username").getData()
+        #expect(snap.value as? String == "bob")
+        let missing = try await db.reference(withPath: "nothing/here").getData()
+        #expect(!missing.exists())
+        let once = await ref.observeSingleEvent(of: .value)
+        #expect((once.value as? [String: Any])?["username"] as? String == "bob")
+        try await ref.removeValue()
+        #expect(try await ref.getData().exists() == false)
+    }
+
+    @Test func priorityWritesAndOrdering() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client()
+        defer { db.shutdown() }
+        let list = db.reference(withPath: "list")
+        try await list.child("a").setValue("A", andPriority: 3)
+        try await list.child("b").setValue("B", andPriority: 1)
+        try await list.child("c").setValue(["x": 1], andPriority: 2)
+        let snap = try await list.queryOrderedByPriority().getData()
+        #expect(snap.children.map(\.key) == ["b", "c", "a"])
+        try await list.child("a").setPriority(0)
+        let again = await list.queryOrderedByPriority().observeSingleEvent(of: .value)
+        #expect(again.children.map(\.key) == ["a", "b", "c"])
+        #expect(again.childSnapshot(forPath: "a").priority as? Double == 0)
+        let export = try await t.server.restGet("list/a", ns: t.ns)
+        #expect(export == .string("A"))
+    }
+
+    @Test func removeObserverStopsDeliveryButRemoveAllKeepsChildObservers() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client(), writer = t.client()
+        defer { db.shutdown(); writer.shutdown() }
+        let rec = Recorder()
+        let ref = db.reference(withPath: "room")
+        let h = ref.observe(.value) { s in rec.add("v1 \(s.json)") }
+        ref.observe(.value) { s in rec.add("v2 \(s.json)") }
+        ref.child("msg").observe(.value) { s in rec.add("child \(s.json)") }
+        try await writer.reference(withPath: "room/msg").setValue(1)
+        await rec.wait { $0.contains("v1 {\"msg\":1}") && $0.contains("v2 {\"msg\":1}") && $0.contains("child 1") }
+        ref.removeObserver(withHandle: h)
+        try await writer.reference(withPath: "room/msg").setValue(2)
+        await rec.wait { $0.contains("v2 {\"msg\":2}") && $0.contains("child 2") }
+        #expect(!rec.all.contains("v1 {\"msg\":2}"))
+        ref.removeAllObservers()
+        try await writer.reference(withPath: "room/msg").setValue(3)
+        await rec.wait { $0.contains("child 3") }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(!rec.all.contains { $0.hasPrefix("v") && $0.hasSuffix("3}") })
+    }
+
+    @Test func infoConnectedAndServerTimeOffsetAndGoOffline() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client()
+        defer { db.shutdown() }
+        let rec = Recorder()
+        db.reference(withPath: ".info/connected").observe(.value) { s in rec.add("connected \(s.value as? Bool ?? false)") }
+        await rec.wait { $0.contains("connected true") }
+        let offset = try await db.reference(withPath: ".info/serverTimeOffset").getData()
+        #expect(abs((offset.value as? Int) ?? 99_999) < 5_000)
+        db.goOffline()
+        await rec.wait { $0.last == "connected false" }
+        db.goOnline()
+        await rec.wait { $0.last == "connected true" }
+    }
+
+    @Test func serverTimestampAndIncrementResolveOnTheServer() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client()
+        defer { db.shutdown() }
+        let ref = db.reference(withPath: "meta")
+        let before = Int64(Date().timeIntervalSince1970 * 1000)
+        try await ref.setValue(["at": ServerValue.timestamp(), "n": ServerValue.increment(5)])
+        try await ref.child("n").setValue(ServerValue.increment(2))
+        let stored = try await t.server.restGet("meta", ns: t.ns)
+        #expect(stored["n"] == .int(7))
+        let at = try #require(stored["at"]?.numberValue)
+        #expect(abs(Int64(at) - before) < 10_000)
+    }
+
+    @Test func onDisconnectRunsWhenTheClientGoesAway() async throws {
+        let t = try await TestNamespace.make()
+        let leaving = t.client(), watcher = t.client()
+        defer { watcher.shutdown() }
+        let status = leaving.reference(withPath: "presence/ann")
+        try await status.setValue("online")
+        try await status.onDisconnectSetValue("offline")
+        try await leaving.reference(withPath: "presence/bob").onDisconnectUpdateChildValues(["state": "gone", "at": ServerValue.timestamp()])
+        try await leaving.reference(withPath: "presence/tmp").setValue(1)
+        try await leaving.reference(withPath: "presence/tmp").onDisconnectRemoveValue()
+        try await leaving.reference(withPath: "presence/cancelled").onDisconnectSetValue(true)
+        try await leaving.reference(withPath: "presence/cancelled").cancelDisconnectOperations()
+        let rec = Recorder()
+        watcher.reference(withPath: "presence").observe(.value) { s in rec.add(s.json) }
+        await rec.wait { $0.last == #"{"ann":"online","tmp":1}"# }
+        leaving.goOffline()
+        let seen = await rec.wait { ($0.last ?? "").contains(#""ann":"offline""#) && ($0.last ?? "").contains("gone") && !($0.last ?? "").contains("tmp") }
+        #expect(!(seen.last ?? "").contains("cancelled"))
+        leaving.shutdown()
+    }
+
+    @Test func eventsAsAsyncSequence() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client(), writer = t.client()
+        defer { db.shutdown(); writer.shutdown() }
+        let stream = db.reference(withPath: "chat").events(.childAdded)
+        let collect = Task { () throws -> [String] in
+            var keys: [String] = []
+            for try await event in stream {
+                keys.append("\(event.snapshot.key):\(event.snapshot.value as? String ?? "")")
+                if keys.count == 3 { break }
+            }
+            return keys
+        }
+        for (k, v) in [("m1", "hi"), ("m2", "there"), ("m3", "!")] {
+            try await writer.reference(withPath: "chat/\(k)").setValue(v)
+        }
+        let keys = try await withTimeout { try await collect.value }
+        #expect(keys == ["m1:hi", "m2:there", "m3:!"])
+    }
+}
