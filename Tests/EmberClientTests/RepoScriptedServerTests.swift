@@ -100,4 +100,28 @@ import Testing
         s.onEvent(.message(#"{"t":"d","d":{"a":"m","b":{"p":"scores","d":{"x":null,"y":10},"t":\#(tag)}}}"#))
         await rec.wait { $0 == ["added x", "added y"] }
     }
+
+    @Test func rejectedListenCancelsItsObservers() async throws {
+        let transport = FakeTransport()
+        let db = database(transport)
+        defer { db.shutdown() }
+        let rec = Recorder()
+        let ref = db.reference(withPath: "secret")
+        ref.observe(.value, with: { s in rec.add("value \(s.json)") }, withCancel: { error in
+            rec.add("cancel \((error as? DatabaseError)?.code.rawValue ?? "?")")
+        })
+        let stream = ref.events(.childAdded)
+        let ended = Task { () -> String in
+            do {
+                for try await _ in stream {}
+                return "finished"
+            } catch { return "threw \((error as? DatabaseError)?.code.rawValue ?? "?")" }
+        }
+        let s = try await transport.socket(0)
+        s.hello()
+        let (r, _) = try await request(s, "q")
+        s.respond(r, "permission_denied")
+        await rec.wait { $0 == ["cancel permission_denied"] }
+        #expect(try await withTimeout { await ended.value } == "threw permission_denied")
+    }
 }

@@ -93,8 +93,6 @@ actor PersistentConnection {
     private var nextWriteID = 0
     private var gets: [Int: PendingGet] = [:]
     private var nextGetID = 0
-    /// Every message sent, for tests (bounded).
-    private(set) var sentLog: [String] = []
 
     init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?) {
         self.url = url
@@ -301,7 +299,6 @@ actor PersistentConnection {
         nextRequest += 1
         callbacks[r] = callback
         let text = ClientMessage.request(r, action: action, body: body)
-        if sentLog.count < 10_000 { sentLog.append(text) }
         for frame in ClientFraming.split(text) { socket.send(frame) }
     }
 
