@@ -28,6 +28,12 @@ func offlineDatabase() -> Database {
         #expect(try ValueConverter.json(from: NSNull()) == .null)
         #expect(try ValueConverter.json(from: NSNumber(value: 7)) == .int(7))
         #expect(try ValueConverter.json(from: NSNumber(value: 1.5)) == .double(1.5))
+        #expect(try ValueConverter.json(from: NSNumber(value: 1)) == .int(1))
+        #expect(try ValueConverter.json(from: NSNumber(value: 0)) == .int(0))
+        #expect(try ValueConverter.json(from: NSNumber(value: true)) == .bool(true))
+        #expect(try ValueConverter.json(from: 1 as AnyObject) == .int(1))
+        #expect(try ValueConverter.json(from: false as AnyObject) == .bool(false))
+        #expect(try ValueConverter.json(from: [1, 0] as [Any]) == .array([.int(1), .int(0)]))
         #expect(try ValueConverter.json(from: ["a": 1, "b": [true, "s"]] as [String: Any])
                 == .object(["a": .int(1), "b": .array([.bool(true), .string("s")])]))
         #expect(try ValueConverter.json(from: ServerValue.increment(2)) == .object([".sv": .object(["increment": .int(2)])]))
@@ -122,5 +128,35 @@ func offlineDatabase() -> Database {
         let ref = db.reference(withPath: "counter")
         let result = try await ref.runTransactionBlock { _ in TransactionResult.abort() }
         #expect(result.committed == false)
+    }
+}
+
+/// The seeds' Swift snippets, nearly verbatim (AnyObject casts included).
+@Suite struct SeedSnippetTests {
+    @Test func starTransactionBlockWithAnyObjectCasts() throws {
+        let node = try Node(json: JSON.parse(#"{"title":"t","starCount":2,"stars":{"a":true,"b":true}}"#))
+        let currentData = MutableData(node: node, now: 0)
+        let uid = "c"
+        if var post = currentData.value as? [String: AnyObject] {
+            var stars: [String: Bool]
+            stars = post["stars"] as? [String: Bool] ?? [:]
+            var starCount = post["starCount"] as? Int ?? 0
+            if let _ = stars[uid] {
+                starCount -= 1
+                stars.removeValue(forKey: uid)
+            } else {
+                starCount += 1
+                stars[uid] = true
+            }
+            post["starCount"] = starCount as AnyObject?
+            post["stars"] = stars as AnyObject?
+            currentData.value = post
+        }
+        #expect(currentData.root.exportJSON().serialized() == #"{"starCount":3,"stars":{"a":true,"b":true,"c":true},"title":"t"}"#)
+        let postDict = DataSnapshot(node: node, ref: offlineDatabase().reference(), index: .priority).value as? [String: AnyObject] ?? [:]
+        #expect(postDict["starCount"] as? Int == 2)
+        #expect(try ValueConverter.json(from: true as AnyObject) == .bool(true))
+        #expect(try ValueConverter.json(from: 2.5 as AnyObject) == .double(2.5))
+        #expect(try ValueConverter.json(from: 7 as AnyObject) == .int(7))
     }
 }

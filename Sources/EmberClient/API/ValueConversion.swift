@@ -15,28 +15,30 @@ enum ValueConverter {
         if value is NSNull { return .null }
         if let s = value as? String { return .string(s) }
         if let s = value as? Substring { return .string(String(s)) }
-        // Exact Swift types first: with Foundation's bridging a Bool could otherwise pass as 1.
-        switch value {
-        case let v as Bool where type(of: value) == Bool.self: return .bool(v)
-        case let v as Int where type(of: value) == Int.self: return .int(Int64(v))
-        case let v as Int64 where type(of: value) == Int64.self: return .int(v)
-        case let v as Int32 where type(of: value) == Int32.self: return .int(Int64(v))
-        case let v as Int16 where type(of: value) == Int16.self: return .int(Int64(v))
-        case let v as Int8 where type(of: value) == Int8.self: return .int(Int64(v))
-        case let v as UInt where type(of: value) == UInt.self: return number(UInt64(v))
-        case let v as UInt64 where type(of: value) == UInt64.self: return number(v)
-        case let v as UInt32 where type(of: value) == UInt32.self: return .int(Int64(v))
-        case let v as UInt16 where type(of: value) == UInt16.self: return .int(Int64(v))
-        case let v as UInt8 where type(of: value) == UInt8.self: return .int(Int64(v))
-        case let v as Double where type(of: value) == Double.self: return try finite(v)
-        case let v as Float where type(of: value) == Float.self: return try finite(Double(v))
-        default: break
-        }
-        if let n = value as? NSNumber, type(of: value) is NSNumber.Type {
+        // A real NSNumber carries its own type (bool, integer or floating).
+        if type(of: value) is NSNumber.Type, let n = value as? NSNumber {
             let t = String(cString: n.objCType)
             if t == "c" || t == "B" { return .bool(n.boolValue) }
             if t == "f" || t == "d" { return try finite(n.doubleValue) }
             return .int(n.int64Value)
+        }
+        // Plain casts also unwrap values boxed as AnyObject (`x as AnyObject`, as the SDK's
+        // samples write); Bool first: Swift does not cast between Bool and integers.
+        switch value {
+        case let v as Bool: return .bool(v)
+        case let v as Int: return .int(Int64(v))
+        case let v as Int64: return .int(v)
+        case let v as Int32: return .int(Int64(v))
+        case let v as Int16: return .int(Int64(v))
+        case let v as Int8: return .int(Int64(v))
+        case let v as UInt: return number(UInt64(v))
+        case let v as UInt64: return number(v)
+        case let v as UInt32: return .int(Int64(v))
+        case let v as UInt16: return .int(Int64(v))
+        case let v as UInt8: return .int(Int64(v))
+        case let v as Double: return try finite(v)
+        case let v as Float: return try finite(Double(v))
+        default: break
         }
         if let dict = value as? [String: Any] {
             var o: [String: JSON] = [:]
