@@ -147,6 +147,25 @@ import Testing
         leaving.shutdown()
     }
 
+    @Test func onDisconnectOperationsShowLocallyWhenTheConnectionDrops() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client()
+        defer { db.shutdown() }
+        let me = db.reference(withPath: "presence/me")
+        try await me.setValue(["state": "online", "keep": 1])
+        let rec = Recorder()
+        me.observe(.value) { s in rec.add(s.json) }
+        await rec.wait { $0 == [#"{"keep":1,"state":"online"}"#] }
+        try await me.onDisconnectUpdateChildValues(["state": "offline", "gone": true])
+        try await me.child("gone").cancelDisconnectOperations()
+        db.goOffline()
+        // Shown at once, without the server.
+        await rec.wait { $0.last == #"{"keep":1,"state":"offline"}"# }
+        db.goOnline()
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await t.server.restGet("presence/me", ns: t.ns) == .object(["keep": .int(1), "state": .string("offline")]))
+    }
+
     @Test func eventsAsAsyncSequence() async throws {
         let t = try await TestNamespace.make()
         let db = t.client(), writer = t.client()

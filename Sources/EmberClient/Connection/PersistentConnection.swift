@@ -45,6 +45,7 @@ actor PersistentConnection {
         case command(Command)
         case transport(connectionID: Int, TransportEvent)
         case reconnectTimer(generation: Int)
+        case keepAlive(connectionID: Int)
         case getTimeout(id: Int)
     }
 
@@ -72,6 +73,7 @@ actor PersistentConnection {
 
     /// How long a get waits for a connection before failing with `offline` (JS: 3 s).
     static let getConnectTimeout: Duration = .seconds(3)
+    static let keepAliveInterval: Duration = .seconds(45)
 
     let url: String
     private let transport: any WireTransport
@@ -91,6 +93,7 @@ actor PersistentConnection {
     private var listenCounter = 0
     private var writes: [Int: PendingWrite] = [:]
     private var nextWriteID = 0
+    private var lastSend = ContinuousClock.now
     private var gets: [Int: PendingGet] = [:]
     private var nextGetID = 0
 
@@ -133,6 +136,14 @@ actor PersistentConnection {
             case .closed:
                 onClosed()
             }
+        case .keepAlive(let id):
+            guard case .connected(let current, let socket, _) = state, current == id else { return }
+            // JS sends "0" after 45 s without traffic so proxies keep the socket open.
+            if ContinuousClock.now - lastSend >= Self.keepAliveInterval {
+                socket.send("0")
+                lastSend = .now
+            }
+            scheduleKeepAlive(id)
         case .reconnectTimer(let generation):
             guard generation == reconnectGeneration, case .disconnected = state else { return }
             establish()
@@ -262,6 +273,8 @@ actor PersistentConnection {
         case .hello(let timestamp, _, _):
             guard case .connecting(let id, let socket) = state else { return }
             state = .connected(id: id, socket, since: .now)
+            lastSend = .now
+            scheduleKeepAlive(id)
             let localMs = Int64(Date().timeIntervalSince1970 * 1000)
             delegate?.connection(didUpdateServerTimeOffset: timestamp - localMs)
             delegate?.connection(didChangeStatus: true)
@@ -293,6 +306,14 @@ actor PersistentConnection {
 
     // MARK: - Sending
 
+    private func scheduleKeepAlive(_ id: Int) {
+        let inbox = inbox
+        Task {
+            try? await Task.sleep(for: Self.keepAliveInterval / 3)
+            inbox.yield(.keepAlive(connectionID: id))
+        }
+    }
+
     private func sendRequest(_ action: String, _ body: [String: JSON], _ callback: @escaping (String, JSON) -> Void) {
         guard case .connected(_, let socket, _) = state else { return }
         let r = nextRequest
@@ -300,6 +321,7 @@ actor PersistentConnection {
         callbacks[r] = callback
         let text = ClientMessage.request(r, action: action, body: body)
         for frame in ClientFraming.split(text) { socket.send(frame) }
+        lastSend = .now
     }
 
     private func sendListen(_ key: String) {

@@ -99,14 +99,4 @@ extension Repo {
         let leaf = node.leaf?.json ?? .null
         return .object([".value": leaf, ".priority": priority])
     }
-
-    // MARK: - onDisconnect (the server runs these when this connection drops)
-
-    func onDisconnect(_ action: String, at path: Path, data: JSON, completion: WriteCompletion?) {
-        connection.submit(.write(action: action, path: path, data: data, hash: nil) { [weak self] status, reply in
-            guard let self, let completion else { return }
-            let error: (any Error)? = status == "ok" ? nil : DatabaseError.from(status: status, data: reply)
-            self.deliver { completion(error) }
-        })
-    }
 }

@@ -20,6 +20,8 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     var nextWriteID = 1
     var transactions: [TransactionRecord] = []
     var nextTransactionOrder = 0
+    /// Acknowledged onDisconnect sets, oldest first (merges are stored per child).
+    var onDisconnectSets: [(path: Path, data: JSON)] = []
     private let forwarder: ListenForwarder
 
     // Readable from any thread.
@@ -192,7 +194,10 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     }
 
     func connection(didChangeStatus connected: Bool) {
-        queue.async { [self] in updateInfo("connected", Node(.bool(connected))) }
+        queue.async { [self] in
+            updateInfo("connected", Node(.bool(connected)))
+            if !connected { runOnDisconnectLocally() }
+        }
     }
 
     func connection(didUpdateServerTimeOffset ms: Int64) {
