@@ -75,6 +75,26 @@ import Testing
         #expect(aborted.snapshot.value as? Int == 42)
     }
 
+    @Test func keepSyncedTransactionRunsOnCachedValueFirstTime() async throws {
+        let t = try await TestNamespace.make()
+        try await t.server.restPut("likes", ns: t.ns, json: "10")
+        let db = t.client()
+        defer { db.shutdown() }
+        let ref = db.reference(withPath: "likes")
+        ref.keepSynced(true)
+        #expect(try await eventually { db.repo.queue.sync { db.repo.syncTree.calcCompleteEventCache(ref.path) } != nil })
+        let runs = Recorder()
+        let result = try await ref.runTransactionBlock { data in
+            runs.add("\(data.value as? Int ?? -1)")
+            data.value = (data.value as? Int ?? 0) + 1
+            return .success(withValue: data)
+        }
+        #expect(result.committed)
+        #expect(runs.all == ["10"], "no rerun: the cached value was current")
+        #expect(try await t.server.restGet("likes", ns: t.ns) == .int(11))
+        ref.keepSynced(false)
+    }
+
     @Test func transactionOnMissingDataStartsFromNil() async throws {
         let t = try await TestNamespace.make()
         let db = t.client()

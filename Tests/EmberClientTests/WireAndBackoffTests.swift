@@ -65,5 +65,12 @@ import Testing
         #expect(Database.websocketURL(for: "http://localhost:9000") == "ws://localhost:9000/.ws?v=5")
         #expect(Database.websocketURL(for: "https://example.com?ns=x") == "wss://example.com/.ws?v=5&ns=x")
         #expect(Database.websocketURL(for: "ftp://x") == nil)
+        let db = offlineDatabase()
+        defer { db.shutdown() }
+        #expect(db.reference(withPath: "a/b").url == "http://127.0.0.1:1/a/b?ns=offline")
+        #expect(db.reference().url == "http://127.0.0.1:1?ns=offline")
+        #expect(db.reference(withPath: "a/b").parent?.key == "a")
+        #expect(db.reference(withPath: "a/b").root.key == nil)
+        #expect(db.reference(withPath: ".info/connected").key == "connected")
     }
 }

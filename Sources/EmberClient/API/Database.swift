@@ -38,6 +38,15 @@ public final class Database: Sendable {
         }
     }
 
+    /// The shared instance for `$EMBER_DATABASE_URL`, else for `$FIREBASE_DATABASE_EMULATOR_HOST`
+    /// (`host:port`), else for `http://127.0.0.1:9000` (emberd's default port).
+    public static func database() -> Database {
+        let env = ProcessInfo.processInfo.environment
+        if let url = env["EMBER_DATABASE_URL"], !url.isEmpty { return database(url: url) }
+        if let host = env["FIREBASE_DATABASE_EMULATOR_HOST"], !host.isEmpty { return database(url: "http://\(host)") }
+        return database(url: "http://127.0.0.1:9000")
+    }
+
     /// A new, independent instance with its own connection and cache.
     public convenience init(url: String) {
         self.init(url: url, configuration: DatabaseConfiguration())

@@ -82,6 +82,9 @@ public class DatabaseQuery: @unchecked Sendable {
 
     public func removeObserver(withHandle handle: DatabaseHandle) { repo.removeObserver(handle) }
 
+    /// Keeps this query's data synced (and cached) even without observers.
+    public func keepSynced(_ keepSynced: Bool) { repo.keepSynced(syncQuery, keepSynced) }
+
     /// Removes the observers of this query (of this location, for a plain reference); observers of
     /// child locations stay.
     public func removeAllObservers() { repo.removeAllObservers(syncQuery) }

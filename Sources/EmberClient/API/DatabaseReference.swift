@@ -15,7 +15,12 @@ public final class DatabaseReference: DatabaseQuery, @unchecked Sendable, Custom
 
     public var root: DatabaseReference { DatabaseReference(database: database, path: .root) }
 
-    public var url: String { database.url + " " + path.description }
+    /// The location as a URL: the database URL with this path (`http://host:port/a/b?ns=x`).
+    public var url: String {
+        guard var c = URLComponents(string: database.url) else { return database.url }
+        c.path = path.segments.isEmpty ? "" : path.description
+        return c.string ?? database.url
+    }
 
     public var description: String { path.description }
 

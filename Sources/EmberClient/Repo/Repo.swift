@@ -22,6 +22,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     var nextTransactionOrder = 0
     /// Acknowledged onDisconnect sets, oldest first (merges are stored per child).
     var onDisconnectSets: [(path: Path, data: JSON)] = []
+    var keptSynced: [SyncQuery: UInt] = [:]
     private let forwarder: ListenForwarder
 
     // Readable from any thread.
@@ -102,6 +103,22 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
             guard let reg = registrations.removeValue(forKey: handle) else { return }
             let tree = reg.isInfo ? infoTree : syncTree
             tree.removeEventRegistration(reg.query, RegistrationID(Int(handle)))
+        }
+    }
+
+    /// `keepSynced`: a hidden value observer per query.
+    func keepSynced(_ query: SyncQuery, _ on: Bool) {
+        let handle = handles.allocate()
+        queue.async { [self] in
+            if on, keptSynced[query] == nil {
+                keptSynced[query] = handle
+                let reg = Registration(handle: handle, query: query, eventType: .value, onEvent: { _, _ in }, onCancel: nil)
+                registrations[handle] = reg
+                raise(syncTree.addEventRegistration(query, RegistrationID(Int(handle))))
+            } else {
+                handles.deactivate(handle)
+                if !on, let old = keptSynced.removeValue(forKey: query) { removeObserver(old) }
+            }
         }
     }
 
