@@ -97,7 +97,8 @@ public struct IndexDefinition: Sendable, Equatable {
 public protocol DataStore: AnyObject, Sendable {
     func read(namespace: String, path: Path) throws -> ReadResult
     /// Runs a query at `path`, reading an index range when one is defined.
-    func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult
+    func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult
+    /// `now` is the time server values see when the store does not fix it in the entry itself.
     func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome
     func setIndexes(_ defs: [IndexDefinition]) throws
     /// Called for every committed write, in log order, after it is durable. Must not block.

@@ -32,8 +32,8 @@ public final class EmberNode: Sendable {
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.
     public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let rest = self.rest
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in
-            await rest.respond(to: request)
+        let responder = CallbackResponder<EmberRequestContext> { request, context in
+            await rest.respond(to: request, channel: context.channel)
         }
         let app = Application(
             responder: responder,

@@ -34,6 +34,18 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Seconds between SSE keep-alive events.")
     var keepAlive = 30.0
 
+    @Option(help: "Events queued per SSE stream before a slow reader is disconnected.")
+    var sseQueueLimit = 4096
+
+    @Option(help: "Open SSE streams per node.")
+    var maxSseStreams = 10_000
+
+    @Option(help: "Messages queued per WebSocket connection before a slow client is disconnected.")
+    var wsQueueLimit = 10_000
+
+    @Option(help: "WebSocket connections per node.")
+    var maxConnections = 100_000
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
@@ -48,6 +60,10 @@ struct Emberd: AsyncParsableCommand {
         config.defaultNamespace = namespace
         config.maxRequestBytes = maxBodyBytes
         config.keepAliveSeconds = keepAlive
+        config.streamLimits.queueLimit = sseQueueLimit
+        config.streamLimits.maxStreams = maxSseStreams
+        config.realtimeLimits.session.outboundQueue = wsQueueLimit
+        config.realtimeLimits.maxConnections = maxConnections
         if let rules {
             let text: String
             do { text = try String(contentsOfFile: rules, encoding: .utf8) } catch {

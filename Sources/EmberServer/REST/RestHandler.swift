@@ -25,9 +25,9 @@ public final class RestHandler: Sendable {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
 
-    public func respond(to request: Request) async -> Response {
+    public func respond(to request: Request, channel: (any Channel)? = nil) async -> Response {
         do {
-            return try await handle(request)
+            return try await handle(request, channel: channel)
         } catch let e as RestError {
             return Self.error(e)
         } catch let e as EmberError {
@@ -39,7 +39,7 @@ public final class RestHandler: Sendable {
         }
     }
 
-    func handle(_ request: Request) async throws -> Response {
+    func handle(_ request: Request, channel: (any Channel)?) async throws -> Response {
         var req = try RestRequest.parse(uri: request.uri.string)
         var method = request.method
         if method == .post {
@@ -62,9 +62,9 @@ public final class RestHandler: Sendable {
         case .get:
             if ifMatch != nil { throw RestError.badRequest("if-match is not supported on GET requests") }
             if request.headers[.accept]?.contains("text/event-stream") == true {
-                return try stream(req)
+                return try stream(req, channel: channel)
             }
-            return try get(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
+            return try await get(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
         case .put, .post, .patch, .delete:
             if method == .patch && ifMatch != nil { throw RestError.badRequest("if-match is not supported on PATCH requests") }
             if req.shallow || req.query != nil || req.export { throw RestError.badRequest("Query parameters are only supported on GET requests") }
@@ -78,7 +78,7 @@ public final class RestHandler: Sendable {
 
     // MARK: - Reads
 
-    func get(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) throws -> Response {
+    func get(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) async throws -> Response {
         let ns = req.namespace!
         if case .priority(let path) = req.target {
             let r = try store.read(namespace: ns, path: path)
@@ -94,7 +94,7 @@ public final class RestHandler: Sendable {
             if q.index == .value, !config.rules.hasIndex(at: path, named: ".value") {
                 throw RestError.badRequest(#"Index not defined, add ".indexOn": ".value", for path "\#(path)", to the rules"#)
             }
-            let r = try store.query(namespace: ns, path: path, query: q)
+            let r = try await store.query(namespace: ns, path: path, query: q)
             value = req.export ? r.node.exportJSON() : r.node.toJSON()
         } else {
             let r = try store.read(namespace: ns, path: path)
@@ -125,7 +125,7 @@ public final class RestHandler: Sendable {
     }
 
     /// `Accept: text/event-stream`: a `put` of the whole location, then every committed change.
-    func stream(_ req: RestRequest) throws -> Response {
+    func stream(_ req: RestRequest, channel: (any Channel)?) throws -> Response {
         let ns = req.namespace!
         let path = req.path
         guard let (id, events) = hub.register(namespace: ns, path: path) else {
@@ -143,7 +143,7 @@ public final class RestHandler: Sendable {
         headers[.cacheControl] = "no-cache"
         headers[.accessControlAllowOrigin] = "*"
         let body = ResponseBody { writer in
-            defer { hub.unregister(id) }
+            defer { hub.release(id) }
             let first = ChangeRouting.sseText(.put(path: .root, data: initial.node))
             try await writer.write(ByteBuffer(string: first))
             let ticker = Task {
@@ -155,7 +155,13 @@ public final class RestHandler: Sendable {
             }
             defer { ticker.cancel() }
             for await (index, text) in events where index > initial.appliedIndex {
+                // A stream that lost events must not go on with a gap: drop the connection.
+                if hub.hasOverflowed(id) { break }
                 try await writer.write(ByteBuffer(string: text))
+            }
+            if hub.hasOverflowed(id) {
+                channel?.close(promise: nil)
+                throw StreamOverflow()
             }
             try await writer.finish(nil)
         }
@@ -303,6 +309,9 @@ public final class RestHandler: Sendable {
         return r
     }
 }
+
+/// An SSE reader fell more than the queue limit behind; its connection is closed.
+struct StreamOverflow: Error {}
 
 /// The store cannot take writes right now (e.g. its queue is full); clients may retry.
 public struct StoreUnavailable: Error, Sendable {

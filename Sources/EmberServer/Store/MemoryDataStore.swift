@@ -26,7 +26,7 @@ public final class MemoryDataStore: DataStore {
         }
     }
 
-    public func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult {
+    public func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
         var r = try read(namespace: namespace, path: path)
         r.node = query.apply(to: r.node)
         return r
@@ -106,8 +106,4 @@ public final class MemoryDataStore: DataStore {
     }
 }
 
-public enum StoreFactory {
-    public static func open(directory: String, logRetain: Int, logger: Logger) throws -> any DataStore {
-        MemoryDataStore()
-    }
-}
+

@@ -19,6 +19,8 @@ public final class StreamHub: Sendable {
     }
 
     private let entries = Mutex<[Int: Entry]>([:])
+    /// Streams closed for falling behind; their readers stop at once instead of draining.
+    private let overflowed = Mutex<Set<Int>>([])
     private let nextID = Atomic<Int>(0)
     public let limits: Limits
     /// Streams closed because their reader fell behind.
@@ -45,6 +47,17 @@ public final class StreamHub: Sendable {
         return (id, stream)
     }
 
+    /// True once a stream was dropped for falling behind (it has a gap and must end).
+    public func hasOverflowed(_ id: Int) -> Bool {
+        overflowed.withLock { $0.contains(id) }
+    }
+
+    /// Forgets a finished stream entirely.
+    public func release(_ id: Int) {
+        unregister(id)
+        overflowed.withLock { _ = $0.remove(id) }
+    }
+
     public func unregister(_ id: Int) {
         let entry = entries.withLock { $0.removeValue(forKey: id) }
         entry?.continuation.finish()
@@ -67,6 +80,7 @@ public final class StreamHub: Sendable {
             for ev in ChangeRouting.events(for: change, at: entry.path) {
                 if case .dropped = entry.continuation.yield((change.index, ChangeRouting.sseText(ev))) {
                     overflowClosures.add(1, ordering: .relaxed)
+                    overflowed.withLock { _ = $0.insert(id) }
                     unregister(id)
                     break
                 }

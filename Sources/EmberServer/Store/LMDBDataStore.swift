@@ -1,0 +1,125 @@
+import EmberCore
+import EmberStorage
+import Logging
+import Synchronization
+
+/// The durable `DataStore`: EmberStorage's LMDB store, where every write is a log entry applied
+/// in the same transaction that appends it.
+public final class LMDBDataStore: DataStore {
+    let store: EmberStore
+    let logger: Logger
+    /// Index definitions from the rules; applied to a namespace the first time it is queried
+    /// (namespaces come into being on first use). Building reads the existing data.
+    private let indexDefs = Mutex<[IndexDefinition]>([])
+    private let indexedNamespaces = Mutex<Set<String>>([])
+
+    public init(directory: String, options: StoreOptions, logger: Logger) throws {
+        self.store = try EmberStore(directory: directory, options: options)
+        self.logger = logger
+    }
+
+    public var appliedIndex: UInt64 { store.appliedIndex }
+    public var storage: EmberStore { store }
+
+    public func read(namespace: String, path: Path) throws -> ReadResult {
+        do {
+            let r = try store.readSnapshot(namespace: namespace, path: path)
+            return ReadResult(node: r.node, version: r.version, appliedIndex: r.applied)
+        } catch let e as StorageError { throw Self.translate(e) }
+    }
+
+    public func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
+        try await ensureIndexes(namespace)
+        do {
+            let children = try store.query(namespace: namespace, path: path, spec: query)
+            var kids: [String: Node] = [:]
+            for (k, n) in children { kids[k] = n }
+            return ReadResult(node: Node(children: kids), version: 0, appliedIndex: store.appliedIndex)
+        } catch let e as StorageError { throw Self.translate(e) }
+    }
+
+    public func setIndexes(_ defs: [IndexDefinition]) throws {
+        indexDefs.withLock { $0 = defs }
+        indexedNamespaces.withLock { $0.removeAll() }
+    }
+
+    func ensureIndexes(_ namespace: String) async throws {
+        guard !indexedNamespaces.withLock({ $0.contains(namespace) }) else { return }
+        let specs = try indexDefs.withLock { defs in
+            try defs.map { try IndexSpec(location: "/" + $0.pattern.joined(separator: "/"), indexes: $0.indexes) }
+        }
+        do { try await store.setIndexes(namespace: namespace, specs) } catch let e as StorageError { throw Self.translate(e) }
+        _ = indexedNamespaces.withLock { $0.insert(namespace) }
+    }
+
+    public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+        let condition: EmberStorage.WriteCondition? = request.condition.map {
+            switch $0 {
+            case .etag(let e): return .ifMatch(e)
+            case .version(let v): return .ifVersion(v)
+            case .hash(let h): return .ifHash(h)
+            }
+        }
+        let op: WriteOperation
+        switch request.kind {
+        case .set(let json): op = .set(path: request.path, value: json, condition: condition)
+        case .update(let parts): op = .update(path: request.path, values: parts, condition: condition)
+        }
+        let result: WriteResult
+        do {
+            // The store fixes the entry's timestamp itself (monotonic across the log), so `now` is unused.
+            result = try await store.submit(namespace: request.namespace, op)
+        } catch let e as StorageError { throw Self.translate(e) }
+        switch result.outcome {
+        case .applied, .noop:
+            return WriteOutcome(index: result.index, applied: true, value: try read(namespace: request.namespace, path: request.path).node,
+                                version: result.version)
+        case .conditionFailed(let current, let version):
+            return WriteOutcome(index: result.index, applied: false, value: current, version: version)
+        case .rejected(let e):
+            throw Self.translate(e)
+        }
+    }
+
+    public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) {
+        store.onCommit { results in
+            for r in results {
+                guard let change = Self.change(from: r) else { continue }
+                handler(change)
+            }
+        }
+    }
+
+    /// A write's listener-facing form: a set at its path, or a merge of the parts that changed.
+    static func change(from r: WriteResult) -> CommittedChange? {
+        let parts = r.changeSet.changes
+        guard !parts.isEmpty else { return nil }
+        if parts.count == 1 && parts[0].path == r.path {
+            return CommittedChange(index: r.index, namespace: r.namespace, path: r.path, kind: .set(parts[0].node))
+        }
+        let rel = parts.compactMap { p in r.path.relative(p.path).map { ($0, p.node) } }
+        return CommittedChange(index: r.index, namespace: r.namespace, path: r.path, kind: .merge(rel))
+    }
+
+    public func close() { store.close() }
+
+    /// Storage errors as client errors: bad input is 400, a full queue is 503 (retryable).
+    static func translate(_ e: StorageError) -> Error {
+        switch e {
+        case .invalid(let inner): return inner
+        case .queueFull, .closed: return StoreUnavailable("\(e)")
+        case .invalidNamespace, .pathTooLongForStorage, .entryTooLarge, .tooManyIndexes:
+            return RestError.badRequest("\(e)")
+        default: return e
+        }
+    }
+}
+
+public enum StoreFactory {
+    /// The node's durable store in `directory`, keeping `logRetain` log entries after compaction.
+    public static func open(directory: String, logRetain: Int, logger: Logger) throws -> any DataStore {
+        var options = StoreOptions()
+        options.logRetention = UInt64(max(0, logRetain))
+        return try LMDBDataStore(directory: directory, options: options, logger: logger)
+    }
+}

@@ -1,0 +1,318 @@
+import EmberCore
+
+/// Applies log entries inside a write transaction. Lives on the writer thread only.
+struct Applier {
+    let tables: Tables
+    let t: Txn
+    /// Index definitions by namespace, loaded lazily for this transaction.
+    var defsCache: [String: [IndexDef]]
+
+    init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:]) {
+        self.tables = tables
+        self.t = txn
+        self.defsCache = defsCache
+    }
+
+    mutating func defs(_ ns: String) throws -> [IndexDef] {
+        if let d = defsCache[ns] { return d }
+        let d = try tables.indexDefs(t, ns)
+        defsCache[ns] = d
+        return d
+    }
+
+    /// Applies one entry. Throws only for storage failures and apply-time validation errors
+    /// (the caller runs this in a nested transaction and records `.rejected`).
+    mutating func apply(_ e: LogEntry) throws -> WriteResult {
+        let ns = e.namespace
+        let base = e.operation.path
+        var result = WriteResult(index: e.index, term: e.term, namespace: ns, path: base, outcome: .noop,
+                                 value: .empty, version: 0, changeSet: ChangeSet(namespace: ns, changes: []))
+        switch e.operation {
+        case .noop:
+            return result
+        case .set(let path, let json, let cond):
+            let old = try tables.readNode(t, ns, path)
+            if let cond, let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
+                result.outcome = .conditionFailed(current: old, version: failed)
+                result.value = old
+                result.version = failed
+                return result
+            }
+            let node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
+            try Self.checkKeyLength(ns, path, node)
+            let changed = try write(ns: ns, path: path, node: node, old: old, index: e.index)
+            result.outcome = .applied(changed: changed)
+            result.value = node
+            if changed { result.changeSet.changes = [(path, node)] }
+        case .update(let path, let parts, let cond):
+            if let cond {
+                let old = try tables.readNode(t, ns, path)
+                if let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
+                    result.outcome = .conditionFailed(current: old, version: failed)
+                    result.value = old
+                    result.version = failed
+                    return result
+                }
+            }
+            // Resolve every part against the state before the update, then write them in order.
+            var resolved: [(Path, Node, Node)] = []
+            for (rel, json) in parts {
+                let abs = path.appending(rel)
+                let old = try tables.readNode(t, ns, abs)
+                let node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
+                try Self.checkKeyLength(ns, abs, node)
+                resolved.append((abs, node, old))
+            }
+            var anyChange = false
+            var patch = Node.empty
+            for (abs, node, old) in resolved {
+                if try write(ns: ns, path: abs, node: node, old: old, index: e.index) {
+                    anyChange = true
+                    result.changeSet.changes.append((abs, node))
+                }
+                patch.set(node, at: path.relative(abs)!)
+            }
+            result.outcome = .applied(changed: anyChange)
+            result.value = patch
+        }
+        result.version = try tables.version(t, ns, base)
+        return result
+    }
+
+    /// nil when the condition holds; otherwise the current version.
+    func checkCondition(_ c: WriteCondition, ns: String, path: Path, current: Node) throws -> UInt64? {
+        let v = try tables.version(t, ns, path)
+        switch c {
+        case .ifVersion(let want): return want == v ? nil : v
+        case .ifHash(let h): return current.firebaseHash == h ? nil : v
+        case .ifMatch(let etag):
+            let now = current.isEmpty ? EmberStore.nullETag : EmberStore.etag(version: v)
+            return now == etag ? nil : v
+        }
+    }
+
+    func resolve(_ json: JSON, existing: Node, depth: Int, now: Int64) throws -> Node {
+        do {
+            let j = ServerValues.containsPlaceholder(json) ? try ServerValues.resolve(json, existing: existing, now: now) : json
+            return try Node(json: j, depth: depth)
+        } catch {
+            throw StorageError.invalid(error)
+        }
+    }
+
+    static func checkKeyLength(_ ns: String, _ path: Path, _ node: Node) throws {
+        let n = KeyCodec.namespacePrefix(ns).count + KeyCodec.encode(path).count + Self.maxRelativeKeyBytes(node)
+        if n > Tables.maxTreeKeyBytes { throw StorageError.pathTooLongForStorage(bytes: n, limit: Tables.maxTreeKeyBytes) }
+    }
+
+    static func maxRelativeKeyBytes(_ node: Node) -> Int {
+        var best = 0
+        for (k, c) in node.children {
+            best = max(best, KeyCodec.segment(k).count + maxRelativeKeyBytes(c))
+        }
+        return best
+    }
+
+    /// Replaces the subtree at `path` with `node`; returns whether anything changed.
+    mutating func write(ns: String, path: Path, node: Node, old: Node, index: UInt64) throws -> Bool {
+        let key = Tables.treeKey(ns, path)
+        // A leaf ancestor (at most one) is turned into an object that keeps its priority.
+        var leafAncestor: ([UInt8], Priority?)? = nil
+        if !node.isEmpty && !path.isRoot {
+            let c = try t.cursor(tables.tree)
+            defer { c.close() }
+            if let (k, v) = try c.seekLastLT(key), k.count < key.count, key.starts(with: k),
+               k.count >= KeyCodec.namespacePrefix(ns).count, case .leaf(_, let p) = try TreeRecord.decode(v) {
+                leafAncestor = (k, p)
+            }
+        }
+        if leafAncestor == nil && Self.identical(node, old) { return false }
+
+        try t.deletePrefix(tables.tree, key)
+        if let (k, p) = leafAncestor {
+            if let p { try t.put(tables.tree, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.tree, k) }
+        }
+        if node.isEmpty {
+            // Prune ancestors left without children (their priority records go too).
+            var p = path
+            while let parent = p.parent {
+                let pk = Tables.treeKey(ns, parent)
+                if try t.hasPrefix(tables.tree, pk + [0x01]) || t.hasPrefix(tables.tree, pk + [0x02]) { break }
+                try t.delete(tables.tree, pk)
+                p = parent
+            }
+        } else {
+            var k = key
+            try putRecords(node, key: &k)
+        }
+
+        // Versions: at[path] = sub[path] = index, sub of ancestors = index, descendants dropped
+        // (dominated by at[path]).
+        try t.deletePrefix(tables.ver, key, excludingExact: true)
+        try tables.putVersion(t, key, sub: index, at: index)
+        var ak = KeyCodec.namespacePrefix(ns)
+        for s in path.segments {
+            let r = try tables.versionRecord(t, ak)
+            try tables.putVersion(t, ak, sub: index, at: r.at)
+            KeyCodec.appendSegment(s, to: &ak)
+        }
+
+        try maintainIndexes(ns: ns, path: path, node: node)
+        return true
+    }
+
+    /// Exact equality (an int and an equal double differ: they are stored differently).
+    static func identical(_ a: Node, _ b: Node) -> Bool {
+        guard a.priority == b.priority, a.children.count == b.children.count else { return false }
+        switch (a.leaf, b.leaf) {
+        case (nil, nil): break
+        case let (.int(x)?, .int(y)?): return x == y
+        case let (.double(x)?, .double(y)?): return x.bitPattern == y.bitPattern
+        case let (.bool(x)?, .bool(y)?): return x == y
+        case let (.string(x)?, .string(y)?): return x == y
+        default: return false
+        }
+        for (k, c) in a.children {
+            guard let d = b.children[k], identical(c, d) else { return false }
+        }
+        return true
+    }
+
+    func putRecords(_ node: Node, key: inout [UInt8]) throws {
+        if let leaf = node.leaf {
+            try t.put(tables.tree, key, TreeRecord.leaf(leaf, node.priority).encoded)
+            return
+        }
+        if let p = node.priority { try t.put(tables.tree, key, TreeRecord.priority(p).encoded) }
+        for (k, child) in node.children {
+            let n = key.count
+            KeyCodec.appendSegment(k, to: &key)
+            try putRecords(child, key: &key)
+            key.removeSubrange(n...)
+        }
+    }
+
+    // MARK: - Indexes
+
+    mutating func maintainIndexes(ns: String, path: Path, node: Node) throws {
+        let defs = try defs(ns)
+        if defs.isEmpty { return }
+        let nsp = KeyCodec.namespacePrefix(ns)
+        for d in defs {
+            let depth = d.pattern.count
+            if path.count > depth {
+                guard d.matchesPrefix(path.segments.prefix(depth)) else { continue }
+                let loc = Path(validated: Array(path.segments.prefix(depth)))
+                let childKey = path.segments[depth]
+                // Always refreshed (a few point reads): even a write beside the indexed child path
+                // can create or remove the child itself.
+                try refreshEntry(ns: ns, def: d, location: loc, childKey: childKey)
+            } else {
+                guard d.matchesPrefix(path.segments[...]) else { continue }
+                let prefix = nsp + d.id + KeyCodec.encode(path)
+                try t.deletePrefix(tables.idx, prefix)
+                try t.deletePrefix(tables.idxrev, prefix)
+                try addEntries(ns: ns, def: d, at: path, node: node)
+            }
+        }
+    }
+
+    /// Adds the entries of every location under `path` (inside `node`, the value at `path`).
+    func addEntries(ns: String, def d: IndexDef, at path: Path, node: Node) throws {
+        if node.isEmpty { return }
+        if path.count == d.pattern.count {
+            for (k, child) in node.children {
+                try putEntry(ns: ns, def: d, location: path, childKey: k, value: d.index.indexValue(of: child))
+            }
+            return
+        }
+        if let lit = d.pattern[path.count] {
+            try addEntries(ns: ns, def: d, at: path.child(lit), node: node.child(lit))
+        } else {
+            for (k, child) in node.children { try addEntries(ns: ns, def: d, at: path.child(k), node: child) }
+        }
+    }
+
+    /// Builds a new index from the stored tree.
+    func build(ns: String, def d: IndexDef) throws {
+        func walk(_ path: Path) throws {
+            let key = Tables.treeKey(ns, path)
+            if path.count == d.pattern.count {
+                for k in try tables.childKeys(t, base: key) {
+                    try refreshEntry(ns: ns, def: d, location: path, childKey: k)
+                }
+                return
+            }
+            if let lit = d.pattern[path.count] {
+                try walk(path.child(lit))
+            } else {
+                for k in try tables.childKeys(t, base: key) { try walk(path.child(k)) }
+            }
+        }
+        try walk(.root)
+    }
+
+    func drop(ns: String, def d: IndexDef) throws {
+        let prefix = KeyCodec.namespacePrefix(ns) + d.id
+        try t.deletePrefix(tables.idx, prefix)
+        try t.deletePrefix(tables.idxrev, prefix)
+    }
+
+    /// Recomputes the entry of one child from the stored tree.
+    func refreshEntry(ns: String, def d: IndexDef, location: Path, childKey: String) throws {
+        let childTreeKey = Tables.treeKey(ns, location.child(childKey))
+        let revKey = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location) + KeyCodec.segment(childKey)
+        if let oldKey = try t.get(tables.idxrev, revKey) {
+            try t.delete(tables.idx, oldKey)
+            try t.delete(tables.idxrev, revKey)
+        }
+        guard try tables.exists(t, key: childTreeKey) else { return }
+        let value: IndexValue
+        switch d.index {
+        case .child(let p):
+            value = try tables.indexValue(t, key: childTreeKey + KeyCodec.encode(p)) ?? .null
+        default:
+            value = try tables.indexValue(t, key: childTreeKey) ?? .null
+        }
+        try putEntry(ns: ns, def: d, location: location, childKey: childKey, value: value)
+    }
+
+    func putEntry(ns: String, def d: IndexDef, location: Path, childKey: String, value: IndexValue) throws {
+        let locPrefix = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location)
+        var key = locPrefix
+        KeyCodec.appendIndexValue(value, to: &key)
+        let offset = key.count
+        KeyCodec.appendSegment(childKey, to: &key)
+        var w = ByteWriter()
+        w.u8(UInt8(offset >> 8)); w.u8(UInt8(offset & 0xFF))
+        w.indexValue(value)
+        try t.put(tables.idx, key, w.bytes)
+        try t.put(tables.idxrev, locPrefix + KeyCodec.segment(childKey), key)
+    }
+}
+
+extension ByteWriter {
+    mutating func indexValue(_ v: IndexValue) {
+        switch v {
+        case .null: u8(0)
+        case .bool(let b): u8(b ? 2 : 1)
+        case .number(let d): u8(3); f64(d)
+        case .string(let s): u8(4); string(s)
+        case .object: u8(5)
+        }
+    }
+}
+
+extension ByteReader {
+    mutating func indexValue() throws -> IndexValue {
+        switch try u8() {
+        case 0: return .null
+        case 1: return .bool(false)
+        case 2: return .bool(true)
+        case 3: return .number(try f64())
+        case 4: return .string(try string())
+        case 5: return .object
+        case let t: throw StorageError.corrupt("index value tag \(t)")
+        }
+    }
+}

@@ -1,0 +1,316 @@
+import EmberCore
+
+/// Order-preserving key encodings (byte order of encodings == Firebase order).
+///
+/// Path segment: an integer-group key (`KeyOrder.int32Value`) is
+/// `0x01, Int32 with the sign bit flipped (big-endian, 4 bytes), UTF-8 length (2 bytes BE), bytes, 0x00`;
+/// any other key is `0x02, UTF-8 bytes, 0x00`. Valid keys never contain 0x00, so segment
+/// encodings are prefix-free and a node's descendants sort right after the node and before its
+/// next sibling. A path is the concatenation of its segments; the root is empty.
+public enum KeyCodec {
+    public static func appendSegment(_ key: String, to out: inout [UInt8]) {
+        if let n = KeyOrder.int32Value(key) {
+            out.append(0x01)
+            let u = UInt32(bitPattern: n) ^ 0x8000_0000
+            out.append(UInt8(u >> 24)); out.append(UInt8((u >> 16) & 0xFF))
+            out.append(UInt8((u >> 8) & 0xFF)); out.append(UInt8(u & 0xFF))
+            // Leading zeros are unbounded (`0*`), so the length takes two bytes (keys ≤ 768 bytes).
+            let n = key.utf8.count
+            out.append(UInt8(n >> 8)); out.append(UInt8(n & 0xFF))
+            out.append(contentsOf: key.utf8)
+            out.append(0x00)
+        } else {
+            out.append(0x02)
+            out.append(contentsOf: key.utf8)
+            out.append(0x00)
+        }
+    }
+
+    public static func encode(_ path: Path) -> [UInt8] {
+        var out: [UInt8] = []
+        for s in path.segments { appendSegment(s, to: &out) }
+        return out
+    }
+
+    public static func segment(_ key: String) -> [UInt8] {
+        var out: [UInt8] = []
+        appendSegment(key, to: &out)
+        return out
+    }
+
+    /// Reads one segment at `i` (advancing it); nil when malformed.
+    static func readSegment(_ b: [UInt8], _ i: inout Int) -> String? {
+        guard i < b.count else { return nil }
+        switch b[i] {
+        case 0x01:
+            guard i + 7 <= b.count else { return nil }
+            let len = Int(b[i + 5]) << 8 | Int(b[i + 6])
+            let start = i + 7
+            guard start + len < b.count, b[start + len] == 0 else { return nil }
+            let s = String(decoding: b[start..<start + len], as: UTF8.self)
+            i = start + len + 1
+            return s
+        case 0x02:
+            var j = i + 1
+            while j < b.count && b[j] != 0 { j += 1 }
+            guard j < b.count else { return nil }
+            let s = String(decoding: b[(i + 1)..<j], as: UTF8.self)
+            i = j + 1
+            return s
+        default:
+            return nil
+        }
+    }
+
+    /// Decodes consecutive segments from `start` to the end of `b`.
+    public static func decodeSegments(_ b: [UInt8], from start: Int = 0) -> [String]? {
+        var i = start
+        var out: [String] = []
+        while i < b.count {
+            guard let s = readSegment(b, &i) else { return nil }
+            out.append(s)
+        }
+        return out
+    }
+
+    /// The smallest byte string greater than every string that starts with `prefix`.
+    static func prefixEnd(_ prefix: [UInt8]) -> [UInt8]? {
+        var p = prefix
+        while let last = p.last {
+            if last < 0xFF { p[p.count - 1] = last + 1; return p }
+            p.removeLast()
+        }
+        return nil
+    }
+
+    // MARK: - Index values
+
+    /// Longest string prefix kept in an index key; longer strings form a group ordered by key
+    /// inside the index and are re-sorted exactly when read.
+    public static let indexStringBytes = 64
+
+    /// Order-preserving encoding of an index value: null < false < true < numbers < strings < objects.
+    /// Returns whether a string was truncated.
+    @discardableResult
+    static func appendIndexValue(_ v: IndexValue, to out: inout [UInt8]) -> Bool {
+        switch v {
+        case .null: out.append(0x10)
+        case .bool(false): out.append(0x20)
+        case .bool(true): out.append(0x30)
+        case .number(let d):
+            out.append(0x40)
+            // Order-preserving double: flip sign bit of positives, all bits of negatives. -0 == 0.
+            let bits = (d == 0 ? 0.0 : d).bitPattern
+            let u = (bits & (1 << 63)) != 0 ? ~bits : bits | (1 << 63)
+            for s in stride(from: 56, through: 0, by: -8) { out.append(UInt8((u >> UInt64(s)) & 0xFF)) }
+        case .string(let s):
+            out.append(0x50)
+            var n = 0
+            var truncated = false
+            for b in s.utf8 {
+                // At most `indexStringBytes` encoded bytes (escapes count), so keys stay bounded.
+                if n >= indexStringBytes { truncated = true; break }
+                // 0x00 escapes as 0x00 0xFF; the terminator is 0x00 0x01 (0x00 0x02 when truncated).
+                if b == 0 { out.append(0); out.append(0xFF); n += 2 } else { out.append(b); n += 1 }
+            }
+            out.append(0x00)
+            out.append(truncated ? 0x02 : 0x01)
+            return truncated
+        case .object: out.append(0x60)
+        }
+        return false
+    }
+
+    // MARK: - Namespaces
+
+    /// A namespace is 1–64 characters of `A–Z a–z 0–9 - _`; its key prefix is its bytes then 0x00.
+    public static func validateNamespace(_ ns: String) throws(StorageError) {
+        let u = ns.utf8
+        guard !u.isEmpty, u.count <= 64, u.allSatisfy({ b in
+            (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95
+        }) else { throw .invalidNamespace(ns) }
+    }
+
+    static func namespacePrefix(_ ns: String) -> [UInt8] {
+        var out = Array(ns.utf8)
+        out.append(0)
+        return out
+    }
+}
+
+// MARK: - Binary value codec (exact: int64 vs double vs bool vs string)
+
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+    mutating func u64(_ v: UInt64) {
+        for s in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((v >> UInt64(s)) & 0xFF)) }
+    }
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    mutating func f64(_ v: Double) { u64(v.bitPattern) }
+    mutating func varint(_ v: Int) {
+        var x = UInt64(v)
+        while x >= 0x80 { bytes.append(UInt8(x & 0x7F) | 0x80); x >>= 7 }
+        bytes.append(UInt8(x))
+    }
+    mutating func string(_ s: String) {
+        varint(s.utf8.count)
+        bytes.append(contentsOf: s.utf8)
+    }
+
+    mutating func leaf(_ l: Leaf) {
+        switch l {
+        case .bool(let b): u8(b ? 2 : 1)
+        case .int(let i): u8(3); i64(i)
+        case .double(let d): u8(4); f64(d)
+        case .string(let s): u8(5); string(s)
+        }
+    }
+
+    mutating func priority(_ p: Priority?) {
+        switch p {
+        case nil: u8(0)
+        case .number(let d)?: u8(1); f64(d)
+        case .string(let s)?: u8(2); string(s)
+        }
+    }
+
+    /// JSON, deterministically: object keys in Firebase key order.
+    mutating func json(_ j: JSON) {
+        switch j {
+        case .null: u8(0)
+        case .bool(let b): u8(b ? 2 : 1)
+        case .int(let i): u8(3); i64(i)
+        case .double(let d): u8(4); f64(d)
+        case .string(let s): u8(5); string(s)
+        case .array(let a):
+            u8(6); varint(a.count)
+            for e in a { json(e) }
+        case .object(let o):
+            u8(7); varint(o.count)
+            for k in o.keys.sorted(by: KeyOrder.less) { string(k); json(o[k]!) }
+        }
+    }
+}
+
+struct ByteReader {
+    let bytes: [UInt8]
+    var i: Int
+
+    init(_ bytes: [UInt8], at i: Int = 0) { self.bytes = bytes; self.i = i }
+
+    var atEnd: Bool { i >= bytes.count }
+
+    mutating func u8() throws(StorageError) -> UInt8 {
+        guard i < bytes.count else { throw .corrupt("truncated") }
+        defer { i += 1 }
+        return bytes[i]
+    }
+    mutating func u64() throws(StorageError) -> UInt64 {
+        guard i + 8 <= bytes.count else { throw .corrupt("truncated") }
+        var v: UInt64 = 0
+        for k in 0..<8 { v = (v << 8) | UInt64(bytes[i + k]) }
+        i += 8
+        return v
+    }
+    mutating func i64() throws(StorageError) -> Int64 { Int64(bitPattern: try u64()) }
+    mutating func f64() throws(StorageError) -> Double { Double(bitPattern: try u64()) }
+    mutating func varint() throws(StorageError) -> Int {
+        var x: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let b = try u8()
+            x |= UInt64(b & 0x7F) << shift
+            if b < 0x80 { break }
+            shift += 7
+            guard shift < 63 else { throw .corrupt("varint") }
+        }
+        guard x <= UInt64(Int32.max) * 16 else { throw .corrupt("length") }
+        return Int(x)
+    }
+    mutating func string() throws(StorageError) -> String {
+        let n = try varint()
+        guard i + n <= bytes.count else { throw .corrupt("truncated string") }
+        defer { i += n }
+        return String(decoding: bytes[i..<i + n], as: UTF8.self)
+    }
+
+    mutating func leaf() throws(StorageError) -> Leaf {
+        switch try u8() {
+        case 1: return .bool(false)
+        case 2: return .bool(true)
+        case 3: return .int(try i64())
+        case 4: return .double(try f64())
+        case 5: return .string(try string())
+        case let t: throw .corrupt("leaf tag \(t)")
+        }
+    }
+
+    mutating func priority() throws(StorageError) -> Priority? {
+        switch try u8() {
+        case 0: return nil
+        case 1: return .number(try f64())
+        case 2: return .string(try string())
+        case let t: throw .corrupt("priority tag \(t)")
+        }
+    }
+
+    mutating func json(depth: Int = 0) throws(StorageError) -> JSON {
+        guard depth <= Limits.maxJSONDepth + 2 else { throw .corrupt("json depth") }
+        switch try u8() {
+        case 0: return .null
+        case 1: return .bool(false)
+        case 2: return .bool(true)
+        case 3: return .int(try i64())
+        case 4: return .double(try f64())
+        case 5: return .string(try string())
+        case 6:
+            let n = try varint()
+            guard n <= bytes.count - i else { throw .corrupt("array length") }
+            var a: [JSON] = []
+            a.reserveCapacity(n)
+            for _ in 0..<n { a.append(try json(depth: depth + 1)) }
+            return .array(a)
+        case 7:
+            let n = try varint()
+            guard n <= bytes.count - i else { throw .corrupt("object length") }
+            var o: [String: JSON] = [:]
+            o.reserveCapacity(n)
+            for _ in 0..<n {
+                let k = try string()
+                o[k] = try json(depth: depth + 1)
+            }
+            return .object(o)
+        case let t: throw .corrupt("json tag \(t)")
+        }
+    }
+}
+
+/// Tree record values: a leaf (value and priority) or an interior node's priority.
+enum TreeRecord {
+    case leaf(Leaf, Priority?)
+    case priority(Priority)
+
+    static func decode(_ b: [UInt8]) throws(StorageError) -> TreeRecord {
+        var r = ByteReader(b)
+        switch try r.u8() {
+        case 1:
+            let l = try r.leaf()
+            return .leaf(l, try r.priority())
+        case 2:
+            guard let p = try r.priority() else { throw .corrupt("empty priority record") }
+            return .priority(p)
+        case let t: throw .corrupt("tree record tag \(t)")
+        }
+    }
+
+    var encoded: [UInt8] {
+        var w = ByteWriter()
+        switch self {
+        case .leaf(let l, let p): w.u8(1); w.leaf(l); w.priority(p)
+        case .priority(let p): w.u8(2); w.priority(p)
+        }
+        return w.bytes
+    }
+}

@@ -1,0 +1,213 @@
+import CLMDB
+import EmberCore
+
+/// Errors raised by the storage layer. Each carries a message fit for logs and client errors.
+public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// An LMDB call failed (code and `mdb_strerror` text).
+    case lmdb(code: Int32, message: String)
+    /// The invalid input, as the pure model reports it.
+    case invalid(EmberError)
+    case invalidNamespace(String)
+    /// The encoded path of some record exceeds what an LMDB key can hold.
+    case pathTooLongForStorage(bytes: Int, limit: Int)
+    case entryTooLarge(bytes: Int, limit: Int)
+    /// The writer's bounded queue is full; retry later (HTTP 503 / back-pressure).
+    case queueFull(limit: Int)
+    case closed
+    /// Raft primitives used out of order (gaps, applying beyond the log).
+    case logMismatch(String)
+    case corrupt(String)
+    case tooManyIndexes(limit: Int)
+
+    public var description: String {
+        switch self {
+        case .lmdb(let code, let message): return "storage error \(code): \(message)"
+        case .invalid(let e): return e.description
+        case .invalidNamespace(let ns): return "Invalid namespace \"\(ns.prefix(80))\": use 1–64 characters of A–Z a–z 0–9 - _"
+        case .pathTooLongForStorage(let bytes, let limit):
+            return "Path is too long to store (\(bytes) encoded bytes; the limit is \(limit))"
+        case .entryTooLarge(let bytes, let limit): return "Write is too large (\(bytes) bytes; the limit is \(limit))"
+        case .queueFull(let limit): return "Too many pending writes (\(limit)); try again later"
+        case .closed: return "The store is closed"
+        case .logMismatch(let why): return "Log mismatch: \(why)"
+        case .corrupt(let why): return "Corrupt storage record: \(why)"
+        case .tooManyIndexes(let limit): return "Too many index definitions (limit \(limit))"
+        }
+    }
+}
+
+/// LMDB flag macros import as `Int32`; the APIs take `UInt32`.
+@inline(__always) func flag(_ f: Int32) -> UInt32 { UInt32(bitPattern: f) }
+
+@inline(__always) func check(_ rc: Int32) throws(StorageError) {
+    if rc != 0 { throw lmdbError(rc) }
+}
+
+func lmdbError(_ rc: Int32) -> StorageError {
+    .lmdb(code: rc, message: String(cString: mdb_strerror(rc)))
+}
+
+/// A transaction handle with typed helpers. Not Sendable: it lives inside one call on one thread
+/// (read transactions use `MDB_NOTLS`, write transactions stay on the writer thread).
+struct Txn {
+    let ptr: OpaquePointer
+
+    func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> [UInt8]? {
+        if key.count > maxKeySize { return nil }  // no stored key is that long
+        var result: [UInt8]? = nil
+        var rc: Int32 = 0
+        key.withUnsafeBytes { kb in
+            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+            var v = MDB_val()
+            rc = mdb_get(ptr, dbi, &k, &v)
+            if rc == 0 { result = bytes(v) }
+        }
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc)
+        return result
+    }
+
+    func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
+        var rc: Int32 = 0
+        key.withUnsafeBytes { kb in
+            value.withUnsafeBytes { vb in
+                var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
+                rc = mdb_put(ptr, dbi, &k, &v, 0)
+            }
+        }
+        try check(rc)
+    }
+
+    @discardableResult
+    func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
+        if key.count > maxKeySize { return false }
+        var rc: Int32 = 0
+        key.withUnsafeBytes { kb in
+            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+            rc = mdb_del(ptr, dbi, &k, nil)
+        }
+        if rc == MDB_NOTFOUND { return false }
+        try check(rc)
+        return true
+    }
+
+    func cursor(_ dbi: MDB_dbi) throws -> Cursor {
+        var c: OpaquePointer?
+        try check(mdb_cursor_open(ptr, dbi, &c))
+        return Cursor(ptr: c!)
+    }
+
+    /// Visits every record whose key starts with `prefix`, in key order (or reverse).
+    func scan(_ dbi: MDB_dbi, prefix: [UInt8], startingAt start: [UInt8]? = nil,
+              _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        let c = try cursor(dbi)
+        defer { c.close() }
+        var entry = try c.seek(start ?? prefix)
+        while let (k, v) = entry, k.starts(with: prefix) {
+            if try !body(k, v) { return }
+            entry = try c.next()
+        }
+    }
+
+    /// Deletes every record whose key starts with `prefix`; returns how many.
+    @discardableResult
+    func deletePrefix(_ dbi: MDB_dbi, _ prefix: [UInt8], excludingExact: Bool = false) throws -> Int {
+        let c = try cursor(dbi)
+        defer { c.close() }
+        var n = 0
+        var entry = try c.seekKey(prefix)
+        while let k = entry, k.starts(with: prefix) {
+            if excludingExact && k.count == prefix.count {
+                entry = try c.nextKey()
+                continue
+            }
+            try c.deleteCurrent()
+            n += 1
+            // After `mdb_cursor_del` the cursor rests on the following record; MDB_NEXT returns it.
+            entry = try c.nextKey()
+        }
+        return n
+    }
+
+    /// True when some key starts with `prefix`.
+    func hasPrefix(_ dbi: MDB_dbi, _ prefix: [UInt8]) throws -> Bool {
+        let c = try cursor(dbi)
+        defer { c.close() }
+        guard let k = try c.seekKey(prefix) else { return false }
+        return k.starts(with: prefix)
+    }
+}
+
+/// LMDB's compiled-in key limit (`mdb_env_get_maxkeysize`, 511 by default).
+let maxKeySize = 511
+
+@inline(__always) func bytes(_ v: MDB_val) -> [UInt8] {
+    guard v.mv_size > 0, let p = v.mv_data else { return [] }
+    return Array(UnsafeRawBufferPointer(start: p, count: v.mv_size))
+}
+
+struct Cursor {
+    let ptr: OpaquePointer
+
+    func close() { mdb_cursor_close(ptr) }
+
+    private func op(_ o: MDB_cursor_op, key: [UInt8]? = nil, wantValue: Bool = true) throws -> ([UInt8], [UInt8])? {
+        var rc: Int32 = 0
+        var result: ([UInt8], [UInt8])? = nil
+        func run(_ k: inout MDB_val) {
+            var v = MDB_val()
+            rc = mdb_cursor_get(ptr, &k, &v, o)
+            if rc == 0 { result = (bytes(k), wantValue ? bytes(v) : []) }
+        }
+        if let key {
+            key.withUnsafeBytes { kb in
+                var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                run(&k)
+            }
+        } else {
+            var k = MDB_val()
+            run(&k)
+        }
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc)
+        return result
+    }
+
+    /// First record with key >= `key`.
+    /// (LMDB rejects empty keys, so an empty `key` means the first record.)
+    /// A key longer than any storable key is cut to `maxKeySize`: the records between the cut
+    /// and the full key would have to start with the cut, i.e. be longer than storable, so none
+    /// exist and every caller's prefix or bound check stays exact.
+    func seek(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
+        key.isEmpty ? try op(MDB_FIRST) : try op(MDB_SET_RANGE, key: Array(key.prefix(maxKeySize)))
+    }
+    func seekKey(_ key: [UInt8]) throws -> [UInt8]? {
+        key.isEmpty ? try op(MDB_FIRST, wantValue: false)?.0
+            : try op(MDB_SET_RANGE, key: Array(key.prefix(maxKeySize)), wantValue: false)?.0
+    }
+    func next() throws -> ([UInt8], [UInt8])? { try op(MDB_NEXT) }
+    func nextKey() throws -> [UInt8]? { try op(MDB_NEXT, wantValue: false)?.0 }
+    func prev() throws -> ([UInt8], [UInt8])? { try op(MDB_PREV) }
+    func last() throws -> ([UInt8], [UInt8])? { try op(MDB_LAST) }
+    func first() throws -> ([UInt8], [UInt8])? { try op(MDB_FIRST) }
+    func current() throws -> ([UInt8], [UInt8])? { try op(MDB_GET_CURRENT) }
+    func currentKey() throws -> [UInt8]? { try op(MDB_GET_CURRENT, wantValue: false)?.0 }
+
+    /// Last record with key < `key`.
+    func seekLastLT(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
+        if try seek(key) != nil { return try prev() }
+        return try last()
+    }
+
+    /// Last record with key <= `key`.
+    func seekLastLE(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
+        if let (k, v) = try seek(key) {
+            if k == key { return (k, v) }
+            return try prev()
+        }
+        return try last()
+    }
+
+    func deleteCurrent() throws { try check(mdb_cursor_del(ptr, 0)) }
+}

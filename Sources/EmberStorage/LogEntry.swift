@@ -1,0 +1,178 @@
+import EmberCore
+
+/// A precondition on a write, checked at apply time against the value at the write's path.
+public enum WriteCondition: Sendable, Equatable {
+    /// The path's version (`EmberStore.version`) must equal this.
+    case ifVersion(UInt64)
+    /// `Node.firebaseHash` of the current value must equal this ("" = absent).
+    case ifHash(String)
+    /// ETag (`EmberStore.etag`: "v<version>", or `null_etag` when absent) must equal this.
+    case ifMatch(String)
+}
+
+/// The operation a log entry carries. JSON is unresolved client JSON (server values are resolved
+/// when the entry is applied, with the entry's timestamp).
+public enum WriteOperation: Sendable, Equatable {
+    /// Replaces the value at `path` (null deletes).
+    case set(path: Path, value: JSON, condition: WriteCondition? = nil)
+    /// Multi-path update relative to `path`, atomic; null values delete.
+    case update(path: Path, values: [(Path, JSON)], condition: WriteCondition? = nil)
+    /// Changes nothing (a Raft leader's first entry of a term, or a placeholder).
+    case noop
+
+    public var path: Path {
+        switch self {
+        case .set(let p, _, _), .update(let p, _, _): return p
+        case .noop: return .root
+        }
+    }
+
+    public var condition: WriteCondition? {
+        switch self {
+        case .set(_, _, let c), .update(_, _, let c): return c
+        case .noop: return nil
+        }
+    }
+
+    public static func == (a: WriteOperation, b: WriteOperation) -> Bool {
+        switch (a, b) {
+        case let (.set(p1, v1, c1), .set(p2, v2, c2)): return p1 == p2 && v1 == v2 && c1 == c2
+        case let (.update(p1, u1, c1), .update(p2, u2, c2)):
+            return p1 == p2 && c1 == c2 && u1.count == u2.count && zip(u1, u2).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case (.noop, .noop): return true
+        default: return false
+        }
+    }
+}
+
+/// One replicated log entry. `timestamp` (ms since 1970) is fixed when the entry is created so
+/// every replica resolves `{".sv": "timestamp"}` alike.
+public struct LogEntry: Sendable, Equatable {
+    public var index: UInt64
+    public var term: UInt64
+    public var namespace: String
+    public var operation: WriteOperation
+    public var timestamp: Int64
+
+    public init(index: UInt64, term: UInt64, namespace: String, operation: WriteOperation, timestamp: Int64) {
+        self.index = index
+        self.term = term
+        self.namespace = namespace
+        self.operation = operation
+        self.timestamp = timestamp
+    }
+
+    /// Deterministic binary encoding (format 1): index, term, timestamp, namespace, operation.
+    /// Binary rather than JSON text so an integral double stays a double on every replica.
+    public func encoded() -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(1)
+        w.u64(index); w.u64(term); w.i64(timestamp)
+        w.string(namespace)
+        func cond(_ c: WriteCondition?) {
+            switch c {
+            case nil: w.u8(0)
+            case .ifVersion(let v)?: w.u8(1); w.u64(v)
+            case .ifHash(let h)?: w.u8(2); w.string(h)
+            case .ifMatch(let e)?: w.u8(3); w.string(e)
+            }
+        }
+        switch operation {
+        case .noop: w.u8(0)
+        case .set(let p, let v, let c):
+            w.u8(1); w.string(p.description); cond(c); w.json(v)
+        case .update(let p, let vs, let c):
+            w.u8(2); w.string(p.description); cond(c)
+            w.varint(vs.count)
+            for (rp, v) in vs { w.string(rp.description); w.json(v) }
+        }
+        return w.bytes
+    }
+
+    public init(decoding bytes: [UInt8]) throws(StorageError) {
+        var r = ByteReader(bytes)
+        guard try r.u8() == 1 else { throw .corrupt("log entry format") }
+        index = try r.u64(); term = try r.u64(); timestamp = try r.i64()
+        namespace = try r.string()
+        func path(_ s: String) throws(StorageError) -> Path {
+            do { return try Path(s) } catch { throw .corrupt("log entry path") }
+        }
+        func cond() throws(StorageError) -> WriteCondition? {
+            switch try r.u8() {
+            case 0: return nil
+            case 1: return .ifVersion(try r.u64())
+            case 2: return .ifHash(try r.string())
+            case 3: return .ifMatch(try r.string())
+            default: throw .corrupt("log entry condition")
+            }
+        }
+        switch try r.u8() {
+        case 0: operation = .noop
+        case 1:
+            let p = try path(try r.string())
+            let c = try cond()
+            operation = .set(path: p, value: try r.json(), condition: c)
+        case 2:
+            let p = try path(try r.string())
+            let c = try cond()
+            let n = try r.varint()
+            guard n <= bytes.count else { throw .corrupt("update count") }
+            var vs: [(Path, JSON)] = []
+            for _ in 0..<n {
+                let rp = try path(try r.string())
+                vs.append((rp, try r.json()))
+            }
+            operation = .update(path: p, values: vs, condition: c)
+        default: throw .corrupt("log entry operation")
+        }
+    }
+}
+
+/// What listeners need from a committed write: each part's absolute path and its new resolved
+/// value (empty = deleted), in the order applied.
+public struct ChangeSet: Sendable, Equatable {
+    public var namespace: String
+    public var changes: [(path: Path, node: Node)]
+
+    public init(namespace: String, changes: [(path: Path, node: Node)]) {
+        self.namespace = namespace
+        self.changes = changes
+    }
+
+    public static func == (a: ChangeSet, b: ChangeSet) -> Bool {
+        a.namespace == b.namespace && a.changes.count == b.changes.count
+            && zip(a.changes, b.changes).allSatisfy { $0.path == $1.path && $0.node == $1.node }
+    }
+}
+
+/// The outcome of one log entry.
+public enum WriteOutcome: Sendable, Equatable {
+    /// Written. `changed` is false when the data was already equal (versions did not move).
+    case applied(changed: Bool)
+    /// The condition did not hold; nothing was written. Carries the current value and version.
+    case conditionFailed(current: Node, version: UInt64)
+    /// Apply-time validation failed (for example a server value that cannot be resolved);
+    /// nothing was written. Deterministic, so every replica records the same.
+    case rejected(StorageError)
+    /// A `.noop` entry.
+    case noop
+}
+
+public struct WriteResult: Sendable, Equatable {
+    public var index: UInt64
+    public var term: UInt64
+    public var namespace: String
+    public var path: Path
+    public var outcome: WriteOutcome
+    /// For `set`: the value at the path after the write. For `update`: the resolved patch (the
+    /// written parts relative to `path`, like Firebase's PATCH response). For a failed condition:
+    /// the current value.
+    public var value: Node
+    /// The path's version after the write (the current one for a failed condition).
+    public var version: UInt64
+    /// Changes for listeners; empty unless the entry was applied and changed something.
+    public var changeSet: ChangeSet
+
+    public var isApplied: Bool { if case .applied = outcome { return true } else { return false } }
+    public var etag: String { value.isEmpty ? EmberStore.nullETag : EmberStore.etag(version: version) }
+}

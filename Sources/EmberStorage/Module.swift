@@ -1,1 +1,0 @@
-// EmberStorage module.

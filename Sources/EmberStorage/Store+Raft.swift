@@ -1,0 +1,172 @@
+import CLMDB
+import EmberCore
+
+/// Raft host primitives.
+///
+/// A follower calls `append(entries:)` for entries received from the leader (a conflicting
+/// suffix is replaced; applied entries can never be replaced), and `applyCommitted(through:)`
+/// when the leader's commit index advances: the entries are read back from the log and applied in
+/// order, each in a nested transaction, with `appliedIndex` recorded in the same transaction.
+/// A leader appends its own entries with `append` (assigning index/term/timestamp itself) and
+/// applies them once committed. `submit` is the single-node shortcut that does both at once.
+/// Hard state (`term`, `votedFor`) is persisted with `setHardState` before answering votes.
+extension EmberStore {
+    public func append(entries: [LogEntry]) async throws {
+        for e in entries {
+            try KeyCodec.validateNamespace(e.namespace)
+            _ = try validate(namespace: e.namespace, operation: e.operation)
+        }
+        try await perform { w in try w.append(entries) }
+    }
+
+    /// Applies log entries up to `index` (bounded by the last log index); returns their results.
+    @discardableResult
+    public func applyCommitted(through index: UInt64) async throws -> [WriteResult] {
+        try await perform { w in try w.applyCommitted(through: index) }
+    }
+
+    /// Appends `entries` (if not already there) and applies them.
+    @discardableResult
+    public func apply(entries: [LogEntry]) async throws -> [WriteResult] {
+        guard let last = entries.last else { return [] }
+        let fresh = entries.filter { $0.index > lastLogIndex }
+        if !fresh.isEmpty { try await append(entries: fresh) }
+        return try await applyCommitted(through: last.index)
+    }
+
+    public func setHardState(_ h: HardState) async throws {
+        try await perform { w in try w.setHardState(h) }
+    }
+
+    public func hardState() async throws -> HardState {
+        try await perform { w in HardState(term: w.term, votedFor: w.votedFor) }
+    }
+
+    /// Log entries from `from` (inclusive), at most `maxCount`.
+    public func entries(from: UInt64, maxCount: Int = 1_000) throws -> [LogEntry] {
+        try withRead { t in
+            var out: [LogEntry] = []
+            try t.scan(tables.log, prefix: [], startingAt: Writer.logKey(from)) { _, v in
+                out.append(try LogEntry(decoding: v))
+                return out.count < maxCount
+            }
+            return out
+        }
+    }
+
+    public func term(at index: UInt64) throws -> UInt64? {
+        try withRead { t in
+            guard let v = try t.get(tables.log, Writer.logKey(index)) else { return nil }
+            return try LogEntry(decoding: v).term
+        }
+    }
+
+    // MARK: - Snapshots
+
+    /// Streams the whole state (trees, versions, indexes, index definitions, applied index and
+    /// term) from one read transaction as chunks of about `maxChunkBytes`. Chunk format: a
+    /// sequence of records `[table u8][varint key length][key][varint value length][value]`; the
+    /// first record (table 0xFF) is the header: applied index and term.
+    public func snapshot(maxChunkBytes: Int = 1 << 20, _ body: ([UInt8]) throws -> Void) throws {
+        try withRead { t in
+            var chunk: [UInt8] = []
+            func add(_ table: UInt8, _ k: [UInt8], _ v: [UInt8]) throws {
+                var w = ByteWriter(bytes: chunk)
+                w.u8(table); w.varint(k.count); w.bytes += k; w.varint(v.count); w.bytes += v
+                chunk = w.bytes
+                if chunk.count >= maxChunkBytes { try body(chunk); chunk = [] }
+            }
+            var h = ByteWriter()
+            h.u64(try tables.metaU64(t, "applied")); h.u64(try tables.metaU64(t, "appliedTerm"))
+            h.u64(try tables.metaU64(t, "lastTimestamp"))
+            try add(0xFF, [], h.bytes)
+            for (tag, dbi) in [(UInt8(0), tables.tree), (1, tables.ver), (2, tables.idx), (3, tables.idxrev)] {
+                try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
+            }
+            try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
+            if !chunk.isEmpty { try body(chunk) }
+        }
+    }
+
+    /// Replaces the whole state with a snapshot's chunks (in order). The log is emptied and
+    /// restarts after the snapshot's applied index.
+    public func installSnapshot(chunks: [[UInt8]]) async throws {
+        try await perform { w in try w.installSnapshot(chunks) }
+    }
+
+    // MARK: - State hash
+
+    /// SHA-1 (hex) over the tree records of one namespace, or of all when nil. Equal on replicas
+    /// holding equal data: over 1 MiB runs of `key, value` bytes, then over those digests.
+    public func stateHash(namespace: String? = nil) throws -> String {
+        if let namespace { try KeyCodec.validateNamespace(namespace) }
+        let prefix = namespace.map { KeyCodec.namespacePrefix($0) } ?? []
+        return try withRead { t in
+            var digests: [UInt8] = []
+            var buf: [UInt8] = []
+            var w = ByteWriter()
+            try t.scan(tables.tree, prefix: prefix) { k, v in
+                w.bytes = buf
+                w.varint(k.count); w.bytes += k; w.varint(v.count); w.bytes += v
+                buf = w.bytes
+                if buf.count >= 1 << 20 { digests += SHA1.digest(buf); buf = [] }
+                return true
+            }
+            digests += SHA1.digest(buf)
+            return SHA1.digest(digests).map { String(format2: $0) }.joined()
+        }
+    }
+}
+
+extension String {
+    init(format2 b: UInt8) {
+        let hex = Array("0123456789abcdef")
+        self = String([hex[Int(b >> 4)], hex[Int(b & 15)]])
+    }
+}
+
+extension Writer {
+    func installSnapshot(_ chunks: [[UInt8]]) throws {
+        var a: UInt64 = 0, aTerm: UInt64 = 0, ts: Int64 = 0
+        try writeTxn { t in
+            for dbi in [tables.tree, tables.ver, tables.idx, tables.idxrev, tables.log] {
+                try check(mdb_drop(t.ptr, dbi, 0))
+            }
+            try t.deletePrefix(tables.meta, Array("indexes/".utf8))
+            for chunk in chunks {
+                var r = ByteReader(chunk)
+                while !r.atEnd {
+                    let tag = try r.u8()
+                    let kn = try r.varint()
+                    guard r.i + kn <= chunk.count else { throw StorageError.corrupt("snapshot key") }
+                    let k = Array(chunk[r.i..<r.i + kn]); r.i += kn
+                    let vn = try r.varint()
+                    guard r.i + vn <= chunk.count else { throw StorageError.corrupt("snapshot value") }
+                    let v = Array(chunk[r.i..<r.i + vn]); r.i += vn
+                    switch tag {
+                    case 0: try t.put(tables.tree, k, v)
+                    case 1: try t.put(tables.ver, k, v)
+                    case 2: try t.put(tables.idx, k, v)
+                    case 3: try t.put(tables.idxrev, k, v)
+                    case 5:
+                        try t.put(tables.meta, k, v)
+                    case 0xFF:
+                        var h = ByteReader(v)
+                        a = try h.u64(); aTerm = try h.u64(); ts = Int64(bitPattern: try h.u64())
+                    default: throw StorageError.corrupt("snapshot table \(tag)")
+                    }
+                }
+            }
+            try tables.putMetaU64(t, "applied", a)
+            try tables.putMetaU64(t, "appliedTerm", aTerm)
+            try tables.putMetaU64(t, "lastIndex", a)
+            try tables.putMetaU64(t, "lastTerm", aTerm)
+            try tables.putMetaU64(t, "firstIndex", a + 1)
+            try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
+        }
+        applied = a; appliedTerm = aTerm; lastIndex = a; lastTerm = aTerm; firstIndex = a + 1
+        lastTimestamp = max(lastTimestamp, ts)
+        defsCache = [:]
+        publishState()
+    }
+}

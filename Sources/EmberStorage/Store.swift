@@ -1,0 +1,401 @@
+import CLMDB
+import EmberCore
+import Foundation
+import Synchronization
+
+/// Tunables with named limits. Defaults suit a server; tests shrink them.
+public struct StoreOptions: Sendable {
+    /// LMDB map size (sparse file; the upper bound of the database size).
+    public var mapSize: Int = 64 << 30
+    /// Log entries kept after they are applied; older ones are deleted during later writes.
+    public var logRetention: UInt64 = 10_000
+    /// At most this many old log entries are deleted per write transaction.
+    public var compactionPerCommit: Int = 4_096
+    /// Group commit: at most this many entries per LMDB transaction…
+    public var maxBatchEntries: Int = 1_024
+    /// …and at most about this many encoded bytes.
+    public var maxBatchBytes: Int = 32 << 20
+    /// Writes waiting for the writer thread; beyond this `submit` throws `.queueFull`.
+    public var maxPendingWrites: Int = 16_384
+    /// Largest encoded log entry accepted.
+    public var maxEntryBytes: Int = 16 << 20
+    /// Parts of one multi-path update.
+    public var maxUpdateParts: Int = 10_000
+    /// Concurrent read transactions.
+    public var maxReaders: UInt32 = 512
+    /// Buffer of each commit subscription; a subscriber that falls further behind is finished.
+    public var subscriptionBuffer: Int = 8_192
+    /// false = `MDB_NOSYNC` (not durable; for benchmarks only).
+    public var durable: Bool = true
+
+    public init() {}
+}
+
+/// Counters for metrics.
+public struct StorageMetrics: Sendable, Equatable {
+    /// LMDB write transactions committed (any kind).
+    public var commits: UInt64 = 0
+    /// Log entries applied and committed.
+    public var entriesCommitted: UInt64 = 0
+    /// Group-commit batches of `submit` writes and the largest / latest batch.
+    public var batches: UInt64 = 0
+    public var maxBatchEntries: Int = 0
+    public var lastBatchEntries: Int = 0
+    public var batchBytes: UInt64 = 0
+    /// Submits rejected because the queue was full.
+    public var queueRejections: UInt64 = 0
+    public var pendingWrites: Int = 0
+    /// Log entries removed by compaction.
+    public var compactedEntries: UInt64 = 0
+    /// Index entries visited by indexed queries (shows that a limited query reads few).
+    public var queryIndexEntriesScanned: UInt64 = 0
+}
+
+/// Raft hard state.
+public struct HardState: Sendable, Equatable {
+    public var term: UInt64
+    public var votedFor: String?
+    public init(term: UInt64, votedFor: String?) { self.term = term; self.votedFor = votedFor }
+}
+
+/// LMDB-backed durable storage of many JSON trees (namespaces), where every write is a log entry.
+///
+/// Concurrency: reads are synchronous and run on the caller's thread in their own read-only
+/// transaction (`MDB_NOTLS`), so any number run in parallel with the writer and see a consistent
+/// committed snapshot. All writes go to one dedicated writer thread (LMDB write transactions must
+/// begin and commit on one thread and we never `await` inside one). `submit` calls queue there
+/// and are group-committed: one transaction, one fsync, for up to `maxBatchEntries` writes.
+///
+/// Durability: a write's continuation is resumed only after `mdb_txn_commit` returned, i.e. after
+/// the log entry, the tree, versions, indexes and the applied index are on disk together.
+///
+/// `@unchecked Sendable`: the environment and database handles are immutable after `init` and
+/// LMDB allows them on any thread; write transactions are confined to the writer thread; the
+/// mutable shared state is in `Mutex`es.
+public final class EmberStore: @unchecked Sendable {
+    public static let nullETag = "null_etag"
+    public static func etag(version: UInt64) -> String { "v\(version)" }
+
+    public let directory: String
+    public var options: StoreOptions { core.options }
+    let core: StoreCore
+    var env: OpaquePointer { core.env }
+    var tables: Tables { core.tables }
+    var wake: DispatchSemaphore { core.wake }
+    typealias Job = StoreCore.Job
+    let nextSubscriber = Atomic<UInt64>(0)
+
+    /// Opens (creating if needed) the store in `directory`. Opening does not replay the log:
+    /// the tree and the applied index are already durable.
+    public init(directory: String, options: StoreOptions = StoreOptions()) throws {
+        self.directory = directory
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var e: OpaquePointer?
+        try check(mdb_env_create(&e))
+        guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
+        do {
+            try check(mdb_env_set_mapsize(e, options.mapSize))
+            try check(mdb_env_set_maxdbs(e, 8))
+            try check(mdb_env_set_maxreaders(e, options.maxReaders))
+            var flags = flag(MDB_NOTLS)
+            if !options.durable { flags |= flag(MDB_NOSYNC) }
+            try check(mdb_env_open(e, directory, flags, 0o644))
+        } catch {
+            mdb_env_close(e)
+            throw error
+        }
+        var t: OpaquePointer?
+        let tables: Tables
+        do {
+            try check(mdb_txn_begin(e, nil, 0, &t))
+            func open(_ name: String) throws -> MDB_dbi {
+                var dbi: MDB_dbi = 0
+                try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
+                return dbi
+            }
+            tables = Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
+                            idxrev: try open("idxrev"), log: try open("log"), meta: try open("meta"))
+            try check(mdb_txn_commit(t))
+        } catch {
+            if t != nil { mdb_txn_abort(t) }
+            mdb_env_close(e)
+            throw error
+        }
+        core = StoreCore(env: e, tables: tables, options: options)
+        let w = Writer(core: core)
+        do { try w.load() } catch { mdb_env_close(e); throw error }
+        let thread = Thread { [w] in w.run() }
+        thread.name = "ember-storage-writer"
+        thread.start()
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Stops the writer (after the queued writes) and closes the environment. Reads must not be
+    /// running or started afterwards.
+    public func close() {
+        guard !core.isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        core.queue.withLock { $0.pending.append(.stop) }
+        wake.signal()
+        core.stopped.wait()
+        for c in core.subscribers.withLock({ s in defer { s.removeAll() }; return Array(s.values) }) { c.finish() }
+        mdb_env_close(env)
+    }
+
+    // MARK: - Status
+
+    public var appliedIndex: UInt64 { core.published.withLock { $0.applied } }
+    public var lastLogIndex: UInt64 { core.published.withLock { $0.lastIndex } }
+    public var lastLogTerm: UInt64 { core.published.withLock { $0.lastTerm } }
+    /// First index still in the log (entries below were compacted).
+    public var firstLogIndex: UInt64 { core.published.withLock { $0.firstIndex } }
+    public var metrics: StorageMetrics {
+        var m = core.metricsState.withLock { $0 }
+        m.pendingWrites = core.queue.withLock { $0.pending.count }
+        m.queryIndexEntriesScanned = core.indexEntriesScanned.load(ordering: .relaxed)
+        return m
+    }
+
+    // MARK: - Reads
+
+    func withRead<T>(_ body: (Txn) throws -> T) throws -> T { try core.withRead(body) }
+
+    /// The value at `path` and its version, from one consistent snapshot.
+    public func read(namespace: String, path: Path) throws -> (node: Node, version: UInt64) {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in
+            (try tables.readNode(t, namespace, path), try tables.version(t, namespace, path))
+        }
+    }
+
+    /// Like `read`, plus the applied index of the same snapshot (what a listener's initial data
+    /// reflects; later changes come from the commit stream).
+    public func readSnapshot(namespace: String, path: Path) throws -> (node: Node, version: UInt64, applied: UInt64) {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in
+            (try tables.readNode(t, namespace, path), try tables.version(t, namespace, path), try tables.metaU64(t, "applied"))
+        }
+    }
+
+    public func version(namespace: String, path: Path) throws -> UInt64 {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in try tables.version(t, namespace, path) }
+    }
+
+    /// "v<version>", or `null_etag` when there is no data at `path`.
+    public func etag(namespace: String, path: Path) throws -> String {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in
+            try tables.exists(t, key: Tables.treeKey(namespace, path))
+                ? Self.etag(version: try tables.version(t, namespace, path)) : Self.nullETag
+        }
+    }
+
+    public func exists(namespace: String, path: Path) throws -> Bool {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in try tables.exists(t, key: Tables.treeKey(namespace, path)) }
+    }
+
+    /// Child keys in key order without reading the children's subtrees (one seek per child).
+    public func shallowKeys(namespace: String, path: Path, limit: Int = .max) throws -> [String] {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in try tables.childKeys(t, base: Tables.treeKey(namespace, path), limit: limit) }
+    }
+
+    public func childCount(namespace: String, path: Path) throws -> Int {
+        try shallowKeys(namespace: namespace, path: path).count
+    }
+
+    /// The `.indexOn` specs of a namespace.
+    public func indexSpecs(namespace: String) throws -> [IndexSpec] {
+        try KeyCodec.validateNamespace(namespace)
+        let defs = try withRead { t in try tables.indexDefs(t, namespace) }
+        var out: [IndexSpec] = []
+        for d in defs {
+            if let i = out.firstIndex(where: { $0.location == d.patternText }) {
+                out[i].indexes.append(d.index)
+            } else {
+                out.append(try IndexSpec(location: d.patternText, indexes: [d.index.wireName]))
+            }
+        }
+        return out
+    }
+
+    /// Whether queries at `path` ordered by `index` are served by an index (`.key` and
+    /// `.priority` always are, from the tree).
+    public func hasIndex(namespace: String, path: Path, index: QueryIndex) throws -> Bool {
+        switch index {
+        case .key, .priority: return true
+        default:
+            try KeyCodec.validateNamespace(namespace)
+            return try withRead { t in try tables.indexDefs(t, namespace).contains { $0.index == index && $0.matches(path) } }
+        }
+    }
+
+    // MARK: - Writes
+
+    /// Validates a write before it reaches the log; bad input never writes anything.
+    public func validate(namespace: String, operation: WriteOperation) throws -> Int {
+        try KeyCodec.validateNamespace(namespace)
+        func check(_ path: Path, _ json: JSON) throws {
+            do {
+                let j = ServerValues.containsPlaceholder(json) ? try ServerValues.resolve(json, existing: .empty, now: 0) : json
+                let node = try Node(json: j, depth: path.count)
+                try Applier.checkKeyLength(namespace, path, node)
+            } catch let e as EmberError { throw StorageError.invalid(e) }
+        }
+        switch operation {
+        case .noop: break
+        case .set(let p, let v, _): try check(p, v)
+        case .update(let p, let parts, _):
+            guard parts.count <= options.maxUpdateParts else {
+                throw StorageError.invalid(.tooLarge("An update may have at most \(options.maxUpdateParts) paths"))
+            }
+            let sorted = parts.map(\.0).sorted()
+            for (a, b) in zip(sorted, sorted.dropFirst()) where a.contains(b) {
+                throw StorageError.invalid(.invalidData("Path \(p.appending(a)) is an ancestor of \(p.appending(b)) in the same update"))
+            }
+            for (rel, v) in parts { try check(p.appending(rel), v) }
+        }
+        let size = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0).encoded().count
+        guard size <= options.maxEntryBytes else { throw StorageError.entryTooLarge(bytes: size, limit: options.maxEntryBytes) }
+        return size
+    }
+
+    /// Leader-less single-node write: validates, queues for group commit, assigns the next log
+    /// index and the current term, and returns after the commit is durable.
+    public func submit(namespace: String, _ operation: WriteOperation) async throws -> WriteResult {
+        let size = try validate(namespace: namespace, operation: operation)
+        return try await withCheckedThrowingContinuation { cont in
+            let err: StorageError? = core.queue.withLock { q in
+                if q.closed { return .closed }
+                if q.pending.count >= options.maxPendingWrites { return .queueFull(limit: options.maxPendingWrites) }
+                q.pending.append(.submit(namespace, operation, size, cont))
+                return nil
+            }
+            if let err {
+                if case .queueFull = err { core.metricsState.withLock { $0.queueRejections += 1 } }
+                cont.resume(throwing: err)
+            } else {
+                wake.signal()
+            }
+        }
+    }
+
+    /// Runs `body` on the writer thread (not group-committed with submits).
+    func perform<T: Sendable>(_ body: @escaping @Sendable (Writer) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, any Error>) in
+            let closed = core.queue.withLock { q in
+                if q.closed { return true }
+                q.pending.append(.exclusive({ w in
+                    do { cont.resume(returning: try body(w)) } catch { cont.resume(throwing: error) }
+                }))
+                return false
+            }
+            if closed { cont.resume(throwing: StorageError.closed) } else { wake.signal() }
+        }
+    }
+
+    /// Replaces the `.indexOn` specs of a namespace: new indexes are built from the data, removed
+    /// ones dropped, in one transaction. Local configuration (not a log entry).
+    public func setIndexes(namespace: String, _ specs: [IndexSpec]) async throws {
+        try KeyCodec.validateNamespace(namespace)
+        var defs: [IndexDef] = []
+        for s in specs { for d in s.defs where !defs.contains(d) { defs.append(d) } }
+        guard defs.count <= IndexSpec.maxIndexesPerNamespace else {
+            throw StorageError.tooManyIndexes(limit: IndexSpec.maxIndexesPerNamespace)
+        }
+        let newDefs = defs
+        try await perform { w in try w.setIndexes(namespace: namespace, newDefs) }
+    }
+
+    // MARK: - Commit subscription
+
+    /// Registers a handler called with every committed batch of results, in log order, on the
+    /// writer thread after the commit and BEFORE the batch's submitters resume. So a listener fed
+    /// from here has seen a write before its writer is acknowledged. It must not block.
+    public func onCommit(_ handler: @escaping @Sendable ([WriteResult]) -> Void) {
+        core.commitHandlers.withLock { $0.append(handler) }
+    }
+
+    /// Results of every applied log entry (submits and Raft applies), in log order, yielded on the
+    /// writer thread right after the commit. The buffer holds `options.subscriptionBuffer`
+    /// results; a subscriber that falls further behind has its stream finished (it lost events
+    /// and must resynchronise by reading).
+    public func commits() -> AsyncStream<WriteResult> {
+        let id = nextSubscriber.add(1, ordering: .relaxed).newValue
+        let (stream, cont) = AsyncStream<WriteResult>.makeStream(bufferingPolicy: .bufferingOldest(options.subscriptionBuffer))
+        // Captures the core, not the store: this may run on the writer thread, which must never
+        // hold the last reference to the store (its deinit waits for the writer).
+        cont.onTermination = { [core] _ in _ = core.subscribers.withLock { $0.removeValue(forKey: id) } }
+        core.subscribers.withLock { $0[id] = cont }
+        return stream
+    }
+
+}
+
+/// State shared by the store facade and the writer thread (so the writer never needs the facade,
+/// which may be deinitialising while the writer drains). `@unchecked Sendable`: the LMDB handles
+/// are immutable and usable from any thread; everything mutable is in a `Mutex` or `Atomic`.
+final class StoreCore: @unchecked Sendable {
+    let env: OpaquePointer
+    let tables: Tables
+    let options: StoreOptions
+
+    struct Queue {
+        var pending: [Job] = []
+        var closed = false
+    }
+    enum Job {
+        case submit(String, WriteOperation, Int, CheckedContinuation<WriteResult, any Error>)
+        case exclusive(@Sendable (Writer) -> Void)
+        case stop
+    }
+    struct Published: Sendable {
+        var applied: UInt64 = 0
+        var lastIndex: UInt64 = 0
+        var lastTerm: UInt64 = 0
+        var firstIndex: UInt64 = 1
+    }
+    let queue = Mutex(Queue())
+    let wake = DispatchSemaphore(value: 0)
+    let stopped = DispatchSemaphore(value: 0)
+    let published = Mutex(Published())
+    let metricsState = Mutex(StorageMetrics())
+    let subscribers = Mutex([UInt64: AsyncStream<WriteResult>.Continuation]())
+    /// Synchronous commit listeners, run on the writer thread before any submitter resumes.
+    let commitHandlers = Mutex([@Sendable ([WriteResult]) -> Void]())
+    let isClosed = Atomic<Bool>(false)
+    let indexEntriesScanned = Atomic<UInt64>(0)
+
+    init(env: OpaquePointer, tables: Tables, options: StoreOptions) {
+        self.env = env
+        self.tables = tables
+        self.options = options
+    }
+
+    func withRead<T>(_ body: (Txn) throws -> T) throws -> T {
+        guard !isClosed.load(ordering: .acquiring) else { throw StorageError.closed }
+        var t: OpaquePointer?
+        try check(mdb_txn_begin(env, nil, flag(MDB_RDONLY), &t))
+        defer { mdb_txn_abort(t) }
+        return try body(Txn(ptr: t!))
+    }
+
+    func publish(_ results: [WriteResult]) {
+        if results.isEmpty { return }
+        for h in commitHandlers.withLock({ $0 }) { h(results) }
+        let subs = subscribers.withLock { $0 }
+        for (id, c) in subs {
+            for r in results {
+                if case .dropped = c.yield(r) {
+                    c.finish()
+                    _ = subscribers.withLock { $0.removeValue(forKey: id) }
+                    break
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,234 @@
+import CLMDB
+import EmberCore
+
+/// Named databases of the environment and the record logic shared by readers and the writer.
+///
+/// * `tree`:   ns\0 + path encoding → `TreeRecord` (leaves; interior priorities at the node's own key)
+/// * `ver`:    ns\0 + path encoding → sub (u64) + at (u64), see `version`
+/// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → child key offset (u16) + exact index value
+/// * `idxrev`: ns\0 + def id (8) + location encoding + child segment → the `idx` key (to find the old entry)
+/// * `log`:    index (u64 BE) → `LogEntry.encoded()`
+/// * `meta`:   named slots (applied index, last log index/term, first log index, hard state, index definitions)
+struct Tables {
+    let tree: MDB_dbi
+    let ver: MDB_dbi
+    let idx: MDB_dbi
+    let idxrev: MDB_dbi
+    let log: MDB_dbi
+    let meta: MDB_dbi
+
+    /// Longest tree key (namespace prefix + path encoding); LMDB keys hold at most 511 bytes and
+    /// index keys add up to 8 + 68 bytes of overhead.
+    static let maxTreeKeyBytes = 420
+
+    static func treeKey(_ ns: String, _ path: Path) -> [UInt8] {
+        KeyCodec.namespacePrefix(ns) + KeyCodec.encode(path)
+    }
+
+    // MARK: - Tree reads
+
+    final class Builder {
+        var leaf: Leaf?
+        var priority: Priority?
+        var kids: [String: Builder] = [:]
+
+        func node() -> Node {
+            if let leaf { return Node(leaf, priority: priority) }
+            var d: [String: Node] = [:]
+            d.reserveCapacity(kids.count)
+            for (k, v) in kids { d[k] = v.node() }
+            return Node(children: d, priority: priority)
+        }
+    }
+
+    /// The subtree at `key` (a tree key): one cursor range scan.
+    func readNode(_ t: Txn, key: [UInt8]) throws -> Node {
+        let root = Builder()
+        var found = false
+        try t.scan(tree, prefix: key) { k, v in
+            found = true
+            var b = root
+            var i = key.count
+            while i < k.count {
+                guard let s = KeyCodec.readSegment(k, &i) else { throw StorageError.corrupt("tree key") }
+                if let next = b.kids[s] { b = next } else { let n = Builder(); b.kids[s] = n; b = n }
+            }
+            switch try TreeRecord.decode(v) {
+            case .leaf(let l, let p): b.leaf = l; b.priority = p
+            case .priority(let p): b.priority = p
+            }
+            return true
+        }
+        return found ? root.node() : .empty
+    }
+
+    func readNode(_ t: Txn, _ ns: String, _ path: Path) throws -> Node {
+        try readNode(t, key: Self.treeKey(ns, path))
+    }
+
+    /// Keys of the children of the node at `base`, in key order, one seek per child.
+    func childKeys(_ t: Txn, base: [UInt8], from start: [UInt8]? = nil, limit: Int = .max) throws -> [String] {
+        let c = try t.cursor(tree)
+        defer { c.close() }
+        var out: [String] = []
+        var seek = start ?? (base + [0x01])
+        while out.count < limit, let k = try c.seekKey(seek), k.starts(with: base), k.count > base.count {
+            var i = base.count
+            guard let s = KeyCodec.readSegment(k, &i) else { throw StorageError.corrupt("tree key") }
+            out.append(s)
+            seek = Array(k[0..<i]) + [0xFF]
+        }
+        return out
+    }
+
+    func exists(_ t: Txn, key: [UInt8]) throws -> Bool { try t.hasPrefix(tree, key) }
+
+    /// The index value of the node at `key` without reading its subtree.
+    func indexValue(_ t: Txn, key: [UInt8]) throws -> IndexValue? {
+        if let v = try t.get(tree, key) {
+            if case .leaf(let l, _) = try TreeRecord.decode(v) { return IndexValue(node: Node(l)) }
+        }
+        let c = try t.cursor(tree)
+        defer { c.close() }
+        if let k = try c.seekKey(key + [0x01]), k.starts(with: key) { return .object }
+        return nil
+    }
+
+    // MARK: - Versions
+
+    func versionRecord(_ t: Txn, _ key: [UInt8]) throws -> (sub: UInt64, at: UInt64) {
+        guard let v = try t.get(ver, key), v.count == 16 else { return (0, 0) }
+        var r = ByteReader(v)
+        return (try r.u64(), try r.u64())
+    }
+
+    func putVersion(_ t: Txn, _ key: [UInt8], sub: UInt64, at: UInt64) throws {
+        var w = ByteWriter()
+        w.u64(sub); w.u64(at)
+        try t.put(ver, key, w.bytes)
+    }
+
+    /// max(sub[P], at[A] for A = root … P): O(depth) point reads.
+    func version(_ t: Txn, _ ns: String, _ path: Path) throws -> UInt64 {
+        var key = KeyCodec.namespacePrefix(ns)
+        var best = try versionRecord(t, key).at
+        for s in path.segments {
+            KeyCodec.appendSegment(s, to: &key)
+            best = max(best, try versionRecord(t, key).at)
+        }
+        return max(best, try versionRecord(t, key).sub)
+    }
+
+    // MARK: - Meta
+
+    func metaU64(_ t: Txn, _ name: String) throws -> UInt64 {
+        guard let v = try t.get(meta, Array(name.utf8)), v.count == 8 else { return 0 }
+        var r = ByteReader(v)
+        return try r.u64()
+    }
+
+    func putMetaU64(_ t: Txn, _ name: String, _ value: UInt64) throws {
+        var w = ByteWriter()
+        w.u64(value)
+        try t.put(meta, Array(name.utf8), w.bytes)
+    }
+
+    static func indexMetaKey(_ ns: String) -> [UInt8] { Array("indexes/".utf8) + Array(ns.utf8) }
+
+    func indexDefs(_ t: Txn, _ ns: String) throws -> [IndexDef] {
+        guard let v = try t.get(meta, Self.indexMetaKey(ns)) else { return [] }
+        return try IndexDef.decodeList(v)
+    }
+}
+
+/// One maintained index: a location pattern (nil segments are `$wildcards`) and a child or value index.
+struct IndexDef: Hashable {
+    var pattern: [String?]
+    var patternText: String
+    var index: QueryIndex
+    var id: [UInt8]
+
+    init(patternText: String, pattern: [String?], index: QueryIndex) {
+        self.patternText = patternText
+        self.pattern = pattern
+        self.index = index
+        let canonical = "/" + pattern.map { $0 ?? "$" }.joined(separator: "/") + "\n" + index.wireName
+        id = Array(SHA1.digest(Array(canonical.utf8)).prefix(8))
+    }
+
+    func matches(_ path: Path) -> Bool {
+        path.count == pattern.count && matchesPrefix(path.segments[...])
+    }
+
+    /// Whether `segs` (at most as long as the pattern) agrees with the pattern's first segments.
+    func matchesPrefix(_ segs: ArraySlice<String>) -> Bool {
+        guard segs.count <= pattern.count else { return false }
+        for (p, s) in zip(pattern, segs) where p != nil && p != s { return false }
+        return true
+    }
+
+    static func encodeList(_ defs: [IndexDef]) -> [UInt8] {
+        var w = ByteWriter()
+        w.varint(defs.count)
+        for d in defs { w.string(d.patternText); w.string(d.index.wireName) }
+        return w.bytes
+    }
+
+    static func decodeList(_ b: [UInt8]) throws -> [IndexDef] {
+        var r = ByteReader(b)
+        let n = try r.varint()
+        var out: [IndexDef] = []
+        for _ in 0..<n {
+            let p = try r.string()
+            let i = try r.string()
+            let spec = try IndexSpec(location: p, indexes: [i])
+            out.append(contentsOf: spec.defs)
+        }
+        return out
+    }
+}
+
+/// An `.indexOn` rule: a location pattern such as `/users/$uid/posts` and the index names defined
+/// there (`"height"`, `"dimensions/height"`, `".value"`).
+public struct IndexSpec: Sendable, Hashable {
+    public var location: String
+    public var indexes: [QueryIndex]
+
+    public static let maxIndexesPerNamespace = 256
+
+    public init(location: String, indexes: [String]) throws(StorageError) {
+        var pattern: [String?] = []
+        for part in location.split(separator: "/", omittingEmptySubsequences: true) {
+            let s = String(part)
+            if s.hasPrefix("$") {
+                guard s.count > 1, Key.isValid(String(s.dropFirst())) else {
+                    throw .invalid(.invalidKey(key: s, reason: "bad wildcard"))
+                }
+                pattern.append(nil)
+            } else {
+                do { try Key.validate(s) } catch { throw .invalid(error) }
+                pattern.append(s)
+            }
+        }
+        guard pattern.count < Limits.maxPathDepth else { throw .invalid(.pathTooDeep(depth: pattern.count)) }
+        var idx: [QueryIndex] = []
+        for name in indexes {
+            switch name {
+            case ".value": idx.append(.value)
+            case ".key", ".priority": continue  // always available
+            default:
+                do { idx.append(.child(try Path(name))) } catch { throw .invalid(error) }
+                if case .child(let p) = idx.last!, p.isRoot { throw .invalid(.invalidQuery("empty index name")) }
+            }
+        }
+        self.location = "/" + location.split(separator: "/").joined(separator: "/")
+        self.indexes = idx
+        self.pattern = pattern
+    }
+
+    let pattern: [String?]
+
+    var defs: [IndexDef] {
+        indexes.map { IndexDef(patternText: location, pattern: pattern, index: $0) }
+    }
+}

@@ -1,0 +1,288 @@
+import CLMDB
+import EmberCore
+import Foundation
+
+/// The writer thread's state. Confined to that thread (every method runs there, from `run` or
+/// from an `exclusive` job); `@unchecked Sendable` only so jobs can name it in their closures.
+final class Writer: @unchecked Sendable {
+    let store: StoreCore
+    let tables: Tables
+    var applied: UInt64 = 0
+    var appliedTerm: UInt64 = 0
+    var lastIndex: UInt64 = 0
+    var lastTerm: UInt64 = 0
+    var firstIndex: UInt64 = 1
+    var term: UInt64 = 0
+    var votedFor: String?
+    var lastTimestamp: Int64 = 0
+    var defsCache: [String: [IndexDef]] = [:]
+
+    init(core: StoreCore) {
+        self.store = core
+        self.tables = core.tables
+    }
+
+    func load() throws {
+        try store.withRead { t in
+            applied = try tables.metaU64(t, "applied")
+            appliedTerm = try tables.metaU64(t, "appliedTerm")
+            lastIndex = try tables.metaU64(t, "lastIndex")
+            lastTerm = try tables.metaU64(t, "lastTerm")
+            firstIndex = max(1, try tables.metaU64(t, "firstIndex"))
+            term = try tables.metaU64(t, "term")
+            votedFor = try t.get(tables.meta, Array("votedFor".utf8)).map { String(decoding: $0, as: UTF8.self) }
+            lastTimestamp = Int64(bitPattern: try tables.metaU64(t, "lastTimestamp"))
+        }
+        publishState()
+    }
+
+    func publishState() {
+        store.published.withLock {
+            $0 = StoreCore.Published(applied: applied, lastIndex: lastIndex, lastTerm: lastTerm, firstIndex: firstIndex)
+        }
+    }
+
+    // MARK: - Loop
+
+    func run() {
+        while true {
+            store.wake.wait()
+            while true {
+                let jobs: [StoreCore.Job] = store.queue.withLock { q in
+                    guard let first = q.pending.first else { return [] }
+                    guard case .submit = first else {
+                        q.pending.removeFirst()
+                        if case .stop = first { q.closed = true }
+                        return [first]
+                    }
+                    var n = 0, bytes = 0
+                    while n < q.pending.count, n < store.options.maxBatchEntries, bytes < store.options.maxBatchBytes,
+                          case .submit(_, _, let size, _) = q.pending[n] {
+                        bytes += size
+                        n += 1
+                    }
+                    let taken = Array(q.pending[0..<n])
+                    q.pending.removeFirst(n)
+                    return taken
+                }
+                if jobs.isEmpty { break }
+                switch jobs[0] {
+                case .stop:
+                    // Fail whatever was queued behind the stop.
+                    let rest = store.queue.withLock { q in defer { q.pending.removeAll() }; return q.pending }
+                    for j in rest {
+                        if case .submit(_, _, _, let c) = j { c.resume(throwing: StorageError.closed) }
+                        if case .exclusive(let f) = j { f(self) }  // fails in `perform` with a closed env? run it: env still open
+                    }
+                    store.stopped.signal()
+                    return
+                case .exclusive(let f):
+                    f(self)
+                case .submit:
+                    runBatch(jobs)
+                }
+            }
+        }
+    }
+
+    // MARK: - Transactions
+
+    func writeTxn<T>(_ body: (Txn) throws -> T) throws -> T {
+        var t: OpaquePointer?
+        try check(mdb_txn_begin(store.env, nil, 0, &t))
+        let r: T
+        do {
+            r = try body(Txn(ptr: t!))
+        } catch {
+            mdb_txn_abort(t)
+            throw error
+        }
+        try check(mdb_txn_commit(t))  // frees the transaction either way
+        store.metricsState.withLock { $0.commits += 1 }
+        return r
+    }
+
+    static func logKey(_ i: UInt64) -> [UInt8] {
+        var w = ByteWriter()
+        w.u64(i)
+        return w.bytes
+    }
+
+    /// Applies one entry in a nested transaction: apply-time failures roll back only this entry.
+    func applyNested(_ e: LogEntry, parent t: Txn) throws -> WriteResult {
+        var child: OpaquePointer?
+        try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
+        var ap = Applier(tables: tables, txn: Txn(ptr: child!), defsCache: defsCache)
+        do {
+            let r = try ap.apply(e)
+            try check(mdb_txn_commit(child))
+            defsCache = ap.defsCache
+            return r
+        } catch let err as StorageError {
+            mdb_txn_abort(child)
+            // Storage failures fail the batch, except a key LMDB cannot hold (bad input that got
+            // past validation): that rejects this entry only.
+            if case .lmdb(let code, _) = err, code != MDB_BAD_VALSIZE { throw err }
+            return WriteResult(index: e.index, term: e.term, namespace: e.namespace, path: e.operation.path,
+                               outcome: .rejected(err), value: .empty, version: 0,
+                               changeSet: ChangeSet(namespace: e.namespace, changes: []))
+        } catch {
+            mdb_txn_abort(child)
+            throw error
+        }
+    }
+
+    /// Records the applied position and compacts the log tail, inside `t`.
+    func finish(_ t: Txn, applied a: UInt64, appliedTerm at: UInt64, last: UInt64, lastTerm lt: UInt64, ts: Int64) throws -> UInt64 {
+        try tables.putMetaU64(t, "applied", a)
+        try tables.putMetaU64(t, "appliedTerm", at)
+        try tables.putMetaU64(t, "lastIndex", last)
+        try tables.putMetaU64(t, "lastTerm", lt)
+        try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
+        var first = firstIndex
+        let retain = store.options.logRetention
+        if last > retain {
+            let upTo = min(a, last - retain)
+            var n = 0
+            while first <= upTo && n < store.options.compactionPerCommit {
+                try t.delete(tables.log, Self.logKey(first))
+                first += 1
+                n += 1
+            }
+            if n > 0 {
+                try tables.putMetaU64(t, "firstIndex", first)
+                store.metricsState.withLock { $0.compactedEntries += UInt64(n) }
+            }
+        }
+        return first
+    }
+
+    static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    // MARK: - Group commit
+
+    func runBatch(_ jobs: [StoreCore.Job]) {
+        var results: [WriteResult] = []
+        var conts: [CheckedContinuation<WriteResult, any Error>] = []
+        var idx = lastIndex
+        var ts = lastTimestamp
+        var bytes = 0
+        let saveDefs = defsCache
+        guard applied == lastIndex else {
+            // Raft mode: the log holds entries not yet committed; `submit` would skip them.
+            let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
+            for job in jobs { if case .submit(_, _, _, let c) = job { c.resume(throwing: err) } }
+            return
+        }
+        do {
+            let first = try writeTxn { t in
+                for job in jobs {
+                    guard case .submit(let ns, let op, let size, let cont) = job else { continue }
+                    conts.append(cont)
+                    bytes += size
+                    idx += 1
+                    ts = max(ts, Self.nowMs())
+                    let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts)
+                    try t.put(tables.log, Self.logKey(idx), e.encoded())
+                    results.append(try applyNested(e, parent: t))
+                }
+                return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
+            }
+            applied = idx; appliedTerm = term; lastIndex = idx; lastTerm = term; lastTimestamp = ts; firstIndex = first
+            publishState()
+            store.metricsState.withLock { m in
+                m.entriesCommitted += UInt64(results.count)
+                m.batches += 1
+                m.lastBatchEntries = results.count
+                m.maxBatchEntries = max(m.maxBatchEntries, results.count)
+                m.batchBytes += UInt64(bytes)
+            }
+            // Listeners first: a writer is acknowledged only after its change reached them.
+            store.publish(results)
+            for (c, r) in zip(conts, results) { c.resume(returning: r) }
+        } catch {
+            defsCache = saveDefs
+            for job in jobs { if case .submit(_, _, _, let c) = job { c.resume(throwing: error) } }
+        }
+    }
+
+    // MARK: - Indexes
+
+    func setIndexes(namespace ns: String, _ defs: [IndexDef]) throws {
+        try writeTxn { t in
+            let old = try tables.indexDefs(t, ns)
+            let ap = Applier(tables: tables, txn: t)
+            for d in old where !defs.contains(d) { try ap.drop(ns: ns, def: d) }
+            for d in defs where !old.contains(d) { try ap.build(ns: ns, def: d) }
+            if defs.isEmpty {
+                try t.delete(tables.meta, Tables.indexMetaKey(ns))
+            } else {
+                try t.put(tables.meta, Tables.indexMetaKey(ns), IndexDef.encodeList(defs))
+            }
+        }
+        defsCache[ns] = defs
+    }
+
+    // MARK: - Raft primitives
+
+    func append(_ entries: [LogEntry]) throws {
+        guard let first = entries.first else { return }
+        for (a, b) in zip(entries, entries.dropFirst()) where b.index != a.index + 1 {
+            throw StorageError.logMismatch("entries are not contiguous at \(b.index)")
+        }
+        guard first.index > applied else { throw StorageError.logMismatch("entry \(first.index) is already applied (\(applied))") }
+        guard first.index <= lastIndex + 1 else { throw StorageError.logMismatch("gap: last is \(lastIndex), got \(first.index)") }
+        let last = entries.last!
+        try writeTxn { t in
+            // Replace any conflicting suffix.
+            var i = first.index
+            while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
+            for e in entries { try t.put(tables.log, Self.logKey(e.index), e.encoded()) }
+            try tables.putMetaU64(t, "lastIndex", last.index)
+            try tables.putMetaU64(t, "lastTerm", last.term)
+        }
+        lastIndex = last.index
+        lastTerm = last.term
+        publishState()
+    }
+
+    func applyCommitted(through target: UInt64) throws -> [WriteResult] {
+        let end = min(target, lastIndex)
+        var all: [WriteResult] = []
+        while applied < end {
+            let stop = min(end, applied + UInt64(store.options.maxBatchEntries))
+            var results: [WriteResult] = []
+            var aTerm = appliedTerm
+            var ts = lastTimestamp
+            let first = try writeTxn { t in
+                var i = applied + 1
+                while i <= stop {
+                    guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
+                        throw StorageError.logMismatch("entry \(i) is not in the log")
+                    }
+                    let e = try LogEntry(decoding: bytes)
+                    results.append(try applyNested(e, parent: t))
+                    aTerm = e.term
+                    ts = max(ts, e.timestamp)
+                    i += 1
+                }
+                return try finish(t, applied: stop, appliedTerm: aTerm, last: lastIndex, lastTerm: lastTerm, ts: ts)
+            }
+            applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
+            publishState()
+            store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }
+            store.publish(results)
+            all += results
+        }
+        return all
+    }
+
+    func setHardState(_ h: HardState) throws {
+        try writeTxn { t in
+            try tables.putMetaU64(t, "term", h.term)
+            if let v = h.votedFor { try t.put(tables.meta, Array("votedFor".utf8), Array(v.utf8)) } else { try t.delete(tables.meta, Array("votedFor".utf8)) }
+        }
+        term = h.term
+        votedFor = h.votedFor
+    }
+}

@@ -1,0 +1,65 @@
+import EmberCore
+import Testing
+@testable import EmberStorage
+
+@Suite struct EncodingTests {
+    @Test func segmentOrderMatchesKeyOrder() {
+        var g = SplitMix(1)
+        for _ in 0..<20_000 {
+            let a = randomKey(&g), b = randomKey(&g)
+            #expect(sign(memcmp(KeyCodec.segment(a), KeyCodec.segment(b))) == sign(KeyOrder.compare(a, b)), "\(a) vs \(b)")
+            #expect(KeyCodec.decodeSegments(KeyCodec.segment(a)) == [a])
+        }
+    }
+
+    @Test func pathOrderAndPrefixProperty() {
+        var g = SplitMix(2)
+        func randomPath() -> Path {
+            Path(validated: (0..<Int.random(in: 0...3, using: &g)).map { _ in randomKey(&g) })
+        }
+        for _ in 0..<10_000 {
+            let a = randomPath(), b = randomPath()
+            let expected = a == b ? 0 : (a < b ? -1 : 1)
+            #expect(sign(memcmp(KeyCodec.encode(a), KeyCodec.encode(b))) == expected, "\(a) vs \(b)")
+            // Descendants of a sort right after a and before any b that follows a and is not below it.
+            let d = a.appending(randomPath())
+            if a < b && !a.contains(b) {
+                #expect(memcmp(KeyCodec.encode(d), KeyCodec.encode(b)) < 0, "\(d) vs \(b)")
+            }
+            #expect(memcmp(KeyCodec.encode(a), KeyCodec.encode(d)) <= 0)
+        }
+    }
+
+    @Test func indexValueOrder() {
+        var g = SplitMix(3)
+        func rv() -> IndexValue {
+            switch Int.random(in: 0..<6, using: &g) {
+            case 0: return .null
+            case 1: return .bool(Bool.random(using: &g))
+            case 2: return .number([-1e300, -2.5, -1, -0.0, 0, 1e-300, 1, 2, 3.5, 1e300, Double(Int64.max)].randomElement(using: &g)!)
+            case 3: return .number(Double(Int.random(in: -1000...1000, using: &g)) / 7)
+            case 4: return .string(["", "a", "a\u{0}", "a\u{0}b", "ab", "b", "é", String(repeating: "x", count: 70)].randomElement(using: &g)!)
+            default: return .object
+            }
+        }
+        for _ in 0..<5_000 {
+            let a = rv(), b = rv()
+            var ea: [UInt8] = [], eb: [UInt8] = []
+            KeyCodec.appendIndexValue(a, to: &ea)
+            KeyCodec.appendIndexValue(b, to: &eb)
+            #expect(sign(memcmp(ea, eb)) == sign(a.compare(b)), "\(a) vs \(b)")
+        }
+    }
+
+    @Test func logEntryRoundTripKeepsNumberKinds() throws {
+        let e = LogEntry(index: 7, term: 3, namespace: "ns", operation: .update(path: p("/a"), values: [
+            (p("b"), .double(2.0)), (p("c/d"), .int(2)), (p("e"), j(#"{"x":[1,2.5,"s",null,true],".sv":"timestamp"}"#)),
+        ], condition: .ifMatch("v3")), timestamp: 1234)
+        let d = try LogEntry(decoding: e.encoded())
+        #expect(d == e)
+        guard case .update(_, let vs, _) = d.operation, case .double = vs[0].1, case .int = vs[1].1 else {
+            Issue.record("number kinds lost"); return
+        }
+        #expect(e.encoded() == d.encoded())
+    }
+}

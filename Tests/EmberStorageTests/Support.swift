@@ -1,0 +1,72 @@
+import EmberCore
+import Foundation
+@testable import EmberStorage
+
+func tempDir() -> String {
+    let d = NSTemporaryDirectory() + "ember-storage-\(UUID().uuidString)"
+    try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    return d
+}
+
+func smallOptions() -> StoreOptions {
+    var o = StoreOptions()
+    o.mapSize = 1 << 30
+    return o
+}
+
+func openStore(_ dir: String = tempDir(), _ options: StoreOptions = smallOptions()) throws -> EmberStore {
+    try EmberStore(directory: dir, options: options)
+}
+
+func p(_ s: String) -> Path { try! Path(s) }
+func j(_ s: String) -> JSON { try! JSON.parse(s) }
+func n(_ s: String) -> Node { try! Node(json: JSON.parse(s)) }
+
+extension EmberStore {
+    @discardableResult
+    func set(_ path: String, _ json: String, ns: String = "t", _ c: WriteCondition? = nil) async throws -> WriteResult {
+        try await submit(namespace: ns, .set(path: p(path), value: j(json), condition: c))
+    }
+
+    @discardableResult
+    func update(_ path: String, _ parts: [(String, String)], ns: String = "t", _ c: WriteCondition? = nil) async throws -> WriteResult {
+        try await submit(namespace: ns, .update(path: p(path), values: parts.map { (p($0.0), j($0.1)) }, condition: c))
+    }
+
+    func get(_ path: String, ns: String = "t") throws -> Node { try read(namespace: ns, path: p(path)).node }
+    func ver(_ path: String, ns: String = "t") throws -> UInt64 { try version(namespace: ns, path: p(path)) }
+}
+
+/// Small deterministic PRNG for property tests.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(_ seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func randomKey(_ g: inout SplitMix) -> String {
+    switch Int.random(in: 0..<10, using: &g) {
+    case 0: return String(Int.random(in: -5...5, using: &g))
+    case 1: return String(Int32.random(in: .min ... .max, using: &g))
+    case 2: return "0" + String(Int.random(in: 0...20, using: &g))  // leading zero: int group
+    case 3: return "-0"
+    case 4: return String(Int64.random(in: 3_000_000_000...9_000_000_000, using: &g))  // beyond Int32
+    case 5: return ["a", "b", "ab", "aa", "A", "Z", "z", "é", "日本", "😀", "a b", "-", "-a", "1a", "a1"].randomElement(using: &g)!
+    default:
+        let alphabet = Array("ab019-_xyzé😀 ")
+        return String((0..<Int.random(in: 1...4, using: &g)).map { _ in alphabet.randomElement(using: &g)! })
+    }
+}
+
+func memcmp(_ a: [UInt8], _ b: [UInt8]) -> Int {
+    for (x, y) in zip(a, b) where x != y { return x < y ? -1 : 1 }
+    return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+}
+
+func sign(_ x: Int) -> Int { x < 0 ? -1 : (x > 0 ? 1 : 0) }

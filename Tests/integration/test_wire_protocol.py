@@ -1,0 +1,179 @@
+"""The Firebase wire protocol v5 over WebSocket against a real emberd (reference §6)."""
+import asyncio
+import base64
+import hashlib
+import json
+import struct
+
+import pytest
+import requests
+
+from wire import WireClient
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def leaf_hash(v):
+    """§6.8 hash of a leaf, computed independently of the server."""
+    if isinstance(v, bool):
+        text = "boolean:" + ("true" if v else "false")
+    elif isinstance(v, (int, float)):
+        text = "number:" + struct.pack(">d", float(v)).hex()
+    else:
+        text = "string:" + v
+    return base64.b64encode(hashlib.sha1(text.encode()).digest()).decode()
+
+
+def test_hello_listen_data_before_ok(node, ns):
+    async def go():
+        c = await WireClient.connect(node.url, ns)
+        h = c.hello["d"]
+        assert c.hello["t"] == "c" and h["t"] == "h"
+        assert h["d"]["v"] == "5" and h["d"]["h"] == f"127.0.0.1:{node.port}" and h["d"]["s"]
+        requests.put(f"{node.url}/a.json?ns={ns}", data='{"b": 1}')
+        before, resp = await c.request("q", {"p": "/a", "h": ""})
+        assert resp == {"s": "ok", "d": {}}
+        assert before[0]["a"] == "d" and before[0]["b"]["p"] == "a" and before[0]["b"]["d"] == {"b": 1}
+        await c.close()
+    run(go())
+
+
+def test_writes_push_to_listeners_then_ack(node, ns):
+    async def go():
+        a = await WireClient.connect(node.url, ns)
+        b = await WireClient.connect(node.url, ns)
+        await b.request("q", {"p": "/room", "h": ""})
+        before, resp = await a.request("p", {"p": "room/msg", "d": {"text": "hi", ".priority": 3}})
+        assert resp == {"s": "ok", "d": ""}
+        push = await b.next_push()
+        assert push["a"] == "d" and push["b"]["p"] == "room/msg"
+        assert push["b"]["d"] == {"text": "hi", ".priority": 3}
+        _, resp = await a.request("m", {"p": "room", "d": {"x/y": 1, "msg": None}})
+        assert resp["s"] == "ok"
+        push = await b.next_push()
+        assert push["a"] == "m" and push["b"]["p"] == "room" and push["b"]["d"] == {"x/y": 1, "msg": None}
+        assert requests.get(f"{node.url}/room.json?ns={ns}").json() == {"x": {"y": 1}}
+        await a.close()
+        await b.close()
+    run(go())
+
+
+def test_compare_and_set_with_hash(node, ns):
+    async def go():
+        c = await WireClient.connect(node.url, ns)
+        await c.request("q", {"p": "/counter", "h": ""})
+        _, resp = await c.request("p", {"p": "counter", "d": 1, "h": ""})   # "" = absent
+        assert resp["s"] == "ok"
+        _, resp = await c.request("p", {"p": "counter", "d": 5, "h": leaf_hash(0)})
+        assert resp["s"] == "datastale"
+        _, resp = await c.request("p", {"p": "counter", "d": 2, "h": leaf_hash(1)})
+        assert resp["s"] == "ok"
+        assert requests.get(f"{node.url}/counter.json?ns={ns}").json() == 2
+        await c.close()
+    run(go())
+
+
+def test_datastale_comes_after_the_current_value(node, ns):
+    async def go():
+        c = await WireClient.connect(node.url, ns)
+        await c.request("q", {"p": "/v", "h": ""})
+        requests.put(f"{node.url}/v.json?ns={ns}", data="7")
+        before, resp = await c.request("p", {"p": "v", "d": 8, "h": ""})
+        assert resp["s"] == "datastale"
+        seen = [p for p in c.pushes if p["b"]["p"] == "v"]
+        assert seen and seen[-1]["b"]["d"] == 7
+        await c.close()
+    run(go())
+
+
+def test_tagged_limit_query_window_moves(node, ns):
+    async def go():
+        requests.put(f"{node.url}/scores.json?ns={ns}", data='{"a": 1, "b": 5, "c": 3}')
+        c = await WireClient.connect(node.url, ns)
+        before, resp = await c.request("q", {"p": "/scores", "q": {"l": 2, "vf": "r", "i": ".value"}, "t": 7, "h": ""})
+        assert resp["s"] == "ok" and "w" not in resp["d"]  # .indexOn ".value" is defined for scores
+        assert before[0]["b"] == {"p": "scores", "d": {"b": 5, "c": 3}, "t": 7, "v": before[0]["b"]["v"]}
+        requests.put(f"{node.url}/scores/d.json?ns={ns}", data="4")   # enters, c leaves
+        push = await c.next_push()
+        assert push["a"] == "m" and push["b"]["t"] == 7 and push["b"]["d"] == {"c": None, "d": 4}
+        requests.put(f"{node.url}/scores/a.json?ns={ns}", data="0")   # outside the window: no push
+        requests.put(f"{node.url}/scores/b.json?ns={ns}", data="6")   # changes inside
+        push = await c.next_push()
+        assert push["b"]["d"] == {"b": 6}
+        _, resp = await c.request("q", {"p": "/scores", "q": {"i": "zz", "l": 1, "vf": "l"}, "t": 8, "h": ""})
+        assert resp["d"] == {"w": ["no_index"]}
+        await c.close()
+    run(go())
+
+
+def test_unlisten_stops_pushes_and_get(node, ns):
+    async def go():
+        c = await WireClient.connect(node.url, ns)
+        await c.request("q", {"p": "/x", "h": ""})
+        _, resp = await c.request("n", {"p": "/x"})
+        assert resp["s"] == "ok"
+        c.pushes.clear()
+        requests.put(f"{node.url}/x.json?ns={ns}", data='{"k": 1}')
+        _, resp = await c.request("g", {"p": "/x", "q": {}})
+        assert resp == {"s": "ok", "d": {"k": 1}}
+        assert not [p for p in c.pushes if p["b"]["p"].startswith("x")]
+        await c.close()
+    run(go())
+
+
+def test_on_disconnect_runs_when_the_connection_drops(node, ns):
+    async def go():
+        c = await WireClient.connect(node.url, ns)
+        _, r1 = await c.request("o", {"p": "presence/me", "d": {".sv": "timestamp"}})
+        _, r2 = await c.request("om", {"p": "presence", "d": {"status": "offline"}})
+        _, r3 = await c.request("o", {"p": "cancelled/x", "d": True})
+        _, r4 = await c.request("oc", {"p": "cancelled", "d": None})
+        assert [r["s"] for r in (r1, r2, r3, r4)] == ["ok"] * 4
+        await c.close()
+        for _ in range(100):
+            got = requests.get(f"{node.url}/.json?ns={ns}").json()
+            if got and "presence" in got and "status" in got["presence"]:
+                break
+            await asyncio.sleep(0.05)
+        assert isinstance(got["presence"]["me"], int) and got["presence"]["status"] == "offline"
+        assert "cancelled" not in got
+    run(go())
+
+
+def test_large_messages_are_split_into_frames(node, ns):
+    big = "x" * 50_000
+
+    async def go():
+        c = await WireClient.connect(node.url, ns)
+        # Client → server: send the put split into frames, as SDKs do above 16384 characters.
+        msg = json.dumps({"t": "d", "d": {"r": 1, "a": "p", "b": {"p": "big", "d": big}}})
+        chunks = [msg[i:i + 16384] for i in range(0, len(msg), 16384)]
+        await c.ws.send(str(len(chunks)))
+        for ch in chunks:
+            await c.ws.send(ch)
+        resp = await c._recv()
+        assert resp["d"]["b"]["s"] == "ok"
+        # Server → client: a count frame then the parts (WireClient reassembles).
+        c.r = 1
+        _, resp = await c.request("g", {"p": "/big", "q": {}})
+        assert resp["d"] == big
+        await c.close()
+    run(go())
+
+
+def test_bad_requests_get_error_statuses(node, ns):
+    async def go():
+        c = await WireClient.connect(node.url, ns)
+        _, resp = await c.request("p", {"p": "a.b", "d": 1})
+        assert resp["s"] != "ok"
+        _, resp = await c.request("p", {"p": "a", "d": {"bad$key": 1}})
+        assert resp["s"] != "ok"
+        _, resp = await c.request("zz", {})
+        assert resp["s"] != "ok"
+        _, resp = await c.request("auth", {"cred": "owner"})
+        assert resp["s"] == "ok"
+        assert requests.get(f"{node.url}/.json?ns={ns}").json() is None
+        await c.close()
+    run(go())
