@@ -17,6 +17,8 @@ import Testing
         let list = db.reference(withPath: "log")
         list.observe(.value) { s in rec.add("log \(s.childrenCount)") }
         await rec.wait { $0.contains("connected true") && $0.contains("log 0") }
+        // Acknowledged before the stop: survives the restart (LMDB store).
+        try await db.reference(withPath: "before").setValue("kept")
 
         server.stop()
         await rec.wait { $0.last == "connected false" }
@@ -44,6 +46,7 @@ import Testing
         #expect(obj.keys.sorted() == [keys[0], keys[2], keys[3], keys[4]].sorted())
         #expect(stored[keys[0]]?["n"] == .int(100))
         #expect(try await server.restGet("final", ns: ns) == .string("done"))
+        #expect(try await server.restGet("before", ns: ns) == .string("kept"))
     }
 
     /// A compare-and-set the server rejects (`datastale`) is rolled back with events, and the

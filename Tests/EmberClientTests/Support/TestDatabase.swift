@@ -8,7 +8,7 @@ struct TestNamespace {
 
     static func make(_ name: String = #function) async throws -> TestNamespace {
         let server = try await SharedServer.get()
-        let clean = name.filter { $0.isLetter || $0.isNumber }
+        let clean = String(name.filter { $0.isLetter || $0.isNumber }.prefix(40))
         return TestNamespace(server: server, ns: "\(clean)\(UInt32.random(in: 0...UInt32.max))")
     }
 
