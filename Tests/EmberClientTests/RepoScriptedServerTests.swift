@@ -124,4 +124,45 @@ import Testing
         await rec.wait { $0 == ["cancel permission_denied"] }
         #expect(try await withTimeout { await ended.value } == "threw permission_denied")
     }
+
+    @Test func callbacksRunOnTheConfiguredQueue() async throws {
+        let transport = FakeTransport()
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "test.callbacks")
+        queue.setSpecific(key: key, value: "mine")
+        var config = DatabaseConfiguration(callbackQueue: queue)
+        config.transport = transport
+        let db = Database(url: "http://127.0.0.1:1?ns=q", configuration: config)
+        defer { db.shutdown() }
+        let rec = Recorder()
+        db.reference(withPath: "x").observe(.value) { _ in rec.add(DispatchQueue.getSpecific(key: key) ?? "other") }
+        withoutWaiting { db.reference(withPath: "x").setValue(1) }
+        await rec.wait { $0 == ["mine"] }
+    }
+
+    @Test func aSetAbortsAnOverlappingTransaction() async throws {
+        let transport = FakeTransport()
+        let db = database(transport)
+        defer { db.shutdown() }
+        let s = try await transport.socket(0)
+        s.hello()
+        let ref = db.reference(withPath: "n")
+        let done = Recorder()
+        ref.runTransactionBlock({ data in
+            data.value = 1
+            return .success(withValue: data)
+        }, andCompletionBlock: { error, committed, _ in
+            done.add("\((error as? DatabaseError)?.code.rawValue ?? "none") \(committed)")
+        })
+        let (listenR, _) = try await request(s, "q")
+        push(s, "n", "null")
+        s.respond(listenR)
+        let (txR, tx) = try await request(s, "p")
+        #expect(tx["h"] == .string(""))
+        #expect(tx["d"] == .int(1))
+        withoutWaiting { ref.setValue(5) }
+        _ = try await request(s, "p", after: 1)
+        s.respond(txR)
+        await done.wait { $0 == ["write_canceled false"] }
+    }
 }
