@@ -186,3 +186,24 @@ import Testing
         #expect(keys == ["m1:hi", "m2:there", "m3:!"])
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct LifecycleTests {
+    /// No retain cycle keeps a database (and its socket) alive after the app drops it.
+    @Test func databaseIsReleasedWhenNoLongerReferenced() async throws {
+        let t = try await TestNamespace.make()
+        weak var weakDB: Database?
+        weak var weakRepo: Repo?
+        do {
+            let db = t.client()
+            weakDB = db
+            weakRepo = db.repo
+            let rec = Recorder()
+            let ref = db.reference(withPath: "x")
+            ref.observe(.value) { s in rec.add(s.json) }
+            try await ref.setValue(1)
+            await rec.wait { $0.contains("1") }
+            _ = try await ref.runTransactionBlock { d in d.value = 2; return .success(withValue: d) }
+        }
+        #expect(try await eventually(timeout: .seconds(5)) { weakDB == nil && weakRepo == nil })
+    }
+}
