@@ -160,3 +160,42 @@ func offlineDatabase() -> Database {
         #expect(try ValueConverter.json(from: 7 as AnyObject) == .int(7))
     }
 }
+
+extension SeedSnippetTests {
+    /// The read/write seed's calls compile and run as written (trailing closures, literal types).
+    @Test func readWriteSeedCallsCompileAsWritten() async throws {
+        let db = offlineDatabase()
+        defer { db.shutdown() }
+        let ref: DatabaseReference = db.reference()
+        let user = (uid: "u1", name: "ann")
+        let rec = Recorder()
+        func run() {
+            ref.child("users").child(user.uid).setValue(["username": user.name])
+            ref.child("users/\(user.uid)/username").setValue(user.name)
+            let refHandle = ref.child("posts/p1").observe(DataEventType.value, with: { (snapshot) in
+                let postDict = snapshot.value as? [String: AnyObject] ?? [:]
+                rec.add("post \(postDict.count)")
+            })
+            ref.child("users").child(user.uid).observeSingleEvent(of: .value, with: { (snapshot) in
+                let value = snapshot.value as? NSDictionary
+                let username = value?["username"] as? String ?? ""
+                rec.add("user \(username)")
+            }) { (error) in
+                print(error.localizedDescription)
+            }
+            guard let key = ref.child("posts").childByAutoId().key else { return }
+            let post = ["uid": user.uid, "author": user.name, "title": "t", "body": "b"]
+            let childUpdates = ["/posts/\(key)": post, "/user-posts/\(user.uid)/\(key)/": post]
+            ref.updateChildValues(childUpdates)
+            ref.child("users").child(user.uid).setValue(["username": user.name]) { (error: Error?, ref: DatabaseReference) in
+                if let error = error { print("Data could not be saved: \(error).") }
+            }
+            let updates = ["posts/p1/stars/u1": true, "posts/p1/starCount": ServerValue.increment(1)] as [String: Any]
+            Database.database(url: db.url).reference().updateChildValues(updates)
+            ref.child("posts/p1").removeObserver(withHandle: refHandle)
+        }
+        run()
+        await rec.wait { $0.contains("user ann") }
+        Database.database(url: db.url).shutdown()
+    }
+}
