@@ -133,4 +133,22 @@ import Testing
         withoutWaiting { db.reference(withPath: "scores/trex").setValue(100) }
         await rec.wait { $0 == ["removed bruhathkayosaurus", "added trex"] }
     }
+
+    /// A filtered query keeps its events while a parent listen takes over its data and after the
+    /// parent goes away again (listen hand-over on the wire).
+    @Test func filteredQuerySurvivesParentListenHandOver() async throws {
+        let (t, db) = try await seeded()
+        defer { db.shutdown() }
+        let q = db.reference(withPath: "scores").queryOrderedByValue().queryLimited(toLast: 1)
+        let rec = Recorder()
+        q.observe(.childAdded) { s in rec.add("added \(s.key)") }
+        await rec.wait { $0 == ["added pterodactyl"] }
+        let parent = db.reference().observe(.value) { _ in }
+        try await t.server.restPut("scores/trex", ns: t.ns, json: "100")
+        await rec.wait { $0 == ["added pterodactyl", "added trex"] }
+        db.reference().removeObserver(withHandle: parent)
+        try await Task.sleep(for: .milliseconds(100))
+        try await t.server.restPut("scores/raptor", ns: t.ns, json: "200")
+        await rec.wait { $0 == ["added pterodactyl", "added trex", "added raptor"] }
+    }
 }
