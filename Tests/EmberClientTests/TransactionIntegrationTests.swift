@@ -135,3 +135,27 @@ import Testing
         #expect(snap.value as? Int == 40)
     }
 }
+
+extension TransactionIntegrationTests {
+    @Test func serverValuesInsideATransactionAreResolvedByTheServer() async throws {
+        let t = try await TestNamespace.make()
+        try await t.server.restPut("stats", ns: t.ns, json: #"{"count":1}"#)
+        let db = t.client()
+        defer { db.shutdown() }
+        let seen = Recorder()
+        let result = try await db.reference(withPath: "stats").runTransactionBlock { data in
+            data.childData(byAppendingPath: "count").value = ServerValue.increment(10)
+            data.childData(byAppendingPath: "at").value = ServerValue.timestamp()
+            data.childData(byAppendingPath: "note").value = "n"
+            data.childData(byAppendingPath: "note").priority = 3
+            seen.add("\(data.childData(byAppendingPath: "count").value as? Int ?? -1)")
+            return .success(withValue: data)
+        }
+        #expect(result.committed)
+        #expect(seen.all.last == "11", "local estimate")
+        let stored = try await t.server.restGet("stats", ns: t.ns)
+        #expect(stored["count"] == .int(11))
+        #expect((stored["at"]?.numberValue ?? 0) > 1_600_000_000_000)
+        #expect(result.snapshot.childSnapshot(forPath: "note").priority as? Double == 3)
+    }
+}

@@ -3,35 +3,46 @@ import Foundation
 
 /// The data a transaction block reads and modifies (SDK `MutableData`). Children obtained with
 /// `childData(byAppendingPath:)` write through to the same tree. Used only inside the block,
-/// on the client's internal queue.
+/// on the client's internal queue. Server values (`ServerValue.timestamp()`, `increment`) read
+/// back as local estimates and are sent to the server unresolved.
 public final class MutableData: CustomStringConvertible {
     final class Box {
-        var root: Node
-        init(_ root: Node) { self.root = root }
+        /// The block's writes as written (export-format JSON, server values unresolved).
+        var raw: JSON
+        /// The value the transaction started from (what increments resolve against).
+        let input: Node
+        let now: Int64
+        init(input: Node, now: Int64) {
+            raw = input.exportJSON()
+            self.input = input
+            self.now = now
+        }
+
+        /// `raw` with server values estimated.
+        var resolved: Node {
+            guard let json = try? ServerValues.resolve(raw, existing: input, now: now) else { return .empty }
+            return (try? Node(json: json)) ?? .empty
+        }
     }
 
     private let box: Box
     private let path: Path
-    private let now: Int64
 
     init(node: Node, now: Int64) {
-        box = Box(node)
+        box = Box(input: node, now: now)
         path = .root
-        self.now = now
     }
 
-    private init(box: Box, path: Path, now: Int64) {
+    private init(box: Box, path: Path) {
         self.box = box
         self.path = path
-        self.now = now
     }
 
-    var root: Node { box.root }
-    private var node: Node { box.root.child(at: path) }
-
-    private func replace(_ newNode: Node) {
-        box.root = box.root.setting(newNode, at: path)
-    }
+    /// The result with server values estimated (applied locally).
+    var root: Node { box.resolved }
+    /// The result as written (sent to the server).
+    var rawRoot: JSON { box.raw }
+    private var node: Node { root.child(at: path) }
 
     /// Read: see `DataSnapshot.value`. Write: the same types `setValue` accepts; invalid data
     /// is a programming error, as in the SDK.
@@ -40,8 +51,9 @@ public final class MutableData: CustomStringConvertible {
         set {
             do {
                 let json = try ValueConverter.json(from: newValue)
-                let resolved = try ServerValues.resolve(json, existing: node, now: now)
-                replace(try Node(json: resolved, depth: path.count).withPriority(node.priority))
+                // Validate now (keys, depth), with server values estimated.
+                _ = try Node(json: ServerValues.resolve(json, existing: node, now: box.now), depth: path.count)
+                box.raw = Self.setting(box.raw, at: path.segments[...], json)
             } catch {
                 preconditionFailure("Invalid value for MutableData: \(error)")
             }
@@ -52,8 +64,18 @@ public final class MutableData: CustomStringConvertible {
         get { ValueConverter.priorityValue(node.priority) }
         set {
             do {
-                let p = try Priority(json: ValueConverter.priorityJSON(newValue))
-                replace(node.withPriority(p))
+                let p = try ValueConverter.priorityJSON(newValue)
+                let current = Self.child(box.raw, at: path.segments[...])
+                let updated: JSON
+                switch current {
+                case .null: return
+                case .object(var o) where o[".sv"] == nil:
+                    if p.isNull { o[".priority"] = nil } else { o[".priority"] = p }
+                    updated = .object(o)
+                default:
+                    updated = p.isNull ? current : .object([".value": current, ".priority": p])
+                }
+                box.raw = Self.setting(box.raw, at: path.segments[...], updated)
             } catch {
                 preconditionFailure("Invalid priority for MutableData: \(error)")
             }
@@ -71,14 +93,43 @@ public final class MutableData: CustomStringConvertible {
 
     public func childData(byAppendingPath path: String) -> MutableData {
         let p = (try? Path(path)) ?? .root
-        return MutableData(box: box, path: self.path.appending(p), now: now)
+        return MutableData(box: box, path: self.path.appending(p))
     }
 
     public var children: [MutableData] {
-        QuerySpec.default.sortedChildren(of: node).map { MutableData(box: box, path: path.child($0.key), now: now) }
+        QuerySpec.default.sortedChildren(of: node).map { MutableData(box: box, path: path.child($0.key)) }
     }
 
     public var description: String { "MutableData (\(key ?? "")) \(node.exportJSON().serialized())" }
+
+    // MARK: - Raw JSON edits
+
+    /// The children of a raw value as an object (arrays by index; a leaf has none).
+    private static func object(_ json: JSON) -> [String: JSON] {
+        switch json {
+        case .object(let o) where o[".value"] == nil && o[".sv"] == nil: return o
+        case .object(let o) where o[".value"] != nil:
+            // Writing under a leaf turns it into an object that keeps its priority.
+            return o[".priority"].map { [".priority": $0] } ?? [:]
+        case .array(let a):
+            var o: [String: JSON] = [:]
+            for (i, v) in a.enumerated() where !v.isNull { o[String(i)] = v }
+            return o
+        default: return [:]
+        }
+    }
+
+    static func setting(_ root: JSON, at path: ArraySlice<String>, _ value: JSON) -> JSON {
+        guard let key = path.first else { return value }
+        var o = object(root)
+        o[key] = setting(o[key] ?? .null, at: path.dropFirst(), value)
+        return .object(o)
+    }
+
+    static func child(_ root: JSON, at path: ArraySlice<String>) -> JSON {
+        guard let key = path.first else { return root }
+        return child(object(root)[key] ?? .null, at: path.dropFirst())
+    }
 }
 
 /// What a transaction block returns (SDK `TransactionResult`).

@@ -86,9 +86,11 @@ extension Repo {
             finish(record, reason: .user, committed: false, snapshot: input)
             return
         }
-        let node = (result.data ?? data).root
+        let resultData = result.data ?? data
+        let node = resultData.root
         record.output = node
-        record.outputJSON = node.exportJSON()
+        // Sent as written: the server resolves server values itself.
+        record.outputJSON = resultData.rawRoot
         record.inputHash = input.firebaseHash
         let writeID = nextWriteID
         nextWriteID += 1
