@@ -63,23 +63,27 @@ public final class MutableData: CustomStringConvertible {
     public var priority: Any? {
         get { ValueConverter.priorityValue(node.priority) }
         set {
-            do {
-                let p = try ValueConverter.priorityJSON(newValue)
-                let current = Self.child(box.raw, at: path.segments[...])
-                let updated: JSON
-                switch current {
-                case .null: return
-                case .object(var o) where o[".sv"] == nil:
-                    if p.isNull { o[".priority"] = nil } else { o[".priority"] = p }
-                    updated = .object(o)
-                default:
-                    updated = p.isNull ? current : .object([".value": current, ".priority": p])
-                }
-                box.raw = Self.setting(box.raw, at: path.segments[...], updated)
-            } catch {
+            do { setPriority(json: try ValueConverter.priorityJSON(newValue)) } catch {
                 preconditionFailure("Invalid priority for MutableData: \(error)")
             }
         }
+    }
+
+    /// Sets the priority (a number, string or null); no effect on missing data.
+    func setPriority(json p: JSON) {
+        let current = Self.child(box.raw, at: path.segments[...])
+        let updated: JSON
+        switch current {
+        case .null: return
+        case .object(var o) where o[".sv"] == nil && o[".value"] == nil:
+            o[".priority"] = p.isNull ? nil : p
+            updated = .object(o)
+        case .object(let o) where o[".value"] != nil:
+            updated = p.isNull ? o[".value"]! : .object([".value": o[".value"]!, ".priority": p])
+        default:
+            updated = p.isNull ? current : .object([".value": current, ".priority": p])
+        }
+        box.raw = Self.setting(box.raw, at: path.segments[...], updated)
     }
 
     public var key: String? { path.last }

@@ -72,31 +72,16 @@ extension Repo {
         })
     }
 
-    /// Sets the priority alone. The server's paths cannot name `.priority`, so the value is
-    /// rewritten with the new priority from the latest known data (fetched first when unknown).
+    /// Sets the priority alone. The wire paths cannot name `.priority` (emberd rejects the key),
+    /// so this is a compare-and-set of the current value with the new priority: atomic, and
+    /// retried like a transaction if the value changes meanwhile.
     func setPriority(_ priority: JSON, at path: Path, completion: WriteCompletion?) {
-        queue.async { [self] in
-            if let current = syncTree.calcCompleteEventCache(path) {
-                set(Self.withPriority(current, priority), at: path, completion: completion)
-                return
-            }
-            get(SyncQuery(path: path)) { [weak self] result in
-                guard let self else { return }
-                switch result {
-                case .success(let node): self.set(Self.withPriority(node, priority), at: path, completion: completion)
-                case .failure(let error): completion?(error)
-                }
-            }
+        var onComplete: (@Sendable ((any Error)?, Bool, DataSnapshot?) -> Void)? = nil
+        if let completion { onComplete = { error, _, _ in completion(error) } }
+        let update: @Sendable (MutableData) -> TransactionResult = { data in
+            data.setPriority(json: priority)
+            return TransactionResult.success(withValue: data)
         }
-    }
-
-    static func withPriority(_ node: Node, _ priority: JSON) -> JSON {
-        let value = node.exportJSON()
-        if case .object(var o) = value, o[".value"] == nil {
-            o[".priority"] = priority
-            return .object(o)
-        }
-        let leaf = node.leaf?.json ?? .null
-        return .object([".value": leaf, ".priority": priority])
+        startTransaction(at: path, update: update, onComplete: onComplete, applyLocally: true)
     }
 }
