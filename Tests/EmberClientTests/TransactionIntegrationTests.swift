@@ -159,3 +159,36 @@ extension TransactionIntegrationTests {
         #expect(result.snapshot.childSnapshot(forPath: "note").priority as? Double == 3)
     }
 }
+
+extension TransactionIntegrationTests {
+    /// Sustained contention: 3 clients × 5 counter transactions each, all concurrent. (Each
+    /// round commits one contender, so with 10 clients sustained the SDK's 25-retry budget runs
+    /// out for some transaction — as with the Firebase SDKs.)
+    @Test func contendedCounterTransactionsAreExact() async throws {
+        let t = try await TestNamespace.make()
+        let clients = (0..<3).map { _ in t.client() }
+        defer { clients.forEach { $0.shutdown() } }
+        let committed = try await withTimeout(.seconds(40)) {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for db in clients {
+                    group.addTask {
+                        var n = 0
+                        for _ in 0..<5 {
+                            let r = try await db.reference(withPath: "counter").runTransactionBlock { data in
+                                data.value = (data.value as? Int ?? 0) + 1
+                                return .success(withValue: data)
+                            }
+                            if r.committed { n += 1 }
+                        }
+                        return n
+                    }
+                }
+                var total = 0
+                for try await n in group { total += n }
+                return total
+            }
+        }
+        #expect(committed == 15)
+        #expect(try await t.server.restGet("counter", ns: t.ns) == .int(15))
+    }
+}
