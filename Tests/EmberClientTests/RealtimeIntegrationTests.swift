@@ -207,3 +207,46 @@ import Testing
         #expect(try await eventually(timeout: .seconds(5)) { weakDB == nil && weakRepo == nil })
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct ChildEventTests {
+    @Test func childEventsOnAPlainLocationFromAnotherClient() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client(), writer = t.client()
+        defer { db.shutdown(); writer.shutdown() }
+        let rec = Recorder()
+        let ref = db.reference(withPath: "items")
+        ref.observe(.childAdded, andPreviousSiblingKeyWith: { s, prev in rec.add("added \(s.key) \(s.json) prev=\(prev ?? "nil")") })
+        ref.observe(.childChanged) { s in rec.add("changed \(s.key) \(s.json)") }
+        ref.observe(.childRemoved) { s in rec.add("removed \(s.key) \(s.json)") }
+        ref.observe(.childMoved) { s in rec.add("moved \(s.key)") }
+        let w = writer.reference(withPath: "items")
+        try await w.child("a").setValue(1)
+        try await w.child("b").setValue(["x": 1])
+        try await w.child("b/x").setValue(2)
+        try await w.child("a").removeValue()
+        // Priority order: giving "b" a priority moves it after "c".
+        try await w.child("c").setValue(3)
+        try await w.child("b").setPriority(10)
+        await rec.wait { $0.contains("moved b") }
+        #expect(rec.all == [
+            "added a 1 prev=nil", #"added b {"x":1} prev=a"#, #"changed b {"x":2}"#, "removed a 1",
+            "added c 3 prev=b", "moved b", #"changed b {".priority":10,"x":2}"#,
+        ])
+    }
+
+    @Test func equalToWithChildKeyAndStartAfterOnKeys() async throws {
+        let t = try await TestNamespace.make()
+        try await t.server.restPut("people", ns: t.ns, json: #"{"ann":{"age":30},"bob":{"age":30},"cat":{"age":30},"dan":{"age":40}}"#)
+        let db = t.client()
+        defer { db.shutdown() }
+        let people = db.reference(withPath: "people")
+        let fromBob = try await people.queryOrdered(byChild: "age").queryStarting(atValue: 30, childKey: "bob").queryLimited(toFirst: 2).getData()
+        #expect(fromBob.children.map(\.key) == ["bob", "cat"])
+        let exactly = await people.queryOrdered(byChild: "age").queryEqual(toValue: 30, childKey: "cat").observeSingleEvent(of: .value)
+        #expect(exactly.children.map(\.key) == ["cat"])
+        let afterBob = await people.queryOrderedByKey().queryStarting(afterValue: "bob").observeSingleEvent(of: .value)
+        #expect(afterBob.children.map(\.key) == ["cat", "dan"])
+        let beforeCat = await people.queryOrderedByKey().queryEnding(beforeValue: "cat").observeSingleEvent(of: .value)
+        #expect(beforeCat.children.map(\.key) == ["ann", "bob"])
+    }
+}
