@@ -188,6 +188,16 @@ import Testing
 }
 
 @Suite(.timeLimit(.minutes(1))) struct LifecycleTests {
+    @Test func adminTokenClientWorksAgainstEmberd() async throws {
+        let t = try await TestNamespace.make()
+        var config = DatabaseConfiguration.fastReconnect
+        config.authToken = "owner"
+        let db = Database(url: t.url, configuration: config)
+        defer { db.shutdown() }
+        try await db.reference(withPath: "admin/x").setValue(1)
+        #expect(try await db.reference(withPath: "admin/x").getData().value as? Int == 1)
+    }
+
     /// No retain cycle keeps a database (and its socket) alive after the app drops it.
     @Test func databaseIsReleasedWhenNoLongerReferenced() async throws {
         let t = try await TestNamespace.make()

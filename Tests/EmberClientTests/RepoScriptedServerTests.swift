@@ -165,4 +165,26 @@ import Testing
         s.respond(txR)
         await done.wait { $0 == ["write_canceled false"] }
     }
+
+    @Test func authIsSentFirstOnEveryConnect() async throws {
+        let transport = FakeTransport()
+        var config = DatabaseConfiguration(reconnectPolicy: ReconnectPolicy(initial: .milliseconds(10), random: { 0 }),
+                                           authToken: "owner")
+        config.transport = transport
+        let db = Database(url: "http://127.0.0.1:1?ns=auth", configuration: config)
+        defer { db.shutdown() }
+        db.reference(withPath: "x").observe(.value) { _ in }
+        let s1 = try await transport.socket(0)
+        s1.hello()
+        #expect(try await eventually { s1.actions == ["gauth", "q"] })
+        #expect(s1.sent[0]["d"]?["b"]?["cred"] == .string("owner"))
+        db.setAuthToken("a.b.c")
+        #expect(try await eventually { s1.actions == ["gauth", "q", "auth"] })
+        s1.drop()
+        let s2 = try await transport.socket(1)
+        s2.hello()
+        #expect(try await eventually { s2.actions == ["auth", "q"] })
+        db.setAuthToken(nil)
+        #expect(try await eventually { s2.actions == ["auth", "q", "unauth"] })
+    }
 }

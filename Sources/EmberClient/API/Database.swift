@@ -8,11 +8,15 @@ public struct DatabaseConfiguration: Sendable {
     /// Where observer and completion callbacks run; nil = a private serial queue (Linux has no
     /// main run loop to rely on).
     public var callbackQueue: DispatchQueue?
+    /// A credential sent on every connect: a Firebase ID token / JWT (`auth`) or an admin token
+    /// such as the emulator's `owner` (`gauth`).
+    public var authToken: String?
     var transport: any WireTransport
 
-    public init(reconnectPolicy: ReconnectPolicy = .default, callbackQueue: DispatchQueue? = nil) {
+    public init(reconnectPolicy: ReconnectPolicy = .default, callbackQueue: DispatchQueue? = nil, authToken: String? = nil) {
         self.reconnectPolicy = reconnectPolicy
         self.callbackQueue = callbackQueue
+        self.authToken = authToken
         transport = WebSocketTransport()
     }
 }
@@ -60,7 +64,7 @@ public final class Database: Sendable {
         websocketURL = ws
         let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
         repo = Repo(websocketURL: ws, transport: configuration.transport, policy: configuration.reconnectPolicy,
-                    callbackQueue: queue)
+                    callbackQueue: queue, authToken: configuration.authToken)
         repo.database = self
     }
 
@@ -105,6 +109,9 @@ public final class Database: Sendable {
         let rest = try Path(parts.joined(separator: "/"))
         return base.appending(Path(validated: prefix + rest.segments))
     }
+
+    /// Changes the credential (nil signs out); applies now and on every reconnect.
+    public func setAuthToken(_ token: String?) { repo.connection.submit(.setAuthToken(token)) }
 
     /// Disconnects; writes keep applying locally and wait in the queue until `goOnline()`.
     public func goOffline() { repo.connection.submit(.goOffline) }

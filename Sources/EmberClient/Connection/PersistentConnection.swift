@@ -36,6 +36,8 @@ actor PersistentConnection {
         /// `p`/`m`/`o`/`om`/`oc`: writes and onDisconnect operations, kept until acknowledged.
         case write(action: String, path: Path, data: JSON, hash: String?, onComplete: RequestCompletion)
         case get(path: Path, queryWire: JSON?, onComplete: RequestCompletion)
+        /// The credential sent on every connect (nil: none, `unauth` when connected).
+        case setAuthToken(String?)
         case goOffline
         case goOnline
         case shutdown
@@ -94,11 +96,14 @@ actor PersistentConnection {
     private var writes: [Int: PendingWrite] = [:]
     private var nextWriteID = 0
     private var lastSend = ContinuousClock.now
+    private var authToken: String?
     private var gets: [Int: PendingGet] = [:]
     private var nextGetID = 0
 
-    init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?) {
+    init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
+         authToken: String? = nil) {
         self.url = url
+        self.authToken = authToken
         self.transport = transport
         self.delegate = delegate
         backoff = ReconnectBackoff(policy: policy)
@@ -197,6 +202,11 @@ actor PersistentConnection {
                     try? await Task.sleep(for: Self.getConnectTimeout)
                     inbox.yield(.getTimeout(id: id))
                 }
+            }
+        case .setAuthToken(let token):
+            authToken = token
+            if isConnected {
+                if token == nil { sendRequest("unauth", [:]) { _, _ in } } else { sendAuth() }
             }
         case .goOffline:
             interrupted = true
@@ -299,6 +309,7 @@ actor PersistentConnection {
     /// After the handshake: listens first (so writes' results reach them), then writes in their
     /// original order, then gets (JS `restoreState_`).
     private func restoreState() {
+        if authToken != nil { sendAuth() }
         for key in listens.keys.sorted(by: { listens[$0]!.order < listens[$1]!.order }) { sendListen(key) }
         for id in writes.keys.sorted() { sendWrite(id) }
         for id in gets.keys.sorted() { sendGet(id) }
@@ -322,6 +333,14 @@ actor PersistentConnection {
         let text = ClientMessage.request(r, action: action, body: body)
         for frame in ClientFraming.split(text) { socket.send(frame) }
         lastSend = .now
+    }
+
+    /// `auth` for a JWT, `gauth` for anything else (an admin/OAuth token such as `owner`), as
+    /// the JS SDK chooses. Sent before listens and writes; requests are handled in order.
+    private func sendAuth() {
+        guard let token = authToken else { return }
+        let isJWT = token.split(separator: ".", omittingEmptySubsequences: false).count == 3
+        sendRequest(isJWT ? "auth" : "gauth", ["cred": .string(token)]) { _, _ in }
     }
 
     private func sendListen(_ key: String) {
