@@ -199,3 +199,25 @@ extension SeedSnippetTests {
         Database.database(url: db.url).shutdown()
     }
 }
+
+extension ValueAndQueryBuilderTests {
+    @Test func invalidWritesFailWithInvalidDataAndChangeNothing() async throws {
+        let db = offlineDatabase()
+        defer { db.shutdown() }
+        let ref = db.reference(withPath: "x")
+        await #expect(throws: DatabaseError.self) { try await ref.setValue(["bad.key": 1]) }
+        await #expect(throws: DatabaseError.self) { try await ref.setValue(Double.infinity) }
+        await #expect(throws: DatabaseError.self) { try await ref.updateChildValues(["a": 1, "a/b": 2]) }
+        await #expect(throws: DatabaseError.self) { try await ref.setValue(["k": ["x": 1]], andPriority: true) }
+        do {
+            try await ref.setValue(["s": String(repeating: "x", count: 11 * 1024 * 1024)])
+            Issue.record("a string over 10 MB must fail")
+        } catch let e as DatabaseError {
+            #expect(e.code == .invalidData)
+        }
+        let rec = Recorder()
+        ref.observe(.childAdded) { s in rec.add(s.key) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(rec.all.isEmpty)
+    }
+}

@@ -37,8 +37,10 @@ public struct DatabaseError: Error, Sendable, Equatable, CustomStringConvertible
         }
     }
 
+    /// Local validation failures (EmberCore errors) as `invalidData`.
     static func invalid(_ error: any Error) -> DatabaseError {
-        DatabaseError(code: .invalidData, message: "\(error)")
+        if let e = error as? DatabaseError { return e }
+        return DatabaseError(code: .invalidData, message: "\(error)")
     }
 
     public var description: String { "\(status.uppercased()): \(message)" }

@@ -18,7 +18,7 @@ extension Repo {
         queue.async { [self] in
             let node: Node
             do { node = try localNode(json, at: path) } catch {
-                if let completion { deliver { completion(error) } }
+                if let completion { deliver { completion(DatabaseError.invalid(error)) } }
                 return
             }
             let writeID = nextWriteID
@@ -45,7 +45,7 @@ extension Repo {
                     wire[ClientMessage.wirePath(rel)] = json
                 }
             } catch {
-                if let completion { deliver { completion(error) } }
+                if let completion { deliver { completion(DatabaseError.invalid(error)) } }
                 return
             }
             let writeID = nextWriteID

@@ -66,10 +66,3 @@ enum ClientMessage {
 
     static let ping = JSON.object(["t": .string("c"), "d": .object(["t": .string("p"), "d": .object([:])])]).serialized()
 }
-
-/// Status strings of failed requests, as errors (reference §6.3).
-public struct WireStatusError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var status: String
-    public var message: String
-    public var description: String { message.isEmpty ? status : "\(status.uppercased()): \(message)" }
-}
