@@ -119,5 +119,10 @@ public final class Database: Sendable {
     public func goOnline() { repo.connection.submit(.goOnline) }
 
     /// Closes the connection for good (tests; the SDK ties this to the app's lifetime).
-    public func shutdown() { repo.shutdown() }
+    public func shutdown() {
+        repo.shutdown()
+        Database.shared.withLock { instances in
+            if instances[url] === self { instances[url] = nil }
+        }
+    }
 }
