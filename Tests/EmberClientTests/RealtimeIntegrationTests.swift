@@ -260,3 +260,22 @@ import Testing
         #expect(beforeCat.children.map(\.key) == ["ann", "bob"])
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct LargeMessageTests {
+    /// Messages over 16384 characters travel as a count frame plus chunks, both ways.
+    @Test func largePayloadsAreSplitAndReassembled() async throws {
+        let t = try await TestNamespace.make()
+        let db = t.client()
+        defer { db.shutdown() }
+        var obj: [String: String] = [:]
+        for i in 0..<300 { obj["item\(i)"] = String(repeating: "é", count: 100) + "\(i)" }
+        let body = JSON.object(obj.mapValues { .string($0) }).serialized()
+        try await t.server.restPut("big", ns: t.ns, json: body)
+        let rec = Recorder()
+        db.reference(withPath: "big").observe(.value) { s in rec.add("\(s.childrenCount)") }
+        await rec.wait { $0 == ["300"] }
+        let long = String(repeating: "ü", count: 40_000)
+        try await db.reference(withPath: "long").setValue(long)
+        #expect(try await t.server.restGet("long", ns: t.ns) == .string(long))
+    }
+}
