@@ -221,3 +221,21 @@ extension ValueAndQueryBuilderTests {
         #expect(rec.all.isEmpty)
     }
 }
+
+extension ValueAndQueryBuilderTests {
+    /// Awaiting a write that is never acknowledged (no server) ends with CancellationError when
+    /// the task is cancelled; the write stays queued.
+    @Test func cancellingAnAwaitedWriteStopsTheWait() async throws {
+        let db = offlineDatabase()
+        defer { db.shutdown() }
+        let ref = db.reference(withPath: "pending")
+        let task = Task { try await ref.setValue(1) }
+        try await Task.sleep(for: .milliseconds(50))
+        task.cancel()
+        let result = await task.result
+        #expect(throws: CancellationError.self) { try result.get() }
+        let get = Task { try await db.reference(withPath: "other").getData() }
+        get.cancel()
+        await #expect(throws: CancellationError.self) { try await get.value }
+    }
+}

@@ -102,9 +102,9 @@ public class DatabaseQuery: @unchecked Sendable {
     }
 
     public func getData() async throws -> DataSnapshot {
-        try await withCheckedThrowingContinuation { cont in
+        try await awaitCompletion { done in
             getData { error, snap in
-                if let snap { cont.resume(returning: snap) } else { cont.resume(throwing: error ?? DatabaseError(code: .other, message: "no data")) }
+                if let snap { done(.success(snap)) } else { done(.failure(error ?? DatabaseError(code: .other, message: "no data"))) }
             }
         }
     }

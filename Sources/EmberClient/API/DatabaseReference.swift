@@ -142,11 +142,12 @@ public final class DatabaseReference: DatabaseQuery, @unchecked Sendable, Custom
     /// Async form: returns `(committed, snapshot)`; throws the transaction's error.
     public func runTransactionBlock(_ block: @escaping @Sendable (MutableData) -> TransactionResult,
                                     withLocalEvents: Bool = true) async throws -> (committed: Bool, snapshot: DataSnapshot) {
-        try await withCheckedThrowingContinuation { cont in
+        let (committed, snapshot): (Bool, DataSnapshot) = try await awaitCompletion { done in
             runTransactionBlock(block, andCompletionBlock: { error, committed, snap in
-                if let error { cont.resume(throwing: error) } else { cont.resume(returning: (committed, snap!)) }
+                if let error { done(.failure(error)) } else { done(.success((committed, snap!))) }
             }, withLocalEvents: withLocalEvents)
         }
+        return (committed, snapshot)
     }
 
     // MARK: - Helpers
@@ -162,10 +163,8 @@ public final class DatabaseReference: DatabaseQuery, @unchecked Sendable, Custom
     }
 
     func withCompletion(_ start: (@escaping @Sendable ((any Error)?, DatabaseReference) -> Void) -> Void) async throws {
-        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, any Error>) in
-            start { error, _ in
-                if let error { cont.resume(throwing: error) } else { cont.resume() }
-            }
+        try await awaitCompletion { (done: @escaping @Sendable (Result<Void, any Error>) -> Void) in
+            start { error, _ in done(error.map { .failure($0) } ?? .success(())) }
         }
     }
 }
