@@ -37,7 +37,11 @@ public final class EmberNode: Sendable {
         }
         let app = Application(
             responder: responder,
-            server: .http1WebSocketUpgrade { [self] head, _, _ in WebSocketGlue.shouldUpgrade(head: head, node: self) },
+            // Wire frames hold up to 16384 characters (reference §6.2), i.e. up to 64 KiB of UTF-8;
+            // the library's default 16 KiB limit dropped clients sending non-ASCII text.
+            server: .http1WebSocketUpgrade(configuration: .init(maxFrameSize: WireFraming.maxFrameCharacters * 4)) { [self] head, _, _ in
+                WebSocketGlue.shouldUpgrade(head: head, node: self)
+            },
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)

@@ -128,7 +128,7 @@ public final class RealtimeSession: Sendable {
     }
 
     func cancelOnDisconnect(at path: Path) {
-        state.withLock { s in s.onDisconnect.removeAll { path.contains($0.0) } }
+        state.withLock { s in s.onDisconnect = OnDisconnectCancel.apply(s.onDisconnect, cancel: path) }
     }
 
     /// Taken once when the connection ends.

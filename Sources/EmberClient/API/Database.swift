@@ -1,0 +1,128 @@
+import EmberCore
+import Foundation
+import Synchronization
+
+/// Options beyond the SDK's: reconnect timing (tests shorten it) and the transport.
+public struct DatabaseConfiguration: Sendable {
+    public var reconnectPolicy: ReconnectPolicy
+    /// Where observer and completion callbacks run; nil = a private serial queue (Linux has no
+    /// main run loop to rely on).
+    public var callbackQueue: DispatchQueue?
+    /// A credential sent on every connect: a Firebase ID token / JWT (`auth`) or an admin token
+    /// such as the emulator's `owner` (`gauth`).
+    public var authToken: String?
+    var transport: any WireTransport
+
+    public init(reconnectPolicy: ReconnectPolicy = .default, callbackQueue: DispatchQueue? = nil, authToken: String? = nil) {
+        self.reconnectPolicy = reconnectPolicy
+        self.callbackQueue = callbackQueue
+        self.authToken = authToken
+        transport = WebSocketTransport()
+    }
+}
+
+/// A connection to one database (SDK `Database`), e.g. `Database(url: "http://127.0.0.1:9000?ns=demo")`;
+/// without `ns` the server's default namespace is used.
+public final class Database: Sendable {
+    /// The URL the database was created with.
+    public let url: String
+    /// The WebSocket URL the client connects to.
+    let websocketURL: String
+    let repo: Repo
+
+    private static let shared = Mutex<[String: Database]>([:])
+
+    /// The shared instance for `url` (created on first use).
+    public static func database(url: String) -> Database {
+        shared.withLock { instances in
+            if let db = instances[url] { return db }
+            let db = Database(url: url)
+            instances[url] = db
+            return db
+        }
+    }
+
+    /// The shared instance for `$EMBER_DATABASE_URL`, else for `$FIREBASE_DATABASE_EMULATOR_HOST`
+    /// (`host:port`), else for `http://127.0.0.1:9000` (emberd's default port).
+    public static func database() -> Database {
+        let env = ProcessInfo.processInfo.environment
+        if let url = env["EMBER_DATABASE_URL"], !url.isEmpty { return database(url: url) }
+        if let host = env["FIREBASE_DATABASE_EMULATOR_HOST"], !host.isEmpty { return database(url: "http://\(host)") }
+        return database(url: "http://127.0.0.1:9000")
+    }
+
+    /// A new, independent instance with its own connection and cache.
+    public convenience init(url: String) {
+        self.init(url: url, configuration: DatabaseConfiguration())
+    }
+
+    public init(url: String, configuration: DatabaseConfiguration) {
+        guard let ws = Database.websocketURL(for: url) else {
+            preconditionFailure("Invalid database URL \(url): expected http(s)://host[:port][?ns=NAME]")
+        }
+        self.url = url
+        websocketURL = ws
+        let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
+        repo = Repo(websocketURL: ws, transport: configuration.transport, policy: configuration.reconnectPolicy,
+                    callbackQueue: queue, authToken: configuration.authToken)
+        repo.database = self
+    }
+
+    deinit { repo.shutdown() }
+
+    /// `http://host:port?ns=x` → `ws://host:port/.ws?v=5&ns=x` (reference §6.1).
+    static func websocketURL(for url: String) -> String? {
+        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host,
+              scheme == "http" || scheme == "https" || scheme == "ws" || scheme == "wss" else { return nil }
+        let wsScheme = (scheme == "https" || scheme == "wss") ? "wss" : "ws"
+        var s = "\(wsScheme)://\(host)"
+        if let port = c.port { s += ":\(port)" }
+        s += "/.ws?v=5"
+        if let ns = c.queryItems?.first(where: { $0.name == "ns" })?.value, !ns.isEmpty {
+            s += "&ns=" + (ns.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? ns)
+        }
+        return s
+    }
+
+    /// Where callbacks run. Set it before observing; defaults to a private serial queue.
+    public var callbackQueue: DispatchQueue {
+        get { repo.callbackQueue }
+        set { repo.callbackQueue = newValue }
+    }
+
+    public func reference() -> DatabaseReference { DatabaseReference(database: self, path: .root) }
+
+    public func reference(withPath path: String) -> DatabaseReference {
+        do { return DatabaseReference(database: self, path: try Database.parsePath(path)) } catch {
+            preconditionFailure("Invalid path \(path): \(error)")
+        }
+    }
+
+    /// A slash-separated path; `.info` is allowed as the first segment (client-local data).
+    static func parsePath(_ string: String, under base: Path = .root) throws -> Path {
+        var parts = string.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        var prefix: [String] = []
+        if base.isRoot, parts.first == ".info" {
+            prefix = [".info"]
+            parts.removeFirst()
+        }
+        let rest = try Path(parts.joined(separator: "/"))
+        return base.appending(Path(validated: prefix + rest.segments))
+    }
+
+    /// Changes the credential (nil signs out); applies now and on every reconnect.
+    public func setAuthToken(_ token: String?) { repo.connection.submit(.setAuthToken(token)) }
+
+    /// Disconnects; writes keep applying locally and wait in the queue until `goOnline()`.
+    public func goOffline() { repo.connection.submit(.goOffline) }
+
+    public func goOnline() { repo.connection.submit(.goOnline) }
+
+    /// Closes the connection for good (tests; the SDK ties this to the app's lifetime).
+    public func shutdown() {
+        repo.shutdown()
+        Database.shared.withLock { instances in
+            if instances[url] === self { instances[url] = nil }
+        }
+    }
+}

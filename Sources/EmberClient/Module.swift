@@ -1,1 +1,0 @@
-// EmberClient: the client library (Database, DatabaseReference, ...).

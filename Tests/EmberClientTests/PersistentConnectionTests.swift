@@ -1,0 +1,153 @@
+import EmberCore
+import Foundation
+import Synchronization
+import Testing
+@testable import EmberClient
+
+/// Sockets the test drives by hand.
+final class FakeSocket: TransportConnection {
+    let onEvent: @Sendable (TransportEvent) -> Void
+    private let sentFrames = Mutex<[String]>([])
+    private let closedFlag = Mutex(false)
+
+    init(onEvent: @escaping @Sendable (TransportEvent) -> Void) { self.onEvent = onEvent }
+
+    func send(_ text: String) { sentFrames.withLock { $0.append(text) } }
+    func close() { closedFlag.withLock { $0 = true } }
+
+    var sent: [JSON] { sentFrames.withLock { $0 }.compactMap { try? JSON.parse($0) } }
+    var actions: [String] { sent.compactMap { $0["d"]?["a"]?.stringValue } }
+    var isClosed: Bool { closedFlag.withLock { $0 } }
+
+    func hello(ts: Int64 = 1_000) {
+        onEvent(.message(#"{"t":"c","d":{"t":"h","d":{"ts":\#(ts),"v":"5","h":"h","s":"s1"}}}"#))
+    }
+    func respond(_ r: Int64, _ status: String = "ok") {
+        onEvent(.message(#"{"t":"d","d":{"r":\#(r),"b":{"s":"\#(status)","d":""}}}"#))
+    }
+    func drop() { onEvent(.closed) }
+}
+
+final class FakeTransport: WireTransport {
+    private let sockets = Mutex<[FakeSocket]>([])
+    func open(url: String, onEvent: @escaping @Sendable (TransportEvent) -> Void) -> any TransportConnection {
+        let s = FakeSocket(onEvent: onEvent)
+        sockets.withLock { $0.append(s) }
+        return s
+    }
+    var opened: [FakeSocket] { sockets.withLock { $0 } }
+
+    func socket(_ i: Int) async throws -> FakeSocket {
+        guard try await eventually(timeout: .seconds(5), { self.opened.count > i }) else { throw TestFailure("socket \(i) never opened") }
+        return opened[i]
+    }
+}
+
+final class FakeDelegate: ConnectionDelegate {
+    let log = Recorder()
+    func connection(didReceive data: JSON, at path: Path, isMerge: Bool, tag: Int?) {
+        log.add("data \(path) \(isMerge ? "m" : "d") \(data.serialized())")
+    }
+    func connection(didChangeStatus connected: Bool) { log.add("connected \(connected)") }
+    func connection(didUpdateServerTimeOffset ms: Int64) { log.add("offset") }
+}
+
+@Suite struct PersistentConnectionTests {
+    let fastPolicy = ReconnectPolicy(initial: .milliseconds(10), maximum: .milliseconds(20), random: { 0 })
+
+    func completion(_ rec: Recorder, _ name: String) -> RequestCompletion {
+        { status, _ in rec.add("\(name) \(status)") }
+    }
+
+    @Test func queuedWritesGoOutAfterListensInOrderOnceConnected() async throws {
+        let transport = FakeTransport()
+        let delegate = FakeDelegate()
+        let conn = PersistentConnection(url: "ws://x", transport: transport, policy: fastPolicy, delegate: delegate)
+        let done = Recorder()
+        conn.submit(.write(action: "p", path: try Path("a"), data: .int(1), hash: nil, onComplete: completion(done, "w1")))
+        conn.submit(.listen(.init(path: try Path("l"), queryWire: nil, tag: nil, hash: { "H1" }, onComplete: completion(done, "listen"))))
+        conn.submit(.write(action: "m", path: try Path("b"), data: .object(["c": .int(2)]), hash: nil, onComplete: completion(done, "w2")))
+        let s = try await transport.socket(0)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(s.sent.isEmpty, "nothing is sent before the handshake")
+        s.hello()
+        #expect(try await eventually { s.actions.count == 3 })
+        #expect(s.actions == ["q", "p", "m"])
+        #expect(s.sent[0]["d"]?["b"]?["h"] == .string("H1"))
+        #expect(s.sent[1]["d"]?["b"]?["p"] == .string("a"))
+        #expect(s.sent[2]["d"]?["b"]?["p"] == .string("b"))
+        s.respond(3)
+        s.respond(2)
+        s.respond(1)
+        await done.wait { Set($0) == ["w2 ok", "w1 ok", "listen ok"] }
+        await delegate.log.wait { $0.contains("connected true") }
+        conn.submit(.shutdown)
+    }
+
+    @Test func reconnectRestoresListensWithFreshHashesAndResendsUnackedWrites() async throws {
+        let transport = FakeTransport()
+        let delegate = FakeDelegate()
+        let conn = PersistentConnection(url: "ws://x", transport: transport, policy: fastPolicy, delegate: delegate)
+        let hash = Mutex("first")
+        let done = Recorder()
+        conn.submit(.listen(.init(path: try Path("l"), queryWire: .object(["l": .int(2), "vf": .string("r")]), tag: 7,
+                                  hash: { hash.withLock { $0 } }, onComplete: completion(done, "listen"))))
+        let s1 = try await transport.socket(0)
+        s1.hello()
+        #expect(try await eventually { s1.actions == ["q"] })
+        #expect(s1.sent[0]["d"]?["b"]?["t"] == .int(7))
+        s1.respond(1)
+        conn.submit(.write(action: "p", path: try Path("a"), data: .int(1), hash: nil, onComplete: completion(done, "plain")))
+        conn.submit(.write(action: "p", path: try Path("t"), data: .int(5), hash: "abc", onComplete: completion(done, "cas")))
+        #expect(try await eventually { s1.actions == ["q", "p", "p"] })
+        hash.withLock { $0 = "second" }
+        s1.drop()
+        // The compare-and-set may or may not have landed: it fails instead of being resent.
+        await done.wait { $0.contains("cas disconnect") }
+        await delegate.log.wait { $0.contains("connected false") }
+        let s2 = try await transport.socket(1)
+        s2.hello()
+        #expect(try await eventually { s2.actions == ["q", "p"] })
+        #expect(s2.sent[0]["d"]?["b"]?["h"] == .string("second"))
+        #expect(s2.sent[0]["d"]?["b"]?["q"]?["l"] == .int(2))
+        #expect(s2.sent[1]["d"]?["b"]?["p"] == .string("a"))
+        // Request numbers keep increasing across connections.
+        #expect(s2.sent[1]["d"]?["r"] == .int(5))
+        s2.respond(5)
+        await done.wait { $0.contains("plain ok") }
+        conn.submit(.shutdown)
+    }
+
+    @Test func goOfflineStopsReconnectingUntilGoOnline() async throws {
+        let transport = FakeTransport()
+        let conn = PersistentConnection(url: "ws://x", transport: transport, policy: fastPolicy, delegate: nil)
+        let s1 = try await transport.socket(0)
+        s1.hello()
+        conn.submit(.goOffline)
+        #expect(try await eventually { s1.isClosed })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(transport.opened.count == 1)
+        let done = Recorder()
+        conn.submit(.write(action: "p", path: try Path("a"), data: .int(1), hash: nil, onComplete: completion(done, "w")))
+        conn.submit(.goOnline)
+        let s2 = try await transport.socket(1)
+        s2.hello()
+        #expect(try await eventually { s2.actions == ["p"] })
+        conn.submit(.shutdown)
+    }
+
+    @Test func getFailsOfflineAfterTimeoutAndListenRejectionReportsStatus() async throws {
+        let transport = FakeTransport()
+        let conn = PersistentConnection(url: "ws://x", transport: transport, policy: fastPolicy, delegate: nil)
+        let done = Recorder()
+        conn.submit(.get(path: .root, queryWire: nil, onComplete: completion(done, "get")))
+        await done.wait(timeout: .seconds(6)) { $0 == ["get offline"] }
+        let s = try await transport.socket(0)
+        s.hello()
+        conn.submit(.listen(.init(path: try Path("secret"), queryWire: nil, tag: nil, hash: { "" }, onComplete: completion(done, "listen"))))
+        #expect(try await eventually { s.actions == ["q"] })
+        s.respond(1, "permission_denied")
+        await done.wait { $0.contains("listen permission_denied") }
+        conn.submit(.shutdown)
+    }
+}

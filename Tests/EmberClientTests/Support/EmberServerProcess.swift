@@ -1,0 +1,131 @@
+import EmberCore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `emberd` on a free loopback port with its own temporary data directory.
+final class EmberServerProcess: @unchecked Sendable {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    static let binary = packageRoot.appendingPathComponent(".build/debug/emberd").path
+
+    let port: Int
+    let dataDir: String
+    let rulesFile: String?
+    private var process: Process?
+
+    init(port: Int? = nil, dataDir: String? = nil, rules: String? = nil) throws {
+        self.port = try port ?? Self.freePort()
+        self.dataDir = dataDir ?? NSTemporaryDirectory() + "ember-client-test-" + UUID().uuidString
+        if let rules {
+            let file = self.dataDir + ".rules.json"
+            try rules.write(toFile: file, atomically: true, encoding: .utf8)
+            rulesFile = file
+        } else {
+            rulesFile = nil
+        }
+    }
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    func databaseURL(ns: String) -> String { "\(baseURL)?ns=\(ns)" }
+
+    func start() async throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.binary)
+        var args = ["--data", dataDir, "--port", String(port), "--log-level", "error"]
+        if let rulesFile { args += ["--rules", rulesFile] }
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        // If the test process dies without stopping the server, a watchdog does it.
+        let watchdog = Process()
+        watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
+        let me = ProcessInfo.processInfo.processIdentifier, child = p.processIdentifier
+        watchdog.arguments = ["-c", "while kill -0 \(me) 2>/dev/null && kill -0 \(child) 2>/dev/null; do sleep 0.5; done; kill \(child) 2>/dev/null"]
+        watchdog.standardOutput = FileHandle.nullDevice
+        watchdog.standardError = FileHandle.nullDevice
+        try? watchdog.run()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let (status, _) = try? await Self.http("GET", "\(baseURL)/.json"), status == 200 { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TestFailure("emberd did not become ready on port \(port)")
+    }
+
+    func stop() {
+        guard let p = process else { return }
+        process = nil
+        if p.isRunning {
+            p.terminate()
+            p.waitUntilExit()
+        }
+    }
+
+    deinit { stop() }
+
+    // MARK: - REST
+
+    func restPut(_ path: String, ns: String, json: String) async throws {
+        let (status, body) = try await Self.http("PUT", "\(baseURL)/\(path).json?ns=\(ns)", body: json)
+        guard status == 200 else { throw TestFailure("PUT \(path) → \(status) \(body)") }
+    }
+
+    func restGet(_ path: String, ns: String) async throws -> JSON {
+        let (status, body) = try await Self.http("GET", "\(baseURL)/\(path).json?ns=\(ns)")
+        guard status == 200 else { throw TestFailure("GET \(path) → \(status) \(body)") }
+        return try JSON.parse(body)
+    }
+
+    static func http(_ method: String, _ url: String, body: String? = nil) async throws -> (Int, String) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.timeoutInterval = 5
+        if let body { request.httpBody = Data(body.utf8) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket failed") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = 0
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        guard bound == 0 else { throw TestFailure("bind failed") }
+        let named = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        guard named == 0 else { throw TestFailure("getsockname failed") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// One emberd shared by the tests that only need a server: each test uses its own namespace.
+enum SharedServer {
+    private static let task = Task { () throws -> EmberServerProcess in
+        let s = try EmberServerProcess()
+        try await s.start()
+        return s
+    }
+
+    static func get() async throws -> EmberServerProcess { try await task.value }
+}

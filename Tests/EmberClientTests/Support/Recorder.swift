@@ -1,0 +1,65 @@
+import EmberClient
+import Foundation
+import Synchronization
+import Testing
+
+/// Collects strings from callbacks (any thread) and waits for conditions with a deadline.
+final class Recorder: Sendable {
+    private let items = Mutex<[String]>([])
+
+    func add(_ s: String) { items.withLock { $0.append(s) } }
+    var all: [String] { items.withLock { $0 } }
+    func clear() { items.withLock { $0.removeAll() } }
+
+    /// Waits until `condition` holds on the recorded items; fails the test on timeout.
+    @discardableResult
+    func wait(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+              _ condition: ([String]) -> Bool) async -> [String] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let snapshot = all
+            if condition(snapshot) { return snapshot }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let snapshot = all
+        Issue.record("timed out; recorded: \(snapshot)", sourceLocation: sourceLocation)
+        return snapshot
+    }
+
+    func wait(count: Int, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async -> [String] {
+        await wait(timeout: timeout, sourceLocation: sourceLocation) { $0.count >= count }
+    }
+}
+
+/// Polls `condition` until it holds or the deadline passes.
+func eventually(timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+}
+
+/// Calls the fire-and-forget (non-async) SDK methods from async code: inside an async function
+/// Swift picks the `async throws` overloads, as with the iOS SDK.
+func withoutWaiting(_ body: () -> Void) { body() }
+
+/// Runs `body` with a time limit.
+func withTimeout<T: Sendable>(_ limit: Duration = .seconds(20), _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            throw TestFailure("timed out after \(limit)")
+        }
+        let result = try await group.next()!
+        group.cancelAll()
+        return result
+    }
+}
+
+extension DataSnapshot {
+    /// Compact JSON of the value (export format), for assertions.
+    var json: String { jsonString }
+}

@@ -1,0 +1,76 @@
+import EmberCore
+import Testing
+@testable import EmberClient
+
+@Suite struct WireAndBackoffTests {
+    @Test func framingSplitsLongMessagesAndReassembles() {
+        let long = String(repeating: "é", count: 40_000)
+        let frames = ClientFraming.split(long)
+        #expect(frames.first == "3")
+        #expect(frames.count == 4)
+        var r = ClientReassembler()
+        var out: [String] = []
+        for f in frames { if let m = r.feed(f) { out.append(m) } }
+        #expect(out == [long])
+        #expect(ClientFraming.split("{\"t\":\"d\"}") == ["{\"t\":\"d\"}"])
+        var r2 = ClientReassembler()
+        #expect(r2.feed("0") == nil)  // keep-alive / empty count
+        #expect(r2.feed("{}") == "{}")
+    }
+
+    @Test func parsesServerMessages() {
+        #expect(ServerMessage.parse(#"{"t":"c","d":{"t":"h","d":{"ts":1700000000000,"v":"5","h":"x:1","s":"abc"}}}"#)
+                == .hello(timestamp: 1_700_000_000_000, host: "x:1", sessionID: "abc"))
+        #expect(ServerMessage.parse(#"{"t":"d","d":{"r":7,"b":{"s":"datastale","d":"changed"}}}"#)
+                == .response(r: 7, status: "datastale", data: .string("changed")))
+        #expect(ServerMessage.parse(#"{"t":"d","d":{"a":"m","b":{"p":"a/b","d":{"c":1},"t":3,"v":9}}}"#)
+                == .dataPush(path: try! Path("a/b"), data: .object(["c": .int(1)]), isMerge: true, tag: 3))
+        #expect(ServerMessage.parse(#"{"t":"d","d":{"a":"d","b":{"p":"","d":null}}}"#)
+                == .dataPush(path: .root, data: .null, isMerge: false, tag: nil))
+        #expect(ServerMessage.parse(#"{"t":"c","d":{"t":"s","d":"bye"}}"#) == .shutdown("bye"))
+        #expect(ServerMessage.parse("not json") == nil)
+    }
+
+    @Test func requestsAreEncodedWithRequestNumbers() throws {
+        let text = ClientMessage.request(4, action: "p", body: ["p": .string("a"), "d": .int(1), "h": .string("")])
+        let json = try JSON.parse(text)
+        #expect(json["t"] == .string("d"))
+        #expect(json["d"]?["r"] == .int(4))
+        #expect(json["d"]?["a"] == .string("p"))
+        #expect(json["d"]?["b"]?["h"] == .string(""))
+    }
+
+    @Test func backoffGrowsByMultiplierUpToMaximumAndResets() {
+        let policy = ReconnectPolicy(initial: .seconds(1), maximum: .seconds(3), multiplier: 1.3,
+                                     resetAfter: .seconds(30), random: { 1 })
+        var b = ReconnectBackoff(policy: policy)
+        let delays = (0..<7).map { _ in b.nextDelay(connectedFor: nil) }
+        let ms = delays.map { Int(($0 / .milliseconds(1)).rounded()) }
+        #expect(ms == [1000, 1300, 1690, 2197, 2856, 3000, 3000])
+        // A connection that lasted long enough starts over.
+        #expect(b.nextDelay(connectedFor: .seconds(31)) == .seconds(1))
+        // A short-lived one keeps growing.
+        #expect(Int((b.nextDelay(connectedFor: .seconds(1)) / .milliseconds(1)).rounded()) == 1300)
+    }
+
+    @Test func backoffDelayIsARandomFractionOfTheCurrentDelay() {
+        let policy = ReconnectPolicy(initial: .seconds(2), maximum: .seconds(30), multiplier: 1.3, random: { 0.25 })
+        var b = ReconnectBackoff(policy: policy)
+        #expect(b.nextDelay(connectedFor: nil) == .milliseconds(500))
+        #expect(b.nextDelay(connectedFor: nil) == .milliseconds(650))
+    }
+
+    @Test func websocketURLFromDatabaseURL() {
+        #expect(Database.websocketURL(for: "http://127.0.0.1:9000?ns=demo") == "ws://127.0.0.1:9000/.ws?v=5&ns=demo")
+        #expect(Database.websocketURL(for: "http://localhost:9000") == "ws://localhost:9000/.ws?v=5")
+        #expect(Database.websocketURL(for: "https://example.com?ns=x") == "wss://example.com/.ws?v=5&ns=x")
+        #expect(Database.websocketURL(for: "ftp://x") == nil)
+        let db = offlineDatabase()
+        defer { db.shutdown() }
+        #expect(db.reference(withPath: "a/b").url == "http://127.0.0.1:1/a/b?ns=offline")
+        #expect(db.reference().url == "http://127.0.0.1:1?ns=offline")
+        #expect(db.reference(withPath: "a/b").parent?.key == "a")
+        #expect(db.reference(withPath: "a/b").root.key == nil)
+        #expect(db.reference(withPath: ".info/connected").key == "connected")
+    }
+}
