@@ -1,0 +1,38 @@
+// Outputs of the state machine and the contract the host must follow.
+//
+// HOST CONTRACT (persist-before-send):
+//  1. Perform actions of one `step` in the order given, and steps in the order they happened.
+//  2. Every `persist*` action must be durable (fsynced) before the host performs any *later*
+//     `.send`, `.restoreSnapshot`, `.apply` or `.readReady` action — from this step or any later
+//     one. Hosts typically buffer writes and fsync once before the first externally visible action.
+//     The state machine counts its own log as replicated as soon as it emits `.persistEntries`; this
+//     is safe exactly because nothing depending on it can be observed before that fsync.
+//  3. If the node crashes, un-synced writes may be lost; restart from what is durable.
+//  4. `.apply` entries are committed; apply them to the host state machine in order. `.readReady`
+//     is emitted after the `.apply` that brings the node to the read index, so serving the read
+//     right when it is encountered is linearizable.
+
+public enum Action: Sendable, Hashable {
+    /// Durably store the hard state (term, vote, commit), replacing the previous one.
+    case persistHardState(HardState)
+    /// Durably store entries: delete every stored entry with index >= entries[0].index, then append.
+    case persistEntries([LogEntry])
+    /// Durably store the snapshot and delete stored entries with index <= its index. When
+    /// `discardLog` is true (snapshot from the leader replaced a divergent or short log), delete
+    /// every stored entry.
+    case persistSnapshot(Snapshot, discardLog: Bool)
+    /// Send a message to a peer (best-effort; loss is fine).
+    case send(Message)
+    /// Replace the host state machine with the snapshot's data (after persisting it).
+    case restoreSnapshot(Snapshot)
+    /// Apply committed entries, in index order. `.noop`/`.configChange` entries are informational.
+    case apply([LogEntry])
+    /// The read `id` may be served from local state now (applied index >= `index`).
+    case readReady(id: UInt64, index: UInt64)
+    /// The read `id` cannot be served here (no leader, lost leadership, ...). Retry elsewhere/later.
+    case readFailed(id: UInt64)
+    /// A proposal was appended at `index` in `term`; it succeeded iff the entry applied at
+    /// `index` has this `term`.
+    case proposalAccepted(index: UInt64, term: UInt64)
+    case proposalRejected(ProposalRejection)
+}

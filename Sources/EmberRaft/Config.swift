@@ -1,0 +1,53 @@
+// Tunables for a Raft node. Times are in host ticks (the host decides what a tick is).
+
+public struct RaftConfig: Sendable, Hashable {
+    /// Followers start an election after a randomized timeout in [electionTick, 2*electionTick).
+    public var electionTick: Int
+    /// Leaders send heartbeats every `heartbeatTick` ticks. Must be well below `electionTick`.
+    public var heartbeatTick: Int
+    /// Run a pre-vote round before incrementing the term (thesis 9.6).
+    public var preVote: Bool
+    /// Leaders step down without contact from a quorum for an election timeout; followers in
+    /// contact with a leader ignore vote requests (leader lease, thesis 6.2/4.2.3).
+    public var checkQuorum: Bool
+    /// Upper bound on entries in one AppendEntries message.
+    public var maxEntriesPerMessage: Int
+    /// Upper bound on (approximate) payload bytes in one AppendEntries message; at least one entry is always sent.
+    public var maxBytesPerMessage: Int
+    /// Maximum number of unacknowledged AppendEntries messages per follower while pipelining.
+    public var maxInflightMessages: Int
+    /// Bytes of snapshot data per InstallSnapshot chunk.
+    public var snapshotChunkSize: Int
+    /// Seed for the deterministic generator that randomizes election timeouts.
+    public var randomSeed: UInt64
+
+    public static let defaultMaxEntriesPerMessage = 64
+    public static let defaultMaxBytesPerMessage = 1 << 20
+    public static let defaultMaxInflightMessages = 32
+    public static let defaultSnapshotChunkSize = 1 << 20
+
+    public init(
+        electionTick: Int = 10,
+        heartbeatTick: Int = 1,
+        preVote: Bool = true,
+        checkQuorum: Bool = true,
+        maxEntriesPerMessage: Int = RaftConfig.defaultMaxEntriesPerMessage,
+        maxBytesPerMessage: Int = RaftConfig.defaultMaxBytesPerMessage,
+        maxInflightMessages: Int = RaftConfig.defaultMaxInflightMessages,
+        snapshotChunkSize: Int = RaftConfig.defaultSnapshotChunkSize,
+        randomSeed: UInt64 = 0
+    ) {
+        precondition(electionTick > heartbeatTick && heartbeatTick > 0, "need electionTick > heartbeatTick > 0")
+        precondition(maxEntriesPerMessage > 0 && maxBytesPerMessage > 0 && maxInflightMessages > 0)
+        precondition(snapshotChunkSize > 0)
+        self.electionTick = electionTick
+        self.heartbeatTick = heartbeatTick
+        self.preVote = preVote
+        self.checkQuorum = checkQuorum
+        self.maxEntriesPerMessage = maxEntriesPerMessage
+        self.maxBytesPerMessage = maxBytesPerMessage
+        self.maxInflightMessages = maxInflightMessages
+        self.snapshotChunkSize = snapshotChunkSize
+        self.randomSeed = randomSeed
+    }
+}

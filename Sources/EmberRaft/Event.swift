@@ -1,0 +1,37 @@
+// Inputs to the state machine.
+
+public enum Event: Sendable, Hashable {
+    /// Logical clock tick. The host calls this at a fixed interval.
+    case tick
+    /// A message from a peer.
+    case receive(Message)
+    /// Append an application command (leader only; otherwise rejected with a leader hint).
+    case propose([UInt8])
+    /// Propose a single-server membership change (leader only, one pending at a time).
+    case proposeConfigChange(ConfigChange)
+    /// Linearizable read request. The host picks `id` (unique per node); the answer is a
+    /// `.readReady(id:index:)` or `.readFailed(id:)` action. A follower forwards the request to
+    /// the leader; if that message or its answer is lost no action ever comes, so hosts should
+    /// time reads out and retry.
+    case readIndex(id: UInt64)
+    /// Ask the leader to hand leadership to `to` (thesis 3.10).
+    case transferLeadership(to: NodeID)
+    /// The host serialized its state machine as of `index` (must be <= appliedIndex) into `data`.
+    /// Raft records the snapshot, drops entries up to `index` and emits `.persistSnapshot`.
+    case compact(index: UInt64, data: [UInt8])
+    /// Start an election now (e.g. to bootstrap a test quickly). Ignored by leaders and non-voters.
+    case campaign
+}
+
+/// Why a proposal was not appended.
+public enum ProposalRejection: Sendable, Hashable {
+    /// This node is not the leader; `leaderHint` is the leader it knows of, if any.
+    case notLeader(leaderHint: NodeID?)
+    /// A leadership transfer is in progress; retry at the new leader.
+    case transferInProgress
+    /// Another membership change is still uncommitted, or the leader has not yet committed an
+    /// entry of its own term (required for safe single-server changes).
+    case configChangePending
+    /// The change would not alter membership (adding a member or removing a non-member).
+    case configChangeNoop
+}

@@ -1,1 +1,0 @@
-// EmberRaft module.

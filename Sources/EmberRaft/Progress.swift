@@ -1,0 +1,77 @@
+// The leader's view of one follower's replication progress (etcd-style flow control).
+
+public enum ReplicationState: String, Sendable, Hashable {
+    /// Unknown match point: send one AppendEntries at a time and back off on rejection.
+    case probe
+    /// Known match point: pipeline AppendEntries up to the in-flight window.
+    case replicate
+    /// Follower is behind the retained log: stream the snapshot in chunks.
+    case snapshot
+}
+
+/// Leader-side bookkeeping per peer. Exposed read-only through `RaftStatus`.
+public struct PeerProgress: Sendable, Hashable {
+    public internal(set) var matchIndex: UInt64
+    public internal(set) var nextIndex: UInt64
+    public internal(set) var state: ReplicationState
+    /// Heard from this peer since the last check-quorum round.
+    public internal(set) var recentActive: Bool = false
+
+    /// Probe: an AppendEntries is outstanding; wait for a response or the next heartbeat response.
+    var probeSent = false
+    /// Replicate: last index of each unacknowledged AppendEntries, oldest first.
+    var inflight: [UInt64] = []
+    /// matchIndex seen at the previous heartbeat response; no progress between two of them means
+    /// the pipeline lost messages and must be restarted from matchIndex.
+    var matchAtLastHeartbeat: UInt64 = 0
+    /// Snapshot state: index of the snapshot being streamed and the bytes the follower has.
+    var snapshotIndex: UInt64 = 0
+    var snapshotOffset: Int = 0
+    /// Highest ReadIndex round this peer has acknowledged.
+    var readAck: UInt64 = 0
+
+    init(nextIndex: UInt64) {
+        self.matchIndex = 0
+        self.nextIndex = nextIndex
+        self.state = .probe
+    }
+
+    mutating func becomeProbe() {
+        state = .probe
+        probeSent = false
+        inflight.removeAll()
+        nextIndex = max(nextIndex, matchIndex + 1)
+    }
+
+    mutating func becomeReplicate() {
+        state = .replicate
+        probeSent = false
+        inflight.removeAll()
+        nextIndex = matchIndex + 1
+    }
+
+    mutating func becomeSnapshot(index: UInt64) {
+        state = .snapshot
+        probeSent = false
+        inflight.removeAll()
+        snapshotIndex = index
+        snapshotOffset = 0
+    }
+
+    /// Records an acknowledgement up to `index`; returns true if matchIndex advanced.
+    mutating func acknowledge(_ index: UInt64) -> Bool {
+        inflight.removeAll { $0 <= index }
+        guard index > matchIndex else { return false }
+        matchIndex = index
+        nextIndex = max(nextIndex, index + 1)
+        return true
+    }
+
+    func isPaused(maxInflight: Int) -> Bool {
+        switch state {
+        case .probe: return probeSent
+        case .replicate: return inflight.count >= maxInflight
+        case .snapshot: return true
+        }
+    }
+}

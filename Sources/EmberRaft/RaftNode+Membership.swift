@@ -1,0 +1,71 @@
+// Proposals, single-server membership changes and leadership transfer.
+
+extension RaftNode {
+    mutating func propose(kind: EntryKind, data: [UInt8]) {
+        guard role == .leader else {
+            out.other.append(.proposalRejected(.notLeader(leaderHint: leaderID)))
+            return
+        }
+        guard leadTransferee == nil else {
+            out.other.append(.proposalRejected(.transferInProgress))
+            return
+        }
+        let entry = appendAsLeader(kind: kind, data: data)
+        out.other.append(.proposalAccepted(index: entry.index, term: entry.term))
+        if role == .leader { broadcastAppend() }
+    }
+
+    /// Single-server change (thesis 4.1): takes effect as soon as it is appended, and only one may
+    /// be uncommitted at a time. The leader must also have committed an entry of its own term,
+    /// which fixes the known single-server-change bug across leader changes.
+    mutating func proposeConfigChange(_ change: ConfigChange) {
+        guard role == .leader else {
+            out.other.append(.proposalRejected(.notLeader(leaderHint: leaderID)))
+            return
+        }
+        guard leadTransferee == nil else {
+            out.other.append(.proposalRejected(.transferInProgress))
+            return
+        }
+        guard pendingConfigIndex <= commitIndex, log.term(at: commitIndex) == term else {
+            out.other.append(.proposalRejected(.configChangePending))
+            return
+        }
+        guard let next = membership.applying(change), !next.voters.isEmpty else {
+            out.other.append(.proposalRejected(.configChangeNoop))
+            return
+        }
+        let entry = appendAsLeader(kind: .configChange, data: next.encoded())
+        pendingConfigIndex = entry.index
+        out.other.append(.proposalAccepted(index: entry.index, term: entry.term))
+        if role == .leader { broadcastAppend() }
+    }
+
+    /// Recomputes the voter set from the log after config entries were appended or truncated.
+    mutating func refreshMembership() {
+        configIndex = log.lastConfigIndex(atOrBefore: log.lastIndex)
+        membership = log.membership(at: log.lastIndex)
+        guard role == .leader else { return }
+        for v in membership.voters where v != id && progress[v] == nil {
+            progress[v] = PeerProgress(nextIndex: log.lastIndex + 1)
+        }
+        for k in progress.keys.sorted() where !membership.contains(k) {
+            progress[k] = nil
+        }
+        if let t = leadTransferee, !membership.contains(t) { leadTransferee = nil }
+    }
+
+    /// Leadership transfer (thesis 3.10): bring the target up to date, then send TimeoutNow.
+    /// New proposals are refused meanwhile; abandoned after one election timeout.
+    mutating func transferLeadership(to target: NodeID) {
+        guard role == .leader, target != id, membership.contains(target), let pr = progress[target] else { return }
+        if leadTransferee == target { return }
+        leadTransferee = target
+        electionElapsed = 0
+        if pr.matchIndex == log.lastIndex {
+            send(target, .timeoutNow)
+        } else {
+            replicate(to: target, sendIfEmpty: true)
+        }
+    }
+}

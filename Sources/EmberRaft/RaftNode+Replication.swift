@@ -1,0 +1,203 @@
+// Log replication: leader-side AppendEntries pipelining and follower-side log matching.
+
+extension RaftNode {
+    // MARK: Leader
+
+    /// Appends a new entry to the leader's log (durable once the host processes `.persistEntries`).
+    @discardableResult
+    mutating func appendAsLeader(kind: EntryKind, data: [UInt8]) -> LogEntry {
+        assert(role == .leader)
+        let entry = LogEntry(index: log.lastIndex + 1, term: term, kind: kind, data: data)
+        log.truncateAndAppend([entry])
+        out.persists.append(.persistEntries([entry]))
+        if kind == .configChange { refreshMembership() }
+        // A single-voter cluster commits immediately.
+        maybeCommit()
+        return entry
+    }
+
+    /// Sends whatever each follower is missing (and the current commit index).
+    mutating func broadcastAppend() {
+        for peer in membership.voters where peer != id { replicate(to: peer, sendIfEmpty: true) }
+    }
+
+    /// Sends AppendEntries to `peer` until its flow-control window is full or it is up to date.
+    mutating func replicate(to peer: NodeID, sendIfEmpty: Bool) {
+        var first = true
+        while let pr = progress[peer], !pr.isPaused(maxInflight: config.maxInflightMessages) {
+            let sent = sendAppend(to: peer, sendIfEmpty: first && sendIfEmpty)
+            first = false
+            if !sent || progress[peer]?.state != .replicate { break }
+        }
+    }
+
+    /// Sends one AppendEntries (or starts a snapshot when the entries were compacted away).
+    /// Returns false when nothing was sent.
+    @discardableResult
+    mutating func sendAppend(to peer: NodeID, sendIfEmpty: Bool) -> Bool {
+        guard var pr = progress[peer], !pr.isPaused(maxInflight: config.maxInflightMessages) else { return false }
+        let prevIndex = pr.nextIndex - 1
+        guard let prevTerm = log.term(at: prevIndex) else {
+            sendSnapshot(to: peer)
+            return true
+        }
+        let entries = log.entries(
+            from: pr.nextIndex, maxCount: config.maxEntriesPerMessage, maxBytes: config.maxBytesPerMessage)
+        if entries.isEmpty && !sendIfEmpty && pr.state == .replicate { return false }
+        switch pr.state {
+        case .probe:
+            pr.probeSent = true
+        case .replicate:
+            if let last = entries.last {
+                pr.nextIndex = last.index + 1
+                pr.inflight.append(last.index)
+            }
+        case .snapshot:
+            assertionFailure("paused")
+        }
+        progress[peer] = pr
+        send(peer, .appendEntries(AppendEntries(prevIndex: prevIndex, prevTerm: prevTerm, entries: entries, commit: commitIndex)))
+        return true
+    }
+
+    mutating func handleAppendResponse(from peer: NodeID, _ r: AppendEntriesResponse) {
+        guard var pr = progress[peer] else { return }
+        pr.recentActive = true
+        if r.success {
+            let advanced = pr.acknowledge(r.index)
+            if advanced && pr.state == .probe { pr.becomeReplicate() }
+            // A late append ack can show the follower already has what the snapshot covers.
+            if pr.state == .snapshot && pr.matchIndex >= pr.snapshotIndex {
+                pr.nextIndex = pr.matchIndex + 1
+                pr.becomeProbe()
+            }
+            progress[peer] = pr
+            if advanced {
+                if maybeCommit() { broadcastAppend() }
+                if leadTransferee == peer && pr.matchIndex == log.lastIndex { send(peer, .timeoutNow) }
+            }
+            if role == .leader { replicate(to: peer, sendIfEmpty: false) }
+            return
+        }
+        // Rejection. Ignore stale ones: they answer a prevIndex we no longer probe.
+        switch pr.state {
+        case .replicate where r.index <= pr.matchIndex, .snapshot:
+            progress[peer] = pr
+            return
+        case .probe where r.index != pr.nextIndex - 1:
+            progress[peer] = pr
+            return
+        default:
+            break
+        }
+        // Conflict back-off using the follower's hints (thesis 5.3): skip a whole term at a time.
+        var next = r.conflictIndex
+        if r.conflictTerm > 0 {
+            let i = log.lastIndex(withTermAtMost: r.conflictTerm, from: r.index)
+            if log.term(at: i) == r.conflictTerm { next = i + 1 }
+        }
+        pr.nextIndex = max(pr.matchIndex + 1, min(next, r.index))
+        pr.becomeProbe()
+        progress[peer] = pr
+        sendAppend(to: peer, sendIfEmpty: true)
+    }
+
+    mutating func handleHeartbeatResponse(from peer: NodeID, readContext: UInt64) {
+        guard var pr = progress[peer] else { return }
+        pr.recentActive = true
+        pr.readAck = max(pr.readAck, readContext)
+        switch pr.state {
+        case .probe:
+            pr.probeSent = false  // the probe may have been lost: allow a retry
+        case .replicate:
+            // No acknowledged progress over a whole heartbeat round while behind: assume the
+            // pipeline lost messages and restart it from the known match point.
+            if pr.matchIndex < log.lastIndex && pr.matchIndex == pr.matchAtLastHeartbeat {
+                pr.nextIndex = pr.matchIndex + 1
+                pr.becomeProbe()
+            }
+        case .snapshot:
+            break
+        }
+        pr.matchAtLastHeartbeat = pr.matchIndex
+        let state = pr.state
+        progress[peer] = pr
+        confirmReads()
+        if state == .snapshot {
+            sendSnapshotChunk(to: peer)  // resend in case a chunk or its ack was lost
+        } else if pr.matchIndex < log.lastIndex {
+            replicate(to: peer, sendIfEmpty: false)
+        }
+    }
+
+    mutating func broadcastHeartbeat() {
+        for peer in membership.voters where peer != id {
+            // Only claim commits the follower's log is known to contain.
+            let commit = min(progress[peer]?.matchIndex ?? 0, commitIndex)
+            send(peer, .heartbeat(commit: commit, readContext: readRound))
+        }
+    }
+
+    /// Advances the commit index to the highest index replicated on a majority, but only if that
+    /// entry is from the current term (paper 5.4.2, Figure 8). Returns true if it advanced.
+    @discardableResult
+    mutating func maybeCommit() -> Bool {
+        guard role == .leader, !membership.voters.isEmpty else { return false }
+        var matches: [UInt64] = []
+        for v in membership.voters {
+            matches.append(v == id ? log.lastIndex : (progress[v]?.matchIndex ?? 0))
+        }
+        matches.sort(by: >)
+        let candidate = matches[membership.quorum - 1]
+        guard candidate > commitIndex, log.term(at: candidate) == term else { return false }
+        commitIndex = candidate
+        leaderCommitAdvanced()
+        return true
+    }
+
+    // MARK: Follower
+
+    mutating func handleAppendEntries(from leader: NodeID, _ a: AppendEntries) {
+        var prevIndex = a.prevIndex
+        var prevTerm = a.prevTerm
+        var entries = a.entries
+        if prevIndex < commitIndex {
+            // Our committed prefix already matches the leader's; skip it.
+            let skip = Int(min(UInt64(entries.count), commitIndex - prevIndex))
+            for e in entries.prefix(skip) where log.term(at: e.index) != nil {
+                assert(log.term(at: e.index) == e.term, "leader sent a conflicting committed entry")
+            }
+            entries.removeFirst(skip)
+            prevIndex = commitIndex
+            prevTerm = log.term(at: commitIndex) ?? 0
+            if entries.isEmpty {
+                send(leader, .appendEntriesResponse(AppendEntriesResponse(success: true, index: commitIndex)))
+                return
+            }
+            assert(entries[0].index == prevIndex + 1)
+        }
+        guard log.matches(index: prevIndex, term: prevTerm) else {
+            var hint = AppendEntriesResponse(success: false, index: a.prevIndex)
+            if let t = log.term(at: prevIndex) {
+                hint.conflictTerm = t
+                hint.conflictIndex = log.firstIndexOfTerm(at: prevIndex)
+            } else {
+                hint.conflictIndex = log.lastIndex + 1
+            }
+            send(leader, .appendEntriesResponse(hint))
+            return
+        }
+        // Log matching: keep entries that agree, truncate from the first conflict.
+        if let conflict = entries.firstIndex(where: { log.term(at: $0.index) != $0.term }) {
+            let newEntries = Array(entries[conflict...])
+            assert(newEntries[0].index > commitIndex, "would truncate committed entries")
+            let truncatesConfig = newEntries[0].index <= configIndex
+            log.truncateAndAppend(newEntries)
+            out.persists.append(.persistEntries(newEntries))
+            if truncatesConfig || newEntries.contains(where: { $0.kind == .configChange }) { refreshMembership() }
+        }
+        let lastNew = prevIndex + UInt64(entries.count)
+        commitIndex = max(commitIndex, min(a.commit, lastNew))
+        send(leader, .appendEntriesResponse(AppendEntriesResponse(success: true, index: lastNew)))
+    }
+}

@@ -1,0 +1,199 @@
+// The Raft state machine: a deterministic, sans-IO value type.
+//
+// Usage: `var actions = node.step(event)`; perform the actions following the contract in
+// Action.swift (persist before send/apply). No clocks, threads or I/O happen in here; time is
+// `Event.tick`, randomness comes from a PRNG seeded through `RaftConfig.randomSeed`.
+//
+// The implementation is split by concern: RaftNode+Election, +Replication, +Snapshot,
+// +ReadIndex, +Membership.
+
+public struct RaftNode: Sendable {
+    public let id: NodeID
+    public let config: RaftConfig
+    var rng: SplitMix64
+
+    // Persistent state (mirrored to the host via .persistHardState / .persistEntries).
+    public internal(set) var term: UInt64
+    public internal(set) var votedFor: NodeID?
+    public internal(set) var log: RaftLog
+
+    // Volatile state.
+    public internal(set) var role: RaftRole = .follower
+    public internal(set) var leaderID: NodeID?
+    public internal(set) var commitIndex: UInt64
+    /// Highest index handed to the host (via `.apply` or `.restoreSnapshot`).
+    public internal(set) var appliedIndex: UInt64
+    /// Voter set in effect: from the latest config entry in the log (effective once appended).
+    public internal(set) var membership: Membership
+    /// Index of the entry (or snapshot) that defined `membership`.
+    var configIndex: UInt64
+
+    var electionElapsed = 0
+    var heartbeatElapsed = 0
+    var randomizedElectionTimeout = 0
+    /// Votes (or pre-votes) received in the current campaign.
+    var votes: [NodeID: Bool] = [:]
+
+    // Leader state.
+    var progress: [NodeID: PeerProgress] = [:]
+    var leadTransferee: NodeID?
+    /// Index of the latest config-change entry the leader appended (only one may be uncommitted).
+    var pendingConfigIndex: UInt64 = 0
+
+    // ReadIndex state (see RaftNode+ReadIndex).
+    var readRound: UInt64 = 0
+    var pendingReads: [PendingRead] = []
+    var readsAwaitingLeaderCommit: [ReadOrigin] = []
+    var readsAwaitingApply: [(id: UInt64, index: UInt64)] = []
+
+    // Follower: snapshot being received in chunks.
+    var incomingSnapshot: Snapshot?
+
+    // Output accumulated during one `step`.
+    var out = Outbox()
+    var lastEmittedHardState: HardState
+
+    struct Outbox: Sendable {
+        var persists: [Action] = []
+        var restore: Snapshot?
+        var messages: [Message] = []
+        var other: [Action] = []
+    }
+
+    /// Creates a node from durable state.
+    /// - Parameter appliedIndex: how far the host's state machine already is; defaults to the
+    ///   snapshot index (the host restored its state machine from `state.snapshot`).
+    public init(id: NodeID, config: RaftConfig, state: PersistentState, appliedIndex: UInt64? = nil) {
+        let log = RaftLog(snapshot: state.snapshot, entries: state.entries)
+        let commit = max(state.hardState.commit, log.snapshotIndex)
+        precondition(commit <= log.lastIndex, "persisted commit index beyond the persisted log")
+        let applied = appliedIndex ?? log.snapshotIndex
+        precondition(applied >= log.snapshotIndex && applied <= commit, "appliedIndex out of range")
+        self.id = id
+        self.config = config
+        self.rng = SplitMix64(seed: config.randomSeed ^ UInt64(truncatingIfNeeded: id.hashValueStable))
+        self.term = state.hardState.term
+        self.votedFor = state.hardState.votedFor
+        self.log = log
+        self.commitIndex = commit
+        self.appliedIndex = applied
+        self.configIndex = log.lastConfigIndex(atOrBefore: log.lastIndex)
+        self.membership = log.membership(at: log.lastIndex)
+        self.lastEmittedHardState = state.hardState
+        resetElectionTimer()
+    }
+
+    /// Feeds one event and returns the resulting actions (see Action.swift for the contract).
+    public mutating func step(_ event: Event) -> [Action] {
+        switch event {
+        case .tick: tick()
+        case .receive(let m):
+            precondition(m.to == id, "message delivered to the wrong node")
+            receive(m)
+        case .propose(let data): propose(kind: .normal, data: data)
+        case .proposeConfigChange(let change): proposeConfigChange(change)
+        case .readIndex(let id): requestRead(id: id)
+        case .transferLeadership(let target): transferLeadership(to: target)
+        case .compact(let index, let data): compact(index: index, data: data)
+        case .campaign:
+            if role != .leader && isPromotable { campaign(transfer: false) }
+        }
+        return drainOutbox()
+    }
+
+    public var hardState: HardState { HardState(term: term, votedFor: votedFor, commit: commitIndex) }
+
+    /// Only voters may campaign (a removed or not-yet-added node just follows).
+    var isPromotable: Bool { membership.contains(id) }
+
+    public var status: RaftStatus {
+        RaftStatus(
+            id: id, role: role, term: term, votedFor: votedFor, leaderID: leaderID,
+            commitIndex: commitIndex, appliedIndex: appliedIndex, lastIndex: log.lastIndex,
+            snapshotIndex: log.snapshotIndex, membership: membership,
+            progress: role == .leader ? progress : [:], leadTransferee: leadTransferee)
+    }
+
+    // MARK: - Output
+
+    mutating func send(_ to: NodeID, _ payload: Message.Payload, term: UInt64? = nil) {
+        out.messages.append(Message(from: id, to: to, term: term ?? self.term, payload: payload))
+    }
+
+    /// Orders the step's output: persistence first, then state-machine effects, then sends.
+    mutating func drainOutbox() -> [Action] {
+        assert(commitIndex <= log.lastIndex, "commit beyond log")
+        assert(appliedIndex <= commitIndex, "applied beyond commit")
+        var actions = out.persists
+        let hs = hardState
+        if hs != lastEmittedHardState {
+            actions.append(.persistHardState(hs))
+            lastEmittedHardState = hs
+        }
+        if let snap = out.restore { actions.append(.restoreSnapshot(snap)) }
+        if commitIndex > appliedIndex {
+            actions.append(.apply(Array(log.entries(from: appliedIndex + 1, through: commitIndex))))
+            appliedIndex = commitIndex
+        }
+        if !readsAwaitingApply.isEmpty {
+            let ready = readsAwaitingApply.filter { $0.index <= appliedIndex }
+            readsAwaitingApply.removeAll { $0.index <= appliedIndex }
+            actions += ready.map { .readReady(id: $0.id, index: $0.index) }
+        }
+        actions += out.messages.map { .send($0) }
+        actions += out.other
+        out = Outbox()
+        return actions
+    }
+
+    // MARK: - Role transitions
+
+    mutating func resetElectionTimer() {
+        electionElapsed = 0
+        heartbeatElapsed = 0
+        // Randomized in [electionTick, 2*electionTick) so split votes resolve (paper 5.2).
+        randomizedElectionTimeout = config.electionTick + rng.below(config.electionTick)
+    }
+
+    mutating func becomeFollower(term newTerm: UInt64, leader: NodeID?) {
+        assert(newTerm >= term, "terms never go backwards")
+        if role == .leader { abandonLeaderReads() }
+        if newTerm != term {
+            term = newTerm
+            votedFor = nil
+        }
+        role = .follower
+        leaderID = leader
+        votes = [:]
+        progress = [:]
+        leadTransferee = nil
+        resetElectionTimer()
+    }
+
+    mutating func becomeLeader() {
+        assert(role == .candidate, "only candidates win elections")
+        role = .leader
+        leaderID = id
+        votes = [:]
+        leadTransferee = nil
+        resetElectionTimer()
+        progress = [:]
+        for peer in membership.voters where peer != id {
+            progress[peer] = PeerProgress(nextIndex: log.lastIndex + 1)
+        }
+        // Any config entry already in our log may be uncommitted: block new changes until the
+        // no-op below commits (Ongaro's fix for single-server changes across leader changes).
+        pendingConfigIndex = log.lastIndex
+        appendAsLeader(kind: .noop, data: [])
+        broadcastAppend()
+    }
+}
+
+extension String {
+    /// FNV-1a; `hashValue` is randomized per process and would break seeded determinism.
+    var hashValueStable: UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return h
+    }
+}

@@ -1,0 +1,123 @@
+// Fault injection (crashes, restarts, partitions, leadership transfers) and the final liveness check.
+
+extension SimCluster {
+    var upCount: Int { hosts.filter { $0.node != nil }.count }
+
+    /// The leader with the highest term among live nodes, if any.
+    var currentLeader: Int? {
+        var best: Int?
+        for i in hosts.indices {
+            guard let n = hosts[i].node, n.role == .leader else { continue }
+            if best == nil || n.term > hosts[best!].node!.term { best = i }
+        }
+        return best
+    }
+
+    func injectFaults() throws {
+        let n = options.nodeCount
+        // Crash: keep a majority up so the run makes progress most of the time.
+        if rng.chance(options.crashRate) && hosts.count - upCount < max(1, (n - 1) / 2) {
+            let up = hosts.indices.filter { hosts[$0].node != nil }
+            crash(up[rng.below(up.count)])
+        }
+        if rng.chance(options.partitionRate) {
+            if network.isPartitioned {
+                network.heal()
+            } else {
+                var groups: [NodeID: Int] = [:]
+                if rng.below(2) == 0, let leader = currentLeader {
+                    groups[hosts[leader].id] = 1  // isolate the leader
+                } else {
+                    for h in hosts { groups[h.id] = rng.below(2) }
+                }
+                network.group = groups
+                stats.partitions += 1
+            }
+        }
+        if rng.chance(options.membershipChangeRate) { try changeMembership() }
+        if rng.chance(options.transferRate), let leader = currentLeader {
+            let others = hosts[leader].node!.membership.voters.filter { $0 != hosts[leader].id }
+            stats.transfers += 1
+            if !others.isEmpty { try step(leader, .transferLeadership(to: others[rng.below(others.count)])) }
+        }
+    }
+
+    /// Single-server membership churn: remove a voter (possibly the leader itself) or add a fresh node.
+    func changeMembership() throws {
+        guard let l = currentLeader else { return }
+        let voters = hosts[l].node!.membership.voters
+        if voters.count >= options.nodeCount {
+            let victim = voters[rng.below(voters.count)]
+            removed.insert(victim)
+            stats.membershipChanges += 1
+            try step(l, .proposeConfigChange(.removeVoter(victim)))
+        } else {
+            // Prefer a node that joined earlier but whose addition never took effect.
+            var candidate = hosts.first { !voters.contains($0.id) && !removed.contains($0.id) }?.id
+            if candidate == nil {
+                let id = "n\(hosts.count + 1)"
+                var h = SimHost(id: id, node: nil, disk: SimDisk(.joining))
+                h.node = RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable)
+                hosts.append(h)
+                candidate = id
+            }
+            stats.membershipChanges += 1
+            try step(l, .proposeConfigChange(.addVoter(candidate!)))
+        }
+    }
+
+    func crash(_ i: Int) {
+        guard let node = hosts[i].node else { return }
+        stats.crashes += 1
+        hosts[i].appliedBeforeCrash = node.appliedIndex
+        hosts[i].node = nil
+        hosts[i].disk.crash()  // unsynced writes are lost
+        hosts[i].pendingWrites = [:]
+        hosts[i].pendingReads = [:]
+        hosts[i].restartAt = now + options.tickInterval * (5 + rng.below(60))
+    }
+
+    func restartDueNodes() throws {
+        for i in hosts.indices where hosts[i].node == nil && (now >= hosts[i].restartAt || !faultsEnabled) {
+            try restart(i)
+        }
+    }
+
+    func restart(_ i: Int) throws {
+        hosts[i].restarts += 1
+        let state = hosts[i].disk.durable
+        try invariants.checkRestart(state, appliedBeforeCrash: hosts[i].appliedBeforeCrash, node: hosts[i].id, time: now)
+        hosts[i].node = RaftNode(id: hosts[i].id, config: raftConfig(for: hosts[i].id, restart: hosts[i].restarts), state: state)
+        guard let kv = KVStore(deserializing: state.snapshot.data) else { throw fail("bad durable snapshot") }
+        hosts[i].kv = kv
+        hosts[i].kvApplied = state.snapshot.metadata.index
+    }
+
+    public var finalStats: SimStats {
+        var s = stats
+        s.messagesSent = network.sent
+        s.committedEntries = hosts.compactMap { $0.node?.commitIndex }.max() ?? 0
+        return s
+    }
+
+    func endFaults() {
+        faultsEnabled = false
+        network.heal()
+        for i in clients.indices {
+            if let b = clients[i].busy { abandon(client: i, historyID: b.historyID) }
+        }
+    }
+
+    /// After healing: one leader, everyone caught up with everything it committed.
+    func checkConverged() throws {
+        guard let l = currentLeader, let leader = hosts[l].node else { throw fail("liveness: no leader after settling") }
+        // Only current members must catch up; removed nodes may be stuck behind forever.
+        for h in hosts where leader.membership.contains(h.id) {
+            guard let n = h.node else { throw fail("liveness: \(h.id) still down") }
+            if n.role == .leader && n.id != leader.id && n.term == leader.term { throw fail("two leaders") }
+            if n.appliedIndex != leader.commitIndex || n.commitIndex != leader.log.lastIndex {
+                throw fail("liveness: \(n.id) applied \(n.appliedIndex) commit \(n.commitIndex), leader \(leader.id) commit \(leader.commitIndex) last \(leader.log.lastIndex)")
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+// A whole Raft cluster in one process: nodes, simulated disks and network, KV hosts, clients,
+// fault injection and invariant checks. Everything derives from one seed, so a failing seed
+// replays exactly (no system randomness, no wall clock, no Dictionary-order dependence).
+
+public struct SimFailure: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public var time: Int
+    public var description: String { "t=\(time): \(message)" }
+}
+
+/// One node plus the host around it (disk, KV state machine, requests awaiting answers).
+struct SimHost {
+    let id: NodeID
+    var node: RaftNode?  // nil while crashed
+    var disk: SimDisk
+    var kv = KVStore()
+    var kvApplied: UInt64 = 0
+    /// Proposed writes awaiting apply, by log index.
+    var pendingWrites: [UInt64: (term: UInt64, opID: UInt64, historyID: Int, client: Int)] = [:]
+    /// Reads awaiting `.readReady`, by read id.
+    var pendingReads: [UInt64: (historyID: Int, client: Int, key: String)] = [:]
+    var restartAt = 0
+    var appliedBeforeCrash: UInt64 = 0
+    var restarts = 0
+}
+
+struct SimClient {
+    var busy: (historyID: Int, since: Int)?
+    var leaderHint: NodeID?
+    var lastSeen: [String: Int64] = [:]
+}
+
+public final class SimCluster {
+    public let seed: UInt64
+    public let options: SimOptions
+    var rng: SplitMix64
+    var hosts: [SimHost] = []
+    var network = SimNetwork()
+    var clients: [SimClient]
+    public internal(set) var history = History()
+    public internal(set) var now = 0
+    var invariants = SimInvariants()
+    var nextOpID: UInt64 = 0
+    var nextReadID: UInt64 = 0
+    var nextValue: Int64 = 0
+    var faultsEnabled = true
+    /// Nodes whose removal was proposed; never re-added (they keep their old state).
+    var removed: Set<NodeID> = []
+    /// Set while a client proposal is being stepped, to attribute `.proposalAccepted/Rejected`.
+    var proposing: (historyID: Int, client: Int, opID: UInt64)?
+
+    public internal(set) var completedOps = 0
+    public internal(set) var unknownOps = 0
+    /// Coverage counters, to make sure runs exercise the interesting paths.
+    public internal(set) var stats = SimStats()
+
+    public init(seed: UInt64, options: SimOptions) {
+        self.seed = seed
+        self.options = options
+        self.rng = SplitMix64(seed: seed)
+        clients = Array(repeating: SimClient(), count: options.clients)
+        let ids = (1...options.nodeCount).map { "n\($0)" }
+        for id in ids {
+            var h = SimHost(id: id, node: nil, disk: SimDisk(.bootstrap(voters: ids)))
+            h.node = RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable)
+            hosts.append(h)
+        }
+    }
+
+    func raftConfig(for id: NodeID, restart: Int) -> RaftConfig {
+        var c = options.raft
+        c.randomSeed = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(restart) &* 0x1000_0001 &+ id.hashValueStable
+        return c
+    }
+
+    /// Runs the fault phase, then heals everything and lets the cluster settle; checks liveness
+    /// and linearizability at the end. Throws on the first violated invariant.
+    public func run() throws {
+        let faultEnd = options.faultTicks * options.tickInterval
+        let end = faultEnd + options.settleTicks * options.tickInterval
+        while now < end {
+            if now == faultEnd { endFaults() }
+            if faultsEnabled && now % options.tickInterval == 0 { try injectFaults() }
+            try restartDueNodes()
+            for m in network.due(at: now, rng: &rng) {
+                guard let dst = hostIndex(m.to), hosts[dst].node != nil, network.connected(m.from, m.to) else { continue }
+                try step(dst, .receive(m))
+            }
+            for i in hosts.indices where hosts[i].node != nil && (now + i * 3) % options.tickInterval == 0 {
+                try step(i, .tick)
+            }
+            if faultsEnabled { try runClients() }
+            now += 1
+        }
+        try checkConverged()
+        history.closeAll()
+        switch LinearizabilityChecker.check(history.operations) {
+        case .ok: break
+        case .unknown: stats.linearizabilityInconclusive += 1
+        case .illegal(let key): throw fail("history not linearizable for key \(key)")
+        }
+    }
+
+    func fail(_ message: String) -> SimFailure { SimFailure(message: message, time: now) }
+
+    func hostIndex(_ id: NodeID) -> Int? { hosts.firstIndex { $0.id == id } }
+
+    // MARK: Stepping a node and performing its actions
+
+    func step(_ i: Int, _ event: Event) throws {
+        guard hosts[i].node != nil else { return }
+        // Mutate in place (no copy of the node's log).
+        let actions = hosts[i].node!.step(event)
+        try perform(i, actions)
+        if try invariants.checkNode(hosts[i].node!, time: now) { stats.leadersElected += 1 }
+        // Compact once enough has been applied beyond the last snapshot.
+        let node = hosts[i].node!
+        if node.appliedIndex >= node.log.snapshotIndex + UInt64(options.compactThreshold) {
+            assert(hosts[i].kvApplied == node.appliedIndex)
+            stats.compactions += 1
+            let more = hosts[i].node!.step(.compact(index: node.appliedIndex, data: hosts[i].kv.serialized()))
+            try perform(i, more)
+        }
+    }
+
+    func perform(_ i: Int, _ actions: [Action]) throws {
+        for action in actions {
+            switch action {
+            case .persistHardState, .persistSnapshot:
+                hosts[i].disk.write(action)
+            case .persistEntries(let entries):
+                hosts[i].disk.write(action)
+                try invariants.recordPersisted(entries, in: hosts[i].node!.log, node: hosts[i].id, time: now)
+            case .send(let m):
+                hosts[i].disk.fsync()  // contract: persist before send
+                network.send(m, now: now, options: options, rng: &rng, lossless: !faultsEnabled)
+            case .restoreSnapshot(let snap):
+                stats.snapshotsInstalled += 1
+                hosts[i].disk.fsync()
+                guard let kv = KVStore(deserializing: snap.data) else { throw fail("bad snapshot data") }
+                hosts[i].kv = kv
+                hosts[i].kvApplied = snap.metadata.index
+                try invariants.recordState(index: snap.metadata.index, fingerprint: kv.fingerprint, node: hosts[i].id, time: now)
+                for idx in hosts[i].pendingWrites.keys.sorted() where idx <= snap.metadata.index {
+                    // Covered by the snapshot: outcome unknown to this host; let the client time out.
+                    hosts[i].pendingWrites[idx] = nil
+                }
+            case .apply(let entries):
+                hosts[i].disk.fsync()
+                for e in entries { try apply(i, e) }
+            case .readReady(let readID, let index):
+                hosts[i].disk.fsync()
+                guard hosts[i].kvApplied >= index else { throw fail("read released before apply") }
+                if let r = hosts[i].pendingReads.removeValue(forKey: readID) {
+                    finish(r.client, r.historyID, .value(hosts[i].kv.get(r.key)))
+                }
+            case .readFailed(let readID):
+                if let r = hosts[i].pendingReads.removeValue(forKey: readID) {
+                    history.discard(r.historyID)
+                    clients[r.client].busy = nil
+                    clients[r.client].leaderHint = nil
+                }
+            case .proposalAccepted(let index, let term):
+                if let p = proposing {
+                    hosts[i].pendingWrites[index] = (term, p.opID, p.historyID, p.client)
+                }
+            case .proposalRejected(let reason):
+                if let p = proposing {
+                    history.discard(p.historyID)
+                    clients[p.client].busy = nil
+                    if case .notLeader(let hint) = reason { clients[p.client].leaderHint = hint } else { clients[p.client].leaderHint = nil }
+                }
+            }
+        }
+    }
+
+    private func apply(_ i: Int, _ e: LogEntry) throws {
+        guard e.index == hosts[i].kvApplied + 1 else {
+            throw fail("\(hosts[i].id) applied \(e.index) after \(hosts[i].kvApplied)")
+        }
+        try invariants.recordCommitted(e, node: hosts[i].id, time: now)
+        var casResult = true
+        var opID: UInt64?
+        if e.kind == .normal {
+            guard let cmd = KVCommand(decoding: e.data) else { throw fail("undecodable command at \(e.index)") }
+            casResult = hosts[i].kv.apply(cmd)
+            opID = cmd.opID
+        }
+        hosts[i].kvApplied = e.index
+        try invariants.recordState(index: e.index, fingerprint: hosts[i].kv.fingerprint, node: hosts[i].id, time: now)
+        if let w = hosts[i].pendingWrites.removeValue(forKey: e.index) {
+            if w.term == e.term && opID == w.opID {
+                finish(w.client, w.historyID, casResultOutput(historyID: w.historyID, casResult))
+            } else {
+                // Another entry won this index: our proposal was never committed anywhere.
+                guard history.isOpen(w.historyID) else { return }
+                history.discard(w.historyID)
+                clients[w.client].busy = nil
+            }
+        }
+    }
+
+    private func casResultOutput(historyID: Int, _ result: Bool) -> KVOutput {
+        pendingKinds[historyID] == .cas ? .casResult(result) : .ok
+    }
+
+    enum OpKind { case put, get, cas }
+    var pendingKinds: [Int: OpKind] = [:]
+
+    func finish(_ client: Int, _ historyID: Int, _ output: KVOutput) {
+        guard history.isOpen(historyID) else { return }  // already timed out
+        history.complete(historyID, output: output)
+        pendingKinds[historyID] = nil
+        completedOps += 1
+        clients[client].busy = nil
+    }
+}

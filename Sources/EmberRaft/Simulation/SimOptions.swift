@@ -1,0 +1,72 @@
+// Parameters of one simulated run; `randomized` derives a varied fault profile from a seed.
+
+public struct SimOptions: Sendable, Hashable {
+    public var nodeCount = 3
+    /// Ticks with faults and client traffic, followed by `settleTicks` of healed, lossless network.
+    public var faultTicks = 300
+    public var settleTicks = 150
+    /// Simulated time units per node tick (message delays are in time units).
+    public var tickInterval = 10
+    public var maxDelay = 8
+    public var clients = 4
+    public var keys = ["a", "b", "c"]
+    public var clientRequestRate = 0.05  // per idle client per time unit
+    public var clientTimeout = 400  // time units
+    public var lossRate = 0.02
+    public var duplicateRate = 0.02
+    public var longDelayRate = 0.03
+    public var crashRate = 0.01  // per tick
+    public var partitionRate = 0.01  // per tick
+    public var transferRate = 0.005  // per tick
+    /// Per tick: the leader removes a voter or adds a fresh node (single-server changes).
+    public var membershipChangeRate = 0.0
+    public var compactThreshold = 12  // applied entries beyond the snapshot before compacting
+    public var raft = RaftConfig(electionTick: 10, heartbeatTick: 2)
+    /// Deliberately broken mode for testing the checker: serve reads from the contacted node's
+    /// local state without ReadIndex. Stale reads must then be caught as non-linearizable.
+    public var unsafeLocalReads = false
+
+    public init() {}
+
+    public static func randomized(seed: UInt64, nodeCount: Int) -> SimOptions {
+        var rng = SplitMix64(seed: seed ^ 0x0123_4567_89AB_CDEF)
+        var o = SimOptions()
+        o.nodeCount = nodeCount
+        o.lossRate = [0, 0.01, 0.05, 0.1][rng.below(4)]
+        o.duplicateRate = [0, 0.02, 0.05][rng.below(3)]
+        o.longDelayRate = [0, 0.02, 0.1][rng.below(3)]
+        o.crashRate = [0, 0.005, 0.01, 0.02][rng.below(4)]
+        o.partitionRate = [0, 0.005, 0.01, 0.02][rng.below(4)]
+        o.transferRate = [0, 0.005, 0.02][rng.below(3)]
+        o.compactThreshold = [4, 8, 16, 64][rng.below(4)]
+        o.clients = 2 + rng.below(4)
+        let preVote = rng.below(4) != 0
+        // Removed servers that never learn of their removal keep campaigning; without PreVote that
+        // is a known liveness hazard (thesis 4.2.3), so churn membership only with PreVote on.
+        o.membershipChangeRate = preVote ? [0, 0, 0.01, 0.03][rng.below(4)] : 0
+        o.raft = RaftConfig(
+            electionTick: 10, heartbeatTick: 2,
+            preVote: preVote, checkQuorum: rng.below(4) != 0,
+            maxEntriesPerMessage: [1, 3, 8, 64][rng.below(4)],
+            maxBytesPerMessage: [40, 200, 1 << 20][rng.below(3)],
+            maxInflightMessages: [1, 2, 4, 32][rng.below(4)],
+            snapshotChunkSize: [5, 16, 64, 4096][rng.below(4)])
+        return o
+    }
+
+    /// A harsher profile with frequent leader changes and one-entry messages, which is what
+    /// commit-rule bugs (Raft Figure 8) need to surface.
+    public static func leaderChurn(seed: UInt64, nodeCount: Int) -> SimOptions {
+        var o = randomized(seed: seed, nodeCount: nodeCount)
+        var rng = SplitMix64(seed: seed ^ 0xFEED_FACE)
+        o.lossRate = [0.02, 0.05, 0.1][rng.below(3)]
+        o.partitionRate = 0.05
+        o.transferRate = 0.03
+        o.crashRate = 0.02
+        o.longDelayRate = 0.05
+        o.clientRequestRate = 0.1
+        o.raft.maxEntriesPerMessage = 1
+        o.raft.maxInflightMessages = 1 + rng.below(2)
+        return o
+    }
+}

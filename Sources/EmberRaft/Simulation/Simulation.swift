@@ -1,0 +1,46 @@
+// Entry point for running seeded simulations (used by tests and, later, a long-soak executable).
+
+public struct SimStats: Sendable, Hashable {
+    public init() {}
+    public var leadersElected = 0
+    public var crashes = 0
+    public var partitions = 0
+    public var transfers = 0
+    public var membershipChanges = 0
+    /// Runs whose linearizability search hit its step budget (counted as passing).
+    public var linearizabilityInconclusive = 0
+    public var compactions = 0
+    public var snapshotsInstalled = 0
+    public var messagesSent = 0
+    public var committedEntries: UInt64 = 0
+}
+
+public struct SimReport: Sendable, CustomStringConvertible {
+    public var seed: UInt64
+    public var nodeCount: Int
+    public var failure: SimFailure?
+    public var completedOps: Int
+    public var unknownOps: Int
+    public var historySize: Int
+    public var stats: SimStats
+
+    public var description: String {
+        let head = "seed \(seed) (\(nodeCount) nodes): \(completedOps) ops completed, \(unknownOps) unknown, \(stats)"
+        if let failure { return head + " — FAILED at \(failure)" }
+        return head
+    }
+}
+
+public enum Simulation {
+    /// Runs one cluster simulation. The same (seed, nodeCount) always produces the same run.
+    public static func run(seed: UInt64, nodeCount: Int, options: SimOptions? = nil) -> SimReport {
+        let opts = options ?? SimOptions.randomized(seed: seed, nodeCount: nodeCount)
+        let cluster = SimCluster(seed: seed, options: opts)
+        var failure: SimFailure?
+        do { try cluster.run() } catch let f as SimFailure { failure = f } catch { failure = SimFailure(message: "\(error)", time: cluster.now) }
+        return SimReport(
+            seed: seed, nodeCount: nodeCount, failure: failure, completedOps: cluster.completedOps,
+            unknownOps: cluster.unknownOps, historySize: cluster.history.operations.count,
+            stats: cluster.finalStats)
+    }
+}

@@ -1,0 +1,18 @@
+// A read-only snapshot of a node's state for monitoring and tests.
+
+public struct RaftStatus: Sendable, Hashable {
+    public var id: NodeID
+    public var role: RaftRole
+    public var term: UInt64
+    public var votedFor: NodeID?
+    public var leaderID: NodeID?
+    public var commitIndex: UInt64
+    /// Highest index handed to the host via `.apply` / `.restoreSnapshot`.
+    public var appliedIndex: UInt64
+    public var lastIndex: UInt64
+    public var snapshotIndex: UInt64
+    public var membership: Membership
+    /// Per-peer replication progress; only populated on the leader.
+    public var progress: [NodeID: PeerProgress]
+    public var leadTransferee: NodeID?
+}

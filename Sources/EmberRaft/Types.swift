@@ -1,0 +1,107 @@
+// Core value types shared by the Raft state machine, its messages and its host.
+
+/// A node identifier such as "n1". Stable for the lifetime of the node.
+public typealias NodeID = String
+
+/// The kind of a log entry. Only `.normal` entries carry host (application) payloads.
+public enum EntryKind: UInt8, Sendable, Hashable {
+    /// An application command; `data` is opaque to Raft.
+    case normal
+    /// A membership change; `data` is an encoded `Membership` (the full voter set after the change).
+    case configChange
+    /// Appended by every new leader so it can commit entries of its own term promptly.
+    case noop
+}
+
+/// One replicated log entry.
+public struct LogEntry: Sendable, Hashable {
+    public var index: UInt64
+    public var term: UInt64
+    public var kind: EntryKind
+    public var data: [UInt8]
+
+    public init(index: UInt64, term: UInt64, kind: EntryKind = .normal, data: [UInt8] = []) {
+        self.index = index
+        self.term = term
+        self.kind = kind
+        self.data = data
+    }
+
+    /// Approximate wire size, used to bound AppendEntries messages by bytes.
+    var approximateSize: Int { data.count + 24 }
+}
+
+/// The state that must be durable before the node answers anyone (Raft paper, Figure 2),
+/// plus the commit index so a restarted node can re-apply without waiting for a leader.
+public struct HardState: Sendable, Hashable {
+    public var term: UInt64
+    public var votedFor: NodeID?
+    public var commit: UInt64
+
+    public init(term: UInt64 = 0, votedFor: NodeID? = nil, commit: UInt64 = 0) {
+        self.term = term
+        self.votedFor = votedFor
+        self.commit = commit
+    }
+}
+
+/// Describes the state a snapshot covers: everything up to and including `index`.
+public struct SnapshotMetadata: Sendable, Hashable {
+    public var index: UInt64
+    public var term: UInt64
+    /// The voter set in effect at `index`.
+    public var membership: Membership
+
+    public init(index: UInt64, term: UInt64, membership: Membership) {
+        self.index = index
+        self.term = term
+        self.membership = membership
+    }
+}
+
+/// A snapshot: metadata plus the host's opaque serialized state machine.
+public struct Snapshot: Sendable, Hashable {
+    public var metadata: SnapshotMetadata
+    public var data: [UInt8]
+
+    public init(metadata: SnapshotMetadata, data: [UInt8]) {
+        self.metadata = metadata
+        self.data = data
+    }
+}
+
+/// Everything a node needs from durable storage to (re)start.
+///
+/// `entries` must be contiguous and start at `snapshot.metadata.index + 1`.
+public struct PersistentState: Sendable, Hashable {
+    public var hardState: HardState
+    public var snapshot: Snapshot
+    public var entries: [LogEntry]
+
+    public init(hardState: HardState, snapshot: Snapshot, entries: [LogEntry]) {
+        self.hardState = hardState
+        self.snapshot = snapshot
+        self.entries = entries
+    }
+
+    /// A brand-new member of the initial cluster: empty log, initial voter set recorded at index 0.
+    public static func bootstrap(voters: [NodeID]) -> PersistentState {
+        PersistentState(
+            hardState: HardState(),
+            snapshot: Snapshot(
+                metadata: SnapshotMetadata(index: 0, term: 0, membership: Membership(voters: voters)),
+                data: []),
+            entries: [])
+    }
+
+    /// A node that will be added to an existing cluster: it knows no members and waits for the leader.
+    public static var joining: PersistentState { bootstrap(voters: []) }
+}
+
+/// The role of a node in the current term.
+public enum RaftRole: String, Sendable, Hashable {
+    case follower
+    case preCandidate
+    case candidate
+    case leader
+}
