@@ -41,11 +41,11 @@ public final class EmberNode: Sendable {
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
-        defer {
-            realtime.closeAll(reason: "node shutting down")
-            hub.closeAll()
-            store.close()
-        }
-        try await app.runService()
+        let result: Result<Void, any Error>
+        do { try await app.runService(); result = .success(()) } catch { result = .failure(error) }
+        realtime.closeAll(reason: "node shutting down")
+        hub.closeAll()
+        await store.shutdown()
+        try result.get()
     }
 }

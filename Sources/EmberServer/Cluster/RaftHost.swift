@@ -1,0 +1,270 @@
+import EmberRaft
+import EmberStorage
+import Foundation
+import Logging
+import Synchronization
+
+/// Hosts a `RaftNode` over the LMDB store: the single serial driver of the cluster runtime.
+///
+/// Everything that touches the Raft state machine runs in ONE task (`loop`), fed through a
+/// bounded inbox: timer ticks, peer frames, client writes and linearizable reads. Each turn drains
+/// the inbox, steps the node once per input, then performs the collected actions in order under
+/// the persist-before-send contract (Action.swift): `persist*` actions are buffered and written
+/// to LMDB (one append transaction, one hard-state transaction) right before the first action
+/// that makes them observable (`send`, `apply`, `readReady`, snapshot restore). Awaiting the store
+/// inside the loop is what serializes it; inputs arriving meanwhile are batched into the next
+/// turn, which gives group commit under load for free.
+///
+/// `@unchecked Sendable`: the mutable fields below the inbox are touched only by `loop`.
+final class RaftHost: @unchecked Sendable {
+    let config: ClusterConfiguration
+    let store: EmberStore
+    let logger: Logger
+    var transport: PeerTransport!
+
+    // Shared with callers (locked).
+    let inbox: Mutex<Inbox>
+    let published: Mutex<RaftStatus>
+    let pendingRequests = Atomic<Int>(0)
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakeups: AsyncStream<Void>
+    private var loopTask: Task<Void, Never>?
+    private var tickTask: Task<Void, Never>?
+
+    // Owned by the loop.
+    var node: RaftNode
+    var persistedHard: EmberRaft.HardState
+    var bufferedEntries: [EmberRaft.LogEntry] = []
+    var bufferedHard: EmberRaft.HardState?
+    var requests: RequestBook
+    var lastStamp: Int64 = 0
+
+    /// Inputs taken per loop turn (bounds a turn's latency and memory).
+    static let maxInputsPerTurn = 1_024
+
+    enum Input: Sendable {
+        case tick
+        case frame(PeerFrame)
+        case write(PendingWrite)
+        case read(PendingRead)
+        case stop
+    }
+
+    struct Inbox {
+        var items: [Input] = []
+        var stopped = false
+    }
+
+    init(config: ClusterConfiguration, store: EmberStore, logger: Logger) async throws {
+        self.config = config
+        self.store = store
+        self.logger = logger
+        let (state, applied) = try await RaftPersistence.load(store, voters: config.voters)
+        let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
+                                    randomSeed: UInt64.random(in: 0...UInt64.max))
+        node = RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied)
+        persistedHard = state.hardState
+        published = Mutex(node.status)
+        inbox = Mutex(Inbox())
+        requests = RequestBook(recentLimit: config.recentResults)
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        wakeups = stream
+        wake = continuation
+        logger.info("raft host loaded", metadata: [
+            "node": "\(config.nodeID)", "term": "\(state.hardState.term)", "applied": "\(applied)",
+            "logTail": "\(state.entries.count)", "voters": "\(config.voters)"])
+    }
+
+    func start(transport: PeerTransport) {
+        self.transport = transport
+        loopTask = Task { await self.loop() }
+        let period = UInt64(config.tickMillis) * 1_000_000
+        tickTask = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: period)
+                self.enqueue(.tick)
+            }
+        }
+    }
+
+    func stop() async {
+        tickTask?.cancel()
+        enqueue(.stop, force: true)
+        await loopTask?.value
+    }
+
+    /// Adds an input; false when the inbox is full (the caller sheds the request).
+    @discardableResult
+    func enqueue(_ input: Input, force: Bool = false) -> Bool {
+        let ok = inbox.withLock { box -> Bool in
+            if box.stopped { return false }
+            if !force && box.items.count >= config.maxQueuedEvents { return false }
+            box.items.append(input)
+            return true
+        }
+        if ok { wake.yield() }
+        return ok
+    }
+
+    var status: RaftStatus { published.withLock { $0 } }
+
+    // MARK: - Loop
+
+    private func loop() async {
+        for await _ in wakeups {
+            while true {
+                let batch = inbox.withLock { box -> [Input] in
+                    let n = min(box.items.count, Self.maxInputsPerTurn)
+                    defer { box.items.removeFirst(n) }
+                    return Array(box.items.prefix(n))
+                }
+                if batch.isEmpty { break }
+                var actions: [Action] = []
+                var stopping = false
+                for input in batch {
+                    if case .stop = input { stopping = true; continue }
+                    actions += handle(input)
+                }
+                await execute(actions)
+                await compactIfDue()
+                let status = node.status
+                published.withLock { $0 = status }
+                if stopping {
+                    inbox.withLock { $0.stopped = true }
+                    requests.failAll(ClusterError.shuttingDown)
+                    wake.finish()
+                    return
+                }
+            }
+        }
+    }
+
+    /// Feeds the node; returns the actions to perform (bookkeeping actions are handled here).
+    func step(_ event: Event) -> [Action] {
+        node.step(event)
+    }
+
+    // MARK: - Executing actions
+
+    func execute(_ actions: [Action]) async {
+        for action in actions {
+            switch action {
+            case .persistHardState(let hs):
+                bufferedHard = hs
+            case .persistEntries(let entries):
+                guard let first = entries.first else { continue }
+                // Later persists replace earlier ones from their first index on (Action.swift).
+                bufferedEntries.removeAll { $0.index >= first.index }
+                bufferedEntries += entries
+            case .persistSnapshot(let snapshot, _):
+                await flush()
+                await installIfNewer(snapshot)
+            case .restoreSnapshot(let snapshot):
+                await flush()
+                logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.metadata.index)"])
+            case .send(let message):
+                await flush()
+                transport.send(.raft(message), to: message.to)
+            case .apply(let entries):
+                await flush()
+                guard let last = entries.last else { continue }
+                let results: [WriteResult]
+                do { results = try await store.applyCommitted(through: last.index) } catch {
+                    fatalStorage("apply through \(last.index)", error)
+                }
+                for r in results { requests.applied(r) }
+            case .readReady(let id, _):
+                await flush()
+                requests.readReady(id)
+            case .readFailed(let id):
+                requests.readFailed(id)
+            case .proposalAccepted, .proposalRejected:
+                break  // consumed where the proposal was stepped
+            }
+        }
+        await flush()
+    }
+
+    /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
+    func flush() async {
+        if !bufferedEntries.isEmpty {
+            // Entries at or below the applied index are committed and, by Log Matching, equal to
+            // what the store holds; the store refuses to rewrite applied entries.
+            let applied = store.appliedIndex
+            let fresh = bufferedEntries.filter { $0.index > applied }
+            bufferedEntries = []
+            if !fresh.isEmpty {
+                do { try await store.append(entries: try fresh.map(RaftPersistence.storageEntry)) } catch {
+                    fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index)", error)
+                }
+            }
+        }
+        if let hs = bufferedHard {
+            bufferedHard = nil
+            // The store keeps term and vote; the commit index is volatile there (recomputed
+            // from the applied index on restart), so commit-only changes cost no fsync.
+            if hs.term != persistedHard.term || hs.votedFor != persistedHard.votedFor {
+                do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
+                    fatalStorage("hard state", error)
+                }
+            }
+            persistedHard = hs
+        }
+    }
+
+    /// A snapshot newer than our state came from the leader: replace the store's state with it,
+    /// then re-persist the log tail Raft kept after it (installing empties the store's log).
+    func installIfNewer(_ snapshot: Snapshot) async {
+        guard snapshot.metadata.index > store.appliedIndex else { return }  // our own compaction
+        do {
+            try await store.installSnapshot(chunks: try RaftPersistence.chunks(snapshot.data))
+            let tail = node.log.entries(from: snapshot.metadata.index + 1, through: node.log.lastIndex)
+            if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
+        } catch {
+            fatalStorage("install snapshot at \(snapshot.metadata.index)", error)
+        }
+        logger.info("installed snapshot from leader", metadata: ["index": "\(snapshot.metadata.index)"])
+    }
+
+    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries, the store's
+    /// state becomes the snapshot Raft streams to followers that fell behind.
+    func compactIfDue() async {
+        guard node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
+        do {
+            let snap = try RaftPersistence.serialize(store)
+            assert(snap.index == node.appliedIndex, "store and Raft disagree on the applied index")
+            guard snap.index <= node.appliedIndex, snap.index > node.log.snapshotIndex else { return }
+            await execute(step(.compact(index: snap.index, data: snap.data)))
+        } catch {
+            logger.error("compaction failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so
+    /// the node stops (fail-stop) and recovers from disk on restart.
+    func fatalStorage(_ what: String, _ error: any Error) -> Never {
+        logger.critical("storage failure; stopping", metadata: ["operation": "\(what)", "error": "\(error)"])
+        fatalError("storage failure in \(what): \(error)")
+    }
+}
+
+/// Why a cluster request failed. All are retryable (REST answers 503).
+enum ClusterError: Error, CustomStringConvertible {
+    case noLeader(seconds: Double)
+    case overloaded
+    case leadershipLost
+    case outcomeUnknown(String)
+    case shuttingDown
+    case refused(String)
+
+    var description: String {
+        switch self {
+        case .noLeader(let s): return "No cluster leader was reachable within \(s) s; retry later"
+        case .overloaded: return "The node has too many pending requests; retry later"
+        case .leadershipLost: return "Leadership changed before the write committed; it was not applied, retry"
+        case .outcomeUnknown(let why): return "The write's outcome is unknown (\(why)); read before retrying"
+        case .shuttingDown: return "The node is shutting down"
+        case .refused(let why): return why
+        }
+    }
+}
