@@ -161,37 +161,73 @@ def test_firebase_admin_against_a_follower(cluster):
         assert requests.get(f"{n['url']}/counter/n.json?ns={ns}", timeout=5).json() == 4
 
 
-def test_peer_with_certificate_from_another_ca_is_refused(cluster, tmp_path):
-    certs = str(tmp_path / "rogue")
-    lc.make_ca(certs, name="rogue-ca")
-    lc.make_node_cert(certs, "n4")
+def start_intruder(cluster, tmp_path, certs, ca_file, log_path):
     layout = json.load(open(os.path.join(cluster.dir, "layout.json")))
     peers = ",".join(f"{n['id']}=127.0.0.1:{n['peerPort']}" for n in layout["nodes"])
-    term_before = max(cluster.status(n["id"])["term"] for n in cluster.nodes)
-    log_path = str(tmp_path / "rogue.log")
     with open(log_path, "wb") as log:
-        rogue = subprocess.Popen(
-            [EMBERD, "--data", str(tmp_path / "rogue-data"), "--port", str(free_port()), "--node-id", "n4",
+        return subprocess.Popen(
+            [EMBERD, "--data", str(tmp_path / "intruder-data"), "--port", str(free_port()), "--node-id", "n4",
              "--peers", peers + f",n4=127.0.0.1:{free_port()}",
              "--tls-cert", os.path.join(certs, "n4.pem"), "--tls-key", os.path.join(certs, "n4.key"),
-             "--tls-ca", os.path.join(certs, "ca.pem")], stdout=log, stderr=log)
+             "--tls-ca", ca_file], stdout=log, stderr=log)
+
+
+@pytest.mark.parametrize("kind", ["other-ca", "not-a-member"])
+def test_peer_with_foreign_certificate_is_refused(cluster, tmp_path, kind):
+    """other-ca: signed by another CA (the intruder trusts ours, so OUR check of ITS certificate
+    is what refuses it). not-a-member: signed by the cluster CA but naming no member."""
+    certs = str(tmp_path / "intruder")
+    cluster_ca = os.path.join(cluster.dir, "certs")
+    if kind == "other-ca":
+        lc.make_ca(certs, name="rogue-ca")
+        lc.make_node_cert(certs, "n4")
+        ca_file = os.path.join(certs, "both-cas.pem")
+        with open(ca_file, "w") as f:
+            f.write(open(os.path.join(cluster_ca, "ca.pem")).read() + open(os.path.join(certs, "ca.pem")).read())
+        expected_log = "peer connection refused"
+    else:
+        os.makedirs(certs)
+        lc.make_node_cert(certs, "n4", ca_dir=cluster_ca)
+        ca_file = os.path.join(cluster_ca, "ca.pem")
+        expected_log = "certificate names no cluster member"
+    term_before = max(cluster.status(n["id"])["term"] for n in cluster.nodes)
+    logs = {n["id"]: os.path.getsize(os.path.join(cluster.dir, f"{n['id']}.log")) for n in cluster.nodes}
+    intruder = start_intruder(cluster, tmp_path, certs, ca_file, str(tmp_path / "intruder.log"))
     try:
         refused = False
         deadline = time.time() + 15
         while time.time() < deadline and not refused:
             for n in cluster.nodes:
                 with open(os.path.join(cluster.dir, f"{n['id']}.log"), errors="replace") as f:
-                    if "peer connection refused" in f.read():
+                    f.seek(logs[n["id"]])
+                    if expected_log in f.read():
                         refused = True
             time.sleep(0.2)
-        assert refused, "no cluster node logged the refused peer"
+        assert refused, f"no cluster node logged '{expected_log}'"
         # Its campaigns never reached the cluster: same leader, no disrupted terms.
         leader = cluster.leader()
         assert max(cluster.status(n["id"])["term"] for n in cluster.nodes) == term_before
         assert "n4" not in cluster.status(leader)["peers"]
     finally:
-        rogue.kill()
-        rogue.wait()
+        intruder.kill()
+        intruder.wait()
+
+
+def test_sse_listener_on_a_follower_sees_writes_made_elsewhere(cluster):
+    leader = cluster.leader()
+    follower = cluster.followers()[0]
+    key = uuid.uuid4().hex
+    with requests.get(f"{cluster.url(follower)}/live/{key}.json", headers={"Accept": "text/event-stream"},
+                      stream=True, timeout=10) as stream:
+        lines = stream.iter_lines(decode_unicode=True)
+        assert next(lines) == "event: put"
+        assert json.loads(next(lines)[len("data: "):]) == {"path": "/", "data": None}
+        r = requests.put(f"{cluster.url(leader)}/live/{key}/v.json", data="42", timeout=10)
+        assert r.status_code == 200
+        for line in lines:
+            if line.startswith("data: ") and "42" in line:
+                assert json.loads(line[len("data: "):]) == {"path": "/v", "data": 42}
+                break
 
 
 def load(cluster, stop, acked, lock, worker):
