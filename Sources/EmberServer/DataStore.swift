@@ -112,6 +112,9 @@ public protocol DataStore: AnyObject, Sendable {
     func nodeStatus() throws -> JSON
     /// Orderly stop (waits for background work); `close()` is the synchronous fallback.
     func shutdown() async
+    /// Called when the whole state was replaced (a cluster follower installed a snapshot), so
+    /// listeners cannot be fed a change set and must resynchronise.
+    func onStateReplaced(_ handler: @escaping @Sendable () -> Void)
 }
 
 extension DataStore {
@@ -123,6 +126,7 @@ extension DataStore {
         ])
     }
     public func shutdown() async { close() }
+    public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {}
 }
 
 /// ETags are derived from path versions: opaque to clients, cheap to compare at apply time.

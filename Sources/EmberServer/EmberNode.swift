@@ -27,6 +27,12 @@ public final class EmberNode: Sendable {
             hub.publish(change)
             realtime.publish(change)
         }
+        // No change set describes a replaced state: drop listeners so clients reconnect and
+        // read the new state (SSE clients and SDKs do so on their own).
+        store.onStateReplaced {
+            hub.closeAll()
+            realtime.dropAll(reason: "state replaced from a snapshot")
+        }
     }
 
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.

@@ -230,6 +230,26 @@ def test_sse_listener_on_a_follower_sees_writes_made_elsewhere(cluster):
                 break
 
 
+def test_stopping_the_leader_hands_leadership_over(tmp_path):
+    c = Cluster(tmp_path / "c")
+    try:
+        old = c.leader()
+        requests.put(f"{c.url(old)}/h.json", data="1", timeout=10)
+        stopped_at = time.time()
+        os.kill(c.pid(old), signal.SIGTERM)
+        survivors = [n["id"] for n in c.nodes if n["id"] != old]
+        new = c.leader(among=survivors, timeout=10)
+        took = time.time() - stopped_at
+        assert new != old
+        with open(os.path.join(c.dir, f"{old}.log"), errors="replace") as f:
+            assert "handing leadership over" in f.read()
+        # A hand-over needs no election timeout (the new leader campaigns at once).
+        assert took < 2 * ELECTION_TIMEOUT, f"hand-over took {took:.2f} s"
+        assert requests.put(f"{c.url(new)}/h.json", data="2", timeout=10).status_code == 200
+    finally:
+        c.down()
+
+
 def load(cluster, stop, acked, lock, worker):
     s = requests.Session()
     i = 0

@@ -27,6 +27,13 @@ extension RaftHost {
         case .frame(.forwardReply(let reply)):
             forwardAnswered(reply, now: now)
             return []
+        case .handOver:
+            let progress = node.status.progress
+            guard node.role == .leader,
+                  let target = progress.max(by: { ($0.value.matchIndex, $1.key) < ($1.value.matchIndex, $0.key) })?.key
+            else { return [] }
+            logger.info("handing leadership over before stopping", metadata: ["to": "\(target)"])
+            return step(.transferLeadership(to: target))
         case .stop:
             return []
         }

@@ -26,6 +26,7 @@ final class RaftHost: @unchecked Sendable {
     let inbox: Mutex<Inbox>
     let published: Mutex<RaftStatus>
     let pendingRequests = Atomic<Int>(0)
+    let stateReplacedHandlers = Mutex<[@Sendable () -> Void]>([])
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
     private var loopTask: Task<Void, Never>?
@@ -47,6 +48,8 @@ final class RaftHost: @unchecked Sendable {
         case frame(PeerFrame)
         case write(PendingWrite)
         case read(PendingRead)
+        /// Hand leadership to the most up-to-date peer (graceful shutdown).
+        case handOver
         case stop
     }
 
@@ -87,7 +90,18 @@ final class RaftHost: @unchecked Sendable {
         }
     }
 
+    /// Longest a stopping leader waits for a peer to take over (a rolling restart then costs
+    /// no election timeout).
+    static let handOverMillis = 1_500
+
     func stop() async {
+        if status.role == .leader && config.voters.count > 1 {
+            enqueue(.handOver, force: true)
+            let deadline = ContinuousClock.now + .milliseconds(Self.handOverMillis)
+            while status.role == .leader && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
         tickTask?.cancel()
         enqueue(.stop, force: true)
         await loopTask?.value
@@ -224,6 +238,7 @@ final class RaftHost: @unchecked Sendable {
             fatalStorage("install snapshot at \(snapshot.metadata.index)", error)
         }
         logger.info("installed snapshot from leader", metadata: ["index": "\(snapshot.metadata.index)"])
+        for handler in stateReplacedHandlers.withLock({ $0 }) { handler() }
     }
 
     /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries, the store's

@@ -23,6 +23,8 @@ public final class ReplicatedDataStore: DataStore {
     let config: ClusterConfiguration
     let logger: Logger
     private let stopped = Atomic<Bool>(false)
+    /// The state hash is a full scan: status polls reuse it while the applied index stands still.
+    private let hashCache = Mutex<(index: UInt64, hash: String)?>(nil)
 
     /// Opens the store, loads Raft's state from it, binds the peer listener and starts the driver.
     public static func open(directory: String, options: StoreOptions, cluster: ClusterConfiguration,
@@ -66,6 +68,10 @@ public final class ReplicatedDataStore: DataStore {
     public func setIndexes(_ defs: [IndexDefinition]) throws { try local.setIndexes(defs) }
 
     public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) { local.onCommit(handler) }
+
+    public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {
+        host.stateReplacedHandlers.withLock { $0.append(handler) }
+    }
 
     public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
         let op = LMDBDataStore.operation(for: request)
@@ -122,7 +128,7 @@ public final class ReplicatedDataStore: DataStore {
             "snapshotIndex": .int(Int64(s.snapshotIndex)),
             "voters": .array(s.membership.voters.map { .string($0) }),
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
-            "stateHash": .string(try local.storage.stateHash()),
+            "stateHash": .string(try stateHash()),
         ]
         if s.role == .leader {
             var peers: [String: JSON] = [:]
@@ -133,6 +139,14 @@ public final class ReplicatedDataStore: DataStore {
             out["peers"] = .object(peers)
         }
         return .object(out)
+    }
+
+    func stateHash() throws -> String {
+        let applied = local.appliedIndex
+        if let cached = hashCache.withLock({ $0 }), cached.index == applied { return cached.hash }
+        let hash = try local.storage.stateHash()
+        hashCache.withLock { $0 = (applied, hash) }
+        return hash
     }
 
     public func shutdown() async {

@@ -41,6 +41,16 @@ public final class RealtimeHub: Sendable {
         for s in targets { s.deliver(change) }
     }
 
+    /// Closes every connection WITHOUT the shutdown message (which tells SDKs not to come back):
+    /// they reconnect and resynchronise. Used when the node's state was replaced wholesale.
+    public func dropAll(reason: String) {
+        let all = sessions.withLock { all -> [RealtimeSession] in
+            defer { all.removeAll() }
+            return all.values.flatMap(\.values)
+        }
+        for s in all { s.finish(reason: reason) }
+    }
+
     public func closeAll(reason: String) {
         let all = sessions.withLock { all -> [RealtimeSession] in
             defer { all.removeAll() }
