@@ -230,6 +230,27 @@ def test_sse_listener_on_a_follower_sees_writes_made_elsewhere(cluster):
                 break
 
 
+def test_websocket_clients_on_two_followers(cluster):
+    """A wire-protocol write at one follower reaches a listener on the other follower."""
+    import asyncio
+    from wire import WireClient
+    f1, f2 = cluster.followers()[:2]
+    ns = "w" + uuid.uuid4().hex[:10]
+
+    async def go():
+        writer = await WireClient.connect(cluster.url(f1), ns)
+        listener = await WireClient.connect(cluster.url(f2), ns)
+        await listener.request("q", {"p": "/room", "h": ""})
+        _, resp = await writer.request("p", {"p": "room/msg", "d": {"text": "hi"}})
+        assert resp == {"s": "ok", "d": ""}
+        push = await listener.next_push()
+        assert push["a"] == "d" and push["b"]["p"] == "room/msg" and push["b"]["d"] == {"text": "hi"}
+        await writer.close()
+        await listener.close()
+
+    asyncio.run(go())
+
+
 def test_stopping_the_leader_hands_leadership_over(tmp_path):
     c = Cluster(tmp_path / "c")
     try:

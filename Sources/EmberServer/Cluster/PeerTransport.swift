@@ -25,6 +25,12 @@ public final class PeerTransport: Sendable {
 
     /// Threads for the peer channel's event loops (the traffic is a few streams of frames).
     static let eventLoopThreads = 1
+    /// Accepted connections open at once (members need one each; the rest are strangers or
+    /// reconnects whose old socket has not closed yet).
+    static let maxInboundConnections = 64
+    /// An accepted connection that has not proven a member identity by then is closed.
+    static let handshakeTimeout = TimeAmount.seconds(10)
+    private let inboundCount = Atomic<Int>(0)
 
     public init(config: ClusterConfiguration, tls: PeerTLS, logger: Logger,
                 onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
@@ -49,12 +55,19 @@ public final class PeerTransport: Sendable {
     @discardableResult
     public func start() async throws -> Int {
         let members = self.members, logger = self.logger, onFrame = self.onFrame, context = tls.serverContext
+        let transport = self
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                guard transport.inboundCount.add(1, ordering: .relaxed).newValue <= Self.maxInboundConnections else {
+                    transport.inboundCount.subtract(1, ordering: .relaxed)
+                    logger.warning("peer connection refused: too many connections")
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in transport.inboundCount.subtract(1, ordering: .relaxed) }
+                return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLServerHandler(context: context))
                     try sync.addHandler(ByteToMessageHandler(PeerFrameDecoder()))
@@ -120,6 +133,15 @@ final class PeerInboundHandler: ChannelInboundHandler {
         self.members = members
         self.logger = logger
         self.onFrame = onFrame
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Strangers must not hold a connection open without ever completing the handshake.
+        let channel = context.channel
+        let verified = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: PeerTransport.handshakeTimeout) {
+            if verified.value.peer == nil { channel.close(promise: nil) }
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
