@@ -22,6 +22,7 @@ from conftest import EMBERD, RULES, ROOT, free_port
 
 SCRIPT = os.path.join(ROOT, "deploy", "local-cluster")
 ELECTION_TIMEOUT = 1.0  # seconds: 10 ticks of 50 ms, randomized up to 2x
+CHAOS_ROUNDS = int(os.environ.get("EMBER_CLUSTER_CHAOS_ROUNDS", "20" if os.environ.get("EMBER_SOAK") else "0"))
 
 
 def load_script():
@@ -317,6 +318,37 @@ def test_kill9_leader_under_load_loses_no_acknowledged_write(tmp_path):
             lost = [k for k, v in acked.items() if data.get(k) != v]
             assert not lost, f"{n['id']} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
         print(f"failover {failover:.2f} s, {len(acked)} acknowledged writes, applied {st[0]['appliedIndex']}")
+    finally:
+        c.down()
+
+
+@pytest.mark.skipif(CHAOS_ROUNDS == 0, reason="soak only (EMBER_SOAK=1 or EMBER_CLUSTER_CHAOS_ROUNDS=N)")
+def test_chaos_kill9_random_nodes_under_load(tmp_path):
+    """Rounds of kill -9 of a random node (leader or not) and restart, under load."""
+    import random
+    c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "200"])
+    try:
+        stop, lock, acked = threading.Event(), threading.Lock(), {}
+        workers = [threading.Thread(target=load, args=(c, stop, acked, lock, w)) for w in range(4)]
+        for t in workers:
+            t.start()
+        rng = random.Random(int(os.environ.get("EMBER_CHAOS_SEED", "1")))
+        for _ in range(CHAOS_ROUNDS):
+            time.sleep(rng.uniform(0.3, 1.5))
+            victim = rng.choice([n["id"] for n in c.nodes])
+            c.kill9(victim)
+            time.sleep(rng.uniform(0.1, 1.5))
+            script("start-node", "--dir", c.dir, "--id", victim)
+        time.sleep(1)
+        stop.set()
+        for t in workers:
+            t.join()
+        c.wait_converged(timeout=60)
+        for n in c.nodes:
+            data = requests.get(f"{n['url']}/k.json", timeout=10).json() or {}
+            lost = [k for k, v in acked.items() if data.get(k) != v]
+            assert not lost, f"{n['id']} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
+        print(f"{CHAOS_ROUNDS} rounds, {len(acked)} acknowledged writes")
     finally:
         c.down()
 

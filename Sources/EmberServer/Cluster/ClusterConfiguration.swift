@@ -104,9 +104,6 @@ public struct ClusterConfiguration: Sendable {
     /// Checks what the flags/config file cannot express by type.
     public func validate() throws {
         guard Self.isValidNodeID(nodeID) else { throw ClusterConfigError("invalid node id '\(nodeID)'") }
-        guard !remotePeers.isEmpty || peers.keys.contains(nodeID) || peers.isEmpty else {
-            throw ClusterConfigError("no peers")
-        }
         for path in [tlsCertificatePath, tlsKeyPath, tlsCAPath] where !FileManager.default.isReadableFile(atPath: path) {
             throw ClusterConfigError("cannot read TLS file \(path)")
         }

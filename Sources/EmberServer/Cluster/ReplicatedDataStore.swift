@@ -23,8 +23,7 @@ public final class ReplicatedDataStore: DataStore {
     let config: ClusterConfiguration
     let logger: Logger
     private let stopped = Atomic<Bool>(false)
-    /// The state hash is a full scan: status polls reuse it while the applied index stands still.
-    private let hashCache = Mutex<(index: UInt64, hash: String)?>(nil)
+    private let hashCache = StateHashCache()
 
     /// Opens the store, loads Raft's state from it, binds the peer listener and starts the driver.
     public static func open(directory: String, options: StoreOptions, cluster: ClusterConfiguration,
@@ -128,7 +127,7 @@ public final class ReplicatedDataStore: DataStore {
             "snapshotIndex": .int(Int64(s.snapshotIndex)),
             "voters": .array(s.membership.voters.map { .string($0) }),
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
-            "stateHash": .string(try stateHash()),
+            "stateHash": .string(try hashCache.hash(of: local.storage)),
         ]
         if s.role == .leader {
             var peers: [String: JSON] = [:]
@@ -139,14 +138,6 @@ public final class ReplicatedDataStore: DataStore {
             out["peers"] = .object(peers)
         }
         return .object(out)
-    }
-
-    func stateHash() throws -> String {
-        let applied = local.appliedIndex
-        if let cached = hashCache.withLock({ $0 }), cached.index == applied { return cached.hash }
-        let hash = try local.storage.stateHash()
-        hashCache.withLock { $0 = (applied, hash) }
-        return hash
     }
 
     public func shutdown() async {

@@ -12,6 +12,7 @@ public final class LMDBDataStore: DataStore {
     /// (namespaces come into being on first use). Building reads the existing data.
     private let indexDefs = Mutex<[IndexDefinition]>([])
     private let indexedNamespaces = Mutex<Set<String>>([])
+    private let hashCache = StateHashCache()
 
     public init(directory: String, options: StoreOptions, logger: Logger) throws {
         self.store = try EmberStore(directory: directory, options: options)
@@ -115,7 +116,7 @@ public final class LMDBDataStore: DataStore {
         .object([
             "id": .string("single"), "role": .string("leader"), "term": .int(0), "leader": .string("single"),
             "commitIndex": .int(Int64(appliedIndex)), "appliedIndex": .int(Int64(appliedIndex)),
-            "stateHash": .string(try store.stateHash()),
+            "stateHash": .string(try hashCache.hash(of: store)),
         ])
     }
 
