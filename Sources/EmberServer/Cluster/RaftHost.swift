@@ -201,6 +201,18 @@ final class RaftHost: @unchecked Sendable {
 
     /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
     func flush() async {
+        // Term and vote first: a log never holds entries of a term the node could forget it saw.
+        if let hs = bufferedHard {
+            bufferedHard = nil
+            // The store keeps term and vote; the commit index is volatile there (recomputed
+            // from the applied index on restart), so commit-only changes cost no fsync.
+            if hs.term != persistedHard.term || hs.votedFor != persistedHard.votedFor {
+                do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
+                    fatalStorage("hard state", error)
+                }
+            }
+            persistedHard = hs
+        }
         if !bufferedEntries.isEmpty {
             // Entries at or below the applied index are committed and, by Log Matching, equal to
             // what the store holds; the store refuses to rewrite applied entries.
@@ -212,17 +224,6 @@ final class RaftHost: @unchecked Sendable {
                     fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index)", error)
                 }
             }
-        }
-        if let hs = bufferedHard {
-            bufferedHard = nil
-            // The store keeps term and vote; the commit index is volatile there (recomputed
-            // from the applied index on restart), so commit-only changes cost no fsync.
-            if hs.term != persistedHard.term || hs.votedFor != persistedHard.votedFor {
-                do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
-                    fatalStorage("hard state", error)
-                }
-            }
-            persistedHard = hs
         }
     }
 
