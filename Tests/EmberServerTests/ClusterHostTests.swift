@@ -31,8 +31,9 @@ import Testing
         try await a.applyCommitted(through: 3)
 
         // Restart view: the applied state is the snapshot, the unapplied tail is the log.
-        let (state, applied) = try await RaftPersistence.load(a, voters: ["n1", "n2"])
+        let (state, applied, lastTimestamp) = try await RaftPersistence.load(a, voters: ["n1", "n2"])
         #expect(applied == 3)
+        #expect(lastTimestamp == 1_700_000_000_000)
         #expect(state.snapshot.metadata.index == 3 && state.snapshot.metadata.term == 1)
         #expect(state.entries.map(\.index) == [4] && state.entries[0].term == 2)
         #expect(try RaftPersistence.storageEntry(state.entries[0]).operation == .set(path: try Path("z"), value: .int(3)))

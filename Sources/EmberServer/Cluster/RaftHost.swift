@@ -25,7 +25,9 @@ final class RaftHost: @unchecked Sendable {
     // Shared with callers (locked).
     let inbox: Mutex<Inbox>
     let published: Mutex<RaftStatus>
+    /// Client writes / linearizable reads accepted and not yet answered (admission control).
     let pendingRequests = Atomic<Int>(0)
+    let pendingReads = Atomic<Int>(0)
     let stateReplacedHandlers = Mutex<[@Sendable () -> Void]>([])
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
@@ -38,6 +40,7 @@ final class RaftHost: @unchecked Sendable {
     var bufferedEntries: [EmberRaft.LogEntry] = []
     var bufferedHard: EmberRaft.HardState?
     var requests: RequestBook
+    /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
@@ -62,7 +65,8 @@ final class RaftHost: @unchecked Sendable {
         self.config = config
         self.store = store
         self.logger = logger
-        let (state, applied) = try await RaftPersistence.load(store, voters: config.voters)
+        let (state, applied, lastTimestamp) = try await RaftPersistence.load(store, voters: config.voters)
+        lastStamp = lastTimestamp
         let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
                                     randomSeed: UInt64.random(in: 0...UInt64.max))
         node = RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied)
@@ -220,7 +224,12 @@ final class RaftHost: @unchecked Sendable {
             let fresh = bufferedEntries.filter { $0.index > applied }
             bufferedEntries = []
             if !fresh.isEmpty {
-                do { try await store.append(entries: try fresh.map(RaftPersistence.storageEntry)) } catch {
+                do {
+                    let entries = try fresh.map(RaftPersistence.storageEntry)
+                    // A future leader keeps server timestamps monotonic across the log.
+                    lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+                    try await store.append(entries: entries)
+                } catch {
                     fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index)", error)
                 }
             }

@@ -33,9 +33,9 @@ enum RaftPersistence {
     }
 
     /// The store's state as one byte array: `[u32 BE length][chunk]...`.
-    static func serialize(_ store: EmberStore) throws -> (data: [UInt8], index: UInt64, term: UInt64) {
+    static func serialize(_ store: EmberStore) throws -> (data: [UInt8], index: UInt64, term: UInt64, timestamp: Int64) {
         var out: [UInt8] = []
-        var header: (UInt64, UInt64)?
+        var header: (UInt64, UInt64, Int64)?
         try store.snapshot { chunk in
             if header == nil { header = try parseHeader(chunk) }
             let n = UInt32(chunk.count)
@@ -43,7 +43,7 @@ enum RaftPersistence {
             out += chunk
         }
         guard let header else { throw StorageError.corrupt("snapshot without header") }
-        return (out, header.0, header.1)
+        return (out, header.0, header.1, header.2)
     }
 
     static func chunks(_ data: [UInt8]) throws -> [[UInt8]] {
@@ -62,28 +62,32 @@ enum RaftPersistence {
 
     /// The first record of a store snapshot: table 0xFF, empty key, value = applied index,
     /// applied term, last timestamp (u64 BE each); lengths are LEB128 varints.
-    static func parseHeader(_ chunk: [UInt8]) throws -> (UInt64, UInt64) {
+    static func parseHeader(_ chunk: [UInt8]) throws -> (UInt64, UInt64, Int64) {
         // tag(1) + key length varint (0) + value length varint (24) + 24 bytes
         guard chunk.count >= 27, chunk[0] == 0xFF, chunk[1] == 0, chunk[2] == 24 else {
             throw StorageError.corrupt("snapshot header")
         }
         func u64(_ at: Int) -> UInt64 { chunk[at..<at + 8].reduce(0) { ($0 << 8) | UInt64($1) } }
-        return (u64(3), u64(11))
+        return (u64(3), u64(11), Int64(bitPattern: u64(19)))
     }
 
     /// What Raft needs to restart: hard state, the store's applied state as the snapshot, and
     /// the persisted-but-unapplied log tail.
-    static func load(_ store: EmberStore, voters: [NodeID]) async throws -> (PersistentState, applied: UInt64) {
+    static func load(_ store: EmberStore, voters: [NodeID]) async throws
+        -> (PersistentState, applied: UInt64, lastTimestamp: Int64)
+    {
         let hs = try await store.hardState()
         let snap = try serialize(store)
         var entries: [EmberRaft.LogEntry] = []
         var next = snap.index + 1
+        var lastTimestamp = snap.timestamp
         while next <= store.lastLogIndex {
             let batch = try store.entries(from: next, maxCount: loadBatch)
             guard !batch.isEmpty else { break }
             for e in batch {
                 guard e.index == next else { throw StorageError.corrupt("log gap at \(next)") }
                 entries.append(raftEntry(e))
+                lastTimestamp = max(lastTimestamp, e.timestamp)
                 next += 1
             }
         }
@@ -91,6 +95,6 @@ enum RaftPersistence {
         let state = PersistentState(
             hardState: EmberRaft.HardState(term: hs.term, votedFor: hs.votedFor, commit: snap.index),
             snapshot: Snapshot(metadata: metadata, data: snap.data), entries: entries)
-        return (state, snap.index)
+        return (state, snap.index, lastTimestamp)
     }
 }

@@ -102,6 +102,11 @@ public final class ReplicatedDataStore: DataStore {
     }
 
     public func linearizableBarrier() async throws {
+        guard host.pendingReads.add(1, ordering: .relaxed).newValue <= config.maxPendingReads else {
+            host.pendingReads.subtract(1, ordering: .relaxed)
+            throw StoreUnavailable(ClusterError.overloaded.description)
+        }
+        defer { host.pendingReads.subtract(1, ordering: .relaxed) }
         let deadline = ContinuousClock.now + .milliseconds(Int64(config.noLeaderTimeoutSeconds * 1000))
         do {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, any Error>) in
