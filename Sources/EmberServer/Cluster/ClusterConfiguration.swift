@@ -47,6 +47,8 @@ public struct ClusterConfiguration: Sendable {
     /// Longest a write waits to be applied once handed to a leader; after that its outcome is
     /// unknown to this node and the client gets a 503 saying so.
     public var writeTimeoutSeconds = 10.0
+    /// A forwarded write whose leader has not answered by then is reported as unknown.
+    public var forwardReplyTimeoutSeconds = 3.0
     /// Writes accepted by this node and not yet answered.
     public var maxPendingWrites = 16_384
     /// Linearizable reads waiting for their read index.

@@ -9,7 +9,8 @@ extension RaftHost {
         switch input {
         case .tick:
             var actions = step(.tick)
-            requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds)
+            requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds,
+                            forwardReplyTimeout: .milliseconds(Int64(config.forwardReplyTimeoutSeconds * 1000)))
             if node.leaderID != nil {
                 for w in requests.takeParked() { actions += route(w, now: now) }
                 for id in requests.readsDue(now: now) { actions += issueRead(id, now: now) }

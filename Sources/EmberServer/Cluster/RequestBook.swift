@@ -42,8 +42,6 @@ struct RequestBook {
     var recentHead = 0
     let recentLimit: Int
 
-    /// A forwarded write with no answer from the leader after this is reported as unknown.
-    static let forwardReplyTimeout = Duration.seconds(3)
     /// A read index request with no answer after this is asked again.
     static let readRetryInterval = Duration.milliseconds(500)
 
@@ -136,13 +134,13 @@ struct RequestBook {
     // MARK: - Deadlines
 
     /// Fails every request past its deadline.
-    mutating func expire(now: ContinuousClock.Instant, noLeaderSeconds: Double) {
+    mutating func expire(now: ContinuousClock.Instant, noLeaderSeconds: Double, forwardReplyTimeout: Duration = .seconds(3)) {
         parked.removeAll { w in
             guard now >= w.leaderDeadline else { return false }
             w.reply.resume(throwing: ClusterError.noLeader(seconds: noLeaderSeconds))
             return true
         }
-        for (id, sent) in forwardSentAt where now - sent >= Self.forwardReplyTimeout {
+        for (id, sent) in forwardSentAt where now - sent >= forwardReplyTimeout {
             takeForward(id)?.reply.resume(throwing: ClusterError.outcomeUnknown("the leader did not answer"))
         }
         for (index, ws) in waiters {
