@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// One running node: the storage, the listener hub and the HTTP front, wired together.
 public final class EmberNode: Sendable {
@@ -47,11 +48,28 @@ public final class EmberNode: Sendable {
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
+        // Services stop in reverse order: the stream closer first, so open SSE/WebSocket streams
+        // (whose clients may be long gone) do not hold the HTTP server's graceful shutdown.
+        let group = ServiceGroup(configuration: .init(
+            services: [app, StreamCloser(hub: hub, realtime: realtime)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         let result: Result<Void, any Error>
-        do { try await app.runService(); result = .success(()) } catch { result = .failure(error) }
+        do { try await group.run(); result = .success(()) } catch { result = .failure(error) }
         realtime.closeAll(reason: "node shutting down")
         hub.closeAll()
         await store.shutdown()
         try result.get()
+    }
+}
+
+/// Waits for graceful shutdown, then ends every listener stream.
+struct StreamCloser: Service {
+    let hub: StreamHub
+    let realtime: RealtimeHub
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        realtime.closeAll(reason: "node shutting down")
+        hub.closeAll()
     }
 }
