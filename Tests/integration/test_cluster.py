@@ -373,3 +373,33 @@ def test_wiped_follower_returns_by_snapshot(tmp_path):
             assert "installed snapshot from leader" in f.read()
     finally:
         c.down()
+
+
+def test_follower_behind_a_compaction_catches_up_by_snapshot_and_drops_listeners(tmp_path):
+    """SIGSTOP a follower, compact the leader's log past it, SIGCONT: it installs a snapshot and
+    its SSE listeners are disconnected (no change set describes a replaced state)."""
+    c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "20"])
+    try:
+        leader = c.leader()
+        victim = c.followers()[0]
+        s = requests.Session()
+        with requests.get(f"{c.url(victim)}/w.json", headers={"Accept": "text/event-stream"},
+                          stream=True, timeout=20) as stream:
+            lines = stream.iter_lines(decode_unicode=True)
+            assert next(lines) == "event: put"
+            os.kill(c.pid(victim), signal.SIGSTOP)
+            try:
+                for i in range(60):
+                    assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+            finally:
+                os.kill(c.pid(victim), signal.SIGCONT)
+            ended = time.time() + 15
+            for _ in lines:  # drains until the node closes the stream
+                assert time.time() < ended, "the listener was not disconnected"
+        c.wait_converged(timeout=30)
+        assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(60))
+        with open(os.path.join(c.dir, f"{victim}.log"), errors="replace") as f:
+            assert "installed snapshot from leader" in f.read()
+    finally:
+        c.down()
+
