@@ -42,6 +42,8 @@ final class RaftHost: @unchecked Sendable {
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
+    /// A snapshot is being serialized off the loop.
+    var compacting = false
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
     static let maxInputsPerTurn = 1_024
@@ -53,6 +55,8 @@ final class RaftHost: @unchecked Sendable {
         case read(PendingRead)
         /// Hand leadership to the most up-to-date peer (graceful shutdown).
         case handOver
+        /// A serialized state as of `index` is ready for Raft (index 0: serializing failed).
+        case compacted(index: UInt64, data: [UInt8])
         case stop
     }
 
@@ -144,7 +148,7 @@ final class RaftHost: @unchecked Sendable {
                     actions += handle(input)
                 }
                 await execute(actions)
-                await compactIfDue()
+                compactIfDue()
                 let status = node.status
                 published.withLock { $0 = status }
                 if stopping {
@@ -252,16 +256,20 @@ final class RaftHost: @unchecked Sendable {
     }
 
     /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries, the store's
-    /// state becomes the snapshot Raft streams to followers that fell behind.
-    func compactIfDue() async {
-        guard node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
-        do {
-            let snap = try RaftPersistence.serialize(store)
-            assert(snap.index == node.appliedIndex, "store and Raft disagree on the applied index")
-            guard snap.index <= node.appliedIndex, snap.index > node.log.snapshotIndex else { return }
-            await execute(step(.compact(index: snap.index, data: snap.data)))
-        } catch {
-            logger.error("compaction failed", metadata: ["error": "\(error)"])
+    /// state becomes the snapshot Raft streams to followers that fell behind. Serializing reads
+    /// the whole tree, so it runs off the loop (heartbeats keep flowing) and comes back as an input.
+    func compactIfDue() {
+        guard !compacting, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
+        compacting = true
+        let store = self.store
+        Task.detached {
+            do {
+                let snap = try RaftPersistence.serialize(store)
+                self.enqueue(.compacted(index: snap.index, data: snap.data), force: true)
+            } catch {
+                self.logger.error("compaction failed", metadata: ["error": "\(error)"])
+                self.enqueue(.compacted(index: 0, data: []), force: true)
+            }
         }
     }
 
