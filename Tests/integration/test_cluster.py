@@ -324,7 +324,7 @@ def test_kill9_leader_under_load_loses_no_acknowledged_write(tmp_path):
 
 @pytest.mark.skipif(CHAOS_ROUNDS == 0, reason="soak only (EMBER_SOAK=1 or EMBER_CLUSTER_CHAOS_ROUNDS=N)")
 def test_chaos_kill9_random_nodes_under_load(tmp_path):
-    """Rounds of kill -9 of a random node (leader or not) and restart, under load."""
+    """Rounds of kill -9 + restart, or SIGSTOP + SIGCONT, of a random node (leader or not), under load."""
     import random
     c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "200"])
     try:
@@ -336,9 +336,15 @@ def test_chaos_kill9_random_nodes_under_load(tmp_path):
         for _ in range(CHAOS_ROUNDS):
             time.sleep(rng.uniform(0.3, 1.5))
             victim = rng.choice([n["id"] for n in c.nodes])
-            c.kill9(victim)
-            time.sleep(rng.uniform(0.1, 1.5))
-            script("start-node", "--dir", c.dir, "--id", victim)
+            if rng.random() < 0.5:
+                c.kill9(victim)
+                time.sleep(rng.uniform(0.1, 1.5))
+                script("start-node", "--dir", c.dir, "--id", victim)
+            else:
+                # A stalled (not dead) node: a paused leader wakes up deposed, with requests in flight.
+                os.kill(c.pid(victim), signal.SIGSTOP)
+                time.sleep(rng.uniform(0.2, 2.5))
+                os.kill(c.pid(victim), signal.SIGCONT)
         time.sleep(1)
         stop.set()
         for t in workers:
