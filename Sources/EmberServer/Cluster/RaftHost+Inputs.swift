@@ -50,7 +50,8 @@ extension RaftHost {
     func route(_ w: PendingWrite, now: ContinuousClock.Instant) -> [Action] {
         if node.role == .leader {
             let stamped: [UInt8]
-            do { stamped = try stamp(w.payload) } catch {
+            // Validated by the front already (ReplicatedDataStore.write).
+            do { stamped = try stamp(w.payload, validate: false) } catch {
                 w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
                 return []
             }
@@ -77,9 +78,11 @@ extension RaftHost {
 
     /// The leader fixes the entry's timestamp (what `{".sv":"timestamp"}` resolves to on every
     /// replica). Kept monotonic on this leader so server timestamps never go backwards here.
-    func stamp(_ payload: [UInt8]) throws -> [UInt8] {
+    /// Forwarded writes are validated again here: an entry the store would refuse to append
+    /// must never reach the log (appending is fail-stop).
+    func stamp(_ payload: [UInt8], validate: Bool = true) throws -> [UInt8] {
         var entry = try EmberStorage.LogEntry(decoding: payload)
-        _ = try store.validate(namespace: entry.namespace, operation: entry.operation)
+        if validate { _ = try store.validate(namespace: entry.namespace, operation: entry.operation) }
         let wall = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         lastStamp = max(lastStamp, wall)
         entry.timestamp = lastStamp
