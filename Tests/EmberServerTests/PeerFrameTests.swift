@@ -69,6 +69,22 @@ import Testing
         #expect(throws: PeerFrameError.truncated) { try PeerFrameCodec.decode(w.out) }
     }
 
+    @Test func randomBytesAndMutationsNeverTrap() {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let n = Int.random(in: 0..<64, using: &rng)
+            _ = try? PeerFrameCodec.decode((0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) })
+        }
+        for f in Self.frames {
+            let body = PeerFrameCodec.encode(f)
+            for _ in 0..<50 {
+                var m = body
+                m[Int.random(in: 0..<m.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                _ = try? PeerFrameCodec.decode(m)  // any result but a crash
+            }
+        }
+    }
+
     @Test func oversizedLengthPrefixIsRejected() throws {
         let n = UInt32(PeerFrameCodec.maxFrameBytes + 1)
         let header: [UInt8] = [UInt8(n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)]
