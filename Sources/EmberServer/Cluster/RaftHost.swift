@@ -42,8 +42,9 @@ final class RaftHost: @unchecked Sendable {
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
-    /// A snapshot is being serialized off the loop.
+    /// A snapshot is being serialized off the loop (awaited on stop: it reads the store).
     var compacting = false
+    var compactionTask: Task<Void, Never>?
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
     static let maxInputsPerTurn = 1_024
@@ -113,6 +114,7 @@ final class RaftHost: @unchecked Sendable {
         tickTask?.cancel()
         enqueue(.stop, force: true)
         await loopTask?.value
+        await compactionTask?.value  // the loop has ended: nothing starts another
     }
 
     /// Adds an input; false when the inbox is full (the caller sheds the request).
@@ -152,7 +154,16 @@ final class RaftHost: @unchecked Sendable {
                 let status = node.status
                 published.withLock { $0 = status }
                 if stopping {
-                    inbox.withLock { $0.stopped = true }
+                    // Requests that raced in after `.stop` must still be answered.
+                    let late = inbox.withLock { box -> [Input] in
+                        box.stopped = true
+                        defer { box.items.removeAll() }
+                        return box.items
+                    }
+                    for input in late {
+                        if case .write(let w) = input { w.reply.resume(throwing: ClusterError.shuttingDown) }
+                        if case .read(let r) = input { r.reply.resume(throwing: ClusterError.shuttingDown) }
+                    }
                     requests.failAll(ClusterError.shuttingDown)
                     wake.finish()
                     return
@@ -262,7 +273,7 @@ final class RaftHost: @unchecked Sendable {
         guard !compacting, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
         compacting = true
         let store = self.store
-        Task.detached {
+        compactionTask = Task.detached {
             do {
                 let snap = try RaftPersistence.serialize(store)
                 self.enqueue(.compacted(index: snap.index, data: snap.data), force: true)
