@@ -1,4 +1,5 @@
 import EmberRaft
+import Foundation
 import Testing
 
 @testable import EmberServer
@@ -105,5 +106,18 @@ import Testing
         #expect(PeerTLS.identify(["n1", "n2"], members: ["n1", "n2"], expected: nil) == nil)
         #expect(PeerTLS.identify(["n3"], members: ["n1", "n2"], expected: nil) == nil)
         #expect(PeerTLS.identify(["n1"], members: ["n1", "n2"], expected: "n2") == nil)
+    }
+
+    @Test func configFileResolvesRelativeTLSPaths() throws {
+        let dir = NSTemporaryDirectory() + "ember-cfg-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let path = dir + "/cluster.json"
+        try #"{"nodeId":"n1","peers":{"n1":"127.0.0.1:7001"},"tlsCert":"n1.pem","tlsKey":"/abs/n1.key","tlsCa":"certs/ca.pem"}"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let f = try ClusterConfigFile.load(path: path)
+        #expect(f.nodeId == "n1" && f.peers?["n1"] == "127.0.0.1:7001")
+        #expect(f.tlsCert == dir + "/n1.pem" && f.tlsKey == "/abs/n1.key" && f.tlsCa == dir + "/certs/ca.pem")
+        try "{".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: ClusterConfigError.self) { try ClusterConfigFile.load(path: path) }
     }
 }
