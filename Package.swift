@@ -25,6 +25,9 @@ var package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         .systemLibrary(
@@ -45,6 +48,12 @@ var package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                "EmberRaft",
+                // The cluster's peer channel: mutual TLS 1.3, peer names read from the certificate.
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // The client's event generation: pure, testable alone against the SDKs' spec cases.
         .target(name: "EmberSyncTree", dependencies: ["EmberCore"]),
@@ -58,7 +67,7 @@ var package = Package(
         .executableTarget(
             name: "emberd",
             dependencies: [
-                "EmberServer",
+                "EmberServer", "EmberStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -75,7 +84,7 @@ var package = Package(
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
-        .testTarget(name: "EmberServerTests", dependencies: ["EmberServer", "EmberCore"]),
+        .testTarget(name: "EmberServerTests", dependencies: ["EmberServer", "EmberCore", "EmberRaft", "EmberStorage"]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
         .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore", "EmberSyncTree"]),
     ]

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what Ember needs on Debian and is not there yet: liblmdb-dev (the storage engine),
-# pkg-config, and python3-venv for the integration suite. Uses sudo when not root.
+# pkg-config, python3-venv for the integration suite, and openssl (deploy/local-cluster makes the
+# cluster's certificates with it). Uses sudo when not root.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 missing=()
 dpkg -s liblmdb-dev >/dev/null 2>&1 || missing+=(liblmdb-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}" >&2
   $SUDO apt-get update -qq

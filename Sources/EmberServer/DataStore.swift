@@ -106,6 +106,28 @@ public protocol DataStore: AnyObject, Sendable {
     func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void)
     var appliedIndex: UInt64 { get }
     func close()
+    /// Returns once a read on this node reflects every write acknowledged (anywhere) before the
+    /// call: REST `?consistency=linearizable`. A single node is always there.
+    func linearizableBarrier() async throws
+    /// `GET /.ember/status`: role, term, indexes, state hash.
+    func nodeStatus() throws -> JSON
+    /// Orderly stop (waits for background work); `close()` is the synchronous fallback.
+    func shutdown() async
+    /// Called when the whole state was replaced (a cluster follower installed a snapshot), so
+    /// listeners cannot be fed a change set and must resynchronise.
+    func onStateReplaced(_ handler: @escaping @Sendable () -> Void)
+}
+
+extension DataStore {
+    public func linearizableBarrier() async throws {}
+    public func nodeStatus() throws -> JSON {
+        .object([
+            "id": .string("single"), "role": .string("leader"), "term": .int(0), "leader": .string("single"),
+            "commitIndex": .int(Int64(appliedIndex)), "appliedIndex": .int(Int64(appliedIndex)),
+        ])
+    }
+    public func shutdown() async { close() }
+    public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {}
 }
 
 /// ETags are derived from path versions: opaque to clients, cheap to compare at apply time.

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// One running node: the storage, the listener hub and the HTTP front, wired together.
 public final class EmberNode: Sendable {
@@ -27,6 +28,12 @@ public final class EmberNode: Sendable {
             hub.publish(change)
             realtime.publish(change)
         }
+        // No change set describes a replaced state: drop listeners so clients reconnect and
+        // read the new state (SSE clients and SDKs do so on their own).
+        store.onStateReplaced {
+            hub.closeAll()
+            realtime.dropAll(reason: "state replaced from a snapshot")
+        }
     }
 
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.
@@ -45,11 +52,30 @@ public final class EmberNode: Sendable {
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
-        defer {
-            realtime.closeAll(reason: "node shutting down")
-            hub.closeAll()
-            store.close()
-        }
-        try await app.runService()
+        // Services stop in reverse order: the stream closer first, so open SSE/WebSocket streams
+        // (whose clients may be long gone) do not hold the HTTP server's graceful shutdown.
+        let group = ServiceGroup(configuration: .init(
+            services: [app, StreamCloser(hub: hub, realtime: realtime)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let result: Result<Void, any Error>
+        do { try await group.run(); result = .success(()) } catch { result = .failure(error) }
+        realtime.dropAll(reason: "node shutting down")
+        hub.closeAll()
+        await store.shutdown()
+        try result.get()
+    }
+}
+
+/// Waits for graceful shutdown, then ends every listener stream. WebSocket clients are dropped
+/// without the protocol's shutdown message (`s`), which would tell SDKs never to reconnect: a
+/// node that stops is usually restarted, or its cluster peers serve the clients.
+struct StreamCloser: Service {
+    let hub: StreamHub
+    let realtime: RealtimeHub
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        realtime.dropAll(reason: "node shutting down")
+        hub.closeAll()
     }
 }

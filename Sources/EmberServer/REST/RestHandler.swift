@@ -82,6 +82,7 @@ public final class RestHandler: Sendable {
 
     func get(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) async throws -> Response {
         let ns = req.namespace!
+        if req.linearizable { try await store.linearizableBarrier() }
         if case .priority(let path) = req.target {
             let r = try store.read(namespace: ns, path: path)
             return Self.json(r.node.priority?.json ?? .null, pretty: req.print == .pretty)
@@ -244,12 +245,10 @@ public final class RestHandler: Sendable {
         switch name {
         case "healthz": return Self.json(.object(["status": .string("ok")]), pretty: false)
         case "readyz", "status":
-            return Self.json(.object([
-                "role": .string("leader"),
-                "appliedIndex": .int(Int64(store.appliedIndex)),
-                "commitIndex": .int(Int64(store.appliedIndex)),
-                "streams": .int(Int64(hub.count)),
-            ]), pretty: false)
+            // Single node: a fixed leader; cluster node: its Raft view (ReplicatedDataStore).
+            guard case .object(var status) = try store.nodeStatus() else { throw RestError(500, "bad status") }
+            status["streams"] = .int(Int64(hub.count))
+            return Self.json(.object(status), pretty: false)
         default: throw RestError(404, "Unknown node endpoint /\(name)")
         }
     }

@@ -19,6 +19,9 @@ public struct RestRequest: Sendable, Equatable {
     public var print: Print = .normal
     public var export = false
     public var shallow = false
+    /// `consistency=linearizable`: a cluster node confirms with the leader (Raft ReadIndex) that
+    /// its state is current before reading. Default `local`: this node's applied state.
+    public var linearizable = false
     public var query: QuerySpec?
     /// Milliseconds, from `timeout=`; at most 15 minutes.
     public var timeoutMillis: Int?
@@ -111,6 +114,11 @@ public struct RestRequest: Sendable, Equatable {
             case "shallow":
                 guard value == "true" || value == "false" else { throw .badRequest("shallow must be true or false") }
                 shallow = value == "true"
+            case "consistency":
+                guard value == "linearizable" || value == "local" else {
+                    throw .badRequest("consistency must be linearizable or local")
+                }
+                linearizable = value == "linearizable"
             case "timeout":
                 timeoutMillis = try Self.parseTimeout(value)
             case "orderBy":

@@ -41,14 +41,13 @@ public final class RealtimeHub: Sendable {
         for s in targets { s.deliver(change) }
     }
 
-    public func closeAll(reason: String) {
+    /// Closes every connection WITHOUT the shutdown message (which tells SDKs not to come back):
+    /// they reconnect and resynchronise (on shutdown, and when the state was replaced from a snapshot).
+    public func dropAll(reason: String) {
         let all = sessions.withLock { all -> [RealtimeSession] in
             defer { all.removeAll() }
             return all.values.flatMap(\.values)
         }
-        for s in all {
-            s.send(WireMessages.shutdown(reason))
-            s.finish(reason: reason)
-        }
+        for s in all { s.finish(reason: reason) }
     }
 }

@@ -28,10 +28,6 @@ enum WireMessages {
         return .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(body)])])
     }
 
-    static func shutdown(_ reason: String) -> JSON {
-        .object(["t": .string("c"), "d": .object(["t": .string("s"), "d": .string(reason)])])
-    }
-
     /// Paths on the wire have no leading slash (`a/b`; the root is "").
     static func wirePath(_ p: Path) -> String { p.segments.joined(separator: "/") }
 }

@@ -12,6 +12,7 @@ public final class LMDBDataStore: DataStore {
     /// (namespaces come into being on first use). Building reads the existing data.
     private let indexDefs = Mutex<[IndexDefinition]>([])
     private let indexedNamespaces = Mutex<Set<String>>([])
+    private let hashCache = StateHashCache()
 
     public init(directory: String, options: StoreOptions, logger: Logger) throws {
         self.store = try EmberStore(directory: directory, options: options)
@@ -53,6 +54,16 @@ public final class LMDBDataStore: DataStore {
     }
 
     public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+        let result: WriteResult
+        do {
+            // The store fixes the entry's timestamp itself (monotonic across the log), so `now` is unused.
+            result = try await store.submit(namespace: request.namespace, Self.operation(for: request))
+        } catch let e as StorageError { throw Self.translate(e) }
+        return try outcome(of: result, request: request)
+    }
+
+    /// The storage operation a front write request becomes.
+    static func operation(for request: WriteRequest) -> WriteOperation {
         let condition: EmberStorage.WriteCondition? = request.condition.map {
             switch $0 {
             case .etag(let e): return .ifMatch(e)
@@ -60,16 +71,14 @@ public final class LMDBDataStore: DataStore {
             case .hash(let h): return .ifHash(h)
             }
         }
-        let op: WriteOperation
         switch request.kind {
-        case .set(let json): op = .set(path: request.path, value: json, condition: condition)
-        case .update(let parts): op = .update(path: request.path, values: parts, condition: condition)
+        case .set(let json): return .set(path: request.path, value: json, condition: condition)
+        case .update(let parts): return .update(path: request.path, values: parts, condition: condition)
         }
-        let result: WriteResult
-        do {
-            // The store fixes the entry's timestamp itself (monotonic across the log), so `now` is unused.
-            result = try await store.submit(namespace: request.namespace, op)
-        } catch let e as StorageError { throw Self.translate(e) }
+    }
+
+    /// The front's answer for an applied entry (on a replica: the local apply's result).
+    func outcome(of result: WriteResult, request: WriteRequest) throws -> WriteOutcome {
         switch result.outcome {
         case .applied, .noop:
             // For a set this is the value now at the path; for an update, the resolved parts
@@ -103,6 +112,14 @@ public final class LMDBDataStore: DataStore {
     }
 
     public func close() { store.close() }
+
+    public func nodeStatus() throws -> JSON {
+        .object([
+            "id": .string("single"), "role": .string("leader"), "term": .int(0), "leader": .string("single"),
+            "commitIndex": .int(Int64(appliedIndex)), "appliedIndex": .int(Int64(appliedIndex)),
+            "stateHash": .string(try hashCache.hash(of: store)),
+        ])
+    }
 
     /// Storage errors as client errors: bad input is 400, a full queue is 503 (retryable).
     static func translate(_ e: StorageError) -> Error {

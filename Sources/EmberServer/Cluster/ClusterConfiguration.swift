@@ -1,0 +1,152 @@
+import EmberRaft
+import Foundation
+
+/// Where a peer listens for the peer channel.
+public struct PeerAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `host:port` (the port after the last colon, so `[::1]:7000` works too).
+    public init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+              (1...65_535).contains(port) else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        self.init(host: host, port: port)
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// Settings of one cluster member. Every limit and timing is named here, with its default.
+public struct ClusterConfiguration: Sendable {
+    /// This node's id; its peer certificate must carry it as CN or SAN DNS name.
+    public var nodeID: NodeID
+    /// Address the peer listener binds to.
+    public var peerListen: PeerAddress
+    /// Every member of the cluster, this node included or not (it is added). Fixed membership:
+    /// changes at run time are not supported yet.
+    public var peers: [NodeID: PeerAddress]
+    public var tlsCertificatePath: String
+    public var tlsKeyPath: String
+    public var tlsCAPath: String
+
+    /// Raft logical clock period. Elections time out after `electionTicks`..2x ticks.
+    public var tickMillis = 50
+    public var electionTicks = 10
+    public var heartbeatTicks = 2
+    /// How long a write (or linearizable read) waits for a leader to exist before failing with
+    /// a retryable 503. Several election timeouts, so one failover fits inside it.
+    public var noLeaderTimeoutSeconds = 5.0
+    /// Longest a write waits to be applied once handed to a leader; after that its outcome is
+    /// unknown to this node and the client gets a 503 saying so.
+    public var writeTimeoutSeconds = 10.0
+    /// A forwarded write whose leader has not answered by then is reported as unknown.
+    public var forwardReplyTimeoutSeconds = 3.0
+    /// Writes accepted by this node and not yet answered.
+    public var maxPendingWrites = 16_384
+    /// Linearizable reads waiting for their read index.
+    public var maxPendingReads = 16_384
+    /// Events (peer frames, ticks, proposals) queued for the Raft driver; peer frames beyond it
+    /// are dropped (Raft tolerates loss), client requests fail with 503.
+    public var maxQueuedEvents = 65_536
+    /// Frames queued per peer while its connection is down or slow; the oldest are dropped.
+    public var maxQueuedFramesPerPeer = 1_024
+    /// Reconnect backoff bounds for the peer channel.
+    public var reconnectMinMillis = 50
+    public var reconnectMaxMillis = 2_000
+    /// Applied entries between Raft log compactions (each serializes the state in memory).
+    public var snapshotEveryEntries: UInt64 = 10_000
+    /// Recent apply results kept so a forwarded write's answer can be matched even when its
+    /// index was applied before the leader's reply arrived.
+    public var recentResults = 4_096
+
+    public init(nodeID: NodeID, peerListen: PeerAddress, peers: [NodeID: PeerAddress],
+                tlsCertificatePath: String, tlsKeyPath: String, tlsCAPath: String) {
+        self.nodeID = nodeID
+        self.peerListen = peerListen
+        self.peers = peers
+        self.tlsCertificatePath = tlsCertificatePath
+        self.tlsKeyPath = tlsKeyPath
+        self.tlsCAPath = tlsCAPath
+    }
+
+    /// All voters, sorted (this node included).
+    public var voters: [NodeID] { Array(Set(peers.keys).union([nodeID])).sorted() }
+
+    /// The other members and their addresses.
+    public var remotePeers: [NodeID: PeerAddress] { peers.filter { $0.key != nodeID } }
+
+    /// Parses `n1=host:port,n2=host:port`.
+    public static func parsePeers(_ text: String) throws -> [NodeID: PeerAddress] {
+        var out: [NodeID: PeerAddress] = [:]
+        for item in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
+            let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, isValidNodeID(parts[0]), let addr = PeerAddress(parts[1]) else {
+                throw ClusterConfigError("invalid peer '\(item)': expected id=host:port")
+            }
+            guard out[parts[0]] == nil else { throw ClusterConfigError("peer \(parts[0]) is listed twice") }
+            out[parts[0]] = addr
+        }
+        return out
+    }
+
+    /// Node ids double as certificate DNS names: letters, digits, '-', '.', at most 63 bytes.
+    public static func isValidNodeID(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 63
+            && id.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || $0 == "-" || $0 == "." }
+    }
+
+    /// Checks what the flags/config file cannot express by type.
+    public func validate() throws {
+        guard Self.isValidNodeID(nodeID) else { throw ClusterConfigError("invalid node id '\(nodeID)'") }
+        for path in [tlsCertificatePath, tlsKeyPath, tlsCAPath] where !FileManager.default.isReadableFile(atPath: path) {
+            throw ClusterConfigError("cannot read TLS file \(path)")
+        }
+        precondition(electionTicks > heartbeatTicks && heartbeatTicks > 0 && tickMillis > 0, "bad Raft timing")
+    }
+}
+
+public struct ClusterConfigError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
+
+/// The cluster config file (JSON); command-line flags override its fields. Example:
+/// `{"nodeId":"n1","peerAddress":"127.0.0.1:7001","peers":{"n1":"127.0.0.1:7001","n2":"127.0.0.1:7002"},
+///   "tlsCert":"n1.pem","tlsKey":"n1.key","tlsCa":"ca.pem"}`. Relative TLS paths are resolved
+/// against the file's directory.
+public struct ClusterConfigFile: Codable, Sendable {
+    public var nodeId: String?
+    public var peerAddress: String?
+    public var peers: [String: String]?
+    public var tlsCert: String?
+    public var tlsKey: String?
+    public var tlsCa: String?
+
+    public static func load(path: String) throws -> ClusterConfigFile {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw ClusterConfigError("cannot read cluster config \(path): \(error.localizedDescription)")
+        }
+        var file: ClusterConfigFile
+        do { file = try JSONDecoder().decode(ClusterConfigFile.self, from: data) } catch {
+            throw ClusterConfigError("cluster config \(path): \(error)")
+        }
+        let dir = URL(fileURLWithPath: path).deletingLastPathComponent()
+        func resolve(_ p: String?) -> String? {
+            guard let p, !p.hasPrefix("/") else { return p }
+            return dir.appendingPathComponent(p).path
+        }
+        file.tlsCert = resolve(file.tlsCert)
+        file.tlsKey = resolve(file.tlsKey)
+        file.tlsCa = resolve(file.tlsCa)
+        return file
+    }
+}

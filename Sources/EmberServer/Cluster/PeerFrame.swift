@@ -1,0 +1,284 @@
+import EmberRaft
+
+// The peer channel's messages and their compact binary encoding.
+//
+// On the wire every frame is `[u32 big-endian body length][body]`; the body starts with a
+// version byte and a kind byte. Integers are LEB128 varints (most are small: terms, indexes,
+// counts), byte strings are a varint length then the bytes. The decoder trusts nothing: every
+// length is checked against what is left, so a hostile or corrupt frame throws instead of
+// allocating or trapping.
+
+/// What one node sends another.
+public enum PeerFrame: Sendable, Hashable {
+    /// A Raft message (the state machine's traffic).
+    case raft(Message)
+    /// A follower hands a client write to the node it believes is the leader. `payload` is an
+    /// encoded EmberStorage `LogEntry` (namespace + operation); the leader fixes the timestamp.
+    case forward(ForwardRequest)
+    /// The leader's answer to a forwarded write.
+    case forwardReply(ForwardReply)
+}
+
+public struct ForwardRequest: Sendable, Hashable {
+    public var from: NodeID
+    /// Chosen by the sender, unique among its outstanding forwards.
+    public var requestID: UInt64
+    public var payload: [UInt8]
+
+    public init(from: NodeID, requestID: UInt64, payload: [UInt8]) {
+        self.from = from
+        self.requestID = requestID
+        self.payload = payload
+    }
+}
+
+public struct ForwardReply: Sendable, Hashable {
+    public enum Result: Sendable, Hashable {
+        /// Appended at `index` in `term`; it took effect iff the entry applied there has `term`.
+        case accepted(index: UInt64, term: UInt64)
+        /// The receiver is not the leader; `hint` is the leader it knows of.
+        case notLeader(hint: NodeID?)
+        /// Refused for good (invalid payload): retrying elsewhere will not help.
+        case refused(String)
+    }
+
+    public var from: NodeID
+    public var requestID: UInt64
+    public var result: Result
+
+    public init(from: NodeID, requestID: UInt64, result: Result) {
+        self.from = from
+        self.requestID = requestID
+        self.result = result
+    }
+}
+
+public enum PeerFrameError: Error, Sendable, Equatable {
+    case truncated
+    case tooLarge(bytes: Int, limit: Int)
+    case unknownVersion(UInt8)
+    case unknownTag(String, UInt8)
+    case trailingBytes(Int)
+}
+
+public enum PeerFrameCodec {
+    /// Largest frame body accepted or produced. One storage entry may be 16 MiB and Raft always
+    /// sends at least one entry per AppendEntries, so the limit leaves room for that plus headers.
+    public static let maxFrameBytes = 32 << 20
+    /// Length prefix size.
+    public static let headerBytes = 4
+    static let version: UInt8 = 1
+
+    /// The frame with its length prefix, ready for the socket.
+    public static func frame(_ f: PeerFrame) throws(PeerFrameError) -> [UInt8] {
+        let body = encode(f)
+        guard body.count <= maxFrameBytes else { throw .tooLarge(bytes: body.count, limit: maxFrameBytes) }
+        let n = UInt32(body.count)
+        return [UInt8(n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)] + body
+    }
+
+    /// Reads a length prefix: nil when fewer than 4 bytes are available.
+    public static func bodyLength(_ header: some Collection<UInt8>) throws(PeerFrameError) -> Int? {
+        guard header.count >= headerBytes else { return nil }
+        let n = header.prefix(4).reduce(0) { ($0 << 8) | Int($1) }
+        guard n <= maxFrameBytes else { throw .tooLarge(bytes: n, limit: maxFrameBytes) }
+        return n
+    }
+
+    public static func encode(_ f: PeerFrame) -> [UInt8] {
+        var w = FrameWriter()
+        w.u8(version)
+        switch f {
+        case .raft(let m):
+            w.u8(1)
+            w.string(m.from); w.string(m.to); w.varint(m.term)
+            encodePayload(m.payload, &w)
+        case .forward(let r):
+            w.u8(2)
+            w.string(r.from); w.varint(r.requestID); w.bytes(r.payload)
+        case .forwardReply(let r):
+            w.u8(3)
+            w.string(r.from); w.varint(r.requestID)
+            switch r.result {
+            case .accepted(let index, let term): w.u8(0); w.varint(index); w.varint(term)
+            case .notLeader(let hint): w.u8(1); w.optionalString(hint)
+            case .refused(let why): w.u8(2); w.string(why)
+            }
+        }
+        return w.out
+    }
+
+    public static func decode(_ body: [UInt8]) throws(PeerFrameError) -> PeerFrame {
+        guard body.count <= maxFrameBytes else { throw .tooLarge(bytes: body.count, limit: maxFrameBytes) }
+        var r = FrameReader(body)
+        let v = try r.u8()
+        guard v == version else { throw .unknownVersion(v) }
+        let frame: PeerFrame
+        switch try r.u8() {
+        case 1:
+            let from = try r.string(), to = try r.string(), term = try r.varint()
+            frame = .raft(Message(from: from, to: to, term: term, payload: try decodePayload(&r)))
+        case 2:
+            frame = .forward(ForwardRequest(from: try r.string(), requestID: try r.varint(), payload: try r.bytes()))
+        case 3:
+            let from = try r.string(), id = try r.varint()
+            let result: ForwardReply.Result
+            switch try r.u8() {
+            case 0: result = .accepted(index: try r.varint(), term: try r.varint())
+            case 1: result = .notLeader(hint: try r.optionalString())
+            case 2: result = .refused(try r.string())
+            case let t: throw .unknownTag("forward result", t)
+            }
+            frame = .forwardReply(ForwardReply(from: from, requestID: id, result: result))
+        case let t: throw .unknownTag("frame kind", t)
+        }
+        guard r.remaining == 0 else { throw .trailingBytes(r.remaining) }
+        return frame
+    }
+
+    // MARK: - Raft payloads
+
+    static func encodePayload(_ p: Message.Payload, _ w: inout FrameWriter) {
+        switch p {
+        case .preVote(let li, let lt): w.u8(0); w.varint(li); w.varint(lt)
+        case .preVoteResponse(let g): w.u8(1); w.bool(g)
+        case .requestVote(let li, let lt, let transfer): w.u8(2); w.varint(li); w.varint(lt); w.bool(transfer)
+        case .requestVoteResponse(let g): w.u8(3); w.bool(g)
+        case .appendEntries(let a):
+            w.u8(4); w.varint(a.prevIndex); w.varint(a.prevTerm); w.varint(a.commit)
+            w.varint(UInt64(a.entries.count))
+            for e in a.entries { w.varint(e.index); w.varint(e.term); w.u8(e.kind.rawValue); w.bytes(e.data) }
+        case .appendEntriesResponse(let r):
+            w.u8(5); w.bool(r.success); w.varint(r.index); w.varint(r.conflictTerm); w.varint(r.conflictIndex)
+        case .heartbeat(let commit, let ctx): w.u8(6); w.varint(commit); w.varint(ctx)
+        case .heartbeatResponse(let ctx): w.u8(7); w.varint(ctx)
+        case .installSnapshot(let c):
+            w.u8(8)
+            w.varint(c.metadata.index); w.varint(c.metadata.term)
+            w.varint(UInt64(c.metadata.membership.voters.count))
+            for v in c.metadata.membership.voters { w.string(v) }
+            w.varint(UInt64(c.offset)); w.varint(UInt64(c.totalSize)); w.bytes(c.data); w.bool(c.done)
+        case .installSnapshotResponse(let index, let received, let done):
+            w.u8(9); w.varint(index); w.varint(UInt64(received)); w.bool(done)
+        case .timeoutNow: w.u8(10)
+        case .readIndexRequest(let id): w.u8(11); w.varint(id)
+        case .readIndexResponse(let id, let index):
+            w.u8(12); w.varint(id)
+            if let index { w.u8(1); w.varint(index) } else { w.u8(0) }
+        }
+    }
+
+    static func decodePayload(_ r: inout FrameReader) throws(PeerFrameError) -> Message.Payload {
+        switch try r.u8() {
+        case 0: return .preVote(lastIndex: try r.varint(), lastTerm: try r.varint())
+        case 1: return .preVoteResponse(granted: try r.bool())
+        case 2: return .requestVote(lastIndex: try r.varint(), lastTerm: try r.varint(), leadershipTransfer: try r.bool())
+        case 3: return .requestVoteResponse(granted: try r.bool())
+        case 4:
+            let prevIndex = try r.varint(), prevTerm = try r.varint(), commit = try r.varint()
+            let n = try r.count(minimumBytesEach: 4)
+            var entries: [LogEntry] = []
+            entries.reserveCapacity(n)
+            for _ in 0..<n {
+                let index = try r.varint(), term = try r.varint()
+                let k = try r.u8()
+                guard let kind = EntryKind(rawValue: k) else { throw .unknownTag("entry kind", k) }
+                entries.append(LogEntry(index: index, term: term, kind: kind, data: try r.bytes()))
+            }
+            return .appendEntries(AppendEntries(prevIndex: prevIndex, prevTerm: prevTerm, entries: entries, commit: commit))
+        case 5:
+            return .appendEntriesResponse(AppendEntriesResponse(
+                success: try r.bool(), index: try r.varint(), conflictTerm: try r.varint(), conflictIndex: try r.varint()))
+        case 6: return .heartbeat(commit: try r.varint(), readContext: try r.varint())
+        case 7: return .heartbeatResponse(readContext: try r.varint())
+        case 8:
+            let index = try r.varint(), term = try r.varint()
+            let n = try r.count(minimumBytesEach: 1)
+            var voters: [NodeID] = []
+            for _ in 0..<n { voters.append(try r.string()) }
+            let offset = try r.int(), total = try r.int()
+            let data = try r.bytes()
+            let done = try r.bool()
+            let meta = SnapshotMetadata(index: index, term: term, membership: Membership(voters: voters))
+            return .installSnapshot(SnapshotChunk(metadata: meta, offset: offset, totalSize: total, data: data, done: done))
+        case 9: return .installSnapshotResponse(snapshotIndex: try r.varint(), receivedBytes: try r.int(), done: try r.bool())
+        case 10: return .timeoutNow
+        case 11: return .readIndexRequest(id: try r.varint())
+        case 12:
+            let id = try r.varint()
+            return .readIndexResponse(id: id, index: try r.bool() ? try r.varint() : nil)
+        case let t: throw .unknownTag("raft payload", t)
+        }
+    }
+}
+
+// MARK: - Byte helpers (private to the codec; storage keeps its own format)
+
+struct FrameWriter {
+    var out: [UInt8] = []
+    mutating func u8(_ v: UInt8) { out.append(v) }
+    mutating func bool(_ v: Bool) { out.append(v ? 1 : 0) }
+    mutating func varint(_ v: UInt64) {
+        var x = v
+        while x >= 0x80 { out.append(UInt8(x & 0x7F) | 0x80); x >>= 7 }
+        out.append(UInt8(x))
+    }
+    mutating func bytes(_ b: [UInt8]) { varint(UInt64(b.count)); out += b }
+    mutating func string(_ s: String) { bytes(Array(s.utf8)) }
+    mutating func optionalString(_ s: String?) {
+        if let s { u8(1); string(s) } else { u8(0) }
+    }
+}
+
+struct FrameReader {
+    let buf: [UInt8]
+    var i = 0
+    init(_ buf: [UInt8]) { self.buf = buf }
+    var remaining: Int { buf.count - i }
+
+    mutating func u8() throws(PeerFrameError) -> UInt8 {
+        guard i < buf.count else { throw .truncated }
+        defer { i += 1 }
+        return buf[i]
+    }
+    mutating func bool() throws(PeerFrameError) -> Bool {
+        let b = try u8()
+        guard b <= 1 else { throw .unknownTag("bool", b) }
+        return b == 1
+    }
+    mutating func varint() throws(PeerFrameError) -> UInt64 {
+        var x: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let b = try u8()
+            guard shift < 64 else { throw .unknownTag("varint", b) }
+            x |= UInt64(b & 0x7F) << shift
+            if b & 0x80 == 0 { return x }
+            shift += 7
+        }
+    }
+    /// A non-negative size that fits in `Int`.
+    mutating func int() throws(PeerFrameError) -> Int {
+        let v = try varint()
+        guard v <= UInt64(PeerFrameCodec.maxFrameBytes) * 4 else { throw .tooLarge(bytes: Int(clamping: v), limit: PeerFrameCodec.maxFrameBytes) }
+        return Int(v)
+    }
+    /// An element count, refused when the remaining bytes cannot hold that many elements.
+    mutating func count(minimumBytesEach: Int) throws(PeerFrameError) -> Int {
+        let n = try varint()
+        guard n <= UInt64(remaining / minimumBytesEach) else { throw .truncated }
+        return Int(n)
+    }
+    mutating func bytes() throws(PeerFrameError) -> [UInt8] {
+        let n = try varint()
+        guard n <= UInt64(remaining) else { throw .truncated }
+        defer { i += Int(n) }
+        return Array(buf[i..<i + Int(n)])
+    }
+    mutating func string() throws(PeerFrameError) -> String {
+        String(decoding: try bytes(), as: UTF8.self)
+    }
+    mutating func optionalString() throws(PeerFrameError) -> String? {
+        try bool() ? try string() : nil
+    }
+}

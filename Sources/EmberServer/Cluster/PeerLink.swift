@@ -1,0 +1,226 @@
+import EmberRaft
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// The outbound connection to one peer: dials on demand, verifies the peer's certificate names
+/// it, reconnects with exponential backoff, and holds a bounded queue while disconnected.
+final class PeerLink: Sendable {
+    let peer: NodeID
+    let address: PeerAddress
+    let group: MultiThreadedEventLoopGroup
+    let tls: PeerTLS
+    let members: Set<NodeID>
+    let queueLimit: Int
+    let backoffMin: Int64
+    let backoffMax: Int64
+    let logger: Logger
+
+    /// Bytes buffered in a connected channel before we stop writing to it (frames are dropped
+    /// while above it; Raft re-sends what matters).
+    static let writeBufferHigh = 8 << 20
+    static let writeBufferLow = 4 << 20
+    static let connectTimeout = TimeAmount.seconds(2)
+
+    struct State {
+        var channel: (any Channel)?
+        var queue = CircularBuffer<ByteBuffer>()
+        var connecting = false
+        var retryScheduled = false
+        var backoffMillis: Int64
+        var nextAttempt = NIODeadline.uptimeNanoseconds(0)
+        var closed = false
+        var dropped: UInt64 = 0
+        var everConnected = false
+    }
+    private let state: Mutex<State>
+
+    init(peer: NodeID, address: PeerAddress, group: MultiThreadedEventLoopGroup, tls: PeerTLS, members: Set<NodeID>,
+         queueLimit: Int, backoff: (Int, Int), logger: Logger) {
+        precondition(queueLimit > 0 && backoff.0 > 0 && backoff.1 >= backoff.0)
+        self.peer = peer
+        self.address = address
+        self.group = group
+        self.tls = tls
+        self.members = members
+        self.queueLimit = queueLimit
+        self.backoffMin = Int64(backoff.0)
+        self.backoffMax = Int64(backoff.1)
+        self.logger = logger
+        self.state = Mutex(State(backoffMillis: Int64(backoff.0)))
+    }
+
+    var isConnected: Bool { state.withLock { $0.channel != nil } }
+
+    func send(_ frame: ByteBuffer) {
+        let (channel, dial) = state.withLock { s -> ((any Channel)?, Bool) in
+            if s.closed { return (nil, false) }
+            if let ch = s.channel {
+                guard ch.isWritable else { s.dropped += 1; return (nil, false) }
+                return (ch, false)
+            }
+            if s.queue.count >= queueLimit { s.queue.removeFirst(); s.dropped += 1 }
+            s.queue.append(frame)
+            return (nil, startDialIfDue(&s))
+        }
+        if let channel { channel.writeAndFlush(frame, promise: nil) }
+        if dial { dialNow() }
+    }
+
+    func close() {
+        let ch = state.withLock { s -> (any Channel)? in
+            s.closed = true
+            s.queue.removeAll()
+            defer { s.channel = nil }
+            return s.channel
+        }
+        ch?.close(promise: nil)
+    }
+
+    private func startDialIfDue(_ s: inout State) -> Bool {
+        guard !s.connecting, !s.closed, NIODeadline.now() >= s.nextAttempt else { return false }
+        s.connecting = true
+        return true
+    }
+
+    private func dialNow() {
+        let context = tls.clientContext, peer = self.peer, members = self.members, logger = self.logger
+        let connect = ClientBootstrap(group: group)
+            .connectTimeout(Self.connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.writeBufferWaterMark, value: .init(low: Self.writeBufferLow, high: Self.writeBufferHigh))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
+                    try sync.addHandler(PeerOutboundHandler(expected: peer, members: members, logger: logger))
+                }
+            }
+            .connect(host: address.host, port: address.port)
+        connect.flatMap { channel in
+            channel.eventLoop.submit {
+                try channel.pipeline.syncOperations.handler(type: PeerOutboundHandler.self).verified.futureResult
+            }.flatMap { $0 }.map { channel }
+        }.whenComplete { result in
+            switch result {
+            case .success(let channel): self.connected(channel)
+            case .failure(let error): self.failed(error)
+            }
+        }
+    }
+
+    private func connected(_ channel: any Channel) {
+        let (pending, closed) = state.withLock { s -> ([ByteBuffer], Bool) in
+            s.connecting = false
+            if s.closed { return ([], true) }
+            s.channel = channel
+            s.backoffMillis = backoffMin
+            s.everConnected = true
+            defer { s.queue.removeAll() }
+            return (Array(s.queue), false)
+        }
+        if closed { channel.close(promise: nil); return }
+        logger.info("peer link up", metadata: ["peer": "\(peer)", "address": "\(address)"])
+        for frame in pending { channel.write(frame, promise: nil) }
+        channel.flush()
+        channel.closeFuture.whenComplete { _ in
+            let redial = self.state.withLock { s -> Bool in
+                if let current = s.channel, current === channel { s.channel = nil }
+                return !s.queue.isEmpty && self.startDialIfDue(&s)
+            }
+            self.logger.info("peer link down", metadata: ["peer": "\(self.peer)"])
+            if redial { self.dialNow() }
+        }
+    }
+
+    private func failed(_ error: any Error) {
+        let (delay, log) = state.withLock { s -> (Int64?, Bool) in
+            s.connecting = false
+            let delay = s.backoffMillis
+            s.nextAttempt = NIODeadline.now() + .milliseconds(delay)
+            s.backoffMillis = min(s.backoffMillis * 2, backoffMax)
+            // Retry on our own when frames are waiting; otherwise the next send dials.
+            guard !s.closed, !s.queue.isEmpty, !s.retryScheduled else { return (nil, delay >= backoffMax) }
+            s.retryScheduled = true
+            return (delay, delay >= backoffMax)
+        }
+        // Peers being down is normal during restarts: say so loudly only once backoff is maxed.
+        logger.log(level: log ? .warning : .debug, "peer link dial failed",
+                   metadata: ["peer": "\(peer)", "address": "\(address)", "error": "\(error)"])
+        if let delay {
+            group.any().scheduleTask(in: .milliseconds(delay)) {
+                let dial = self.state.withLock { s -> Bool in
+                    s.retryScheduled = false
+                    return !s.queue.isEmpty && self.startDialIfDue(&s)
+                }
+                if dial { self.dialNow() }
+            }
+        }
+    }
+}
+
+/// Dialled connections: checks that the peer we reached is the member we meant to reach.
+final class PeerOutboundHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let expected: NodeID
+    let members: Set<NodeID>
+    let logger: Logger
+    var verified: EventLoopPromise<Void>!
+    var done = false
+
+    init(expected: NodeID, members: Set<NodeID>, logger: Logger) {
+        self.expected = expected
+        self.members = members
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        verified = context.eventLoop.makePromise(of: Void.self)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        finish(.failure(ChannelError.ioOnClosedChannel))
+    }
+
+    private func finish(_ result: Result<Void, any Error>) {
+        guard !done else { return }
+        done = true
+        verified.completeWith(result)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
+            var names: [String] = []
+            if let cert = try? context.pipeline.syncOperations.nioSSL_peerCertificate() {
+                names = (try? PeerTLS.names(of: cert)) ?? []
+            }
+            if PeerTLS.identify(names, members: members, expected: expected) != nil {
+                finish(.success(()))
+            } else {
+                logger.warning("peer refused: its certificate does not name it",
+                               metadata: ["peer": "\(expected)", "names": "\(names)"])
+                finish(.failure(ClusterConfigError("peer certificate names \(names), expected \(expected)")))
+                context.close(promise: nil)
+                return
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish(.failure(ChannelError.ioOnClosedChannel))
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // The accepting side never writes on this connection.
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        finish(.failure(error))
+        context.close(promise: nil)
+    }
+}

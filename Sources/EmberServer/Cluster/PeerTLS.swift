@@ -1,0 +1,63 @@
+import EmberRaft
+import NIOSSL
+import X509
+
+/// Mutual TLS 1.3 for the peer channel.
+///
+/// Both sides present a certificate signed by the cluster CA (chain verification is BoringSSL's).
+/// Hostname verification is off because peers dial each other by IP and NIOSSL would accept a
+/// certificate when ANY of its IP SANs matches, which says nothing about WHICH node it is. So
+/// after the handshake we read the peer certificate's names ourselves: a node is who its CN or
+/// one of its SAN DNS names says, and it must be a cluster member (and, when dialling, the member
+/// we meant to reach).
+public struct PeerTLS: Sendable {
+    public let serverContext: NIOSSLContext
+    public let clientContext: NIOSSLContext
+
+    public init(certificatePath: String, keyPath: String, caPath: String) throws {
+        let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
+        let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
+        let roots = try NIOSSLCertificate.fromPEMFile(caPath)
+        guard !chain.isEmpty, !roots.isEmpty else { throw ClusterConfigError("empty certificate or CA file") }
+
+        var server = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        server.minimumTLSVersion = .tlsv13
+        server.certificateVerification = .noHostnameVerification  // requires a client certificate
+        server.trustRoots = .certificates(roots)
+
+        var client = TLSConfiguration.makeClientConfiguration()
+        client.minimumTLSVersion = .tlsv13
+        client.certificateVerification = .noHostnameVerification
+        client.trustRoots = .certificates(roots)
+        client.certificateChain = chain
+        client.privateKey = .privateKey(key)
+
+        serverContext = try NIOSSLContext(configuration: server)
+        clientContext = try NIOSSLContext(configuration: client)
+    }
+
+    /// The names a certificate claims: its subject CNs and SAN DNS names.
+    public static func names(of certificate: NIOSSLCertificate) throws -> [String] {
+        let cert = try Certificate(derEncoded: try certificate.toDERBytes())
+        var names: [String] = []
+        for rdn in cert.subject {
+            for attribute in rdn where attribute.type == .RDNAttributeType.commonName {
+                if let s = String(attribute.value) { names.append(s) }
+            }
+        }
+        if let san = try cert.extensions.subjectAlternativeNames {
+            for name in san {
+                if case .dnsName(let dns) = name { names.append(dns) }
+            }
+        }
+        return names
+    }
+
+    /// The member a verified certificate identifies, or nil. With `expected`, only that member.
+    public static func identify(_ names: [String], members: Set<NodeID>, expected: NodeID?) -> NodeID? {
+        if let expected { return names.contains(expected) && members.contains(expected) ? expected : nil }
+        let matches = Set(names).intersection(members)
+        // A certificate naming two members would let one node speak for another: refuse it.
+        return matches.count == 1 ? matches.first : nil
+    }
+}

@@ -1,0 +1,210 @@
+import EmberRaft
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
+
+/// The peer channel: one TLS listener for frames from peers, and one outbound connection per
+/// peer for frames to it. Connections are one-way (we only write on the ones we dial and only
+/// read on the ones we accept), which keeps each side's state trivial; a pair of nodes uses two.
+///
+/// Delivery is best effort, as Raft expects: frames for a peer that is down wait in a bounded
+/// queue (oldest dropped first) and go out when the connection comes back.
+public final class PeerTransport: Sendable {
+    public let nodeID: NodeID
+    let listen: PeerAddress
+    let members: Set<NodeID>
+    let tls: PeerTLS
+    let logger: Logger
+    let group: MultiThreadedEventLoopGroup
+    let links: [NodeID: PeerLink]
+    let onFrame: @Sendable (PeerFrame, NodeID) -> Void
+    private let server = Mutex<(any Channel)?>(nil)
+
+    /// Threads for the peer channel's event loops (the traffic is a few streams of frames).
+    static let eventLoopThreads = 1
+    /// Accepted connections open at once (members need one each; the rest are strangers or
+    /// reconnects whose old socket has not closed yet).
+    static let maxInboundConnections = 64
+    /// An accepted connection that has not proven a member identity by then is closed.
+    static let handshakeTimeout = TimeAmount.seconds(10)
+    private let inboundCount = Atomic<Int>(0)
+
+    public init(config: ClusterConfiguration, tls: PeerTLS, logger: Logger,
+                onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
+        self.nodeID = config.nodeID
+        self.listen = config.peerListen
+        self.members = Set(config.voters)
+        self.tls = tls
+        self.logger = logger
+        self.onFrame = onFrame
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: Self.eventLoopThreads)
+        self.group = group
+        var links: [NodeID: PeerLink] = [:]
+        for (id, address) in config.remotePeers {
+            links[id] = PeerLink(peer: id, address: address, group: group, tls: tls, members: Set(config.voters),
+                                 queueLimit: config.maxQueuedFramesPerPeer,
+                                 backoff: (config.reconnectMinMillis, config.reconnectMaxMillis), logger: logger)
+        }
+        self.links = links
+    }
+
+    /// Binds the listener; returns the bound port.
+    @discardableResult
+    public func start() async throws -> Int {
+        let members = self.members, logger = self.logger, onFrame = self.onFrame, context = tls.serverContext
+        let transport = self
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                guard transport.inboundCount.add(1, ordering: .relaxed).newValue <= Self.maxInboundConnections else {
+                    transport.inboundCount.subtract(1, ordering: .relaxed)
+                    logger.warning("peer connection refused: too many connections")
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in transport.inboundCount.subtract(1, ordering: .relaxed) }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: context))
+                    try sync.addHandler(ByteToMessageHandler(PeerFrameDecoder()))
+                    try sync.addHandler(PeerInboundHandler(members: members, logger: logger, onFrame: onFrame))
+                }
+            }
+            .bind(host: listen.host, port: listen.port).get()
+        server.withLock { $0 = channel }
+        return channel.localAddress?.port ?? listen.port
+    }
+
+    /// Queues a frame for `peer` (dropped when the peer is unknown or the frame cannot be encoded).
+    public func send(_ frame: PeerFrame, to peer: NodeID) {
+        guard let link = links[peer] else {
+            logger.debug("frame for unknown peer dropped", metadata: ["peer": "\(peer)"])
+            return
+        }
+        let bytes: [UInt8]
+        do { bytes = try PeerFrameCodec.frame(frame) } catch {
+            logger.error("peer frame not sent", metadata: ["peer": "\(peer)", "error": "\(error)"])
+            return
+        }
+        link.send(ByteBuffer(bytes: bytes))
+    }
+
+    public func connectedPeers() -> [NodeID] { links.filter { $0.value.isConnected }.map(\.key).sorted() }
+
+    public func shutdown() async {
+        let channel = server.withLock { c in defer { c = nil }; return c }
+        try? await channel?.close()
+        for link in links.values { link.close() }
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// Splits the byte stream into frame bodies, refusing any frame over the limit.
+struct PeerFrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let header = buffer.getBytes(at: buffer.readerIndex, length: PeerFrameCodec.headerBytes),
+              let length = try PeerFrameCodec.bodyLength(header),
+              buffer.readableBytes >= PeerFrameCodec.headerBytes + length else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: PeerFrameCodec.headerBytes)
+        context.fireChannelRead(wrapInboundOut(buffer.readSlice(length: length)!))
+        return .continue
+    }
+
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        try decode(context: context, buffer: &buffer)
+    }
+}
+
+/// Accepted connections: learns who the peer is from its certificate, then delivers its frames.
+final class PeerInboundHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let members: Set<NodeID>
+    let logger: Logger
+    let onFrame: @Sendable (PeerFrame, NodeID) -> Void
+    var peer: NodeID?
+
+    init(members: Set<NodeID>, logger: Logger, onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
+        self.members = members
+        self.logger = logger
+        self.onFrame = onFrame
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Strangers must not hold a connection open without ever completing the handshake.
+        let channel = context.channel
+        let verified = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: PeerTransport.handshakeTimeout) {
+            if verified.value.peer == nil { channel.close(promise: nil) }
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
+            var names: [String] = []
+            do {
+                if let cert = try context.pipeline.syncOperations.nioSSL_peerCertificate() {
+                    names = try PeerTLS.names(of: cert)
+                }
+            } catch {
+                logger.warning("peer certificate unreadable", metadata: ["error": "\(error)"])
+            }
+            if let id = PeerTLS.identify(names, members: members, expected: nil) {
+                peer = id
+                logger.debug("peer connected", metadata: ["peer": "\(id)"])
+            } else {
+                logger.warning("peer connection refused: certificate names no cluster member",
+                               metadata: ["remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")", "names": "\(names)"])
+                context.close(promise: nil)
+                return
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let peer else {
+            context.close(promise: nil)  // data before a verified handshake: never expected
+            return
+        }
+        var buffer = unwrapInboundIn(data)
+        let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
+        let frame: PeerFrame
+        do { frame = try PeerFrameCodec.decode(bytes) } catch {
+            logger.warning("bad peer frame; closing", metadata: ["peer": "\(peer)", "error": "\(error)"])
+            context.close(promise: nil)
+            return
+        }
+        // A verified peer may only speak for itself.
+        guard frame.sender == peer else {
+            logger.warning("peer frame with a forged sender dropped", metadata: ["peer": "\(peer)", "sender": "\(frame.sender)"])
+            return
+        }
+        onFrame(frame, peer)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if peer == nil {
+            logger.warning("peer connection refused", metadata: [
+                "remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")", "error": "\(error)"])
+        } else {
+            logger.info("peer connection closed", metadata: ["peer": "\(peer!)", "error": "\(error)"])
+        }
+        context.close(promise: nil)
+    }
+}
+
+extension PeerFrame {
+    var sender: NodeID {
+        switch self {
+        case .raft(let m): return m.from
+        case .forward(let r): return r.from
+        case .forwardReply(let r): return r.from
+        }
+    }
+}

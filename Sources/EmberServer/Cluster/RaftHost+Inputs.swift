@@ -1,0 +1,142 @@
+import EmberRaft
+import EmberStorage
+import Foundation
+
+/// How the driver turns each input into Raft events (and answers the bookkeeping actions).
+extension RaftHost {
+    func handle(_ input: Input) -> [Action] {
+        let now = ContinuousClock.now
+        switch input {
+        case .tick:
+            var actions = step(.tick)
+            requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds,
+                            forwardReplyTimeout: .milliseconds(Int64(config.forwardReplyTimeoutSeconds * 1000)))
+            if node.leaderID != nil {
+                for w in requests.takeParked() { actions += route(w, now: now) }
+                for id in requests.readsDue(now: now) { actions += issueRead(id, now: now) }
+            }
+            return actions
+        case .write(let w):
+            return route(w, now: now)
+        case .read(let r):
+            return issueRead(requests.addRead(r), now: now)
+        case .frame(.raft(let m)):
+            guard m.to == node.id else { return [] }  // misaddressed: the state machine traps on those
+            return step(.receive(m))
+        case .frame(.forward(let req)):
+            return serveForward(req)
+        case .frame(.forwardReply(let reply)):
+            forwardAnswered(reply, now: now)
+            return []
+        case .handOver:
+            let progress = node.status.progress
+            guard node.role == .leader,
+                  let target = progress.max(by: { ($0.value.matchIndex, $1.key) < ($1.value.matchIndex, $0.key) })?.key
+            else { return [] }
+            logger.info("handing leadership over before stopping", metadata: ["to": "\(target)"])
+            return step(.transferLeadership(to: target))
+        case .compacted(let index, let data):
+            compacting = false
+            // The state was read at `index` <= applied; a newer snapshot (one installed from the
+            // leader meanwhile) makes it moot.
+            guard index > node.log.snapshotIndex, index <= node.appliedIndex else { return [] }
+            return step(.compact(index: index, data: data))
+        case .stop:
+            return []
+        }
+    }
+
+    /// Proposes on the leader, forwards to a known leader, or parks until one is known.
+    func route(_ w: PendingWrite, now: ContinuousClock.Instant) -> [Action] {
+        if node.role == .leader {
+            let stamped: [UInt8]
+            // Validated by the front already (ReplicatedDataStore.write).
+            do { stamped = try stamp(w.payload, validate: false) } catch {
+                w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
+                return []
+            }
+            let actions = step(.propose(stamped))
+            for a in actions {
+                switch a {
+                case .proposalAccepted(let index, let term):
+                    requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
+                case .proposalRejected:
+                    requests.park(w)  // e.g. a leadership transfer: retried on the next tick
+                default: break
+                }
+            }
+            return actions
+        }
+        if let leader = node.leaderID, leader != node.id {
+            let id = requests.forward(w, now: now)
+            transport.send(.forward(ForwardRequest(from: node.id, requestID: id, payload: w.payload)), to: leader)
+            return []
+        }
+        requests.park(w)
+        return []
+    }
+
+    /// The leader fixes the entry's timestamp (what `{".sv":"timestamp"}` resolves to on every
+    /// replica). Kept monotonic on this leader so server timestamps never go backwards here.
+    /// Forwarded writes are validated again here: an entry the store would refuse to append
+    /// must never reach the log (appending is fail-stop).
+    func stamp(_ payload: [UInt8], validate: Bool = true) throws -> [UInt8] {
+        var entry = try EmberStorage.LogEntry(decoding: payload)
+        if validate { _ = try store.validate(namespace: entry.namespace, operation: entry.operation) }
+        let wall = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        lastStamp = max(lastStamp, wall)
+        entry.timestamp = lastStamp
+        return entry.encoded()
+    }
+
+    /// A follower forwarded a client write to us.
+    func serveForward(_ req: ForwardRequest) -> [Action] {
+        func reply(_ result: ForwardReply.Result) {
+            transport.send(.forwardReply(ForwardReply(from: node.id, requestID: req.requestID, result: result)), to: req.from)
+        }
+        guard node.role == .leader else {
+            reply(.notLeader(hint: node.leaderID))
+            return []
+        }
+        let stamped: [UInt8]
+        do { stamped = try stamp(req.payload) } catch {
+            reply(.refused("invalid write: \(error)"))
+            return []
+        }
+        let actions = step(.propose(stamped))
+        for a in actions {
+            switch a {
+            case .proposalAccepted(let index, let term): reply(.accepted(index: index, term: term))
+            case .proposalRejected(.notLeader(let hint)): reply(.notLeader(hint: hint))
+            case .proposalRejected: reply(.notLeader(hint: nil))
+            default: break
+            }
+        }
+        return actions
+    }
+
+    /// The leader answered one of our forwards.
+    func forwardAnswered(_ reply: ForwardReply, now: ContinuousClock.Instant) {
+        guard let w = requests.takeForward(reply.requestID) else { return }  // timed out already
+        switch reply.result {
+        case .accepted(let index, let term):
+            // Read-your-writes: answer once THIS node has applied the index.
+            requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
+        case .notLeader(let hint):
+            if let hint, hint != reply.from, hint != node.id {
+                let id = requests.forward(w, now: now)
+                transport.send(.forward(ForwardRequest(from: node.id, requestID: id, payload: w.payload)), to: hint)
+            } else {
+                requests.park(w)
+            }
+        case .refused(let why):
+            w.reply.resume(throwing: ClusterError.refused(why))
+        }
+    }
+
+    func issueRead(_ id: UInt64, now: ContinuousClock.Instant) -> [Action] {
+        guard requests.reads[id] != nil else { return [] }
+        requests.readIssuedAt[id] = now
+        return step(.readIndex(id: id))
+    }
+}

@@ -1,0 +1,314 @@
+import EmberRaft
+import EmberStorage
+import Foundation
+import Logging
+import Synchronization
+
+/// Hosts a `RaftNode` over the LMDB store: the single serial driver of the cluster runtime.
+///
+/// Everything that touches the Raft state machine runs in ONE task (`loop`), fed through a
+/// bounded inbox: timer ticks, peer frames, client writes and linearizable reads. Each turn drains
+/// the inbox, steps the node once per input, then performs the collected actions in order under
+/// the persist-before-send contract (Action.swift): `persist*` actions are buffered and written
+/// to LMDB (one append transaction, one hard-state transaction) right before the first action
+/// that makes them observable (`send`, `apply`, `readReady`, snapshot restore). Awaiting the store
+/// inside the loop is what serializes it; inputs arriving meanwhile are batched into the next
+/// turn, which gives group commit under load for free.
+///
+/// `@unchecked Sendable`: the mutable fields below the inbox are touched only by `loop`.
+final class RaftHost: @unchecked Sendable {
+    let config: ClusterConfiguration
+    let store: EmberStore
+    let logger: Logger
+    var transport: PeerTransport!
+
+    // Shared with callers (locked).
+    let inbox: Mutex<Inbox>
+    let published: Mutex<RaftStatus>
+    /// Client writes / linearizable reads accepted and not yet answered (admission control).
+    let pendingRequests = Atomic<Int>(0)
+    let pendingReads = Atomic<Int>(0)
+    let stateReplacedHandlers = Mutex<[@Sendable () -> Void]>([])
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakeups: AsyncStream<Void>
+    private var loopTask: Task<Void, Never>?
+    private var tickTask: Task<Void, Never>?
+
+    // Owned by the loop.
+    var node: RaftNode
+    var persistedHard: EmberRaft.HardState
+    var bufferedEntries: [EmberRaft.LogEntry] = []
+    var bufferedHard: EmberRaft.HardState?
+    var requests: RequestBook
+    /// Highest entry timestamp seen (stamped by us or persisted from a leader).
+    var lastStamp: Int64 = 0
+    /// A snapshot is being serialized off the loop (awaited on stop: it reads the store).
+    var compacting = false
+    var compactionTask: Task<Void, Never>?
+
+    /// Inputs taken per loop turn (bounds a turn's latency and memory).
+    static let maxInputsPerTurn = 1_024
+
+    enum Input: Sendable {
+        case tick
+        case frame(PeerFrame)
+        case write(PendingWrite)
+        case read(PendingRead)
+        /// Hand leadership to the most up-to-date peer (graceful shutdown).
+        case handOver
+        /// A serialized state as of `index` is ready for Raft (index 0: serializing failed).
+        case compacted(index: UInt64, data: [UInt8])
+        case stop
+    }
+
+    struct Inbox {
+        var items: [Input] = []
+        var stopped = false
+    }
+
+    init(config: ClusterConfiguration, store: EmberStore, logger: Logger) async throws {
+        self.config = config
+        self.store = store
+        self.logger = logger
+        let (state, applied, lastTimestamp) = try await RaftPersistence.load(store, voters: config.voters)
+        lastStamp = lastTimestamp
+        let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
+                                    randomSeed: UInt64.random(in: 0...UInt64.max))
+        node = RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied)
+        persistedHard = state.hardState
+        published = Mutex(node.status)
+        inbox = Mutex(Inbox())
+        requests = RequestBook(recentLimit: config.recentResults)
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        wakeups = stream
+        wake = continuation
+        logger.info("raft host loaded", metadata: [
+            "node": "\(config.nodeID)", "term": "\(state.hardState.term)", "applied": "\(applied)",
+            "logTail": "\(state.entries.count)", "voters": "\(config.voters)"])
+    }
+
+    func start(transport: PeerTransport) {
+        self.transport = transport
+        loopTask = Task { await self.loop() }
+        let period = UInt64(config.tickMillis) * 1_000_000
+        tickTask = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: period)
+                self.enqueue(.tick)
+            }
+        }
+    }
+
+    /// Longest a stopping leader waits for a peer to take over (a rolling restart then costs
+    /// no election timeout).
+    static let handOverMillis = 1_500
+
+    func stop() async {
+        if status.role == .leader && config.voters.count > 1 {
+            enqueue(.handOver, force: true)
+            let deadline = ContinuousClock.now + .milliseconds(Self.handOverMillis)
+            while status.role == .leader && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        tickTask?.cancel()
+        enqueue(.stop, force: true)
+        await loopTask?.value
+        await compactionTask?.value  // the loop has ended: nothing starts another
+    }
+
+    /// Adds an input; false when the inbox is full (the caller sheds the request).
+    @discardableResult
+    func enqueue(_ input: Input, force: Bool = false) -> Bool {
+        let ok = inbox.withLock { box -> Bool in
+            if box.stopped { return false }
+            if !force && box.items.count >= config.maxQueuedEvents { return false }
+            box.items.append(input)
+            return true
+        }
+        if ok { wake.yield() }
+        return ok
+    }
+
+    var status: RaftStatus { published.withLock { $0 } }
+
+    // MARK: - Loop
+
+    private func loop() async {
+        for await _ in wakeups {
+            while true {
+                let batch = inbox.withLock { box -> [Input] in
+                    let n = min(box.items.count, Self.maxInputsPerTurn)
+                    defer { box.items.removeFirst(n) }
+                    return Array(box.items.prefix(n))
+                }
+                if batch.isEmpty { break }
+                var actions: [Action] = []
+                var stopping = false
+                for input in batch {
+                    if case .stop = input { stopping = true; continue }
+                    actions += handle(input)
+                }
+                await execute(actions)
+                compactIfDue()
+                let status = node.status
+                published.withLock { $0 = status }
+                if stopping {
+                    // Requests that raced in after `.stop` must still be answered.
+                    let late = inbox.withLock { box -> [Input] in
+                        box.stopped = true
+                        defer { box.items.removeAll() }
+                        return box.items
+                    }
+                    for input in late {
+                        if case .write(let w) = input { w.reply.resume(throwing: ClusterError.shuttingDown) }
+                        if case .read(let r) = input { r.reply.resume(throwing: ClusterError.shuttingDown) }
+                    }
+                    requests.failAll(ClusterError.shuttingDown)
+                    wake.finish()
+                    return
+                }
+            }
+        }
+    }
+
+    /// Feeds the node; returns the actions to perform (bookkeeping actions are handled here).
+    func step(_ event: Event) -> [Action] {
+        node.step(event)
+    }
+
+    // MARK: - Executing actions
+
+    func execute(_ actions: [Action]) async {
+        for action in actions {
+            switch action {
+            case .persistHardState(let hs):
+                bufferedHard = hs
+            case .persistEntries(let entries):
+                guard let first = entries.first else { continue }
+                // Later persists replace earlier ones from their first index on (Action.swift).
+                bufferedEntries.removeAll { $0.index >= first.index }
+                bufferedEntries += entries
+            case .persistSnapshot(let snapshot, _):
+                await flush()
+                await installIfNewer(snapshot)
+            case .restoreSnapshot(let snapshot):
+                await flush()
+                logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.metadata.index)"])
+            case .send(let message):
+                await flush()
+                transport.send(.raft(message), to: message.to)
+            case .apply(let entries):
+                await flush()
+                guard let last = entries.last else { continue }
+                let results: [WriteResult]
+                do { results = try await store.applyCommitted(through: last.index) } catch {
+                    fatalStorage("apply through \(last.index)", error)
+                }
+                for r in results { requests.applied(r) }
+            case .readReady(let id, _):
+                await flush()
+                requests.readReady(id)
+            case .readFailed(let id):
+                requests.readFailed(id)
+            case .proposalAccepted, .proposalRejected:
+                break  // consumed where the proposal was stepped
+            }
+        }
+        await flush()
+    }
+
+    /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
+    func flush() async {
+        // Term and vote first: a log never holds entries of a term the node could forget it saw.
+        if let hs = bufferedHard {
+            bufferedHard = nil
+            // The store keeps term and vote; the commit index is volatile there (recomputed
+            // from the applied index on restart), so commit-only changes cost no fsync.
+            if hs.term != persistedHard.term || hs.votedFor != persistedHard.votedFor {
+                do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
+                    fatalStorage("hard state", error)
+                }
+            }
+            persistedHard = hs
+        }
+        if !bufferedEntries.isEmpty {
+            // Entries at or below the applied index are committed and, by Log Matching, equal to
+            // what the store holds; the store refuses to rewrite applied entries.
+            let applied = store.appliedIndex
+            let fresh = bufferedEntries.filter { $0.index > applied }
+            bufferedEntries = []
+            if !fresh.isEmpty {
+                do {
+                    let entries = try fresh.map(RaftPersistence.storageEntry)
+                    // A future leader keeps server timestamps monotonic across the log.
+                    lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+                    try await store.append(entries: entries)
+                } catch {
+                    fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index)", error)
+                }
+            }
+        }
+    }
+
+    /// A snapshot newer than our state came from the leader: replace the store's state with it,
+    /// then re-persist the log tail Raft kept after it (installing empties the store's log).
+    func installIfNewer(_ snapshot: Snapshot) async {
+        guard snapshot.metadata.index > store.appliedIndex else { return }  // our own compaction
+        do {
+            try await store.installSnapshot(chunks: try RaftPersistence.chunks(snapshot.data))
+            let tail = node.log.entries(from: snapshot.metadata.index + 1, through: node.log.lastIndex)
+            if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
+        } catch {
+            fatalStorage("install snapshot at \(snapshot.metadata.index)", error)
+        }
+        logger.info("installed snapshot from leader", metadata: ["index": "\(snapshot.metadata.index)"])
+        for handler in stateReplacedHandlers.withLock({ $0 }) { handler() }
+    }
+
+    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries, the store's
+    /// state becomes the snapshot Raft streams to followers that fell behind. Serializing reads
+    /// the whole tree, so it runs off the loop (heartbeats keep flowing) and comes back as an input.
+    func compactIfDue() {
+        guard !compacting, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
+        compacting = true
+        let store = self.store
+        compactionTask = Task.detached {
+            do {
+                let snap = try RaftPersistence.serialize(store)
+                self.enqueue(.compacted(index: snap.index, data: snap.data), force: true)
+            } catch {
+                self.logger.error("compaction failed", metadata: ["error": "\(error)"])
+                self.enqueue(.compacted(index: 0, data: []), force: true)
+            }
+        }
+    }
+
+    /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so
+    /// the node stops (fail-stop) and recovers from disk on restart.
+    func fatalStorage(_ what: String, _ error: any Error) -> Never {
+        logger.critical("storage failure; stopping", metadata: ["operation": "\(what)", "error": "\(error)"])
+        fatalError("storage failure in \(what): \(error)")
+    }
+}
+
+/// Why a cluster request failed. All are retryable (REST answers 503).
+enum ClusterError: Error, CustomStringConvertible {
+    case noLeader(seconds: Double)
+    case overloaded
+    case leadershipLost
+    case outcomeUnknown(String)
+    case shuttingDown
+    case refused(String)
+
+    var description: String {
+        switch self {
+        case .noLeader(let s): return "No cluster leader was reachable within \(s) s; retry later"
+        case .overloaded: return "The node has too many pending requests; retry later"
+        case .leadershipLost: return "Leadership changed before the write committed; it was not applied, retry"
+        case .outcomeUnknown(let why): return "The write's outcome is unknown (\(why)); read before retrying"
+        case .shuttingDown: return "The node is shutting down"
+        case .refused(let why): return why
+        }
+    }
+}

@@ -1,0 +1,165 @@
+import EmberCore
+import EmberRaft
+import EmberStorage
+import Foundation
+import Logging
+import Synchronization
+
+/// The cluster `DataStore`: writes go through Raft, everything else is served from this node's
+/// applied state.
+///
+/// - Writes: the leader proposes the entry and answers once it is applied locally (the result is
+///   the apply's). A follower forwards the write to the leader over the peer channel and answers
+///   once the entry is committed AND applied here, so a client reading this node afterwards sees
+///   its write. Without a leader a write waits `noLeaderTimeoutSeconds`, then fails with a
+///   retryable error (REST 503).
+/// - Reads, queries, SSE and WebSocket listeners use the local LMDB state; listeners are fed by
+///   the store's commit hook, so followers fan out changes too. `linearizableBarrier()` (REST
+///   `?consistency=linearizable`) waits for a Raft ReadIndex first.
+public final class ReplicatedDataStore: DataStore {
+    let local: LMDBDataStore
+    let host: RaftHost
+    let transport: PeerTransport
+    let config: ClusterConfiguration
+    let logger: Logger
+    private let stopped = Atomic<Bool>(false)
+    private let hashCache = StateHashCache()
+
+    /// Opens the store, loads Raft's state from it, binds the peer listener and starts the driver.
+    public static func open(directory: String, options: StoreOptions, cluster: ClusterConfiguration,
+                            logger: Logger) async throws -> ReplicatedDataStore {
+        try cluster.validate()
+        let tls = try PeerTLS(certificatePath: cluster.tlsCertificatePath, keyPath: cluster.tlsKeyPath,
+                              caPath: cluster.tlsCAPath)
+        let local = try LMDBDataStore(directory: directory, options: options, logger: logger)
+        let host = try await RaftHost(config: cluster, store: local.storage, logger: logger)
+        let transport = PeerTransport(config: cluster, tls: tls, logger: logger) { [weak host] frame, _ in
+            _ = host?.enqueue(.frame(frame))
+        }
+        do { try await transport.start() } catch {
+            local.close()
+            throw ClusterConfigError("cannot listen for peers on \(cluster.peerListen): \(error)")
+        }
+        host.start(transport: transport)
+        logger.info("cluster node started", metadata: [
+            "node": "\(cluster.nodeID)", "peerAddress": "\(cluster.peerListen)", "voters": "\(cluster.voters)"])
+        return ReplicatedDataStore(local: local, host: host, transport: transport, config: cluster, logger: logger)
+    }
+
+    init(local: LMDBDataStore, host: RaftHost, transport: PeerTransport, config: ClusterConfiguration, logger: Logger) {
+        self.local = local
+        self.host = host
+        self.transport = transport
+        self.config = config
+        self.logger = logger
+    }
+
+    public var appliedIndex: UInt64 { local.appliedIndex }
+
+    public func read(namespace: String, path: Path) throws -> ReadResult {
+        try local.read(namespace: namespace, path: path)
+    }
+
+    public func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
+        try await local.query(namespace: namespace, path: path, query: query)
+    }
+
+    public func setIndexes(_ defs: [IndexDefinition]) throws { try local.setIndexes(defs) }
+
+    public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) { local.onCommit(handler) }
+
+    public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {
+        host.stateReplacedHandlers.withLock { $0.append(handler) }
+    }
+
+    public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+        let op = LMDBDataStore.operation(for: request)
+        do { _ = try local.storage.validate(namespace: request.namespace, operation: op) } catch let e as StorageError {
+            throw LMDBDataStore.translate(e)
+        }
+        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0).encoded()
+        let result: WriteResult
+        do { result = try await submit(payload) } catch let e as ClusterError {
+            if case .refused(let why) = e { throw RestError.badRequest(why) }
+            throw StoreUnavailable(e.description)
+        }
+        return try local.outcome(of: result, request: request)
+    }
+
+    func submit(_ payload: [UInt8]) async throws -> WriteResult {
+        guard host.pendingRequests.add(1, ordering: .relaxed).newValue <= config.maxPendingWrites else {
+            host.pendingRequests.subtract(1, ordering: .relaxed)
+            throw ClusterError.overloaded
+        }
+        defer { host.pendingRequests.subtract(1, ordering: .relaxed) }
+        let now = ContinuousClock.now
+        let leaderDeadline = now + .milliseconds(Int64(config.noLeaderTimeoutSeconds * 1000))
+        let deadline = now + .milliseconds(Int64(config.writeTimeoutSeconds * 1000))
+        return try await withCheckedThrowingContinuation { cont in
+            let w = PendingWrite(payload: payload, reply: cont, leaderDeadline: leaderDeadline, deadline: deadline)
+            if !host.enqueue(.write(w)) { cont.resume(throwing: ClusterError.overloaded) }
+        }
+    }
+
+    public func linearizableBarrier() async throws {
+        guard host.pendingReads.add(1, ordering: .relaxed).newValue <= config.maxPendingReads else {
+            host.pendingReads.subtract(1, ordering: .relaxed)
+            throw StoreUnavailable(ClusterError.overloaded.description)
+        }
+        defer { host.pendingReads.subtract(1, ordering: .relaxed) }
+        let deadline = ContinuousClock.now + .milliseconds(Int64(config.noLeaderTimeoutSeconds * 1000))
+        do {
+            try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, any Error>) in
+                if !host.enqueue(.read(PendingRead(reply: cont, deadline: deadline))) {
+                    cont.resume(throwing: ClusterError.overloaded)
+                }
+            }
+        } catch let e as ClusterError {
+            throw StoreUnavailable(e.description)
+        }
+    }
+
+    public func nodeStatus() throws -> JSON {
+        let s = host.status
+        var out: [String: JSON] = [
+            "id": .string(s.id),
+            "role": .string(s.role == .preCandidate ? "candidate" : s.role.rawValue),
+            "term": .int(Int64(s.term)),
+            "leader": s.leaderID.map { .string($0) } ?? .null,
+            "commitIndex": .int(Int64(s.commitIndex)),
+            "appliedIndex": .int(Int64(local.appliedIndex)),
+            "lastIndex": .int(Int64(s.lastIndex)),
+            "snapshotIndex": .int(Int64(s.snapshotIndex)),
+            "voters": .array(s.membership.voters.map { .string($0) }),
+            "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
+            "stateHash": .string(try hashCache.hash(of: local.storage)),
+        ]
+        if s.role == .leader {
+            var peers: [String: JSON] = [:]
+            for (id, p) in s.progress {
+                peers[id] = .object(["matchIndex": .int(Int64(p.matchIndex)), "nextIndex": .int(Int64(p.nextIndex)),
+                                     "state": .string(p.state.rawValue)])
+            }
+            out["peers"] = .object(peers)
+        }
+        return .object(out)
+    }
+
+    public func shutdown() async {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        await host.stop()
+        await transport.shutdown()
+        local.close()
+    }
+
+    /// Synchronous close (protocol requirement): prefer `shutdown()`. Waits for the driver on a
+    /// separate thread so no cooperative-pool thread is blocked on another.
+    public func close() {
+        guard !stopped.load(ordering: .acquiring) else { return }
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
+            Task { await self.shutdown(); done.signal() }
+        }
+        done.wait()
+    }
+}

@@ -1,0 +1,166 @@
+import EmberRaft
+import EmberStorage
+
+/// A client write waiting for the cluster. `payload` is an encoded storage `LogEntry` with the
+/// namespace and operation; the leader fixes its timestamp when proposing.
+struct PendingWrite: Sendable {
+    var payload: [UInt8]
+    var reply: CheckedContinuation<WriteResult, any Error>
+    /// Give up waiting for a leader after this.
+    var leaderDeadline: ContinuousClock.Instant
+    /// Give up waiting for the apply after this (outcome unknown).
+    var deadline: ContinuousClock.Instant
+}
+
+/// A linearizable read waiting for its read index to be applied locally.
+struct PendingRead: Sendable {
+    var reply: CheckedContinuation<Void, any Error>
+    var deadline: ContinuousClock.Instant
+}
+
+/// The driver's bookkeeping of client requests in flight (owned by the driver loop).
+///
+/// A write is in exactly one place: parked (no leader known), forwarded (sent to the leader,
+/// awaiting its reply), or awaiting the local apply of the index it was appended at. The
+/// outcome is decided by the entry applied at that index: same term → it is our write; other
+/// term → our entry was overwritten, so the write did not happen.
+struct RequestBook {
+    var parked: [PendingWrite] = []
+    var forwards: [UInt64: PendingWrite] = [:]
+    var forwardSentAt: [UInt64: ContinuousClock.Instant] = [:]
+    var waiters: [UInt64: [(term: UInt64, write: PendingWrite)]] = [:]
+    var nextForwardID: UInt64 = 1
+
+    var reads: [UInt64: PendingRead] = [:]
+    var readIssuedAt: [UInt64: ContinuousClock.Instant] = [:]
+    var readsToRetry: Set<UInt64> = []
+    var nextReadID: UInt64 = 1
+
+    /// Recent apply results by index, for forwarded writes whose reply arrives after the apply.
+    var recent: [UInt64: WriteResult] = [:]
+    var recentOrder: [UInt64] = []
+    var recentHead = 0
+    let recentLimit: Int
+
+    /// A read index request with no answer after this is asked again.
+    static let readRetryInterval = Duration.milliseconds(500)
+
+    init(recentLimit: Int) {
+        precondition(recentLimit > 0)
+        self.recentLimit = recentLimit
+    }
+
+    mutating func park(_ w: PendingWrite) { parked.append(w) }
+
+    mutating func takeParked() -> [PendingWrite] {
+        defer { parked = [] }
+        return parked
+    }
+
+    mutating func forward(_ w: PendingWrite, now: ContinuousClock.Instant) -> UInt64 {
+        let id = nextForwardID
+        nextForwardID += 1
+        forwards[id] = w
+        forwardSentAt[id] = now
+        return id
+    }
+
+    mutating func takeForward(_ id: UInt64) -> PendingWrite? {
+        forwardSentAt[id] = nil
+        return forwards.removeValue(forKey: id)
+    }
+
+    /// The write was appended at `index` in `term`; answer it when that index is applied here.
+    mutating func awaitApply(index: UInt64, term: UInt64, _ w: PendingWrite, appliedIndex: UInt64) {
+        if index <= appliedIndex {
+            if let r = recent[index] {
+                resolve(w, with: r, term: term)
+            } else {
+                w.reply.resume(throwing: ClusterError.outcomeUnknown("its index was applied too long ago"))
+            }
+            return
+        }
+        waiters[index, default: []].append((term, w))
+    }
+
+    mutating func applied(_ r: WriteResult) {
+        if let ws = waiters.removeValue(forKey: r.index) {
+            for (term, w) in ws { resolve(w, with: r, term: term) }
+        }
+        remember(r)
+    }
+
+    private func resolve(_ w: PendingWrite, with r: WriteResult, term: UInt64) {
+        if r.term == term { w.reply.resume(returning: r) } else { w.reply.resume(throwing: ClusterError.leadershipLost) }
+    }
+
+    private mutating func remember(_ r: WriteResult) {
+        if recentOrder.count < recentLimit {
+            recentOrder.append(r.index)
+        } else {
+            recent[recentOrder[recentHead]] = nil
+            recentOrder[recentHead] = r.index
+            recentHead = (recentHead + 1) % recentLimit
+        }
+        recent[r.index] = r
+    }
+
+    // MARK: - Reads
+
+    mutating func addRead(_ r: PendingRead) -> UInt64 {
+        let id = nextReadID
+        nextReadID += 1
+        reads[id] = r
+        return id
+    }
+
+    mutating func readReady(_ id: UInt64) {
+        readIssuedAt[id] = nil
+        readsToRetry.remove(id)
+        reads.removeValue(forKey: id)?.reply.resume()
+    }
+
+    mutating func readFailed(_ id: UInt64) {
+        if reads[id] != nil { readsToRetry.insert(id) }
+    }
+
+    /// Reads to ask again: failed ones and ones unanswered for `readRetryInterval`.
+    mutating func readsDue(now: ContinuousClock.Instant) -> [UInt64] {
+        let lost = readIssuedAt.filter { now - $0.value >= Self.readRetryInterval }.map(\.key)
+        defer { readsToRetry = [] }
+        return Array(readsToRetry.union(lost)).sorted()
+    }
+
+    // MARK: - Deadlines
+
+    /// Fails every request past its deadline.
+    mutating func expire(now: ContinuousClock.Instant, noLeaderSeconds: Double, forwardReplyTimeout: Duration = .seconds(3)) {
+        parked.removeAll { w in
+            guard now >= w.leaderDeadline else { return false }
+            w.reply.resume(throwing: ClusterError.noLeader(seconds: noLeaderSeconds))
+            return true
+        }
+        for (id, sent) in forwardSentAt where now - sent >= forwardReplyTimeout {
+            takeForward(id)?.reply.resume(throwing: ClusterError.outcomeUnknown("the leader did not answer"))
+        }
+        for (index, ws) in waiters {
+            let (late, keep) = (ws.filter { now >= $0.write.deadline }, ws.filter { now < $0.write.deadline })
+            for w in late { w.write.reply.resume(throwing: ClusterError.outcomeUnknown("not applied in time")) }
+            waiters[index] = keep.isEmpty ? nil : keep
+        }
+        for (id, r) in reads where now >= r.deadline {
+            reads[id] = nil
+            readIssuedAt[id] = nil
+            readsToRetry.remove(id)
+            r.reply.resume(throwing: ClusterError.noLeader(seconds: noLeaderSeconds))
+        }
+    }
+
+    mutating func failAll(_ error: any Error) {
+        for w in parked { w.reply.resume(throwing: error) }
+        for w in forwards.values { w.reply.resume(throwing: error) }
+        for ws in waiters.values { for w in ws { w.write.reply.resume(throwing: error) } }
+        for r in reads.values { r.reply.resume(throwing: error) }
+        parked = []; forwards = [:]; forwardSentAt = [:]; waiters = [:]; reads = [:]; readIssuedAt = [:]
+    }
+}

@@ -1,0 +1,113 @@
+import EmberCore
+import EmberRaft
+import Foundation
+import Testing
+
+@testable import EmberServer
+@testable import EmberStorage
+
+@Suite struct RaftPersistenceTests {
+    func tempStore() throws -> EmberStore {
+        var o = StoreOptions()
+        o.mapSize = 1 << 28
+        return try EmberStore(directory: NSTemporaryDirectory() + "ember-cluster-\(UUID().uuidString)", options: o)
+    }
+
+    func normal(_ index: UInt64, _ term: UInt64, _ path: String, _ json: String) throws -> EmberRaft.LogEntry {
+        let e = EmberStorage.LogEntry(index: 0, term: 0, namespace: "ns", operation: .set(path: try Path(path), value: try JSON.parse(json)),
+                                      timestamp: 1_700_000_000_000)
+        return EmberRaft.LogEntry(index: index, term: term, kind: .normal, data: e.encoded())
+    }
+
+    @Test func raftEntriesRoundTripThroughTheStoreAndSnapshotsInstall() async throws {
+        let a = try tempStore()
+        let entries = [
+            EmberRaft.LogEntry(index: 1, term: 1, kind: .noop),
+            try normal(2, 1, "x", #"{"a":1,"t":{".sv":"timestamp"}}"#),
+            try normal(3, 1, "y", "2"),
+            try normal(4, 2, "z", "3"),
+        ]
+        try await a.append(entries: try entries.map(RaftPersistence.storageEntry))
+        try await a.applyCommitted(through: 3)
+
+        // Restart view: the applied state is the snapshot, the unapplied tail is the log.
+        let (state, applied, lastTimestamp) = try await RaftPersistence.load(a, voters: ["n1", "n2"])
+        #expect(applied == 3)
+        #expect(lastTimestamp == 1_700_000_000_000)
+        #expect(state.snapshot.metadata.index == 3 && state.snapshot.metadata.term == 1)
+        #expect(state.entries.map(\.index) == [4] && state.entries[0].term == 2)
+        #expect(try RaftPersistence.storageEntry(state.entries[0]).operation == .set(path: try Path("z"), value: .int(3)))
+
+        // The snapshot data installs into an empty store with the same state.
+        let b = try tempStore()
+        try await b.installSnapshot(chunks: try RaftPersistence.chunks(state.snapshot.data))
+        #expect(b.appliedIndex == 3)
+        #expect(try b.stateHash() == a.stateHash())
+        #expect(try b.read(namespace: "ns", path: Path("x")).node == a.read(namespace: "ns", path: Path("x")).node)
+        a.close()
+        b.close()
+    }
+
+    @Test func malformedSnapshotFramingIsRefused() {
+        #expect(throws: StorageError.self) { try RaftPersistence.chunks([0, 0, 0, 9, 1]) }
+        #expect(throws: StorageError.self) { try RaftPersistence.parseHeader([0xFF, 0, 3]) }
+    }
+}
+
+@Suite struct RequestBookTests {
+    func result(_ index: UInt64, _ term: UInt64) -> WriteResult {
+        WriteResult(index: index, term: term, namespace: "ns", path: .root, outcome: .applied(changed: true),
+                    value: .empty, version: index, changeSet: ChangeSet(namespace: "ns", changes: []))
+    }
+
+    func write(_ c: CheckedContinuation<WriteResult, any Error>, leaderIn: Duration = .seconds(5)) -> PendingWrite {
+        PendingWrite(payload: [], reply: c, leaderDeadline: .now + leaderIn, deadline: .now + .seconds(10))
+    }
+
+    @Test func sameTermAtTheIndexIsOurWrite() async throws {
+        let r = try await withCheckedThrowingContinuation { c in
+            var book = RequestBook(recentLimit: 4)
+            book.awaitApply(index: 5, term: 2, write(c), appliedIndex: 4)
+            book.applied(result(5, 2))
+        }
+        #expect(r.index == 5 && r.term == 2)
+    }
+
+    @Test func otherTermAtTheIndexMeansOverwritten() async {
+        await #expect(throws: ClusterError.self) {
+            _ = try await withCheckedThrowingContinuation { c in
+                var book = RequestBook(recentLimit: 4)
+                book.awaitApply(index: 5, term: 2, write(c), appliedIndex: 4)
+                book.applied(result(5, 3))
+            }
+        }
+    }
+
+    @Test func lateReplyIsAnsweredFromRecentResults() async throws {
+        let r = try await withCheckedThrowingContinuation { c in
+            var book = RequestBook(recentLimit: 2)
+            for i in UInt64(1)...3 { book.applied(result(i, 1)) }
+            book.awaitApply(index: 3, term: 1, write(c), appliedIndex: 3)
+        }
+        #expect(r.index == 3)
+        // Index 1 fell out of the ring of 2: the outcome is unknown, not guessed.
+        await #expect(throws: ClusterError.self) {
+            _ = try await withCheckedThrowingContinuation { c in
+                var book = RequestBook(recentLimit: 2)
+                for i in UInt64(1)...3 { book.applied(result(i, 1)) }
+                book.awaitApply(index: 1, term: 1, write(c), appliedIndex: 3)
+            }
+        }
+    }
+
+    @Test func parkedWritesFailAfterTheLeaderDeadline() async {
+        await #expect(throws: ClusterError.self) {
+            _ = try await withCheckedThrowingContinuation { c in
+                var book = RequestBook(recentLimit: 2)
+                book.park(write(c, leaderIn: .zero))
+                book.expire(now: .now, noLeaderSeconds: 5)
+                #expect(book.parked.isEmpty)
+            }
+        }
+    }
+}

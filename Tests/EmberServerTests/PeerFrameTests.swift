@@ -1,0 +1,123 @@
+import EmberRaft
+import Foundation
+import Testing
+
+@testable import EmberServer
+
+@Suite struct PeerFrameTests {
+    static let meta = SnapshotMetadata(index: 40, term: 3, membership: Membership(voters: ["n1", "n2", "n3"]))
+
+    static let payloads: [Message.Payload] = [
+        .preVote(lastIndex: 7, lastTerm: 2),
+        .preVoteResponse(granted: true),
+        .requestVote(lastIndex: 1 << 40, lastTerm: 9, leadershipTransfer: true),
+        .requestVoteResponse(granted: false),
+        .appendEntries(AppendEntries(prevIndex: 10, prevTerm: 2, entries: [
+            LogEntry(index: 11, term: 3, kind: .noop),
+            LogEntry(index: 12, term: 3, kind: .normal, data: [0, 1, 2, 255]),
+            LogEntry(index: 13, term: 3, kind: .configChange, data: Membership(voters: ["a"]).encoded()),
+        ], commit: 11)),
+        .appendEntries(AppendEntries(prevIndex: 0, prevTerm: 0, entries: [], commit: 0)),
+        .appendEntriesResponse(AppendEntriesResponse(success: false, index: 5, conflictTerm: 2, conflictIndex: 3)),
+        .heartbeat(commit: 99, readContext: 4),
+        .heartbeatResponse(readContext: 4),
+        .installSnapshot(SnapshotChunk(metadata: meta, offset: 1 << 20, totalSize: 3 << 20, data: [9, 9], done: false)),
+        .installSnapshotResponse(snapshotIndex: 40, receivedBytes: 12, done: true),
+        .timeoutNow,
+        .readIndexRequest(id: .max),
+        .readIndexResponse(id: 3, index: 17),
+        .readIndexResponse(id: 3, index: nil),
+    ]
+
+    static var frames: [PeerFrame] {
+        payloads.map { .raft(Message(from: "n1", to: "n2", term: 3, payload: $0)) } + [
+            .forward(ForwardRequest(from: "n3", requestID: 77, payload: Array(0...200))),
+            .forwardReply(ForwardReply(from: "n1", requestID: 77, result: .accepted(index: 12, term: 3))),
+            .forwardReply(ForwardReply(from: "n1", requestID: 78, result: .notLeader(hint: "n2"))),
+            .forwardReply(ForwardReply(from: "n1", requestID: 79, result: .notLeader(hint: nil))),
+            .forwardReply(ForwardReply(from: "n1", requestID: 80, result: .refused("bad path"))),
+        ]
+    }
+
+    @Test func everyFrameRoundTrips() throws {
+        for f in Self.frames {
+            let wire = try PeerFrameCodec.frame(f)
+            let n = try #require(try PeerFrameCodec.bodyLength(wire))
+            #expect(n == wire.count - PeerFrameCodec.headerBytes)
+            #expect(try PeerFrameCodec.decode(Array(wire.dropFirst(PeerFrameCodec.headerBytes))) == f)
+        }
+    }
+
+    @Test func everyTruncationIsRejected() throws {
+        for f in Self.frames {
+            let body = PeerFrameCodec.encode(f)
+            for cut in 0..<body.count {
+                #expect(throws: PeerFrameError.self) { try PeerFrameCodec.decode(Array(body.prefix(cut))) }
+            }
+        }
+    }
+
+    @Test func garbageIsRejected() {
+        #expect(throws: PeerFrameError.unknownVersion(9)) { try PeerFrameCodec.decode([9, 1]) }
+        #expect(throws: PeerFrameError.unknownTag("frame kind", 7)) { try PeerFrameCodec.decode([1, 7]) }
+        var body = PeerFrameCodec.encode(Self.frames[0])
+        body.append(0)
+        #expect(throws: PeerFrameError.trailingBytes(1)) { try PeerFrameCodec.decode(body) }
+        // A count larger than the bytes left must not allocate or trap.
+        var w = FrameWriter()
+        w.u8(1); w.u8(1); w.string("a"); w.string("b"); w.varint(1); w.u8(4)
+        w.varint(0); w.varint(0); w.varint(0); w.varint(UInt64.max)
+        #expect(throws: PeerFrameError.truncated) { try PeerFrameCodec.decode(w.out) }
+    }
+
+    @Test func randomBytesAndMutationsNeverTrap() {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let n = Int.random(in: 0..<64, using: &rng)
+            _ = try? PeerFrameCodec.decode((0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) })
+        }
+        for f in Self.frames {
+            let body = PeerFrameCodec.encode(f)
+            for _ in 0..<50 {
+                var m = body
+                m[Int.random(in: 0..<m.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                _ = try? PeerFrameCodec.decode(m)  // any result but a crash
+            }
+        }
+    }
+
+    @Test func oversizedLengthPrefixIsRejected() throws {
+        let n = UInt32(PeerFrameCodec.maxFrameBytes + 1)
+        let header: [UInt8] = [UInt8(n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)]
+        #expect(throws: PeerFrameError.tooLarge(bytes: Int(n), limit: PeerFrameCodec.maxFrameBytes)) {
+            try PeerFrameCodec.bodyLength(header)
+        }
+        #expect(try PeerFrameCodec.bodyLength([0, 0, 1]) == nil)
+    }
+
+    @Test func peersParseAndNodeIDsAreDNSNames() throws {
+        let peers = try ClusterConfiguration.parsePeers("n1=127.0.0.1:7001, n2=[::1]:7002")
+        #expect(peers["n1"] == PeerAddress(host: "127.0.0.1", port: 7001))
+        #expect(peers["n2"] == PeerAddress(host: "::1", port: 7002))
+        #expect(throws: ClusterConfigError.self) { try ClusterConfiguration.parsePeers("n1=host") }
+        #expect(throws: ClusterConfigError.self) { try ClusterConfiguration.parsePeers("n1=a:1,n1=b:2") }
+        #expect(!ClusterConfiguration.isValidNodeID("n 1"))
+        #expect(PeerTLS.identify(["n1", "127.0.0.1"], members: ["n1", "n2"], expected: nil) == "n1")
+        #expect(PeerTLS.identify(["n1", "n2"], members: ["n1", "n2"], expected: nil) == nil)
+        #expect(PeerTLS.identify(["n3"], members: ["n1", "n2"], expected: nil) == nil)
+        #expect(PeerTLS.identify(["n1"], members: ["n1", "n2"], expected: "n2") == nil)
+    }
+
+    @Test func configFileResolvesRelativeTLSPaths() throws {
+        let dir = NSTemporaryDirectory() + "ember-cfg-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let path = dir + "/cluster.json"
+        try #"{"nodeId":"n1","peers":{"n1":"127.0.0.1:7001"},"tlsCert":"n1.pem","tlsKey":"/abs/n1.key","tlsCa":"certs/ca.pem"}"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let f = try ClusterConfigFile.load(path: path)
+        #expect(f.nodeId == "n1" && f.peers?["n1"] == "127.0.0.1:7001")
+        #expect(f.tlsCert == dir + "/n1.pem" && f.tlsKey == "/abs/n1.key" && f.tlsCa == dir + "/certs/ca.pem")
+        try "{".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: ClusterConfigError.self) { try ClusterConfigFile.load(path: path) }
+    }
+}

@@ -1,0 +1,114 @@
+import EmberCore
+import EmberStorage
+import Foundation
+import Logging
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@testable import EmberServer
+
+/// Three `ReplicatedDataStore`s in one process, talking over real mutual TLS on loopback.
+/// Certificates come from the openssl CLI (the test is skipped without it).
+@Suite(.serialized) struct ReplicatedDataStoreTests {
+    static let openssl = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    static func run(_ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: openssl!)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw ClusterConfigError("openssl \(args.first ?? "") failed") }
+    }
+
+    static func makeCerts(_ dir: String, ids: [String]) throws {
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try run(["req", "-x509"] + ec + ["-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem", "-days", "2", "-subj", "/CN=test-ca"])
+        for id in ids {
+            try "subjectAltName=DNS:\(id),IP:127.0.0.1\n".write(toFile: "\(dir)/\(id).ext", atomically: true, encoding: .utf8)
+            try run(["req"] + ec + ["-keyout", "\(dir)/\(id).key", "-out", "\(dir)/\(id).csr", "-subj", "/CN=\(id)"])
+            try run(["x509", "-req", "-in", "\(dir)/\(id).csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key",
+                     "-CAcreateserial", "-out", "\(dir)/\(id).pem", "-days", "2", "-extfile", "\(dir)/\(id).ext"])
+        }
+    }
+
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    func leader(of nodes: [ReplicatedDataStore], timeout: Duration = .seconds(60)) async throws -> ReplicatedDataStore {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let leaders = nodes.filter { $0.host.status.role == .leader }
+            let views = Set(nodes.map { $0.host.status.leaderID })
+            if leaders.count == 1, views == [leaders[0].config.nodeID] { return leaders[0] }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ClusterConfigError("no leader within \(timeout)")
+    }
+
+    @Test(.enabled(if: openssl != nil)) func threeNodesReplicateAndHandOver() async throws {
+        let dir = NSTemporaryDirectory() + "ember-rds-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let ids = ["n1", "n2", "n3"]
+        try Self.makeCerts(dir, ids: ids)
+        let peers = Dictionary(uniqueKeysWithValues: ids.map { ($0, PeerAddress(host: "127.0.0.1", port: Self.freePort())) })
+        var logger = Logger(label: "rds-test")
+        logger.logLevel = .error
+        var options = StoreOptions()
+        options.mapSize = 1 << 28
+        var nodes: [ReplicatedDataStore] = []
+        for id in ids {
+            var c = ClusterConfiguration(nodeID: id, peerListen: peers[id]!, peers: peers, tlsCertificatePath: "\(dir)/\(id).pem",
+                                         tlsKeyPath: "\(dir)/\(id).key", tlsCAPath: "\(dir)/ca.pem")
+            // Parallel suites can starve this one of threads for seconds: timing is the Python
+            // suite's business, here only outcomes are checked.
+            c.noLeaderTimeoutSeconds = 60
+            c.writeTimeoutSeconds = 60
+            c.forwardReplyTimeoutSeconds = 60
+            nodes.append(try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger))
+        }
+        let first = try await leader(of: nodes)
+        let follower = nodes.first { $0 !== first }!
+
+        // A write through a follower is applied there before it is acknowledged.
+        let outcome = try await follower.write(
+            WriteRequest(namespace: "ns", path: try Path("a"), kind: .set(.object(["v": .int(1)]))), now: 0)
+        #expect(outcome.applied && follower.appliedIndex >= outcome.index)
+        #expect(try follower.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
+        // Every node sees it after a linearizable barrier.
+        for n in nodes {
+            try await n.linearizableBarrier()
+            #expect(try n.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
+        }
+        guard case .object(let status) = try first.nodeStatus(), case .object(let progress)? = status["peers"] else {
+            Issue.record("leader status without peers")
+            return
+        }
+        #expect(status["role"] == .string("leader") && progress.count == 2)
+
+        // A stopping leader hands over: the others have a new leader quickly.
+        await first.shutdown()
+        let rest = nodes.filter { $0 !== first }
+        let second = try await leader(of: rest, timeout: .seconds(60))
+        #expect(second !== first)
+        let again = try await rest.first { $0 !== second }!.write(
+            WriteRequest(namespace: "ns", path: try Path("b"), kind: .set(.int(2))), now: 0)
+        #expect(again.applied)
+        for n in rest { await n.shutdown() }
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}

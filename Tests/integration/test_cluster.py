@@ -1,0 +1,417 @@
+"""A 3-node cluster of real emberd processes on loopback, mutual TLS between peers.
+
+The clusters are made by deploy/local-cluster (so the script is tested too). One cluster serves
+the read-mostly tests; the kill -9 and wiped-follower tests get their own.
+"""
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+
+from conftest import EMBERD, RULES, ROOT, free_port
+
+SCRIPT = os.path.join(ROOT, "deploy", "local-cluster")
+ELECTION_TIMEOUT = 1.0  # seconds: 10 ticks of 50 ms, randomized up to 2x
+CHAOS_ROUNDS = int(os.environ.get("EMBER_CLUSTER_CHAOS_ROUNDS", "20" if os.environ.get("EMBER_SOAK") else "0"))
+
+
+def load_script():
+    loader = importlib.machinery.SourceFileLoader("local_cluster", SCRIPT)
+    spec = importlib.util.spec_from_loader("local_cluster", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+lc = load_script()
+
+
+def script(*args):
+    subprocess.run([sys.executable, SCRIPT, *args], check=True, env={**os.environ, "EMBERD": EMBERD})
+
+
+class Cluster:
+    def __init__(self, dir_, nodes=3, extra=()):
+        self.dir = str(dir_)
+        rules = os.path.join(self.dir + "-rules.json")
+        with open(rules, "w") as f:
+            json.dump(RULES, f)
+        script("up", "--nodes", str(nodes), "--dir", self.dir, "--rules", rules, "--", *extra)
+
+    @property
+    def nodes(self):
+        with open(os.path.join(self.dir, "cluster.json")) as f:
+            return json.load(f)["nodes"]
+
+    def url(self, node_id):
+        return next(n["url"] for n in self.nodes if n["id"] == node_id)
+
+    def pid(self, node_id):
+        return next(n["pid"] for n in self.nodes if n["id"] == node_id)
+
+    def status(self, node_id, timeout=2):
+        return requests.get(self.url(node_id) + "/.ember/status", timeout=timeout).json()
+
+    def leader(self, among=None, timeout=15):
+        """Waits until the given nodes agree on a leader among them; returns its id."""
+        among = among or [n["id"] for n in self.nodes]
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                st = [self.status(i) for i in among]
+                leaders = {s["leader"] for s in st}
+                if len(leaders) == 1 and None not in leaders and leaders <= set(among):
+                    return leaders.pop()
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"no leader among {among} within {timeout} s")
+
+    def followers(self):
+        leader = self.leader()
+        return [n["id"] for n in self.nodes if n["id"] != leader]
+
+    def wait_converged(self, timeout=30):
+        """Every node applied the same index and holds the same state hash."""
+        deadline = time.time() + timeout
+        st = []
+        while time.time() < deadline:
+            try:
+                st = [self.status(n["id"]) for n in self.nodes]
+                if len({s["appliedIndex"] for s in st}) == 1 and len({s["stateHash"] for s in st}) == 1:
+                    return st
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"nodes did not converge: {st}")
+
+    def kill9(self, node_id):
+        os.kill(self.pid(node_id), signal.SIGKILL)
+        deadline = time.time() + 5
+        while lc.alive(self.pid(node_id)) and time.time() < deadline:
+            time.sleep(0.05)
+
+    def down(self):
+        script("down", "--dir", self.dir)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("cluster") / "c")
+    yield c
+    c.down()
+
+
+def test_three_nodes_elect_exactly_one_leader(cluster):
+    leader = cluster.leader()
+    st = {n["id"]: cluster.status(n["id"]) for n in cluster.nodes}
+    assert [i for i, s in st.items() if s["role"] == "leader"] == [leader]
+    assert all(s["role"] == "follower" for i, s in st.items() if i != leader)
+    assert len({s["term"] for s in st.values()}) == 1
+    assert sorted(st[leader]["peers"]) == sorted(i for i in st if i != leader)
+    # The leader's first entry (its no-op) reaches both followers.
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        peers = cluster.status(leader)["peers"]
+        if all(p["matchIndex"] >= 1 for p in peers.values()):
+            break
+        time.sleep(0.05)
+    assert all(p["matchIndex"] >= 1 for p in peers.values()), peers
+
+
+def test_write_through_follower_is_readable_everywhere(cluster):
+    follower = cluster.followers()[0]
+    key = uuid.uuid4().hex
+    r = requests.put(f"{cluster.url(follower)}/rw/{key}.json", json={"v": 1, "at": {".sv": "timestamp"}}, timeout=10)
+    assert r.status_code == 200, r.text
+    written = r.json()
+    # Read-your-writes on the follower that took the write, without any waiting.
+    assert requests.get(f"{cluster.url(follower)}/rw/{key}.json", timeout=5).json() == written
+    for n in cluster.nodes:
+        # A linearizable read on any node sees it; a local read sees it once applied there.
+        lin = requests.get(f"{n['url']}/rw/{key}.json?consistency=linearizable", timeout=10)
+        assert lin.status_code == 200 and lin.json() == written, (n["id"], lin.text)
+    cluster.wait_converged()
+    for n in cluster.nodes:
+        assert requests.get(f"{n['url']}/rw/{key}.json", timeout=5).json() == written
+
+
+def test_firebase_admin_against_a_follower(cluster):
+    import firebase_admin
+    from firebase_admin import db as fdb
+    follower = cluster.followers()[-1]
+    ns = "c" + uuid.uuid4().hex[:10]
+    app = firebase_admin.initialize_app(options={"databaseURL": f"{cluster.url(follower)}?ns={ns}"}, name=ns)
+    try:
+        ref = fdb.reference("/counter", app=app)
+        ref.set({"n": 1, "who": "admin"})
+        assert ref.get() == {"n": 1, "who": "admin"}
+        for _ in range(3):
+            ref.child("n").transaction(lambda v: (v or 0) + 1)
+        assert ref.child("n").get() == 4
+        pushed = fdb.reference("/list", app=app).push({"x": 1})
+        assert pushed.get() == {"x": 1}
+    finally:
+        firebase_admin.delete_app(app)
+    cluster.wait_converged()
+    for n in cluster.nodes:
+        assert requests.get(f"{n['url']}/counter/n.json?ns={ns}", timeout=5).json() == 4
+
+
+def start_intruder(cluster, tmp_path, certs, ca_file, log_path):
+    layout = json.load(open(os.path.join(cluster.dir, "layout.json")))
+    peers = ",".join(f"{n['id']}=127.0.0.1:{n['peerPort']}" for n in layout["nodes"])
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [EMBERD, "--data", str(tmp_path / "intruder-data"), "--port", str(free_port()), "--node-id", "n4",
+             "--peers", peers + f",n4=127.0.0.1:{free_port()}",
+             "--tls-cert", os.path.join(certs, "n4.pem"), "--tls-key", os.path.join(certs, "n4.key"),
+             "--tls-ca", ca_file], stdout=log, stderr=log)
+
+
+@pytest.mark.parametrize("kind", ["other-ca", "not-a-member"])
+def test_peer_with_foreign_certificate_is_refused(cluster, tmp_path, kind):
+    """other-ca: signed by another CA (the intruder trusts ours, so OUR check of ITS certificate
+    is what refuses it). not-a-member: signed by the cluster CA but naming no member."""
+    certs = str(tmp_path / "intruder")
+    cluster_ca = os.path.join(cluster.dir, "certs")
+    if kind == "other-ca":
+        lc.make_ca(certs, name="rogue-ca")
+        lc.make_node_cert(certs, "n4")
+        ca_file = os.path.join(certs, "both-cas.pem")
+        with open(ca_file, "w") as f:
+            f.write(open(os.path.join(cluster_ca, "ca.pem")).read() + open(os.path.join(certs, "ca.pem")).read())
+        expected_log = "peer connection refused"
+    else:
+        os.makedirs(certs)
+        lc.make_node_cert(certs, "n4", ca_dir=cluster_ca)
+        ca_file = os.path.join(cluster_ca, "ca.pem")
+        expected_log = "certificate names no cluster member"
+    term_before = max(cluster.status(n["id"])["term"] for n in cluster.nodes)
+    logs = {n["id"]: os.path.getsize(os.path.join(cluster.dir, f"{n['id']}.log")) for n in cluster.nodes}
+    intruder = start_intruder(cluster, tmp_path, certs, ca_file, str(tmp_path / "intruder.log"))
+    try:
+        refused = False
+        deadline = time.time() + 15
+        while time.time() < deadline and not refused:
+            for n in cluster.nodes:
+                with open(os.path.join(cluster.dir, f"{n['id']}.log"), errors="replace") as f:
+                    f.seek(logs[n["id"]])
+                    if expected_log in f.read():
+                        refused = True
+            time.sleep(0.2)
+        assert refused, f"no cluster node logged '{expected_log}'"
+        # Its campaigns never reached the cluster: same leader, no disrupted terms.
+        leader = cluster.leader()
+        assert max(cluster.status(n["id"])["term"] for n in cluster.nodes) == term_before
+        assert "n4" not in cluster.status(leader)["peers"]
+    finally:
+        intruder.kill()
+        intruder.wait()
+
+
+def test_sse_listener_on_a_follower_sees_writes_made_elsewhere(cluster):
+    leader = cluster.leader()
+    follower = cluster.followers()[0]
+    key = uuid.uuid4().hex
+    with requests.get(f"{cluster.url(follower)}/live/{key}.json", headers={"Accept": "text/event-stream"},
+                      stream=True, timeout=10) as stream:
+        lines = stream.iter_lines(decode_unicode=True)
+        assert next(lines) == "event: put"
+        assert json.loads(next(lines)[len("data: "):]) == {"path": "/", "data": None}
+        r = requests.put(f"{cluster.url(leader)}/live/{key}/v.json", data="42", timeout=10)
+        assert r.status_code == 200
+        for line in lines:
+            if line.startswith("data: ") and "42" in line:
+                assert json.loads(line[len("data: "):]) == {"path": "/v", "data": 42}
+                break
+
+
+def test_websocket_clients_on_two_followers(cluster):
+    """A wire-protocol write at one follower reaches a listener on the other follower."""
+    import asyncio
+    from wire import WireClient
+    f1, f2 = cluster.followers()[:2]
+    ns = "w" + uuid.uuid4().hex[:10]
+
+    async def go():
+        writer = await WireClient.connect(cluster.url(f1), ns)
+        listener = await WireClient.connect(cluster.url(f2), ns)
+        await listener.request("q", {"p": "/room", "h": ""})
+        _, resp = await writer.request("p", {"p": "room/msg", "d": {"text": "hi"}})
+        assert resp == {"s": "ok", "d": ""}
+        push = await listener.next_push()
+        assert push["a"] == "d" and push["b"]["p"] == "room/msg" and push["b"]["d"] == {"text": "hi"}
+        await writer.close()
+        await listener.close()
+
+    asyncio.run(go())
+
+
+def test_stopping_the_leader_hands_leadership_over(tmp_path):
+    c = Cluster(tmp_path / "c")
+    try:
+        old = c.leader()
+        requests.put(f"{c.url(old)}/h.json", data="1", timeout=10)
+        stopped_at = time.time()
+        os.kill(c.pid(old), signal.SIGTERM)
+        survivors = [n["id"] for n in c.nodes if n["id"] != old]
+        new = c.leader(among=survivors, timeout=10)
+        took = time.time() - stopped_at
+        assert new != old
+        with open(os.path.join(c.dir, f"{old}.log"), errors="replace") as f:
+            assert "handing leadership over" in f.read()
+        # A hand-over needs no election timeout (the new leader campaigns at once).
+        assert took < 2 * ELECTION_TIMEOUT, f"hand-over took {took:.2f} s"
+        assert requests.put(f"{c.url(new)}/h.json", data="2", timeout=10).status_code == 200
+    finally:
+        c.down()
+
+
+def load(cluster, stop, acked, lock, worker):
+    s = requests.Session()
+    i = 0
+    while not stop.is_set():
+        i += 1
+        nodes = cluster.nodes
+        node = nodes[(worker + i) % len(nodes)]
+        try:
+            r = s.put(f"{node['url']}/k/w{worker}_{i}.json?print=silent", data=str(i), timeout=12)
+        except requests.RequestException:
+            continue  # node died mid-request: not acknowledged
+        if r.status_code == 204:
+            with lock:
+                acked[f"w{worker}_{i}"] = i
+        else:
+            time.sleep(0.02)  # 503 while there is no leader: retry shortly
+
+
+def test_kill9_leader_under_load_loses_no_acknowledged_write(tmp_path):
+    c = Cluster(tmp_path / "c")
+    try:
+        old = c.leader()
+        stop, lock, acked = threading.Event(), threading.Lock(), {}
+        workers = [threading.Thread(target=load, args=(c, stop, acked, lock, w)) for w in range(4)]
+        for t in workers:
+            t.start()
+        time.sleep(1.5)
+        killed_at = time.time()
+        c.kill9(old)
+        survivors = [n["id"] for n in c.nodes if n["id"] != old]
+        new = c.leader(among=survivors, timeout=10)
+        failover = time.time() - killed_at
+        assert new != old
+        assert failover < 8 * ELECTION_TIMEOUT, f"failover took {failover:.1f} s"
+        time.sleep(1.5)  # writes continue under the new leader
+        stop.set()
+        for t in workers:
+            t.join()
+        assert len(acked) > 20, f"only {len(acked)} writes acknowledged"
+        script("start-node", "--dir", c.dir, "--id", old)
+        st = c.wait_converged(timeout=30)
+        for n in c.nodes:
+            data = requests.get(f"{n['url']}/k.json", timeout=10).json() or {}
+            lost = [k for k, v in acked.items() if data.get(k) != v]
+            assert not lost, f"{n['id']} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
+        print(f"failover {failover:.2f} s, {len(acked)} acknowledged writes, applied {st[0]['appliedIndex']}")
+    finally:
+        c.down()
+
+
+@pytest.mark.skipif(CHAOS_ROUNDS == 0, reason="soak only (EMBER_SOAK=1 or EMBER_CLUSTER_CHAOS_ROUNDS=N)")
+def test_chaos_kill9_random_nodes_under_load(tmp_path):
+    """Rounds of kill -9 + restart, or SIGSTOP + SIGCONT, of a random node (leader or not), under load."""
+    import random
+    c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "200"])
+    try:
+        stop, lock, acked = threading.Event(), threading.Lock(), {}
+        workers = [threading.Thread(target=load, args=(c, stop, acked, lock, w)) for w in range(4)]
+        for t in workers:
+            t.start()
+        rng = random.Random(int(os.environ.get("EMBER_CHAOS_SEED", "1")))
+        for _ in range(CHAOS_ROUNDS):
+            time.sleep(rng.uniform(0.3, 1.5))
+            victim = rng.choice([n["id"] for n in c.nodes])
+            if rng.random() < 0.5:
+                c.kill9(victim)
+                time.sleep(rng.uniform(0.1, 1.5))
+                script("start-node", "--dir", c.dir, "--id", victim)
+            else:
+                # A stalled (not dead) node: a paused leader wakes up deposed, with requests in flight.
+                os.kill(c.pid(victim), signal.SIGSTOP)
+                time.sleep(rng.uniform(0.2, 2.5))
+                os.kill(c.pid(victim), signal.SIGCONT)
+        time.sleep(1)
+        stop.set()
+        for t in workers:
+            t.join()
+        c.wait_converged(timeout=60)
+        for n in c.nodes:
+            data = requests.get(f"{n['url']}/k.json", timeout=10).json() or {}
+            lost = [k for k, v in acked.items() if data.get(k) != v]
+            assert not lost, f"{n['id']} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
+        print(f"{CHAOS_ROUNDS} rounds, {len(acked)} acknowledged writes")
+    finally:
+        c.down()
+
+
+def test_wiped_follower_returns_by_snapshot(tmp_path):
+    c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "20"])
+    try:
+        leader = c.leader()
+        s = requests.Session()
+        for i in range(60):
+            assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+        victim = c.followers()[0]
+        c.kill9(victim)
+        shutil.rmtree(os.path.join(c.dir, victim, "data"))
+        for i in range(60, 80):
+            assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+        script("start-node", "--dir", c.dir, "--id", victim)
+        c.wait_converged(timeout=30)
+        assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(80))
+        assert c.status(leader)["snapshotIndex"] > 0
+        with open(os.path.join(c.dir, f"{victim}.log"), errors="replace") as f:
+            assert "installed snapshot from leader" in f.read()
+    finally:
+        c.down()
+
+
+def test_follower_behind_a_compaction_catches_up_by_snapshot_and_drops_listeners(tmp_path):
+    """SIGSTOP a follower, compact the leader's log past it, SIGCONT: it installs a snapshot and
+    its SSE listeners are disconnected (no change set describes a replaced state)."""
+    c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "20"])
+    try:
+        leader = c.leader()
+        victim = c.followers()[0]
+        s = requests.Session()
+        with requests.get(f"{c.url(victim)}/w.json", headers={"Accept": "text/event-stream"},
+                          stream=True, timeout=20) as stream:
+            lines = stream.iter_lines(decode_unicode=True)
+            assert next(lines) == "event: put"
+            os.kill(c.pid(victim), signal.SIGSTOP)
+            try:
+                for i in range(60):
+                    assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+            finally:
+                os.kill(c.pid(victim), signal.SIGCONT)
+            ended = time.time() + 15
+            for _ in lines:  # drains until the node closes the stream
+                assert time.time() < ended, "the listener was not disconnected"
+        c.wait_converged(timeout=30)
+        assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(60))
+        with open(os.path.join(c.dir, f"{victim}.log"), errors="replace") as f:
+            assert "installed snapshot from leader" in f.read()
+    finally:
+        c.down()
+
