@@ -92,6 +92,7 @@ struct RealtimeBench: AsyncParsableCommand {
         let measureFrom = nowMicros() + Int(warmup * 1_000_000)
         stats.lock.withLock { $0.latencyFrom = measureFrom }
         let start = ContinuousClock.now
+        let cpu0 = node.cpuSeconds()
         let errors = AtomicCounter()
         await withTaskGroup(of: Void.self) { group in
             for i in 0..<total {
@@ -111,13 +112,15 @@ struct RealtimeBench: AsyncParsableCommand {
         }
         let sendTime = (ContinuousClock.now - start).seconds
         try await Task.sleep(for: .seconds(1))  // events in flight
+        let cpu = node.cpuSeconds() - cpu0
         var lat = stats.lock.withLock { $0.latencies }
         lat.sort()
         let writes = Int(rate * duration)
         func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] / 1000 }
-        print(String(format: "latency: %d listeners, %.0f writes/s target (%d writes in %.1f s incl. %.0f s warm-up, %d errors); %d events measured of %d expected; write→event p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+        print(String(format: "latency: %d listeners, %.0f writes/s target (%d writes in %.1f s incl. %.0f s warm-up, %d errors); %d events measured of %d expected; write→event p50 %.2f ms, p99 %.2f ms, max %.2f ms; emberd CPU %.2f s (%.1f µs per event delivered)",
                      opened, rate, total, sendTime, warmup, errors.value.load(ordering: .relaxed),
-                     lat.count, writes * opened, pct(0.5), pct(0.99), lat.last.map { $0 / 1000 } ?? 0))
+                     lat.count, writes * opened, pct(0.5), pct(0.99), lat.last.map { $0 / 1000 } ?? 0,
+                     cpu, cpu * 1e6 / Double(max(1, total * opened))))
         await set.close()
     }
 
@@ -137,6 +140,7 @@ struct RealtimeBench: AsyncParsableCommand {
             var r = HTTPClientRequest(url: "\(node.httpBase)/rt/fan.json?ns=\(namespace)&print=silent")
             r.method = .PUT
             r.body = .bytes(ByteBuffer(string: "\(value)"))
+            let cpu0 = node.cpuSeconds()
             let sent = nowMicros()
             let resp = try await http.execute(r, timeout: .seconds(30))
             _ = try await resp.body.collect(upTo: 1 << 16)
@@ -149,8 +153,9 @@ struct RealtimeBench: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(1))
             }
             let ms = Double(last - sent) / 1000
-            print(String(format: "fan-out round %d: %d/%d listeners got the event; last one %.1f ms after the PUT was sent",
-                         round + 1, got, opened, ms))
+            let cpu = node.cpuSeconds() - cpu0
+            print(String(format: "fan-out round %d: %d/%d listeners got the event; last one %.1f ms after the PUT was sent; emberd CPU %.0f ms",
+                         round + 1, got, opened, ms, cpu * 1000))
             if got >= opened { times.append(ms) }
             try await Task.sleep(for: .seconds(1))
         }
@@ -196,6 +201,15 @@ struct EmberdInstance: Sendable {
     func stop() {
         process.terminate()
         process.waitUntilExit()
+    }
+
+    /// CPU seconds (user + system) emberd has used so far.
+    func cpuSeconds() -> Double {
+        guard let s = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = s.lastIndex(of: ")") else { return 0 }
+        let f = s[s.index(after: close)...].split(separator: " ")  // f[0] = state (field 3)
+        guard f.count > 13, let u = Double(f[11]), let k = Double(f[12]) else { return 0 }
+        return (u + k) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// VmRSS of emberd in KiB.
