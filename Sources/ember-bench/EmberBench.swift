@@ -4,12 +4,18 @@ import Foundation
 import NIOCore
 import NIOPosix
 
-/// Load generator: N concurrent clients of small durable writes against an Ember node, and the
-/// same workload against a single-member etcd (Debian's etcd-server) in the same invocation.
 @main
 struct EmberBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "ember-bench", abstract: "Durable small-write throughput and latency, Ember vs etcd.")
+        commandName: "ember-bench", abstract: "Ember benchmarks.",
+        subcommands: [WriteBench.self, RealtimeBench.self], defaultSubcommand: WriteBench.self)
+}
+
+/// Load generator: N concurrent clients of small durable writes against an Ember node, and the
+/// same workload against a single-member etcd (Debian's etcd-server) in the same invocation.
+struct WriteBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "write", abstract: "Durable small-write throughput and latency, Ember vs etcd (the default).")
 
     @Option(help: "Ember node URL; when absent a fresh emberd is started (see --emberd).")
     var url: String?

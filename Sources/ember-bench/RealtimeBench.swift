@@ -1,0 +1,425 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// Realtime (WebSocket protocol v5) benchmark: write→event latency, fan-out of one write to many
+/// listeners, and emberd memory per idle WebSocket connection. Clients are raw WebSocket
+/// connections with minimal JSON scanning (no EmberClient), so 10k of them fit in one process.
+struct RealtimeBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "realtime",
+        abstract: "Realtime: write→event latency, fan-out time, memory per idle WebSocket connection.")
+
+    @Option(help: "emberd binary; a fresh emberd is started for each phase.")
+    var emberd = ".build/release/emberd"
+
+    @Option(help: "Latency phase: listeners on one location (0 skips the phase).")
+    var listeners = 100
+
+    @Option(help: "Latency phase: REST PUTs per second.")
+    var rate = 200.0
+
+    @Option(help: "Latency phase: seconds of writes.")
+    var duration = 10.0
+
+    @Option(help: "Fan-out phase: listeners on one location (0 skips the phase).")
+    var fanout = 10_000
+
+    @Option(help: "Fan-out phase: writes, each waited for at every listener.")
+    var fanoutRepeats = 5
+
+    @Option(help: "Memory phase: idle connections, each after hello and one listen (0 skips the phase).")
+    var idleConnections = 10_000
+
+    @Option(help: "Connections handshaking at once while opening connections.")
+    var connectWindow = 200
+
+    @Option(help: "Namespace (ns= parameter).")
+    var namespace = "bench"
+
+    func run() async throws {
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)))
+        do {
+            try await runAll(http)
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+    }
+
+    func runAll(_ http: HTTPClient) async throws {
+        print("ember-bench realtime: emberd \(emberd), load average \(loadAverage())")
+        if idleConnections > 0 { try await memoryPhase(http) }
+        if listeners > 0 { try await latencyPhase(http) }
+        if fanout > 0 { try await fanoutPhase(http) }
+    }
+
+    // MARK: phases
+
+    func memoryPhase(_ http: HTTPClient) async throws {
+        let node = try await EmberdInstance.start(emberd, http: http, namespace: namespace)
+        defer { node.stop() }
+        try await Task.sleep(for: .seconds(1))
+        let before = node.rssKiB()
+        let set = ConnectionSet(url: node.wsURL, stats: Stats())
+        let t0 = ContinuousClock.now
+        let opened = try await set.open(count: idleConnections, window: connectWindow) { "rt/idle/c\($0)" }
+        let openTime = ContinuousClock.now - t0
+        try await Task.sleep(for: .seconds(2))
+        let after = node.rssKiB()
+        print(String(format: "idle connections: %d opened (hello + listen each) in %.1f s; emberd VmRSS %.1f MiB -> %.1f MiB; %.1f KiB per connection",
+                     opened, openTime.seconds, Double(before) / 1024, Double(after) / 1024,
+                     opened > 0 ? Double(after - before) / Double(opened) : 0))
+        await set.close()
+    }
+
+    func latencyPhase(_ http: HTTPClient) async throws {
+        let node = try await EmberdInstance.start(emberd, http: http, namespace: namespace)
+        defer { node.stop() }
+        let stats = Stats()
+        let set = ConnectionSet(url: node.wsURL, stats: stats)
+        let opened = try await set.open(count: listeners, window: connectWindow) { _ in "rt/lat" }
+        let warmup = 1.0
+        let total = Int(rate * (warmup + duration))
+        let measureFrom = nowMicros() + Int(warmup * 1_000_000)
+        stats.lock.withLock { $0.latencyFrom = measureFrom }
+        let start = ContinuousClock.now
+        let cpu0 = node.cpuSeconds()
+        let errors = AtomicCounter()
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<total {
+                let due = start + .seconds(Double(i) / rate)
+                try? await Task.sleep(until: due, clock: .continuous)
+                group.addTask {
+                    var r = HTTPClientRequest(url: "\(node.httpBase)/rt/lat.json?ns=\(namespace)&print=silent")
+                    r.method = .PUT
+                    r.body = .bytes(ByteBuffer(string: "\(nowMicros())"))
+                    do {
+                        let resp = try await http.execute(r, timeout: .seconds(30))
+                        _ = try await resp.body.collect(upTo: 1 << 16)
+                        if !(200..<300).contains(Int(resp.status.code)) { errors.value.add(1, ordering: .relaxed) }
+                    } catch { errors.value.add(1, ordering: .relaxed) }
+                }
+            }
+        }
+        let sendTime = (ContinuousClock.now - start).seconds
+        try await Task.sleep(for: .seconds(1))  // events in flight
+        let cpu = node.cpuSeconds() - cpu0
+        var lat = stats.lock.withLock { $0.latencies }
+        lat.sort()
+        let writes = Int(rate * duration)
+        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] / 1000 }
+        print(String(format: "latency: %d listeners, %.0f writes/s target (%d writes in %.1f s incl. %.0f s warm-up, %d errors); %d events measured of %d expected; write→event p50 %.2f ms, p99 %.2f ms, max %.2f ms; emberd CPU %.2f s (%.1f µs per event delivered)",
+                     opened, rate, total, sendTime, warmup, errors.value.load(ordering: .relaxed),
+                     lat.count, writes * opened, pct(0.5), pct(0.99), lat.last.map { $0 / 1000 } ?? 0,
+                     cpu, cpu * 1e6 / Double(max(1, total * opened))))
+        await set.close()
+    }
+
+    func fanoutPhase(_ http: HTTPClient) async throws {
+        let node = try await EmberdInstance.start(emberd, http: http, namespace: namespace)
+        defer { node.stop() }
+        let stats = Stats()
+        let set = ConnectionSet(url: node.wsURL, stats: stats)
+        let t0 = ContinuousClock.now
+        let opened = try await set.open(count: fanout, window: connectWindow) { _ in "rt/fan" }
+        print(String(format: "fan-out: %d listeners open in %.1f s", opened, (ContinuousClock.now - t0).seconds))
+        try await Task.sleep(for: .seconds(2))
+        var times: [Double] = []
+        for round in 0..<fanoutRepeats {
+            let value = nowMicros()
+            stats.lock.withLock { $0.round = (value: value, count: 0, last: 0) }
+            var r = HTTPClientRequest(url: "\(node.httpBase)/rt/fan.json?ns=\(namespace)&print=silent")
+            r.method = .PUT
+            r.body = .bytes(ByteBuffer(string: "\(value)"))
+            let cpu0 = node.cpuSeconds()
+            let sent = nowMicros()
+            let resp = try await http.execute(r, timeout: .seconds(30))
+            _ = try await resp.body.collect(upTo: 1 << 16)
+            let deadline = ContinuousClock.now + .seconds(60)
+            var got = 0
+            var last = 0
+            while ContinuousClock.now < deadline {
+                (got, last) = stats.lock.withLock { ($0.round.count, $0.round.last) }
+                if got >= opened { break }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            let ms = Double(last - sent) / 1000
+            let cpu = node.cpuSeconds() - cpu0
+            print(String(format: "fan-out round %d: %d/%d listeners got the event; last one %.1f ms after the PUT was sent; emberd CPU %.0f ms",
+                         round + 1, got, opened, ms, cpu * 1000))
+            if got >= opened { times.append(ms) }
+            try await Task.sleep(for: .seconds(1))
+        }
+        times.sort()
+        if times.isEmpty {
+            print("fan-out: no complete round")
+        } else {
+            print(String(format: "fan-out to %d listeners: min %.1f ms, median %.1f ms, max %.1f ms over %d rounds",
+                         opened, times[0], times[times.count / 2], times[times.count - 1], times.count))
+        }
+        await set.close()
+    }
+}
+
+// MARK: - emberd process
+
+struct EmberdInstance: Sendable {
+    let process: Process
+    let port: Int
+    let namespace: String
+    var httpBase: String { "http://127.0.0.1:\(port)" }
+    var wsURL: String { "ws://127.0.0.1:\(port)/.ws?v=5&ns=\(namespace)" }
+
+    static func start(_ path: String, http: HTTPClient, namespace: String) async throws -> EmberdInstance {
+        let port = 19_000 + Int.random(in: 0..<1000)
+        let dir = NSTemporaryDirectory() + "ember-rtbench-\(UUID().uuidString)"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = ["--data", dir, "--port", "\(port)", "--log-level", "warning", "--namespace", namespace]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let node = EmberdInstance(process: p, port: port, namespace: namespace)
+        for _ in 0..<300 {
+            if let r = try? await http.execute(HTTPClientRequest(url: node.httpBase + "/.json"), timeout: .seconds(1)),
+               r.status == .ok { return node }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        p.terminate()
+        throw ValidationError("emberd did not become ready on port \(port)")
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// CPU seconds (user + system) emberd has used so far.
+    func cpuSeconds() -> Double {
+        guard let s = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = s.lastIndex(of: ")") else { return 0 }
+        let f = s[s.index(after: close)...].split(separator: " ")  // f[0] = state (field 3)
+        guard f.count > 13, let u = Double(f[11]), let k = Double(f[12]) else { return 0 }
+        return (u + k) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// VmRSS of emberd in KiB.
+    func rssKiB() -> Int {
+        guard let s = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return 0 }
+        for line in s.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+        }
+        return 0
+    }
+}
+
+// MARK: - raw WebSocket listeners
+
+/// Shared results of all connections; updated under one lock.
+final class Stats: Sendable {
+    struct State {
+        var ready = 0
+        var failed = 0
+        var latencyFrom = Int.max
+        var latencies: [Double] = []  // µs
+        var round: (value: Int, count: Int, last: Int) = (-1, 0, 0)
+    }
+    let lock = Mutex(State())
+
+    func received(_ value: Int, at now: Int) {
+        lock.withLock { s in
+            if value >= s.latencyFrom { s.latencies.append(Double(now - value)) }
+            if value == s.round.value {
+                s.round.count += 1
+                s.round.last = max(s.round.last, now)
+            }
+        }
+    }
+}
+
+final class AtomicFlag: Sendable { let value = Atomic<Bool>(false) }
+final class AtomicCounter: Sendable { let value = Atomic<Int>(0) }
+
+/// Resumes every waiter when opened.
+final class Gate: Sendable {
+    let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { s -> Bool in
+                if s.open { return true }
+                s.waiters.append(c)
+                return false
+            }
+            if resumeNow { c.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.open = true
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for w in waiters { w.resume() }
+    }
+}
+
+/// A group of raw protocol-v5 WebSocket connections, each listening to one path.
+final class ConnectionSet: @unchecked Sendable {
+    let url: String
+    let stats: Stats
+    let gate = Gate()
+    private var tasks: [Task<Void, Never>] = []
+
+    init(url: String, stats: Stats) {
+        self.url = url
+        self.stats = stats
+    }
+
+    /// Opens `count` connections (at most `window` handshaking at once) and returns when each
+    /// has completed hello + listen or failed; returns the number that succeeded.
+    func open(count: Int, window: Int, path: (Int) -> String) async throws -> Int {
+        var log = Logger(label: "rtbench")
+        log.logLevel = .critical
+        let logger = log
+        for i in 0..<count {
+            while true {
+                let done = stats.lock.withLock { $0.ready + $0.failed }
+                if i - done < window { break }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            let p = path(i)
+            let (url, stats, gate) = (self.url, self.stats, self.gate)
+            tasks.append(Task {
+                let readyCounted = AtomicFlag()
+                do {
+                    try await WebSocketClient.connect(
+                        url: url, configuration: .init(maxFrameSize: 1 << 16), logger: logger
+                    ) { inbound, outbound, _ in
+                        let closer = Task {
+                            await gate.wait()
+                            try? await outbound.close(.normalClosure, reason: nil)
+                        }
+                        defer { closer.cancel() }
+                        var listenSent = false
+                        for try await message in inbound.messages(maxSize: 1 << 20) {
+                            guard case .text(let text) = message else { continue }
+                            let now = nowMicros()
+                            if !listenSent {  // first message: the server hello
+                                listenSent = true
+                                try await outbound.write(.text(#"{"t":"d","d":{"r":1,"a":"q","b":{"p":"\#(p)","h":""}}}"#))
+                                continue
+                            }
+                            let bytes = Array(text.utf8)
+                            if !readyCounted.value.load(ordering: .relaxed), isListenOK(bytes) {
+                                readyCounted.value.store(true, ordering: .relaxed)
+                                stats.lock.withLock { $0.ready += 1 }
+                                continue
+                            }
+                            if let v = numberData(bytes) { stats.received(v, at: now) }
+                        }
+                    }
+                } catch {}
+                if !readyCounted.value.load(ordering: .relaxed) {
+                    readyCounted.value.store(true, ordering: .relaxed)
+                    stats.lock.withLock { $0.failed += 1 }
+                }
+            })
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let (ready, failed) = stats.lock.withLock { ($0.ready, $0.failed) }
+            if ready + failed >= count { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let (ready, failed) = stats.lock.withLock { ($0.ready, $0.failed) }
+        if failed > 0 || ready < count { print("  (\(ready) of \(count) connections ready, \(failed) failed)") }
+        return ready
+    }
+
+    /// Closes every connection (client close frame) and waits up to 30 s for them to end.
+    func close() async {
+        gate.open()
+        let all = tasks
+        let waiter = Task { for t in all { await t.value } }
+        let timeout = Task {
+            try? await Task.sleep(for: .seconds(30))
+            waiter.cancel()
+            for t in all { t.cancel() }
+        }
+        await waiter.value
+        timeout.cancel()
+        tasks = []
+    }
+}
+
+// MARK: - minimal JSON scanning
+
+/// Positions just after `"key"` + optional whitespace + `:` + optional whitespace.
+private func valueStarts(_ b: [UInt8], key: String) -> [Int] {
+    let k = Array("\"\(key)\"".utf8)
+    var out: [Int] = []
+    var i = 0
+    while i + k.count <= b.count {
+        if b[i] == k[0], Array(b[i..<(i + k.count)]) == k {
+            var j = i + k.count
+            while j < b.count, b[j] == 0x20 || b[j] == 0x0A || b[j] == 0x0D || b[j] == 0x09 { j += 1 }
+            if j < b.count, b[j] == UInt8(ascii: ":") {
+                j += 1
+                while j < b.count, b[j] == 0x20 || b[j] == 0x0A || b[j] == 0x0D || b[j] == 0x09 { j += 1 }
+                out.append(j)
+            }
+            i = j
+        } else {
+            i += 1
+        }
+    }
+    return out
+}
+
+/// The response to request 1 with status "ok".
+func isListenOK(_ b: [UInt8]) -> Bool {
+    let ok = Array("\"ok\"".utf8)
+    let hasR1 = valueStarts(b, key: "r").contains { $0 < b.count && b[$0] == UInt8(ascii: "1") && ($0 + 1 == b.count || !(0x30...0x39).contains(b[$0 + 1])) }
+    let hasOK = valueStarts(b, key: "s").contains { $0 + ok.count <= b.count && Array(b[$0..<($0 + ok.count)]) == ok }
+    return hasR1 && hasOK
+}
+
+/// The first integer value of a `"d"` key: the written value in a data push of a number.
+func numberData(_ b: [UInt8]) -> Int? {
+    for s in valueStarts(b, key: "d") where s < b.count && (0x30...0x39).contains(b[s]) {
+        var v = 0
+        var j = s
+        while j < b.count, (0x30...0x39).contains(b[j]) {
+            v = v * 10 + Int(b[j] - 0x30)
+            j += 1
+        }
+        return v
+    }
+    return nil
+}
+
+func nowMicros() -> Int {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return ts.tv_sec * 1_000_000 + ts.tv_nsec / 1000
+}
+
+func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?
+        .split(separator: " ").prefix(3).joined(separator: " ") ?? "?"
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
