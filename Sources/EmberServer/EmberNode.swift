@@ -55,7 +55,7 @@ public final class EmberNode: Sendable {
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         let result: Result<Void, any Error>
         do { try await group.run(); result = .success(()) } catch { result = .failure(error) }
-        realtime.closeAll(reason: "node shutting down")
+        realtime.dropAll(reason: "node shutting down")
         hub.closeAll()
         await store.shutdown()
         try result.get()
@@ -69,7 +69,9 @@ struct StreamCloser: Service {
 
     func run() async throws {
         try? await gracefulShutdown()
-        realtime.closeAll(reason: "node shutting down")
+        // Dropped, not sent the wire protocol's shutdown message: that one tells SDKs never to
+        // reconnect, while clients should come back when the node (or another one) is up.
+        realtime.dropAll(reason: "node shutting down")
         hub.closeAll()
     }
 }
