@@ -64,7 +64,11 @@ import Glibc
         let dir = NSTemporaryDirectory() + "ember-rds-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ids = ["n1", "n2", "n3"]
-        try Self.makeCerts(dir, ids: ids)
+        // openssl runs as blocking child processes: keep them off the cooperative pool, which
+        // the other suites' async tests share.
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            Thread.detachNewThread { c.resume(with: Result { try Self.makeCerts(dir, ids: ids) }) }
+        }
         let peers = Dictionary(uniqueKeysWithValues: ids.map { ($0, PeerAddress(host: "127.0.0.1", port: Self.freePort())) })
         var logger = Logger(label: "rds-test")
         logger.logLevel = .error

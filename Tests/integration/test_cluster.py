@@ -119,6 +119,7 @@ def test_three_nodes_elect_exactly_one_leader(cluster):
     assert all(s["role"] == "follower" for i, s in st.items() if i != leader)
     assert len({s["term"] for s in st.values()}) == 1
     assert sorted(st[leader]["peers"]) == sorted(i for i in st if i != leader)
+    assert all(sorted(s["links"]) == sorted(i for i in st if i != sid) for sid, s in st.items())
     # The leader's first entry (its no-op) reaches both followers.
     deadline = time.time() + 5
     while time.time() < deadline:

@@ -55,6 +55,11 @@ final class PeerLink: Sendable {
 
     var isConnected: Bool { state.withLock { $0.channel != nil } }
 
+    /// For `/.ember/status`: connected, frames waiting, frames dropped (queue full or slow peer).
+    var stats: (connected: Bool, queued: Int, dropped: UInt64) {
+        state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped) }
+    }
+
     func send(_ frame: ByteBuffer) {
         let (channel, dial) = state.withLock { s -> ((any Channel)?, Bool) in
             if s.closed { return (nil, false) }

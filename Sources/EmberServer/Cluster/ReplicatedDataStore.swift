@@ -132,6 +132,10 @@ public final class ReplicatedDataStore: DataStore {
             "snapshotIndex": .int(Int64(s.snapshotIndex)),
             "voters": .array(s.membership.voters.map { .string($0) }),
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
+            "links": .object(transport.linkStats().mapValues { l in
+                .object(["connected": .bool(l.connected), "queuedFrames": .int(Int64(l.queued)),
+                         "droppedFrames": .int(Int64(clamping: l.dropped))])
+            }),
             "stateHash": .string(try hashCache.hash(of: local.storage)),
         ]
         if s.role == .leader {
