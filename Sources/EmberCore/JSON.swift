@@ -73,6 +73,26 @@ public enum JSON: Sendable, Equatable {
     }
 }
 
+/// JSON's one-character escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`), shared by every
+/// JSON reader in Ember (the data parser here, the rules file reader in EmberRules).
+public enum JSONEscape {
+    /// The byte that `\` followed by `c` stands for, or nil when `c` is not a one-character escape.
+    @inlinable
+    public static func simple(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "\""): return 0x22
+        case UInt8(ascii: "\\"): return 0x5C
+        case UInt8(ascii: "/"): return 0x2F
+        case UInt8(ascii: "b"): return 0x08
+        case UInt8(ascii: "f"): return 0x0C
+        case UInt8(ascii: "n"): return 0x0A
+        case UInt8(ascii: "r"): return 0x0D
+        case UInt8(ascii: "t"): return 0x09
+        default: return nil
+        }
+    }
+}
+
 struct JSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
@@ -193,15 +213,8 @@ struct JSONParser {
             guard i < bytes.count else { break }
             let e = bytes[i]
             i += 1
+            if let simple = JSONEscape.simple(e) { buf.append(simple); continue }
             switch e {
-            case UInt8(ascii: "\""): buf.append(0x22)
-            case UInt8(ascii: "\\"): buf.append(0x5C)
-            case UInt8(ascii: "/"): buf.append(0x2F)
-            case UInt8(ascii: "b"): buf.append(0x08)
-            case UInt8(ascii: "f"): buf.append(0x0C)
-            case UInt8(ascii: "n"): buf.append(0x0A)
-            case UInt8(ascii: "r"): buf.append(0x0D)
-            case UInt8(ascii: "t"): buf.append(0x09)
             case UInt8(ascii: "u"):
                 var scalar = try hex4()
                 if scalar >= 0xD800 && scalar < 0xDC00 {

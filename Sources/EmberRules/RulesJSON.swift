@@ -1,3 +1,5 @@
+import EmberCore
+
 /// JSON as a rules document is written: members keep their order and the line they start on, so
 /// errors can name the line. `//` and `/* */` comments count as whitespace (firebase-tools uploads
 /// `database.rules.json` with comments). EmberCore's JSON parser has neither feature, and rules
@@ -150,15 +152,8 @@ private struct RulesJSONParser {
                 guard i + 1 < b.count else { throw fail("unterminated string") }
                 let e = b[i + 1]
                 i += 2
+                if let simple = JSONEscape.simple(e) { out.append(simple); continue }
                 switch e {
-                case UInt8(ascii: "\""): out.append(0x22)
-                case UInt8(ascii: "\\"): out.append(0x5C)
-                case UInt8(ascii: "/"): out.append(0x2F)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
                 case UInt8(ascii: "u"):
                     guard i + 4 <= b.count, let v = UInt32(String(decoding: b[i..<i + 4], as: UTF8.self), radix: 16) else {
                         throw fail("bad \\u escape")
