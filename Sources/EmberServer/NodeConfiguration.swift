@@ -8,6 +8,8 @@ public struct NodeConfiguration: Sendable {
     /// Namespace used when a request names none (`ns` absent).
     public var defaultNamespace = "default"
     public var rules: RulesDocument = .open
+    /// Turns presented tokens into identities. The default is protected mode's emulator rules.
+    public var tokenVerifier: any TokenVerifier = EmulatorTokenVerifier()
     /// Largest request body accepted; bigger ones are refused before parsing (413).
     public var maxRequestBytes = 32 * 1024 * 1024
     /// Most nodes one write may contain.

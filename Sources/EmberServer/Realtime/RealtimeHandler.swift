@@ -170,15 +170,3 @@ struct RealtimeHandler: Sendable {
         return ("ok", .object(["auth": claims, "expires": expires]))
     }
 }
-
-/// Reads the claims of a JWT without checking its signature.
-enum JWTClaims {
-    static func decodeUnverified(_ token: String) -> JSON? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[1].utf8.count <= 16_384 else { return nil }
-        var b64 = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while b64.utf8.count % 4 != 0 { b64 += "=" }
-        guard let data = Data(base64Encoded: b64), let claims = try? JSON.parse(Array(data)), case .object = claims else { return nil }
-        return claims
-    }
-}
