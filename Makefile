@@ -10,6 +10,7 @@ run: release
 release:
 	./scripts/bootstrap.sh
 	$(SWIFT) build -c release --product emberd
+	$(SWIFT) build -c release --product ember
 
 build:
 	./scripts/bootstrap.sh

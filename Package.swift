@@ -16,6 +16,7 @@ var package = Package(
         .library(name: "EmberSyncTree", targets: ["EmberSyncTree"]),
         .executable(name: "emberd", targets: ["emberd"]),
         .executable(name: "ember-bench", targets: ["ember-bench"]),
+        .executable(name: "ember", targets: ["ember"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -28,6 +29,11 @@ var package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        // Operations (issue 5): Prometheus metrics, and certificate generation in the `ember` CLI.
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         .systemLibrary(
@@ -54,6 +60,8 @@ var package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
         // The client's event generation: pure, testable alone against the SDKs' spec cases.
         .target(name: "EmberSyncTree", dependencies: ["EmberCore"]),
@@ -82,6 +90,21 @@ var package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
+        // The admin CLI: data, status, membership, certificates, backup/restore (issue 5).
+        .executableTarget(
+            name: "ember",
+            dependencies: [
+                "EmberCore", "EmberStorage",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]),
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
@@ -93,7 +116,7 @@ var package = Package(
 )
 
 if light {
-    let heavy: Set<String> = ["EmberServer", "emberd", "ember-bench", "EmberServerTests", "EmberClient", "EmberClientTests"]
+    let heavy: Set<String> = ["EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests", "EmberClient", "EmberClientTests"]
     package.targets.removeAll { heavy.contains($0.name) }
     package.products.removeAll { heavy.contains($0.name) }
     package.dependencies.removeAll()

@@ -4,9 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
-if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import firebase_admin" 2>/dev/null; then
+if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import firebase_admin, yaml, prometheus_client" 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r Tests/integration/requirements.txt
 fi
 export EMBERD="${EMBERD:-$PWD/.build/debug/emberd}"
+export EMBER="${EMBER:-$(dirname "$EMBERD")/ember}"
 exec "$VENV/bin/pytest" -q -p no:cacheprovider Tests/integration "$@"

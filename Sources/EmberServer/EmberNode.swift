@@ -13,14 +13,23 @@ public final class EmberNode: Sendable {
     public let realtime: RealtimeHub
     let rest: RestHandler
     let logger: Logger
+    /// Prometheus metrics (`/metrics`) and the operations endpoints in front of `rest`.
+    public let metrics: NodeMetrics
+    let admin: AdminFront
 
     public init(config: NodeConfiguration, store: any DataStore, logger: Logger) throws {
         self.config = config
-        self.store = store
+        let metrics = NodeMetrics()
+        self.metrics = metrics
+        // Every client write passes the metered store (REST, WebSocket and onDisconnect).
+        let metered = MeteredDataStore(store, metrics: metrics)
+        self.store = metered
         self.logger = logger
         self.hub = StreamHub(limits: config.streamLimits)
         self.realtime = RealtimeHub(limits: config.realtimeLimits)
-        self.rest = RestHandler(store: store, hub: hub, config: config)
+        self.rest = RestHandler(store: metered, hub: hub, config: config)
+        self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config)
+        NodeProbe.storage(of: store)?.onCommit { results in metrics.recordBatch(entries: results.count) }
         try store.setIndexes(config.rules.indexes)
         let hub = self.hub
         let realtime = self.realtime
@@ -38,9 +47,9 @@ public final class EmberNode: Sendable {
 
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.
     public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
-        let rest = self.rest
+        let admin = self.admin
         let responder = CallbackResponder<EmberRequestContext> { request, context in
-            await rest.respond(to: request, channel: context.channel)
+            await admin.respond(to: request, channel: context.channel)
         }
         let app = Application(
             responder: responder,

@@ -20,6 +20,8 @@ public struct NodeConfiguration: Sendable {
     public var keepAliveSeconds: Double = 30
     public var streamLimits = StreamHub.Limits()
     public var realtimeLimits = RealtimeHub.Limits()
+    /// Health, readiness, metrics, status and backup endpoints (Admin/).
+    public var operations = OperationsConfiguration()
 
     public init() {}
 }

@@ -79,6 +79,19 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: applied entries between Raft log compactions (snapshots).")
     var snapshotEntries: UInt64 = 10_000
 
+    // Operations (issue 5): see README "Operations".
+    @Option(help: "This node's client URL as clients and `ember status` reach it (default http://HOST:PORT).")
+    var advertiseUrl: String?
+
+    @Option(help: "Client URLs of the cluster members as id=url,... (lets `ember status` find every node from one).")
+    var clientUrls: String?
+
+    @Option(help: "/readyz fails while applied trails the known commit index by more than this many entries.")
+    var readyMaxLag: UInt64 = 1_000
+
+    @Flag(help: "Check the flags, rules and cluster/TLS files, print the effective settings and exit (no data is opened).")
+    var checkConfig = false
+
     func run() async throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "emberd")
@@ -103,9 +116,17 @@ struct Emberd: AsyncParsableCommand {
                 throw ValidationError("rules file \(rules): \(error.message)")
             }
         }
+        config.operations.advertisedURL = advertiseUrl
+        config.operations.memberURLs = try OperationsFlags.parseClientURLs(clientUrls)
+        config.operations.readyMaxLagEntries = readyMaxLag
+        let clusterSettings = try clusterConfiguration()
+        if checkConfig {
+            print(try OperationsFlags.check(config: config, cluster: clusterSettings))
+            return
+        }
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         let store: any DataStore
-        if let cluster = try clusterConfiguration() {
+        if let cluster = clusterSettings {
             var options = StoreOptions()
             options.logRetention = UInt64(max(0, logRetain))
             store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, logger: logger)

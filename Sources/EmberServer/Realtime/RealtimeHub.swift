@@ -19,6 +19,12 @@ public final class RealtimeHub: Sendable {
 
     public var connectionCount: Int { sessions.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
+    /// Listens across all sessions (for status and metrics; walks every session).
+    public var listenCount: Int {
+        let all = sessions.withLock { $0.values.flatMap(\.values) }
+        return all.reduce(0) { $0 + $1.listenCount }
+    }
+
     func open(id: String, namespace: String) -> RealtimeSession? {
         sessions.withLock { all in
             guard all.values.reduce(0, { $0 + $1.count }) < limits.maxConnections else { return nil }

@@ -1,0 +1,178 @@
+import EmberCore
+import EmberStorage
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Synchronization
+
+/// The operations endpoints in front of the Firebase REST handler:
+///
+/// - `GET /healthz`: the process answers (liveness).
+/// - `GET /readyz`: 200 when this node knows a leader and has applied within
+///   `readyMaxLagEntries` of the commit index; 503 with the reason otherwise.
+/// - `GET /metrics`: Prometheus text.
+/// - `GET /.ember/status`: the node's Raft view plus connections, listeners and client URLs.
+/// - `GET /.ember/backup` (admin): a consistent snapshot of the whole state as a backup file.
+///
+/// Everything else goes to `RestHandler`; error answers are counted by reason for `/metrics`.
+final class AdminFront: Sendable {
+    let rest: RestHandler
+    let store: any DataStore
+    let hub: StreamHub
+    let realtime: RealtimeHub
+    let metrics: NodeMetrics
+    let config: NodeConfiguration
+    private let backupsRunning = Atomic<Int>(0)
+
+    init(rest: RestHandler, store: any DataStore, hub: StreamHub, realtime: RealtimeHub, metrics: NodeMetrics,
+         config: NodeConfiguration) {
+        self.rest = rest
+        self.store = store
+        self.hub = hub
+        self.realtime = realtime
+        self.metrics = metrics
+        self.config = config
+    }
+
+    func respond(to request: Request, channel: (any Channel)?) async -> Response {
+        let response: Response
+        do {
+            if let r = try await route(request, channel: channel) {
+                response = r
+            } else {
+                response = await rest.respond(to: request, channel: channel)
+            }
+        } catch let e as RestError {
+            response = RestHandler.error(e)
+        } catch {
+            response = RestHandler.error(RestError(500, "Internal error: \(error)"))
+        }
+        if response.status.code >= 400 { metrics.recordRejected(status: response.status.code) }
+        return response
+    }
+
+    /// nil: not an operations endpoint.
+    func route(_ request: Request, channel: (any Channel)?) async throws -> Response? {
+        let path = request.uri.path
+        guard path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/.ember/status"
+            || path == "/.ember/backup" else { return nil }
+        guard request.method == .get else {
+            throw RestError(405, "Method \(request.method) is not supported on \(path)")
+        }
+        switch path {
+        case "/healthz":
+            return RestHandler.json(.object(["status": .string("ok")]), pretty: false)
+        case "/readyz":
+            return readiness()
+        case "/metrics":
+            let text = metrics.render(probe: NodeProbe.read(store), websockets: realtime.connectionCount,
+                                      websocketListens: realtime.listenCount, sseStreams: hub.count)
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+        case "/.ember/status":
+            return RestHandler.json(try status(), pretty: false)
+        default:
+            try requireAdmin(request, channel: channel)
+            return try await backup()
+        }
+    }
+
+    // MARK: - Readiness and status
+
+    func readiness() -> Response {
+        let p = NodeProbe.read(store)
+        var reasons: [String] = []
+        if p.leader == nil { reasons.append("no leader known") }
+        let lag = p.commitIndex > p.appliedIndex ? p.commitIndex - p.appliedIndex : 0
+        if lag > config.operations.readyMaxLagEntries {
+            reasons.append("applied index \(p.appliedIndex) trails commit index \(p.commitIndex) by \(lag) entries")
+        }
+        let body: JSON = .object([
+            "ready": .bool(reasons.isEmpty), "leader": p.leader.map { .string($0) } ?? .null,
+            "commitIndex": .int(Int64(p.commitIndex)), "appliedIndex": .int(Int64(p.appliedIndex)),
+            "reason": reasons.isEmpty ? .null : .string(reasons.joined(separator: "; ")),
+        ])
+        return RestHandler.json(body, pretty: false, status: reasons.isEmpty ? .ok : .serviceUnavailable)
+    }
+
+    func status() throws -> JSON {
+        guard case .object(var s) = try store.nodeStatus() else { throw RestError(500, "bad status") }
+        s["streams"] = .int(Int64(hub.count))
+        s["connections"] = .int(Int64(realtime.connectionCount + hub.count))
+        s["listeners"] = .int(Int64(realtime.listenCount + hub.count))
+        let ops = config.operations
+        let ownID: String
+        if case .string(let id)? = s["id"] { ownID = id } else { ownID = "single" }
+        let ownURL = ops.advertisedURL ?? ops.memberURLs[ownID] ?? "http://\(config.host):\(config.port)"
+        s["clientURL"] = .string(ownURL)
+        var members = ops.memberURLs
+        members[ownID] = ownURL
+        s["clientURLs"] = .object(members.mapValues { .string($0) })
+        return .object(s)
+    }
+
+    // MARK: - Admin
+
+    /// Admin endpoints take `Authorization: Bearer <token>`; the token must resolve to the admin
+    /// identity through the node's token verifier.
+    func requireAdmin(_ request: Request, channel: (any Channel)?) throws {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+            throw RestError(401, "This endpoint needs an admin token: Authorization: Bearer <token>")
+        }
+        let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        let address = channel?.remoteAddress?.ipAddress
+        let identity: Identity
+        do { identity = try config.tokenVerifier.identity(for: token, address: address, now: RestHandler.wallClockMillis()) }
+        catch { throw RestError(401, error.message) }
+        guard identity.isAdmin else { throw RestError(401, "This endpoint needs an admin identity") }
+    }
+
+    // MARK: - Backup
+
+    /// Writes the snapshot to a temporary file next to the data (on its own thread: a large
+    /// state takes a while and must not hold a cooperative thread), then streams that file.
+    func backup() async throws -> Response {
+        guard let storage = NodeProbe.storage(of: store) else { throw RestError(501, "This store has no backups") }
+        guard backupsRunning.add(1, ordering: .relaxed).newValue <= config.operations.maxConcurrentBackups else {
+            backupsRunning.subtract(1, ordering: .relaxed)
+            throw RestError(503, "A backup is already running on this node; retry when it is done")
+        }
+        let file = (config.dataDirectory as NSString).appendingPathComponent(".backup-\(UUID().uuidString).ember")
+        let summary: BackupFormat.Summary
+        do {
+            summary = try await withCheckedThrowingContinuation { cont in
+                Thread.detachNewThread {
+                    do { cont.resume(returning: try storage.writeBackup(to: file)) } catch {
+                        cont.resume(throwing: error)
+                    }
+                }
+            }
+        } catch {
+            backupsRunning.subtract(1, ordering: .relaxed)
+            throw RestError(500, "Backup failed: \(error)")
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+        guard let handle = FileHandle(forReadingAtPath: file) else {
+            backupsRunning.subtract(1, ordering: .relaxed)
+            throw RestError(500, "Backup file vanished")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/octet-stream"
+        headers[.contentLength] = "\(size)"
+        headers[HTTPField.Name("X-Ember-Applied-Index")!] = "\(summary.appliedIndex)"
+        let body = ResponseBody { [self] writer in
+            defer {
+                try? handle.close()
+                try? FileManager.default.removeItem(atPath: file)
+                self.backupsRunning.subtract(1, ordering: .relaxed)
+            }
+            while let data = try handle.read(upToCount: 1 << 20), !data.isEmpty {
+                try await writer.write(ByteBuffer(bytes: data))
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+}

@@ -1,0 +1,119 @@
+import CoreMetrics
+import EmberStorage
+import Prometheus
+import Synchronization
+
+/// The node's Prometheus metrics (`GET /metrics`), through swift-metrics with a per-node
+/// Prometheus factory (no process-global bootstrap, so several nodes can share a test process).
+///
+/// Write-path cost: client writes update one counter and one latency histogram; committed
+/// batches (one callback per LMDB commit) one counter and one size histogram. Everything else —
+/// Raft indexes, peer lag and queues, connections, listeners — is read when scraped.
+public final class NodeMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+    private let writesOK: CoreMetrics.Counter
+    private let writesFailed: CoreMetrics.Counter
+    private let commitLatency: CoreMetrics.Timer
+    private let committedEntries: CoreMetrics.Counter
+    private let batchEntries: CoreMetrics.Recorder
+    /// Rejected requests by reason; the reasons are a fixed small set (see `reason(forStatus:)`).
+    private let rejected = Mutex<[String: CoreMetrics.Counter]>([:])
+
+    /// Latency buckets (seconds): fsync-bound commits sit between 0.5 ms and tens of ms.
+    static let latencyBuckets: [Duration] = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+        .map { Duration.microseconds(Int64($0 * 1_000_000)) }
+    static let batchBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+    public init() {
+        var f = PrometheusMetricsFactory(registry: registry)
+        f.durationHistogramBuckets["ember_commit_latency_seconds"] = Self.latencyBuckets
+        f.valueHistogramBuckets["ember_commit_batch_entries"] = Self.batchBuckets
+        factory = f
+        writesOK = CoreMetrics.Counter(label: "ember_client_writes_total", dimensions: [("result", "ok")], factory: f)
+        writesFailed = CoreMetrics.Counter(label: "ember_client_writes_total", dimensions: [("result", "error")], factory: f)
+        commitLatency = CoreMetrics.Timer(label: "ember_commit_latency_seconds", dimensions: [], factory: f)
+        committedEntries = CoreMetrics.Counter(label: "ember_committed_entries_total", dimensions: [], factory: f)
+        batchEntries = CoreMetrics.Recorder(label: "ember_commit_batch_entries", dimensions: [], aggregate: true, factory: f)
+    }
+
+    func recordWrite(since start: ContinuousClock.Instant, ok: Bool) {
+        let d = ContinuousClock.now - start
+        (ok ? writesOK : writesFailed).increment()
+        if ok { commitLatency.recordNanoseconds(d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000) }
+    }
+
+    /// One LMDB commit of `entries` log entries (group commit or a Raft apply batch).
+    func recordBatch(entries: Int) {
+        committedEntries.increment(by: entries)
+        batchEntries.record(entries)
+    }
+
+    /// Counts a request answered with an error status.
+    func recordRejected(status: Int) {
+        let reason = Self.reason(forStatus: status)
+        let counter = rejected.withLock { m in
+            if let c = m[reason] { return c }
+            let c = CoreMetrics.Counter(label: "ember_rejected_requests_total", dimensions: [("reason", reason)], factory: factory)
+            m[reason] = c
+            return c
+        }
+        counter.increment()
+    }
+
+    static func reason(forStatus status: Int) -> String {
+        switch status {
+        case 400: return "bad_request"
+        case 401: return "unauthorized"
+        case 403: return "permission_denied"
+        case 404: return "not_found"
+        case 405: return "method_not_allowed"
+        case 412: return "precondition_failed"
+        case 413: return "too_large"
+        case 429: return "too_many_streams"
+        case 503: return "unavailable"
+        case 500..<600: return "server_error"
+        default: return "client_error"
+        }
+    }
+
+    /// Prometheus text: the registry's metrics, then the gauges read from the node now.
+    func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int) -> String {
+        var out = registry.emitToString()
+        func gauge(_ name: String, _ help: String, _ values: [(labels: String, value: String)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+            for v in values { out += "\(name)\(v.labels) \(v.value)\n" }
+        }
+        func counter(_ name: String, _ help: String, _ values: [(labels: String, value: String)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+            for v in values { out += "\(name)\(v.labels) \(v.value)\n" }
+        }
+        gauge("ember_raft_term", "Current Raft term (0 on a single node).", [("", "\(probe.term)")])
+        gauge("ember_raft_commit_index", "Highest log index known committed.", [("", "\(probe.commitIndex)")])
+        gauge("ember_raft_applied_index", "Highest log index applied to this node's state.", [("", "\(probe.appliedIndex)")])
+        gauge("ember_raft_last_index", "Last index in this node's log.", [("", "\(probe.lastIndex)")])
+        gauge("ember_raft_is_leader", "1 on the leader.", [("", probe.role == "leader" ? "1" : "0")])
+        gauge("ember_raft_has_leader", "1 when this node knows a leader.", [("", probe.leader == nil ? "0" : "1")])
+        let peers = probe.peers.sorted { $0.key < $1.key }
+        gauge("ember_peer_lag_entries", "Leader only: entries each follower's log is behind the leader's.",
+              peers.compactMap { p in p.value.lagEntries.map { ("{peer=\"\(p.key)\"}", "\($0)") } })
+        gauge("ember_peer_connected", "1 while the outbound link to the peer is connected.",
+              peers.map { ("{peer=\"\($0.key)\"}", $0.value.connected ? "1" : "0") })
+        gauge("ember_peer_outbound_queue_frames", "Frames queued on the outbound link to the peer.",
+              peers.map { ("{peer=\"\($0.key)\"}", "\($0.value.queuedFrames)") })
+        counter("ember_peer_dropped_frames_total", "Frames dropped because the peer's queue was full.",
+                peers.map { ("{peer=\"\($0.key)\"}", "\($0.value.droppedFrames)") })
+        gauge("ember_connections", "Open client connections by kind.",
+              [("{kind=\"websocket\"}", "\(websockets)"), ("{kind=\"sse\"}", "\(sseStreams)")])
+        gauge("ember_listeners", "Active listeners by kind (an SSE stream is one listener).",
+              [("{kind=\"websocket\"}", "\(websocketListens)"), ("{kind=\"sse\"}", "\(sseStreams)")])
+        if let s = probe.storage {
+            gauge("ember_storage_pending_writes", "Writes queued for the storage writer.", [("", "\(s.pendingWrites)")])
+            counter("ember_storage_commits_total", "LMDB write transactions committed.", [("", "\(s.commits)")])
+            counter("ember_storage_queue_rejections_total", "Writes refused because the writer queue was full.",
+                    [("", "\(s.queueRejections)")])
+            gauge("ember_storage_max_batch_entries", "Largest group-commit batch so far.", [("", "\(s.maxBatchEntries)")])
+        }
+        return out
+    }
+}

@@ -1,0 +1,16 @@
+/// Settings of the operations endpoints (health, readiness, metrics, status, backup).
+public struct OperationsConfiguration: Sendable {
+    /// This node's client URL as others reach it (shown in `/.ember/status`; `ember status` uses
+    /// it to find every node from any one).
+    public var advertisedURL: String?
+    /// Client URLs of the cluster members by node id (`--client-urls`), for the same discovery.
+    public var memberURLs: [String: String] = [:]
+    /// `/readyz` fails while this node's applied index trails the commit index it knows of by
+    /// more than this many entries (a node catching up, e.g. after a restart).
+    public var readyMaxLagEntries: UInt64 = 1_000
+    /// Backups produced at the same time; more are answered 503 (each holds an LMDB read
+    /// transaction and a temporary file the size of the data).
+    public var maxConcurrentBackups = 1
+
+    public init() {}
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+/// Parsing and dry-run checks for emberd's operations flags.
+public enum OperationsFlags {
+    /// `--client-urls n1=http://a:9001,n2=http://b:9001`.
+    public static func parseClientURLs(_ text: String?) throws -> [String: String] {
+        guard let text else { return [:] }
+        var out: [String: String] = [:]
+        for item in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
+            let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, ClusterConfiguration.isValidNodeID(parts[0]),
+                  let url = URL(string: parts[1]), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw ClusterConfigError("invalid --client-urls entry '\(item)': expected id=http(s)://host:port")
+            }
+            out[parts[0]] = parts[1]
+        }
+        return out
+    }
+
+    /// `--check-config`: validates what a start would (cluster settings and TLS material load)
+    /// and returns a one-object JSON summary.
+    public static func check(config: NodeConfiguration, cluster: ClusterConfiguration?) throws -> String {
+        var summary: [String: Any] = [
+            "ok": true, "data": config.dataDirectory, "host": config.host, "port": config.port,
+            "namespace": config.defaultNamespace,
+        ]
+        if let cluster {
+            do {
+                try cluster.validate()
+                _ = try PeerTLS(certificatePath: cluster.tlsCertificatePath, keyPath: cluster.tlsKeyPath,
+                                caPath: cluster.tlsCAPath)
+            } catch {
+                throw ClusterConfigError("cluster configuration: \(error)")
+            }
+            summary["nodeId"] = cluster.nodeID
+            summary["peerListen"] = cluster.peerListen.description
+            summary["peers"] = cluster.peers.mapValues(\.description)
+            summary["tls"] = ["cert": cluster.tlsCertificatePath, "key": cluster.tlsKeyPath, "ca": cluster.tlsCAPath]
+        }
+        if !config.operations.memberURLs.isEmpty { summary["clientUrls"] = config.operations.memberURLs }
+        if let a = config.operations.advertisedURL { summary["advertiseUrl"] = a }
+        let data = try JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
+}

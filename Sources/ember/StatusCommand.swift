@@ -1,0 +1,102 @@
+import ArgumentParser
+import EmberCore
+import Foundation
+
+/// `ember status`: one row per node. From the nodes given, the others are found through the
+/// `clientURLs` each node reports (emberd --client-urls); a node that does not answer gets a row
+/// saying so and makes the exit status non-zero.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show every node of the cluster: role, term, indexes, lag, connections.")
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+    @Flag(help: "Only the nodes given with --node (no discovery).") var noDiscover = false
+
+    struct Row {
+        var url: String
+        var status: [String: JSON]?
+        var error: String?
+        func str(_ k: String) -> String? { if case .string(let s)? = status?[k] { return s }; return nil }
+        func int(_ k: String) -> Int64? { if case .int(let n)? = status?[k] { return n }; if case .double(let d)? = status?[k] { return Int64(d) }; return nil }
+    }
+
+    func run() async throws {
+        try await runCLI {
+            let rows = try await NodeClient.with(connection) { c in try await collect(c) }
+            let leaderRow = rows.first { $0.str("role") == "leader" }
+            let leaderCommit = leaderRow?.int("commitIndex")
+            func lag(_ r: Row) -> Int64? {
+                guard let lc = leaderCommit, let a = r.int("appliedIndex") else { return nil }
+                return max(0, lc - a)
+            }
+            if output.json {
+                var nodes: [JSON] = []
+                for r in rows {
+                    var o = r.status ?? [:]
+                    o["url"] = .string(r.url)
+                    if let e = r.error { o["error"] = .string(e) }
+                    o["lag"] = lag(r).map { JSON.int($0) } ?? .null
+                    nodes.append(.object(o))
+                }
+                let leaderID: JSON = leaderRow?.str("id").map { JSON.string($0) } ?? .null
+                let out: JSON = .object(["leader": leaderID, "nodes": .array(nodes)])
+                emit(String(decoding: out.serializedBytes(pretty: false), as: UTF8.self))
+            } else {
+                let header = ["ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "CONNS", "LISTENERS", "URL"]
+                let table = rows.map { r -> [String] in
+                    guard r.error == nil else { return ["?", "unreachable", "-", "-", "-", "-", "-", "-", "\(r.url) (\(r.error!))"] }
+                    return [r.str("id") ?? "?", r.str("role") ?? "?", r.int("term").map(String.init) ?? "-",
+                            r.int("commitIndex").map(String.init) ?? "-", r.int("appliedIndex").map(String.init) ?? "-",
+                            lag(r).map(String.init) ?? "-", r.int("connections").map(String.init) ?? "-",
+                            r.int("listeners").map(String.init) ?? "-", r.url]
+                }
+                emit(renderTable(header: header, rows: table))
+            }
+            let down = rows.filter { $0.error != nil }
+            if !down.isEmpty {
+                throw CLIError("\(down.count) of \(rows.count) node(s) did not answer: " + down.map { "\($0.url) (\($0.error!))" }.joined(separator: ", "))
+            }
+            if leaderRow == nil && rows.contains(where: { $0.str("role") != nil }) {
+                throw CLIError("no node reports itself leader")
+            }
+        }
+    }
+
+    func collect(_ c: NodeClient) async throws -> [Row] {
+        let given = connection.nodes.isEmpty ? [connection.node] : connection.nodes.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+        var rows: [String: Row] = [:]
+        var pending = given
+        var idToURL: [String: String] = [:]
+        while let url = pending.popLast() {
+            if rows[url] != nil { continue }
+            let row = await fetch(c, url)
+            rows[url] = row
+            if let id = row.str("id") { idToURL[id] = url }
+            guard !noDiscover, case .object(let urls)? = row.status?["clientURLs"] else { continue }
+            for (id, v) in urls {
+                guard case .string(let u) = v else { continue }
+                let u2 = u.hasSuffix("/") ? String(u.dropLast()) : u
+                // The same node may be known under two URLs (given vs advertised): keep one row.
+                if idToURL[id] == nil && rows[u2] == nil && !pending.contains(u2) && id != row.str("id") { pending.append(u2) }
+            }
+        }
+        var seenIDs = Set<String>()
+        var out: [Row] = []
+        for r in rows.values.sorted(by: { ($0.str("id") ?? "~" + $0.url) < ($1.str("id") ?? "~" + $1.url) }) {
+            if let id = r.str("id") { if !seenIDs.insert(id).inserted { continue } }
+            out.append(r)
+        }
+        return out
+    }
+
+    func fetch(_ c: NodeClient, _ url: String) async -> Row {
+        do {
+            let r = try await c.call(.GET, url + "/.ember/status")
+            guard case .object(let o) = try r.json() else { return Row(url: url, status: nil, error: "bad status answer") }
+            return Row(url: url, status: o, error: nil)
+        } catch {
+            let text = "\(error)"
+            let reason = text.components(separatedBy: ": ").last ?? text
+            return Row(url: url, status: nil, error: reason)
+        }
+    }
+}

@@ -1,0 +1,138 @@
+"""docker-compose.yml checked against the real CLIs (Docker itself cannot run here).
+
+Every service's command must parse: the certs job runs `ember certs init` for real into a
+directory standing in for its volume, and each node runs `emberd <its flags> --check-config`
+with its volumes mapped to directories, so the TLS files it names must be exactly the ones the
+certs job wrote. Ports, volumes, networks and health checks are checked for consistency.
+"""
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import EMBERD, ROOT
+
+EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
+COMPOSE = os.path.join(ROOT, "docker-compose.yml")
+
+
+@pytest.fixture(scope="module")
+def compose():
+    with open(COMPOSE) as f:
+        return yaml.safe_load(f)
+
+
+def nodes_of(compose):
+    return {name: s for name, s in compose["services"].items() if s.get("entrypoint") is None}
+
+
+def mounts(service):
+    """[(volume, target, readonly)] of a service's named-volume mounts."""
+    out = []
+    for v in service.get("volumes", []):
+        parts = v.split(":")
+        out.append((parts[0], parts[1], len(parts) > 2 and "ro" in parts[2].split(",")))
+    return out
+
+
+def flag(args, name):
+    return args[args.index(name) + 1]
+
+
+def map_paths(args, service, volume_dirs):
+    """Rewrites container paths under a mount target to the directory standing in for it."""
+    out = []
+    for a in args:
+        for vol, target, _ in mounts(service):
+            if a == target or a.startswith(target + "/"):
+                a = volume_dirs[vol] + a[len(target):]
+                break
+        out.append(a)
+    return out
+
+
+def test_services_volumes_and_networks_are_consistent(compose):
+    services = compose["services"]
+    nodes = nodes_of(compose)
+    assert sorted(nodes) == ["n1", "n2", "n3"]
+    declared = set(compose["volumes"])
+    data_volumes = []
+    for name, s in nodes.items():
+        vols = mounts(s)
+        assert {v for v, _, _ in vols} <= declared
+        data = [v for v, t, ro in vols if t == flag(s["command"], "--data")]
+        assert len(data) == 1, f"{name} must keep --data on its own volume"
+        data_volumes.append(data[0])
+        assert ("certs", "/certs", True) in vols, f"{name} reads the certs volume read-only"
+        assert s["depends_on"]["certs"]["condition"] == "service_completed_successfully"
+        assert "peers" in s["networks"]
+    assert len(set(data_volumes)) == len(nodes), "each node needs its own data volume"
+    assert compose["networks"]["peers"]["internal"] is True
+    assert ("certs", "/certs", False) in mounts(services["certs"])
+
+
+def test_ports_and_health_checks_match_the_node_flags(compose):
+    published = []
+    urls = {}
+    for name, s in nodes_of(compose).items():
+        port = flag(s["command"], "--port")
+        assert flag(s["command"], "--host") == "0.0.0.0"
+        (mapping,) = s["ports"]
+        host_port, container_port = mapping.split(":")
+        assert container_port == port
+        published.append(host_port)
+        test = s["healthcheck"]["test"]
+        url = test[-1]
+        assert url in (f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/healthz")
+        urls[name] = dict(i.split("=", 1) for i in flag(s["command"], "--client-urls").split(","))
+        # Peers reach each other by service name on the peer port this node listens on.
+        peers = dict(i.split("=", 1) for i in flag(s["command"], "--peers").split(","))
+        assert sorted(peers) == sorted(nodes_of(compose))
+        assert peers[name].split(":")[0] == name
+        assert flag(s["command"], "--peer-address").split(":")[1] == peers[name].split(":")[1]
+        assert flag(s["command"], "--node-id") == name
+    assert len(set(published)) == len(published)
+    # Every node advertises the same client URLs, and each is its published port.
+    assert all(u == urls["n1"] for u in urls.values())
+    for name, s in nodes_of(compose).items():
+        assert urls["n1"][name] == f"http://127.0.0.1:{s['ports'][0].split(':')[0]}"
+
+
+def test_commands_parse_and_nodes_read_what_the_certs_job_writes(compose, tmp_path):
+    services = compose["services"]
+    volume_dirs = {v: str(tmp_path / v) for v in compose["volumes"]}
+    for d in volume_dirs.values():
+        os.makedirs(d)
+    certs = services["certs"]
+    assert certs["entrypoint"] == ["ember"]
+    cmd = map_paths(certs["command"], certs, volume_dirs)
+    subprocess.run([EMBER, *cmd], check=True, capture_output=True, text=True)
+    written = set(os.listdir(volume_dirs["certs"]))
+    # Re-running the job (every `compose up`) keeps the CA and changes nothing.
+    before = {f: open(os.path.join(volume_dirs["certs"], f), "rb").read() for f in written}
+    subprocess.run([EMBER, *cmd], check=True, capture_output=True, text=True)
+    assert {f: open(os.path.join(volume_dirs["certs"], f), "rb").read() for f in written} == before
+    for name, s in nodes_of(compose).items():
+        args = map_paths(s["command"], s, volume_dirs)
+        for f in ("--tls-cert", "--tls-key", "--tls-ca"):
+            assert os.path.basename(flag(s["command"], f)) in written, f"{name} {f} is not written by the certs job"
+        p = subprocess.run([EMBERD, *args, "--check-config"], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, f"{name}: {shlex.join(args)}\n{p.stderr}"
+        summary = json.loads(p.stdout)
+        assert summary["ok"] is True and summary["nodeId"] == name
+        assert summary["port"] == int(flag(s["command"], "--port"))
+        # --check-config opens no data.
+        assert os.listdir(volume_dirs[f"{name}-data"]) == []
+
+
+def test_check_config_rejects_what_a_start_would(tmp_path):
+    p = subprocess.run([EMBERD, "--data", str(tmp_path / "d"), "--node-id", "n1", "--peers", "n1=127.0.0.1:7000",
+                        "--tls-cert", str(tmp_path / "missing.pem"), "--tls-key", str(tmp_path / "k"),
+                        "--tls-ca", str(tmp_path / "ca"), "--check-config"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "cannot read TLS file" in p.stderr
+    p = subprocess.run([EMBERD, "--client-urls", "n1=ftp://x", "--check-config"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--client-urls" in p.stderr
