@@ -273,3 +273,60 @@ def test_restore_seeds_a_whole_cluster(tmp_path):
         assert all(s["appliedIndex"] > index for s in st)
     finally:
         c.down()
+
+
+def test_cli_speaks_mutual_tls_with_certificates_from_certs_init(tmp_path):
+    """`ember certs init` output used by a standard TLS stack (Python's ssl, OpenSSL): a node
+    certificate serves HTTPS and demands a client certificate; the CLI connects with --cacert,
+    --cert admin.pem, --key admin.key. Without a client certificate the handshake fails."""
+    import http.server
+    import ssl
+    import threading
+
+    certs = tmp_path / "certs"
+    ember("certs", "init", "--out", str(certs), "--nodes", "n1")
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Authorization"), self.connection.getpeercert()))
+            body = b'{"hello": "tls"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs / "n1.pem", certs / "n1.key")
+    ctx.load_verify_locations(certs / "ca.pem")
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = f"https://localhost:{server.server_address[1]}"
+        tls = ["--cacert", str(certs / "ca.pem"), "--cert", str(certs / "admin.pem"), "--key", str(certs / "admin.key")]
+        out = ember("get", "/x", "--node", url, "--token", "secret", "--json", *tls).stdout
+        assert json.loads(out) == {"hello": "tls"}
+        path, auth, peer = seen[-1]
+        assert path == "/x.json" and auth == "Bearer secret"
+        assert dict(x[0] for x in peer["subject"])["commonName"] == "admin"
+        assert_fails(ember("get", "/x", "--node", url, "--cacert", str(certs / "ca.pem"), check=False))
+        # A server certificate from another CA is not trusted.
+        other = tmp_path / "other"
+        ember("certs", "init", "--out", str(other))
+        assert_fails(ember("get", "/x", "--node", url, "--cacert", str(other / "ca.pem"),
+                           "--cert", str(certs / "admin.pem"), "--key", str(certs / "admin.key"), check=False))
+    finally:
+        server.shutdown()
+
+
+def test_rules_get_prints_the_nodes_rules(cluster):
+    out = json.loads(ember("rules", "get", "--node", cluster.url(cluster.leader())).stdout)
+    assert out["rules"][".read"] is True
+    assert out["rules"]["dinosaurs"][".indexOn"] == ["height", "weight", "length", "dimensions/height"]
