@@ -1,0 +1,69 @@
+import EmberCore
+import EmberStorage
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Testing
+
+@testable import EmberServer
+
+/// The operations endpoints and metrics of a real node (EmberNode over a real LMDB store).
+@Suite struct OperationsTests {
+    static func makeNode(_ configure: (inout NodeConfiguration) -> Void = { _ in }) throws -> (EmberNode, String) {
+        let dir = NSTemporaryDirectory() + "ember-ops-\(UUID().uuidString)"
+        var options = StoreOptions()
+        options.mapSize = 1 << 30
+        let store = try LMDBDataStore(directory: dir, options: options, logger: Logger(label: "test"))
+        var config = NodeConfiguration()
+        config.dataDirectory = dir
+        configure(&config)
+        return (try EmberNode(config: config, store: store, logger: Logger(label: "test")), dir)
+    }
+
+    static func get(_ node: EmberNode, _ path: String, token: String? = nil) async -> Response {
+        var fields = HTTPFields()
+        if let token { fields[.authorization] = "Bearer \(token)" }
+        let head = HTTPRequest(method: .get, scheme: "http", authority: "localhost", path: path, headerFields: fields)
+        return await node.admin.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer())), channel: nil)
+    }
+
+    @Test func clientURLsParseAndBadOnesAreRefused() throws {
+        #expect(try OperationsFlags.parseClientURLs(nil) == [:])
+        #expect(try OperationsFlags.parseClientURLs("n1=http://a:9000, n2=https://b.example:443") ==
+                ["n1": "http://a:9000", "n2": "https://b.example:443"])
+        for bad in ["n1", "n1=ftp://a", "bad id=http://a", "n1=http://"] {
+            #expect(throws: ClusterConfigError.self, "\(bad)") { try OperationsFlags.parseClientURLs(bad) }
+        }
+    }
+
+    @Test func writesAndRejectionsShowInMetrics() async throws {
+        let (node, _) = try Self.makeNode()
+        defer { node.store.close() }
+        for i in 0..<3 {
+            _ = try await node.store.write(WriteRequest(namespace: "t", path: try Path("/k\(i)"), kind: .set(.int(Int64(i)))), now: 0)
+        }
+        #expect(await Self.get(node, "/nope").status == .badRequest)
+        let text = node.metrics.render(probe: NodeProbe.read(node.store), websockets: 0, websocketListens: 0, sseStreams: 0)
+        #expect(text.contains(#"ember_client_writes_total{result="ok"} 3"#))
+        #expect(text.contains("ember_commit_latency_seconds_count 3"))
+        #expect(text.contains("ember_committed_entries_total 3"))
+        #expect(text.contains("ember_raft_applied_index 3"))
+        #expect(text.contains(#"ember_rejected_requests_total{reason="bad_request"} 1"#))
+        #expect(text.contains("ember_raft_is_leader 1"))
+    }
+
+    @Test func healthReadinessAndAdminOnlyBackup() async throws {
+        let (node, _) = try Self.makeNode()
+        defer { node.store.close() }
+        #expect(await Self.get(node, "/healthz").status == .ok)
+        #expect(await Self.get(node, "/readyz").status == .ok)
+        #expect(await Self.get(node, "/.ember/backup").status == .unauthorized)
+        #expect(await Self.get(node, "/.ember/backup", token: "not-a-token").status == .unauthorized)
+        // A user's token (a JWT with claims, accepted in protected mode) is not an admin.
+        let claims = Data(#"{"sub":"u1"}"#.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+        #expect(await Self.get(node, "/.ember/backup", token: "e30.\(claims).sig").status == .unauthorized)
+        #expect(await Self.get(node, "/.ember/backup", token: "owner").status == .ok)
+    }
+}
