@@ -15,6 +15,8 @@ struct StatusCommand: AsyncParsableCommand {
         var url: String
         var status: [String: JSON]?
         var error: String?
+        /// The id other nodes list for this URL (shown when the node does not answer).
+        var knownID: String?
         func str(_ k: String) -> String? { if case .string(let s)? = status?[k] { return s }; return nil }
         func int(_ k: String) -> Int64? { if case .int(let n)? = status?[k] { return n }; if case .double(let d)? = status?[k] { return Int64(d) }; return nil }
     }
@@ -34,6 +36,7 @@ struct StatusCommand: AsyncParsableCommand {
                     var o = r.status ?? [:]
                     o["url"] = .string(r.url)
                     if let e = r.error { o["error"] = .string(e) }
+                    if o["id"] == nil, let id = r.knownID { o["id"] = .string(id) }
                     o["lag"] = lag(r).map { JSON.int($0) } ?? .null
                     nodes.append(.object(o))
                 }
@@ -43,7 +46,7 @@ struct StatusCommand: AsyncParsableCommand {
             } else {
                 let header = ["ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "CONNS", "LISTENERS", "URL"]
                 let table = rows.map { r -> [String] in
-                    guard r.error == nil else { return ["?", "unreachable", "-", "-", "-", "-", "-", "-", "\(r.url) (\(r.error!))"] }
+                    guard r.error == nil else { return [r.knownID ?? "?", "unreachable", "-", "-", "-", "-", "-", "-", "\(r.url) (\(r.error!))"] }
                     return [r.str("id") ?? "?", r.str("role") ?? "?", r.int("term").map(String.init) ?? "-",
                             r.int("commitIndex").map(String.init) ?? "-", r.int("appliedIndex").map(String.init) ?? "-",
                             lag(r).map(String.init) ?? "-", r.int("connections").map(String.init) ?? "-",
@@ -66,22 +69,30 @@ struct StatusCommand: AsyncParsableCommand {
         var rows: [String: Row] = [:]
         var pending = given
         var idToURL: [String: String] = [:]
+        var urlToID: [String: String] = [:]
         while let url = pending.popLast() {
             if rows[url] != nil { continue }
-            let row = await fetch(c, url)
+            var row = await fetch(c, url)
+            row.knownID = urlToID[url]
             rows[url] = row
             if let id = row.str("id") { idToURL[id] = url }
             guard !noDiscover, case .object(let urls)? = row.status?["clientURLs"] else { continue }
             for (id, v) in urls {
                 guard case .string(let u) = v else { continue }
                 let u2 = u.hasSuffix("/") ? String(u.dropLast()) : u
+                if urlToID[u2] == nil { urlToID[u2] = id }
                 // The same node may be known under two URLs (given vs advertised): keep one row.
                 if idToURL[id] == nil && rows[u2] == nil && !pending.contains(u2) && id != row.str("id") { pending.append(u2) }
             }
         }
         var seenIDs = Set<String>()
         var out: [Row] = []
-        for r in rows.values.sorted(by: { ($0.str("id") ?? "~" + $0.url) < ($1.str("id") ?? "~" + $1.url) }) {
+        let all = rows.values.map { row -> Row in
+            var r = row
+            if r.knownID == nil { r.knownID = urlToID[r.url] }
+            return r
+        }
+        for r in all.sorted(by: { ($0.str("id") ?? $0.knownID ?? "~" + $0.url) < ($1.str("id") ?? $1.knownID ?? "~" + $1.url) }) {
             if let id = r.str("id") { if !seenIDs.insert(id).inserted { continue } }
             out.append(r)
         }

@@ -271,6 +271,14 @@ def test_restore_seeds_a_whole_cluster(tmp_path):
         requests.put(f"{c.url(leader)}/seed/30.json", json="new", timeout=10).raise_for_status()
         st = c.wait_converged()
         assert all(s["appliedIndex"] > index for s in st)
+        # A dead node: status still lists it (by the id the others give it), and exits non-zero.
+        dead = c.followers()[0]
+        c.kill9(dead)
+        p = ember("status", "--node", c.url(leader), "--json", check=False)
+        assert p.returncode != 0 and p.stderr.startswith("ember: 1 of 3 node(s) did not answer")
+        rows = {n["id"]: n for n in json.loads(p.stdout)["nodes"]}
+        assert sorted(rows) == ["n1", "n2", "n3"] and "error" in rows[dead]
+        assert rows[leader]["role"] == "leader"
     finally:
         c.down()
 
