@@ -72,6 +72,7 @@ extension EmberStore {
             var chunk: [UInt8] = []
             func add(_ table: UInt8, _ k: [UInt8], _ v: [UInt8]) throws {
                 var w = ByteWriter(bytes: chunk)
+                chunk = []  // w must own the buffer alone, or every append copies the whole chunk
                 w.u8(table); w.varint(k.count); w.bytes += k; w.varint(v.count); w.bytes += v
                 chunk = w.bytes
                 if chunk.count >= maxChunkBytes { try body(chunk); chunk = [] }

@@ -66,7 +66,14 @@ struct ImportCommand: AsyncParsableCommand {
     @Argument(help: "JSON file.") var file: String
     @Argument(help: "Database path (default /).") var path: String = "/"
     @Option(help: "Largest request sent (keep below the node's --max-body-bytes).") var maxRequestBytes = 16 << 20
+    @Option(help: "Most top-level children per request after the first (the node's update limit is 10000).") var maxChildren = 10_000
     @Flag(help: "No progress line.") var quiet = false
+
+    func validate() throws {
+        guard maxRequestBytes >= 1024, maxChildren > 0 else {
+            throw ValidationError("--max-request-bytes must be at least 1024 and --max-children positive")
+        }
+    }
 
     func run() async throws {
         try await runCLI {
@@ -74,7 +81,7 @@ struct ImportCommand: AsyncParsableCommand {
             let bytes = Array(data)
             let value: JSON
             do { value = try JSON.parse(bytes) } catch { throw CLIError("\(file) is not valid JSON: \(error)") }
-            let batches = try Self.batches(bytes: bytes, value: value, limit: maxRequestBytes)
+            let batches = try Self.batches(bytes: bytes, value: value, limit: maxRequestBytes, maxChildren: maxChildren)
             let progress = TransferProgress("import", total: Int64(batches.reduce(0) { $0 + $1.count }), enabled: !quiet)
             try await NodeClient.with(connection) { c in
                 for (i, batch) in batches.enumerated() {
@@ -89,7 +96,7 @@ struct ImportCommand: AsyncParsableCommand {
     }
 
     /// The request bodies: the file itself when small enough, else groups of top-level children.
-    static func batches(bytes: [UInt8], value: JSON, limit: Int) throws -> [[UInt8]] {
+    static func batches(bytes: [UInt8], value: JSON, limit: Int, maxChildren: Int) throws -> [[UInt8]] {
         if bytes.count <= limit { return [bytes] }
         guard case .object(let children) = value else {
             throw CLIError("the file is \(bytes.count) bytes, over --max-request-bytes \(limit), and not an object to split")
@@ -103,7 +110,7 @@ struct ImportCommand: AsyncParsableCommand {
             guard childSize + 2 <= limit else {
                 throw CLIError("child \(key) alone is \(childSize) bytes, over --max-request-bytes \(limit); import it separately")
             }
-            if size + childSize > limit {
+            if size + childSize > limit || group.count >= maxChildren {
                 out.append(JSON.object(group).serializedBytes(pretty: false))
                 group = [:]
                 size = 2
