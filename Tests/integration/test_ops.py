@@ -99,6 +99,16 @@ def test_export_and_import_split_a_large_tree(cluster, tmp_path):
     p = ember("import", str(f), dst, "--node", node, "--max-request-bytes", "32768")
     assert "request(s)" in p.stderr and "in 1 request" not in p.stderr
     assert requests.get(f"{node}{dst}.json", timeout=30).json() == tree
+    # Split by children too (at most --max-children per request): 600 children in 6 requests.
+    dst2 = f"/imp/{uuid.uuid4().hex}"
+    p = ember("import", str(f), dst2, "--node", node, "--max-request-bytes", "100000", "--max-children", "100")
+    assert "in 6 request(s)" in p.stderr, p.stderr
+    assert requests.get(f"{node}{dst2}.json", timeout=30).json() == tree
+    # A file that is not JSON: refused before anything is sent.
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    assert_fails(ember("import", str(bad), dst2, "--node", node, check=False), "not valid JSON")
+    assert requests.get(f"{node}{dst2}.json", timeout=30).json() == tree
 
 
 def test_watch_prints_a_write_made_through_another_node(cluster):
@@ -338,3 +348,20 @@ def test_rules_get_prints_the_nodes_rules(cluster):
     out = json.loads(ember("rules", "get", "--node", cluster.url(cluster.leader())).stdout)
     assert out["rules"][".read"] is True
     assert out["rules"]["dinosaurs"][".indexOn"] == ["height", "weight", "length", "dimensions/height"]
+
+
+def test_rules_set_replaces_the_rules(tmp_path):
+    """Uses the node's rules endpoint (PUT /.settings/rules.json, from the rules work)."""
+    node = Node().start()
+    try:
+        probe = requests.put(node.url + "/.settings/rules.json", data=json.dumps({"rules": {".read": True, ".write": True}}),
+                             headers={"Authorization": "Bearer owner"}, timeout=10)
+        if probe.status_code == 405:
+            pytest.skip("this build serves the rules read-only (PUT /.settings/rules.json comes with the rules work)")
+        f = tmp_path / "rules.json"
+        f.write_text('{"rules": {".read": true, ".write": false, "open": {".write": true}}}')
+        ember("rules", "set", str(f), "--node", node.url)
+        assert json.loads(ember("rules", "get", "--node", node.url).stdout)["rules"]["open"] == {".write": True}
+        assert_fails(ember("rules", "set", str(tmp_path / "missing.json"), "--node", node.url, check=False), "cannot read")
+    finally:
+        node.stop()
