@@ -28,7 +28,8 @@ public final class EmberNode: Sendable {
         self.hub = StreamHub(limits: config.streamLimits)
         self.realtime = RealtimeHub(limits: config.realtimeLimits)
         self.rest = RestHandler(store: metered, hub: hub, config: config)
-        self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config)
+        self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
+                                 logger: logger)
         NodeProbe.storage(of: store)?.onCommit { results in metrics.recordBatch(entries: results.count) }
         try store.setIndexes(config.rules.indexes)
         let hub = self.hub

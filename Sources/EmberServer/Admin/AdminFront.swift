@@ -3,6 +3,7 @@ import EmberStorage
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import Synchronization
 
@@ -23,16 +24,18 @@ final class AdminFront: Sendable {
     let realtime: RealtimeHub
     let metrics: NodeMetrics
     let config: NodeConfiguration
+    let logger: Logger
     private let backupsRunning = Atomic<Int>(0)
 
     init(rest: RestHandler, store: any DataStore, hub: StreamHub, realtime: RealtimeHub, metrics: NodeMetrics,
-         config: NodeConfiguration) {
+         config: NodeConfiguration, logger: Logger) {
         self.rest = rest
         self.store = store
         self.hub = hub
         self.realtime = realtime
         self.metrics = metrics
         self.config = config
+        self.logger = logger
     }
 
     func respond(to request: Request, channel: (any Channel)?) async -> Response {
@@ -162,6 +165,7 @@ final class AdminFront: Sendable {
         headers[.contentType] = "application/octet-stream"
         headers[.contentLength] = "\(size)"
         headers[HTTPField.Name("X-Ember-Applied-Index")!] = "\(summary.appliedIndex)"
+        logger.info("backup streaming", metadata: ["appliedIndex": "\(summary.appliedIndex)", "bytes": "\(size)"])
         let body = ResponseBody { [self] writer in
             defer {
                 try? handle.close()
