@@ -6,6 +6,7 @@ makes) and the real CLI binary.
 import json
 import os
 import subprocess
+import threading
 import time
 import uuid
 
@@ -117,6 +118,9 @@ def test_watch_prints_a_write_made_through_another_node(cluster):
     path = f"/watch/{uuid.uuid4().hex}"
     w = subprocess.Popen([EMBER, "watch", path, "--node", cluster.url(follower), "--json", "--count", "2"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A watch that prints nothing would block readline forever: bound the whole test.
+    guard = threading.Timer(30, w.kill)
+    guard.start()
     try:
         first = json.loads(w.stdout.readline())
         assert first == {"event": "put", "path": "/", "data": None}
@@ -125,6 +129,7 @@ def test_watch_prints_a_write_made_through_another_node(cluster):
         assert second == {"event": "put", "path": "/v", "data": 42}
         assert w.wait(timeout=10) == 0
     finally:
+        guard.cancel()
         if w.poll() is None:
             w.kill()
             w.wait()
