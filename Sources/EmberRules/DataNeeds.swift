@@ -21,9 +21,8 @@ extension RulesEngine {
     }
 
     /// The data `canRead` at `path` may look at, as subtrees (absolute paths) to load into an
-    /// otherwise empty root: [] = none, [root] = the whole tree. Rules that use `root` or
-    /// `parent()` need the whole tree; others only the data below the shallowest rule that
-    /// looks at `data`.
+    /// otherwise empty root: [] = none, [root] = the whole tree (a `root.child(...)` whose path
+    /// starts with no literal). `root.child('admins')` needs /admins; `data` the rule's location.
     public func readDataScope(at path: Path) -> [Path] {
         var scope = DataScope()
         for (depth, rule) in chain(to: path).enumerated() {
@@ -65,7 +64,7 @@ extension RulesEngine {
             }
             let below = ruleBelow(path)
             if below.containsValidate {
-                if below.validateNeedsWholeTree { scope.whole = true }
+                below.collectValidateNeedsBelow(into: &scope)
                 scope.note(nil, at: path, depth: path.count, always: true)
             }
         }
@@ -105,17 +104,24 @@ extension RulesEngine {
     }
 }
 
-/// Collects the subtrees a decision may read: the shallowest data-reading location per target
-/// path, or the whole tree.
+/// Collects the subtrees a decision may read: per rule that looks at data, the subtree of its
+/// location (raised by its `parent()` calls) and the literal prefixes of its `root.child(...)`
+/// lookups; the whole tree when a lookup's path is not known.
 struct DataScope {
     var whole = false
     var prefixes: [Path] = []
 
-    /// Notes rule `e` at `depth` on the way to `path` (`always`: counts as reading data).
+    /// Notes rule `e` at `depth` on the way to `path` (`always`: its location's data counts as
+    /// read, as for `.validate`, whose walk compares new data with old there).
     mutating func note(_ e: Expr?, at path: Path, depth: Int, always: Bool = false) {
-        if let e, e.needsWholeTree { whole = true; return }
-        guard always || e?.referencesData == true else { return }
-        prefixes.append(Path(validated: Array(path.segments.prefix(depth))))
+        var up: Int? = always ? 0 : nil
+        if let e {
+            let n = e.dataNeeds()
+            if n.whole { whole = true; return }
+            prefixes += n.rootPrefixes
+            if let u = n.dataUp { up = max(up ?? 0, u) }
+        }
+        if let up { prefixes.append(Path(validated: Array(path.segments.prefix(max(0, depth - up))))) }
     }
 
     /// Disjoint subtrees (an ancestor absorbs its descendants).
@@ -130,38 +136,97 @@ struct DataScope {
 }
 
 extension RuleNode {
-    /// Whether a `.validate` here or below uses `root` or `parent()`.
-    var validateNeedsWholeTree: Bool {
-        if case .expression(let e, _)? = validate, e.needsWholeTree { return true }
-        return children.values.contains { $0.validateNeedsWholeTree } || wildcard?.node.validateNeedsWholeTree == true
+    /// Adds what the `.validate`s below this node read besides their own location: `root`
+    /// lookups; `parent()` (whose target depends on how deep) takes the whole tree.
+    func collectValidateNeedsBelow(into scope: inout DataScope) {
+        for c in Array(children.values) + (wildcard.map { [$0.node] } ?? []) {
+            if case .expression(let e, _)? = c.validate {
+                let n = e.dataNeeds()
+                if n.whole || (n.dataUp ?? 0) > 0 { scope.whole = true }
+                scope.prefixes += n.rootPrefixes
+            }
+            c.collectValidateNeedsBelow(into: &scope)
+        }
     }
 }
 
+/// What one expression reads: the whole tree, subtrees by absolute path (`root.child('a')`),
+/// and its own location's data raised by `dataUp` parents (nil: it does not read `data`).
+struct ExprNeeds {
+    var whole = false
+    var rootPrefixes: [Path] = []
+    var dataUp: Int?
+}
+
 extension Expr {
-    /// Whether evaluating this may leave the subtree of the rule's location: `root`, or
-    /// `parent()` of a snapshot.
-    var needsWholeTree: Bool {
+    func dataNeeds() -> ExprNeeds {
+        var n = ExprNeeds()
+        collectNeeds(into: &n)
+        return n
+    }
+
+    private func collectNeeds(into n: inout ExprNeeds) {
+        if let (base, args) = snapshotChain() {
+            switch base {
+            case .root(let p): if p.isRoot { n.whole = true } else { n.rootPrefixes.append(p) }
+            case .data(let up): n.dataUp = max(n.dataUp ?? 0, up)
+            }
+            for a in args { a.collectNeeds(into: &n) }
+            return
+        }
         switch kind {
-        case .null, .bool, .number, .string, .regex: return false
-        case .variable(let name): return name == "root"
-        case .array(let items): return items.contains { $0.needsWholeTree }
-        case .member(let e, _), .unary(_, let e): return e.needsWholeTree
-        case .index(let a, let b), .binary(_, let a, let b): return a.needsWholeTree || b.needsWholeTree
-        case .call(let r, let name, let args): return name == "parent" || r.needsWholeTree || args.contains { $0.needsWholeTree }
-        case .ternary(let a, let b, let c): return a.needsWholeTree || b.needsWholeTree || c.needsWholeTree
+        case .null, .bool, .number, .string, .regex, .variable: break
+        case .array(let items): for i in items { i.collectNeeds(into: &n) }
+        case .member(let e, _), .unary(_, let e): e.collectNeeds(into: &n)
+        case .index(let a, let b), .binary(_, let a, let b): a.collectNeeds(into: &n); b.collectNeeds(into: &n)
+        case .call(let r, _, let args): r.collectNeeds(into: &n); for a in args { a.collectNeeds(into: &n) }
+        case .ternary(let a, let b, let c): a.collectNeeds(into: &n); b.collectNeeds(into: &n); c.collectNeeds(into: &n)
         }
     }
 
-    /// Whether evaluating this may read the tree (`root`, `data`, `newData`).
-    var referencesData: Bool {
+    enum ChainBase { case root(Path), data(up: Int) }
+
+    /// A `child()`/`parent()` chain on `root`, `data` or `newData`: where it can lead, and the
+    /// `child()` argument expressions (which may read data themselves).
+    func snapshotChain() -> (ChainBase, [Expr])? {
         switch kind {
-        case .null, .bool, .number, .string, .regex: return false
-        case .variable(let name): return name == "root" || name == "data" || name == "newData"
-        case .array(let items): return items.contains { $0.referencesData }
-        case .member(let e, _), .unary(_, let e): return e.referencesData
-        case .index(let a, let b), .binary(_, let a, let b): return a.referencesData || b.referencesData
-        case .call(let r, _, let args): return r.referencesData || args.contains { $0.referencesData }
-        case .ternary(let a, let b, let c): return a.referencesData || b.referencesData || c.referencesData
+        case .variable("root"): return (.root(.root), [])
+        case .variable("data"), .variable("newData"): return (.data(up: 0), [])
+        case .call(let r, "child", let args) where args.count == 1:
+            guard let (base, inner) = r.snapshotChain() else { return nil }
+            if case .root(let p) = base, p.isRoot { return (.root(Self.literalPrefix(args[0])), inner + args) }
+            return (base, inner + args)
+        case .call(let r, "parent", let args) where args.isEmpty:
+            guard let (base, inner) = r.snapshotChain() else { return nil }
+            switch base {
+            case .root(let p): return (.root(p.parent ?? .root), inner)
+            case .data(let up): return (.data(up: up + 1), inner)
+            }
+        default: return nil
+        }
+    }
+
+    /// The path a `child()` argument surely starts with: its literal text up to the first
+    /// dynamic part (`'users/' + auth.uid` → users); root when nothing is known.
+    static func literalPrefix(_ e: Expr) -> Path {
+        let (text, complete) = e.knownText()
+        var segments = text.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        if !complete && !text.hasSuffix("/") && !segments.isEmpty { segments.removeLast() }
+        return (try? Path(segments.joined(separator: "/"))) ?? .root
+    }
+
+    /// The literal start of a string expression, and whether that is all of it. Only a chain
+    /// of `+` that starts with a string literal concatenates (numbers on the left add).
+    private func knownText() -> (String, complete: Bool) {
+        switch kind {
+        case .string(let s): return (s, true)
+        case .binary(.add, let l, let r):
+            // A complete left side is made of string literals only, so this `+` concatenates.
+            let (a, full) = l.knownText()
+            guard full else { return (a, false) }
+            let (b, bf) = r.knownText()
+            return (a + b, bf)
+        default: return ("", false)
         }
     }
 }

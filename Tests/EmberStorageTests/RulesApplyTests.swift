@@ -99,8 +99,18 @@ import Testing
             """#)
         #expect(scoped.writeDataScope(at: [p("/u/a/n")]) == [p("/u/a")])
         #expect(scoped.writeDataScope(at: [p("/u/a/n"), p("/u/b/n")]) == [p("/u/a"), p("/u/b")])
-        #expect(scoped.writeDataScope(at: [p("/g/x")]) == [.root])
+        #expect(scoped.writeDataScope(at: [p("/g/x")]) == [p("/admins")])
         #expect(scoped.writeDataScope(at: [p("/p")]) == [.root])
+        let lookups = try RulesEngine(text: #"""
+            {"rules": {"a": {"$x": {".write": "root.child('users/' + auth.uid + '/role').val() === 'admin'",
+                                    ".read": "data.parent().child('open').exists()"}},
+                       "b": {".write": "root.child(auth.uid).exists()"},
+                       "c": {".write": "root.child('cfg').child(data.child('k').val()).exists()"}}}
+            """#)
+        #expect(lookups.writeDataScope(at: [p("/a/1")]) == [p("/users")])
+        #expect(lookups.readDataScope(at: p("/a/1")) == [p("/a")])
+        #expect(lookups.writeDataScope(at: [p("/b")]) == [.root])
+        #expect(lookups.writeDataScope(at: [p("/c")]).sorted() == [p("/c"), p("/cfg")])
         #expect(scoped.readDataScope(at: [p("/u/a")].first!).isEmpty)
     }
 
