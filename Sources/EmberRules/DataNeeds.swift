@@ -23,11 +23,11 @@ extension RulesEngine {
     /// The data `canRead` at `path` may look at, as subtrees (absolute paths) to load into an
     /// otherwise empty root: [] = none, [root] = the whole tree (a `root.child(...)` whose path
     /// starts with no literal). `root.child('admins')` needs /admins; `data` the rule's location.
-    public func readDataScope(at path: Path) -> [Path] {
-        var scope = DataScope()
-        for (depth, rule) in chain(to: path).enumerated() {
+    public func readDataScope(at path: Path, auth: JSON?, now: Int64) -> [Path] {
+        var scope = DataScope(engine: self, auth: auth, now: now)
+        for (depth, (rule, captures)) in chainWithCaptures(to: path).enumerated() {
             if case .constant(true)? = rule.read { break }  // evaluation stops here
-            if case .expression(let e, _)? = rule.read { scope.note(e, at: path, depth: depth) }
+            if case .expression(let e, _)? = rule.read { scope.note(e, at: path, depth: depth, captures: captures) }
         }
         return scope.paths
     }
@@ -48,24 +48,26 @@ extension RulesEngine {
     /// The stored data `canWrite`/`canUpdate` at `paths` may look at (see `readDataScope`):
     /// `.write` expressions up to a constant grant, every `.validate` on the way down, and the
     /// `.validate`s below each path (their walk compares new data with old).
-    public func writeDataScope(at paths: [Path]) -> [Path] {
-        var scope = DataScope()
+    public func writeDataScope(at paths: [Path], auth: JSON?, now: Int64) -> [Path] {
+        var scope = DataScope(engine: self, auth: auth, now: now)
         for path in paths {
             var granted = false
-            for (depth, rule) in chain(to: path).enumerated() {
+            var last: [String: String] = [:]
+            for (depth, (rule, captures)) in chainWithCaptures(to: path).enumerated() {
+                last = captures
                 if case .expression(let e, _)? = rule.validate {
-                    scope.note(e, at: path, depth: depth, always: true)
+                    scope.note(e, at: path, depth: depth, captures: captures, always: true)
                 } else if case .constant? = rule.validate {
-                    scope.note(nil, at: path, depth: depth, always: true)
+                    scope.note(nil, at: path, depth: depth, captures: captures, always: true)
                 }
                 if granted { continue }
                 if case .constant(true)? = rule.write { granted = true; continue }
-                if case .expression(let e, _)? = rule.write { scope.note(e, at: path, depth: depth) }
+                if case .expression(let e, _)? = rule.write { scope.note(e, at: path, depth: depth, captures: captures) }
             }
             let below = ruleBelow(path)
             if below.containsValidate {
-                below.collectValidateNeedsBelow(into: &scope)
-                scope.note(nil, at: path, depth: path.count, always: true)
+                below.collectValidateNeedsBelow(into: &scope, captures: last)
+                scope.note(nil, at: path, depth: path.count, captures: last, always: true)
             }
         }
         return scope.paths
@@ -79,6 +81,20 @@ extension RulesEngine {
             root.set(try load(p), at: p)
         }
         return root
+    }
+
+    /// Rule nodes from the root down to `path` with the wildcard captures bound there.
+    func chainWithCaptures(to path: Path) -> [(RuleNode, [String: String])] {
+        var captures: [String: String] = [:]
+        var out = [(rootRule, captures)]
+        var rule = rootRule
+        for key in path.segments {
+            guard let (next, capture) = rule.child(key) else { break }
+            if let (name, value) = capture { captures[name] = value }
+            out.append((next, captures))
+            rule = next
+        }
+        return out
     }
 
     /// Rule nodes from the root down to `path`, as far as rules exist.
@@ -105,23 +121,52 @@ extension RulesEngine {
 }
 
 /// Collects the subtrees a decision may read: per rule that looks at data, the subtree of its
-/// location (raised by its `parent()` calls) and the literal prefixes of its `root.child(...)`
-/// lookups; the whole tree when a lookup's path is not known.
+/// location (raised by its `parent()` calls), and for each `root.child(...)` lookup the path it
+/// names, its arguments evaluated when they depend only on `auth`, `now`, captures and literals
+/// (`root.child('admins').child(auth.uid)` → /admins/<uid>); the whole tree when unknown.
 struct DataScope {
+    let engine: RulesEngine
+    let auth: Value
+    let now: Double
     var whole = false
     var prefixes: [Path] = []
 
+    init(engine: RulesEngine, auth: JSON?, now: Int64) {
+        self.engine = engine
+        self.auth = auth.map(Value.init(json:)) ?? .null
+        self.now = Double(now)
+    }
+
     /// Notes rule `e` at `depth` on the way to `path` (`always`: its location's data counts as
     /// read, as for `.validate`, whose walk compares new data with old there).
-    mutating func note(_ e: Expr?, at path: Path, depth: Int, always: Bool = false) {
+    mutating func note(_ e: Expr?, at path: Path, depth: Int, captures: [String: String], always: Bool = false) {
         var up: Int? = always ? 0 : nil
         if let e {
             let n = e.dataNeeds()
             if n.whole { whole = true; return }
-            prefixes += n.rootPrefixes
+            for chain in n.rootChains { addLookup(chain, captures: captures) }
             if let u = n.dataUp { up = max(up ?? 0, u) }
         }
         if let up { prefixes.append(Path(validated: Array(path.segments.prefix(max(0, depth - up))))) }
+    }
+
+    /// The path of `root.child(a1).child(a2)...`: arguments that need no data are evaluated; the
+    /// first that cannot be contributes its literal start, and the path ends there.
+    mutating func addLookup(_ args: [Expr], captures: [String: String]) {
+        let empty = Snapshot(tree: .empty, path: .root)
+        let env = Environment(auth: auth, root: empty, data: empty, newData: nil, now: now, query: .null, captures: captures)
+        var budget = StepBudget(perExpression: engine.limits.maxEvaluationSteps, remaining: engine.limits.maxEvaluationSteps)
+        var path = Path.root
+        for arg in args {
+            if arg.dataNeeds().isEmpty, case .string(let s)? = Evaluator.value(arg, env: env, budget: &budget),
+               let rel = try? Path(s), !rel.isRoot, path.count + rel.count <= Limits.maxPathDepth {
+                path = path.appending(rel)
+                continue
+            }
+            path = path.appending(Expr.literalPrefix(arg))
+            break
+        }
+        if path.isRoot { whole = true } else { prefixes.append(path) }
     }
 
     /// Disjoint subtrees (an ancestor absorbs its descendants).
@@ -138,14 +183,15 @@ struct DataScope {
 extension RuleNode {
     /// Adds what the `.validate`s below this node read besides their own location: `root`
     /// lookups; `parent()` (whose target depends on how deep) takes the whole tree.
-    func collectValidateNeedsBelow(into scope: inout DataScope) {
+    func collectValidateNeedsBelow(into scope: inout DataScope, captures: [String: String]) {
         for c in Array(children.values) + (wildcard.map { [$0.node] } ?? []) {
             if case .expression(let e, _)? = c.validate {
                 let n = e.dataNeeds()
                 if n.whole || (n.dataUp ?? 0) > 0 { scope.whole = true }
-                scope.prefixes += n.rootPrefixes
+                // Captures of wildcards below are unknown here: such arguments stay literal.
+                for chain in n.rootChains { scope.addLookup(chain, captures: captures) }
             }
-            c.collectValidateNeedsBelow(into: &scope)
+            c.collectValidateNeedsBelow(into: &scope, captures: captures)
         }
     }
 }
@@ -154,8 +200,11 @@ extension RuleNode {
 /// and its own location's data raised by `dataUp` parents (nil: it does not read `data`).
 struct ExprNeeds {
     var whole = false
-    var rootPrefixes: [Path] = []
+    /// `child()` arguments of each `root` lookup, in order.
+    var rootChains: [[Expr]] = []
     var dataUp: Int?
+
+    var isEmpty: Bool { !whole && rootChains.isEmpty && dataUp == nil }
 }
 
 extension Expr {
@@ -168,7 +217,7 @@ extension Expr {
     private func collectNeeds(into n: inout ExprNeeds) {
         if let (base, args) = snapshotChain() {
             switch base {
-            case .root(let p): if p.isRoot { n.whole = true } else { n.rootPrefixes.append(p) }
+            case .root(let chain): if chain.isEmpty { n.whole = true } else { n.rootChains.append(chain) }
             case .data(let up): n.dataUp = max(n.dataUp ?? 0, up)
             }
             for a in args { a.collectNeeds(into: &n) }
@@ -184,22 +233,23 @@ extension Expr {
         }
     }
 
-    enum ChainBase { case root(Path), data(up: Int) }
+    enum ChainBase { case root([Expr]), data(up: Int) }
 
     /// A `child()`/`parent()` chain on `root`, `data` or `newData`: where it can lead, and the
     /// `child()` argument expressions (which may read data themselves).
     func snapshotChain() -> (ChainBase, [Expr])? {
         switch kind {
-        case .variable("root"): return (.root(.root), [])
+        case .variable("root"): return (.root([]), [])
         case .variable("data"), .variable("newData"): return (.data(up: 0), [])
         case .call(let r, "child", let args) where args.count == 1:
             guard let (base, inner) = r.snapshotChain() else { return nil }
-            if case .root(let p) = base, p.isRoot { return (.root(Self.literalPrefix(args[0])), inner + args) }
+            if case .root(let chain) = base { return (.root(chain + args), inner + args) }
             return (base, inner + args)
         case .call(let r, "parent", let args) where args.isEmpty:
             guard let (base, inner) = r.snapshotChain() else { return nil }
             switch base {
-            case .root(let p): return (.root(p.parent ?? .root), inner)
+            // One argument may be several segments ('a/b'): a parent of it is not known here.
+            case .root: return (.root([]), inner)
             case .data(let up): return (.data(up: up + 1), inner)
             }
         default: return nil

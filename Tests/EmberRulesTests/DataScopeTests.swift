@@ -18,7 +18,7 @@ func rulesTableWithScopedData(_ c: RuleCase) throws {
             #expect(verdict == c.allow, "\(c.testDescription)")
             return
         }
-        let root = scoped(engine.readDataScope(at: path))
+        let root = scoped(engine.readDataScope(at: path, auth: auth, now: c.now))
         #expect(engine.canRead(path: path, auth: auth, root: root, now: c.now) == c.allow, "\(c.testDescription)")
     case .set(let p, let v):
         let path = try Path(p)
@@ -26,7 +26,7 @@ func rulesTableWithScopedData(_ c: RuleCase) throws {
             #expect(c.allow, "\(c.testDescription)")
             return
         }
-        let root = scoped(engine.writeDataScope(at: [path]))
+        let root = scoped(engine.writeDataScope(at: [path], auth: auth, now: c.now))
         let node = try Node(json: JSON.parse(v), depth: path.count)
         #expect(engine.canWrite(path: path, newValue: node, auth: auth, root: root, now: c.now) == c.allow, "\(c.testDescription)")
     case .update(let p, let parts):
@@ -40,7 +40,7 @@ func rulesTableWithScopedData(_ c: RuleCase) throws {
             #expect(c.allow, "\(c.testDescription)")
             return
         }
-        let root = scoped(engine.writeDataScope(at: abs.isEmpty ? [path] : abs))
+        let root = scoped(engine.writeDataScope(at: abs.isEmpty ? [path] : abs, auth: auth, now: c.now))
         #expect(engine.canUpdate(path: path, parts: nodes, auth: auth, root: root, now: c.now) == c.allow, "\(c.testDescription)")
     }
 }
