@@ -72,6 +72,7 @@ struct RealtimeHandler: Sendable {
         case "auth", "gauth": return auth(b)
         case "unauth":
             session.setIdentity(.anonymous)
+            rejudgeListens()
             return ("ok", .string(""))
         case "s", "appcheck", "unappeck", "unappcheck":
             return ("ok", .string(""))
@@ -163,6 +164,14 @@ struct RealtimeHandler: Sendable {
         try WriteValidation(config).validate(json, at: path)
     }
 
+    /// A new identity may lose read access: its listens are judged again (revoked with `c`).
+    func rejudgeListens() {
+        let gate = self.gate, ns = session.namespace, now = clock()
+        session.revokeListens { path, query, identity in
+            (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
+        }
+    }
+
     /// `auth`/`gauth`: the credential goes through the node's verifier (`owner` is admin in
     /// protected mode); the identity then judges this connection's reads and writes.
     func auth(_ b: [String: JSON]) -> (String?, JSON) {
@@ -172,6 +181,7 @@ struct RealtimeHandler: Sendable {
             return (error.reason == .expired ? "expired_token" : "invalid_token", .string(error.message))
         }
         session.setIdentity(identity)
+        rejudgeListens()
         var expires: JSON = .int(clock() / 1000 + 3600)
         if case .user(_, let exp?) = identity { expires = .int(exp / 1000) }
         return ("ok", .object(["auth": identity.authVariable ?? .null, "expires": expires]))
