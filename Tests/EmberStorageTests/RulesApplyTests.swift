@@ -117,6 +117,34 @@ import Testing
         #expect(scoped.readDataScope(at: p("/u/a"), auth: uid, now: 0).isEmpty)
     }
 
+    /// Raft replicas apply the same entries (rules change included) and reach the same verdicts.
+    @Test func replicasReachTheSameVerdicts() async throws {
+        var entries: [LogEntry] = []
+        func add(_ op: WriteOperation, _ auth: WriteAuth) {
+            let i = UInt64(entries.count + 1)
+            entries.append(LogEntry(index: i, term: 1, namespace: "t", operation: op, timestamp: 1_000 + Int64(i), auth: auth))
+        }
+        add(.set(path: p("/admins/x"), value: .bool(true)), .admin)
+        add(.set(path: p("/gated"), value: .int(1)), user("x"))        // open (no rules yet)
+        add(.setRules(text: Self.rules), .admin)
+        add(.set(path: p("/gated"), value: .int(2)), user("x"))        // admin lookup: allowed
+        add(.set(path: p("/gated"), value: .int(3)), user("y"))        // denied
+        add(.set(path: p("/stamp"), value: .int(1_006)), user("y"))    // now = this entry's timestamp: allowed
+        add(.setRules(text: #"{"rules": {".write": false}}"#), user("y"))  // not admin: rejected
+        var verdicts: [[String]] = []
+        var hashes: [String] = []
+        for _ in 0..<2 {
+            let s = try openStore()
+            let results = try await s.apply(entries: entries)
+            verdicts.append(results.map { "\($0.outcome)" })
+            hashes.append(try s.stateHash(namespace: "t"))
+            #expect(try s.get("/gated") == n("2"))
+        }
+        #expect(verdicts[0] == verdicts[1] && hashes[0] == hashes[1])
+        #expect(verdicts[0][4] == "\(WriteOutcome.denied)" && verdicts[0][5].hasPrefix("applied"))
+        #expect(verdicts[0][6].hasPrefix("rejected"))
+    }
+
     @Test func logEntryCarriesAuth() throws {
         for auth in [WriteAuth.admin, .user(nil), .user(.object(["uid": .string("u"), "n": .double(2)]))] {
             let e = LogEntry(index: 3, term: 1, namespace: "t", operation: .set(path: p("/a"), value: .int(1)), timestamp: 5, auth: auth)
