@@ -8,6 +8,7 @@ struct RealtimeHandler: Sendable {
     let store: any DataStore
     let config: NodeConfiguration
     let clock: @Sendable () -> Int64
+    var gate: RulesGate { RulesGate(store: store, defaults: config.rules) }
 
     /// Handles one reassembled message.
     func handle(_ text: String) async {
@@ -34,6 +35,8 @@ struct RealtimeHandler: Sendable {
             session.send(WireMessages.response(r, status: e.status == 429 ? "too_many_requests" : "invalid_data", data: .string(e.message)))
         } catch let e as StoreUnavailable {
             session.send(WireMessages.response(r, status: "unavailable", data: .string(e.message)))
+        } catch is PermissionDenied {
+            session.send(WireMessages.response(r, status: "permission_denied", data: .string(PermissionDenied.message)))
         } catch {
             session.send(WireMessages.response(r, status: "internal_error", data: .string("\(error)")))
         }
@@ -54,11 +57,13 @@ struct RealtimeHandler: Sendable {
             let path = try wirePath(b)
             let data = b["d"] ?? .null
             try validate(data, at: path)
+            guard try gate.canWrite(session.namespace, path, .set(data), session.identity, now: clock()) else { throw PermissionDenied() }
             guard session.addOnDisconnect(path, .set(data)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
         case "om":
             let path = try wirePath(b)
             let parts = try mergeParts(path, b["d"])
+            guard try gate.canWrite(session.namespace, path, .update(parts), session.identity, now: clock()) else { throw PermissionDenied() }
             guard session.addOnDisconnect(path, .update(parts)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
         case "oc":
@@ -66,7 +71,8 @@ struct RealtimeHandler: Sendable {
             return ("ok", .string(""))
         case "auth", "gauth": return auth(b)
         case "unauth":
-            session.setAuth(nil)
+            session.setIdentity(.anonymous)
+            rejudgeListens()
             return ("ok", .string(""))
         case "s", "appcheck", "unappeck", "unappcheck":
             return ("ok", .string(""))
@@ -91,6 +97,7 @@ struct RealtimeHandler: Sendable {
     func listen(_ b: [String: JSON], r: Int64) throws -> (String?, JSON) {
         let (path, qw, tag) = try listenIdentity(b)
         let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
+        try gate.requireRead(session.namespace, path, session.identity, query: tag == nil ? nil : query, now: clock())
         switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
         case .duplicate: return ("ok", .object([:]))
         case .tooMany: throw RestError(429, "Too many listens on this connection (limit \(session.limits.maxListens))")
@@ -111,18 +118,18 @@ struct RealtimeHandler: Sendable {
     func isIndexed(_ q: QuerySpec, at path: Path) -> Bool {
         switch q.index {
         case .key, .priority: return true
-        case .value: return config.rules.hasIndex(at: path, named: ".value")
-        case .child(let c): return config.rules.hasIndex(at: path, named: c.segments.joined(separator: "/"))
+        case .value: return gate.hasIndex(session.namespace, at: path, named: ".value")
+        case .child(let c): return gate.hasIndex(session.namespace, at: path, named: c.segments.joined(separator: "/"))
         }
     }
 
     func get(_ b: [String: JSON]) throws -> (String?, JSON) {
         let path = try wirePath(b)
+        var query: QuerySpec?
+        if let qw = b["q"], case .object(let o) = qw, !o.isEmpty { query = try QuerySpec(wire: qw) }
+        try gate.requireRead(session.namespace, path, session.identity, query: query, now: clock())
         let read = try store.read(namespace: session.namespace, path: path)
-        if let qw = b["q"], case .object(let o) = qw, !o.isEmpty {
-            let q = try QuerySpec(wire: qw)
-            return ("ok", q.apply(to: read.node).exportJSON())
-        }
+        if let query { return ("ok", query.apply(to: read.node).exportJSON()) }
         return ("ok", read.node.exportJSON())
     }
 
@@ -133,7 +140,8 @@ struct RealtimeHandler: Sendable {
         var condition: WriteCondition?
         if let h = b["h"]?.stringValue { condition = .hash(h) }
         if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
-        let outcome = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition), now: clock())
+        let outcome = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition,
+                                                         identity: session.identity), now: clock())
         // A failed compare-and-set: the current value reached the client's listens before this
         // response, because pushes and responses share the session's ordered queue.
         return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))
@@ -142,7 +150,8 @@ struct RealtimeHandler: Sendable {
     func merge(_ b: [String: JSON]) async throws -> (String?, JSON) {
         let path = try wirePath(b)
         let parts = try mergeParts(path, b["d"])
-        _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts)), now: clock())
+        _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
+                                               identity: session.identity), now: clock())
         return ("ok", .string(""))
     }
 
@@ -155,18 +164,26 @@ struct RealtimeHandler: Sendable {
         try WriteValidation(config).validate(json, at: path)
     }
 
-    /// `owner` is the admin identity; other JWTs are read (unverified) for their claims until the
-    /// security work adds signature checks.
+    /// A new identity may lose read access: its listens are judged again (revoked with `c`).
+    func rejudgeListens() {
+        let gate = self.gate, ns = session.namespace, now = clock()
+        session.revokeListens { path, query, identity in
+            (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
+        }
+    }
+
+    /// `auth`/`gauth`: the credential goes through the node's verifier (`owner` is admin in
+    /// protected mode); the identity then judges this connection's reads and writes.
     func auth(_ b: [String: JSON]) -> (String?, JSON) {
         guard let cred = b["cred"]?.stringValue else { return ("invalid_token", .string("auth needs cred")) }
-        if cred == "owner" {
-            session.setAuth(.object(["admin": .bool(true)]))
-            return ("ok", .object(["auth": .null, "expires": .int(clock() / 1000 + 3600)]))
+        let identity: Identity
+        do { identity = try config.tokenVerifier.identity(for: cred, address: nil, now: clock()) } catch {
+            return (error.reason == .expired ? "expired_token" : "invalid_token", .string(error.message))
         }
-        guard let claims = JWTClaims.decodeUnverified(cred) else { return ("invalid_token", .string("Could not parse auth token.")) }
-        session.setAuth(claims)
+        session.setIdentity(identity)
+        rejudgeListens()
         var expires: JSON = .int(clock() / 1000 + 3600)
-        if let e = claims["exp"], e.numberValue != nil { expires = e }
-        return ("ok", .object(["auth": claims, "expires": expires]))
+        if case .user(_, let exp?) = identity { expires = .int(exp / 1000) }
+        return ("ok", .object(["auth": identity.authVariable ?? .null, "expires": expires]))
     }
 }

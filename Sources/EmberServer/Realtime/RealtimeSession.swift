@@ -21,7 +21,8 @@ public final class RealtimeSession: Sendable {
     struct State {
         var listens: [String: WireListen] = [:]
         var onDisconnect: [(Path, WriteRequest.Kind)] = []
-        var auth: JSON? = nil
+        /// Set by `auth`/`gauth`, reset by `unauth`; reads and writes are judged as it.
+        var identity: Identity = .anonymous
         var closed = false
         var closeReason: String?
     }
@@ -139,5 +140,23 @@ public final class RealtimeSession: Sendable {
         }
     }
 
-    func setAuth(_ auth: JSON?) { state.withLock { $0.auth = auth } }
+    var identity: Identity { state.withLock { $0.identity } }
+
+    func setIdentity(_ identity: Identity) { state.withLock { $0.identity = identity } }
+
+    /// Cancels the listens the rules no longer let this connection read: each gets a `c` push
+    /// (`{"p": path, "q": query}`), which clients surface as permission_denied.
+    func revokeListens(stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
+        state.withLock { s in
+            guard !s.closed else { return }
+            for key in s.listens.keys.sorted() {
+                let l = s.listens[key]!
+                guard !stillAllowed(l.path, l.query, s.identity) else { continue }
+                s.listens.removeValue(forKey: key)
+                var b: [String: JSON] = ["p": .string(WireMessages.wirePath(l.path))]
+                if let q = l.queryWire { b["q"] = q }
+                enqueue(&s, .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(b)])]))
+            }
+        }
+    }
 }

@@ -60,10 +60,13 @@ enum WebSocketGlue {
             group.cancelAll()
         }
         node.realtime.close(session)
-        // onDisconnect operations run in log order like any write, after the connection is gone.
+        // onDisconnect operations run in log order like any write, after the connection is gone,
+        // judged by the rules as the connection's last identity.
+        let identity = session.identity
         for (path, kind) in session.takeOnDisconnect() {
             do {
-                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind), now: node.rest.clock())
+                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind, identity: identity),
+                                               now: node.rest.clock())
             } catch {
                 logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
             }
