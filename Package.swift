@@ -28,6 +28,8 @@ var package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        // Client token verification (HS256/RS256/ES256 JWTs, JWKS).
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         .systemLibrary(
@@ -44,6 +46,7 @@ var package = Package(
                 "EmberCore", "EmberStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -54,6 +57,7 @@ var package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]),
         // The client's event generation: pure, testable alone against the SDKs' spec cases.
         .target(name: "EmberSyncTree", dependencies: ["EmberCore"]),
@@ -86,9 +90,16 @@ var package = Package(
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
-        .testTarget(name: "EmberServerTests", dependencies: ["EmberServer", "EmberCore", "EmberRaft", "EmberStorage"]),
+        .testTarget(name: "EmberServerTests", dependencies: [
+            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage",
+            .product(name: "JWTKit", package: "jwt-kit"),
+        ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
-        .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore", "EmberSyncTree"]),
+        .testTarget(name: "EmberClientTests", dependencies: [
+            "EmberClient", "EmberCore", "EmberSyncTree",
+            // Mints signed tokens for the auth tests.
+            .product(name: "JWTKit", package: "jwt-kit"),
+        ]),
     ]
 )
 

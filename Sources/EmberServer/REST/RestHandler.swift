@@ -13,6 +13,9 @@ public final class RestHandler: Sendable {
     let clock: @Sendable () -> Int64
     let pushIDs = Mutex(PushIDGenerator())
     let validation: WriteValidation
+    /// WebSocket connections and SSE streams per client address (shared with the WebSocket glue).
+    public let connectionsPerAddress: ConnectionsPerAddress
+    let requestRate: RequestRateByConnection
 
     public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration,
                 clock: @escaping @Sendable () -> Int64 = RestHandler.wallClockMillis) {
@@ -21,6 +24,8 @@ public final class RestHandler: Sendable {
         self.config = config
         self.clock = clock
         self.validation = WriteValidation(config)
+        self.connectionsPerAddress = ConnectionsPerAddress(limit: config.maxConnectionsPerAddress)
+        self.requestRate = RequestRateByConnection(rate: config.restRequestRate)
     }
 
     public static let wallClockMillis: @Sendable () -> Int64 = {
@@ -42,6 +47,7 @@ public final class RestHandler: Sendable {
     }
 
     func handle(_ request: Request, channel: (any Channel)?) async throws -> Response {
+        guard requestRate.admit(channel, now: clock()) else { throw RestError(429, "Too many requests") }
         var req = try RestRequest.parse(uri: request.uri.string)
         var method = request.method
         if method == .post {
@@ -50,6 +56,9 @@ public final class RestHandler: Sendable {
         }
         if method == .options { return Self.cors(Response(status: .noContent)) }
         if case .node(let name) = req.target { return try nodeEndpoint(name, method: method) }
+        // A credential that is presented must be valid (401 otherwise); what the identity may
+        // read and write is for the rules.
+        _ = try identity(of: request, req, channel: channel)
         let ns = req.namespace ?? config.defaultNamespace
         req.namespace = ns
         let wantETag = request.headers[HTTPField.Name("X-Firebase-ETag")!]?.lowercased() == "true"
@@ -131,22 +140,30 @@ public final class RestHandler: Sendable {
     func stream(_ req: RestRequest, channel: (any Channel)?) throws -> Response {
         let ns = req.namespace!
         let path = req.path
+        let address = ClientCredentials.address(of: channel)
+        guard connectionsPerAddress.acquire(address) else { throw RestError(429, connectionsPerAddress.refusal) }
         guard let (id, events) = hub.register(namespace: ns, path: path) else {
+            connectionsPerAddress.release(address)
             throw RestError(429, "Too many streams are open on this node")
         }
         let initial: ReadResult
         do { initial = try store.read(namespace: ns, path: path) } catch {
             hub.unregister(id)
+            connectionsPerAddress.release(address)
             throw error
         }
         let hub = self.hub
+        let perAddress = connectionsPerAddress
         let keepAlive = config.keepAliveSeconds
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream; charset=utf-8"
         headers[.cacheControl] = "no-cache"
         headers[.accessControlAllowOrigin] = "*"
         let body = ResponseBody { writer in
-            defer { hub.release(id) }
+            defer {
+                hub.release(id)
+                perAddress.release(address)
+            }
             let first = ChangeRouting.sseText(.put(path: .root, data: initial.node))
             try await writer.write(ByteBuffer(string: first))
             let ticker = Task {
@@ -236,6 +253,15 @@ public final class RestHandler: Sendable {
 
     func validate(_ json: JSON, at path: Path) throws {
         try validation.validate(json, at: path)
+    }
+
+    /// The identity behind a request's credential (`auth=`/`access_token=`, else
+    /// `Authorization: Bearer`); a refused credential is a 401 with the verifier's reason.
+    public func identity(of request: Request, _ req: RestRequest, channel: (any Channel)?) throws(RestError) -> Identity {
+        let token = ClientCredentials.token(query: req.authToken, headers: request.headers)
+        do { return try config.identity(token: token, address: ClientCredentials.address(of: channel), now: clock()) } catch {
+            throw error.restError
+        }
     }
 
     // MARK: - Node endpoints

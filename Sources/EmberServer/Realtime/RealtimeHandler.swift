@@ -25,6 +25,11 @@ struct RealtimeHandler: Sendable {
             return
         }
         let body = d["b"]?.objectValue ?? [:]
+        guard session.admitRequest(now: clock()) else {
+            session.send(WireMessages.response(r, status: "too_many_requests",
+                                               data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))
+            return
+        }
         do {
             let (status, data) = try await dispatch(action, body, r: r)
             if let status { session.send(WireMessages.response(r, status: status, data: data)) }
@@ -66,7 +71,7 @@ struct RealtimeHandler: Sendable {
             return ("ok", .string(""))
         case "auth", "gauth": return auth(b)
         case "unauth":
-            session.setAuth(nil)
+            session.setIdentity(.anonymous, now: clock())
             return ("ok", .string(""))
         case "s", "appcheck", "unappeck", "unappcheck":
             return ("ok", .string(""))
@@ -93,7 +98,7 @@ struct RealtimeHandler: Sendable {
         let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
         switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
         case .duplicate: return ("ok", .object([:]))
-        case .tooMany: throw RestError(429, "Too many listens on this connection (limit \(session.limits.maxListens))")
+        case .tooMany: return ("too_many_listens", .string("Too many listens on this connection (limit \(session.limits.maxListens))"))
         case .started: break
         }
         let read: ReadResult
@@ -155,18 +160,23 @@ struct RealtimeHandler: Sendable {
         try WriteValidation(config).validate(json, at: path)
     }
 
-    /// `owner` is the admin identity; other JWTs are read (unverified) for their claims until the
-    /// security work adds signature checks.
+    /// `auth`/`gauth`: the node's verifier judges the credential. A refused one leaves the
+    /// connection anonymous; an accepted one with an expiry is revoked (`ac`) when it expires.
     func auth(_ b: [String: JSON]) -> (String?, JSON) {
         guard let cred = b["cred"]?.stringValue else { return ("invalid_token", .string("auth needs cred")) }
-        if cred == "owner" {
-            session.setAuth(.object(["admin": .bool(true)]))
-            return ("ok", .object(["auth": .null, "expires": .int(clock() / 1000 + 3600)]))
+        let now = clock()
+        let identity: Identity
+        do { identity = try config.tokenVerifier.identity(for: cred, address: session.address, now: now) } catch {
+            session.setIdentity(.anonymous, now: now)
+            return (error.wireStatus, .string(error.message))
         }
-        guard let claims = JWTClaims.decodeUnverified(cred) else { return ("invalid_token", .string("Could not parse auth token.")) }
-        session.setAuth(claims)
-        var expires: JSON = .int(clock() / 1000 + 3600)
-        if let e = claims["exp"], e.numberValue != nil { expires = e }
-        return ("ok", .object(["auth": claims, "expires": expires]))
+        session.setIdentity(identity, now: now)
+        switch identity {
+        case .user(let claims, let expiresAt):
+            let expires: JSON = expiresAt.map { .int($0 / 1000) } ?? .null
+            return ("ok", .object(["auth": claims, "expires": expires]))
+        case .admin, .anonymous:
+            return ("ok", .object(["auth": .null, "expires": .null]))
+        }
     }
 }

@@ -19,10 +19,10 @@ public final class RealtimeHub: Sendable {
 
     public var connectionCount: Int { sessions.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
-    func open(id: String, namespace: String) -> RealtimeSession? {
+    func open(id: String, namespace: String, address: String? = nil) -> RealtimeSession? {
         sessions.withLock { all in
             guard all.values.reduce(0, { $0 + $1.count }) < limits.maxConnections else { return nil }
-            let s = RealtimeSession(id: id, namespace: namespace, limits: limits.session)
+            let s = RealtimeSession(id: id, namespace: namespace, address: address, limits: limits.session)
             all[namespace, default: [:]][id] = s
             return s
         }
