@@ -187,6 +187,20 @@ def test_wire_expired_session_gets_auth_revoked(auth_node, ns):
     run(go())
 
 
+def test_sse_stream_ends_with_auth_revoked_when_its_token_expires(auth_node, ns):
+    t = mint(good_claims(exp_in=2))
+    host, port = auth_node.url.replace("http://", "").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=15)
+    conn.request("GET", f"/s.json?ns={ns}&auth={t}", headers={"Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    body = resp.read().decode()  # returns when the node ends the stream
+    events = [e for e in body.split("\n\n") if e and "keep-alive" not in e]
+    assert events[0].startswith("event: put")
+    assert events[-1] == "event: auth_revoked\ndata: credential is no longer valid"
+    conn.close()
+
+
 # ---------------------------------------------------------------- protected mode
 
 
@@ -334,3 +348,48 @@ def test_write_size_and_depth(ns):
         assert requests.put(f"{n.url}/ok.json?ns={ns}", json={"a": 1}).status_code == 200
     finally:
         n.stop()
+
+
+# ---------------------------------------------------------------- client TLS
+
+
+def test_client_tls_serves_https_and_wss(tmp_path, ns):
+    cert, key = str(tmp_path / "client.pem"), str(tmp_path / "client.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    port = free_port()
+    data = str(tmp_path / "data")
+    log = open(str(tmp_path / "emberd.log"), "wb")
+    proc = subprocess.Popen([EMBERD, "--data", data, "--port", str(port), "--client-tls-cert", cert,
+                             "--client-tls-key", key], stdout=log, stderr=log)
+    base = f"https://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 30
+        while True:
+            assert proc.poll() is None, "emberd exited"
+            try:
+                if requests.get(base + "/.json", verify=cert, timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                assert time.time() < deadline, "emberd did not become ready over https"
+                time.sleep(0.05)
+        assert requests.put(f"{base}/t.json?ns={ns}", data='{"a":1}', verify=cert).json() == {"a": 1}
+        # Plain HTTP on the TLS port is not served.
+        with pytest.raises(requests.RequestException):
+            requests.get(f"http://127.0.0.1:{port}/.json", timeout=2)
+
+        async def go():
+            import ssl
+            ctx = ssl.create_default_context(cafile=cert)
+            ws = await websockets.connect(f"wss://127.0.0.1:{port}/.ws?v=5&ns={ns}", ssl=ctx)
+            c = WireClient(ws)
+            c.hello = await c._recv()
+            _, resp = await c.request("g", {"p": "t", "q": {}})
+            assert resp == {"s": "ok", "d": {"a": 1}}
+            await c.close()
+        run(go())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()

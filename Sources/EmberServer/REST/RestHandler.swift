@@ -58,7 +58,7 @@ public final class RestHandler: Sendable {
         if case .node(let name) = req.target { return try nodeEndpoint(name, method: method) }
         // A credential that is presented must be valid (401 otherwise); what the identity may
         // read and write is for the rules.
-        _ = try identity(of: request, req, channel: channel)
+        let identity = try identity(of: request, req, channel: channel)
         let ns = req.namespace ?? config.defaultNamespace
         req.namespace = ns
         let wantETag = request.headers[HTTPField.Name("X-Firebase-ETag")!]?.lowercased() == "true"
@@ -73,7 +73,7 @@ public final class RestHandler: Sendable {
         case .get:
             if ifMatch != nil { throw RestError.badRequest("if-match is not supported on GET requests") }
             if request.headers[.accept]?.contains("text/event-stream") == true {
-                return try stream(req, channel: channel)
+                return try stream(req, channel: channel, identity: identity)
             }
             return try await get(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
         case .put, .post, .patch, .delete:
@@ -137,7 +137,7 @@ public final class RestHandler: Sendable {
     }
 
     /// `Accept: text/event-stream`: a `put` of the whole location, then every committed change.
-    func stream(_ req: RestRequest, channel: (any Channel)?) throws -> Response {
+    func stream(_ req: RestRequest, channel: (any Channel)?, identity: Identity = .anonymous) throws -> Response {
         let ns = req.namespace!
         let path = req.path
         let address = ClientCredentials.address(of: channel)
@@ -153,6 +153,7 @@ public final class RestHandler: Sendable {
             throw error
         }
         let hub = self.hub
+        let clock = self.clock
         let perAddress = connectionsPerAddress
         let keepAlive = config.keepAliveSeconds
         var headers = HTTPFields()
@@ -174,6 +175,16 @@ public final class RestHandler: Sendable {
                 }
             }
             defer { ticker.cancel() }
+            // A stream opened with an expiring token ends with `auth_revoked` when it expires.
+            var expiry: Task<Void, Never>?
+            if case .user(_, let expiresAt?) = identity {
+                let delay = max(0, expiresAt - clock())
+                expiry = Task {
+                    try? await Task.sleep(for: .milliseconds(delay))
+                    if !Task.isCancelled { hub.revokeAuth(id: id) }
+                }
+            }
+            defer { expiry?.cancel() }
             for await (index, text) in events where index > initial.appliedIndex {
                 // A stream that lost events must not go on with a gap: drop the connection.
                 if hub.hasOverflowed(id) { break }

@@ -88,6 +88,14 @@ public final class StreamHub: Sendable {
         }
     }
 
+    /// Ends a stream whose credential expired, telling the reader why (`auth_revoked`).
+    public func revokeAuth(id: Int) {
+        let entry = entries.withLock { $0.removeValue(forKey: id) }
+        guard let entry else { return }
+        _ = entry.continuation.yield((UInt64.max, ChangeRouting.authRevokedText))
+        entry.continuation.finish()
+    }
+
     public func closeAll() {
         let all = entries.withLock { e -> [Entry] in
             defer { e.removeAll() }
