@@ -36,14 +36,15 @@ var package = Package(
             name: "CLMDB", path: "Sources/CLMDB", pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]),
         .target(name: "EmberCore"),
-        .target(name: "EmberStorage", dependencies: ["EmberCore", "CLMDB"]),
+        // Writes are judged by the rules when applied, so storage evaluates them (EmberRules is pure).
+        .target(name: "EmberStorage", dependencies: ["EmberCore", "CLMDB", "EmberRules"]),
         .target(name: "EmberRaft"),
         // Firebase security rules: parser, type checker and evaluator. Pure.
         .target(name: "EmberRules", dependencies: ["EmberCore"]),
         .target(
             name: "EmberServer",
             dependencies: [
-                "EmberCore", "EmberStorage",
+                "EmberCore", "EmberStorage", "EmberRules",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -87,11 +88,11 @@ var package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
-        .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore"]),
+        .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
         .testTarget(name: "EmberServerTests", dependencies: [
-            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage",
+            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules",
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),

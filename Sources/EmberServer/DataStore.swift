@@ -1,4 +1,6 @@
 import EmberCore
+import EmberRules
+import EmberStorage
 
 /// What a write must find at its location to go ahead. Decided when the write is applied, in
 /// log order, so every replica reaches the same verdict.
@@ -23,12 +25,15 @@ public struct WriteRequest: Sendable {
     public var path: Path
     public var kind: Kind
     public var condition: WriteCondition?
+    /// Who writes: the entry carries it and the rules judge it when the entry is applied.
+    public var identity: Identity
 
-    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil) {
+    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil, identity: Identity = .admin) {
         self.namespace = namespace
         self.path = path
         self.kind = kind
         self.condition = condition
+        self.identity = identity
     }
 }
 
@@ -116,6 +121,17 @@ public protocol DataStore: AnyObject, Sendable {
     /// Called when the whole state was replaced (a cluster follower installed a snapshot), so
     /// listeners cannot be fed a change set and must resynchronise.
     func onStateReplaced(_ handler: @escaping @Sendable () -> Void)
+
+    // MARK: Rules (replicated like data: a `.setRules` log entry per namespace)
+
+    /// Replaces a namespace's rules through the log (admin). Bad rules: 400 with line and reason.
+    func setRules(namespace: String, text: String) async throws
+    /// The rules stored for a namespace (committed on this node), if any.
+    func storedRules(namespace: String) -> StoredRules?
+    /// Rules for namespaces without stored rules (the `--rules` file); writes are judged by it.
+    func setDefaultRules(_ engine: RulesEngine)
+    /// Called (on the commit path, in log order) with the namespace whose rules changed.
+    func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void)
 }
 
 extension DataStore {

@@ -25,11 +25,24 @@ public final class EmberNode: Sendable {
         self.realtime = RealtimeHub(limits: config.realtimeLimits)
         self.rest = RestHandler(store: store, hub: hub, config: config)
         try store.setIndexes(config.rules.indexes)
+        store.setDefaultRules(config.rules.engine)
         let hub = self.hub
         let realtime = self.realtime
         store.onCommit { change in
             hub.publish(change)
             realtime.publish(change)
+        }
+        // A rules change judges open listens again; those that lost read access are cancelled.
+        let gate = RulesGate(store: store, defaults: config.rules)
+        let clock = rest.clock
+        store.onRulesChanged { ns in
+            let now = clock()
+            hub.revoke(namespace: ns) { path, identity in
+                (try? gate.canRead(ns, path, identity, query: nil, now: now)) ?? false
+            }
+            realtime.revoke(namespace: ns) { path, query, identity in
+                (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
+            }
         }
         // No change set describes a replaced state: drop listeners so clients reconnect and
         // read the new state (SSE clients and SDKs do so on their own).

@@ -6,11 +6,14 @@ struct Applier {
     let t: Txn
     /// Index definitions by namespace, loaded lazily for this transaction.
     var defsCache: [String: [IndexDef]]
+    /// The rules writes are judged by (a `.setRules` entry changes them for the entries after it).
+    var rules: RulesState
 
-    init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:]) {
+    init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState()) {
         self.tables = tables
         self.t = txn
         self.defsCache = defsCache
+        self.rules = rules
     }
 
     mutating func defs(_ ns: String) throws -> [IndexDef] {
@@ -30,30 +33,30 @@ struct Applier {
         switch e.operation {
         case .noop:
             return result
+        case .setRules(let text):
+            try applyRules(e, text: text)
+            result.rulesChanged = true
+            return result
         case .set(let path, let json, let cond):
             let old = try tables.readNode(t, ns, path)
+            let node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
+            try Self.checkKeyLength(ns, path, node)
+            // Rules before the condition: a denied writer learns nothing about the current value.
+            guard try permits(e, base: path, parts: [(path, node)], isUpdate: false) else {
+                result.outcome = .denied
+                return result
+            }
             if let cond, let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
                 result.outcome = .conditionFailed(current: old, version: failed)
                 result.value = old
                 result.version = failed
                 return result
             }
-            let node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
-            try Self.checkKeyLength(ns, path, node)
             let changed = try write(ns: ns, path: path, node: node, old: old, index: e.index)
             result.outcome = .applied(changed: changed)
             result.value = node
             if changed { result.changeSet.changes = [(path, node)] }
         case .update(let path, let parts, let cond):
-            if let cond {
-                let old = try tables.readNode(t, ns, path)
-                if let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
-                    result.outcome = .conditionFailed(current: old, version: failed)
-                    result.value = old
-                    result.version = failed
-                    return result
-                }
-            }
             // Resolve every part against the state before the update, then write them in order.
             var resolved: [(Path, Node, Node)] = []
             for (rel, json) in parts {
@@ -62,6 +65,20 @@ struct Applier {
                 let node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
                 try Self.checkKeyLength(ns, abs, node)
                 resolved.append((abs, node, old))
+            }
+            // All or nothing: one denied part denies the whole update.
+            guard try permits(e, base: path, parts: resolved.map { ($0.0, $0.1) }, isUpdate: true) else {
+                result.outcome = .denied
+                return result
+            }
+            if let cond {
+                let old = try tables.readNode(t, ns, path)
+                if let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
+                    result.outcome = .conditionFailed(current: old, version: failed)
+                    result.value = old
+                    result.version = failed
+                    return result
+                }
             }
             var anyChange = false
             var patch = Node.empty

@@ -18,6 +18,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case logMismatch(String)
     case corrupt(String)
     case tooManyIndexes(limit: Int)
+    /// A rules document that does not load (parse or type error), with its line and reason.
+    case invalidRules(line: Int, reason: String)
 
     public var description: String {
         switch self {
@@ -32,6 +34,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .logMismatch(let why): return "Log mismatch: \(why)"
         case .corrupt(let why): return "Corrupt storage record: \(why)"
         case .tooManyIndexes(let limit): return "Too many index definitions (limit \(limit))"
+        case .invalidRules(let line, let reason): return "Rules refused: line \(line): \(reason)"
         }
     }
 }

@@ -19,18 +19,21 @@ public enum WriteOperation: Sendable, Equatable {
     case update(path: Path, values: [(Path, JSON)], condition: WriteCondition? = nil)
     /// Changes nothing (a Raft leader's first entry of a term, or a placeholder).
     case noop
+    /// Replaces the namespace's security rules (a rules document's text, checked before it is
+    /// logged). Replicated like data so every replica judges later entries by the same rules.
+    case setRules(text: String)
 
     public var path: Path {
         switch self {
         case .set(let p, _, _), .update(let p, _, _): return p
-        case .noop: return .root
+        case .noop, .setRules: return .root
         }
     }
 
     public var condition: WriteCondition? {
         switch self {
         case .set(_, _, let c), .update(_, _, let c): return c
-        case .noop: return nil
+        case .noop, .setRules: return nil
         }
     }
 
@@ -40,35 +43,55 @@ public enum WriteOperation: Sendable, Equatable {
         case let (.update(p1, u1, c1), .update(p2, u2, c2)):
             return p1 == p2 && c1 == c2 && u1.count == u2.count && zip(u1, u2).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         case (.noop, .noop): return true
+        case let (.setRules(a), .setRules(b)): return a == b
         default: return false
         }
     }
 }
 
+/// Who wrote an entry, as the rules judge it when the entry is applied. Carried in the entry so
+/// every replica (and a replay) reaches the same verdict.
+public enum WriteAuth: Sendable, Equatable {
+    /// Bypasses rules (the node's owner, admin credentials, internal writes).
+    case admin
+    /// The `auth` variable of rules: a token's claims, or nil when unauthenticated.
+    case user(JSON?)
+}
+
 /// One replicated log entry. `timestamp` (ms since 1970) is fixed when the entry is created so
-/// every replica resolves `{".sv": "timestamp"}` alike.
+/// every replica resolves `{".sv": "timestamp"}` alike, and rules see it as `now`.
 public struct LogEntry: Sendable, Equatable {
     public var index: UInt64
     public var term: UInt64
     public var namespace: String
     public var operation: WriteOperation
     public var timestamp: Int64
+    public var auth: WriteAuth
 
-    public init(index: UInt64, term: UInt64, namespace: String, operation: WriteOperation, timestamp: Int64) {
+    public init(index: UInt64, term: UInt64, namespace: String, operation: WriteOperation, timestamp: Int64,
+                auth: WriteAuth = .admin) {
         self.index = index
         self.term = term
         self.namespace = namespace
         self.operation = operation
         self.timestamp = timestamp
+        self.auth = auth
     }
 
-    /// Deterministic binary encoding (format 1): index, term, timestamp, namespace, operation.
-    /// Binary rather than JSON text so an integral double stays a double on every replica.
+    /// Deterministic binary encoding (format 2): index, term, timestamp, namespace, auth,
+    /// operation. Binary rather than JSON text so an integral double stays a double on every
+    /// replica. Format 1 (no auth) decodes as an admin entry: it was written before rules were
+    /// judged.
     public func encoded() -> [UInt8] {
         var w = ByteWriter()
-        w.u8(1)
+        w.u8(2)
         w.u64(index); w.u64(term); w.i64(timestamp)
         w.string(namespace)
+        switch auth {
+        case .admin: w.u8(0)
+        case .user(nil): w.u8(1)
+        case .user(let claims?): w.u8(2); w.json(claims)
+        }
         func cond(_ c: WriteCondition?) {
             switch c {
             case nil: w.u8(0)
@@ -85,15 +108,27 @@ public struct LogEntry: Sendable, Equatable {
             w.u8(2); w.string(p.description); cond(c)
             w.varint(vs.count)
             for (rp, v) in vs { w.string(rp.description); w.json(v) }
+        case .setRules(let text):
+            w.u8(3); w.string(text)
         }
         return w.bytes
     }
 
     public init(decoding bytes: [UInt8]) throws(StorageError) {
         var r = ByteReader(bytes)
-        guard try r.u8() == 1 else { throw .corrupt("log entry format") }
+        let format = try r.u8()
+        guard format == 1 || format == 2 else { throw .corrupt("log entry format") }
         index = try r.u64(); term = try r.u64(); timestamp = try r.i64()
         namespace = try r.string()
+        auth = .admin
+        if format == 2 {
+            switch try r.u8() {
+            case 0: auth = .admin
+            case 1: auth = .user(nil)
+            case 2: auth = .user(try r.json())
+            default: throw .corrupt("log entry auth")
+            }
+        }
         func path(_ s: String) throws(StorageError) -> Path {
             do { return try Path(s) } catch { throw .corrupt("log entry path") }
         }
@@ -123,6 +158,7 @@ public struct LogEntry: Sendable, Equatable {
                 vs.append((rp, try r.json()))
             }
             operation = .update(path: p, values: vs, condition: c)
+        case 3: operation = .setRules(text: try r.string())
         default: throw .corrupt("log entry operation")
         }
     }
@@ -154,7 +190,10 @@ public enum WriteOutcome: Sendable, Equatable {
     /// Apply-time validation failed (for example a server value that cannot be resolved);
     /// nothing was written. Deterministic, so every replica records the same.
     case rejected(StorageError)
-    /// A `.noop` entry.
+    /// The security rules refused the write; nothing was written (no tree or version change).
+    /// Decided at apply time in log order, so every replica records the same.
+    case denied
+    /// A `.noop` entry, or a `.setRules` entry that took effect.
     case noop
 }
 
@@ -172,6 +211,8 @@ public struct WriteResult: Sendable, Equatable {
     public var version: UInt64
     /// Changes for listeners; empty unless the entry was applied and changed something.
     public var changeSet: ChangeSet
+    /// A `.setRules` entry took effect: open listens must be judged again.
+    public var rulesChanged = false
 
     public var isApplied: Bool { if case .applied = outcome { return true } else { return false } }
     public var etag: String { value.isEmpty ? EmberStore.nullETag : EmberStore.etag(version: version) }

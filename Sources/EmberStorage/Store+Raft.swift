@@ -84,6 +84,7 @@ extension EmberStore {
                 try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
             }
             try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
+            try t.scan(tables.meta, prefix: StoredRules.metaPrefix) { k, v in try add(5, k, v); return true }
             if !chunk.isEmpty { try body(chunk) }
         }
     }
@@ -128,11 +129,13 @@ extension String {
 extension Writer {
     func installSnapshot(_ chunks: [[UInt8]]) throws {
         var a: UInt64 = 0, aTerm: UInt64 = 0, ts: Int64 = 0
+        var rules: [String: StoredRules] = [:]
         try writeTxn { t in
             for dbi in [tables.tree, tables.ver, tables.idx, tables.idxrev, tables.log] {
                 try check(mdb_drop(t.ptr, dbi, 0))
             }
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
+            try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
             for chunk in chunks {
                 var r = ByteReader(chunk)
                 while !r.atEnd {
@@ -163,10 +166,13 @@ extension Writer {
             try tables.putMetaU64(t, "lastTerm", aTerm)
             try tables.putMetaU64(t, "firstIndex", a + 1)
             try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
+            rules = try StoredRules.loadAll(tables, t)
         }
         applied = a; appliedTerm = aTerm; lastIndex = a; lastTerm = aTerm; firstIndex = a + 1
         lastTimestamp = max(lastTimestamp, ts)
         defsCache = [:]
+        storedRules = rules
+        publishRules()
         publishState()
     }
 }

@@ -1,5 +1,6 @@
 import CLMDB
 import EmberCore
+import EmberRules
 import Foundation
 import Synchronization
 
@@ -248,6 +249,7 @@ public final class EmberStore: @unchecked Sendable {
         }
         switch operation {
         case .noop: break
+        case .setRules(let text): _ = try StoredRules(text: text)
         case .set(let p, let v, _): try check(p, v)
         case .update(let p, let parts, _):
             guard parts.count <= options.maxUpdateParts else {
@@ -265,14 +267,15 @@ public final class EmberStore: @unchecked Sendable {
     }
 
     /// Leader-less single-node write: validates, queues for group commit, assigns the next log
-    /// index and the current term, and returns after the commit is durable.
-    public func submit(namespace: String, _ operation: WriteOperation) async throws -> WriteResult {
+    /// index and the current term, and returns after the commit is durable. `auth` is who the
+    /// rules judge the entry as, when it is applied.
+    public func submit(namespace: String, _ operation: WriteOperation, auth: WriteAuth = .admin) async throws -> WriteResult {
         let size = try validate(namespace: namespace, operation: operation)
         return try await withCheckedThrowingContinuation { cont in
             let err: StorageError? = core.queue.withLock { q in
                 if q.closed { return .closed }
                 if q.pending.count >= options.maxPendingWrites { return .queueFull(limit: options.maxPendingWrites) }
-                q.pending.append(.submit(namespace, operation, size, cont))
+                q.pending.append(.submit(namespace, operation, auth, size, cont))
                 return nil
             }
             if let err {
@@ -309,6 +312,24 @@ public final class EmberStore: @unchecked Sendable {
         }
         let newDefs = defs
         try await perform { w in try w.setIndexes(namespace: namespace, newDefs) }
+    }
+
+    // MARK: - Rules
+
+    /// The rules stored for `namespace` by a `.setRules` entry (committed), if any.
+    public func storedRules(namespace: String) -> StoredRules? {
+        core.storedRules.withLock { $0[namespace] }
+    }
+
+    /// The rules writes in namespaces without stored rules are judged by (nil: open). Local
+    /// configuration: give every replica the same.
+    public func setDefaultRules(_ engine: RulesEngine?) {
+        core.defaultRules.withLock { $0 = engine }
+    }
+
+    /// The rules in force for `namespace`: stored, else the default; nil = open.
+    public func effectiveRules(namespace: String) -> RulesEngine? {
+        storedRules(namespace: namespace)?.engine ?? core.defaultRules.withLock { $0 }
     }
 
     // MARK: - Commit subscription
@@ -349,7 +370,7 @@ final class StoreCore: @unchecked Sendable {
         var closed = false
     }
     enum Job {
-        case submit(String, WriteOperation, Int, CheckedContinuation<WriteResult, any Error>)
+        case submit(String, WriteOperation, WriteAuth, Int, CheckedContinuation<WriteResult, any Error>)
         case exclusive(@Sendable (Writer) -> Void)
         case stop
     }
@@ -369,6 +390,10 @@ final class StoreCore: @unchecked Sendable {
     let commitHandlers = Mutex([@Sendable ([WriteResult]) -> Void]())
     let isClosed = Atomic<Bool>(false)
     let indexEntriesScanned = Atomic<UInt64>(0)
+    /// Committed stored rules per namespace (the writer's copy, published after each commit).
+    let storedRules = Mutex([String: StoredRules]())
+    /// Rules for namespaces without stored rules (the node's `--rules` file); nil = open.
+    let defaultRules = Mutex<RulesEngine?>(nil)
 
     init(env: OpaquePointer, tables: Tables, options: StoreOptions) {
         self.env = env

@@ -16,6 +16,8 @@ final class Writer: @unchecked Sendable {
     var votedFor: String?
     var lastTimestamp: Int64 = 0
     var defsCache: [String: [IndexDef]] = [:]
+    /// Stored rules per namespace (the default comes from `StoreCore.defaultRules` per batch).
+    var storedRules: [String: StoredRules] = [:]
 
     init(core: StoreCore) {
         self.store = core
@@ -32,8 +34,20 @@ final class Writer: @unchecked Sendable {
             term = try tables.metaU64(t, "term")
             votedFor = try t.get(tables.meta, Array("votedFor".utf8)).map { String(decoding: $0, as: UTF8.self) }
             lastTimestamp = Int64(bitPattern: try tables.metaU64(t, "lastTimestamp"))
+            storedRules = try StoredRules.loadAll(tables, t)
         }
+        publishRules()
         publishState()
+    }
+
+    /// Makes the committed rules visible to readers (before the batch's results are published,
+    /// so a rules-change handler sees the new rules).
+    func publishRules() {
+        store.storedRules.withLock { $0 = storedRules }
+    }
+
+    func rulesState() -> RulesState {
+        RulesState(stored: storedRules, defaultEngine: store.defaultRules.withLock { $0 })
     }
 
     func publishState() {
@@ -57,7 +71,7 @@ final class Writer: @unchecked Sendable {
                     }
                     var n = 0, bytes = 0
                     while n < q.pending.count, n < store.options.maxBatchEntries, bytes < store.options.maxBatchBytes,
-                          case .submit(_, _, let size, _) = q.pending[n] {
+                          case .submit(_, _, _, let size, _) = q.pending[n] {
                         bytes += size
                         n += 1
                     }
@@ -71,7 +85,7 @@ final class Writer: @unchecked Sendable {
                     // Fail whatever was queued behind the stop.
                     let rest = store.queue.withLock { q in defer { q.pending.removeAll() }; return q.pending }
                     for j in rest {
-                        if case .submit(_, _, _, let c) = j { c.resume(throwing: StorageError.closed) }
+                        if case .submit(_, _, _, _, let c) = j { c.resume(throwing: StorageError.closed) }
                         if case .exclusive(let f) = j { f(self) }  // fails in `perform` with a closed env? run it: env still open
                     }
                     store.stopped.signal()
@@ -112,11 +126,12 @@ final class Writer: @unchecked Sendable {
     func applyNested(_ e: LogEntry, parent t: Txn) throws -> WriteResult {
         var child: OpaquePointer?
         try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
-        var ap = Applier(tables: tables, txn: Txn(ptr: child!), defsCache: defsCache)
+        var ap = Applier(tables: tables, txn: Txn(ptr: child!), defsCache: defsCache, rules: rulesState())
         do {
             let r = try ap.apply(e)
             try check(mdb_txn_commit(child))
             defsCache = ap.defsCache
+            storedRules = ap.rules.stored
             return r
         } catch let err as StorageError {
             mdb_txn_abort(child)
@@ -168,27 +183,29 @@ final class Writer: @unchecked Sendable {
         var ts = lastTimestamp
         var bytes = 0
         let saveDefs = defsCache
+        let saveRules = storedRules
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
-            for job in jobs { if case .submit(_, _, _, let c) = job { c.resume(throwing: err) } }
+            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.resume(throwing: err) } }
             return
         }
         do {
             let first = try writeTxn { t in
                 for job in jobs {
-                    guard case .submit(let ns, let op, let size, let cont) = job else { continue }
+                    guard case .submit(let ns, let op, let auth, let size, let cont) = job else { continue }
                     conts.append(cont)
                     bytes += size
                     idx += 1
                     ts = max(ts, Self.nowMs())
-                    let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts)
+                    let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts, auth: auth)
                     try t.put(tables.log, Self.logKey(idx), e.encoded())
                     results.append(try applyNested(e, parent: t))
                 }
                 return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
             }
             applied = idx; appliedTerm = term; lastIndex = idx; lastTerm = term; lastTimestamp = ts; firstIndex = first
+            publishRules()
             publishState()
             store.metricsState.withLock { m in
                 m.entriesCommitted += UInt64(results.count)
@@ -202,13 +219,16 @@ final class Writer: @unchecked Sendable {
             for (c, r) in zip(conts, results) { c.resume(returning: r) }
         } catch {
             defsCache = saveDefs
-            for job in jobs { if case .submit(_, _, _, let c) = job { c.resume(throwing: error) } }
+            storedRules = saveRules
+            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.resume(throwing: error) } }
         }
     }
 
     // MARK: - Indexes
 
     func setIndexes(namespace ns: String, _ defs: [IndexDef]) throws {
+        // A namespace with stored rules takes its indexes from them (applied with the rules).
+        if storedRules[ns] != nil { return }
         try writeTxn { t in
             let old = try tables.indexDefs(t, ns)
             let ap = Applier(tables: tables, txn: t)
@@ -254,6 +274,8 @@ final class Writer: @unchecked Sendable {
             var results: [WriteResult] = []
             var aTerm = appliedTerm
             var ts = lastTimestamp
+            let saveDefs = defsCache, saveRules = storedRules
+            defer { if applied < stop { defsCache = saveDefs; storedRules = saveRules } }
             let first = try writeTxn { t in
                 var i = applied + 1
                 while i <= stop {
@@ -269,6 +291,7 @@ final class Writer: @unchecked Sendable {
                 return try finish(t, applied: stop, appliedTerm: aTerm, last: lastIndex, lastTerm: lastTerm, ts: ts)
             }
             applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
+            publishRules()
             publishState()
             store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }
             store.publish(results)

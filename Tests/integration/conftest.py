@@ -64,7 +64,8 @@ class Node:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"emberd exited with {self.proc.returncode}; log {self.data_dir}.log")
             try:
-                if requests.get(self.url + "/.json", timeout=1).status_code == 200:
+                # 401: up, but the rules refuse anonymous reads of the root.
+                if requests.get(self.url + "/.json", timeout=1).status_code in (200, 401):
                     return self
             except requests.RequestException:
                 pass

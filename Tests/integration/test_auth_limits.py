@@ -65,9 +65,9 @@ def write_file(node_dir, name, text):
     return path
 
 
-def start(extra):
+def start(extra, rules=None):
     """A node whose extra args may reference files written next to its data directory."""
-    n = Node()
+    n = Node(rules=rules) if rules else Node()
     n.extra_args = [a(n) if callable(a) else a for a in extra]
     return n.start()
 
@@ -199,6 +199,32 @@ def test_sse_stream_ends_with_auth_revoked_when_its_token_expires(auth_node, ns)
     assert events[0].startswith("event: put")
     assert events[-1] == "event: auth_revoked\ndata: credential is no longer valid"
     conn.close()
+
+
+def test_wire_expiry_drops_listens_the_rules_no_longer_allow(ns):
+    rules = {"rules": {"secret": {".read": "auth != null"}, "open": {".read": True}}}
+    n = start(["--auth-hs256-secret-file", lambda n: write_file(n.data_dir, "secret", SECRET)], rules=rules)
+    try:
+        async def go():
+            c = await WireClient.connect(n.url, ns)
+            _, resp = await c.request("auth", {"cred": mint(claims(exp_in=2))})
+            assert resp["s"] == "ok"
+            _, resp = await c.request("q", {"p": "secret", "h": ""})
+            assert resp["s"] == "ok"
+            _, resp = await c.request("q", {"p": "open", "h": ""})
+            assert resp["s"] == "ok"
+            pushes = [await c.next_push(timeout=10), await c.next_push(timeout=10)]
+            assert pushes == [{"a": "ac", "b": {"s": "expired_token", "d": "Auth token is expired."}},
+                              {"a": "c", "b": {"p": "secret"}}]
+            # Anonymous now: the secret is refused, the open location still served.
+            _, resp = await c.request("g", {"p": "secret", "q": {}})
+            assert resp["s"] == "permission_denied"
+            _, resp = await c.request("g", {"p": "open", "q": {}})
+            assert resp["s"] == "ok"
+            await c.close()
+        run(go())
+    finally:
+        n.stop()
 
 
 # ---------------------------------------------------------------- protected mode

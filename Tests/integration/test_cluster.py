@@ -416,3 +416,20 @@ def test_follower_behind_a_compaction_catches_up_by_snapshot_and_drops_listeners
     finally:
         c.down()
 
+
+
+def test_rules_replicate_and_every_replica_reaches_the_same_verdict(cluster):
+    ns = "rules" + uuid.uuid4().hex[:8]
+    owner = {"Authorization": "Bearer owner"}
+    leader = cluster.leader()
+    follower = cluster.followers()[0]
+    rules = {"rules": {".read": True, "$k": {".write": "newData.isNumber() && newData.val() > 10"}}}
+    r = requests.put(cluster.url(follower) + f"/.settings/rules.json?ns={ns}", data=json.dumps(rules), headers=owner)
+    assert r.status_code == 200, r.text
+    assert requests.put(cluster.url(leader) + f"/a.json?ns={ns}", data="5").status_code == 401
+    assert requests.put(cluster.url(follower) + f"/b.json?ns={ns}", data="50").status_code == 200
+    assert requests.put(cluster.url(follower) + f"/c.json?ns={ns}", data="1").status_code == 401
+    cluster.wait_converged()
+    for n in cluster.nodes:
+        assert json.loads(requests.get(n["url"] + f"/.settings/rules.json?ns={ns}", headers=owner).text) == rules
+        assert requests.get(n["url"] + f"/.json?ns={ns}").json() == {"b": 50}

@@ -1,5 +1,6 @@
 import EmberCore
 import EmberRaft
+import EmberRules
 import EmberStorage
 import Foundation
 import Logging
@@ -77,14 +78,31 @@ public final class ReplicatedDataStore: DataStore {
         do { _ = try local.storage.validate(namespace: request.namespace, operation: op) } catch let e as StorageError {
             throw LMDBDataStore.translate(e)
         }
-        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0).encoded()
-        let result: WriteResult
-        do { result = try await submit(payload) } catch let e as ClusterError {
+        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0,
+                                            auth: request.identity.writeAuth).encoded()
+        return try local.outcome(of: try await propose(payload), request: request)
+    }
+
+    /// Proposes an entry through Raft; cluster failures become client errors (400 / 503).
+    func propose(_ payload: [UInt8]) async throws -> WriteResult {
+        do { return try await submit(payload) } catch let e as ClusterError {
             if case .refused(let why) = e { throw RestError.badRequest(why) }
             throw StoreUnavailable(e.description)
         }
-        return try local.outcome(of: result, request: request)
     }
+
+    public func setRules(namespace: String, text: String) async throws {
+        let op = WriteOperation.setRules(text: text)
+        do { _ = try local.storage.validate(namespace: namespace, operation: op) } catch let e as StorageError {
+            throw LMDBDataStore.translate(e)
+        }
+        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: namespace, operation: op, timestamp: 0).encoded()
+        if case .rejected(let e) = try await propose(payload).outcome { throw LMDBDataStore.translate(e) }
+    }
+
+    public func storedRules(namespace: String) -> StoredRules? { local.storedRules(namespace: namespace) }
+    public func setDefaultRules(_ engine: RulesEngine) { local.setDefaultRules(engine) }
+    public func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { local.onRulesChanged(handler) }
 
     func submit(_ payload: [UInt8]) async throws -> WriteResult {
         guard host.pendingRequests.add(1, ordering: .relaxed).newValue <= config.maxPendingWrites else {

@@ -16,6 +16,7 @@ public final class RestHandler: Sendable {
     /// WebSocket connections and SSE streams per client address (shared with the WebSocket glue).
     public let connectionsPerAddress: ConnectionsPerAddress
     let requestRate: RequestRateByConnection
+    let gate: RulesGate
 
     public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration,
                 clock: @escaping @Sendable () -> Int64 = RestHandler.wallClockMillis) {
@@ -26,6 +27,7 @@ public final class RestHandler: Sendable {
         self.validation = WriteValidation(config)
         self.connectionsPerAddress = ConnectionsPerAddress(limit: config.maxConnectionsPerAddress)
         self.requestRate = RequestRateByConnection(rate: config.restRequestRate)
+        self.gate = RulesGate(store: store, defaults: config.rules)
     }
 
     public static let wallClockMillis: @Sendable () -> Int64 = {
@@ -41,6 +43,8 @@ public final class RestHandler: Sendable {
             return Self.error(RestError(e))
         } catch let e as StoreUnavailable {
             return Self.error(RestError(503, e.message))
+        } catch is PermissionDenied {
+            return Self.error(RestError(401, PermissionDenied.message))
         } catch {
             return Self.error(RestError(500, "Internal error: \(error)"))
         }
@@ -56,32 +60,27 @@ public final class RestHandler: Sendable {
         }
         if method == .options { return Self.cors(Response(status: .noContent)) }
         if case .node(let name) = req.target { return try nodeEndpoint(name, method: method) }
-        // A credential that is presented must be valid (401 otherwise); what the identity may
-        // read and write is for the rules.
-        let identity = try identity(of: request, req, channel: channel)
         let ns = req.namespace ?? config.defaultNamespace
         req.namespace = ns
         let wantETag = request.headers[HTTPField.Name("X-Firebase-ETag")!]?.lowercased() == "true"
         let ifMatch = request.headers[.ifMatch]
         let ifNoneMatch = request.headers[.ifNoneMatch]
 
-        if case .rules = req.target {
-            guard method == .get else { throw RestError(405, "Rules are read-only on this node; start it with --rules FILE") }
-            return Self.json(config.rules.source, pretty: true)
-        }
+        let identity = try resolveIdentity(req, headers: request.headers, channel: channel)
+        if case .rules = req.target { return try await rulesEndpoint(req, method: method, request: request, identity: identity) }
         switch method {
         case .get:
             if ifMatch != nil { throw RestError.badRequest("if-match is not supported on GET requests") }
             if request.headers[.accept]?.contains("text/event-stream") == true {
-                return try stream(req, channel: channel, identity: identity)
+                return try stream(req, identity: identity, channel: channel)
             }
-            return try await get(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
+            return try await get(req, identity: identity, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
         case .put, .post, .patch, .delete:
             if method == .patch && ifMatch != nil { throw RestError.badRequest("if-match is not supported on PATCH requests") }
             if req.shallow || req.query != nil || req.export { throw RestError.badRequest("Query parameters are only supported on GET requests") }
             var body = request.body
             let data = try await Self.collect(&body, contentLength: request.headers[.contentLength], limit: config.maxRequestBytes)
-            return try await write(req, method: method, body: data, wantETag: wantETag, ifMatch: ifMatch)
+            return try await write(req, identity: identity, method: method, body: data, wantETag: wantETag, ifMatch: ifMatch)
         default:
             throw RestError(405, "Method \(method) is not supported")
         }
@@ -89,9 +88,11 @@ public final class RestHandler: Sendable {
 
     // MARK: - Reads
 
-    func get(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) async throws -> Response {
+    func get(_ req: RestRequest, identity: Identity, wantETag: Bool, ifNoneMatch: String?) async throws -> Response {
         let ns = req.namespace!
         if req.linearizable { try await store.linearizableBarrier() }
+        // Judged here, at the node that serves the read, against its applied state.
+        try gate.requireRead(ns, req.path, identity, query: req.query, now: clock())
         if case .priority(let path) = req.target {
             let r = try store.read(namespace: ns, path: path)
             return Self.json(r.node.priority?.json ?? .null, pretty: req.print == .pretty)
@@ -100,10 +101,10 @@ public final class RestHandler: Sendable {
         var value: JSON
         var etag: String?
         if let q = req.query, !req.shallow {
-            if case .child(let p) = q.index, !config.rules.hasIndex(at: path, named: p.segments.joined(separator: "/")) {
+            if case .child(let p) = q.index, !gate.hasIndex(ns, at: path, named: p.segments.joined(separator: "/")) {
                 throw RestError.badRequest(#"Index not defined, add ".indexOn": "\#(p.segments.joined(separator: "/"))", for path "\#(path)", to the rules"#)
             }
-            if q.index == .value, !config.rules.hasIndex(at: path, named: ".value") {
+            if q.index == .value, !gate.hasIndex(ns, at: path, named: ".value") {
                 throw RestError.badRequest(#"Index not defined, add ".indexOn": ".value", for path "\#(path)", to the rules"#)
             }
             let r = try await store.query(namespace: ns, path: path, query: q)
@@ -137,12 +138,13 @@ public final class RestHandler: Sendable {
     }
 
     /// `Accept: text/event-stream`: a `put` of the whole location, then every committed change.
-    func stream(_ req: RestRequest, channel: (any Channel)?, identity: Identity = .anonymous) throws -> Response {
+    func stream(_ req: RestRequest, identity: Identity, channel: (any Channel)?) throws -> Response {
         let ns = req.namespace!
         let path = req.path
+        try gate.requireRead(ns, path, identity, query: nil, now: clock())
         let address = ClientCredentials.address(of: channel)
         guard connectionsPerAddress.acquire(address) else { throw RestError(429, connectionsPerAddress.refusal) }
-        guard let (id, events) = hub.register(namespace: ns, path: path) else {
+        guard let (id, events) = hub.register(namespace: ns, path: path, identity: identity) else {
             connectionsPerAddress.release(address)
             throw RestError(429, "Too many streams are open on this node")
         }
@@ -201,7 +203,7 @@ public final class RestHandler: Sendable {
 
     // MARK: - Writes
 
-    func write(_ req: RestRequest, method: HTTPRequest.Method, body: ByteBuffer, wantETag: Bool, ifMatch: String?) async throws -> Response {
+    func write(_ req: RestRequest, identity: Identity, method: HTTPRequest.Method, body: ByteBuffer, wantETag: Bool, ifMatch: String?) async throws -> Response {
         let ns = req.namespace!
         var path = req.path
         let bytes = body.readableBytesView
@@ -237,7 +239,7 @@ public final class RestHandler: Sendable {
         }
         let condition = ifMatch.map { WriteCondition.etag($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
         if condition != nil && method == .post { throw RestError.badRequest("if-match is not supported on POST requests") }
-        let outcome = try await store.write(WriteRequest(namespace: ns, path: path, kind: kind, condition: condition), now: clock())
+        let outcome = try await store.write(WriteRequest(namespace: ns, path: path, kind: kind, condition: condition, identity: identity), now: clock())
         let etag = ETag.of(node: outcome.value, version: outcome.version)
         guard outcome.applied else {
             var resp = Self.json(outcome.value.toJSON(), pretty: false, status: .preconditionFailed)
@@ -264,15 +266,6 @@ public final class RestHandler: Sendable {
 
     func validate(_ json: JSON, at path: Path) throws {
         try validation.validate(json, at: path)
-    }
-
-    /// The identity behind a request's credential (`auth=`/`access_token=`, else
-    /// `Authorization: Bearer`); a refused credential is a 401 with the verifier's reason.
-    public func identity(of request: Request, _ req: RestRequest, channel: (any Channel)?) throws(RestError) -> Identity {
-        let token = ClientCredentials.token(query: req.authToken, headers: request.headers)
-        do { return try config.identity(token: token, address: ClientCredentials.address(of: channel), now: clock()) } catch {
-            throw error.restError
-        }
     }
 
     // MARK: - Node endpoints

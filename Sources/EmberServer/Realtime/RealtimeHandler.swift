@@ -8,6 +8,7 @@ struct RealtimeHandler: Sendable {
     let store: any DataStore
     let config: NodeConfiguration
     let clock: @Sendable () -> Int64
+    var gate: RulesGate { RulesGate(store: store, defaults: config.rules) }
 
     /// Handles one reassembled message.
     func handle(_ text: String) async {
@@ -39,6 +40,8 @@ struct RealtimeHandler: Sendable {
             session.send(WireMessages.response(r, status: e.status == 429 ? "too_many_requests" : "invalid_data", data: .string(e.message)))
         } catch let e as StoreUnavailable {
             session.send(WireMessages.response(r, status: "unavailable", data: .string(e.message)))
+        } catch is PermissionDenied {
+            session.send(WireMessages.response(r, status: "permission_denied", data: .string(PermissionDenied.message)))
         } catch {
             session.send(WireMessages.response(r, status: "internal_error", data: .string("\(error)")))
         }
@@ -59,11 +62,13 @@ struct RealtimeHandler: Sendable {
             let path = try wirePath(b)
             let data = b["d"] ?? .null
             try validate(data, at: path)
+            guard try gate.canWrite(session.namespace, path, .set(data), session.identity, now: clock()) else { throw PermissionDenied() }
             guard session.addOnDisconnect(path, .set(data)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
         case "om":
             let path = try wirePath(b)
             let parts = try mergeParts(path, b["d"])
+            guard try gate.canWrite(session.namespace, path, .update(parts), session.identity, now: clock()) else { throw PermissionDenied() }
             guard session.addOnDisconnect(path, .update(parts)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
         case "oc":
@@ -96,6 +101,7 @@ struct RealtimeHandler: Sendable {
     func listen(_ b: [String: JSON], r: Int64) throws -> (String?, JSON) {
         let (path, qw, tag) = try listenIdentity(b)
         let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
+        try gate.requireRead(session.namespace, path, session.identity, query: tag == nil ? nil : query, now: clock())
         switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
         case .duplicate: return ("ok", .object([:]))
         case .tooMany: return ("too_many_listens", .string("Too many listens on this connection (limit \(session.limits.maxListens))"))
@@ -116,18 +122,18 @@ struct RealtimeHandler: Sendable {
     func isIndexed(_ q: QuerySpec, at path: Path) -> Bool {
         switch q.index {
         case .key, .priority: return true
-        case .value: return config.rules.hasIndex(at: path, named: ".value")
-        case .child(let c): return config.rules.hasIndex(at: path, named: c.segments.joined(separator: "/"))
+        case .value: return gate.hasIndex(session.namespace, at: path, named: ".value")
+        case .child(let c): return gate.hasIndex(session.namespace, at: path, named: c.segments.joined(separator: "/"))
         }
     }
 
     func get(_ b: [String: JSON]) throws -> (String?, JSON) {
         let path = try wirePath(b)
+        var query: QuerySpec?
+        if let qw = b["q"], case .object(let o) = qw, !o.isEmpty { query = try QuerySpec(wire: qw) }
+        try gate.requireRead(session.namespace, path, session.identity, query: query, now: clock())
         let read = try store.read(namespace: session.namespace, path: path)
-        if let qw = b["q"], case .object(let o) = qw, !o.isEmpty {
-            let q = try QuerySpec(wire: qw)
-            return ("ok", q.apply(to: read.node).exportJSON())
-        }
+        if let query { return ("ok", query.apply(to: read.node).exportJSON()) }
         return ("ok", read.node.exportJSON())
     }
 
@@ -138,7 +144,8 @@ struct RealtimeHandler: Sendable {
         var condition: WriteCondition?
         if let h = b["h"]?.stringValue { condition = .hash(h) }
         if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
-        let outcome = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition), now: clock())
+        let outcome = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition,
+                                                         identity: session.identity), now: clock())
         // A failed compare-and-set: the current value reached the client's listens before this
         // response, because pushes and responses share the session's ordered queue.
         return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))
@@ -147,7 +154,8 @@ struct RealtimeHandler: Sendable {
     func merge(_ b: [String: JSON]) async throws -> (String?, JSON) {
         let path = try wirePath(b)
         let parts = try mergeParts(path, b["d"])
-        _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts)), now: clock())
+        _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
+                                               identity: session.identity), now: clock())
         return ("ok", .string(""))
     }
 

@@ -41,6 +41,12 @@ public final class RealtimeHub: Sendable {
         for s in targets { s.deliver(change) }
     }
 
+    /// After a rules change: every session of `namespace` drops the listens it may no longer read.
+    func revoke(namespace: String, stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
+        let targets = sessions.withLock { $0[namespace].map { Array($0.values) } ?? [] }
+        for s in targets { s.revokeListens(stillAllowed: stillAllowed) }
+    }
+
     /// Closes every connection WITHOUT the shutdown message (which tells SDKs not to come back):
     /// they reconnect and resynchronise (on shutdown, and when the state was replaced from a snapshot).
     public func dropAll(reason: String) {

@@ -39,6 +39,9 @@ public final class RealtimeSession: Sendable {
     public let address: String?
     let limits: Limits
     private let state = Mutex(State())
+    /// Runs after the identity expired (the rules layer re-judges the listens); takes the session
+    /// so it does not keep itself alive.
+    private let identityExpiredHook = Mutex<(@Sendable (RealtimeSession) -> Void)?>(nil)
     private let continuation: AsyncStream<String>.Continuation
     /// Frames to write to the socket, in order.
     public let outbound: AsyncStream<String>
@@ -177,13 +180,19 @@ public final class RealtimeSession: Sendable {
     /// The token behind the identity set as `generation` expired: drop to anonymous and send
     /// `ac`. Listens and writes are re-judged against the new identity by the rules layer.
     func expireIdentity(generation: Int) {
-        state.withLock { s in
-            guard s.identityGeneration == generation, !s.closed else { return }
+        let expired = state.withLock { s -> Bool in
+            guard s.identityGeneration == generation, !s.closed else { return false }
             s.identity = .anonymous
             s.identityGeneration += 1
             s.expiryTimer = nil
             enqueue(&s, WireMessages.authRevoked(status: "expired_token", reason: "Auth token is expired."))
+            return true
         }
+        if expired, let hook = identityExpiredHook.withLock({ $0 }) { hook(self) }
+    }
+
+    func onIdentityExpired(_ hook: @escaping @Sendable (RealtimeSession) -> Void) {
+        identityExpiredHook.withLock { $0 = hook }
     }
 
     /// Takes one request from the connection's budget; false when it is over the rate limit.
@@ -194,6 +203,22 @@ public final class RealtimeSession: Sendable {
                 s.requestBucket = b
             }
             return s.requestBucket!.take(now: now)
+        }
+    }
+
+    /// Cancels the listens the rules no longer let this connection read: each gets a `c` push
+    /// (`{"p": path, "q": query}`), which clients surface as permission_denied.
+    func revokeListens(stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
+        state.withLock { s in
+            guard !s.closed else { return }
+            for key in s.listens.keys.sorted() {
+                let l = s.listens[key]!
+                guard !stillAllowed(l.path, l.query, s.identity) else { continue }
+                s.listens.removeValue(forKey: key)
+                var b: [String: JSON] = ["p": .string(WireMessages.wirePath(l.path))]
+                if let q = l.queryWire { b["q"] = q }
+                enqueue(&s, .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(b)])]))
+            }
         }
     }
 }

@@ -37,6 +37,15 @@ enum WebSocketGlue {
             try? await outbound.close(.unexpectedServerError, reason: "too many connections")
             return
         }
+        // An expired token leaves the connection anonymous: listens it may no longer read end.
+        let clock = node.rest.clock
+        let gate = RulesGate(store: node.store, defaults: node.config.rules)
+        session.onIdentityExpired { session in
+            let now = clock()
+            session.revokeListens { path, query, identity in
+                (try? gate.canRead(namespace, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
+            }
+        }
         let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock)
         session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
         await withTaskGroup(of: Void.self) { group in
@@ -67,10 +76,13 @@ enum WebSocketGlue {
             group.cancelAll()
         }
         node.realtime.close(session)
-        // onDisconnect operations run in log order like any write, after the connection is gone.
+        // onDisconnect operations run in log order like any write, after the connection is gone,
+        // judged by the rules as the connection's last identity.
+        let identity = session.identity
         for (path, kind) in session.takeOnDisconnect() {
             do {
-                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind), now: node.rest.clock())
+                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind, identity: identity),
+                                               now: node.rest.clock())
             } catch {
                 logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
             }

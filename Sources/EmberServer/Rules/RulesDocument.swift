@@ -1,15 +1,24 @@
 import EmberCore
+import EmberRules
 
-/// A Firebase rules document `{"rules": {...}}`. This part knows its shape and `.indexOn`;
-/// expression evaluation is the security work's (issue 6). Comments (`//`, `/* */`) are allowed
-/// as firebase-tools uploads them.
+/// A Firebase rules document `{"rules": {...}}`: its text, its compiled engine (EmberRules:
+/// parsed and type-checked, errors name the line) and its `.indexOn`. Comments (`//`, `/* */`)
+/// are allowed as firebase-tools uploads them.
 public struct RulesDocument: Sendable, Equatable {
+    public let text: String
     public let source: JSON
     public let indexes: [IndexDefinition]
+    public let engine: RulesEngine
 
     public static let open = try! RulesDocument(text: #"{"rules": {".read": true, ".write": true}}"#)
 
+    public static func == (a: RulesDocument, b: RulesDocument) -> Bool { a.text == b.text }
+
     public init(text: String) throws(RestError) {
+        do { engine = try RulesEngine(text: text) } catch {
+            throw .badRequest("Rules refused: line \(error.line): \(error.reason)")
+        }
+        self.text = text
         let stripped = RulesDocument.stripComments(text)
         let json: JSON
         do { json = try JSON.parse(stripped) } catch {

@@ -1,4 +1,5 @@
 import EmberCore
+import EmberRules
 import EmberStorage
 import Logging
 import Synchronization
@@ -57,7 +58,8 @@ public final class LMDBDataStore: DataStore {
         let result: WriteResult
         do {
             // The store fixes the entry's timestamp itself (monotonic across the log), so `now` is unused.
-            result = try await store.submit(namespace: request.namespace, Self.operation(for: request))
+            result = try await store.submit(namespace: request.namespace, Self.operation(for: request),
+                                            auth: request.identity.writeAuth)
         } catch let e as StorageError { throw Self.translate(e) }
         return try outcome(of: result, request: request)
     }
@@ -88,6 +90,28 @@ public final class LMDBDataStore: DataStore {
             return WriteOutcome(index: result.index, applied: false, value: current, version: version)
         case .rejected(let e):
             throw Self.translate(e)
+        case .denied:
+            throw PermissionDenied()
+        }
+    }
+
+    // MARK: - Rules
+
+    public func setRules(namespace: String, text: String) async throws {
+        let result: WriteResult
+        do { result = try await store.submit(namespace: namespace, .setRules(text: text)) } catch let e as StorageError {
+            throw Self.translate(e)
+        }
+        if case .rejected(let e) = result.outcome { throw Self.translate(e) }
+    }
+
+    public func storedRules(namespace: String) -> StoredRules? { store.storedRules(namespace: namespace) }
+
+    public func setDefaultRules(_ engine: RulesEngine) { store.setDefaultRules(engine) }
+
+    public func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) {
+        store.onCommit { results in
+            for r in results where r.rulesChanged { handler(r.namespace) }
         }
     }
 
@@ -126,7 +150,7 @@ public final class LMDBDataStore: DataStore {
         switch e {
         case .invalid(let inner): return inner
         case .queueFull, .closed: return StoreUnavailable("\(e)")
-        case .invalidNamespace, .pathTooLongForStorage, .entryTooLarge, .tooManyIndexes:
+        case .invalidNamespace, .pathTooLongForStorage, .entryTooLarge, .tooManyIndexes, .invalidRules:
             return RestError.badRequest("\(e)")
         default: return e
         }

@@ -15,6 +15,8 @@ public final class StreamHub: Sendable {
     struct Entry: Sendable {
         let namespace: String
         let path: Path
+        /// Who opened the stream: a rules change judges its read again.
+        let identity: Identity
         let continuation: AsyncStream<(UInt64, String)>.Continuation
     }
 
@@ -34,13 +36,13 @@ public final class StreamHub: Sendable {
 
     /// Registers a stream; events arrive tagged with their log index so the caller can skip
     /// those already contained in its initial read.
-    public func register(namespace: String, path: Path) -> (id: Int, events: AsyncStream<(UInt64, String)>)? {
+    public func register(namespace: String, path: Path, identity: Identity = .admin) -> (id: Int, events: AsyncStream<(UInt64, String)>)? {
         let (stream, continuation) = AsyncStream<(UInt64, String)>.makeStream(
             bufferingPolicy: .bufferingOldest(limits.queueLimit))
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         let ok = entries.withLock { e -> Bool in
             guard e.count < limits.maxStreams else { return false }
-            e[id] = Entry(namespace: namespace, path: path, continuation: continuation)
+            e[id] = Entry(namespace: namespace, path: path, identity: identity, continuation: continuation)
             return true
         }
         guard ok else { return nil }
@@ -94,6 +96,19 @@ public final class StreamHub: Sendable {
         guard let entry else { return }
         _ = entry.continuation.yield((UInt64.max, ChangeRouting.authRevokedText))
         entry.continuation.finish()
+    }
+
+    /// SSE `cancel` (REST reference: data null), after which the stream ends.
+    static let cancelText = "event: cancel\ndata: null\n\n"
+
+    /// After a rules change: streams of `namespace` whose read is no longer allowed get `cancel`
+    /// and end. Called on the commit path, so no event after the change reaches them first.
+    func revoke(namespace: String, stillAllowed: (Path, Identity) -> Bool) {
+        let streams = entries.withLock { e in e.filter { $0.value.namespace == namespace } }
+        for (id, entry) in streams where !stillAllowed(entry.path, entry.identity) {
+            _ = entry.continuation.yield((UInt64.max, Self.cancelText))
+            unregister(id)
+        }
     }
 
     public func closeAll() {

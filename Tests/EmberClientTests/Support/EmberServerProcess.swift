@@ -58,7 +58,8 @@ final class EmberServerProcess: @unchecked Sendable {
         try? watchdog.run()
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            if let (status, _) = try? await Self.http("GET", "\(baseURL)/.json"), status == 200 { return }
+            // 401: up, but the rules refuse anonymous reads of the root.
+            if let (status, _) = try? await Self.http("GET", "\(baseURL)/.json"), status == 200 || status == 401 { return }
             try await Task.sleep(for: .milliseconds(50))
         }
         throw TestFailure("emberd did not become ready on port \(port)")

@@ -1,0 +1,80 @@
+import EmberCore
+import EmberRules
+import EmberStorage
+
+/// The rules refused a read or a write. REST 401 `Permission denied`; wire `permission_denied`.
+public struct PermissionDenied: Error, Sendable {
+    public init() {}
+    public static let message = "Permission denied"
+}
+
+extension Identity {
+    /// How a log entry carries this identity (anonymous is `auth == null`).
+    var writeAuth: WriteAuth {
+        switch self {
+        case .admin: return .admin
+        case .user(let claims, _): return .user(claims)
+        case .anonymous: return .user(nil)
+        }
+    }
+}
+
+/// Read decisions at the node that serves the read, by the rules in force for the namespace
+/// (stored through the log, else the node's default). Writes are judged in the store, at apply.
+struct RulesGate: Sendable {
+    let store: any DataStore
+    let defaults: RulesDocument
+
+    func engine(_ ns: String) -> RulesEngine {
+        store.storedRules(namespace: ns)?.engine ?? defaults.engine
+    }
+
+    /// The rules text in force (what `GET /.settings/rules.json` answers).
+    func text(_ ns: String) -> String {
+        store.storedRules(namespace: ns)?.text ?? defaults.text
+    }
+
+    func hasIndex(_ ns: String, at path: Path, named index: String) -> Bool {
+        engine(ns).hasIndex(at: path, named: index)
+    }
+
+    /// Admins pass; constant rules decide without data; otherwise the namespace's tree is read
+    /// only when the rules on the way to `path` look at data.
+    func canRead(_ ns: String, _ path: Path, _ identity: Identity, query: QuerySpec?, now: Int64) throws -> Bool {
+        if identity.isAdmin { return true }
+        let e = engine(ns)
+        if let verdict = e.readVerdictWithoutEvaluation(at: path) { return verdict }
+        let root = e.readNeedsData(at: path) ? try store.read(namespace: ns, path: .root).node : .empty
+        return e.canRead(path: path, auth: identity.authVariable, root: root, now: now, query: query)
+    }
+
+    /// Dry run of a write against the current state: onDisconnect operations are checked when
+    /// registered (Firebase answers permission_denied then); they are judged again when they run.
+    func canWrite(_ ns: String, _ path: Path, _ kind: WriteRequest.Kind, _ identity: Identity, now: Int64) throws -> Bool {
+        if identity.isAdmin { return true }
+        let e = engine(ns)
+        let parts: [(Path, JSON)]
+        switch kind {
+        case .set(let j): parts = [(.root, j)]
+        case .update(let p): parts = p
+        }
+        let isUpdate: Bool
+        if case .update = kind { isUpdate = true } else { isUpdate = false }
+        let paths = isUpdate ? parts.map { path.appending($0.0) } : [path]
+        if e.writeGrantedWithoutEvaluation(at: paths) { return true }
+        let root = e.writeNeedsData(at: paths) ? try store.read(namespace: ns, path: .root).node : .empty
+        var nodes: [(Path, Node)] = []
+        for (rel, j) in parts {
+            let at = path.appending(rel)
+            let resolved = ServerValues.containsPlaceholder(j) ? try ServerValues.resolve(j, existing: root.child(at: at), now: now) : j
+            nodes.append((rel, try Node(json: resolved, depth: at.count)))
+        }
+        let auth = identity.authVariable
+        if isUpdate { return e.canUpdate(path: path, parts: nodes, auth: auth, root: root, now: now) }
+        return e.canWrite(path: path, newValue: nodes[0].1, auth: auth, root: root, now: now)
+    }
+
+    func requireRead(_ ns: String, _ path: Path, _ identity: Identity, query: QuerySpec?, now: Int64) throws {
+        guard try canRead(ns, path, identity, query: query, now: now) else { throw PermissionDenied() }
+    }
+}
