@@ -178,6 +178,7 @@ struct Emberd: AsyncParsableCommand {
         logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
                                                   "tls": "\(config.clientTLS != nil)"])
         logger.info("auth: \(mode.summary)")
+        if let jwt = config.tokenVerifier as? JWTTokenVerifier { logger.info("auth: \(jwt.summary)") }
         let readyLogger = logger
         try await node.run { port in
             readyLogger.info("emberd ready", metadata: ["port": "\(port)"])

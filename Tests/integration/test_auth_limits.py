@@ -127,6 +127,14 @@ def test_no_credential_is_anonymous_not_refused(auth_node, ns):
     assert requests.get(f"{auth_node.url}/.json?ns={ns}").status_code == 200
 
 
+def test_verified_mode_is_logged_without_secrets(auth_node):
+    with open(auth_node.data_dir + ".log") as f:
+        log = f.read()
+    assert "auth: verified tokens" in log
+    assert "keys [HS256], admin tokens 1, issuer https://issuer.example, audience ember-test, owner trusted from [10.9.9.0/24]" in log
+    assert SECRET not in log and ADMIN_TOKEN not in log
+
+
 def test_firebase_admin_owner_is_admin_only_from_trusted_addresses(auth_node, ns):
     import firebase_admin
     from firebase_admin import db as fdb
@@ -148,6 +156,42 @@ def test_firebase_admin_owner_is_admin_only_from_trusted_addresses(auth_node, ns
             firebase_admin.delete_app(refused)
     finally:
         trusted.stop()
+
+
+def test_rs256_and_es256_tokens_via_jwks_file(ns):
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    keys = []
+    for kid, alg, k in (("r1", jwt.algorithms.RSAAlgorithm, rsa_key), ("e1", jwt.algorithms.ECAlgorithm, ec_key)):
+        jwk = json.loads(alg.to_jwk(k.public_key()))
+        jwk["kid"] = kid
+        keys.append(jwk)
+    n = start(["--auth-jwks-file", lambda n: write_file(n.data_dir, "jwks.json", json.dumps({"keys": keys})),
+               "--auth-audience", "ember-test"])
+    try:
+        rs = jwt.encode(claims(sub="rs", aud="ember-test"), rsa_key, algorithm="RS256", headers={"kid": "r1"})
+        es = jwt.encode(claims(sub="es", aud="ember-test"), ec_key, algorithm="ES256", headers={"kid": "e1"})
+        for t in (rs, es):
+            assert requests.put(f"{n.url}/k.json?ns={ns}&auth={t}", data="1").status_code == 200
+        other = ec.generate_private_key(ec.SECP256R1())
+        forged = jwt.encode(claims(aud="ember-test"), other, algorithm="ES256", headers={"kid": "e1"})
+        r = requests.get(f"{n.url}/k.json?ns={ns}", headers={"Authorization": f"Bearer {forged}"})
+        assert r.status_code == 401 and r.json() == {"error": "Invalid auth token signature."}
+        # An HS256 token "signed" with the public key (algorithm confusion) has no key to match.
+        confused = mint(claims(aud="ember-test"), secret=json.dumps(keys[0]))
+        r = requests.get(f"{n.url}/k.json?ns={ns}&auth={confused}")
+        assert r.status_code == 401 and r.json() == {"error": "Invalid auth token: no key for algorithm HS256."}
+
+        async def go():
+            c = await WireClient.connect(n.url, ns)
+            _, resp = await c.request("auth", {"cred": es})
+            assert resp["s"] == "ok" and resp["d"]["auth"]["uid"] == "es"
+            await c.close()
+        run(go())
+    finally:
+        n.stop()
 
 
 # ---------------------------------------------------------------- wire protocol

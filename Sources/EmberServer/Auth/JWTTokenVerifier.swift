@@ -84,6 +84,14 @@ public struct JWTTokenVerifier: TokenVerifier {
         return JWTTokenVerifier(keys: keys, settings: settings)
     }
 
+    /// What the node logs at startup (no secrets).
+    public var summary: String {
+        let names = keys.map { k in k.kid.map { "\(k.name) kid=\($0)" } ?? k.name }
+        return "keys [\(names.joined(separator: ", "))], admin tokens \(settings.adminTokens.count), "
+            + "issuer \(settings.issuer ?? "any"), audience \(settings.audience ?? "any"), "
+            + "owner trusted from [\(settings.trustOwnerFrom.map(\.description).joined(separator: ", "))]"
+    }
+
     static func defaultAlgorithm(for jwk: JWK) -> String? {
         if jwk.keyType == .rsa { return "RS256" }
         if jwk.keyType == .ecdsa {
