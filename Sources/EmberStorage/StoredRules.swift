@@ -53,13 +53,15 @@ struct RulesState: Sendable {
 
 extension Applier {
     /// The rules verdict on a write whose resolved parts are `parts` (absolute paths): admin
-    /// entries and namespaces without rules pass; open rules pass without reading anything; the
-    /// tree is read (whole namespace) only when the rules that apply look at data.
+    /// entries and namespaces without rules pass; open rules pass without reading anything; data
+    /// is read (in this transaction, so in log order) only where the applying rules look.
     func permits(_ e: LogEntry, base: Path, parts: [(Path, Node)], isUpdate: Bool) throws -> Bool {
         guard case .user(let auth) = e.auth, let engine = rules.engine(for: e.namespace) else { return true }
         let paths = parts.map(\.0)
         if engine.writeGrantedWithoutEvaluation(at: isUpdate ? paths : [base]) { return true }
-        let root = engine.writeNeedsData(at: isUpdate ? paths : [base]) ? try tables.readNode(t, e.namespace, .root) : .empty
+        // Only the subtrees the applying rules may look at (often none, or one user's data).
+        let scope = engine.writeDataScope(at: isUpdate ? paths : [base])
+        let root = try RulesEngine.partialRoot(scope) { try tables.readNode(t, e.namespace, $0) }
         if isUpdate {
             let rel = parts.map { (base.relative($0.0)!, $0.1) }
             return engine.canUpdate(path: base, parts: rel, auth: auth, root: root, now: e.timestamp)

@@ -32,6 +32,15 @@ struct WriteBench: AsyncParsableCommand {
     @Option(help: "Value size in bytes.")
     var valueSize = 16
 
+    @Option(help: "Rules file for the emberd the bench starts (measures writes judged by rules).")
+    var rules: String?
+
+    @Option(help: "Token sent with every write (?auth=), e.g. an unsigned JWT in protected mode.")
+    var auth: String?
+
+    @Option(help: "Leaves written under /other before the run (data that whole-tree rule reads would pay for).")
+    var prefill = 0
+
     @Flag(help: "Also run the workload against a single-member etcd and print Ember/etcd.")
     var compareEtcd = false
 
@@ -62,15 +71,24 @@ struct WriteBench: AsyncParsableCommand {
             let port = 19_000 + Int.random(in: 0..<1000)
             let dir = NSTemporaryDirectory() + "ember-bench-\(UUID().uuidString)"
             emberProcess = try launch(emberd, ["--data", dir, "--port", "\(port)", "--log-level", "warning",
-                                                  // One machine plays many clients: per-client limits off.
-                                                  "--max-connections-per-address", "0", "--max-requests-per-second", "0"])
+                                               // One machine plays many clients: per-client limits off.
+                                               "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
+                                      + (rules.map { ["--rules", $0] } ?? []))
             base = "http://127.0.0.1:\(port)"
-            try await waitReady(http, base + "/.json")
+            try await waitReady(http, base + "/.json?auth=owner")
         }
         defer { emberProcess?.terminate() }
-        print("ember-bench: \(clients) clients, \(valueSize)-byte values, \(duration) s per run")
+        if prefill > 0 {
+            var r = HTTPClientRequest(url: "\(base)/other.json?print=silent&auth=owner")
+            r.method = .PUT
+            r.body = .bytes(ByteBuffer(string: "{" + (0..<prefill).map { "\"n\($0)\": \"\(value)\"" }.joined(separator: ",") + "}"))
+            _ = try await http.execute(r, timeout: .seconds(120))
+        }
+        let authParam = auth.map { "&auth=\($0)" } ?? ""
+        print("ember-bench: \(clients) clients, \(valueSize)-byte values, \(duration) s per run"
+              + (rules.map { ", rules \($0)" } ?? "") + (prefill > 0 ? ", \(prefill) other leaves" : ""))
         let ember = try await load(http, name: "ember") { worker, i in
-            var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/k\(i % 1000).json?print=silent")
+            var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/k\(i % 1000).json?print=silent\(authParam)")
             r.method = .PUT
             r.body = .bytes(ByteBuffer(string: "\"\(value)\""))
             return r

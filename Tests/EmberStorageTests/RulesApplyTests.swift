@@ -89,7 +89,19 @@ import Testing
         let open = try RulesEngine(text: #"{"rules": {".read": true, ".write": true}}"#)
         #expect(open.writeGrantedWithoutEvaluation(at: [p("/x/y")]))
         let authOnly = try RulesEngine(text: #"{"rules": {"u": {"$uid": {".write": "auth.uid === $uid"}}}}"#)
-        #expect(!authOnly.writeGrantedWithoutEvaluation(at: [p("/u/a")]) && !authOnly.writeNeedsData(at: [p("/u/a")]))
+        #expect(!authOnly.writeGrantedWithoutEvaluation(at: [p("/u/a")]) && authOnly.writeDataScope(at: [p("/u/a")]).isEmpty)
+        // Rules that look at data need only the subtree of the rule that looks; root/parent() need all.
+        let scoped = try RulesEngine(text: #"""
+            {"rules": {"u": {"$uid": {".write": "data.child('owner').val() === auth.uid",
+                                      "n": {".validate": "newData.isNumber()"}}},
+                       "g": {"$x": {".write": "root.child('admins').child(auth.uid).exists()"}},
+                       "p": {"$x": {".validate": "newData.parent().child('k').exists()"}}}}
+            """#)
+        #expect(scoped.writeDataScope(at: [p("/u/a/n")]) == [p("/u/a")])
+        #expect(scoped.writeDataScope(at: [p("/u/a/n"), p("/u/b/n")]) == [p("/u/a"), p("/u/b")])
+        #expect(scoped.writeDataScope(at: [p("/g/x")]) == [.root])
+        #expect(scoped.writeDataScope(at: [p("/p")]) == [.root])
+        #expect(scoped.readDataScope(at: [p("/u/a")].first!).isEmpty)
     }
 
     @Test func logEntryCarriesAuth() throws {

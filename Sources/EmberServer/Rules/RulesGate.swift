@@ -38,13 +38,13 @@ struct RulesGate: Sendable {
         engine(ns).hasIndex(at: path, named: index)
     }
 
-    /// Admins pass; constant rules decide without data; otherwise the namespace's tree is read
-    /// only when the rules on the way to `path` look at data.
+    /// Admins pass; constant rules decide without data; otherwise only the subtrees the rules on
+    /// the way to `path` may look at are read (the whole tree only for `root`/`parent()`).
     func canRead(_ ns: String, _ path: Path, _ identity: Identity, query: QuerySpec?, now: Int64) throws -> Bool {
         if identity.isAdmin { return true }
         let e = engine(ns)
         if let verdict = e.readVerdictWithoutEvaluation(at: path) { return verdict }
-        let root = e.readNeedsData(at: path) ? try store.read(namespace: ns, path: .root).node : .empty
+        let root = try RulesEngine.partialRoot(e.readDataScope(at: path)) { try store.read(namespace: ns, path: $0).node }
         return e.canRead(path: path, auth: identity.authVariable, root: root, now: now, query: query)
     }
 
@@ -62,7 +62,7 @@ struct RulesGate: Sendable {
         if case .update = kind { isUpdate = true } else { isUpdate = false }
         let paths = isUpdate ? parts.map { path.appending($0.0) } : [path]
         if e.writeGrantedWithoutEvaluation(at: paths) { return true }
-        let root = e.writeNeedsData(at: paths) ? try store.read(namespace: ns, path: .root).node : .empty
+        let root = try RulesEngine.partialRoot(e.writeDataScope(at: paths)) { try store.read(namespace: ns, path: $0).node }
         var nodes: [(Path, Node)] = []
         for (rel, j) in parts {
             let at = path.appending(rel)
