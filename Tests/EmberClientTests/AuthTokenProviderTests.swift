@@ -23,10 +23,10 @@ import Testing
         return input + "." + b64url(try key.sign(Array(input.utf8)))
     }
 
-    func authServer() async throws -> EmberServerProcess {
+    func authServer(rules: String? = nil) async throws -> EmberServerProcess {
         let secretFile = NSTemporaryDirectory() + "ember-auth-secret-" + UUID().uuidString
         try Self.secret.write(toFile: secretFile, atomically: true, encoding: .utf8)
-        let server = try EmberServerProcess(extraArgs: ["--auth-hs256-secret-file", secretFile])
+        let server = try EmberServerProcess(rules: rules, extraArgs: ["--auth-hs256-secret-file", secretFile])
         try await server.start()
         return server
     }
@@ -74,5 +74,20 @@ import Testing
         // A good token is not replaced again.
         try await Task.sleep(for: .milliseconds(500))
         #expect(calls.all.count == 2, "\(calls.all)")
+    }
+
+    @Test func providerSetWhileConnectedAuthenticatesTheOpenConnection() async throws {
+        let server = try await authServer(rules: #"{"rules": {".read": true, "private": {".write": "auth != null"}}}"#)
+        defer { server.stop() }
+        let db = Database(url: server.databaseURL(ns: "authset"), configuration: .fastReconnect)
+        defer { db.shutdown() }
+        await #expect(throws: DatabaseError.self) { try await db.reference(withPath: "private/x").setValue(1) }
+        db.setAuthTokenProvider { _ in try await Self.mint(sub: "u3", expiresIn: 3600) }
+        // The token is fetched off the connection's queue; the next writes pass once it is sent.
+        let passed = try await eventually {
+            do { try await db.reference(withPath: "private/x").setValue(2); return true } catch { return false }
+        }
+        #expect(passed)
+        #expect(try await server.restGet("private/x", ns: "authset") == .int(2))
     }
 }
