@@ -265,6 +265,12 @@ def test_wire_expiry_drops_listens_the_rules_no_longer_allow(ns):
             assert resp["s"] == "permission_denied"
             _, resp = await c.request("g", {"p": "open", "q": {}})
             assert resp["s"] == "ok"
+            # Signing in again and then out (unauth) re-judges the listens the same way.
+            _, resp = await c.request("auth", {"cred": mint(claims())})
+            _, resp = await c.request("q", {"p": "secret", "h": ""})
+            assert resp["s"] == "ok"
+            before, resp = await c.request("unauth", {})
+            assert resp["s"] == "ok" and before == [{"a": "c", "b": {"p": "secret"}}]
             await c.close()
         run(go())
     finally:

@@ -39,9 +39,9 @@ public final class RealtimeSession: Sendable {
     public let address: String?
     let limits: Limits
     private let state = Mutex(State())
-    /// Runs after the identity expired (the rules layer re-judges the listens); takes the session
-    /// so it does not keep itself alive.
-    private let identityExpiredHook = Mutex<(@Sendable (RealtimeSession) -> Void)?>(nil)
+    /// Runs after the identity changed or expired (the rules layer re-judges the listens); takes
+    /// the session so it does not keep itself alive.
+    private let identityChangedHook = Mutex<(@Sendable (RealtimeSession) -> Void)?>(nil)
     private let continuation: AsyncStream<String>.Continuation
     /// Frames to write to the socket, in order.
     public let outbound: AsyncStream<String>
@@ -161,12 +161,13 @@ public final class RealtimeSession: Sendable {
     /// Sets the connection's identity. A user identity with an expiry flips back to anonymous at
     /// that moment, and the client is told with `ac` (`expired_token`) so it re-authenticates.
     func setIdentity(_ identity: Identity, now: Int64) {
-        state.withLock { s in
+        let changed = state.withLock { s -> Bool in
+            let changed = s.identity != identity
             s.identity = identity
             s.identityGeneration += 1
             s.expiryTimer?.cancel()
             s.expiryTimer = nil
-            guard case .user(_, let expiresAt?) = identity, !s.closed else { return }
+            guard case .user(_, let expiresAt?) = identity, !s.closed else { return changed }
             let generation = s.identityGeneration
             let delay = max(0, expiresAt - now)
             s.expiryTimer = Task { [weak self] in
@@ -174,7 +175,9 @@ public final class RealtimeSession: Sendable {
                 guard !Task.isCancelled else { return }
                 self?.expireIdentity(generation: generation)
             }
+            return changed
         }
+        if changed { runIdentityChangedHook() }
     }
 
     /// The token behind the identity set as `generation` expired: drop to anonymous and send
@@ -188,11 +191,17 @@ public final class RealtimeSession: Sendable {
             enqueue(&s, WireMessages.authRevoked(status: "expired_token", reason: "Auth token is expired."))
             return true
         }
-        if expired, let hook = identityExpiredHook.withLock({ $0 }) { hook(self) }
+        if expired { runIdentityChangedHook() }
     }
 
-    func onIdentityExpired(_ hook: @escaping @Sendable (RealtimeSession) -> Void) {
-        identityExpiredHook.withLock { $0 = hook }
+    /// Called (outside the state lock) whenever the identity changes: `auth` as someone else,
+    /// `unauth`, a refused re-auth, expiry.
+    func onIdentityChanged(_ hook: @escaping @Sendable (RealtimeSession) -> Void) {
+        identityChangedHook.withLock { $0 = hook }
+    }
+
+    private func runIdentityChangedHook() {
+        if let hook = identityChangedHook.withLock({ $0 }) { hook(self) }
     }
 
     /// Takes one request from the connection's budget; false when it is over the rate limit.

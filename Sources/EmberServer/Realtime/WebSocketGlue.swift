@@ -37,10 +37,11 @@ enum WebSocketGlue {
             try? await outbound.close(.unexpectedServerError, reason: "too many connections")
             return
         }
-        // An expired token leaves the connection anonymous: listens it may no longer read end.
+        // A new identity (another user, unauth, an expired token) may read less: listens it may
+        // no longer read end with `c`.
         let clock = node.rest.clock
         let gate = RulesGate(store: node.store, defaults: node.config.rules)
-        session.onIdentityExpired { session in
+        session.onIdentityChanged { session in
             let now = clock()
             session.revokeListens { path, query, identity in
                 (try? gate.canRead(namespace, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
