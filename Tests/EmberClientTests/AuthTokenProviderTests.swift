@@ -31,17 +31,23 @@ import Testing
         return server
     }
 
+    /// A client whose provider records each call (`force=true|false`) and returns `token(force)`.
+    func client(_ server: EmberServerProcess, ns: String, calls: Recorder,
+                token: @escaping @Sendable (Bool) async throws -> String) -> Database {
+        var config = DatabaseConfiguration.fastReconnect
+        config.authTokenProvider = { force in
+            calls.add("force=\(force)")
+            return try await token(force)
+        }
+        return Database(url: server.databaseURL(ns: ns), configuration: config)
+    }
+
     @Test func expiredTokenIsRevokedAndTheProviderIsAskedForAFreshOne() async throws {
         let server = try await authServer()
         defer { server.stop() }
         let calls = Recorder()
-        var config = DatabaseConfiguration.fastReconnect
         // Every token lives 2 s: the node revokes it (`ac`) and the client must come back.
-        config.authTokenProvider = { force in
-            calls.add("force=\(force)")
-            return try await Self.mint(sub: "u1", expiresIn: 2)
-        }
-        let db = Database(url: server.databaseURL(ns: "authprov"), configuration: config)
+        let db = client(server, ns: "authprov", calls: calls) { _ in try await Self.mint(sub: "u1", expiresIn: 2) }
         defer { db.shutdown() }
         let connected = Recorder()
         db.reference(withPath: ".info/connected").observe(.value) { s in connected.add("\(s.value as? Bool ?? false)") }
@@ -59,13 +65,10 @@ import Testing
         let server = try await authServer()
         defer { server.stop() }
         let calls = Recorder()
-        var config = DatabaseConfiguration.fastReconnect
         // The cached token is signed with the wrong key; a forced refresh gets a good one.
-        config.authTokenProvider = { force in
-            calls.add("force=\(force)")
-            return try await Self.mint(sub: "u2", expiresIn: 3600, secret: force ? Self.secret : "wrong-secret-0123456789abcdef-xyz")
+        let db = client(server, ns: "authref", calls: calls) { force in
+            try await Self.mint(sub: "u2", expiresIn: 3600, secret: force ? Self.secret : "wrong-secret-0123456789abcdef-xyz")
         }
-        let db = Database(url: server.databaseURL(ns: "authref"), configuration: config)
         defer { db.shutdown() }
         let seen = await calls.wait { $0.contains("force=true") }
         #expect(seen.first == "force=false")
