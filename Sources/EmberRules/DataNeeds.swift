@@ -21,14 +21,13 @@ extension RulesEngine {
     }
 
     /// The data `canRead` at `path` may look at, as subtrees (absolute paths) to load into an
-    /// otherwise empty root: [] = none, [root] = the whole tree. Rules that use `root` or
-    /// `parent()` need the whole tree; others only the data below the shallowest rule that
-    /// looks at `data`.
-    public func readDataScope(at path: Path) -> [Path] {
-        var scope = DataScope()
-        for (depth, rule) in chain(to: path).enumerated() {
+    /// otherwise empty root: [] = none, [root] = the whole tree (a `root.child(...)` whose path
+    /// starts with no literal). `root.child('admins')` needs /admins; `data` the rule's location.
+    public func readDataScope(at path: Path, auth: JSON?, now: Int64) -> [Path] {
+        var scope = DataScope(engine: self, auth: auth, now: now)
+        for (depth, (rule, captures)) in chainWithCaptures(to: path).enumerated() {
             if case .constant(true)? = rule.read { break }  // evaluation stops here
-            if case .expression(let e, _)? = rule.read { scope.note(e, at: path, depth: depth) }
+            if case .expression(let e, _)? = rule.read { scope.note(e, at: path, depth: depth, captures: captures) }
         }
         return scope.paths
     }
@@ -49,24 +48,26 @@ extension RulesEngine {
     /// The stored data `canWrite`/`canUpdate` at `paths` may look at (see `readDataScope`):
     /// `.write` expressions up to a constant grant, every `.validate` on the way down, and the
     /// `.validate`s below each path (their walk compares new data with old).
-    public func writeDataScope(at paths: [Path]) -> [Path] {
-        var scope = DataScope()
+    public func writeDataScope(at paths: [Path], auth: JSON?, now: Int64) -> [Path] {
+        var scope = DataScope(engine: self, auth: auth, now: now)
         for path in paths {
             var granted = false
-            for (depth, rule) in chain(to: path).enumerated() {
+            var last: [String: String] = [:]
+            for (depth, (rule, captures)) in chainWithCaptures(to: path).enumerated() {
+                last = captures
                 if case .expression(let e, _)? = rule.validate {
-                    scope.note(e, at: path, depth: depth, always: true)
+                    scope.note(e, at: path, depth: depth, captures: captures, always: true)
                 } else if case .constant? = rule.validate {
-                    scope.note(nil, at: path, depth: depth, always: true)
+                    scope.note(nil, at: path, depth: depth, captures: captures, always: true)
                 }
                 if granted { continue }
                 if case .constant(true)? = rule.write { granted = true; continue }
-                if case .expression(let e, _)? = rule.write { scope.note(e, at: path, depth: depth) }
+                if case .expression(let e, _)? = rule.write { scope.note(e, at: path, depth: depth, captures: captures) }
             }
             let below = ruleBelow(path)
             if below.containsValidate {
-                if below.validateNeedsWholeTree { scope.whole = true }
-                scope.note(nil, at: path, depth: path.count, always: true)
+                below.collectValidateNeedsBelow(into: &scope, captures: last)
+                scope.note(nil, at: path, depth: path.count, captures: last, always: true)
             }
         }
         return scope.paths
@@ -80,6 +81,20 @@ extension RulesEngine {
             root.set(try load(p), at: p)
         }
         return root
+    }
+
+    /// Rule nodes from the root down to `path` with the wildcard captures bound there.
+    func chainWithCaptures(to path: Path) -> [(RuleNode, [String: String])] {
+        var captures: [String: String] = [:]
+        var out = [(rootRule, captures)]
+        var rule = rootRule
+        for key in path.segments {
+            guard let (next, capture) = rule.child(key) else { break }
+            if let (name, value) = capture { captures[name] = value }
+            out.append((next, captures))
+            rule = next
+        }
+        return out
     }
 
     /// Rule nodes from the root down to `path`, as far as rules exist.
@@ -105,17 +120,53 @@ extension RulesEngine {
     }
 }
 
-/// Collects the subtrees a decision may read: the shallowest data-reading location per target
-/// path, or the whole tree.
+/// Collects the subtrees a decision may read: per rule that looks at data, the subtree of its
+/// location (raised by its `parent()` calls), and for each `root.child(...)` lookup the path it
+/// names, its arguments evaluated when they depend only on `auth`, `now`, captures and literals
+/// (`root.child('admins').child(auth.uid)` → /admins/<uid>); the whole tree when unknown.
 struct DataScope {
+    let engine: RulesEngine
+    let auth: Value
+    let now: Double
     var whole = false
     var prefixes: [Path] = []
 
-    /// Notes rule `e` at `depth` on the way to `path` (`always`: counts as reading data).
-    mutating func note(_ e: Expr?, at path: Path, depth: Int, always: Bool = false) {
-        if let e, e.needsWholeTree { whole = true; return }
-        guard always || e?.referencesData == true else { return }
-        prefixes.append(Path(validated: Array(path.segments.prefix(depth))))
+    init(engine: RulesEngine, auth: JSON?, now: Int64) {
+        self.engine = engine
+        self.auth = auth.map(Value.init(json:)) ?? .null
+        self.now = Double(now)
+    }
+
+    /// Notes rule `e` at `depth` on the way to `path` (`always`: its location's data counts as
+    /// read, as for `.validate`, whose walk compares new data with old there).
+    mutating func note(_ e: Expr?, at path: Path, depth: Int, captures: [String: String], always: Bool = false) {
+        var up: Int? = always ? 0 : nil
+        if let e {
+            let n = e.dataNeeds()
+            if n.whole { whole = true; return }
+            for chain in n.rootChains { addLookup(chain, captures: captures) }
+            if let u = n.dataUp { up = max(up ?? 0, u) }
+        }
+        if let up { prefixes.append(Path(validated: Array(path.segments.prefix(max(0, depth - up))))) }
+    }
+
+    /// The path of `root.child(a1).child(a2)...`: arguments that need no data are evaluated; the
+    /// first that cannot be contributes its literal start, and the path ends there.
+    mutating func addLookup(_ args: [Expr], captures: [String: String]) {
+        let empty = Snapshot(tree: .empty, path: .root)
+        let env = Environment(auth: auth, root: empty, data: empty, newData: nil, now: now, query: .null, captures: captures)
+        var budget = StepBudget(perExpression: engine.limits.maxEvaluationSteps, remaining: engine.limits.maxEvaluationSteps)
+        var path = Path.root
+        for arg in args {
+            if arg.dataNeeds().isEmpty, case .string(let s)? = Evaluator.value(arg, env: env, budget: &budget),
+               let rel = try? Path(s), !rel.isRoot, path.count + rel.count <= Limits.maxPathDepth {
+                path = path.appending(rel)
+                continue
+            }
+            path = path.appending(Expr.literalPrefix(arg))
+            break
+        }
+        if path.isRoot { whole = true } else { prefixes.append(path) }
     }
 
     /// Disjoint subtrees (an ancestor absorbs its descendants).
@@ -130,38 +181,102 @@ struct DataScope {
 }
 
 extension RuleNode {
-    /// Whether a `.validate` here or below uses `root` or `parent()`.
-    var validateNeedsWholeTree: Bool {
-        if case .expression(let e, _)? = validate, e.needsWholeTree { return true }
-        return children.values.contains { $0.validateNeedsWholeTree } || wildcard?.node.validateNeedsWholeTree == true
+    /// Adds what the `.validate`s below this node read besides their own location: `root`
+    /// lookups; `parent()` (whose target depends on how deep) takes the whole tree.
+    func collectValidateNeedsBelow(into scope: inout DataScope, captures: [String: String]) {
+        for c in Array(children.values) + (wildcard.map { [$0.node] } ?? []) {
+            if case .expression(let e, _)? = c.validate {
+                let n = e.dataNeeds()
+                if n.whole || (n.dataUp ?? 0) > 0 { scope.whole = true }
+                // Captures of wildcards below are unknown here: such arguments stay literal.
+                for chain in n.rootChains { scope.addLookup(chain, captures: captures) }
+            }
+            c.collectValidateNeedsBelow(into: &scope, captures: captures)
+        }
     }
 }
 
+/// What one expression reads: the whole tree, subtrees by absolute path (`root.child('a')`),
+/// and its own location's data raised by `dataUp` parents (nil: it does not read `data`).
+struct ExprNeeds {
+    var whole = false
+    /// `child()` arguments of each `root` lookup, in order.
+    var rootChains: [[Expr]] = []
+    var dataUp: Int?
+
+    var isEmpty: Bool { !whole && rootChains.isEmpty && dataUp == nil }
+}
+
 extension Expr {
-    /// Whether evaluating this may leave the subtree of the rule's location: `root`, or
-    /// `parent()` of a snapshot.
-    var needsWholeTree: Bool {
+    func dataNeeds() -> ExprNeeds {
+        var n = ExprNeeds()
+        collectNeeds(into: &n)
+        return n
+    }
+
+    private func collectNeeds(into n: inout ExprNeeds) {
+        if let (base, args) = snapshotChain() {
+            switch base {
+            case .root(let chain): if chain.isEmpty { n.whole = true } else { n.rootChains.append(chain) }
+            case .data(let up): n.dataUp = max(n.dataUp ?? 0, up)
+            }
+            for a in args { a.collectNeeds(into: &n) }
+            return
+        }
         switch kind {
-        case .null, .bool, .number, .string, .regex: return false
-        case .variable(let name): return name == "root"
-        case .array(let items): return items.contains { $0.needsWholeTree }
-        case .member(let e, _), .unary(_, let e): return e.needsWholeTree
-        case .index(let a, let b), .binary(_, let a, let b): return a.needsWholeTree || b.needsWholeTree
-        case .call(let r, let name, let args): return name == "parent" || r.needsWholeTree || args.contains { $0.needsWholeTree }
-        case .ternary(let a, let b, let c): return a.needsWholeTree || b.needsWholeTree || c.needsWholeTree
+        case .null, .bool, .number, .string, .regex, .variable: break
+        case .array(let items): for i in items { i.collectNeeds(into: &n) }
+        case .member(let e, _), .unary(_, let e): e.collectNeeds(into: &n)
+        case .index(let a, let b), .binary(_, let a, let b): a.collectNeeds(into: &n); b.collectNeeds(into: &n)
+        case .call(let r, _, let args): r.collectNeeds(into: &n); for a in args { a.collectNeeds(into: &n) }
+        case .ternary(let a, let b, let c): a.collectNeeds(into: &n); b.collectNeeds(into: &n); c.collectNeeds(into: &n)
         }
     }
 
-    /// Whether evaluating this may read the tree (`root`, `data`, `newData`).
-    var referencesData: Bool {
+    enum ChainBase { case root([Expr]), data(up: Int) }
+
+    /// A `child()`/`parent()` chain on `root`, `data` or `newData`: where it can lead, and the
+    /// `child()` argument expressions (which may read data themselves).
+    func snapshotChain() -> (ChainBase, [Expr])? {
         switch kind {
-        case .null, .bool, .number, .string, .regex: return false
-        case .variable(let name): return name == "root" || name == "data" || name == "newData"
-        case .array(let items): return items.contains { $0.referencesData }
-        case .member(let e, _), .unary(_, let e): return e.referencesData
-        case .index(let a, let b), .binary(_, let a, let b): return a.referencesData || b.referencesData
-        case .call(let r, _, let args): return r.referencesData || args.contains { $0.referencesData }
-        case .ternary(let a, let b, let c): return a.referencesData || b.referencesData || c.referencesData
+        case .variable("root"): return (.root([]), [])
+        case .variable("data"), .variable("newData"): return (.data(up: 0), [])
+        case .call(let r, "child", let args) where args.count == 1:
+            guard let (base, inner) = r.snapshotChain() else { return nil }
+            if case .root(let chain) = base { return (.root(chain + args), inner + args) }
+            return (base, inner + args)
+        case .call(let r, "parent", let args) where args.isEmpty:
+            guard let (base, inner) = r.snapshotChain() else { return nil }
+            switch base {
+            // One argument may be several segments ('a/b'): a parent of it is not known here.
+            case .root: return (.root([]), inner)
+            case .data(let up): return (.data(up: up + 1), inner)
+            }
+        default: return nil
+        }
+    }
+
+    /// The path a `child()` argument surely starts with: its literal text up to the first
+    /// dynamic part (`'users/' + auth.uid` → users); root when nothing is known.
+    static func literalPrefix(_ e: Expr) -> Path {
+        let (text, complete) = e.knownText()
+        var segments = text.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        if !complete && !text.hasSuffix("/") && !segments.isEmpty { segments.removeLast() }
+        return (try? Path(segments.joined(separator: "/"))) ?? .root
+    }
+
+    /// The literal start of a string expression, and whether that is all of it. Only a chain
+    /// of `+` that starts with a string literal concatenates (numbers on the left add).
+    private func knownText() -> (String, complete: Bool) {
+        switch kind {
+        case .string(let s): return (s, true)
+        case .binary(.add, let l, let r):
+            // A complete left side is made of string literals only, so this `+` concatenates.
+            let (a, full) = l.knownText()
+            guard full else { return (a, false) }
+            let (b, bf) = r.knownText()
+            return (a + b, bf)
+        default: return ("", false)
         }
     }
 }

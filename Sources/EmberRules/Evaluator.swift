@@ -38,6 +38,13 @@ struct Evaluator {
         return true
     }
 
+    /// The value of `e`, nil when its evaluation fails.
+    static func value(_ e: Expr, env: Environment, budget: inout StepBudget) -> Value? {
+        var ev = Evaluator(env: env, budget: budget)
+        defer { budget = ev.budget }
+        return try? ev.eval(e)
+    }
+
     private init(env: Environment, budget: StepBudget) {
         self.env = env
         self.budget = budget

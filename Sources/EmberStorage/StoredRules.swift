@@ -60,7 +60,7 @@ extension Applier {
         let paths = parts.map(\.0)
         if engine.writeGrantedWithoutEvaluation(at: isUpdate ? paths : [base]) { return true }
         // Only the subtrees the applying rules may look at (often none, or one user's data).
-        let scope = engine.writeDataScope(at: isUpdate ? paths : [base])
+        let scope = engine.writeDataScope(at: isUpdate ? paths : [base], auth: auth, now: e.timestamp)
         let root = try RulesEngine.partialRoot(scope) { try tables.readNode(t, e.namespace, $0) }
         if isUpdate {
             let rel = parts.map { (base.relative($0.0)!, $0.1) }

@@ -89,19 +89,60 @@ import Testing
         let open = try RulesEngine(text: #"{"rules": {".read": true, ".write": true}}"#)
         #expect(open.writeGrantedWithoutEvaluation(at: [p("/x/y")]))
         let authOnly = try RulesEngine(text: #"{"rules": {"u": {"$uid": {".write": "auth.uid === $uid"}}}}"#)
-        #expect(!authOnly.writeGrantedWithoutEvaluation(at: [p("/u/a")]) && authOnly.writeDataScope(at: [p("/u/a")]).isEmpty)
+        #expect(!authOnly.writeGrantedWithoutEvaluation(at: [p("/u/a")]) && authOnly.writeDataScope(at: [p("/u/a")], auth: nil, now: 0).isEmpty)
         // Rules that look at data need only the subtree of the rule that looks; root/parent() need all.
+        let uid: JSON = .object(["uid": .string("u1")])
         let scoped = try RulesEngine(text: #"""
             {"rules": {"u": {"$uid": {".write": "data.child('owner').val() === auth.uid",
                                       "n": {".validate": "newData.isNumber()"}}},
                        "g": {"$x": {".write": "root.child('admins').child(auth.uid).exists()"}},
                        "p": {"$x": {".validate": "newData.parent().child('k').exists()"}}}}
             """#)
-        #expect(scoped.writeDataScope(at: [p("/u/a/n")]) == [p("/u/a")])
-        #expect(scoped.writeDataScope(at: [p("/u/a/n"), p("/u/b/n")]) == [p("/u/a"), p("/u/b")])
-        #expect(scoped.writeDataScope(at: [p("/g/x")]) == [.root])
-        #expect(scoped.writeDataScope(at: [p("/p")]) == [.root])
-        #expect(scoped.readDataScope(at: [p("/u/a")].first!).isEmpty)
+        #expect(scoped.writeDataScope(at: [p("/u/a/n")], auth: uid, now: 0) == [p("/u/a")])
+        #expect(scoped.writeDataScope(at: [p("/u/a/n"), p("/u/b/n")], auth: uid, now: 0) == [p("/u/a"), p("/u/b")])
+        #expect(scoped.writeDataScope(at: [p("/g/x")], auth: uid, now: 0) == [p("/admins/u1")])
+        #expect(scoped.writeDataScope(at: [p("/p")], auth: uid, now: 0) == [.root])
+        let lookups = try RulesEngine(text: #"""
+            {"rules": {"a": {"$x": {".write": "root.child('users/' + auth.uid + '/role').val() === 'admin'",
+                                    ".read": "data.parent().child('open').exists()"}},
+                       "b": {".write": "root.child(auth.uid).exists()"},
+                       "c": {".write": "root.child('cfg').child(data.child('k').val()).exists()"}}}
+            """#)
+        #expect(lookups.writeDataScope(at: [p("/a/1")], auth: uid, now: 0) == [p("/users/u1/role")])
+        #expect(lookups.writeDataScope(at: [p("/a/1")], auth: nil, now: 0) == [p("/users")])
+        #expect(lookups.readDataScope(at: p("/a/1"), auth: uid, now: 0) == [p("/a")])
+        #expect(lookups.writeDataScope(at: [p("/b")], auth: uid, now: 0) == [p("/u1")])
+        #expect(lookups.writeDataScope(at: [p("/b")], auth: nil, now: 0) == [.root])
+        #expect(lookups.writeDataScope(at: [p("/c")], auth: uid, now: 0).sorted() == [p("/c"), p("/cfg")])
+        #expect(scoped.readDataScope(at: p("/u/a"), auth: uid, now: 0).isEmpty)
+    }
+
+    /// Raft replicas apply the same entries (rules change included) and reach the same verdicts.
+    @Test func replicasReachTheSameVerdicts() async throws {
+        var entries: [LogEntry] = []
+        func add(_ op: WriteOperation, _ auth: WriteAuth) {
+            let i = UInt64(entries.count + 1)
+            entries.append(LogEntry(index: i, term: 1, namespace: "t", operation: op, timestamp: 1_000 + Int64(i), auth: auth))
+        }
+        add(.set(path: p("/admins/x"), value: .bool(true)), .admin)
+        add(.set(path: p("/gated"), value: .int(1)), user("x"))        // open (no rules yet)
+        add(.setRules(text: Self.rules), .admin)
+        add(.set(path: p("/gated"), value: .int(2)), user("x"))        // admin lookup: allowed
+        add(.set(path: p("/gated"), value: .int(3)), user("y"))        // denied
+        add(.set(path: p("/stamp"), value: .int(1_006)), user("y"))    // now = this entry's timestamp: allowed
+        add(.setRules(text: #"{"rules": {".write": false}}"#), user("y"))  // not admin: rejected
+        var verdicts: [[String]] = []
+        var hashes: [String] = []
+        for _ in 0..<2 {
+            let s = try openStore()
+            let results = try await s.apply(entries: entries)
+            verdicts.append(results.map { "\($0.outcome)" })
+            hashes.append(try s.stateHash(namespace: "t"))
+            #expect(try s.get("/gated") == n("2"))
+        }
+        #expect(verdicts[0] == verdicts[1] && hashes[0] == hashes[1])
+        #expect(verdicts[0][4] == "\(WriteOutcome.denied)" && verdicts[0][5].hasPrefix("applied"))
+        #expect(verdicts[0][6].hasPrefix("rejected"))
     }
 
     @Test func logEntryCarriesAuth() throws {

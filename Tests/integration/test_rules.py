@@ -273,9 +273,10 @@ def test_wire_protocol_rules(secure, ns):
         assert resp["s"] == "ok"
         _, resp = await c.request("om", {"p": "/users", "d": {"bob/status": "gone"}})
         assert resp["s"] == "permission_denied"
-        # unauth drops back to anonymous.
-        _, resp = await c.request("unauth", {})
+        # unauth drops back to anonymous: the listen on alice's data is revoked.
+        before, resp = await c.request("unauth", {})
         assert resp["s"] == "ok"
+        assert {"a": "c", "b": {"p": "users/alice"}} in before
         _, resp = await c.request("p", {"p": "/users/alice/name", "d": "Again"})
         assert resp["s"] == "permission_denied"
         await c.close()

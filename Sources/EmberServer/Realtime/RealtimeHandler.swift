@@ -168,6 +168,15 @@ struct RealtimeHandler: Sendable {
         try WriteValidation(config).validate(json, at: path)
     }
 
+    /// A new identity may lose read access: the session's listens are judged again (revoked with
+    /// `c`). Run by the session on every identity change (auth, unauth, expiry).
+    static func rejudgeListens(of session: RealtimeSession, gate: RulesGate, now: Int64) {
+        let ns = session.namespace
+        session.revokeListens { path, query, identity in
+            (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
+        }
+    }
+
     /// `auth`/`gauth`: the node's verifier judges the credential. A refused one leaves the
     /// connection anonymous; an accepted one with an expiry is revoked (`ac`) when it expires.
     func auth(_ b: [String: JSON]) -> (String?, JSON) {

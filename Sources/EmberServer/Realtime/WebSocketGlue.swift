@@ -41,12 +41,7 @@ enum WebSocketGlue {
         // no longer read end with `c`.
         let clock = node.rest.clock
         let gate = RulesGate(store: node.store, defaults: node.config.rules)
-        session.onIdentityChanged { session in
-            let now = clock()
-            session.revokeListens { path, query, identity in
-                (try? gate.canRead(namespace, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
-            }
-        }
+        session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: gate, now: clock()) }
         let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock)
         session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
         await withTaskGroup(of: Void.self) { group in

@@ -44,7 +44,7 @@ struct RulesGate: Sendable {
         if identity.isAdmin { return true }
         let e = engine(ns)
         if let verdict = e.readVerdictWithoutEvaluation(at: path) { return verdict }
-        let root = try RulesEngine.partialRoot(e.readDataScope(at: path)) { try store.read(namespace: ns, path: $0).node }
+        let root = try RulesEngine.partialRoot(e.readDataScope(at: path, auth: identity.authVariable, now: now)) { try store.read(namespace: ns, path: $0).node }
         return e.canRead(path: path, auth: identity.authVariable, root: root, now: now, query: query)
     }
 
@@ -62,7 +62,7 @@ struct RulesGate: Sendable {
         if case .update = kind { isUpdate = true } else { isUpdate = false }
         let paths = isUpdate ? parts.map { path.appending($0.0) } : [path]
         if e.writeGrantedWithoutEvaluation(at: paths) { return true }
-        let root = try RulesEngine.partialRoot(e.writeDataScope(at: paths)) { try store.read(namespace: ns, path: $0).node }
+        let root = try RulesEngine.partialRoot(e.writeDataScope(at: paths, auth: identity.authVariable, now: now)) { try store.read(namespace: ns, path: $0).node }
         var nodes: [(Path, Node)] = []
         for (rel, j) in parts {
             let at = path.appending(rel)
