@@ -34,6 +34,8 @@ var package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // Client token verification (HS256/RS256/ES256 JWTs, JWKS).
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         .systemLibrary(
@@ -51,6 +53,7 @@ var package = Package(
                 "EmberCore", "EmberStorage", "EmberRules",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -63,6 +66,7 @@ var package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]),
         // The client's event generation: pure, testable alone against the SDKs' spec cases.
         .target(name: "EmberSyncTree", dependencies: ["EmberCore"]),
@@ -110,9 +114,16 @@ var package = Package(
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
-        .testTarget(name: "EmberServerTests", dependencies: ["EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules"]),
+        .testTarget(name: "EmberServerTests", dependencies: [
+            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules",
+            .product(name: "JWTKit", package: "jwt-kit"),
+        ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
-        .testTarget(name: "EmberClientTests", dependencies: ["EmberClient", "EmberCore", "EmberSyncTree"]),
+        .testTarget(name: "EmberClientTests", dependencies: [
+            "EmberClient", "EmberCore", "EmberSyncTree",
+            // Mints signed tokens for the auth tests.
+            .product(name: "JWTKit", package: "jwt-kit"),
+        ]),
     ]
 )
 

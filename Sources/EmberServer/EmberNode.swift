@@ -1,8 +1,11 @@
 import EmberCore
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOSSL
 import ServiceLifecycle
 
 /// One running node: the storage, the listener hub and the HTTP front, wired together.
@@ -65,13 +68,15 @@ public final class EmberNode: Sendable {
         let responder = CallbackResponder<EmberRequestContext> { request, context in
             await admin.respond(to: request, channel: context.channel)
         }
+        // Wire frames hold up to 16384 characters (reference §6.2), i.e. up to 64 KiB of UTF-8;
+        // the library's default 16 KiB limit dropped clients sending non-ASCII text.
+        var server: HTTPServerBuilder = .http1WebSocketUpgrade(configuration: .init(maxFrameSize: WireFraming.maxFrameCharacters * 4)) { [self] head, channel, _ in
+            WebSocketGlue.shouldUpgrade(head: head, channel: channel, node: self)
+        }
+        if let tls = config.clientTLS { server = try .tls(server, tlsConfiguration: try tls.serverConfiguration()) }
         let app = Application(
             responder: responder,
-            // Wire frames hold up to 16384 characters (reference §6.2), i.e. up to 64 KiB of UTF-8;
-            // the library's default 16 KiB limit dropped clients sending non-ASCII text.
-            server: .http1WebSocketUpgrade(configuration: .init(maxFrameSize: WireFraming.maxFrameCharacters * 4)) { [self] head, _, _ in
-                WebSocketGlue.shouldUpgrade(head: head, node: self)
-            },
+            server: server,
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)

@@ -8,6 +8,8 @@ public struct NodeConfiguration: Sendable {
     /// Namespace used when a request names none (`ns` absent).
     public var defaultNamespace = "default"
     public var rules: RulesDocument = .open
+    /// HTTPS/WSS for clients (`--client-tls-cert/--client-tls-key`); nil serves plain HTTP/WS.
+    public var clientTLS: ClientTLS?
     /// Turns presented tokens into identities. The default is protected mode's emulator rules.
     public var tokenVerifier: any TokenVerifier = EmulatorTokenVerifier()
     /// Largest request body accepted; bigger ones are refused before parsing (413).
@@ -18,6 +20,11 @@ public struct NodeConfiguration: Sendable {
     public var maxUpdateParts = 10_000
     /// Interval of SSE keep-alive events.
     public var keepAliveSeconds: Double = 30
+    /// WebSocket connections plus SSE streams one client address may hold open (0: no limit).
+    public var maxConnectionsPerAddress = 1_000
+    /// REST requests per second on one keep-alive connection (WebSocket requests:
+    /// `realtimeLimits.session.requestRate`).
+    public var restRequestRate = RequestRateLimit()
     public var streamLimits = StreamHub.Limits()
     public var realtimeLimits = RealtimeHub.Limits()
     /// Health, readiness, metrics, status and backup endpoints (Admin/).

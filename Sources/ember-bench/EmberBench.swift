@@ -70,7 +70,9 @@ struct WriteBench: AsyncParsableCommand {
         if let url { base = url } else {
             let port = 19_000 + Int.random(in: 0..<1000)
             let dir = NSTemporaryDirectory() + "ember-bench-\(UUID().uuidString)"
-            emberProcess = try launch(emberd, ["--data", dir, "--port", "\(port)", "--log-level", "warning"]
+            emberProcess = try launch(emberd, ["--data", dir, "--port", "\(port)", "--log-level", "warning",
+                                               // One machine plays many clients: per-client limits off.
+                                               "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
                                       + (rules.map { ["--rules", $0] } ?? []))
             base = "http://127.0.0.1:\(port)"
             try await waitReady(http, base + "/.json?auth=owner")

@@ -184,7 +184,9 @@ struct EmberdInstance: Sendable {
         let dir = NSTemporaryDirectory() + "ember-rtbench-\(UUID().uuidString)"
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = ["--data", dir, "--port", "\(port)", "--log-level", "warning", "--namespace", namespace]
+        p.arguments = ["--data", dir, "--port", "\(port)", "--log-level", "warning", "--namespace", namespace,
+                       // One machine plays many clients: per-client limits off.
+                       "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()

@@ -47,6 +47,49 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "WebSocket connections per node.")
     var maxConnections = 100_000
 
+    @Option(help: "WebSocket connections plus SSE streams per client address (0: no limit).")
+    var maxConnectionsPerAddress = 1_000
+
+    @Option(help: "Listens per WebSocket connection.")
+    var maxListens = 10_000
+
+    @Option(help: "Requests per second per connection, WebSocket or REST keep-alive (0: no limit).")
+    var maxRequestsPerSecond = 1_000.0
+
+    @Option(help: "Requests a connection may make at once after a quiet period.")
+    var requestBurst = 2_000.0
+
+    @Option(help: "Most nodes one write may contain.")
+    var maxWriteNodes = 2_000_000
+
+    // Auth. Without any of the first five the node runs in protected mode (loopback only).
+    @Option(help: "Auth: file of HS256 shared secrets, one a line (at least 32 bytes each).")
+    var authHs256SecretFile: String?
+
+    @Option(help: "Auth: JWKS file with the RS256/ES256 public keys tokens are signed with.")
+    var authJwksFile: String?
+
+    @Option(help: "Auth: required iss claim.")
+    var authIssuer: String?
+
+    @Option(help: "Auth: required aud claim.")
+    var authAudience: String?
+
+    @Option(help: "Auth: file of admin tokens, one a line (at least 16 bytes); admin from any address.")
+    var adminTokenFile: String?
+
+    @Option(help: "Auth: addresses (CIDR,...) from which `Bearer owner` (firebase-admin) is admin.")
+    var trustOwnerFrom: String?
+
+    @Flag(help: "Development: allow a non-loopback --host without auth (anyone who reaches the node is admin).")
+    var dev = false
+
+    @Option(help: "HTTPS/WSS for clients: PEM certificate (chain). Cluster peers use --tls-cert.")
+    var clientTlsCert: String?
+
+    @Option(help: "HTTPS/WSS for clients: PEM private key of --client-tls-cert.")
+    var clientTlsKey: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
@@ -107,6 +150,25 @@ struct Emberd: AsyncParsableCommand {
         config.streamLimits.maxStreams = maxSseStreams
         config.realtimeLimits.session.outboundQueue = wsQueueLimit
         config.realtimeLimits.maxConnections = maxConnections
+        config.realtimeLimits.session.maxListens = maxListens
+        config.maxConnectionsPerAddress = max(0, maxConnectionsPerAddress)
+        config.maxWriteNodes = maxWriteNodes
+        var rate = RequestRateLimit()
+        rate.perSecond = max(0, maxRequestsPerSecond)
+        rate.burst = max(1, requestBurst)
+        config.restRequestRate = rate
+        config.realtimeLimits.session.requestRate = rate
+        let mode: AuthMode
+        do { (mode, config.tokenVerifier) = try await authSetup() } catch {
+            // One line, no usage text: the operator needs the reason, not the flag list.
+            FileHandle.standardError.write(Data("emberd: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        switch (clientTlsCert, clientTlsKey) {
+        case (let cert?, let key?): config.clientTLS = ClientTLS(certificatePath: cert, keyPath: key)
+        case (nil, nil): break
+        default: throw ValidationError("--client-tls-cert and --client-tls-key go together")
+        }
         if let rules {
             let text: String
             do { text = try String(contentsOfFile: rules, encoding: .utf8) } catch {
@@ -134,7 +196,10 @@ struct Emberd: AsyncParsableCommand {
             store = try StoreFactory.open(directory: data, logRetain: logRetain, logger: logger)
         }
         let node = try EmberNode(config: config, store: store, logger: logger)
-        logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)"])
+        logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
+                                                  "tls": "\(config.clientTLS != nil)"])
+        logger.info("auth: \(mode.summary)")
+        if let jwt = config.tokenVerifier as? JWTTokenVerifier { logger.info("auth: \(jwt.summary)") }
         let readyLogger = logger
         try await node.run { port in
             readyLogger.info("emberd ready", metadata: ["port": "\(port)"])
@@ -182,5 +247,47 @@ extension Emberd {
         guard snapshotEntries > 0 else { throw ValidationError("--snapshot-entries must be positive") }
         config.snapshotEveryEntries = snapshotEntries
         return config
+    }
+}
+
+
+extension Emberd {
+    /// The auth mode and verifier for the flags, or the reason the node must not start.
+    func authSetup() async throws -> (AuthMode, any TokenVerifier) {
+        var settings = JWTTokenVerifier.Settings()
+        if let file = authHs256SecretFile { settings.hmacSecrets = try Self.lines(of: file, what: "HS256 secret") }
+        if let file = authJwksFile { settings.jwksJSON = try Self.read(file, what: "JWKS") }
+        if let file = adminTokenFile { settings.adminTokens = try Self.lines(of: file, what: "admin token") }
+        if let trustOwnerFrom {
+            switch CIDR.parseList(trustOwnerFrom) {
+            case .success(let list): settings.trustOwnerFrom = list
+            case .failure(let e): throw AuthSetupError("--trust-owner-from: \(e.entry) is not an address or CIDR")
+            }
+        }
+        settings.issuer = authIssuer
+        settings.audience = authAudience
+        let configured = settings.hasKeys || !settings.adminTokens.isEmpty || !settings.trustOwnerFrom.isEmpty
+        if !configured, authIssuer != nil || authAudience != nil {
+            throw AuthSetupError("--auth-issuer/--auth-audience need --auth-hs256-secret-file or --auth-jwks-file")
+        }
+        let mode = try AuthMode.choose(host: host, authConfigured: configured, dev: dev).get()
+        switch mode {
+        case .verified: return (mode, try await JWTTokenVerifier.make(settings))
+        case .protected, .development: return (mode, EmulatorTokenVerifier())
+        }
+    }
+
+    static func read(_ path: String, what: String) throws -> String {
+        do { return try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw AuthSetupError("cannot read \(what) file \(path)")
+        }
+    }
+
+    /// Non-empty lines, trimmed; a file with none is an error.
+    static func lines(of path: String, what: String) throws -> [String] {
+        let lines = try read(path, what: what).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !lines.isEmpty else { throw AuthSetupError("\(what) file \(path) is empty") }
+        return lines
     }
 }

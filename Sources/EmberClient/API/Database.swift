@@ -11,6 +11,9 @@ public struct DatabaseConfiguration: Sendable {
     /// A credential sent on every connect: a Firebase ID token / JWT (`auth`) or an admin token
     /// such as the emulator's `owner` (`gauth`).
     public var authToken: String?
+    /// Asked for the credential before every connect (overrides `authToken`); see
+    /// `Database.setAuthTokenProvider`.
+    public var authTokenProvider: AuthTokenProvider?
     var transport: any WireTransport
 
     public init(reconnectPolicy: ReconnectPolicy = .default, callbackQueue: DispatchQueue? = nil, authToken: String? = nil) {
@@ -64,7 +67,8 @@ public final class Database: Sendable {
         websocketURL = ws
         let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
         repo = Repo(websocketURL: ws, transport: configuration.transport, policy: configuration.reconnectPolicy,
-                    callbackQueue: queue, authToken: configuration.authToken)
+                    callbackQueue: queue, authToken: configuration.authToken,
+                    authTokenProvider: configuration.authTokenProvider)
         repo.database = self
     }
 
@@ -113,6 +117,11 @@ public final class Database: Sendable {
     /// Changes the credential (nil signs out); applies now and on every reconnect.
     public func setAuthToken(_ token: String?) { repo.connection.submit(.setAuthToken(token)) }
 
+    /// Where credentials come from (the SDKs' auth token provider): called before every connect,
+    /// with `forceRefresh` true after the server revoked (`ac`, e.g. the token expired) or refused
+    /// the last token. A thrown error postpones the connection (with back-off). nil removes it.
+    public func setAuthTokenProvider(_ provider: AuthTokenProvider?) { repo.connection.submit(.setAuthTokenProvider(provider)) }
+
     /// Disconnects; writes keep applying locally and wait in the queue until `goOnline()`.
     public func goOffline() { repo.connection.submit(.goOffline) }
 
@@ -126,3 +135,7 @@ public final class Database: Sendable {
         }
     }
 }
+
+/// Returns the credential to connect with (a JWT, or an admin token), nil for none. `forceRefresh`
+/// asks for a new token rather than a cached one (the server revoked or refused the last).
+public typealias AuthTokenProvider = @Sendable (_ forceRefresh: Bool) async throws -> String?

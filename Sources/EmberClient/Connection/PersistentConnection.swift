@@ -38,6 +38,9 @@ actor PersistentConnection {
         case get(path: Path, queryWire: JSON?, onComplete: RequestCompletion)
         /// The credential sent on every connect (nil: none, `unauth` when connected).
         case setAuthToken(String?)
+        /// Where credentials come from: asked before every connect, and with `forceRefresh` after
+        /// the server revoked or refused the last one.
+        case setAuthTokenProvider(AuthTokenProvider?)
         case goOffline
         case goOnline
         case shutdown
@@ -49,6 +52,15 @@ actor PersistentConnection {
         case reconnectTimer(generation: Int)
         case keepAlive(connectionID: Int)
         case getTimeout(id: Int)
+        /// A token fetched before connecting (`reconnectGeneration` it was fetched for).
+        case tokenFetched(generation: Int, TokenFetch)
+        /// A token fetched while connected (a new provider): sent with `auth` at once.
+        case tokenRefreshed(String?)
+    }
+
+    enum TokenFetch: Sendable {
+        case token(String?)
+        case failed(String)
     }
 
     private struct PendingWrite {
@@ -97,13 +109,17 @@ actor PersistentConnection {
     private var nextWriteID = 0
     private var lastSend = ContinuousClock.now
     private var authToken: String?
+    private var tokenProvider: AuthTokenProvider?
+    /// Set when the server revoked or refused the token: the next fetch asks for a new one.
+    private var forceTokenRefresh = false
     private var gets: [Int: PendingGet] = [:]
     private var nextGetID = 0
 
     init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
-         authToken: String? = nil) {
+         authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil) {
         self.url = url
         self.authToken = authToken
+        self.tokenProvider = tokenProvider
         self.transport = transport
         self.delegate = delegate
         backoff = ReconnectBackoff(policy: policy)
@@ -151,7 +167,22 @@ actor PersistentConnection {
             scheduleKeepAlive(id)
         case .reconnectTimer(let generation):
             guard generation == reconnectGeneration, case .disconnected = state else { return }
-            establish()
+            connectNow()
+        case .tokenFetched(let generation, let fetch):
+            guard generation == reconnectGeneration, case .disconnected = state else { return }
+            switch fetch {
+            case .token(let token):
+                authToken = token
+                establish()
+            case .failed:
+                // Like JS: no connection without the credential the app asked for; try again later.
+                scheduleReconnect(connectedFor: nil)
+            }
+        case .tokenRefreshed(let token):
+            authToken = token
+            if isConnected {
+                if token == nil { sendRequest("unauth", [:]) { _, _ in } } else { sendAuth() }
+            }
         case .getTimeout(let id):
             if let get = gets[id], !get.sent {
                 gets[id] = nil
@@ -205,8 +236,18 @@ actor PersistentConnection {
             }
         case .setAuthToken(let token):
             authToken = token
+            tokenProvider = nil
             if isConnected {
                 if token == nil { sendRequest("unauth", [:]) { _, _ in } } else { sendAuth() }
+            }
+        case .setAuthTokenProvider(let provider):
+            tokenProvider = provider
+            guard let provider else { return }
+            if isConnected {
+                let inbox = inbox
+                Task {
+                    if let token = try? await provider(false) { inbox.yield(.tokenRefreshed(token)) }
+                }
             }
         case .goOffline:
             interrupted = true
@@ -214,7 +255,7 @@ actor PersistentConnection {
         case .goOnline:
             interrupted = false
             backoff.reset()
-            if case .disconnected = state { establish() }
+            if case .disconnected = state { connectNow() }
         case .shutdown:
             killed = true
             closeCurrent()
@@ -225,6 +266,25 @@ actor PersistentConnection {
     static func listenKey(_ path: Path, _ tag: Int?) -> String { "\(path)|\(tag.map(String.init) ?? "")" }
 
     // MARK: - Connecting
+
+    /// Connects, first asking the token provider (if any) for the credential to send.
+    private func connectNow() {
+        guard !interrupted, !killed else { return }
+        guard let provider = tokenProvider else { return establish() }
+        reconnectGeneration += 1
+        let generation = reconnectGeneration
+        let force = forceTokenRefresh
+        forceTokenRefresh = false
+        let inbox = inbox
+        Task {
+            do {
+                let token = try await provider(force)
+                inbox.yield(.tokenFetched(generation: generation, .token(token)))
+            } catch {
+                inbox.yield(.tokenFetched(generation: generation, .failed("\(error)")))
+            }
+        }
+    }
 
     private func establish() {
         guard !interrupted, !killed else { return }
@@ -264,6 +324,10 @@ actor PersistentConnection {
         }
         for id in gets.keys { gets[id]!.sent = false }
         if connectedFor != nil { delegate?.connection(didChangeStatus: false) }
+        scheduleReconnect(connectedFor: connectedFor)
+    }
+
+    private func scheduleReconnect(connectedFor: Duration?) {
         guard !interrupted, !killed else { return }
         reconnectGeneration += 1
         let generation = reconnectGeneration
@@ -298,6 +362,10 @@ actor PersistentConnection {
                 listens[key] = nil
                 entry.onComplete("permission_denied", .string("listen revoked"))
             }
+        case .authRevoked:
+            // JS `onAuthRevoked_`: drop the connection and come back with a fresh token.
+            forceTokenRefresh = true
+            closeCurrent()
         case .shutdown:
             killed = true
             closeCurrent()
@@ -340,7 +408,15 @@ actor PersistentConnection {
     private func sendAuth() {
         guard let token = authToken else { return }
         let isJWT = token.split(separator: ".", omittingEmptySubsequences: false).count == 3
-        sendRequest(isJWT ? "auth" : "gauth", ["cred": .string(token)]) { _, _ in }
+        sendRequest(isJWT ? "auth" : "gauth", ["cred": .string(token)]) { status, _ in self.authResponded(status) }
+    }
+
+    /// A refused token from a provider is replaced: reconnect and ask for a fresh one (with the
+    /// usual back-off, so a server that refuses every token is not hammered).
+    private func authResponded(_ status: String) {
+        guard status != "ok", tokenProvider != nil, isConnected else { return }
+        forceTokenRefresh = true
+        closeCurrent()
     }
 
     private func sendListen(_ key: String) {

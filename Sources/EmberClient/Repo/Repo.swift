@@ -32,7 +32,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     private(set) var connection: PersistentConnection!
 
     init(websocketURL: String, transport: any WireTransport, policy: ReconnectPolicy, callbackQueue: DispatchQueue,
-         authToken: String? = nil) {
+         authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil) {
         forwarder = ListenForwarder()
         syncTree = SyncTree(listenProvider: forwarder)
         callbackQueueBox = Mutex(callbackQueue)
@@ -40,7 +40,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
         updateInfo("connected", Node(.bool(false)))
         updateInfo("serverTimeOffset", Node(.int(0)))
         connection = PersistentConnection(url: websocketURL, transport: transport, policy: policy, delegate: self,
-                                          authToken: authToken)
+                                          authToken: authToken, tokenProvider: authTokenProvider)
     }
 
     var callbackQueue: DispatchQueue {

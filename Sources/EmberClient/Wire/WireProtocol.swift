@@ -10,6 +10,8 @@ enum ServerMessage: Sendable, Equatable {
     case dataPush(path: Path, data: JSON, isMerge: Bool, tag: Int?)
     /// The server cancelled a listen (permission revoked).
     case listenRevoked(path: Path, query: JSON?)
+    /// `ac`: the server revoked the credential (e.g. `expired_token`); reconnect with a fresh one.
+    case authRevoked(status: String, reason: String)
     /// The server is shutting down this connection: stop reconnecting.
     case shutdown(String)
     /// Messages the client has no use for (pong, security debug, unknown).
@@ -49,6 +51,8 @@ enum ServerMessage: Sendable, Equatable {
         case "c":
             guard let p = b["p"]?.stringValue, let path = try? Path(p) else { return .ignored }
             return .listenRevoked(path: path, query: b["q"])
+        case "ac":
+            return .authRevoked(status: b["s"]?.stringValue ?? "", reason: b["d"]?.stringValue ?? "")
         default:
             return .ignored
         }

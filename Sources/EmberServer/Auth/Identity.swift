@@ -75,9 +75,14 @@ enum JWTClaims {
     static func decodeUnverified(_ token: String) -> JSON? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[1].utf8.count <= maxClaimsBytes else { return nil }
-        var b64 = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while b64.utf8.count % 4 != 0 { b64 += "=" }
-        guard let data = Data(base64Encoded: b64), let claims = try? JSON.parse(Array(data)), case .object = claims else { return nil }
+        guard let bytes = base64URLDecode(parts[1]), let claims = try? JSON.parse(bytes), case .object = claims else { return nil }
         return claims
+    }
+
+    /// Unpadded base64url (RFC 7515 §2), as JWT segments are written.
+    static func base64URLDecode(_ text: Substring) -> [UInt8]? {
+        var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.utf8.count % 4 != 0 { b64 += "=" }
+        return Data(base64Encoded: b64).map { Array($0) }
     }
 }

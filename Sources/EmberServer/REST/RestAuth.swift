@@ -12,18 +12,10 @@ extension RestHandler {
     /// credential is anonymous. An admin's `auth_variable_override` replaces the identity (null:
     /// anonymous); others' is ignored, so it can never raise privileges.
     func resolveIdentity(_ req: RestRequest, headers: HTTPFields, channel: (any Channel)?) throws -> Identity {
-        var token = req.authToken
-        if token == nil, let h = headers[.authorization] {
-            let parts = h.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]).trimmingCharacters(in: .whitespaces) }
-        }
-        var identity = Identity.anonymous
-        if let token {
-            do {
-                identity = try config.tokenVerifier.identity(for: token, address: channel?.remoteAddress?.ipAddress, now: clock())
-            } catch {
-                throw RestError(401, error.message)
-            }
+        let token = ClientCredentials.token(query: req.authToken, headers: headers)
+        var identity: Identity
+        do { identity = try config.identity(token: token, address: ClientCredentials.address(of: channel), now: clock()) } catch {
+            throw error.restError
         }
         if identity.isAdmin, let override = req.authOverride {
             identity = override.map { .user(claims: $0, expiresAt: nil) } ?? .anonymous

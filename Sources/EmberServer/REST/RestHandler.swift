@@ -13,6 +13,9 @@ public final class RestHandler: Sendable {
     let clock: @Sendable () -> Int64
     let pushIDs = Mutex(PushIDGenerator())
     let validation: WriteValidation
+    /// WebSocket connections and SSE streams per client address (shared with the WebSocket glue).
+    public let connectionsPerAddress: ConnectionsPerAddress
+    let requestRate: RequestRateByConnection
     let gate: RulesGate
 
     public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration,
@@ -22,6 +25,8 @@ public final class RestHandler: Sendable {
         self.config = config
         self.clock = clock
         self.validation = WriteValidation(config)
+        self.connectionsPerAddress = ConnectionsPerAddress(limit: config.maxConnectionsPerAddress)
+        self.requestRate = RequestRateByConnection(rate: config.restRequestRate)
         self.gate = RulesGate(store: store, defaults: config.rules)
     }
 
@@ -46,6 +51,7 @@ public final class RestHandler: Sendable {
     }
 
     func handle(_ request: Request, channel: (any Channel)?) async throws -> Response {
+        guard requestRate.admit(channel, now: clock()) else { throw RestError(429, "Too many requests") }
         var req = try RestRequest.parse(uri: request.uri.string)
         var method = request.method
         if method == .post {
@@ -136,22 +142,31 @@ public final class RestHandler: Sendable {
         let ns = req.namespace!
         let path = req.path
         try gate.requireRead(ns, path, identity, query: nil, now: clock())
+        let address = ClientCredentials.address(of: channel)
+        guard connectionsPerAddress.acquire(address) else { throw RestError(429, connectionsPerAddress.refusal) }
         guard let (id, events) = hub.register(namespace: ns, path: path, identity: identity) else {
+            connectionsPerAddress.release(address)
             throw RestError(429, "Too many streams are open on this node")
         }
         let initial: ReadResult
         do { initial = try store.read(namespace: ns, path: path) } catch {
             hub.unregister(id)
+            connectionsPerAddress.release(address)
             throw error
         }
         let hub = self.hub
+        let clock = self.clock
+        let perAddress = connectionsPerAddress
         let keepAlive = config.keepAliveSeconds
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream; charset=utf-8"
         headers[.cacheControl] = "no-cache"
         headers[.accessControlAllowOrigin] = "*"
         let body = ResponseBody { writer in
-            defer { hub.release(id) }
+            defer {
+                hub.release(id)
+                perAddress.release(address)
+            }
             let first = ChangeRouting.sseText(.put(path: .root, data: initial.node))
             try await writer.write(ByteBuffer(string: first))
             let ticker = Task {
@@ -162,6 +177,16 @@ public final class RestHandler: Sendable {
                 }
             }
             defer { ticker.cancel() }
+            // A stream opened with an expiring token ends with `auth_revoked` when it expires.
+            var expiry: Task<Void, Never>?
+            if case .user(_, let expiresAt?) = identity {
+                let delay = max(0, expiresAt - clock())
+                expiry = Task {
+                    try? await Task.sleep(for: .milliseconds(delay))
+                    if !Task.isCancelled { hub.revokeAuth(id: id) }
+                }
+            }
+            defer { expiry?.cancel() }
             for await (index, text) in events where index > initial.appliedIndex {
                 // A stream that lost events must not go on with a gap: drop the connection.
                 if hub.hasOverflowed(id) { break }

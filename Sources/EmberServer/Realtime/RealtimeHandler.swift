@@ -26,6 +26,11 @@ struct RealtimeHandler: Sendable {
             return
         }
         let body = d["b"]?.objectValue ?? [:]
+        guard session.admitRequest(now: clock()) else {
+            session.send(WireMessages.response(r, status: "too_many_requests",
+                                               data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))
+            return
+        }
         do {
             let (status, data) = try await dispatch(action, body, r: r)
             if let status { session.send(WireMessages.response(r, status: status, data: data)) }
@@ -71,8 +76,7 @@ struct RealtimeHandler: Sendable {
             return ("ok", .string(""))
         case "auth", "gauth": return auth(b)
         case "unauth":
-            session.setIdentity(.anonymous)
-            rejudgeListens()
+            session.setIdentity(.anonymous, now: clock())
             return ("ok", .string(""))
         case "s", "appcheck", "unappeck", "unappcheck":
             return ("ok", .string(""))
@@ -100,7 +104,7 @@ struct RealtimeHandler: Sendable {
         try gate.requireRead(session.namespace, path, session.identity, query: tag == nil ? nil : query, now: clock())
         switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
         case .duplicate: return ("ok", .object([:]))
-        case .tooMany: throw RestError(429, "Too many listens on this connection (limit \(session.limits.maxListens))")
+        case .tooMany: return ("too_many_listens", .string("Too many listens on this connection (limit \(session.limits.maxListens))"))
         case .started: break
         }
         let read: ReadResult
@@ -164,26 +168,32 @@ struct RealtimeHandler: Sendable {
         try WriteValidation(config).validate(json, at: path)
     }
 
-    /// A new identity may lose read access: its listens are judged again (revoked with `c`).
-    func rejudgeListens() {
-        let gate = self.gate, ns = session.namespace, now = clock()
+    /// A new identity may lose read access: the session's listens are judged again (revoked with
+    /// `c`). Run by the session on every identity change (auth, unauth, expiry).
+    static func rejudgeListens(of session: RealtimeSession, gate: RulesGate, now: Int64) {
+        let ns = session.namespace
         session.revokeListens { path, query, identity in
             (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
         }
     }
 
-    /// `auth`/`gauth`: the credential goes through the node's verifier (`owner` is admin in
-    /// protected mode); the identity then judges this connection's reads and writes.
+    /// `auth`/`gauth`: the node's verifier judges the credential. A refused one leaves the
+    /// connection anonymous; an accepted one with an expiry is revoked (`ac`) when it expires.
     func auth(_ b: [String: JSON]) -> (String?, JSON) {
         guard let cred = b["cred"]?.stringValue else { return ("invalid_token", .string("auth needs cred")) }
+        let now = clock()
         let identity: Identity
-        do { identity = try config.tokenVerifier.identity(for: cred, address: nil, now: clock()) } catch {
-            return (error.reason == .expired ? "expired_token" : "invalid_token", .string(error.message))
+        do { identity = try config.tokenVerifier.identity(for: cred, address: session.address, now: now) } catch {
+            session.setIdentity(.anonymous, now: now)
+            return (error.wireStatus, .string(error.message))
         }
-        session.setIdentity(identity)
-        rejudgeListens()
-        var expires: JSON = .int(clock() / 1000 + 3600)
-        if case .user(_, let exp?) = identity { expires = .int(exp / 1000) }
-        return ("ok", .object(["auth": identity.authVariable ?? .null, "expires": expires]))
+        session.setIdentity(identity, now: now)
+        switch identity {
+        case .user(let claims, let expiresAt):
+            let expires: JSON = expiresAt.map { .int($0 / 1000) } ?? .null
+            return ("ok", .object(["auth": claims, "expires": expires]))
+        case .admin, .anonymous:
+            return ("ok", .object(["auth": .null, "expires": .null]))
+        }
     }
 }

@@ -15,29 +15,41 @@ public final class RealtimeSession: Sendable {
         public var maxListens = 10_000
         /// onDisconnect operations one connection may register.
         public var maxOnDisconnect = 1_000
+        /// Requests per second one connection may make; over it, requests get `too_many_requests`.
+        public var requestRate = RequestRateLimit()
         public init() {}
     }
 
     struct State {
         var listens: [String: WireListen] = [:]
         var onDisconnect: [(Path, WriteRequest.Kind)] = []
-        /// Set by `auth`/`gauth`, reset by `unauth`; reads and writes are judged as it.
+        /// Who the connection speaks for (`auth`/`gauth`); anonymous until then and after expiry.
         var identity: Identity = .anonymous
+        /// Bumped on every identity change, so a stale expiry timer does nothing.
+        var identityGeneration = 0
+        var expiryTimer: Task<Void, Never>?
+        var requestBucket: TokenBucket?
         var closed = false
         var closeReason: String?
     }
 
     public let id: String
     public let namespace: String
+    /// The client's IP address (for `--trust-owner-from`), when the socket has one.
+    public let address: String?
     let limits: Limits
     private let state = Mutex(State())
+    /// Runs after the identity changed or expired (the rules layer re-judges the listens); takes
+    /// the session so it does not keep itself alive.
+    private let identityChangedHook = Mutex<(@Sendable (RealtimeSession) -> Void)?>(nil)
     private let continuation: AsyncStream<String>.Continuation
     /// Frames to write to the socket, in order.
     public let outbound: AsyncStream<String>
 
-    init(id: String, namespace: String, limits: Limits) {
+    init(id: String, namespace: String, address: String? = nil, limits: Limits) {
         self.id = id
         self.namespace = namespace
+        self.address = address
         self.limits = limits
         (outbound, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(limits.outboundQueue))
     }
@@ -65,6 +77,8 @@ public final class RealtimeSession: Sendable {
 
     func finish(reason: String?) {
         state.withLock { s in
+            s.expiryTimer?.cancel()
+            s.expiryTimer = nil
             if !s.closed {
                 s.closed = true
                 s.closeReason = reason
@@ -140,9 +154,66 @@ public final class RealtimeSession: Sendable {
         }
     }
 
-    var identity: Identity { state.withLock { $0.identity } }
+    // MARK: - Identity and request rate
 
-    func setIdentity(_ identity: Identity) { state.withLock { $0.identity = identity } }
+    public var identity: Identity { state.withLock { $0.identity } }
+
+    /// Sets the connection's identity. A user identity with an expiry flips back to anonymous at
+    /// that moment, and the client is told with `ac` (`expired_token`) so it re-authenticates.
+    func setIdentity(_ identity: Identity, now: Int64) {
+        let changed = state.withLock { s -> Bool in
+            let changed = s.identity != identity
+            s.identity = identity
+            s.identityGeneration += 1
+            s.expiryTimer?.cancel()
+            s.expiryTimer = nil
+            guard case .user(_, let expiresAt?) = identity, !s.closed else { return changed }
+            let generation = s.identityGeneration
+            let delay = max(0, expiresAt - now)
+            s.expiryTimer = Task { [weak self] in
+                try? await Task.sleep(for: .milliseconds(delay))
+                guard !Task.isCancelled else { return }
+                self?.expireIdentity(generation: generation)
+            }
+            return changed
+        }
+        if changed { runIdentityChangedHook() }
+    }
+
+    /// The token behind the identity set as `generation` expired: drop to anonymous and send
+    /// `ac`. Listens and writes are re-judged against the new identity by the rules layer.
+    func expireIdentity(generation: Int) {
+        let expired = state.withLock { s -> Bool in
+            guard s.identityGeneration == generation, !s.closed else { return false }
+            s.identity = .anonymous
+            s.identityGeneration += 1
+            s.expiryTimer = nil
+            enqueue(&s, WireMessages.authRevoked(status: "expired_token", reason: "Auth token is expired."))
+            return true
+        }
+        if expired { runIdentityChangedHook() }
+    }
+
+    /// Called (outside the state lock) whenever the identity changes: `auth` as someone else,
+    /// `unauth`, a refused re-auth, expiry.
+    func onIdentityChanged(_ hook: @escaping @Sendable (RealtimeSession) -> Void) {
+        identityChangedHook.withLock { $0 = hook }
+    }
+
+    private func runIdentityChangedHook() {
+        if let hook = identityChangedHook.withLock({ $0 }) { hook(self) }
+    }
+
+    /// Takes one request from the connection's budget; false when it is over the rate limit.
+    func admitRequest(now: Int64) -> Bool {
+        state.withLock { s in
+            if s.requestBucket == nil {
+                guard let b = limits.requestRate.bucket(now: now) else { return true }
+                s.requestBucket = b
+            }
+            return s.requestBucket!.take(now: now)
+        }
+    }
 
     /// Cancels the listens the rules no longer let this connection read: each gets a `c` push
     /// (`{"p": path, "q": query}`), which clients surface as permission_denied.

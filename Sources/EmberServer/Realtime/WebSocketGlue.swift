@@ -8,7 +8,7 @@ import NIOCore
 
 /// Connects Hummingbird's WebSocket upgrade to the wire protocol: `ws://HOST:PORT/.ws?v=5&ns=NS`.
 enum WebSocketGlue {
-    static func shouldUpgrade(head: HTTPRequest, node: EmberNode) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
+    static func shouldUpgrade(head: HTTPRequest, channel: any Channel, node: EmberNode) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
         guard let target = head.path, target == "/.ws" || target.hasPrefix("/.ws?") || target.hasPrefix("/.ws/") else {
             return .dontUpgrade
         }
@@ -18,18 +18,30 @@ enum WebSocketGlue {
         }
         let ns = namespace
         let host = head.authority ?? "\(node.config.host):\(node.config.port)"
+        let address = ClientCredentials.address(of: channel)
         return .upgrade([:]) { inbound, outbound, context in
-            await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, node: node, logger: context.logger)
+            await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, node: node, logger: context.logger)
         }
     }
 
     static func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, namespace: String,
-                    host: String, node: EmberNode, logger: Logger) async {
+                    host: String, address: String?, node: EmberNode, logger: Logger) async {
         let id = UUID().uuidString.lowercased()
-        guard let session = node.realtime.open(id: id, namespace: namespace) else {
+        let perAddress = node.rest.connectionsPerAddress
+        guard perAddress.acquire(address) else {
+            try? await outbound.close(.policyViolation, reason: perAddress.refusal)
+            return
+        }
+        defer { perAddress.release(address) }
+        guard let session = node.realtime.open(id: id, namespace: namespace, address: address) else {
             try? await outbound.close(.unexpectedServerError, reason: "too many connections")
             return
         }
+        // A new identity (another user, unauth, an expired token) may read less: listens it may
+        // no longer read end with `c`.
+        let clock = node.rest.clock
+        let gate = RulesGate(store: node.store, defaults: node.config.rules)
+        session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: gate, now: clock()) }
         let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock)
         session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
         await withTaskGroup(of: Void.self) { group in

@@ -28,6 +28,11 @@ enum WireMessages {
         return .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(body)])])
     }
 
+    /// `ac`: the credential is no longer valid; the client closes, refreshes its token and reconnects.
+    static func authRevoked(status: String, reason: String) -> JSON {
+        .object(["t": .string("d"), "d": .object(["a": .string("ac"), "b": .object(["s": .string(status), "d": .string(reason)])])])
+    }
+
     /// Paths on the wire have no leading slash (`a/b`; the root is "").
     static func wirePath(_ p: Path) -> String { p.segments.joined(separator: "/") }
 }

@@ -54,4 +54,7 @@ public enum ChangeRouting {
     }
 
     public static let keepAliveText = "event: keep-alive\ndata: null\n\n"
+    /// The stream's token expired. firebase-admin compares the raw data line to exactly this
+    /// text and reconnects with a fresh credential.
+    public static let authRevokedText = "event: auth_revoked\ndata: credential is no longer valid\n\n"
 }

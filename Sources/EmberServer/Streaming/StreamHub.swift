@@ -90,6 +90,14 @@ public final class StreamHub: Sendable {
         }
     }
 
+    /// Ends a stream whose credential expired, telling the reader why (`auth_revoked`).
+    public func revokeAuth(id: Int) {
+        let entry = entries.withLock { $0.removeValue(forKey: id) }
+        guard let entry else { return }
+        _ = entry.continuation.yield((UInt64.max, ChangeRouting.authRevokedText))
+        entry.continuation.finish()
+    }
+
     /// SSE `cancel` (REST reference: data null), after which the stream ends.
     static let cancelText = "event: cancel\ndata: null\n\n"
 

@@ -16,9 +16,12 @@ final class EmberServerProcess: @unchecked Sendable {
     let port: Int
     let dataDir: String
     let rulesFile: String?
+    /// More emberd flags (auth, limits).
+    let extraArgs: [String]
     private var process: Process?
 
-    init(port: Int? = nil, dataDir: String? = nil, rules: String? = nil) throws {
+    init(port: Int? = nil, dataDir: String? = nil, rules: String? = nil, extraArgs: [String] = []) throws {
+        self.extraArgs = extraArgs
         self.port = try port ?? Self.freePort()
         self.dataDir = dataDir ?? NSTemporaryDirectory() + "ember-client-test-" + UUID().uuidString
         if let rules {
@@ -39,6 +42,7 @@ final class EmberServerProcess: @unchecked Sendable {
         p.executableURL = URL(fileURLWithPath: Self.binary)
         var args = ["--data", dataDir, "--port", String(port), "--log-level", "error"]
         if let rulesFile { args += ["--rules", rulesFile] }
+        args += extraArgs
         p.arguments = args
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
