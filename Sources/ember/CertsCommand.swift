@@ -10,7 +10,10 @@ import X509
 /// Files in DIR: `ca.pem` / `ca.key` (the cluster CA), `<id>.pem` / `<id>.key` per node (CN and
 /// SAN DNS = the node id, plus `localhost`, 127.0.0.1 and any --hosts; usable as TLS server and
 /// client, so the same pair serves the peer channel's mutual TLS and an HTTPS client port) and
-/// `admin.pem` / `admin.key` (client-only certificate, CN `admin`). Keys are written mode 0600.
+/// `admin.pem` / `admin.key` (client-only certificate, CN `admin`) and `admin.token` (a random
+/// admin bearer token for the nodes' `--admin-token-file` and the CLI's `--token-file`: giving the
+/// nodes a token puts them in verified mode, so a networked cluster never runs unauthenticated).
+/// Keys and the token are written mode 0600.
 struct CertsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "certs", abstract: "Make cluster certificates.", subcommands: [Init.self, AddNode.self])
@@ -51,6 +54,7 @@ struct CertsCommand: AsyncParsableCommand {
                 }
                 let admin = try CertMaker.issue(by: ca, commonName: "admin", dnsNames: [], server: false, days: days)
                 written += try CertMaker.write(admin.certificate, admin.key, dir: out, name: "admin")
+                written.append(try CertMaker.writeAdminToken(dir: out))
                 if output.json {
                     emit(#"{"dir":"\#(out)","files":[\#(written.map { "\"\($0)\"" }.joined(separator: ","))]}"#)
                 } else {
@@ -195,6 +199,20 @@ enum CertMaker {
         } catch {
             throw CLIError("cannot load the CA in \(dir): \(error)")
         }
+    }
+
+    /// Bytes of randomness in an admin token (hex-encoded: 64 characters).
+    static let adminTokenBytes = 32
+
+    /// Writes `admin.token` (0600): a fresh random token; returns its file name.
+    static func writeAdminToken(dir: String) throws -> String {
+        var rng = SystemRandomNumberGenerator()
+        let token = (0..<adminTokenBytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &rng)) }.joined()
+        let path = (dir as NSString).appendingPathComponent("admin.token")
+        _ = FileManager.default.createFile(atPath: path + ".tmp", contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        _ = try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.moveItem(atPath: path + ".tmp", toPath: path)
+        return "admin.token"
     }
 
     /// Writes `<name>.pem` and `<name>.key` (0600); returns their file names.

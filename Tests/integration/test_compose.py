@@ -117,7 +117,7 @@ def test_commands_parse_and_nodes_read_what_the_certs_job_writes(compose, tmp_pa
     assert {f: open(os.path.join(volume_dirs["certs"], f), "rb").read() for f in written} == before
     for name, s in nodes_of(compose).items():
         args = map_paths(s["command"], s, volume_dirs)
-        for f in ("--tls-cert", "--tls-key", "--tls-ca"):
+        for f in ("--tls-cert", "--tls-key", "--tls-ca", "--admin-token-file"):
             assert os.path.basename(flag(s["command"], f)) in written, f"{name} {f} is not written by the certs job"
         p = subprocess.run([EMBERD, *args, "--check-config"], capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, f"{name}: {shlex.join(args)}\n{p.stderr}"

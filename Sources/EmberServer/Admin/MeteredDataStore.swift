@@ -1,4 +1,6 @@
 import EmberCore
+import EmberRules
+import EmberStorage
 
 /// The node's `DataStore` with write metrics: every client write (REST, WebSocket, onDisconnect)
 /// passes here. Two clock reads and a histogram update per write; nothing else on the path.
@@ -35,4 +37,8 @@ final class MeteredDataStore: DataStore {
     func nodeStatus() throws -> JSON { try inner.nodeStatus() }
     func shutdown() async { await inner.shutdown() }
     func onStateReplaced(_ handler: @escaping @Sendable () -> Void) { inner.onStateReplaced(handler) }
+    func setRules(namespace: String, text: String) async throws { try await inner.setRules(namespace: namespace, text: text) }
+    func storedRules(namespace: String) -> StoredRules? { inner.storedRules(namespace: namespace) }
+    func setDefaultRules(_ engine: RulesEngine) { inner.setDefaultRules(engine) }
+    func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { inner.onRulesChanged(handler) }
 }
