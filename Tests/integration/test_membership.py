@@ -113,7 +113,9 @@ def test_add_transfer_remove_and_restart(tmp_path):
         n4 = add_node(c, "n4")
         st4 = requests.get(n4["url"] + "/.ember/status", timeout=5).json()
         assert st4["member"] is False and st4["voters"] == []
-        follower = c.followers()[0]
+        three = ["n1", "n2", "n3"]
+        leader = c.leader(among=three)
+        follower = next(i for i in three if i != leader)
         r = admin(c.url(follower), "POST", "/.ember/members",
                   {"id": "n4", "address": n4["peerAddress"], "clientURL": n4["url"]})
         assert r.status_code == 200, r.text
@@ -130,7 +132,7 @@ def test_add_transfer_remove_and_restart(tmp_path):
             assert "installed snapshot from leader" in f.read()
 
         # --- leadership transfer to a named node (asked of a node that is not the leader) ---
-        asked = next(i for i in all4 if i not in (c.leader(), "n4"))
+        asked = next(i for i in all4 if i not in (c.leader(among=all4), "n4"))
         r = admin(c.url(asked), "POST", "/.ember/leader/transfer", {"to": "n4"})
         assert r.status_code == 200, r.text
         assert r.json()["leader"] == "n4"

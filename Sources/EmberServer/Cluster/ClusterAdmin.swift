@@ -37,6 +37,9 @@ struct PendingAdmin: Sendable {
     var operation: ClusterAdminOperation
     var origin: Origin
     var deadline: ContinuousClock.Instant
+    /// Set when first refused as "change pending": retried on ticks until then (a new leader
+    /// must commit an entry of its term before a change, which takes one round trip).
+    var retryUntil: ContinuousClock.Instant? = nil
 }
 
 /// A follower hands an admin operation to the leader. `origin` is the node waiting for the

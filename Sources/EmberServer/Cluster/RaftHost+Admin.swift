@@ -12,12 +12,17 @@ struct AdminBook {
     /// Leadership transfers waiting for their target to lead. `then`: a request to route once
     /// the target leads (removing the leader hands leadership over first).
     var transfers: [(target: NodeID, request: PendingAdmin, then: PendingAdmin?)] = []
+    /// Changes refused as pending, retried on the next ticks (see `PendingAdmin.retryUntil`).
+    var retries: [PendingAdmin] = []
+
+    /// How long a change refused as pending is retried before answering 409.
+    static let pendingRetry = Duration.seconds(1)
 
     /// Admin requests held at once; more are refused (503). Only one change can be pending in
     /// Raft anyway, so a handful covers concurrent operators.
     static let maxPending = 64
 
-    var count: Int { forwards.count + awaitingApply.count + transfers.count }
+    var count: Int { forwards.count + awaitingApply.count + transfers.count + retries.count }
 }
 
 /// Membership changes and leadership transfers: the leader proposes them (a follower forwards
@@ -137,6 +142,15 @@ extension RaftHost {
             case .proposalAccepted(let index, let term):
                 admin.awaitingApply[index] = (term, a)
                 logger.info("membership change proposed", metadata: ["change": "\(change)", "index": "\(index)"])
+            case .proposalRejected(.configChangePending):
+                let now = ContinuousClock.now
+                var retry = a
+                retry.retryUntil = a.retryUntil ?? now + AdminBook.pendingRetry
+                if now < retry.retryUntil! {
+                    admin.retries.append(retry)
+                } else {
+                    answer(a, Self.rejection(.configChangePending))
+                }
             case .proposalRejected(let why):
                 answer(a, Self.rejection(why))
             default:
@@ -191,6 +205,16 @@ extension RaftHost {
         for a in next { _ = routeAdmin(a) }
     }
 
+    /// On a tick: changes refused as pending are tried again (or answered 409 once past their window).
+    func retryAdmin() -> [Action] {
+        guard !admin.retries.isEmpty else { return [] }
+        let due = admin.retries
+        admin.retries = []
+        var actions: [Action] = []
+        for a in due { actions += node.role == .leader ? serveAdmin(a) : routeAdmin(a) }
+        return actions
+    }
+
     func expireAdmin(now: ContinuousClock.Instant) {
         for (id, a) in admin.forwards where now >= a.deadline {
             admin.forwards[id] = nil
@@ -212,6 +236,7 @@ extension RaftHost {
         for a in admin.forwards.values { answer(a, .error(503, message)) }
         for w in admin.awaitingApply.values { answer(w.request, .error(503, message)) }
         for t in admin.transfers { answer(t.request, .error(503, message)) }
+        for a in admin.retries { answer(a, .error(503, message)) }
         admin = AdminBook()
     }
 

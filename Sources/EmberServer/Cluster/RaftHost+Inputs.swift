@@ -12,6 +12,7 @@ extension RaftHost {
             requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds,
                             forwardReplyTimeout: .milliseconds(Int64(config.forwardReplyTimeoutSeconds * 1000)))
             expireAdmin(now: now)
+            actions += retryAdmin()
             if node.leaderID != nil {
                 for w in requests.takeParked() { actions += route(w, now: now) }
                 for id in requests.readsDue(now: now) { actions += issueRead(id, now: now) }
