@@ -2,6 +2,9 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Quorum-durable small writes against a 3-node Ember cluster (mutual TLS between peers) and a
 /// 3-member etcd cluster, both on loopback, in one invocation; prints both and the ratio.
@@ -70,6 +73,11 @@ struct ClusterBench: AsyncParsableCommand {
         let value = String(repeating: "x", count: valueSize)
         let nodeURLs = urls
         print("ember-bench cluster: \(Self.nodes) nodes each, \(clients) clients spread over them, \(valueSize)-byte values, \(duration) s per run")
+        // Write→listener latency on a follower, measured during the write load: a probe writes
+        // its send time (µs) at the leader every `probeMillis`; an SSE stream on a follower reads it.
+        let (leaderURL, followerURL) = try await roles(http, nodeURLs)
+        let probeSeconds = duration + 1
+        let probe = Task { try await Self.listenerLatency(http, writeTo: leaderURL, listenOn: followerURL, seconds: probeSeconds) }
         let ember = try await bench.load(http, name: "ember (3 nodes)") { worker, i in
             var r = HTTPClientRequest(url: "\(nodeURLs[worker % nodeURLs.count])/bench/w\(worker)/k\(i % 1000).json?print=silent")
             r.method = .PUT
@@ -77,6 +85,9 @@ struct ClusterBench: AsyncParsableCommand {
             return r
         }
         ember.print()
+        let lat = try await probe.value
+        print(String(format: "ember write (leader) → SSE event (follower) under that load: %d probes, p50 %.2f ms, p99 %.2f ms",
+                     lat.count, Self.pct(lat, 0.5), Self.pct(lat, 0.99)))
         for p in processes where p.isRunning { p.terminate() }
         guard !skipEtcd else { return }
 
@@ -128,6 +139,75 @@ struct ClusterBench: AsyncParsableCommand {
             try run(["x509", "-req", "-in", "\(dir)/\(id).csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key",
                      "-CAcreateserial", "-out", "\(dir)/\(id).pem", "-days", "30", "-extfile", "\(dir)/\(id).ext"])
         }
+    }
+
+    /// Probe writes between listener-latency samples.
+    static let probeMillis = 50
+
+    static func pct(_ sorted: [Double], _ p: Double) -> Double {
+        sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+
+    static func micros() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
+    }
+
+    /// The leader's URL and one follower's.
+    func roles(_ http: HTTPClient, _ urls: [String]) async throws -> (String, String) {
+        var leader: String?, follower: String?
+        for url in urls {
+            let r = try await http.execute(HTTPClientRequest(url: url + "/.ember/status"), timeout: .seconds(2))
+            let body = try await r.body.collect(upTo: 1 << 20)
+            let role = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any])?["role"] as? String
+            if role == "leader" { leader = url } else { follower = url }
+        }
+        guard let leader, let follower else { throw ValidationError("no leader/follower pair") }
+        return (leader, follower)
+    }
+
+    /// Sorted write→event latencies (ms) of probes written at `writeTo` and seen on `listenOn`.
+    static func listenerLatency(_ http: HTTPClient, writeTo: String, listenOn: String, seconds: Double) async throws -> [Double] {
+        var request = HTTPClientRequest(url: listenOn + "/probe.json")
+        request.headers.add(name: "Accept", value: "text/event-stream")
+        let stream = try await http.execute(request, timeout: .seconds(Int64(seconds) + 30))
+        let writer = Task {
+            let end = ContinuousClock.now + .seconds(seconds)
+            var i = 0
+            while ContinuousClock.now < end {
+                var put = HTTPClientRequest(url: "\(writeTo)/probe/p\(i % 100).json?print=silent")
+                put.method = .PUT
+                put.body = .bytes(ByteBuffer(string: "\(Self.micros())"))
+                if let r = try? await http.execute(put, timeout: .seconds(10)) { _ = try? await r.body.collect(upTo: 1 << 16) }
+                i += 1
+                try await Task.sleep(for: .milliseconds(Self.probeMillis))
+            }
+            // Ends the reader (the stream is otherwise quiet until its next keep-alive).
+            var stop = HTTPClientRequest(url: "\(writeTo)/probe/stop.json?print=silent")
+            stop.method = .PUT
+            stop.body = .bytes(ByteBuffer(string: "0"))
+            _ = try? await http.execute(stop, timeout: .seconds(10))
+        }
+        var samples: [Double] = []
+        var pending = ""
+        reading: for try await chunk in stream.body {
+            let now = Self.micros()
+            pending += String(buffer: chunk)
+            while let nl = pending.firstIndex(of: "\n") {
+                let line = pending[..<nl]
+                pending = String(pending[pending.index(after: nl)...])
+                // `data: {"path":"/p7","data":1732260000000000}` (the initial put is the whole map)
+                guard line.hasPrefix("data: "),
+                      let obj = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any],
+                      let path = obj["path"] as? String else { continue }
+                if path == "/stop" { break reading }
+                guard path.hasPrefix("/p"), let sent = (obj["data"] as? NSNumber)?.int64Value else { continue }
+                samples.append(Double(now - sent) / 1000)
+            }
+        }
+        writer.cancel()
+        return samples.sorted()
     }
 
     /// Waits until every node names the same leader.
