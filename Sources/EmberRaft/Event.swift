@@ -8,7 +8,9 @@ public enum Event: Sendable, Hashable {
     /// Append an application command (leader only; otherwise rejected with a leader hint).
     case propose([UInt8])
     /// Propose a single-server membership change (leader only, one pending at a time).
-    case proposeConfigChange(ConfigChange)
+    /// `context` is opaque host data stored in the config entry after the voter set (e.g. the
+    /// members' addresses), so every replica learns it with the change; see `ConfigEntry`.
+    case proposeConfigChange(ConfigChange, context: [UInt8] = [])
     /// Linearizable read request. The host picks `id` (unique per node); the answer is a
     /// `.readReady(id:index:)` or `.readFailed(id:)` action. A follower forwards the request to
     /// the leader; if that message or its answer is lost no action ever comes, so hosts should

@@ -44,6 +44,12 @@ public struct Membership: Sendable, Hashable, CustomStringConvertible {
 
     /// Decodes `encoded()`. Returns nil for malformed input.
     public init?(decoding bytes: [UInt8]) {
+        guard let (m, end) = Membership.decodePrefix(bytes), end == bytes.count else { return nil }
+        self = m
+    }
+
+    /// Decodes an encoding at the start of `bytes`; returns it and where it ends.
+    static func decodePrefix(_ bytes: [UInt8]) -> (Membership, Int)? {
         var pos = 0
         func get() -> Int? {
             guard pos + 4 <= bytes.count else { return nil }
@@ -59,8 +65,27 @@ public struct Membership: Sendable, Hashable, CustomStringConvertible {
             ids.append(String(decoding: bytes[pos..<pos + len], as: UTF8.self))
             pos += len
         }
-        guard pos == bytes.count else { return nil }
-        self.init(voters: ids)
+        return (Membership(voters: ids), pos)
+    }
+}
+
+/// The data of a `.configChange` entry: the voter set after the change, then opaque host context
+/// (for Ember: the members' peer addresses), so a replica learns both from the entry alone.
+/// With an empty context the encoding is exactly `Membership.encoded()`.
+public struct ConfigEntry: Sendable, Hashable {
+    public var membership: Membership
+    public var context: [UInt8]
+
+    public init(membership: Membership, context: [UInt8] = []) {
+        self.membership = membership
+        self.context = context
+    }
+
+    public func encoded() -> [UInt8] { membership.encoded() + context }
+
+    public init?(decoding bytes: [UInt8]) {
+        guard let (m, end) = Membership.decodePrefix(bytes) else { return nil }
+        self.init(membership: m, context: Array(bytes[end...]))
     }
 }
 

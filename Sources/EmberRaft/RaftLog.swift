@@ -108,11 +108,11 @@ public struct RaftLog: Sendable, Hashable {
     }
 
     /// The voter set in effect at `index` (config entries take effect when appended).
-    func membership(at index: UInt64) -> Membership {
+    public func membership(at index: UInt64) -> Membership {
         var i = min(index, lastIndex)
         while i > snapshotIndex {
             let e = entries[Int(i - firstIndex)]
-            if e.kind == .configChange, let m = Membership(decoding: e.data) { return m }
+            if e.kind == .configChange, let c = ConfigEntry(decoding: e.data) { return c.membership }
             i -= 1
         }
         return snapshot.metadata.membership

@@ -18,7 +18,7 @@ extension RaftNode {
     /// Single-server change (thesis 4.1): takes effect as soon as it is appended, and only one may
     /// be uncommitted at a time. The leader must also have committed an entry of its own term,
     /// which fixes the known single-server-change bug across leader changes.
-    mutating func proposeConfigChange(_ change: ConfigChange) {
+    mutating func proposeConfigChange(_ change: ConfigChange, context: [UInt8] = []) {
         guard role == .leader else {
             out.other.append(.proposalRejected(.notLeader(leaderHint: leaderID)))
             return
@@ -35,7 +35,7 @@ extension RaftNode {
             out.other.append(.proposalRejected(.configChangeNoop))
             return
         }
-        let entry = appendAsLeader(kind: .configChange, data: next.encoded())
+        let entry = appendAsLeader(kind: .configChange, data: ConfigEntry(membership: next, context: context).encoded())
         pendingConfigIndex = entry.index
         out.other.append(.proposalAccepted(index: entry.index, term: entry.term))
         if role == .leader { broadcastAppend() }
@@ -49,10 +49,27 @@ extension RaftNode {
         for v in membership.voters where v != id && progress[v] == nil {
             progress[v] = PeerProgress(nextIndex: log.lastIndex + 1)
         }
+        // A removed follower keeps being replicated to until its removal commits, so it learns
+        // it was removed (and stops campaigning) instead of timing out into elections.
+        if commitIndex >= configIndex { pruneDeparted() }
+        if let t = leadTransferee, !membership.contains(t) { leadTransferee = nil }
+    }
+
+    /// Drops progress of peers that are no longer voters (their removal has committed).
+    mutating func pruneDeparted() {
         for k in progress.keys.sorted() where !membership.contains(k) {
             progress[k] = nil
         }
-        if let t = leadTransferee, !membership.contains(t) { leadTransferee = nil }
+    }
+
+    /// Removed peers the leader still replicates to (their removal has not committed yet).
+    public var departingPeers: [NodeID] {
+        progress.keys.filter { !membership.contains($0) }.sorted()
+    }
+
+    /// Peers the leader sends to: the voters, plus removed peers until their removal commits.
+    var replicationTargets: [NodeID] {
+        Set(membership.voters).union(progress.keys).subtracting([id]).sorted()
     }
 
     /// Leadership transfer (thesis 3.10): bring the target up to date, then send TimeoutNow.

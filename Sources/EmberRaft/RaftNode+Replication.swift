@@ -18,7 +18,7 @@ extension RaftNode {
 
     /// Sends whatever each follower is missing (and the current commit index).
     mutating func broadcastAppend() {
-        for peer in membership.voters where peer != id { replicate(to: peer, sendIfEmpty: true) }
+        for peer in replicationTargets { replicate(to: peer, sendIfEmpty: true) }
     }
 
     /// Sends AppendEntries to `peer` until its flow-control window is full or it is up to date.
@@ -131,7 +131,7 @@ extension RaftNode {
     }
 
     mutating func broadcastHeartbeat() {
-        for peer in membership.voters where peer != id {
+        for peer in replicationTargets {
             // Only claim commits the follower's log is known to contain.
             let commit = min(progress[peer]?.matchIndex ?? 0, commitIndex)
             send(peer, .heartbeat(commit: commit, readContext: readRound))
@@ -151,6 +151,7 @@ extension RaftNode {
         let candidate = matches[membership.quorum - 1]
         guard candidate > commitIndex, log.term(at: candidate) == term else { return false }
         commitIndex = candidate
+        if commitIndex >= configIndex { pruneDeparted() }
         leaderCommitAdvanced()
         return true
     }

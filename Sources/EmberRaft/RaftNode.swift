@@ -91,7 +91,7 @@ public struct RaftNode: Sendable {
             precondition(m.to == id, "message delivered to the wrong node")
             receive(m)
         case .propose(let data): propose(kind: .normal, data: data)
-        case .proposeConfigChange(let change): proposeConfigChange(change)
+        case .proposeConfigChange(let change, let context): proposeConfigChange(change, context: context)
         case .readIndex(let id): requestRead(id: id)
         case .transferLeadership(let target): transferLeadership(to: target)
         case .compact(let index, let data): compact(index: index, data: data)
@@ -102,6 +102,14 @@ public struct RaftNode: Sendable {
     }
 
     public var hardState: HardState { HardState(term: term, votedFor: votedFor, commit: commitIndex) }
+
+    /// The host context of the config entry that defined `membership`, or nil when the
+    /// membership comes from the snapshot (the host keeps its own copy of that one).
+    public var membershipContext: [UInt8]? {
+        guard configIndex > log.snapshotIndex, let e = log.entry(at: configIndex), e.kind == .configChange,
+              let decoded = ConfigEntry(decoding: e.data) else { return nil }
+        return decoded.context
+    }
 
     /// Only voters may campaign (a removed or not-yet-added node just follows).
     var isPromotable: Bool { membership.contains(id) }

@@ -8,7 +8,7 @@ import NIOPosix
 struct EmberBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ember-bench", abstract: "Ember benchmarks.",
-        subcommands: [WriteBench.self, RealtimeBench.self], defaultSubcommand: WriteBench.self)
+        subcommands: [WriteBench.self, RealtimeBench.self, ClusterBench.self], defaultSubcommand: WriteBench.self)
 }
 
 /// Load generator: N concurrent clients of small durable writes against an Ember node, and the

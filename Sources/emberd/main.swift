@@ -119,6 +119,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: PEM certificate of the cluster CA; peers must present a certificate it signed.")
     var tlsCa: String?
 
+    @Flag(help: "Cluster: start as a new member to be added at run time (POST /.ember/members); --peers lists the current members.")
+    var join = false
+
     @Option(help: "Cluster: applied entries between Raft log compactions (snapshots).")
     var snapshotEntries: UInt64 = 10_000
 
@@ -246,6 +249,7 @@ extension Emberd {
                                           tlsCertificatePath: cert, tlsKeyPath: key, tlsCAPath: ca)
         guard snapshotEntries > 0 else { throw ValidationError("--snapshot-entries must be positive") }
         config.snapshotEveryEntries = snapshotEntries
+        config.join = join
         return config
     }
 }

@@ -30,11 +30,14 @@ final class FakeSocket: TransportConnection {
 
 final class FakeTransport: WireTransport {
     private let sockets = Mutex<[FakeSocket]>([])
+    private let urls = Mutex<[String]>([])
     func open(url: String, onEvent: @escaping @Sendable (TransportEvent) -> Void) -> any TransportConnection {
         let s = FakeSocket(onEvent: onEvent)
         sockets.withLock { $0.append(s) }
+        urls.withLock { $0.append(url) }
         return s
     }
+    var openedURLs: [String] { urls.withLock { $0 } }
     var opened: [FakeSocket] { sockets.withLock { $0 } }
 
     func socket(_ i: Int) async throws -> FakeSocket {
@@ -81,6 +84,28 @@ final class FakeDelegate: ConnectionDelegate {
         s.respond(1)
         await done.wait { Set($0) == ["w2 ok", "w1 ok", "listen ok"] }
         await delegate.log.wait { $0.contains("connected true") }
+        conn.submit(.shutdown)
+    }
+
+    @Test func failedOrDroppedConnectionsMoveToTheNextNode() async throws {
+        let transport = FakeTransport()
+        let conn = PersistentConnection(urls: ["ws://a", "ws://b", "ws://c"], transport: transport, policy: fastPolicy, delegate: nil)
+        let done = Recorder()
+        let s0 = try await transport.socket(0)
+        s0.drop()  // a dead node: the attempt fails before the handshake
+        let s1 = try await transport.socket(1)
+        s1.hello()
+        conn.submit(.write(action: "p", path: try Path("a"), data: .int(1), hash: nil, onComplete: completion(done, "w")))
+        #expect(try await eventually { s1.actions == ["p"] })
+        s1.drop()  // the connected node dies with the write unacknowledged
+        let s2 = try await transport.socket(2)
+        s2.hello()
+        #expect(try await eventually { s2.actions == ["p"] })
+        s2.respond(2)
+        await done.wait { $0 == ["w ok"] }
+        s2.drop()
+        _ = try await transport.socket(3)
+        #expect(transport.openedURLs == ["ws://a", "ws://b", "ws://c", "ws://a"])
         conn.submit(.shutdown)
     }
 

@@ -118,6 +118,25 @@ private func accepted(_ actions: [Action]) -> Bool {
         #expect(c.step("n1", .proposeConfigChange(.removeVoter("n9"))) == [.proposalRejected(.configChangeNoop)])
     }
 
+    @Test func configContextTravelsWithTheEntry() {
+        var c = TestCluster(3)
+        c.elect("n1")
+        c.addJoiningNode("n4")
+        #expect(c["n1"].membershipContext == nil)  // bootstrap membership: from the snapshot
+        let context = Array("n4=127.0.0.1:7004".utf8)
+        #expect(accepted(c.step("n1", .proposeConfigChange(.addVoter("n4"), context: context))))
+        c.deliverAll()
+        c.tickAll(3)
+        for id in c.ids {
+            #expect(c[id].membership.voters == ["n1", "n2", "n3", "n4"])
+            #expect(c[id].membershipContext == context)
+        }
+        let entry = ConfigEntry(membership: Membership(voters: ["a", "b"]), context: [9, 8])
+        #expect(ConfigEntry(decoding: entry.encoded()) == entry)
+        #expect(Membership(decoding: entry.encoded()) == nil)  // strict: trailing context is not a voter set
+        #expect(ConfigEntry(decoding: Membership(voters: ["a"]).encoded())?.context == [])
+    }
+
     @Test func membershipEncodingRoundTrips() {
         let m = Membership(voters: ["n3", "n1", "nödé-2"])
         #expect(Membership(decoding: m.encoded()) == m)

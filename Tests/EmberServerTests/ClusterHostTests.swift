@@ -48,6 +48,43 @@ import Testing
         b.close()
     }
 
+    @Test func membershipIsPersistedAndTravelsInSnapshots() async throws {
+        let a = try tempStore()
+        let directory = MemberDirectory(members: [
+            "n1": .init(peer: "127.0.0.1:7001"), "n2": .init(peer: "127.0.0.1:7002"),
+            "n4": .init(peer: "127.0.0.1:7004", url: "http://127.0.0.1:9004"),
+        ])
+        let removal = MemberDirectory(members: directory.members.filter { $0.key != "n1" })
+        func config(_ index: UInt64, _ d: MemberDirectory) -> EmberRaft.LogEntry {
+            EmberRaft.LogEntry(index: index, term: 1, kind: .configChange,
+                               data: ConfigEntry(membership: Membership(voters: d.voters), context: d.context).encoded())
+        }
+        let entries = [EmberRaft.LogEntry(index: 1, term: 1, kind: .noop), try normal(2, 1, "x", "1"),
+                       config(3, directory), config(4, removal)]
+        try await a.append(entries: try entries.map(RaftPersistence.storageEntry))
+        try await a.applyCommitted(through: 3)
+
+        // Applied change: in the snapshot's membership; unapplied one: back as a config entry.
+        let (state, _, _) = try await RaftPersistence.load(a, voters: ["n1", "n2", "n3"])
+        #expect(state.snapshot.metadata.membership.voters == ["n1", "n2", "n4"])
+        #expect(state.entries.count == 1 && state.entries[0].kind == .configChange)
+        let tail = try #require(ConfigEntry(decoding: state.entries[0].data))
+        #expect(tail.membership.voters == ["n2", "n4"] && MemberDirectory(context: tail.context) == removal)
+        let node = RaftNode(id: "n2", config: RaftConfig(), state: state, appliedIndex: 3)
+        #expect(node.membership.voters == ["n2", "n4"])
+        #expect(node.membershipContext.flatMap { MemberDirectory(context: $0) } == removal)
+
+        // A node restored from the snapshot (a new member) knows the directory and its URLs.
+        let b = try tempStore()
+        try await b.installSnapshot(chunks: try RaftPersistence.chunks(state.snapshot.data))
+        #expect(try RaftPersistence.storedDirectory(b) == directory)
+        let (restored, _, _) = try await RaftPersistence.load(b, voters: [])
+        #expect(restored.snapshot.metadata.membership.voters == ["n1", "n2", "n4"])
+        #expect(try RaftPersistence.storedDirectory(b)?.members["n4"]?.url == "http://127.0.0.1:9004")
+        a.close()
+        b.close()
+    }
+
     @Test func malformedSnapshotFramingIsRefused() {
         #expect(throws: StorageError.self) { try RaftPersistence.chunks([0, 0, 0, 9, 1]) }
         #expect(throws: StorageError.self) { try RaftPersistence.parseHeader([0xFF, 0, 3]) }

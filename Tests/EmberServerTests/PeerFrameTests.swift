@@ -36,6 +36,13 @@ import Testing
             .forwardReply(ForwardReply(from: "n1", requestID: 78, result: .notLeader(hint: "n2"))),
             .forwardReply(ForwardReply(from: "n1", requestID: 79, result: .notLeader(hint: nil))),
             .forwardReply(ForwardReply(from: "n1", requestID: 80, result: .refused("bad path"))),
+            .admin(AdminForward(from: "n2", origin: "n2", requestID: 5, operation: .addMember(
+                id: "n4", peer: PeerAddress(host: "127.0.0.1", port: 7004), url: "http://127.0.0.1:9004"))),
+            .admin(AdminForward(from: "n2", origin: "n3", requestID: 6, operation: .addMember(
+                id: "n5", peer: PeerAddress(host: "::1", port: 7005), url: nil))),
+            .admin(AdminForward(from: "n2", origin: "n2", requestID: 7, operation: .removeMember(id: "n1"))),
+            .admin(AdminForward(from: "n2", origin: "n1", requestID: 8, operation: .transferLeadership(to: "n3"))),
+            .adminReply(AdminReply(from: "n1", requestID: 8, status: 409, body: "{\"error\":\"pending\"}")),
         ]
     }
 

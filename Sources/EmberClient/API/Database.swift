@@ -29,8 +29,10 @@ public struct DatabaseConfiguration: Sendable {
 public final class Database: Sendable {
     /// The URL the database was created with.
     public let url: String
-    /// The WebSocket URL the client connects to.
-    let websocketURL: String
+    /// The WebSocket URL the client connects to first.
+    var websocketURL: String { websocketURLs[0] }
+    /// Every node's WebSocket URL, in the order they are tried.
+    let websocketURLs: [String]
     let repo: Repo
 
     private static let shared = Mutex<[String: Database]>([:])
@@ -59,14 +61,27 @@ public final class Database: Sendable {
         self.init(url: url, configuration: DatabaseConfiguration())
     }
 
-    public init(url: String, configuration: DatabaseConfiguration) {
-        guard let ws = Database.websocketURL(for: url) else {
-            preconditionFailure("Invalid database URL \(url): expected http(s)://host[:port][?ns=NAME]")
+    public convenience init(url: String, configuration: DatabaseConfiguration) {
+        self.init(urls: [url], configuration: configuration)
+    }
+
+    /// A database served by several nodes (an Ember cluster): `urls` are the nodes' URLs, with
+    /// the same `ns`. The client connects to the first and, whenever its connection fails or
+    /// drops, to the next (round-robin, with the reconnect backoff), re-sending its listens and
+    /// pending writes there. `url` is the first.
+    public init(urls: [String], configuration: DatabaseConfiguration = DatabaseConfiguration()) {
+        precondition(!urls.isEmpty, "Database needs at least one URL")
+        var sockets: [String] = []
+        for url in urls {
+            guard let ws = Database.websocketURL(for: url) else {
+                preconditionFailure("Invalid database URL \(url): expected http(s)://host[:port][?ns=NAME]")
+            }
+            sockets.append(ws)
         }
-        self.url = url
-        websocketURL = ws
+        self.url = urls[0]
+        websocketURLs = sockets
         let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
-        repo = Repo(websocketURL: ws, transport: configuration.transport, policy: configuration.reconnectPolicy,
+        repo = Repo(websocketURLs: sockets, transport: configuration.transport, policy: configuration.reconnectPolicy,
                     callbackQueue: queue, authToken: configuration.authToken,
                     authTokenProvider: configuration.authTokenProvider)
         repo.database = self

@@ -89,7 +89,13 @@ actor PersistentConnection {
     static let getConnectTimeout: Duration = .seconds(3)
     static let keepAliveInterval: Duration = .seconds(45)
 
-    let url: String
+    /// The nodes of the database (one URL for a single node). The connection uses one at a time
+    /// and moves to the next when a connection attempt fails or an established one drops, so a
+    /// client of a cluster survives the death of its node; listens and pending writes are
+    /// re-sent on every connect (`restoreState`).
+    let urls: [String]
+    private var urlIndex = 0
+    var url: String { urls[urlIndex] }
     private let transport: any WireTransport
     private weak var delegate: (any ConnectionDelegate)?
     private var backoff: ReconnectBackoff
@@ -117,7 +123,14 @@ actor PersistentConnection {
 
     init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
          authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil) {
-        self.url = url
+        self.init(urls: [url], transport: transport, policy: policy, delegate: delegate, authToken: authToken,
+                  tokenProvider: tokenProvider)
+    }
+
+    init(urls: [String], transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
+         authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil) {
+        precondition(!urls.isEmpty, "a connection needs at least one URL")
+        self.urls = urls
         self.authToken = authToken
         self.tokenProvider = tokenProvider
         self.transport = transport
@@ -310,6 +323,8 @@ actor PersistentConnection {
         if case .connected(_, _, let since) = state { connectedFor = ContinuousClock.now - since }
         state = .disconnected
         callbacks.removeAll()
+        // Next node (round-robin): a dead node's address would only fail again.
+        urlIndex = (urlIndex + 1) % urls.count
         // A compare-and-set that was sent may or may not have been applied: the transaction
         // code must rerun it, so it fails with `disconnect` instead of being resent.
         for id in writes.keys.sorted() {

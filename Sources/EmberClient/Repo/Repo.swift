@@ -31,7 +31,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     private let callbackQueueBox: Mutex<DispatchQueue>
     private(set) var connection: PersistentConnection!
 
-    init(websocketURL: String, transport: any WireTransport, policy: ReconnectPolicy, callbackQueue: DispatchQueue,
+    init(websocketURLs: [String], transport: any WireTransport, policy: ReconnectPolicy, callbackQueue: DispatchQueue,
          authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil) {
         forwarder = ListenForwarder()
         syncTree = SyncTree(listenProvider: forwarder)
@@ -39,7 +39,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
         forwarder.repo = self
         updateInfo("connected", Node(.bool(false)))
         updateInfo("serverTimeOffset", Node(.int(0)))
-        connection = PersistentConnection(url: websocketURL, transport: transport, policy: policy, delegate: self,
+        connection = PersistentConnection(urls: websocketURLs, transport: transport, policy: policy, delegate: self,
                                           authToken: authToken, tokenProvider: authTokenProvider)
     }
 

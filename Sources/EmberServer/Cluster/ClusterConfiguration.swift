@@ -30,9 +30,13 @@ public struct ClusterConfiguration: Sendable {
     public var nodeID: NodeID
     /// Address the peer listener binds to.
     public var peerListen: PeerAddress
-    /// Every member of the cluster, this node included or not (it is added). Fixed membership:
-    /// changes at run time are not supported yet.
+    /// The initial members (this node is added). Once the cluster has changed membership at run
+    /// time (`POST /.ember/members`), the replicated member directory takes precedence.
     public var peers: [NodeID: PeerAddress]
+    /// Start as a node to be added at run time: no initial voters, it waits for a leader to
+    /// replicate to it (only matters while its data directory is empty). `peers` then lists the
+    /// current members, whose certificates it accepts until it learns the membership.
+    public var join = false
     public var tlsCertificatePath: String
     public var tlsKeyPath: String
     public var tlsCAPath: String
@@ -63,6 +67,9 @@ public struct ClusterConfiguration: Sendable {
     public var reconnectMaxMillis = 2_000
     /// Applied entries between Raft log compactions (each serializes the state in memory).
     public var snapshotEveryEntries: UInt64 = 10_000
+    /// Longest an admin membership change waits to commit, and a leadership transfer to finish.
+    public var adminTimeoutSeconds = 10.0
+    public var transferTimeoutSeconds = 3.0
     /// Recent apply results kept so a forwarded write's answer can be matched even when its
     /// index was applied before the leader's reply arrived.
     public var recentResults = 4_096

@@ -17,6 +17,10 @@ public enum PeerFrame: Sendable, Hashable {
     case forward(ForwardRequest)
     /// The leader's answer to a forwarded write.
     case forwardReply(ForwardReply)
+    /// A follower hands an operator's membership / leadership request to the leader.
+    case admin(AdminForward)
+    /// The leader's answer to `admin`.
+    case adminReply(AdminReply)
 }
 
 public struct ForwardRequest: Sendable, Hashable {
@@ -104,6 +108,18 @@ public enum PeerFrameCodec {
             case .notLeader(let hint): w.u8(1); w.optionalString(hint)
             case .refused(let why): w.u8(2); w.string(why)
             }
+        case .admin(let a):
+            w.u8(4)
+            w.string(a.from); w.string(a.origin); w.varint(a.requestID)
+            switch a.operation {
+            case .addMember(let id, let peer, let url):
+                w.u8(0); w.string(id); w.string(peer.description); w.optionalString(url)
+            case .removeMember(let id): w.u8(1); w.string(id)
+            case .transferLeadership(let to): w.u8(2); w.string(to)
+            }
+        case .adminReply(let r):
+            w.u8(5)
+            w.string(r.from); w.varint(r.requestID); w.varint(UInt64(r.status)); w.string(r.body)
         }
         return w.out
     }
@@ -130,6 +146,23 @@ public enum PeerFrameCodec {
             case let t: throw .unknownTag("forward result", t)
             }
             frame = .forwardReply(ForwardReply(from: from, requestID: id, result: result))
+        case 4:
+            let from = try r.string(), origin = try r.string(), id = try r.varint()
+            let operation: ClusterAdminOperation
+            switch try r.u8() {
+            case 0:
+                let member = try r.string(), peerText = try r.string(), url = try r.optionalString()
+                guard let peer = PeerAddress(peerText) else { throw .unknownTag("peer address", 0) }
+                operation = .addMember(id: member, peer: peer, url: url)
+            case 1: operation = .removeMember(id: try r.string())
+            case 2: operation = .transferLeadership(to: try r.string())
+            case let t: throw .unknownTag("admin operation", t)
+            }
+            frame = .admin(AdminForward(from: from, origin: origin, requestID: id, operation: operation))
+        case 5:
+            let from = try r.string(), id = try r.varint(), status = try r.varint()
+            guard (100...599).contains(status) else { throw .unknownTag("admin status", 0) }
+            frame = .adminReply(AdminReply(from: from, requestID: id, status: Int(status), body: try r.string()))
         case let t: throw .unknownTag("frame kind", t)
         }
         guard r.remaining == 0 else { throw .trailingBytes(r.remaining) }

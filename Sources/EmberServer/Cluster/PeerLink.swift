@@ -13,7 +13,6 @@ final class PeerLink: Sendable {
     let address: PeerAddress
     let group: MultiThreadedEventLoopGroup
     let tls: PeerTLS
-    let members: Set<NodeID>
     let queueLimit: Int
     let backoffMin: Int64
     let backoffMax: Int64
@@ -38,14 +37,13 @@ final class PeerLink: Sendable {
     }
     private let state: Mutex<State>
 
-    init(peer: NodeID, address: PeerAddress, group: MultiThreadedEventLoopGroup, tls: PeerTLS, members: Set<NodeID>,
+    init(peer: NodeID, address: PeerAddress, group: MultiThreadedEventLoopGroup, tls: PeerTLS,
          queueLimit: Int, backoff: (Int, Int), logger: Logger) {
         precondition(queueLimit > 0 && backoff.0 > 0 && backoff.1 >= backoff.0)
         self.peer = peer
         self.address = address
         self.group = group
         self.tls = tls
-        self.members = members
         self.queueLimit = queueLimit
         self.backoffMin = Int64(backoff.0)
         self.backoffMax = Int64(backoff.1)
@@ -92,7 +90,7 @@ final class PeerLink: Sendable {
     }
 
     private func dialNow() {
-        let context = tls.clientContext, peer = self.peer, members = self.members, logger = self.logger
+        let context = tls.clientContext, peer = self.peer, logger = self.logger
         let connect = ClientBootstrap(group: group)
             .connectTimeout(Self.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -101,7 +99,7 @@ final class PeerLink: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
-                    try sync.addHandler(PeerOutboundHandler(expected: peer, members: members, logger: logger))
+                    try sync.addHandler(PeerOutboundHandler(expected: peer, members: [peer], logger: logger))
                 }
             }
             .connect(host: address.host, port: address.port)

@@ -15,13 +15,21 @@ import Synchronization
 public final class PeerTransport: Sendable {
     public let nodeID: NodeID
     let listen: PeerAddress
-    let members: Set<NodeID>
     let tls: PeerTLS
     let logger: Logger
     let group: MultiThreadedEventLoopGroup
-    let links: [NodeID: PeerLink]
     let onFrame: @Sendable (PeerFrame, NodeID) -> Void
+    let queueLimit: Int
+    let backoff: (Int, Int)
     private let server = Mutex<(any Channel)?>(nil)
+    /// The current members (Raft's voter set, or the configured peers while joining) and one
+    /// outbound link per remote member. Replaced by `setMembers` when membership changes.
+    private let roster: Mutex<Roster>
+
+    struct Roster {
+        var members: Set<NodeID>
+        var links: [NodeID: PeerLink]
+    }
 
     /// Threads for the peer channel's event loops (the traffic is a few streams of frames).
     static let eventLoopThreads = 1
@@ -36,25 +44,46 @@ public final class PeerTransport: Sendable {
                 onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
         self.nodeID = config.nodeID
         self.listen = config.peerListen
-        self.members = Set(config.voters)
         self.tls = tls
         self.logger = logger
         self.onFrame = onFrame
+        self.queueLimit = config.maxQueuedFramesPerPeer
+        self.backoff = (config.reconnectMinMillis, config.reconnectMaxMillis)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: Self.eventLoopThreads)
         self.group = group
-        var links: [NodeID: PeerLink] = [:]
-        for (id, address) in config.remotePeers {
-            links[id] = PeerLink(peer: id, address: address, group: group, tls: tls, members: Set(config.voters),
-                                 queueLimit: config.maxQueuedFramesPerPeer,
-                                 backoff: (config.reconnectMinMillis, config.reconnectMaxMillis), logger: logger)
+        self.roster = Mutex(Roster(members: Set(config.voters), links: [:]))
+        setMembers(config.peers)
+    }
+
+    /// Whether frames from `peer` are accepted (checked per connection and per frame).
+    func isMember(_ peer: NodeID) -> Bool { roster.withLock { $0.members.contains(peer) } }
+
+    /// Adopts a new member set: links to new members are made, links to removed ones closed
+    /// (and replaced when an address changed); frames from non-members are refused from now on.
+    func setMembers(_ addresses: [NodeID: PeerAddress]) {
+        let closed = roster.withLock { r -> [PeerLink] in
+            r.members = Set(addresses.keys).union([nodeID])
+            var gone: [PeerLink] = []
+            for (id, link) in r.links where addresses[id] != link.address {
+                gone.append(link)
+                r.links[id] = nil
+            }
+            for (id, address) in addresses where id != nodeID && r.links[id] == nil {
+                r.links[id] = PeerLink(peer: id, address: address, group: group, tls: tls, queueLimit: queueLimit,
+                                       backoff: backoff, logger: logger)
+            }
+            return gone
         }
-        self.links = links
+        for link in closed {
+            logger.info("peer link closed: no longer a member (or moved)", metadata: ["peer": "\(link.peer)"])
+            link.close()
+        }
     }
 
     /// Binds the listener; returns the bound port.
     @discardableResult
     public func start() async throws -> Int {
-        let members = self.members, logger = self.logger, onFrame = self.onFrame, context = tls.serverContext
+        let logger = self.logger, onFrame = self.onFrame, context = tls.serverContext
         let transport = self
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
@@ -71,7 +100,8 @@ public final class PeerTransport: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLServerHandler(context: context))
                     try sync.addHandler(ByteToMessageHandler(PeerFrameDecoder()))
-                    try sync.addHandler(PeerInboundHandler(members: members, logger: logger, onFrame: onFrame))
+                    try sync.addHandler(PeerInboundHandler(isMember: { transport.isMember($0) }, members: { transport.roster.withLock { $0.members } },
+                                                            logger: logger, onFrame: onFrame))
                 }
             }
             .bind(host: listen.host, port: listen.port).get()
@@ -81,7 +111,7 @@ public final class PeerTransport: Sendable {
 
     /// Queues a frame for `peer` (dropped when the peer is unknown or the frame cannot be encoded).
     public func send(_ frame: PeerFrame, to peer: NodeID) {
-        guard let link = links[peer] else {
+        guard let link = roster.withLock({ $0.links[peer] }) else {
             logger.debug("frame for unknown peer dropped", metadata: ["peer": "\(peer)"])
             return
         }
@@ -93,6 +123,8 @@ public final class PeerTransport: Sendable {
         link.send(ByteBuffer(bytes: bytes))
     }
 
+    var links: [NodeID: PeerLink] { roster.withLock { $0.links } }
+
     public func connectedPeers() -> [NodeID] { links.filter { $0.value.isConnected }.map(\.key).sorted() }
 
     func linkStats() -> [NodeID: (connected: Bool, queued: Int, dropped: UInt64)] { links.mapValues(\.stats) }
@@ -100,7 +132,8 @@ public final class PeerTransport: Sendable {
     public func shutdown() async {
         let channel = server.withLock { c in defer { c = nil }; return c }
         try? await channel?.close()
-        for link in links.values { link.close() }
+        let all = roster.withLock { r in defer { r.links = [:] }; return r.links }
+        for link in all.values { link.close() }
         try? await group.shutdownGracefully()
     }
 }
@@ -126,12 +159,15 @@ struct PeerFrameDecoder: ByteToMessageDecoder {
 /// Accepted connections: learns who the peer is from its certificate, then delivers its frames.
 final class PeerInboundHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
-    let members: Set<NodeID>
+    let isMember: @Sendable (NodeID) -> Bool
+    let members: @Sendable () -> Set<NodeID>
     let logger: Logger
     let onFrame: @Sendable (PeerFrame, NodeID) -> Void
     var peer: NodeID?
 
-    init(members: Set<NodeID>, logger: Logger, onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
+    init(isMember: @escaping @Sendable (NodeID) -> Bool, members: @escaping @Sendable () -> Set<NodeID>, logger: Logger,
+         onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
+        self.isMember = isMember
         self.members = members
         self.logger = logger
         self.onFrame = onFrame
@@ -156,7 +192,7 @@ final class PeerInboundHandler: ChannelInboundHandler {
             } catch {
                 logger.warning("peer certificate unreadable", metadata: ["error": "\(error)"])
             }
-            if let id = PeerTLS.identify(names, members: members, expected: nil) {
+            if let id = PeerTLS.identify(names, members: members(), expected: nil) {
                 peer = id
                 logger.debug("peer connected", metadata: ["peer": "\(id)"])
             } else {
@@ -179,6 +215,12 @@ final class PeerInboundHandler: ChannelInboundHandler {
         let frame: PeerFrame
         do { frame = try PeerFrameCodec.decode(bytes) } catch {
             logger.warning("bad peer frame; closing", metadata: ["peer": "\(peer)", "error": "\(error)"])
+            context.close(promise: nil)
+            return
+        }
+        // A member removed since it connected is heard no more.
+        guard isMember(peer) else {
+            logger.info("frames from a removed member refused; closing", metadata: ["peer": "\(peer)"])
             context.close(promise: nil)
             return
         }
@@ -207,6 +249,8 @@ extension PeerFrame {
         case .raft(let m): return m.from
         case .forward(let r): return r.from
         case .forwardReply(let r): return r.from
+        case .admin(let a): return a.from
+        case .adminReply(let r): return r.from
         }
     }
 }

@@ -11,6 +11,8 @@ extension RaftHost {
             var actions = step(.tick)
             requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds,
                             forwardReplyTimeout: .milliseconds(Int64(config.forwardReplyTimeoutSeconds * 1000)))
+            expireAdmin(now: now)
+            actions += retryAdmin()
             if node.leaderID != nil {
                 for w in requests.takeParked() { actions += route(w, now: now) }
                 for id in requests.readsDue(now: now) { actions += issueRead(id, now: now) }
@@ -27,6 +29,14 @@ extension RaftHost {
             return serveForward(req)
         case .frame(.forwardReply(let reply)):
             forwardAnswered(reply, now: now)
+            return []
+        case .admin(let a):
+            return routeAdmin(a)
+        case .frame(.admin(let f)):
+            let deadline = now + .milliseconds(Int64(config.adminTimeoutSeconds * 1000))
+            return serveAdmin(PendingAdmin(operation: f.operation, origin: .remote(f.origin, requestID: f.requestID), deadline: deadline))
+        case .frame(.adminReply(let r)):
+            adminAnswered(r)
             return []
         case .handOver:
             let progress = node.status.progress

@@ -42,6 +42,16 @@ final class RaftHost: @unchecked Sendable {
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
+    /// Membership changes and leadership transfers in progress (RaftHost+Admin).
+    var admin = AdminBook()
+    /// Where every member is reached (from the latest config entry, the stored directory, or the
+    /// flags); `syncedMembership` is the voter set it was last computed for.
+    var directory: MemberDirectory
+    var syncedMembership: Membership?
+    var syncedDeparting: [NodeID] = []
+    /// Every peer address seen (flags and directories), to keep departing peers reachable.
+    var knownAddresses: [NodeID: PeerAddress] = [:]
+    let publishedDirectory: Mutex<MemberDirectory>
     /// A snapshot is being serialized off the loop (awaited on stop: it reads the store).
     var compacting = false
     var compactionTask: Task<Void, Never>?
@@ -54,6 +64,8 @@ final class RaftHost: @unchecked Sendable {
         case frame(PeerFrame)
         case write(PendingWrite)
         case read(PendingRead)
+        /// An operator's membership change or leadership transfer (REST admin endpoints).
+        case admin(PendingAdmin)
         /// Hand leadership to the most up-to-date peer (graceful shutdown).
         case handOver
         /// A serialized state as of `index` is ready for Raft (index 0: serializing failed).
@@ -70,13 +82,16 @@ final class RaftHost: @unchecked Sendable {
         self.config = config
         self.store = store
         self.logger = logger
-        let (state, applied, lastTimestamp) = try await RaftPersistence.load(store, voters: config.voters)
+        // A joining node starts with no voters and learns the membership from the leader.
+        let (state, applied, lastTimestamp) = try await RaftPersistence.load(store, voters: config.join ? [] : config.voters)
         lastStamp = lastTimestamp
         let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
                                     randomSeed: UInt64.random(in: 0...UInt64.max))
         node = RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied)
         persistedHard = state.hardState
         published = Mutex(node.status)
+        directory = MemberDirectory(config: config)
+        publishedDirectory = Mutex(directory)
         inbox = Mutex(Inbox())
         requests = RequestBook(recentLimit: config.recentResults)
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -84,11 +99,12 @@ final class RaftHost: @unchecked Sendable {
         wake = continuation
         logger.info("raft host loaded", metadata: [
             "node": "\(config.nodeID)", "term": "\(state.hardState.term)", "applied": "\(applied)",
-            "logTail": "\(state.entries.count)", "voters": "\(config.voters)"])
+            "logTail": "\(state.entries.count)", "voters": "\(node.membership)"])
     }
 
     func start(transport: PeerTransport) {
         self.transport = transport
+        syncMembership()
         loopTask = Task { await self.loop() }
         let period = UInt64(config.tickMillis) * 1_000_000
         tickTask = Task {
@@ -104,7 +120,7 @@ final class RaftHost: @unchecked Sendable {
     static let handOverMillis = 1_500
 
     func stop() async {
-        if status.role == .leader && config.voters.count > 1 {
+        if status.role == .leader && status.membership.voters.count > 1 {
             enqueue(.handOver, force: true)
             let deadline = ContinuousClock.now + .milliseconds(Self.handOverMillis)
             while status.role == .leader && ContinuousClock.now < deadline {
@@ -150,6 +166,8 @@ final class RaftHost: @unchecked Sendable {
                     actions += handle(input)
                 }
                 await execute(actions)
+                syncMembership()
+                adminTurn()
                 compactIfDue()
                 let status = node.status
                 published.withLock { $0 = status }
@@ -163,7 +181,9 @@ final class RaftHost: @unchecked Sendable {
                     for input in late {
                         if case .write(let w) = input { w.reply.resume(throwing: ClusterError.shuttingDown) }
                         if case .read(let r) = input { r.reply.resume(throwing: ClusterError.shuttingDown) }
+                        if case .admin(let a) = input { answer(a, .error(503, ClusterError.shuttingDown.description)) }
                     }
+                    failAllAdmin()
                     requests.failAll(ClusterError.shuttingDown)
                     wake.finish()
                     return
@@ -205,7 +225,10 @@ final class RaftHost: @unchecked Sendable {
                 do { results = try await store.applyCommitted(through: last.index) } catch {
                     fatalStorage("apply through \(last.index)", error)
                 }
-                for r in results { requests.applied(r) }
+                for r in results {
+                    requests.applied(r)
+                    adminApplied(r)
+                }
             case .readReady(let id, _):
                 await flush()
                 requests.readReady(id)

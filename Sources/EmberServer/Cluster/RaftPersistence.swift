@@ -4,8 +4,10 @@ import EmberStorage
 /// Translation between Raft's log/snapshots and the LMDB store's.
 ///
 /// Raft entries map one-to-one onto storage log entries at the same index and term: a `.normal`
-/// entry's data is an encoded storage `LogEntry` (namespace, operation, leader timestamp), and
-/// `.noop` / `.configChange` entries are stored as storage `.noop`s. A Raft snapshot's data is the
+/// entry's data is an encoded storage `LogEntry` (namespace, operation, leader timestamp), a
+/// `.noop` is a storage `.noop`, and a `.configChange` is a `set` of the member directory (its
+/// context) in the reserved namespace (`MemberDirectory`), so membership survives restarts and
+/// rides in snapshots. A Raft snapshot's data is the
 /// store's own snapshot stream (its chunks, each length-prefixed), so installing one is
 /// `installSnapshot(chunks:)`.
 enum RaftPersistence {
@@ -21,7 +23,15 @@ enum RaftPersistence {
             entry.index = e.index
             entry.term = e.term
             return entry
-        case .noop, .configChange:
+        case .configChange:
+            guard let config = ConfigEntry(decoding: e.data) else { throw StorageError.corrupt("config entry \(e.index)") }
+            // Entries proposed without a directory (none are, by this host) still record the voters.
+            let directory = MemberDirectory(context: config.context)
+                ?? MemberDirectory(members: Dictionary(uniqueKeysWithValues: config.membership.voters.map { ($0, .init(peer: "")) }))
+            return EmberStorage.LogEntry(
+                index: e.index, term: e.term, namespace: MemberDirectory.namespace,
+                operation: .set(path: MemberDirectory.path, value: .string(directory.text())), timestamp: 0)
+        case .noop:
             // Any valid namespace: a no-op touches none.
             return EmberStorage.LogEntry(index: e.index, term: e.term, namespace: noopNamespace, operation: .noop, timestamp: 0)
         }
@@ -29,6 +39,11 @@ enum RaftPersistence {
 
     static func raftEntry(_ e: EmberStorage.LogEntry) -> EmberRaft.LogEntry {
         if case .noop = e.operation { return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .noop) }
+        if e.namespace == MemberDirectory.namespace, case .set(_, .string(let text), _) = e.operation,
+           let directory = MemberDirectory(text: text) {
+            let data = ConfigEntry(membership: Membership(voters: directory.voters), context: directory.context).encoded()
+            return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .configChange, data: data)
+        }
         return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .normal, data: e.encoded())
     }
 
@@ -73,6 +88,14 @@ enum RaftPersistence {
 
     /// What Raft needs to restart: hard state, the store's applied state as the snapshot, and
     /// the persisted-but-unapplied log tail.
+    /// The member directory in the store's applied state (nil before the first change).
+    static func storedDirectory(_ store: EmberStore) throws -> MemberDirectory? {
+        let (node, _) = try store.read(namespace: MemberDirectory.namespace, path: MemberDirectory.path)
+        guard case .string(let text) = node.toJSON() else { return nil }
+        return MemberDirectory(text: text)
+    }
+
+    /// `voters`: the bootstrap voter set, used while the applied state holds no directory.
     static func load(_ store: EmberStore, voters: [NodeID]) async throws
         -> (PersistentState, applied: UInt64, lastTimestamp: Int64)
     {
@@ -91,7 +114,8 @@ enum RaftPersistence {
                 next += 1
             }
         }
-        let metadata = SnapshotMetadata(index: snap.index, term: snap.term, membership: Membership(voters: voters))
+        let applied = try storedDirectory(store)?.voters ?? voters
+        let metadata = SnapshotMetadata(index: snap.index, term: snap.term, membership: Membership(voters: applied))
         let state = PersistentState(
             hardState: EmberRaft.HardState(term: hs.term, votedFor: hs.votedFor, commit: snap.index),
             snapshot: Snapshot(metadata: metadata, data: snap.data), entries: entries)

@@ -57,23 +57,40 @@ public final class ReplicatedDataStore: DataStore {
 
     public var appliedIndex: UInt64 { local.appliedIndex }
 
+    /// The member directory lives in a reserved namespace; clients may not touch it.
+    static func refuseReserved(_ namespace: String) throws {
+        if namespace == MemberDirectory.namespace {
+            throw RestError(403, "Namespace \(namespace) is reserved for cluster membership; use /.ember/status")
+        }
+    }
+
     public func read(namespace: String, path: Path) throws -> ReadResult {
-        try local.read(namespace: namespace, path: path)
+        try Self.refuseReserved(namespace)
+        return try local.read(namespace: namespace, path: path)
     }
 
     public func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
-        try await local.query(namespace: namespace, path: path, query: query)
+        try Self.refuseReserved(namespace)
+        return try await local.query(namespace: namespace, path: path, query: query)
     }
 
     public func setIndexes(_ defs: [IndexDefinition]) throws { try local.setIndexes(defs) }
 
-    public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) { local.onCommit(handler) }
+    public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) {
+        local.onCommit { change in
+            if change.namespace != MemberDirectory.namespace { handler(change) }
+        }
+    }
 
     public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {
         host.stateReplacedHandlers.withLock { $0.append(handler) }
     }
 
     public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+        try Self.refuseReserved(request.namespace)
+        if isRemoved {
+            throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
+        }
         let op = LMDBDataStore.operation(for: request)
         do { _ = try local.storage.validate(namespace: request.namespace, operation: op) } catch let e as StorageError {
             throw LMDBDataStore.translate(e)
@@ -119,6 +136,24 @@ public final class ReplicatedDataStore: DataStore {
         }
     }
 
+    /// Removed by a membership change (a node still joining, with no voters yet, is not).
+    var isRemoved: Bool {
+        let voters = host.status.membership
+        return !voters.voters.isEmpty && !voters.contains(config.nodeID)
+    }
+
+    /// Runs an operator's membership change or leadership transfer (see `ClusterAdminOperation`);
+    /// a follower forwards it to the leader. Never throws: failures are answers (status + error).
+    public func admin(_ operation: ClusterAdminOperation) async -> ClusterAdminAnswer {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(config.adminTimeoutSeconds * 1000))
+        return await withCheckedContinuation { cont in
+            let a = PendingAdmin(operation: operation, origin: .local(cont), deadline: deadline)
+            if !host.enqueue(.admin(a)) {
+                cont.resume(returning: .error(503, "The node is overloaded or stopping; retry later"))
+            }
+        }
+    }
+
     public func linearizableBarrier() async throws {
         guard host.pendingReads.add(1, ordering: .relaxed).newValue <= config.maxPendingReads else {
             host.pendingReads.subtract(1, ordering: .relaxed)
@@ -149,6 +184,9 @@ public final class ReplicatedDataStore: DataStore {
             "lastIndex": .int(Int64(s.lastIndex)),
             "snapshotIndex": .int(Int64(s.snapshotIndex)),
             "voters": .array(s.membership.voters.map { .string($0) }),
+            // False once removed by a membership change (and while joining, until added).
+            "member": .bool(s.membership.contains(s.id)),
+            "members": host.publishedDirectory.withLock { $0 }.json,
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
             "links": .object(transport.linkStats().mapValues { l in
                 .object(["connected": .bool(l.connected), "queuedFrames": .int(Int64(l.queued)),

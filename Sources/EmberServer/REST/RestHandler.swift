@@ -59,7 +59,10 @@ public final class RestHandler: Sendable {
             if let o = override { method = HTTPRequest.Method(o) ?? method }
         }
         if method == .options { return Self.cors(Response(status: .noContent)) }
-        if case .node(let name) = req.target { return try nodeEndpoint(name, method: method) }
+        if case .node(let name) = req.target {
+            if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel) }
+            return try nodeEndpoint(name, method: method)
+        }
         let ns = req.namespace ?? config.defaultNamespace
         req.namespace = ns
         let wantETag = request.headers[HTTPField.Name("X-Firebase-ETag")!]?.lowercased() == "true"

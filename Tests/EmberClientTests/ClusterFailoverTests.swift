@@ -1,0 +1,130 @@
+import EmberCore
+import Foundation
+import Testing
+@testable import EmberClient
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Three real `emberd` cluster nodes (mutual TLS between peers, certificates made with the
+/// openssl CLI) for client failover tests.
+final class ClusterProcesses: @unchecked Sendable {
+    let ids = ["n1", "n2", "n3"]
+    let dir = NSTemporaryDirectory() + "ember-client-cluster-" + UUID().uuidString
+    var ports: [String: Int] = [:]
+    var processes: [String: Process] = [:]
+
+    static let openssl = ["/usr/bin/openssl", "/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    func url(_ id: String, ns: String) -> String { "http://127.0.0.1:\(ports[id]!)?ns=\(ns)" }
+
+    private func run(_ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.openssl!)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw TestFailure("openssl \(args.first ?? "") failed") }
+    }
+
+    func start() async throws {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try run(["req", "-x509"] + ec + ["-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem", "-days", "30", "-subj", "/CN=ca"])
+        var peerPorts: [String: Int] = [:]
+        for id in ids {
+            try "subjectAltName=DNS:\(id)\nextendedKeyUsage=serverAuth,clientAuth\n".write(toFile: "\(dir)/\(id).ext", atomically: true, encoding: .utf8)
+            try run(["req"] + ec + ["-keyout", "\(dir)/\(id).key", "-out", "\(dir)/\(id).csr", "-subj", "/CN=\(id)"])
+            try run(["x509", "-req", "-in", "\(dir)/\(id).csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key",
+                     "-CAcreateserial", "-out", "\(dir)/\(id).pem", "-days", "30", "-extfile", "\(dir)/\(id).ext"])
+            ports[id] = try EmberServerProcess.freePort()
+            peerPorts[id] = try EmberServerProcess.freePort()
+        }
+        let rules = "\(dir)/rules.json"
+        try #"{"rules":{".read":true,".write":true}}"#.write(toFile: rules, atomically: true, encoding: .utf8)
+        let peers = ids.map { "\($0)=127.0.0.1:\(peerPorts[$0]!)" }.joined(separator: ",")
+        for id in ids {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: EmberServerProcess.binary)
+            p.arguments = ["--data", "\(dir)/\(id)", "--port", String(ports[id]!), "--rules", rules, "--log-level", "error",
+                           "--node-id", id, "--peers", peers, "--tls-cert", "\(dir)/\(id).pem",
+                           "--tls-key", "\(dir)/\(id).key", "--tls-ca", "\(dir)/ca.pem"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            processes[id] = p
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let leader = try? await leader(among: ids), ids.contains(leader) { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestFailure("the cluster elected no leader")
+    }
+
+    /// The leader all of `among` agree on, or nil.
+    func leader(among: [String]) async throws -> String? {
+        var seen = Set<String>()
+        for id in among {
+            let (status, body) = try await EmberServerProcess.http("GET", "http://127.0.0.1:\(ports[id]!)/.ember/status")
+            guard status == 200, case .string(let l)? = try JSON.parse(body)["leader"] else { return nil }
+            seen.insert(l)
+        }
+        return seen.count == 1 ? seen.first : nil
+    }
+
+    func kill9(_ id: String) {
+        guard let p = processes[id] else { return }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+    }
+
+    func stop() {
+        for p in processes.values where p.isRunning {
+            p.terminate()
+            p.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2))) struct ClusterFailoverTests {
+    @Test(.enabled(if: ClusterProcesses.openssl != nil)) func clientMovesToTheNextNodeWhenItsNodeDies() async throws {
+        let cluster = ClusterProcesses()
+        defer { cluster.stop() }
+        try await cluster.start()
+        let ns = "failover\(UInt32.random(in: 0...UInt32.max))"
+        // Connected to a follower first. (Killing the leader instead can fail a write in flight
+        // with "outcome unknown": the client is told, the SDK does not retry writes.)
+        let leader = try #require(try await cluster.leader(among: cluster.ids))
+        let order = cluster.ids.filter { $0 != leader } + [leader]
+        let db = Database(urls: order.map { cluster.url($0, ns: ns) }, configuration: .fastReconnect)
+        defer { db.shutdown() }
+        let events = Recorder()
+        db.reference(withPath: "room").observe(.childAdded) { s in events.add("\(s.key) \(s.value as? String ?? "")") }
+        try await db.reference(withPath: "room/a").setValue("before")
+        await events.wait { $0.contains("a before") }
+
+        cluster.kill9(order[0])
+        // Written while the client's node is dead: queued, then sent to the next node.
+        let done = Recorder()
+        db.reference(withPath: "room/b").setValue("during") { error, _ in done.add("done \(error == nil)") }
+        await done.wait(timeout: .seconds(30)) { $0 == ["done true"] }
+        // Another node's write reaches the listener through the new connection.
+        var written = false
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !written && ContinuousClock.now < deadline {
+            // 503 while the survivors elect a leader (if n1 led): retry.
+            let (status, _) = try await EmberServerProcess.http("PUT", "http://127.0.0.1:\(cluster.ports[order[1]]!)/room/c.json?ns=\(ns)", body: #""after""#)
+            written = status == 200
+            if !written { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(written)
+        let seen = await events.wait(timeout: .seconds(20)) { $0.contains("b during") && $0.contains("c after") }
+        #expect(seen.filter { $0 == "a before" }.count == 1, "no duplicate events after the resync: \(seen)")
+        let value = try await db.reference(withPath: "room").getData()
+        #expect((value.value as? [String: Any])?.count == 3)
+    }
+}
