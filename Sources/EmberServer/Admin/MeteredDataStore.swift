@@ -42,3 +42,11 @@ final class MeteredDataStore: DataStore {
     func setDefaultRules(_ engine: RulesEngine) { inner.setDefaultRules(engine) }
     func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { inner.onRulesChanged(handler) }
 }
+
+extension MeteredDataStore {
+    /// The store a metrics wrapper decorates (or `store` itself): for code that needs the concrete
+    /// store, such as the cluster admin endpoints.
+    static func unwrap(_ store: any DataStore) -> any DataStore {
+        (store as? MeteredDataStore)?.inner ?? store
+    }
+}

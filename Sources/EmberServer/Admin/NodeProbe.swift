@@ -34,7 +34,7 @@ struct NodeProbe: Sendable {
     }
 
     static func read(_ store: any DataStore) -> NodeProbe {
-        let inner = (store as? MeteredDataStore)?.inner ?? store
+        let inner = MeteredDataStore.unwrap(store)
         let metrics = storage(of: inner)?.metrics
         guard let r = inner as? ReplicatedDataStore else {
             let a = inner.appliedIndex

@@ -25,7 +25,7 @@ extension RestHandler {
     func clusterAdmin(_ name: String, method: HTTPRequest.Method, request: Request, req: RestRequest,
                       channel: (any Channel)?) async throws -> Response {
         try authorizeAdmin(request: request, req: req, channel: channel)
-        guard let cluster = store as? ReplicatedDataStore else {
+        guard let cluster = MeteredDataStore.unwrap(store) as? ReplicatedDataStore else {
             throw RestError(404, "This node is not part of a cluster")
         }
         let operation: ClusterAdminOperation
