@@ -20,7 +20,7 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: "Firebase rules JSON file; applies to every namespace.")
+    @Option(help: "Firebase rules file: the rules of every namespace whose rules were not set with PUT /.settings/rules.json.")
     var rules: String?
 
     @Option(help: "Namespace used when a request has no ns parameter.")
