@@ -22,7 +22,9 @@ struct Applier {
 
     /// Applies one entry. Throws only for storage failures and apply-time validation errors
     /// (the caller runs this in a nested transaction and records `.rejected`).
-    mutating func apply(_ e: LogEntry) throws -> WriteResult {
+    /// `prebuilt`: the entry's nodes as `EmberStore.prepare` built them (writes without server
+    /// values), so they are not converted from JSON again.
+    mutating func apply(_ e: LogEntry, prebuilt: [Node]? = nil) throws -> WriteResult {
         let ns = e.namespace
         let base = e.operation.path
         var result = WriteResult(index: e.index, term: e.term, namespace: ns, path: base, outcome: .noop,
@@ -38,8 +40,11 @@ struct Applier {
                 result.version = failed
                 return result
             }
-            let node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
-            try Self.checkKeyLength(ns, path, node)
+            let node: Node
+            if let prebuilt { node = prebuilt[0] } else {
+                node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
+                try Self.checkKeyLength(ns, path, node)
+            }
             let changed = try write(ns: ns, path: path, node: node, old: old, index: e.index)
             result.outcome = .applied(changed: changed)
             result.value = node
@@ -56,11 +61,14 @@ struct Applier {
             }
             // Resolve every part against the state before the update, then write them in order.
             var resolved: [(Path, Node, Node)] = []
-            for (rel, json) in parts {
+            for (i, (rel, json)) in parts.enumerated() {
                 let abs = path.appending(rel)
                 let old = try tables.readNode(t, ns, abs)
-                let node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
-                try Self.checkKeyLength(ns, abs, node)
+                let node: Node
+                if let prebuilt { node = prebuilt[i] } else {
+                    node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
+                    try Self.checkKeyLength(ns, abs, node)
+                }
                 resolved.append((abs, node, old))
             }
             var anyChange = false
