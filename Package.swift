@@ -47,10 +47,12 @@ var package = Package(
         .target(name: "EmberRaft"),
         // Firebase security rules: parser, type checker and evaluator. Pure.
         .target(name: "EmberRules", dependencies: ["EmberCore"]),
+        // REST URL / query parsing and wire-protocol framing: pure, so the fuzz targets build it alone.
+        .target(name: "EmberProtocol", dependencies: ["EmberCore"]),
         .target(
             name: "EmberServer",
             dependencies: [
-                "EmberCore", "EmberStorage", "EmberRules",
+                "EmberCore", "EmberStorage", "EmberRules", "EmberProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -110,12 +112,22 @@ var package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]),
+        // Fuzzing (README "Fuzzing"): the harness bodies, one libFuzzer executable per parser
+        // (built with `-sanitize=fuzzer -parse-as-library`, see `make fuzz`), and the corpus replay
+        // that runs in the default suite.
+        .target(name: "EmberFuzz", dependencies: ["EmberCore", "EmberProtocol", "EmberRules", "EmberStorage"]),
+        .executableTarget(name: "FuzzJSON", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/JSON"),
+        .executableTarget(name: "FuzzPath", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Path"),
+        .executableTarget(name: "FuzzREST", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/REST"),
+        .executableTarget(name: "FuzzWire", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Wire"),
+        .executableTarget(name: "FuzzRules", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Rules"),
+        .testTarget(name: "EmberFuzzTests", dependencies: ["EmberFuzz"], exclude: ["Corpus"]),
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
         .testTarget(name: "EmberServerTests", dependencies: [
-            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules",
+            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol",
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),

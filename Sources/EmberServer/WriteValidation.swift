@@ -1,7 +1,11 @@
 import EmberCore
 
-/// Checks every write from outside before it reaches the log (REST and the wire protocol share
-/// it): keys, depth, sizes, server values, and the shape of multi-path updates.
+/// The front's checks of a write from outside, before it reaches the store (REST and the wire
+/// protocol share it). The full check of the data (keys, depth, sizes, server values, storage key
+/// length) runs once, in `EmberStore.validate`, which every write passes before it is logged; the
+/// front only adds its own limits that the store does not know (nodes per write, parts per update)
+/// and parses the shape of multi-path updates. Writes that are kept for later (onDisconnect) use
+/// `validateFully`, because they reach the store only when the connection ends.
 struct WriteValidation: Sendable {
     let maxWriteNodes: Int
     let maxUpdateParts: Int
@@ -11,25 +15,59 @@ struct WriteValidation: Sendable {
         maxUpdateParts = config.maxUpdateParts
     }
 
+    /// The front's limits only: one walk over the JSON, no allocation.
     func validate(_ json: JSON, at path: Path) throws {
+        var budget = maxWriteNodes
+        guard Self.countNodes(json, budget: &budget) else {
+            throw EmberError.tooLarge("Data to write exceeds the maximum of \(maxWriteNodes) nodes in a single request.")
+        }
+    }
+
+    /// Everything the store would check, now (for writes stored until a connection ends).
+    func validateFully(_ json: JSON, at path: Path) throws {
         let node = try Node(json: ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
         guard node.nodeCount <= maxWriteNodes else {
             throw EmberError.tooLarge("Data to write exceeds the maximum of \(maxWriteNodes) nodes in a single request.")
         }
     }
 
-    /// The parts of a multi-path update at `base`: relative paths in path order, each validated;
-    /// overlapping paths ("a" and "a/b") make the result order-dependent and are refused.
-    func updateParts(base: Path, _ obj: [String: JSON]) throws -> [(Path, JSON)] {
+    /// Counts the nodes the JSON will make (nulls make none, a server value makes one leaf,
+    /// `.priority` is not a node), spending `budget`; false as soon as it runs out.
+    static func countNodes(_ json: JSON, budget: inout Int) -> Bool {
+        switch json {
+        case .null: return true
+        case .bool, .int, .double, .string:
+            budget -= 1
+            return budget >= 0
+        case .array(let a):
+            budget -= 1
+            if budget < 0 { return false }
+            for e in a where !countNodes(e, budget: &budget) { return false }
+            return true
+        case .object(let o):
+            if o[".sv"] != nil { budget -= 1; return budget >= 0 }
+            if let v = o[".value"] { return countNodes(v, budget: &budget) }
+            budget -= 1
+            if budget < 0 { return false }
+            for (k, v) in o where k != ".priority" && !countNodes(v, budget: &budget) { return false }
+            return true
+        }
+    }
+
+    /// The parts of a multi-path update at `base`: relative paths in path order, each within the
+    /// front's limits (`full`: every check, for onDisconnect); overlapping paths ("a" and "a/b")
+    /// make the result order-dependent and are refused.
+    func updateParts(base: Path, _ obj: [String: JSON], full: Bool = false) throws -> [(Path, JSON)] {
         guard obj.count <= maxUpdateParts else {
             throw EmberError.tooLarge("Too many paths in one update (limit \(maxUpdateParts))")
         }
         var parts: [(Path, JSON)] = []
+        parts.reserveCapacity(obj.count)
         for (k, v) in obj {
             let rel = try Path(k)
             guard !rel.isRoot else { throw EmberError.invalidKey(key: k, reason: "update paths must not be empty") }
             guard base.count + rel.count <= Limits.maxPathDepth else { throw EmberError.pathTooDeep(depth: base.count + rel.count) }
-            try validate(v, at: base.appending(rel))
+            if full { try validateFully(v, at: base.appending(rel)) } else { try validate(v, at: base.appending(rel)) }
             parts.append((rel, v))
         }
         parts.sort { $0.0 < $1.0 }

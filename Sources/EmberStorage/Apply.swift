@@ -25,7 +25,9 @@ struct Applier {
 
     /// Applies one entry. Throws only for storage failures and apply-time validation errors
     /// (the caller runs this in a nested transaction and records `.rejected`).
-    mutating func apply(_ e: LogEntry) throws -> WriteResult {
+    /// `prebuilt`: the entry's nodes as `EmberStore.prepare` built them (writes without server
+    /// values), so they are not converted from JSON again.
+    mutating func apply(_ e: LogEntry, prebuilt: [Node]? = nil) throws -> WriteResult {
         let ns = e.namespace
         let base = e.operation.path
         var result = WriteResult(index: e.index, term: e.term, namespace: ns, path: base, outcome: .noop,
@@ -39,8 +41,11 @@ struct Applier {
             return result
         case .set(let path, let json, let cond):
             let old = try tables.readNode(t, ns, path)
-            let node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
-            try Self.checkKeyLength(ns, path, node)
+            let node: Node
+            if let prebuilt { node = prebuilt[0] } else {
+                node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
+                try Self.checkKeyLength(ns, path, node)
+            }
             // Rules before the condition: a denied writer learns nothing about the current value.
             guard try permits(e, base: path, parts: [(path, node)], isUpdate: false) else {
                 result.outcome = .denied
@@ -59,11 +64,14 @@ struct Applier {
         case .update(let path, let parts, let cond):
             // Resolve every part against the state before the update, then write them in order.
             var resolved: [(Path, Node, Node)] = []
-            for (rel, json) in parts {
+            for (i, (rel, json)) in parts.enumerated() {
                 let abs = path.appending(rel)
                 let old = try tables.readNode(t, ns, abs)
-                let node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
-                try Self.checkKeyLength(ns, abs, node)
+                let node: Node
+                if let prebuilt { node = prebuilt[i] } else {
+                    node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
+                    try Self.checkKeyLength(ns, abs, node)
+                }
                 resolved.append((abs, node, old))
             }
             // All or nothing: one denied part denies the whole update.

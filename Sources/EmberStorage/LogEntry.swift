@@ -114,6 +114,15 @@ public struct LogEntry: Sendable, Equatable {
         return w.bytes
     }
 
+    /// Writes index, term and timestamp into an entry encoded with zeros there (the header has a
+    /// fixed layout: format byte, then three 8-byte fields), so a write is encoded only once.
+    static func setHeader(_ bytes: inout [UInt8], index: UInt64, term: UInt64, timestamp: Int64) {
+        precondition(bytes.count >= 25 && (bytes[0] == 1 || bytes[0] == 2), "not an encoded log entry")
+        for (field, value) in [index, term, UInt64(bitPattern: timestamp)].enumerated() {
+            for k in 0..<8 { bytes[1 + field * 8 + k] = UInt8((value >> UInt64(56 - 8 * k)) & 0xFF) }
+        }
+    }
+
     public init(decoding bytes: [UInt8]) throws(StorageError) {
         var r = ByteReader(bytes)
         let format = try r.u8()

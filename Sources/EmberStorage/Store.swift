@@ -237,19 +237,35 @@ public final class EmberStore: @unchecked Sendable {
 
     // MARK: - Writes
 
-    /// Validates a write before it reaches the log; bad input never writes anything.
+    /// Validates a write before it reaches the log; bad input never writes anything. Returns the
+    /// size of its encoded log entry.
     public func validate(namespace: String, operation: WriteOperation) throws -> Int {
+        try prepare(namespace: namespace, operation: operation).encoded.count
+    }
+
+    /// The one full check of a write (keys, depth, sizes, server values, storage key length),
+    /// keeping what it computed so the writer does not redo it: the encoded entry and, when the
+    /// write holds no server values, the nodes to write.
+    func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin) throws -> PreparedWrite {
         try KeyCodec.validateNamespace(namespace)
+        var nodes: [Node]? = []
         func check(_ path: Path, _ json: JSON) throws {
             do {
-                let j = ServerValues.containsPlaceholder(json) ? try ServerValues.resolve(json, existing: .empty, now: 0) : json
-                let node = try Node(json: j, depth: path.count)
-                try Applier.checkKeyLength(namespace, path, node)
+                if ServerValues.containsPlaceholder(json) {
+                    // Resolved again at apply time against the data there (with the entry's time).
+                    let node = try Node(json: try ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
+                    try Applier.checkKeyLength(namespace, path, node)
+                    nodes = nil
+                } else {
+                    let node = try Node(json: json, depth: path.count)
+                    try Applier.checkKeyLength(namespace, path, node)
+                    nodes?.append(node)
+                }
             } catch let e as EmberError { throw StorageError.invalid(e) }
         }
         switch operation {
-        case .noop: break
-        case .setRules(let text): _ = try StoredRules(text: text)
+        case .noop: nodes = nil
+        case .setRules(let text): nodes = nil; _ = try StoredRules(text: text)
         case .set(let p, let v, _): try check(p, v)
         case .update(let p, let parts, _):
             guard parts.count <= options.maxUpdateParts else {
@@ -261,21 +277,23 @@ public final class EmberStore: @unchecked Sendable {
             }
             for (rel, v) in parts { try check(p.appending(rel), v) }
         }
-        let size = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0).encoded().count
-        guard size <= options.maxEntryBytes else { throw StorageError.entryTooLarge(bytes: size, limit: options.maxEntryBytes) }
-        return size
+        let encoded = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth).encoded()
+        guard encoded.count <= options.maxEntryBytes else {
+            throw StorageError.entryTooLarge(bytes: encoded.count, limit: options.maxEntryBytes)
+        }
+        return PreparedWrite(encoded: encoded, nodes: nodes)
     }
 
     /// Leader-less single-node write: validates, queues for group commit, assigns the next log
     /// index and the current term, and returns after the commit is durable. `auth` is who the
     /// rules judge the entry as, when it is applied.
     public func submit(namespace: String, _ operation: WriteOperation, auth: WriteAuth = .admin) async throws -> WriteResult {
-        let size = try validate(namespace: namespace, operation: operation)
+        let prepared = try prepare(namespace: namespace, operation: operation, auth: auth)
         return try await withCheckedThrowingContinuation { cont in
             let err: StorageError? = core.queue.withLock { q in
                 if q.closed { return .closed }
                 if q.pending.count >= options.maxPendingWrites { return .queueFull(limit: options.maxPendingWrites) }
-                q.pending.append(.submit(namespace, operation, auth, size, cont))
+                q.pending.append(.submit(namespace, operation, auth, prepared, cont))
                 return nil
             }
             if let err {
@@ -357,6 +375,14 @@ public final class EmberStore: @unchecked Sendable {
 
 }
 
+/// A validated write waiting for the writer: its log entry encoded with a zero header (index,
+/// term and timestamp are filled in when the writer assigns them) and, for writes without
+/// server values, the nodes `Applier` writes (one per part, in the operation's order).
+struct PreparedWrite: Sendable {
+    var encoded: [UInt8]
+    var nodes: [Node]?
+}
+
 /// State shared by the store facade and the writer thread (so the writer never needs the facade,
 /// which may be deinitialising while the writer drains). `@unchecked Sendable`: the LMDB handles
 /// are immutable and usable from any thread; everything mutable is in a `Mutex` or `Atomic`.
@@ -370,7 +396,7 @@ final class StoreCore: @unchecked Sendable {
         var closed = false
     }
     enum Job {
-        case submit(String, WriteOperation, WriteAuth, Int, CheckedContinuation<WriteResult, any Error>)
+        case submit(String, WriteOperation, WriteAuth, PreparedWrite, CheckedContinuation<WriteResult, any Error>)
         case exclusive(@Sendable (Writer) -> Void)
         case stop
     }

@@ -71,8 +71,8 @@ final class Writer: @unchecked Sendable {
                     }
                     var n = 0, bytes = 0
                     while n < q.pending.count, n < store.options.maxBatchEntries, bytes < store.options.maxBatchBytes,
-                          case .submit(_, _, _, let size, _) = q.pending[n] {
-                        bytes += size
+                          case .submit(_, _, _, let prepared, _) = q.pending[n] {
+                        bytes += prepared.encoded.count
                         n += 1
                     }
                     let taken = Array(q.pending[0..<n])
@@ -123,12 +123,12 @@ final class Writer: @unchecked Sendable {
     }
 
     /// Applies one entry in a nested transaction: apply-time failures roll back only this entry.
-    func applyNested(_ e: LogEntry, parent t: Txn) throws -> WriteResult {
+    func applyNested(_ e: LogEntry, parent t: Txn, prebuilt: [Node]? = nil) throws -> WriteResult {
         var child: OpaquePointer?
         try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
         var ap = Applier(tables: tables, txn: Txn(ptr: child!), defsCache: defsCache, rules: rulesState())
         do {
-            let r = try ap.apply(e)
+            let r = try ap.apply(e, prebuilt: prebuilt)
             try check(mdb_txn_commit(child))
             defsCache = ap.defsCache
             storedRules = ap.rules.stored
@@ -193,14 +193,18 @@ final class Writer: @unchecked Sendable {
         do {
             let first = try writeTxn { t in
                 for job in jobs {
-                    guard case .submit(let ns, let op, let auth, let size, let cont) = job else { continue }
+                    guard case .submit(let ns, let op, let auth, let prepared, let cont) = job else { continue }
                     conts.append(cont)
-                    bytes += size
+                    bytes += prepared.encoded.count
                     idx += 1
                     ts = max(ts, Self.nowMs())
                     let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts, auth: auth)
-                    try t.put(tables.log, Self.logKey(idx), e.encoded())
-                    results.append(try applyNested(e, parent: t))
+                    // The entry was encoded once, when validated; only its header is new.
+                    var encoded = prepared.encoded
+                    LogEntry.setHeader(&encoded, index: idx, term: term, timestamp: ts)
+                    assert(encoded == e.encoded(), "patched log entry differs from its encoding")
+                    try t.put(tables.log, Self.logKey(idx), encoded)
+                    results.append(try applyNested(e, parent: t, prebuilt: prepared.nodes))
                 }
                 return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
             }

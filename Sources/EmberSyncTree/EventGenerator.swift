@@ -5,7 +5,8 @@ import EmberCore
 struct EventGenerator {
     let query: SyncQuery
 
-    func events(for changes: [Change], eventCache: Node, registrations: [RegistrationID]) -> [Event] {
+    /// `sorted` holds `eventCache`'s children in index order: previous siblings are binary searches.
+    func events(for changes: [Change], eventCache: Node, sorted: SortedChildren, registrations: [RegistrationID]) -> [Event] {
         let index = query.spec.index
         var moves: [Change] = []
         for change in changes where change.type == .childChanged {
@@ -22,7 +23,11 @@ struct EventGenerator {
             for change in filtered {
                 var prevName: String? = nil
                 if type != .value && type != .childRemoved, let key = change.childKey {
-                    prevName = eventCache.predecessorKey(of: key, by: index)
+                    if let node = eventCache.children[key], let found = sorted.predecessor(of: key, node) {
+                        prevName = found
+                    } else {
+                        prevName = eventCache.predecessorKey(of: key, by: index)
+                    }
                 }
                 for reg in registrations {
                     events.append(Event(type: type, registration: reg, query: query, childKey: change.childKey,

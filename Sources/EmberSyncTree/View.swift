@@ -7,6 +7,8 @@ struct View {
     private let generator: EventGenerator
     private(set) var viewCache: ViewCache
     private(set) var registrations: [RegistrationID] = []
+    /// The event cache's children in query order (for the previous sibling of child events).
+    private var sorted: SortedChildren
 
     init(query: SyncQuery, initialViewCache: ViewCache) {
         self.query = query
@@ -21,6 +23,7 @@ struct View {
         viewCache = ViewCache(
             eventCache: CacheNode(node: eventSnap, fullyInitialized: event.fullyInitialized, filtered: filter.filtersNodes),
             serverCache: CacheNode(node: serverSnap, fullyInitialized: server.fullyInitialized, filtered: false))
+        sorted = SortedChildren(index: query.spec.index, node: eventSnap)
     }
 
     var isEmpty: Bool { registrations.isEmpty }
@@ -52,7 +55,9 @@ struct View {
     mutating func apply(_ operation: Operation, _ writes: WriteTreeRef, _ completeServerCache: Node?) -> [Event] {
         let result = processor.apply(viewCache, operation, writes, completeServerCache)
         viewCache = result.viewCache
-        return generator.events(for: result.changes, eventCache: viewCache.eventCache.node, registrations: registrations)
+        sorted.update(result.changes, eventCache: viewCache.eventCache.node)
+        return generator.events(for: result.changes, eventCache: viewCache.eventCache.node, sorted: sorted,
+                                registrations: registrations)
     }
 
     /// Events replaying the current data to a new registration.
@@ -63,6 +68,6 @@ struct View {
             for named in eventSnap.node.sortedChildren(by: .priority) { changes.append(.childAdded(named.key, named.node)) }
         }
         if eventSnap.fullyInitialized { changes.append(.value(eventSnap.node)) }
-        return generator.events(for: changes, eventCache: eventSnap.node, registrations: [id])
+        return generator.events(for: changes, eventCache: eventSnap.node, sorted: sorted, registrations: [id])
     }
 }

@@ -94,6 +94,7 @@ struct RealtimeBench: AsyncParsableCommand {
         let start = ContinuousClock.now
         let cpu0 = node.cpuSeconds()
         let errors = AtomicCounter()
+        let stamps = UniqueStamps()
         await withTaskGroup(of: Void.self) { group in
             for i in 0..<total {
                 let due = start + .seconds(Double(i) / rate)
@@ -101,7 +102,9 @@ struct RealtimeBench: AsyncParsableCommand {
                 group.addTask {
                     var r = HTTPClientRequest(url: "\(node.httpBase)/rt/lat.json?ns=\(namespace)&print=silent")
                     r.method = .PUT
-                    r.body = .bytes(ByteBuffer(string: "\(nowMicros())"))
+                    // Unique per write: two writes of the same value are one change (the second
+                    // changes nothing, so Firebase semantics send no event for it).
+                    r.body = .bytes(ByteBuffer(string: "\(stamps.next())"))
                     do {
                         let resp = try await http.execute(r, timeout: .seconds(30))
                         _ = try await resp.body.collect(upTo: 1 << 16)
@@ -250,6 +253,20 @@ final class Stats: Sendable {
 
 final class AtomicFlag: Sendable { let value = Atomic<Bool>(false) }
 final class AtomicCounter: Sendable { let value = Atomic<Int>(0) }
+
+/// Send times in µs that never repeat. When the schedule falls behind under load, several write
+/// tasks start together and can read the same microsecond; equal bodies would make the later
+/// write a no-op with no event (this lost one write's 100 events in an earlier run).
+final class UniqueStamps: Sendable {
+    private let last = Atomic<Int>(0)
+    func next() -> Int {
+        while true {
+            let prev = last.load(ordering: .relaxed)
+            let v = max(nowMicros(), prev + 1)
+            if last.compareExchange(expected: prev, desired: v, ordering: .relaxed).exchanged { return v }
+        }
+    }
+}
 
 /// Resumes every waiter when opened.
 final class Gate: Sendable {

@@ -77,7 +77,10 @@ public final class RestHandler: Sendable {
             if request.headers[.accept]?.contains("text/event-stream") == true {
                 return try stream(req, identity: identity, channel: channel)
             }
-            return try await get(req, identity: identity, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
+            let read = req
+            return try await RestTimeout.run(millis: req.timeoutMillis) {
+                try await self.get(read, identity: identity, wantETag: wantETag, ifNoneMatch: ifNoneMatch)
+            }
         case .put, .post, .patch, .delete:
             if method == .patch && ifMatch != nil { throw RestError.badRequest("if-match is not supported on PATCH requests") }
             if req.shallow || req.query != nil || req.export { throw RestError.badRequest("Query parameters are only supported on GET requests") }
@@ -215,13 +218,18 @@ public final class RestHandler: Sendable {
             guard !bytes.isEmpty else { throw RestError.badRequest("No data supplied.") }
             do { json = try JSON.parse(bytes) } catch { throw RestError.badRequest(EmberError.invalidJSON("").description) }
         }
+        if case .priority(let node) = req.target {
+            guard method == .put || method == .delete, ifMatch == nil else {
+                throw RestError.badRequest("A priority is written with PUT or DELETE on /<path>/.priority.json, without if-match")
+            }
+            let priority = try await PriorityWrite.set(json, at: node, namespace: ns, identity: identity, store: store, now: clock)
+            if req.print == .silent { return Self.cors(Response(status: .noContent)) }
+            return Self.json(priority, pretty: req.print == .pretty)
+        }
         var pushName: String?
         let kind: WriteRequest.Kind
         switch method {
         case .put, .delete:
-            if case .priority = req.target {
-                throw RestError.badRequest("Write the priority with the data: {\".value\": v, \".priority\": p}")
-            }
             try validate(json, at: path)
             kind = .set(json)
         case .post:

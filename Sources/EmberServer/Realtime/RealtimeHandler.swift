@@ -61,13 +61,13 @@ struct RealtimeHandler: Sendable {
         case "o":
             let path = try wirePath(b)
             let data = b["d"] ?? .null
-            try validate(data, at: path)
+            try WriteValidation(config).validateFully(data, at: path)
             guard try gate.canWrite(session.namespace, path, .set(data), session.identity, now: clock()) else { throw PermissionDenied() }
             guard session.addOnDisconnect(path, .set(data)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
         case "om":
             let path = try wirePath(b)
-            let parts = try mergeParts(path, b["d"])
+            let parts = try mergeParts(path, b["d"], full: true)
             guard try gate.canWrite(session.namespace, path, .update(parts), session.identity, now: clock()) else { throw PermissionDenied() }
             guard session.addOnDisconnect(path, .update(parts)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
@@ -138,6 +138,11 @@ struct RealtimeHandler: Sendable {
     }
 
     func put(_ b: [String: JSON]) async throws -> (String?, JSON) {
+        // `p` to `<path>/.priority` (the SDKs' setPriority) sets the priority alone.
+        if let raw = b["p"]?.stringValue, let node = try PriorityWrite.target(ofRawPath: raw) {
+            _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store, now: clock)
+            return ("ok", .string(""))
+        }
         let path = try wirePath(b)
         let data = b["d"] ?? .null
         try validate(data, at: path)
@@ -159,9 +164,9 @@ struct RealtimeHandler: Sendable {
         return ("ok", .string(""))
     }
 
-    func mergeParts(_ path: Path, _ d: JSON?) throws -> [(Path, JSON)] {
+    func mergeParts(_ path: Path, _ d: JSON?, full: Bool = false) throws -> [(Path, JSON)] {
         guard case .object(let obj)? = d else { throw EmberError.invalidData("a merge needs an object") }
-        return try WriteValidation(config).updateParts(base: path, obj)
+        return try WriteValidation(config).updateParts(base: path, obj, full: full)
     }
 
     func validate(_ json: JSON, at path: Path) throws {

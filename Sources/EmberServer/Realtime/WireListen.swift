@@ -28,22 +28,32 @@ struct WireListen {
     }
 
     /// Starts the listen from a read of its location: the messages to send (data before `ok`).
+    ///
+    /// Changes that reached the connection while the read ran are folded into the initial data
+    /// instead of being sent after it. Other listens of the connection may already have sent
+    /// them, and a client applies every push to one cache: initial data older than a push it
+    /// already got would roll that cache back (a filtered query above a parent listen then saw
+    /// its window move back and forth: spurious child_removed/child_added).
     mutating func activate(with read: ReadResult) -> [JSON] {
-        var messages: [JSON] = []
-        if isTagged {
-            cache = read.node
-            window = currentWindow()
-            messages.append(WireMessages.push(action: "d", path: path, data: Node(children: window).exportJSON(),
-                                              tag: tag, version: read.version))
-        } else {
-            messages.append(WireMessages.push(action: "d", path: path, data: read.node.exportJSON(), tag: nil, version: read.version))
+        var data = read.node
+        var version = read.version
+        for change in pending ?? [] where change.index > read.appliedIndex {
+            for ev in ChangeRouting.events(for: change, at: path) {
+                switch ev {
+                case .put(let rel, let node): data.set(node, at: rel)
+                case .patch(let rel, let parts): for (p, n) in parts { data.set(n, at: rel.appending(p)) }
+                }
+            }
+            version = max(version, change.index)
         }
-        let queued = pending ?? []
         pending = nil
-        for change in queued where change.index > read.appliedIndex {
-            messages += apply(change)
+        if isTagged {
+            cache = data
+            window = currentWindow()
+            return [WireMessages.push(action: "d", path: path, data: Node(children: window).exportJSON(),
+                                      tag: tag, version: version)]
         }
-        return messages
+        return [WireMessages.push(action: "d", path: path, data: data.exportJSON(), tag: nil, version: version)]
     }
 
     /// The messages a committed change produces for this listen (none when unaffected).

@@ -1,7 +1,7 @@
 /// Percent-decoding as Firebase clients need it: `%XX` decoded, `+` left as a literal plus
 /// (Python sends `+` inside JSON strings unescaped; JS sends `%2B`). Reference §1.1, §1.3.
-enum PercentDecoding {
-    static func decode(_ s: Substring) -> String? {
+public enum PercentDecoding {
+    public static func decode(_ s: Substring) -> String? {
         guard s.utf8.contains(UInt8(ascii: "%")) else { return String(s) }
         var out: [UInt8] = []
         out.reserveCapacity(s.utf8.count)
@@ -28,7 +28,7 @@ enum PercentDecoding {
     }
 
     /// Splits a raw query string into decoded (name, value) pairs, in order.
-    static func queryItems(_ query: Substring) -> [(String, String)]? {
+    public static func queryItems(_ query: Substring) -> [(String, String)]? {
         var items: [(String, String)] = []
         for part in query.split(separator: "&", omittingEmptySubsequences: true) {
             let kv = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -1,0 +1,174 @@
+import EmberCore
+import EmberProtocol
+import EmberRules
+import EmberStorage
+
+/// The bodies of Ember's fuzz targets (issue 6). Each takes arbitrary bytes, drives one parser
+/// the way the node does with input from outside, and checks properties that must hold for every
+/// input; a violated property or a crash is a bug. The libFuzzer executables (`FuzzJSON`, …) call
+/// these; `EmberFuzzTests` replays the committed corpus (`Tests/EmberFuzzTests/Corpus`) through
+/// them in the default suite. Named limits keep one input's work bounded.
+public enum FuzzHarness {
+    /// Inputs longer than this are cut (libFuzzer is also run with `-max_len`).
+    public static let maxInputBytes = 64 * 1024
+
+    public static let targets: [String: @Sendable ([UInt8]) throws(FuzzViolation) -> Void] = [
+        "json": json, "path": path, "rest": rest, "wire": wire, "rules": rules,
+    ]
+
+    // MARK: - JSON parser and the data model
+
+    /// Parse; serializing is a fixed point; the node built from it survives export and back.
+    public static func json(_ data: [UInt8]) throws(FuzzViolation) {
+        let bytes = Array(data.prefix(maxInputBytes))
+        guard let j = try? JSON.parse(bytes) else { return }
+        let once = j.serializedBytes()
+        guard let again = try? JSON.parse(once) else { throw fail("serialized JSON does not parse: \(text(once))") }
+        let twice = again.serializedBytes()
+        try check(once == twice, "serialization is not a fixed point: \(text(once)) vs \(text(twice))")
+        _ = j.serialized(pretty: true)
+        guard let resolved = try? ServerValues.resolve(j, existing: .empty, now: 1_700_000_000_000),
+              let node = try? Node(json: resolved) else { return }
+        _ = node.toJSON().serializedBytes()
+        _ = node.firebaseHash
+        let exported = node.exportJSON()
+        guard let back = try? Node(json: exported) else { throw fail("export form does not parse back: \(exported.serialized())") }
+        try check(back == node, "export round trip changed the node: \(exported.serialized())")
+    }
+
+    // MARK: - Paths and keys
+
+    /// Parse a path; its text parses to the same path; its storage key encoding decodes back and
+    /// orders like the paths (checked against the next line of the input as a second path).
+    public static func path(_ data: [UInt8]) throws(FuzzViolation) {
+        let s = String(decoding: data.prefix(maxInputBytes), as: UTF8.self)
+        let lines = s.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        var parsed: [Path] = []
+        for line in lines {
+            _ = Key.isValid(line)
+            guard let p = try? Path(line) else { continue }
+            guard let q = try? Path(p.description) else { throw fail("path text does not parse back: \(p)") }
+            try check(p == q, "path round trip: \(p) vs \(q)")
+            let enc = KeyCodec.encode(p)
+            try check(KeyCodec.decodeSegments(enc) == p.segments, "key encoding does not decode back: \(p)")
+            parsed.append(p)
+        }
+        if parsed.count == 2 {
+            let (a, b) = (parsed[0], parsed[1])
+            let byBytes = KeyCodec.encode(a).lexicographicallyPrecedes(KeyCodec.encode(b))
+            try check(byBytes == pathLess(a, b), "key encoding order differs from Firebase order: \(a) vs \(b)")
+        }
+    }
+
+    /// Firebase path order: segment by segment in key order, a prefix first.
+    static func pathLess(_ a: Path, _ b: Path) -> Bool {
+        for (x, y) in zip(a.segments, b.segments) where x != y { return KeyOrder.less(x, y) }
+        return a.count < b.count
+    }
+
+    // MARK: - REST URLs
+
+    /// Parse a request target as the REST front does; accepted requests stay within the limits.
+    public static func rest(_ data: [UInt8]) throws(FuzzViolation) {
+        let uri = String(decoding: data.prefix(maxInputBytes), as: UTF8.self)
+        guard let req = try? RestRequest.parse(uri: uri) else { return }
+        try check(req.path.count <= Limits.maxPathDepth, "accepted a path deeper than the limit: \(uri)")
+        if let t = req.timeoutMillis { try check(t > 0 && t <= RestRequest.maxTimeoutMillis, "accepted timeout \(t)") }
+        if let q = req.query { _ = q.wireObject.serialized() }
+    }
+
+    // MARK: - Wire protocol: frames and messages
+
+    /// Lines of the input are WebSocket text frames: reassemble them under a small message limit,
+    /// decode every message as the realtime handler does, and check that splitting a message into
+    /// frames and reassembling it gives it back.
+    public static func wire(_ data: [UInt8]) throws(FuzzViolation) {
+        let s = String(decoding: data.prefix(maxInputBytes), as: UTF8.self)
+        var reassembler = WireReassembler(maxMessageBytes: 4096)
+        for frame in s.split(separator: "\n", omittingEmptySubsequences: false) {
+            let out: WireReassembler.Output
+            do { out = try reassembler.feed(String(frame)) } catch { reassembler = WireReassembler(maxMessageBytes: 4096); continue }
+            if case .message(let text) = out { decodeMessage(text) }
+        }
+        var again = WireReassembler(maxMessageBytes: 4 * maxInputBytes + 64)
+        var got: String? = nil
+        for frame in WireFraming.split(s) {
+            do {
+                if case .message(let m) = try again.feed(frame) { got = m }
+            } catch { throw fail("own framing refused: \(error)") }
+        }
+        // A short message that is itself a count frame (digits) is not a message: skipped.
+        if s.unicodeScalars.count > WireFraming.maxFrameCharacters || !isCountFrame(s) {
+            try check(got == s, "framing round trip lost the message")
+        }
+    }
+
+    static func isCountFrame(_ s: String) -> Bool {
+        s.utf8.count <= 6 && !s.isEmpty && s.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
+    }
+
+    /// The realtime handler's decoding of one request: envelope, request number, action, path,
+    /// query object, data and update parts.
+    static func decodeMessage(_ text: String) {
+        guard let json = try? JSON.parse(text), case .object(let envelope) = json,
+              case .object(let d)? = envelope["d"] else { return }
+        guard case .int = d["r"], d["a"]?.stringValue != nil else { return }
+        let b = d["b"]?.objectValue ?? [:]
+        if let p = b["p"]?.stringValue { _ = try? Path(p) }
+        if let q = b["q"] { _ = try? QuerySpec(wire: q) }
+        if let data = b["d"] {
+            if let resolved = try? ServerValues.resolve(data, existing: .empty, now: 0) { _ = try? Node(json: resolved) }
+            if case .object(let o) = data { for k in o.keys { _ = try? Path(k) } }
+        }
+    }
+
+    // MARK: - Rules
+
+    /// Parse a rules document; when it loads, judge reads and writes on a small tree with and
+    /// without auth (the evaluator must answer, never crash or loop without bound).
+    public static func rules(_ data: [UInt8]) throws(FuzzViolation) {
+        let text = String(decoding: data.prefix(maxInputBytes), as: UTF8.self)
+        guard let engine = try? RulesEngine(text: text) else { return }
+        let root = try! Node(json: JSON.parse(#"{"users":{"alice":{"name":"Alice","age":30,"tags":{"0":"a"}},"bob":{"name":"Bob"}},"posts":{"p1":{"owner":"alice","n":1.5}},"flag":true}"#))
+        let auths: [JSON?] = [nil, .object(["uid": .string("alice"), "token": .object(["admin": .bool(false), "email": .string("a@x.io")])])]
+        let paths = ["", "users", "users/alice", "users/alice/name", "posts/p1", "posts/p2/owner", "flag"].map { try! Path($0) }
+        let newValue = try! Node(json: JSON.parse(#"{"name":"Zed","owner":"alice","n":2}"#))
+        for auth in auths {
+            for p in paths {
+                _ = engine.canRead(path: p, auth: auth, root: root, now: 1_700_000_000_000)
+                _ = engine.canRead(path: p, auth: auth, root: root, now: 1_700_000_000_000, query: QuerySpec(index: .key).limited(toFirst: 2))
+                _ = engine.canWrite(path: p, newValue: newValue, auth: auth, root: root, now: 1_700_000_000_000)
+                _ = engine.canWrite(path: p, newValue: .empty, auth: auth, root: root, now: 1_700_000_000_000)
+            }
+            _ = engine.canUpdate(path: .root, parts: [(try! Path("users/bob/name"), Node(.string("B"))), (try! Path("flag"), .empty)],
+                                 auth: auth, root: root, now: 1_700_000_000_000)
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func text(_ b: [UInt8]) -> String { String(decoding: b.prefix(200), as: UTF8.self) }
+
+    static func check(_ condition: Bool, _ message: @autoclosure () -> String) throws(FuzzViolation) {
+        if !condition { throw FuzzViolation(message: message()) }
+    }
+
+    static func fail(_ message: String) -> FuzzViolation { FuzzViolation(message: message) }
+}
+
+/// A property that must hold for every input did not. The libFuzzer entry points crash on it
+/// (so libFuzzer keeps the input); the corpus replay test reports it.
+public struct FuzzViolation: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { "fuzz property violated: \(message)" }
+}
+
+extension FuzzHarness {
+    /// Shared libFuzzer entry: runs target `name` on the input; a violated property crashes so
+    /// libFuzzer saves the input as a crash artifact.
+    public static func entry(_ name: String, _ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+        let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
+        do { try targets[name]!(bytes) } catch { fatalError(error.description) }
+        return 0
+    }
+}

@@ -1,0 +1,4 @@
+// EmberProtocol: the parts of Firebase's REST and wire protocols that read input from outside —
+// request URLs and query parameters (`RestRequest`), percent-decoding, the error shape, and the
+// wire protocol's frame splitting and reassembly. Pure (no I/O, no network packages), so the fuzz
+// harnesses build it alone; EmberServer re-exports it.

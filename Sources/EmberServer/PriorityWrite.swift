@@ -1,0 +1,63 @@
+import EmberCore
+
+/// Writing a node's priority alone: REST `PUT /<path>/.priority.json` and the wire protocol's
+/// `p` to `<path>/.priority` (reference §1.7). The store has no priority-only operation, so this
+/// is a compare-and-set of the whole node on its version, decided at apply time in log order (so
+/// it is as atomic on a cluster as on one node) and retried when another write got in between.
+enum PriorityWrite {
+    /// Named limit: attempts before giving up under constant contention.
+    static let maxAttempts = 25
+
+    /// The node path when `raw` (a wire or REST path) addresses a priority (`a/b/.priority`).
+    static func target(ofRawPath raw: String) throws -> Path? {
+        var segments = raw.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard segments.last == ".priority" else { return nil }
+        segments.removeLast()
+        return try Path(segments.joined(separator: "/"))
+    }
+
+    /// Sets the priority of the node at `path` (null removes it; a server value such as
+    /// `{".sv":"timestamp"}` is resolved when applied). An absent node cannot hold a priority
+    /// (Firebase drops priorities of empty nodes): nothing is written. Returns the priority now
+    /// stored.
+    /// `identity` is the writer: the rules judge the whole-node write as theirs when it is applied.
+    static func set(_ priority: JSON, at path: Path, namespace: String, identity: Identity, store: any DataStore,
+                    now: @Sendable () -> Int64) async throws -> JSON {
+        // The value must be a priority, or a server value that becomes one; checked before any read.
+        if ServerValues.containsPlaceholder(priority) {
+            guard case .object(let o) = priority, o[".sv"] != nil else {
+                throw EmberError.invalidPriority("a priority must be a number, a string or null")
+            }
+        } else {
+            _ = try Priority(json: priority)
+        }
+        return try await attempt(priority, path, namespace, identity, store, now)
+    }
+
+    private static func attempt(_ priority: JSON, _ path: Path, _ namespace: String, _ identity: Identity, _ store: any DataStore,
+                                _ now: @Sendable () -> Int64) async throws -> JSON {
+        for _ in 0..<maxAttempts {
+            let current = try store.read(namespace: namespace, path: path)
+            if current.node.isEmpty { return .null }
+            let data = withPriority(current.node, priority)
+            let outcome = try await store.write(
+                WriteRequest(namespace: namespace, path: path, kind: .set(data), condition: .version(current.version),
+                             identity: identity),
+                now: now())
+            if outcome.applied { return outcome.value.priority?.json ?? .null }
+        }
+        throw StoreUnavailable("The priority at \(path) kept changing; \(maxAttempts) attempts failed")
+    }
+
+    /// The node in export form with `priority` in place of its own.
+    static func withPriority(_ node: Node, _ priority: JSON) -> JSON {
+        var obj: [String: JSON]
+        switch node.exportJSON() {
+        case .object(let o) where node.leaf == nil: obj = o
+        case .object(let o): obj = [".value": o[".value"] ?? .null]
+        case let leaf: obj = [".value": leaf]
+        }
+        obj[".priority"] = priority == .null ? nil : priority
+        return .object(obj)
+    }
+}

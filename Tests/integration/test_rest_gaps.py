@@ -1,0 +1,73 @@
+"""REST `timeout=` enforcement and priority-only writes (REST `/.priority.json`, wire `p` to
+`path/.priority`), against a real emberd (reference §1.3, §1.7)."""
+import asyncio
+import json
+
+import requests
+
+from wire import WireClient
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_read_that_exceeds_its_timeout_fails_with_400(node, ns):
+    base = node.url
+    big = {f"c{i:05}": {"v": i, "s": "x" * 20} for i in range(30000)}
+    assert requests.put(f"{base}/big.json?ns={ns}&print=silent", data=json.dumps(big)).status_code == 204
+    late = requests.get(f"{base}/big.json?ns={ns}&timeout=1ms")
+    assert late.status_code == 400
+    assert "timeout of 1 ms" in late.json()["error"]
+    ok = requests.get(f"{base}/big.json?ns={ns}&timeout=1min")
+    assert ok.status_code == 200 and len(ok.json()) == 30000
+    small = requests.get(f"{base}/big/c00007.json?ns={ns}&timeout=10s")
+    assert small.status_code == 200 and small.json() == {"v": 7, "s": "x" * 20}
+    assert requests.get(f"{base}/big.json?ns={ns}&timeout=0ms").status_code == 400
+
+
+def test_priority_alone_over_rest(node, ns):
+    base = node.url
+    requests.put(f"{base}/p.json?ns={ns}", data='{"a": 1, "b": {"c": 1, ".priority": "x"}}')
+    r = requests.put(f"{base}/p/b/.priority.json?ns={ns}", data="7")
+    assert r.status_code == 200 and r.json() == 7
+    r = requests.put(f"{base}/p/a/.priority.json?ns={ns}", data='"z"')
+    assert r.status_code == 200 and r.json() == "z"
+    export = requests.get(f"{base}/p.json?ns={ns}&format=export").json()
+    assert export == {"a": {".value": 1, ".priority": "z"}, "b": {"c": 1, ".priority": 7}}
+    assert requests.get(f"{base}/p/b/.priority.json?ns={ns}").json() == 7
+    # DELETE removes the priority and keeps the value.
+    assert requests.delete(f"{base}/p/a/.priority.json?ns={ns}").status_code == 200
+    assert requests.get(f"{base}/p.json?ns={ns}&format=export").json()["a"] == 1
+    # A server value becomes the priority when applied.
+    r = requests.put(f"{base}/p/b/.priority.json?ns={ns}", data='{".sv": "timestamp"}')
+    assert r.status_code == 200 and isinstance(r.json(), int) and r.json() > 1_600_000_000_000
+    # An absent node cannot hold a priority: nothing is written.
+    r = requests.put(f"{base}/nothing/.priority.json?ns={ns}", data="3")
+    assert r.status_code == 200 and r.json() is None
+    assert requests.get(f"{base}/nothing.json?ns={ns}").json() is None
+    # Refused: not a priority, and methods other than PUT / DELETE; nothing changes.
+    before = requests.get(f"{base}/p.json?ns={ns}&format=export").json()
+    bad = requests.put(f"{base}/p/b/.priority.json?ns={ns}", data='{"x": 1}')
+    assert bad.status_code == 400 and "priority" in bad.json()["error"]
+    assert requests.post(f"{base}/p/b/.priority.json?ns={ns}", data="1").status_code == 400
+    assert requests.patch(f"{base}/p/b/.priority.json?ns={ns}", data='{"a": 1}').status_code == 400
+    assert requests.get(f"{base}/p.json?ns={ns}&format=export").json() == before
+
+
+def test_priority_alone_over_the_wire(node, ns):
+    async def go():
+        writer = await WireClient.connect(node.url, ns)
+        listener = await WireClient.connect(node.url, ns)
+        requests.put(f"{node.url}/room.json?ns={ns}", data='{"msg": {"text": "hi"}}')
+        await listener.request("q", {"p": "/room", "h": ""})
+        _, resp = await writer.request("p", {"p": "room/msg/.priority", "d": 4})
+        assert resp == {"s": "ok", "d": ""}
+        push = await listener.next_push()
+        assert push["b"]["p"] == "room/msg" and push["b"]["d"] == {"text": "hi", ".priority": 4}
+        _, resp = await writer.request("p", {"p": "room/msg/.priority", "d": [1]})
+        assert resp["s"] == "invalid_data"
+        await writer.close()
+        await listener.close()
+    run(go())
+    assert requests.get(f"{node.url}/room.json?ns={ns}&format=export").json() == {"msg": {"text": "hi", ".priority": 4}}
