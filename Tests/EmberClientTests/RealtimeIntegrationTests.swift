@@ -237,8 +237,8 @@ import Testing
         // Priority order: giving "b" a priority moves it after "c".
         try await w.child("c").setValue(3)
         try await w.child("b").setPriority(10)
-        // The move and the change of one write reach the callback queue one after the other.
-        await rec.wait { $0.contains("moved b") && $0.count >= 7 }
+        // "moved b" and the "changed b" after it come from one push: wait for both.
+        await rec.wait { $0.contains("moved b") && $0.last?.hasPrefix("changed b {\".priority\"") == true }
         #expect(rec.all == [
             "added a 1 prev=nil", #"added b {"x":1} prev=a"#, #"changed b {"x":2}"#, "removed a 1",
             "added c 3 prev=b", "moved b", #"changed b {".priority":10,"x":2}"#,
