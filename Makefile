@@ -1,7 +1,7 @@
 # Ember's single entry point. `make run` starts a node; `make test` is the default suite (CI).
 SWIFT ?= swift
 
-.PHONY: run build release test unit integration soak bench clean
+.PHONY: run build release test unit integration soak bench fuzz clean
 
 # Install what is missing, build, and start a durable node on localhost:9000 (./ember-data).
 run: release
@@ -42,6 +42,18 @@ bench:
 	$(SWIFT) build -c release --product emberd
 	$(SWIFT) build -c release --product ember-bench
 	./.build/release/ember-bench --compare-etcd
+
+# libFuzzer runs of every harness (README "Fuzzing"); the default suite only replays the corpus.
+FUZZ_TARGETS = JSON Path REST Wire Rules
+FUZZ_RUNS ?= 1000000
+FUZZ_FLAGS = -c release -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library -Xswiftc -DEMBER_FUZZING -Xswiftc -use-ld=lld --scratch-path .build-fuzz
+fuzz:
+	for t in $(FUZZ_TARGETS); do $(SWIFT) build $(FUZZ_FLAGS) --product Fuzz$$t || exit 1; done
+	for t in $(FUZZ_TARGETS); do \
+	  c=$$(echo $$t | tr A-Z a-z); mkdir -p .build-fuzz/corpus/$$c; \
+	  SWIFT_BACKTRACE=enable=no ./.build-fuzz/release/Fuzz$$t -runs=$(FUZZ_RUNS) -max_len=4096 -print_final_stats=1 \
+	    -artifact_prefix=.build-fuzz/crash-$$c- .build-fuzz/corpus/$$c Tests/EmberFuzzTests/Corpus/$$c || exit 1; \
+	done
 
 clean:
 	rm -rf .build .venv

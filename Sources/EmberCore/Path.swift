@@ -13,7 +13,7 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
     /// Empty segments are ignored, as Firebase does for `//` and trailing slashes.
     public init(_ string: String) throws(EmberError) {
         var segs: [String] = []
-        for part in string.split(separator: "/", omittingEmptySubsequences: true) {
+        for part in Path.slashSegments(string) {
             let key = String(part)
             try Key.validate(key)
             segs.append(key)
@@ -21,6 +21,15 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
         guard segs.count <= Limits.maxPathDepth else { throw .pathTooDeep(depth: segs.count) }
         self.segments = segs
     }
+
+    /// The parts of `s` between slashes, split by Unicode scalar rather than by Character: a key
+    /// may start with a combining mark, which Swift joins with the slash before it into one
+    /// Character, so a Character split would not see that slash (found by `FuzzPath`).
+    public static func slashSegments(_ s: Substring) -> [Substring] {
+        s.unicodeScalars.split(separator: "/", omittingEmptySubsequences: true).map { Substring($0) }
+    }
+
+    public static func slashSegments(_ s: String) -> [Substring] { slashSegments(s[...]) }
 
     public var isRoot: Bool { segments.isEmpty }
     public var count: Int { segments.count }

@@ -1,4 +1,5 @@
 import EmberCore
+import Foundation
 import EmberProtocol
 import EmberRules
 import EmberStorage
@@ -90,6 +91,9 @@ public enum FuzzHarness {
             do { out = try reassembler.feed(String(frame)) } catch { reassembler = WireReassembler(maxMessageBytes: 4096); continue }
             if case .message(let text) = out { decodeMessage(text) }
         }
+        // A message that is all digits (≤ 6) reads as a frame count, by the protocol's own rule;
+        // real messages are JSON objects, so the round trip is checked for everything else.
+        if isCountFrame(s) { return }
         var again = WireReassembler(maxMessageBytes: 4 * maxInputBytes + 64)
         var got: String? = nil
         for frame in WireFraming.split(s) {
@@ -97,10 +101,7 @@ public enum FuzzHarness {
                 if case .message(let m) = try again.feed(frame) { got = m }
             } catch { throw fail("own framing refused: \(error)") }
         }
-        // A short message that is itself a count frame (digits) is not a message: skipped.
-        if s.unicodeScalars.count > WireFraming.maxFrameCharacters || !isCountFrame(s) {
-            try check(got == s, "framing round trip lost the message")
-        }
+        try check(got == s, "framing round trip lost the message")
     }
 
     static func isCountFrame(_ s: String) -> Bool {
@@ -170,5 +171,27 @@ extension FuzzHarness {
         let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
         do { try targets[name]!(bytes) } catch { fatalError(error.description) }
         return 0
+    }
+}
+
+extension FuzzHarness {
+    /// The ordinary (non-libFuzzer) build of a fuzz executable: replays the files named on the
+    /// command line, reports violations and exits non-zero if any (so it never returns).
+    public static func replayMain(target: String) -> Int32 {
+        var failures = 0
+        let files = CommandLine.arguments.dropFirst()
+        for file in files {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                print("\(file): cannot read")
+                failures += 1
+                continue
+            }
+            do { try targets[target]!([UInt8](data)) } catch {
+                print("\(file): \(error)")
+                failures += 1
+            }
+        }
+        print("\(target): \(files.count) inputs replayed, \(failures) failures")
+        exit(failures == 0 ? 0 : 1)
     }
 }

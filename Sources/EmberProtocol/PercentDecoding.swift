@@ -30,10 +30,11 @@ public enum PercentDecoding {
     /// Splits a raw query string into decoded (name, value) pairs, in order.
     public static func queryItems(_ query: Substring) -> [(String, String)]? {
         var items: [(String, String)] = []
-        for part in query.split(separator: "&", omittingEmptySubsequences: true) {
+        // Split by Unicode scalar: a combining mark after `&` or `=` would join it into one Character.
+        for part in query.unicodeScalars.split(separator: "&", omittingEmptySubsequences: true) {
             let kv = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = decode(kv[0]) else { return nil }
-            let value = kv.count > 1 ? decode(kv[1]) : ""
+            guard let name = decode(Substring(kv[0])) else { return nil }
+            let value = kv.count > 1 ? decode(Substring(kv[1])) : ""
             guard let value else { return nil }
             items.append((name, value))
         }

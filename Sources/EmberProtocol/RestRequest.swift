@@ -67,7 +67,7 @@ public struct RestRequest: Sendable, Equatable {
         }
         var p = raw.dropLast(5)
         var segments: [String] = []
-        for seg in p.split(separator: "/", omittingEmptySubsequences: true) {
+        for seg in Path.slashSegments(p) {
             guard let d = PercentDecoding.decode(seg) else { throw .badRequest("Invalid percent-encoding in the path") }
             segments.append(d)
         }

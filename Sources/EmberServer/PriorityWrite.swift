@@ -10,7 +10,7 @@ enum PriorityWrite {
 
     /// The node path when `raw` (a wire or REST path) addresses a priority (`a/b/.priority`).
     static func target(ofRawPath raw: String) throws -> Path? {
-        var segments = raw.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        var segments = Path.slashSegments(raw).map(String.init)
         guard segments.last == ".priority" else { return nil }
         segments.removeLast()
         return try Path(segments.joined(separator: "/"))

@@ -27,7 +27,10 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalid(let e): return e.description
         case .invalidNamespace(let ns): return "Invalid namespace \"\(ns.prefix(80))\": use 1–64 characters of A–Z a–z 0–9 - _"
         case .pathTooLongForStorage(let bytes, let limit):
-            return "Path is too long to store (\(bytes) encoded bytes; the limit is \(limit))"
+            // Firebase allows 32 levels of 768-byte keys; LMDB keys hold 511 bytes (README "Known limit").
+            return "Path is too long to store: the namespace, the path and the deepest key of the data take \(bytes) "
+                + "encoded bytes (each key its UTF-8 length + 2, integer keys + 8); this node stores at most \(limit), "
+                + "although Firebase allows keys of up to 768 bytes"
         case .entryTooLarge(let bytes, let limit): return "Write is too large (\(bytes) bytes; the limit is \(limit))"
         case .queueFull(let limit): return "Too many pending writes (\(limit)); try again later"
         case .closed: return "The store is closed"

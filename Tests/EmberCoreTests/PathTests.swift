@@ -173,3 +173,15 @@ struct PathTests {
         }
     }
 }
+
+/// Regression (found by FuzzPath): a key that starts with a combining mark forms one Character
+/// with the slash before it; paths are split by Unicode scalar so the slash still separates.
+@Suite("Paths with combining marks")
+struct CombiningMarkPathTests {
+    @Test func slashBeforeACombiningMarkSeparates() throws {
+        let p = try Path("a/\u{05A4}/\u{301}x")
+        #expect(p.segments == ["a", "\u{05A4}", "\u{301}x"])
+        #expect(try Path(p.description) == p)
+        #expect(try Path("/\u{05A4}").segments == ["\u{05A4}"])
+    }
+}
