@@ -24,7 +24,10 @@ public struct ClientTLS: Sendable {
         var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
         tls.minimumTLSVersion = .tlsv12
         if let clientCAPath {
-            let roots = try NIOSSLCertificate.fromPEMFile(clientCAPath)
+            let roots: [NIOSSLCertificate]
+            do { roots = try NIOSSLCertificate.fromPEMFile(clientCAPath) } catch {
+                throw AuthSetupError("cannot read the client CA \(clientCAPath): \(error)")
+            }
             guard !roots.isEmpty else { throw AuthSetupError("no certificate in \(clientCAPath)") }
             tls.trustRoots = .certificates(roots)
             // Asked for, verified when presented, not required: SDKs and browsers have none.
