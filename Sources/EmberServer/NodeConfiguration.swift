@@ -25,6 +25,15 @@ public struct NodeConfiguration: Sendable {
     /// REST requests per second on one keep-alive connection (WebSocket requests:
     /// `realtimeLimits.session.requestRate`).
     public var restRequestRate = RequestRateLimit()
+    /// REST requests plus wire messages per second from one client address, over all its
+    /// connections. Off by default (`perSecond` 0): benchmarks and proxies send from one address.
+    public var addressRequestRate: RequestRateLimit = {
+        var r = RequestRateLimit()
+        r.perSecond = 0
+        return r
+    }()
+    /// Client addresses whose request budget is tracked at once.
+    public var maxTrackedAddresses = RequestRateByAddress.defaultMaxAddresses
     public var streamLimits = StreamHub.Limits()
     public var realtimeLimits = RealtimeHub.Limits()
     /// Health, readiness, metrics, status and backup endpoints (Admin/).

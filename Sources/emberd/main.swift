@@ -59,6 +59,12 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Requests a connection may make at once after a quiet period.")
     var requestBurst = 2_000.0
 
+    @Option(help: "REST requests plus WebSocket messages per second per client address, over all its connections (0: no limit).")
+    var maxRequestsPerSecondPerAddress = 0.0
+
+    @Option(help: "Requests an address may make at once after a quiet period (default: twice the per-address rate).")
+    var requestBurstPerAddress: Double?
+
     @Option(help: "Most nodes one write may contain.")
     var maxWriteNodes = 2_000_000
 
@@ -89,6 +95,9 @@ struct Emberd: AsyncParsableCommand {
 
     @Option(help: "HTTPS/WSS for clients: PEM private key of --client-tls-cert.")
     var clientTlsKey: String?
+
+    @Option(help: "HTTPS/WSS for clients: CA (PEM) whose client certificates are accepted (optional for clients); CN/SAN `admin` is admin.")
+    var clientTlsCa: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
@@ -161,6 +170,10 @@ struct Emberd: AsyncParsableCommand {
         rate.burst = max(1, requestBurst)
         config.restRequestRate = rate
         config.realtimeLimits.session.requestRate = rate
+        var perAddress = RequestRateLimit()
+        perAddress.perSecond = max(0, maxRequestsPerSecondPerAddress)
+        perAddress.burst = max(1, requestBurstPerAddress ?? 2 * perAddress.perSecond)
+        config.addressRequestRate = perAddress
         let mode: AuthMode
         do { (mode, config.tokenVerifier) = try await authSetup() } catch {
             // One line, no usage text: the operator needs the reason, not the flag list.
@@ -168,8 +181,9 @@ struct Emberd: AsyncParsableCommand {
             throw ExitCode(2)
         }
         switch (clientTlsCert, clientTlsKey) {
-        case (let cert?, let key?): config.clientTLS = ClientTLS(certificatePath: cert, keyPath: key)
-        case (nil, nil): break
+        case (let cert?, let key?): config.clientTLS = ClientTLS(certificatePath: cert, keyPath: key, clientCAPath: clientTlsCa)
+        case (nil, nil):
+            if clientTlsCa != nil { throw ValidationError("--client-tls-ca needs --client-tls-cert and --client-tls-key") }
         default: throw ValidationError("--client-tls-cert and --client-tls-key go together")
         }
         if let rules {

@@ -40,11 +40,13 @@ final class AdminFront: Sendable {
 
     func respond(to request: Request, channel: (any Channel)?) async -> Response {
         let response: Response
+        // Only with --client-tls-ca: otherwise no certificate is read and this is anonymous.
+        let base = await ClientCertificate.baseIdentity(of: channel, config: config)
         do {
-            if let r = try await route(request, channel: channel) {
+            if let r = try await route(request, channel: channel, base: base) {
                 response = r
             } else {
-                response = await rest.respond(to: request, channel: channel)
+                response = await rest.respond(to: request, channel: channel, base: base)
             }
         } catch let e as RestError {
             response = RestHandler.error(e)
@@ -56,7 +58,7 @@ final class AdminFront: Sendable {
     }
 
     /// nil: not an operations endpoint.
-    func route(_ request: Request, channel: (any Channel)?) async throws -> Response? {
+    func route(_ request: Request, channel: (any Channel)?, base: Identity = .anonymous) async throws -> Response? {
         let path = request.uri.path
         guard path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/.ember/status"
             || path == "/.ember/backup" else { return nil }
@@ -77,7 +79,7 @@ final class AdminFront: Sendable {
         case "/.ember/status":
             return RestHandler.json(try status(), pretty: false)
         default:
-            try requireAdmin(request, channel: channel)
+            try requireAdmin(request, channel: channel, base: base)
             return try await backup()
         }
     }
@@ -119,8 +121,9 @@ final class AdminFront: Sendable {
     // MARK: - Admin
 
     /// Admin endpoints take `Authorization: Bearer <token>`; the token must resolve to the admin
-    /// identity through the node's token verifier.
-    func requireAdmin(_ request: Request, channel: (any Channel)?) throws {
+    /// identity through the node's token verifier. An admin client certificate (`base`) is enough.
+    func requireAdmin(_ request: Request, channel: (any Channel)?, base: Identity = .anonymous) throws {
+        if base.isAdmin { return }
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
             throw RestError(401, "This endpoint needs an admin token: Authorization: Bearer <token>")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOSSL
 
 /// Parsing and dry-run checks for emberd's operations flags.
 public enum OperationsFlags {
@@ -36,6 +37,15 @@ public enum OperationsFlags {
             summary["peerListen"] = cluster.peerListen.description
             summary["peers"] = cluster.peers.mapValues(\.description)
             summary["tls"] = ["cert": cluster.tlsCertificatePath, "key": cluster.tlsKeyPath, "ca": cluster.tlsCAPath]
+        }
+        if let tls = config.clientTLS {
+            _ = try NIOSSLContext(configuration: try tls.serverConfiguration())
+            var files = ["cert": tls.certificatePath, "key": tls.keyPath]
+            if let ca = tls.clientCAPath { files["ca"] = ca }
+            summary["clientTls"] = files
+        }
+        if config.addressRequestRate.isEnabled {
+            summary["requestsPerSecondPerAddress"] = config.addressRequestRate.perSecond
         }
         if !config.operations.memberURLs.isEmpty { summary["clientUrls"] = config.operations.memberURLs }
         if let a = config.operations.advertisedURL { summary["advertiseUrl"] = a }

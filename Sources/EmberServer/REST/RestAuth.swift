@@ -9,13 +9,16 @@ extension RestHandler {
     static let maxRulesBytes = 256 * 1024
 
     /// `auth=` / `access_token=` or `Authorization: Bearer`, through the node's verifier; no
-    /// credential is anonymous. An admin's `auth_variable_override` replaces the identity (null:
+    /// credential is anonymous. An admin client certificate (`base`) outranks any token (the CLI
+    /// sends `Bearer owner` by default), so its requests are admin whatever they carry. An admin's `auth_variable_override` replaces the identity (null:
     /// anonymous); others' is ignored, so it can never raise privileges.
-    func resolveIdentity(_ req: RestRequest, headers: HTTPFields, channel: (any Channel)?) throws -> Identity {
+    func resolveIdentity(_ req: RestRequest, headers: HTTPFields, channel: (any Channel)?, base: Identity = .anonymous) throws -> Identity {
         let token = ClientCredentials.token(query: req.authToken, headers: headers)
-        var identity: Identity
-        do { identity = try config.identity(token: token, address: ClientCredentials.address(of: channel), now: clock()) } catch {
-            throw error.restError
+        var identity = base
+        if token != nil && !base.isAdmin {
+            do { identity = try config.identity(token: token, address: ClientCredentials.address(of: channel), now: clock()) } catch {
+                throw error.restError
+            }
         }
         if identity.isAdmin, let override = req.authOverride {
             identity = override.map { .user(claims: $0, expiresAt: nil) } ?? .anonymous

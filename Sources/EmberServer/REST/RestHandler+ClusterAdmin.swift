@@ -23,8 +23,8 @@ extension RestHandler {
     }
 
     func clusterAdmin(_ name: String, method: HTTPRequest.Method, request: Request, req: RestRequest,
-                      channel: (any Channel)?) async throws -> Response {
-        try authorizeAdmin(request: request, req: req, channel: channel)
+                      channel: (any Channel)?, base: Identity = .anonymous) async throws -> Response {
+        try authorizeAdmin(request: request, req: req, channel: channel, base: base)
         guard let cluster = MeteredDataStore.unwrap(store) as? ReplicatedDataStore else {
             throw RestError(404, "This node is not part of a cluster")
         }
@@ -68,8 +68,10 @@ extension RestHandler {
         return Self.json(answer.body, pretty: false, status: HTTPResponse.Status(code: answer.status))
     }
 
-    /// Bearer token (or `?auth=`) resolved by the node's verifier; only `.admin` may change the cluster.
-    func authorizeAdmin(request: Request, req: RestRequest, channel: (any Channel)?) throws {
+    /// Bearer token (or `?auth=`) resolved by the node's verifier, or an admin client certificate
+    /// (`base`); only `.admin` may change the cluster.
+    func authorizeAdmin(request: Request, req: RestRequest, channel: (any Channel)?, base: Identity = .anonymous) throws {
+        if base.isAdmin { return }
         var token = req.authToken
         if let header = request.headers[.authorization] {
             let parts = header.split(separator: " ", maxSplits: 1)

@@ -16,6 +16,8 @@ public final class RestHandler: Sendable {
     /// WebSocket connections and SSE streams per client address (shared with the WebSocket glue).
     public let connectionsPerAddress: ConnectionsPerAddress
     let requestRate: RequestRateByConnection
+    /// REST requests and wire messages per client address (shared with the WebSocket sessions).
+    public let addressRequestRate: RequestRateByAddress
     let gate: RulesGate
 
     public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration,
@@ -27,6 +29,7 @@ public final class RestHandler: Sendable {
         self.validation = WriteValidation(config)
         self.connectionsPerAddress = ConnectionsPerAddress(limit: config.maxConnectionsPerAddress)
         self.requestRate = RequestRateByConnection(rate: config.restRequestRate)
+        self.addressRequestRate = RequestRateByAddress(rate: config.addressRequestRate, maxAddresses: config.maxTrackedAddresses)
         self.gate = RulesGate(store: store, defaults: config.rules)
     }
 
@@ -34,9 +37,11 @@ public final class RestHandler: Sendable {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
 
-    public func respond(to request: Request, channel: (any Channel)? = nil) async -> Response {
+    /// `base`: the identity of a request without a token (`.admin` over a connection with an admin
+    /// client certificate, see `ClientCertificate`).
+    public func respond(to request: Request, channel: (any Channel)? = nil, base: Identity = .anonymous) async -> Response {
         do {
-            return try await handle(request, channel: channel)
+            return try await handle(request, channel: channel, base: base)
         } catch let e as RestError {
             return Self.error(e)
         } catch let e as EmberError {
@@ -50,8 +55,12 @@ public final class RestHandler: Sendable {
         }
     }
 
-    func handle(_ request: Request, channel: (any Channel)?) async throws -> Response {
-        guard requestRate.admit(channel, now: clock()) else { throw RestError(429, "Too many requests") }
+    func handle(_ request: Request, channel: (any Channel)?, base: Identity) async throws -> Response {
+        let now = clock()
+        guard requestRate.admit(channel, now: now),
+              addressRequestRate.admit(ClientCredentials.address(of: channel), now: now) else {
+            throw RestError(429, "Too many requests")
+        }
         var req = try RestRequest.parse(uri: request.uri.string)
         var method = request.method
         if method == .post {
@@ -60,7 +69,7 @@ public final class RestHandler: Sendable {
         }
         if method == .options { return Self.cors(Response(status: .noContent)) }
         if case .node(let name) = req.target {
-            if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel) }
+            if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel, base: base) }
             return try nodeEndpoint(name, method: method)
         }
         let ns = req.namespace ?? config.defaultNamespace
@@ -69,7 +78,7 @@ public final class RestHandler: Sendable {
         let ifMatch = request.headers[.ifMatch]
         let ifNoneMatch = request.headers[.ifNoneMatch]
 
-        let identity = try resolveIdentity(req, headers: request.headers, channel: channel)
+        let identity = try resolveIdentity(req, headers: request.headers, channel: channel, base: base)
         if case .rules = req.target { return try await rulesEndpoint(req, method: method, request: request, identity: identity) }
         switch method {
         case .get:

@@ -8,6 +8,8 @@ struct RealtimeHandler: Sendable {
     let store: any DataStore
     let config: NodeConfiguration
     let clock: @Sendable () -> Int64
+    /// The per-address budget shared with REST (`--max-requests-per-second-per-address`).
+    var addressRate: RequestRateByAddress? = nil
     var gate: RulesGate { RulesGate(store: store, defaults: config.rules) }
 
     /// Handles one reassembled message.
@@ -29,6 +31,10 @@ struct RealtimeHandler: Sendable {
         guard session.admitRequest(now: clock()) else {
             session.send(WireMessages.response(r, status: "too_many_requests",
                                                data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))
+            return
+        }
+        if let addressRate, !addressRate.admit(session.address, now: clock()) {
+            session.send(WireMessages.response(r, status: "too_many_requests", data: .string(addressRate.refusal)))
             return
         }
         do {
@@ -76,7 +82,7 @@ struct RealtimeHandler: Sendable {
             return ("ok", .string(""))
         case "auth", "gauth": return auth(b)
         case "unauth":
-            session.setIdentity(.anonymous, now: clock())
+            session.setIdentity(session.baseIdentity, now: clock())
             return ("ok", .string(""))
         case "s", "appcheck", "unappeck", "unappcheck":
             return ("ok", .string(""))
@@ -186,10 +192,12 @@ struct RealtimeHandler: Sendable {
     /// connection anonymous; an accepted one with an expiry is revoked (`ac`) when it expires.
     func auth(_ b: [String: JSON]) -> (String?, JSON) {
         guard let cred = b["cred"]?.stringValue else { return ("invalid_token", .string("auth needs cred")) }
+        // An admin client certificate outranks tokens, as on REST.
+        if session.baseIdentity.isAdmin { return ("ok", .object(["auth": .null, "expires": .null])) }
         let now = clock()
         let identity: Identity
         do { identity = try config.tokenVerifier.identity(for: cred, address: session.address, now: now) } catch {
-            session.setIdentity(.anonymous, now: now)
+            session.setIdentity(session.baseIdentity, now: now)
             return (error.wireStatus, .string(error.message))
         }
         session.setIdentity(identity, now: now)

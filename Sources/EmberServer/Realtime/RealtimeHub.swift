@@ -25,10 +25,10 @@ public final class RealtimeHub: Sendable {
         return all.reduce(0) { $0 + $1.listenCount }
     }
 
-    func open(id: String, namespace: String, address: String? = nil) -> RealtimeSession? {
+    func open(id: String, namespace: String, address: String? = nil, base: Identity = .anonymous) -> RealtimeSession? {
         sessions.withLock { all in
             guard all.values.reduce(0, { $0 + $1.count }) < limits.maxConnections else { return nil }
-            let s = RealtimeSession(id: id, namespace: namespace, address: address, limits: limits.session)
+            let s = RealtimeSession(id: id, namespace: namespace, address: address, base: base, limits: limits.session)
             all[namespace, default: [:]][id] = s
             return s
         }

@@ -37,6 +37,9 @@ public final class RealtimeSession: Sendable {
     public let namespace: String
     /// The client's IP address (for `--trust-owner-from`), when the socket has one.
     public let address: String?
+    /// The identity without a token: `.admin` for a connection with an admin client certificate
+    /// (`ClientCertificate`), else anonymous. `unauth`, a refused `auth` and expiry return to it.
+    public let baseIdentity: Identity
     let limits: Limits
     private let state = Mutex(State())
     /// Runs after the identity changed or expired (the rules layer re-judges the listens); takes
@@ -46,12 +49,14 @@ public final class RealtimeSession: Sendable {
     /// Frames to write to the socket, in order.
     public let outbound: AsyncStream<String>
 
-    init(id: String, namespace: String, address: String? = nil, limits: Limits) {
+    init(id: String, namespace: String, address: String? = nil, base: Identity = .anonymous, limits: Limits) {
         self.id = id
         self.namespace = namespace
         self.address = address
+        self.baseIdentity = base
         self.limits = limits
         (outbound, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(limits.outboundQueue))
+        state.withLock { $0.identity = base }
     }
 
     public var closeReason: String? { state.withLock { $0.closeReason } }
@@ -185,7 +190,7 @@ public final class RealtimeSession: Sendable {
     func expireIdentity(generation: Int) {
         let expired = state.withLock { s -> Bool in
             guard s.identityGeneration == generation, !s.closed else { return false }
-            s.identity = .anonymous
+            s.identity = baseIdentity
             s.identityGeneration += 1
             s.expiryTimer = nil
             enqueue(&s, WireMessages.authRevoked(status: "expired_token", reason: "Auth token is expired."))

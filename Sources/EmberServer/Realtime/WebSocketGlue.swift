@@ -20,12 +20,14 @@ enum WebSocketGlue {
         let host = head.authority ?? "\(node.config.host):\(node.config.port)"
         let address = ClientCredentials.address(of: channel)
         return .upgrade([:]) { inbound, outbound, context in
-            await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, node: node, logger: context.logger)
+            let base = await ClientCertificate.baseIdentity(of: channel, config: node.config)
+            await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, base: base, node: node,
+                      logger: context.logger)
         }
     }
 
     static func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, namespace: String,
-                    host: String, address: String?, node: EmberNode, logger: Logger) async {
+                    host: String, address: String?, base: Identity = .anonymous, node: EmberNode, logger: Logger) async {
         let id = UUID().uuidString.lowercased()
         let perAddress = node.rest.connectionsPerAddress
         guard perAddress.acquire(address) else {
@@ -33,7 +35,7 @@ enum WebSocketGlue {
             return
         }
         defer { perAddress.release(address) }
-        guard let session = node.realtime.open(id: id, namespace: namespace, address: address) else {
+        guard let session = node.realtime.open(id: id, namespace: namespace, address: address, base: base) else {
             try? await outbound.close(.unexpectedServerError, reason: "too many connections")
             return
         }
@@ -42,7 +44,8 @@ enum WebSocketGlue {
         let clock = node.rest.clock
         let gate = RulesGate(store: node.store, defaults: node.config.rules)
         session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: gate, now: clock()) }
-        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock)
+        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock,
+                                      addressRate: node.rest.addressRequestRate)
         session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
         await withTaskGroup(of: Void.self) { group in
             // Writer: drains the session's ordered queue to the socket.
