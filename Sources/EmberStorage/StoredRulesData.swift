@@ -62,3 +62,17 @@ final class StoredRulesData: RulesDataSource {
         }
     }
 }
+
+extension EmberStore {
+    /// Runs `body` with a namespace's data as rules read it: on demand, from one read snapshot
+    /// (reads judged at the serving node, and dry runs of writes).
+    public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in
+            let data = StoredRulesData(tables: tables, t: t, ns: namespace)
+            let result = try body(data)
+            if let failure = data.failure { throw failure }
+            return result
+        }
+    }
+}
