@@ -153,7 +153,7 @@ struct DataScope {
     /// The path of `root.child(a1).child(a2)...`: arguments that need no data are evaluated; the
     /// first that cannot be contributes its literal start, and the path ends there.
     mutating func addLookup(_ args: [Expr], captures: [String: String]) {
-        let empty = Snapshot(tree: .empty, path: .root)
+        let empty = Snapshot(source: NodeDataSource(.empty), path: .root)
         let env = Environment(auth: auth, root: empty, data: empty, newData: nil, now: now, query: .null, captures: captures)
         var budget = StepBudget(perExpression: engine.limits.maxEvaluationSteps, remaining: engine.limits.maxEvaluationSteps)
         var path = Path.root

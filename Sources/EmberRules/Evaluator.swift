@@ -148,40 +148,43 @@ struct Evaluator {
     private mutating func snapshotCall(_ snap: Snapshot, _ name: String, _ args: [Expr]) throws(EvalError) -> Value {
         switch name {
         case "val": return Value(node: snap.node)
-        case "exists": return .bool(!snap.node.isEmpty)
+        case "exists": return .bool(snap.source.exists(at: snap.path))
         case "child":
             let p = try pathArg(args[0])
             let full = snap.path.appending(p)
             guard full.count <= Limits.maxPathDepth else { throw EvalError(message: "path too deep") }
-            return .snapshot(Snapshot(tree: snap.tree, path: full))
+            return .snapshot(Snapshot(source: snap.source, path: full))
         case "parent":
             guard let parent = snap.path.parent else { throw EvalError(message: "root has no parent") }
-            return .snapshot(Snapshot(tree: snap.tree, path: parent))
+            return .snapshot(Snapshot(source: snap.source, path: parent))
         case "hasChild":
             let p = try pathArg(args[0])
-            return .bool(!snap.node.child(at: p).isEmpty)
+            let full = snap.path.appending(p)
+            guard full.count <= Limits.maxPathDepth else { return .bool(false) }
+            return .bool(snap.source.exists(at: full))
         case "hasChildren":
-            let node = snap.node
-            guard let arg = args.first else { return .bool(node.hasChildren) }
+            guard let arg = args.first else { return .bool(snap.source.hasChildren(at: snap.path)) }
             guard case .array(let items) = arg.kind else { throw EvalError(message: "hasChildren needs an array") }
             for item in items {
                 let k = try stringArg(item)
-                if node.child(k).isEmpty { return .bool(false) }
+                // A key with '/' or bad characters names no child (as a lookup in the node).
+                guard Key.isValid(k), snap.path.count < Limits.maxPathDepth else { return .bool(false) }
+                if !snap.source.exists(at: snap.path.child(k)) { return .bool(false) }
             }
-            return .bool(items.isEmpty ? node.hasChildren : true)
+            return .bool(items.isEmpty ? snap.source.hasChildren(at: snap.path) : true)
         case "getPriority":
-            switch snap.node.priority {
+            switch snap.source.shallow(at: snap.path).priority {
             case .number(let d)?: return .number(d)
             case .string(let s)?: return .string(s)
             case nil: return .null
             }
         case "isNumber":
-            switch snap.node.leaf { case .int?, .double?: return .bool(true); default: return .bool(false) }
+            switch snap.source.shallow(at: snap.path).leaf { case .int?, .double?: return .bool(true); default: return .bool(false) }
         case "isString":
-            if case .string? = snap.node.leaf { return .bool(true) }
+            if case .string? = snap.source.shallow(at: snap.path).leaf { return .bool(true) }
             return .bool(false)
         case "isBoolean":
-            if case .bool? = snap.node.leaf { return .bool(true) }
+            if case .bool? = snap.source.shallow(at: snap.path).leaf { return .bool(true) }
             return .bool(false)
         default: throw EvalError(message: "no snapshot method \(name)")
         }

@@ -27,27 +27,40 @@ public struct RulesEngine: Sendable {
     /// Read of `path`: granted by a true `.read` at the path or any ancestor. `query` is the
     /// client's query, if any, for rules that bound queries (`query.limitToFirst <= 100`).
     public func canRead(path: Path, auth: JSON?, root: Node, now: Int64, query: QuerySpec? = nil) -> Bool {
-        var op = Operation(engine: self, auth: auth, oldRoot: root, newRoot: nil, now: now)
-        op.query = RulesEngine.queryValue(query)
-        return op.granted(.read, at: path)
+        canRead(path: path, auth: auth, data: NodeDataSource(root), now: now, query: query)
     }
 
     /// Set of `newValue` at `path` (a delete when empty): `.write` grant, then `.validate`.
     public func canWrite(path: Path, newValue: Node, auth: JSON?, root: Node, now: Int64) -> Bool {
-        let newRoot = root.setting(newValue, at: path)
-        var op = Operation(engine: self, auth: auth, oldRoot: root, newRoot: newRoot, now: now)
-        return op.granted(.write, at: path) && op.validates()
+        canWrite(path: path, newValue: newValue, auth: auth, data: NodeDataSource(root), now: now)
     }
 
     /// Multi-path update at `path` (`parts` relative to it), all or nothing: every part needs a
     /// `.write` grant (with `newData` from the combined result), and the result must validate.
     public func canUpdate(path: Path, parts: [(Path, Node)], auth: JSON?, root: Node, now: Int64) -> Bool {
+        canUpdate(path: path, parts: parts, auth: auth, data: NodeDataSource(root), now: now)
+    }
+
+    /// `canRead` over data read on demand (see `RulesDataSource`).
+    public func canRead(path: Path, auth: JSON?, data: any RulesDataSource, now: Int64, query: QuerySpec? = nil) -> Bool {
+        var op = Operation(engine: self, auth: auth, old: data, writes: nil, now: now)
+        op.query = RulesEngine.queryValue(query)
+        return op.granted(.read, at: path)
+    }
+
+    /// `canWrite` over data read on demand; `newData` is `data` with the write laid over it.
+    public func canWrite(path: Path, newValue: Node, auth: JSON?, data: any RulesDataSource, now: Int64) -> Bool {
+        var op = Operation(engine: self, auth: auth, old: data, writes: [(path, newValue)], now: now)
+        return op.granted(.write, at: path) && op.validates()
+    }
+
+    /// `canUpdate` over data read on demand.
+    public func canUpdate(path: Path, parts: [(Path, Node)], auth: JSON?, data: any RulesDataSource, now: Int64) -> Bool {
         let absolute = parts.map { (path.appending($0.0), $0.1) }
         // Overlapping parts make the result order-dependent; the write validation refuses them.
         let sorted = absolute.map(\.0).sorted()
         precondition(zip(sorted, sorted.dropFirst()).allSatisfy { !$0.contains($1) }, "overlapping update paths")
-        let newRoot = root.updating(absolute)
-        var op = Operation(engine: self, auth: auth, oldRoot: root, newRoot: newRoot, now: now)
+        var op = Operation(engine: self, auth: auth, old: data, writes: absolute, now: now)
         if absolute.isEmpty { return op.granted(.write, at: path) }
         for (p, _) in absolute where !op.granted(.write, at: p) { return false }
         return op.validates()
@@ -58,17 +71,22 @@ public struct RulesEngine: Sendable {
 private struct Operation {
     let engine: RulesEngine
     let auth: Value
-    let oldRoot: Node
-    let newRoot: Node?
+    let old: any RulesDataSource
+    /// The write's parts (absolute, non-overlapping); nil for a read.
+    let writes: [(Path, Node)]?
+    let new: (any RulesDataSource)?
     let now: Double
     var query: Value = .null
     var budget: StepBudget
+    /// Per part: whether it changes the stored data (computed when a `.validate` above asks).
+    private var changedCache: [Path: Bool] = [:]
 
-    init(engine: RulesEngine, auth: JSON?, oldRoot: Node, newRoot: Node?, now: Int64) {
+    init(engine: RulesEngine, auth: JSON?, old: any RulesDataSource, writes: [(Path, Node)]?, now: Int64) {
         self.engine = engine
         self.auth = auth.map(Value.init(json:)) ?? .null
-        self.oldRoot = oldRoot
-        self.newRoot = newRoot
+        self.old = old
+        self.writes = writes
+        self.new = writes.map { OverlayDataSource(base: old, writes: $0) }
         self.now = Double(now)
         budget = StepBudget(perExpression: engine.limits.maxEvaluationSteps, remaining: engine.limits.maxOperationSteps)
     }
@@ -78,8 +96,8 @@ private struct Operation {
         case .constant(let b): return b
         case .expression(let e, _):
             let env = Environment(
-                auth: auth, root: Snapshot(tree: oldRoot, path: .root), data: Snapshot(tree: oldRoot, path: path),
-                newData: newRoot.map { Snapshot(tree: $0, path: path) }, now: now, query: query, captures: captures)
+                auth: auth, root: Snapshot(source: old, path: .root), data: Snapshot(source: old, path: path),
+                newData: new.map { Snapshot(source: $0, path: path) }, now: now, query: query, captures: captures)
             return Evaluator.condition(e, env: env, budget: &budget)
         }
     }
@@ -102,10 +120,39 @@ private struct Operation {
     }
 
     /// `.validate` at every location whose data the write creates or changes (and that is not
-    /// deleted), ancestors of the write included, since their new data changed too.
+    /// deleted), ancestors of the write included, since their new data changed too. Above the
+    /// parts only the way down to them is walked; below a part, its new node against the old.
     mutating func validates() -> Bool {
-        guard let newRoot else { preconditionFailure("validates() is for writes") }
-        return validate(engine.rootRule, at: .root, old: oldRoot, new: newRoot, captures: [:])
+        guard writes != nil else { preconditionFailure("validates() is for writes") }
+        return validateAbove(engine.rootRule, at: .root, captures: [:])
+    }
+
+    /// `path` is a part or an ancestor of one.
+    private mutating func validateAbove(_ rule: RuleNode, at path: Path, captures: [String: String]) -> Bool {
+        guard rule.containsValidate, let writes, let new else { return true }
+        if let part = writes.first(where: { $0.0 == path }) {
+            return validate(rule, at: path, old: old.node(at: path), new: part.1, captures: captures)
+        }
+        let parts = writes.filter { path.contains($0.0) }
+        if !new.exists(at: path) { return true }
+        if !parts.contains(where: { changes($0) }) { return true }  // new data identical to old
+        if let v = rule.validate, !evaluate(v, at: path, captures: captures) { return false }
+        let keys = Set(parts.map { $0.0.segments[path.count] })
+        for key in keys.sorted() {
+            guard let (next, capture) = rule.child(key) else { continue }
+            var inner = captures
+            if let (name, value) = capture { inner[name] = value }
+            if !validateAbove(next, at: path.child(key), captures: inner) { return false }
+        }
+        return true
+    }
+
+    /// Whether writing `part` changes the stored data (a deletion of nothing, or the same value, does not).
+    private mutating func changes(_ part: (Path, Node)) -> Bool {
+        if let c = changedCache[part.0] { return c }
+        let c = part.1.isEmpty ? old.exists(at: part.0) : !old.node(at: part.0).isIdentical(to: part.1)
+        changedCache[part.0] = c
+        return c
     }
 
     private mutating func validate(_ rule: RuleNode, at path: Path, old: Node, new: Node, captures: [String: String]) -> Bool {

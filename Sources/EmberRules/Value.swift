@@ -1,16 +1,16 @@
 import EmberCore
 
 /// A snapshot in a rule: a location in one version of the tree (before or after the write).
-/// Keeping the whole tree lets `parent()` and `child()` move freely without copying data.
-struct Snapshot: Sendable {
-    let tree: Node
+/// Moving with `parent()` and `child()` reads nothing; the methods read only what they answer.
+struct Snapshot {
+    let source: any RulesDataSource
     let path: Path
 
-    var node: Node { tree.child(at: path) }
+    var node: Node { source.node(at: path) }
 }
 
 /// Run-time values of rule expressions.
-enum Value: Sendable {
+enum Value {
     case null
     case bool(Bool)
     case number(Double)

@@ -102,6 +102,9 @@ public struct IndexDefinition: Sendable, Equatable {
 /// The node's storage as the front sees it. The durable implementation is LMDB (`LMDBDataStore`).
 public protocol DataStore: AnyObject, Sendable {
     func read(namespace: String, path: Path) throws -> ReadResult
+    /// Runs `body` over one consistent snapshot of a namespace, read on demand by rules (so a
+    /// rule's `root.child('big').exists()` does not load `big`).
+    func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T
     /// Runs a query at `path`, reading an index range when one is defined.
     func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult
     /// `now` is the time server values see when the store does not fix it in the entry itself.

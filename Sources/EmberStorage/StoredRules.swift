@@ -54,19 +54,21 @@ struct RulesState: Sendable {
 extension Applier {
     /// The rules verdict on a write whose resolved parts are `parts` (absolute paths): admin
     /// entries and namespaces without rules pass; open rules pass without reading anything; data
-    /// is read (in this transaction, so in log order) only where the applying rules look.
+    /// is read (in this transaction, so in log order) only where and as far as the rules look.
     func permits(_ e: LogEntry, base: Path, parts: [(Path, Node)], isUpdate: Bool) throws -> Bool {
         guard case .user(let auth) = e.auth, let engine = rules.engine(for: e.namespace) else { return true }
         let paths = parts.map(\.0)
         if engine.writeGrantedWithoutEvaluation(at: isUpdate ? paths : [base]) { return true }
-        // Only the subtrees the applying rules may look at (often none, or one user's data).
-        let scope = engine.writeDataScope(at: isUpdate ? paths : [base], auth: auth, now: e.timestamp)
-        let root = try RulesEngine.partialRoot(scope) { try tables.readNode(t, e.namespace, $0) }
+        let data = StoredRulesData(tables: tables, t: t, ns: e.namespace)
+        let verdict: Bool
         if isUpdate {
             let rel = parts.map { (base.relative($0.0)!, $0.1) }
-            return engine.canUpdate(path: base, parts: rel, auth: auth, root: root, now: e.timestamp)
+            verdict = engine.canUpdate(path: base, parts: rel, auth: auth, data: data, now: e.timestamp)
+        } else {
+            verdict = engine.canWrite(path: base, newValue: parts.first?.1 ?? .empty, auth: auth, data: data, now: e.timestamp)
         }
-        return engine.canWrite(path: base, newValue: parts.first?.1 ?? .empty, auth: auth, root: root, now: e.timestamp)
+        if let failure = data.failure { throw failure }
+        return verdict
     }
 
     /// Applies a `.setRules` entry: stores the text, and makes the rules' `.indexOn` this

@@ -26,6 +26,9 @@ final class MeteredDataStore: DataStore {
     }
 
     func read(namespace: String, path: Path) throws -> ReadResult { try inner.read(namespace: namespace, path: path) }
+    func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
+        try inner.withRulesData(namespace: namespace, body)
+    }
     func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
         try await inner.query(namespace: namespace, path: path, query: query)
     }

@@ -69,6 +69,11 @@ public final class ReplicatedDataStore: DataStore {
         return try local.read(namespace: namespace, path: path)
     }
 
+    public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
+        try Self.refuseReserved(namespace)
+        return try local.withRulesData(namespace: namespace, body)
+    }
+
     public func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
         try Self.refuseReserved(namespace)
         return try await local.query(namespace: namespace, path: path, query: query)

@@ -38,14 +38,15 @@ struct RulesGate: Sendable {
         engine(ns).hasIndex(at: path, named: index)
     }
 
-    /// Admins pass; constant rules decide without data; otherwise only the subtrees the rules on
-    /// the way to `path` may look at are read (the whole tree only for `root`/`parent()`).
+    /// Admins pass; constant rules decide without data; otherwise data is read from one snapshot
+    /// only as far as the rules look (`exists()`/`hasChildren()` are one seek, `val()` a subtree).
     func canRead(_ ns: String, _ path: Path, _ identity: Identity, query: QuerySpec?, now: Int64) throws -> Bool {
         if identity.isAdmin { return true }
         let e = engine(ns)
         if let verdict = e.readVerdictWithoutEvaluation(at: path) { return verdict }
-        let root = try RulesEngine.partialRoot(e.readDataScope(at: path, auth: identity.authVariable, now: now)) { try store.read(namespace: ns, path: $0).node }
-        return e.canRead(path: path, auth: identity.authVariable, root: root, now: now, query: query)
+        return try store.withRulesData(namespace: ns) { data in
+            e.canRead(path: path, auth: identity.authVariable, data: data, now: now, query: query)
+        }
     }
 
     /// Dry run of a write against the current state: onDisconnect operations are checked when
@@ -62,16 +63,17 @@ struct RulesGate: Sendable {
         if case .update = kind { isUpdate = true } else { isUpdate = false }
         let paths = isUpdate ? parts.map { path.appending($0.0) } : [path]
         if e.writeGrantedWithoutEvaluation(at: paths) { return true }
-        let root = try RulesEngine.partialRoot(e.writeDataScope(at: paths, auth: identity.authVariable, now: now)) { try store.read(namespace: ns, path: $0).node }
-        var nodes: [(Path, Node)] = []
-        for (rel, j) in parts {
-            let at = path.appending(rel)
-            let resolved = ServerValues.containsPlaceholder(j) ? try ServerValues.resolve(j, existing: root.child(at: at), now: now) : j
-            nodes.append((rel, try Node(json: resolved, depth: at.count)))
-        }
         let auth = identity.authVariable
-        if isUpdate { return e.canUpdate(path: path, parts: nodes, auth: auth, root: root, now: now) }
-        return e.canWrite(path: path, newValue: nodes[0].1, auth: auth, root: root, now: now)
+        return try store.withRulesData(namespace: ns) { data in
+            var nodes: [(Path, Node)] = []
+            for (rel, j) in parts {
+                let at = path.appending(rel)
+                let resolved = ServerValues.containsPlaceholder(j) ? try ServerValues.resolve(j, existing: data.node(at: at), now: now) : j
+                nodes.append((rel, try Node(json: resolved, depth: at.count)))
+            }
+            if isUpdate { return e.canUpdate(path: path, parts: nodes, auth: auth, data: data, now: now) }
+            return e.canWrite(path: path, newValue: nodes[0].1, auth: auth, data: data, now: now)
+        }
     }
 
     func requireRead(_ ns: String, _ path: Path, _ identity: Identity, query: QuerySpec?, now: Int64) throws {

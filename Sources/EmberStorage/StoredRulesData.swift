@@ -1,0 +1,78 @@
+import EmberCore
+import EmberRules
+
+/// The data rules look at, read on demand from one transaction: `exists` and `hasChildren` are
+/// one cursor seek and `getPriority`/`isString` one point read, whatever the size of the subtree;
+/// only `val()` and `.validate` walks below a write read a subtree. Read failures make the data
+/// look absent to the evaluator and are kept in `failure` for the caller to throw.
+final class StoredRulesData: RulesDataSource {
+    let tables: Tables
+    let t: Txn
+    let ns: String
+    private(set) var failure: Error?
+
+    init(tables: Tables, t: Txn, ns: String) {
+        self.tables = tables
+        self.t = t
+        self.ns = ns
+    }
+
+    /// nil when no stored key can be this long (LMDB refuses over-long keys in point reads).
+    private func key(_ path: Path) -> [UInt8]? {
+        let k = Tables.treeKey(ns, path)
+        return k.count <= Tables.maxTreeKeyBytes ? k : nil
+    }
+
+    private func attempt<T>(_ fallback: T, _ body: () throws -> T) -> T {
+        guard failure == nil else { return fallback }
+        do { return try body() } catch {
+            failure = error
+            return fallback
+        }
+    }
+
+    func node(at path: Path) -> Node {
+        guard let k = key(path) else { return .empty }
+        return attempt(.empty) { try tables.readNode(t, key: k) }
+    }
+
+    func shallow(at path: Path) -> (leaf: Leaf?, priority: Priority?) {
+        guard let k = key(path) else { return (nil, nil) }
+        return attempt((nil, nil)) {
+            guard let v = try t.get(tables.tree, k) else { return (nil, nil) }
+            switch try TreeRecord.decode(v) {
+            case .leaf(let l, let p): return (l, p)
+            case .priority(let p): return (nil, p)
+            }
+        }
+    }
+
+    func exists(at path: Path) -> Bool {
+        guard let k = key(path) else { return false }
+        return attempt(false) { try tables.exists(t, key: k) }
+    }
+
+    func hasChildren(at path: Path) -> Bool {
+        guard let k = key(path) else { return false }
+        return attempt(false) {
+            let c = try t.cursor(tables.tree)
+            defer { c.close() }
+            guard let found = try c.seekKey(k + [0x01]) else { return false }
+            return found.starts(with: k) && found.count > k.count
+        }
+    }
+}
+
+extension EmberStore {
+    /// Runs `body` with a namespace's data as rules read it: on demand, from one read snapshot
+    /// (reads judged at the serving node, and dry runs of writes).
+    public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
+        try KeyCodec.validateNamespace(namespace)
+        return try withRead { t in
+            let data = StoredRulesData(tables: tables, t: t, ns: namespace)
+            let result = try body(data)
+            if let failure = data.failure { throw failure }
+            return result
+        }
+    }
+}
