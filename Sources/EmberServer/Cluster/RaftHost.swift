@@ -202,7 +202,8 @@ final class RaftHost: @unchecked Sendable {
     /// Performs one turn's actions. A turn without snapshots is done in two phases: every
     /// `persist*` of the turn is made durable at once, with every committed entry applied in the
     /// same append transaction (plus one transaction for term and vote when they changed), then
-    /// every message is sent and the reads made ready are served. That is the contract's order
+    /// every message is sent and the reads made ready are served. When nothing needs persisting,
+    /// messages go first and the apply after. That is the contract's order
     /// (Action.swift) with persists moved earlier, which is always allowed: making state durable
     /// sooner never breaks persist-before-send. Performing the actions strictly in order instead
     /// cost one fsync per client write (each proposal's persist followed by its own send), so a
@@ -221,13 +222,21 @@ final class RaftHost: @unchecked Sendable {
             default: break
             }
         }
-        // Applying in the append's transaction delays the sends by the apply's CPU time but
-        // saves a whole fsync per turn (on followers too), which is what bounds the turn rate.
-        let results = await flush(applyingThrough: applyThrough)
-        for case .send(let message) in actions {
-            transport.send(.raft(message), to: message.to)
+        let mustPersist = !bufferedEntries.isEmpty
+            || bufferedHard.map { $0.term != persistedHard.term || $0.votedFor != persistedHard.votedFor } == true
+        if mustPersist {
+            // The sends wait for an fsync anyway: applying in the append's transaction delays
+            // them only by the apply's CPU time and saves a whole fsync per turn.
+            let results = await flush(applyingThrough: applyThrough)
+            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
+            answer(results)
+        } else {
+            // Nothing to make durable (e.g. a leader's turn of acks): the new commit index goes
+            // out before the apply's fsync, so followers apply (and answer) in parallel with us.
+            await flush()
+            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
+            if applyThrough > 0 { await applyCommitted(through: applyThrough) }
         }
-        answer(results)
         for action in actions {
             switch action {
             case .readReady(let id, _): requests.readReady(id)
