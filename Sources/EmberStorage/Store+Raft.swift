@@ -34,6 +34,18 @@ extension EmberStore {
         return try await applyCommitted(through: last.index)
     }
 
+    /// `append(entries:)` then `applyCommitted(through:)`, with the append and the first batch
+    /// of the apply in ONE transaction: a Raft host's turn then costs one fsync instead of two.
+    /// Entries are appended first, so `index` may reach into them.
+    @discardableResult
+    public func appendAndApply(entries: [LogEntry], through index: UInt64) async throws -> [WriteResult] {
+        for e in entries {
+            try KeyCodec.validateNamespace(e.namespace)
+            _ = try validate(namespace: e.namespace, operation: e.operation)
+        }
+        return try await perform { w in try w.appendAndApply(entries, through: index) }
+    }
+
     public func setHardState(_ h: HardState) async throws {
         try await perform { w in try w.setHardState(h) }
     }
@@ -175,5 +187,54 @@ extension Writer {
         storedRules = rules
         publishRules()
         publishState()
+    }
+}
+
+extension Writer {
+    /// One transaction: replace the log from `entries[0].index` on (as `append`), then apply up to
+    /// `target` (at most `maxBatchEntries`; any rest goes through `applyCommitted`).
+    func appendAndApply(_ entries: [LogEntry], through target: UInt64) throws -> [WriteResult] {
+        guard let first = entries.first, let last = entries.last else { return try applyCommitted(through: target) }
+        for (a, b) in zip(entries, entries.dropFirst()) where b.index != a.index + 1 {
+            throw StorageError.logMismatch("entries are not contiguous at \(b.index)")
+        }
+        guard first.index > applied else { throw StorageError.logMismatch("entry \(first.index) is already applied (\(applied))") }
+        guard first.index <= lastIndex + 1 else { throw StorageError.logMismatch("gap: last is \(lastIndex), got \(first.index)") }
+        let stop = min(target, last.index, applied + UInt64(store.options.maxBatchEntries))
+        guard stop > applied else {
+            try append(entries)
+            return []
+        }
+        var results: [WriteResult] = []
+        var aTerm = appliedTerm
+        var ts = lastTimestamp
+        let saveDefs = defsCache, saveRules = storedRules
+        var done = false
+        defer { if !done { defsCache = saveDefs; storedRules = saveRules } }
+        let newFirst = try writeTxn { t in
+            var i = first.index
+            while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
+            for e in entries { try t.put(tables.log, Self.logKey(e.index), e.encoded()) }
+            i = applied + 1
+            while i <= stop {
+                guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
+                    throw StorageError.logMismatch("entry \(i) is not in the log")
+                }
+                let e = try LogEntry(decoding: bytes)
+                results.append(try applyNested(e, parent: t))
+                aTerm = e.term
+                ts = max(ts, e.timestamp)
+                i += 1
+            }
+            return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
+        }
+        done = true
+        lastIndex = last.index; lastTerm = last.term
+        applied = stop; appliedTerm = aTerm; firstIndex = newFirst; lastTimestamp = ts
+        publishRules()
+        publishState()
+        store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }
+        store.publish(results)
+        return results + (try applyCommitted(through: target))
     }
 }

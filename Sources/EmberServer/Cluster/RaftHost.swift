@@ -8,10 +8,10 @@ import Synchronization
 ///
 /// Everything that touches the Raft state machine runs in ONE task (`loop`), fed through a
 /// bounded inbox: timer ticks, peer frames, client writes and linearizable reads. Each turn drains
-/// the inbox, steps the node once per input, then performs the collected actions in order under
-/// the persist-before-send contract (Action.swift): `persist*` actions are buffered and written
-/// to LMDB (one append transaction, one hard-state transaction) right before the first action
-/// that makes them observable (`send`, `apply`, `readReady`, snapshot restore). Awaiting the store
+/// the inbox, steps the node once per input, then performs the collected actions under the
+/// persist-before-send contract (Action.swift): all of the turn's `persist*` actions are written
+/// to LMDB first (one append transaction, one hard-state transaction), with the turn's committed
+/// entries applied in the same transaction, then messages go out (`execute`). Awaiting the store
 /// inside the loop is what serializes it; inputs arriving meanwhile are batched into the next
 /// turn, which gives group commit under load for free.
 ///
@@ -199,16 +199,62 @@ final class RaftHost: @unchecked Sendable {
 
     // MARK: - Executing actions
 
+    /// Performs one turn's actions. A turn without snapshots is done in two phases: every
+    /// `persist*` of the turn is made durable at once, with every committed entry applied in the
+    /// same append transaction (plus one transaction for term and vote when they changed), then
+    /// every message is sent and the reads made ready are served. When nothing needs persisting,
+    /// messages go first and the apply after. That is the contract's order
+    /// (Action.swift) with persists moved earlier, which is always allowed: making state durable
+    /// sooner never breaks persist-before-send. Performing the actions strictly in order instead
+    /// cost one fsync per client write (each proposal's persist followed by its own send), so a
+    /// turn of N proposals was N fsyncs long: no group commit at all.
     func execute(_ actions: [Action]) async {
+        if actions.contains(where: \.touchesSnapshot) {
+            await executeInOrder(actions)
+            return
+        }
+        var applyThrough: UInt64 = 0
+        for action in actions {
+            switch action {
+            case .persistHardState(let hs): bufferedHard = hs
+            case .persistEntries(let entries): buffer(entries)
+            case .apply(let entries): applyThrough = max(applyThrough, entries.last?.index ?? 0)
+            default: break
+            }
+        }
+        let mustPersist = !bufferedEntries.isEmpty
+            || bufferedHard.map { $0.term != persistedHard.term || $0.votedFor != persistedHard.votedFor } == true
+        if mustPersist {
+            // The sends wait for an fsync anyway: applying in the append's transaction delays
+            // them only by the apply's CPU time and saves a whole fsync per turn.
+            let results = await flush(applyingThrough: applyThrough)
+            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
+            answer(results)
+        } else {
+            // Nothing to make durable (e.g. a leader's turn of acks): the new commit index goes
+            // out before the apply's fsync, so followers apply (and answer) in parallel with us.
+            await flush()
+            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
+            if applyThrough > 0 { await applyCommitted(through: applyThrough) }
+        }
+        for action in actions {
+            switch action {
+            case .readReady(let id, _): requests.readReady(id)
+            case .readFailed(let id): requests.readFailed(id)
+            default: break
+            }
+        }
+    }
+
+    /// The strict in-order path, for turns that persist or restore a snapshot (rare: a follower
+    /// far behind, or a compaction).
+    func executeInOrder(_ actions: [Action]) async {
         for action in actions {
             switch action {
             case .persistHardState(let hs):
                 bufferedHard = hs
             case .persistEntries(let entries):
-                guard let first = entries.first else { continue }
-                // Later persists replace earlier ones from their first index on (Action.swift).
-                bufferedEntries.removeAll { $0.index >= first.index }
-                bufferedEntries += entries
+                buffer(entries)
             case .persistSnapshot(let snapshot, _):
                 await flush()
                 await installIfNewer(snapshot)
@@ -221,14 +267,7 @@ final class RaftHost: @unchecked Sendable {
             case .apply(let entries):
                 await flush()
                 guard let last = entries.last else { continue }
-                let results: [WriteResult]
-                do { results = try await store.applyCommitted(through: last.index) } catch {
-                    fatalStorage("apply through \(last.index)", error)
-                }
-                for r in results {
-                    requests.applied(r)
-                    adminApplied(r)
-                }
+                await applyCommitted(through: last.index)
             case .readReady(let id, _):
                 await flush()
                 requests.readReady(id)
@@ -241,8 +280,37 @@ final class RaftHost: @unchecked Sendable {
         await flush()
     }
 
+    /// Later persists replace earlier ones from their first index on (Action.swift).
+    func buffer(_ entries: [EmberRaft.LogEntry]) {
+        guard let first = entries.first else { return }
+        bufferedEntries.removeAll { $0.index >= first.index }
+        bufferedEntries += entries
+    }
+
+    /// Applies committed entries (already durable in the store's log) and answers their requests.
+    func applyCommitted(through index: UInt64) async {
+        let results: [WriteResult]
+        do { results = try await store.applyCommitted(through: index) } catch {
+            fatalStorage("apply through \(index)", error)
+        }
+        answer(results)
+    }
+
+    func answer(_ results: [WriteResult]) {
+        for r in results {
+            requests.applied(r)
+            adminApplied(r)
+        }
+    }
+
     /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
     func flush() async {
+        _ = await flush(applyingThrough: 0)
+    }
+
+    /// `flush()`, and when `index` > 0 also applies committed entries through `index` in the same
+    /// store transaction as the append (one fsync for both); returns the apply's results.
+    func flush(applyingThrough index: UInt64) async -> [WriteResult] {
         // Term and vote first: a log never holds entries of a term the node could forget it saw.
         if let hs = bufferedHard {
             bufferedHard = nil
@@ -266,11 +334,16 @@ final class RaftHost: @unchecked Sendable {
                     let entries = try fresh.map(RaftPersistence.storageEntry)
                     // A future leader keeps server timestamps monotonic across the log.
                     lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+                    if index > 0 { return try await store.appendAndApply(entries: entries, through: index) }
                     try await store.append(entries: entries)
                 } catch {
-                    fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index)", error)
+                    fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index), apply through \(index)", error)
                 }
             }
+        }
+        guard index > 0 else { return [] }
+        do { return try await store.applyCommitted(through: index) } catch {
+            fatalStorage("apply through \(index)", error)
         }
     }
 
@@ -332,6 +405,16 @@ enum ClusterError: Error, CustomStringConvertible {
         case .outcomeUnknown(let why): return "The write's outcome is unknown (\(why)); read before retrying"
         case .shuttingDown: return "The node is shutting down"
         case .refused(let why): return why
+        }
+    }
+}
+
+extension Action {
+    /// Snapshot actions must run strictly in order with the rest (RaftHost.executeInOrder).
+    var touchesSnapshot: Bool {
+        switch self {
+        case .persistSnapshot, .restoreSnapshot: return true
+        default: return false
         }
     }
 }
