@@ -34,7 +34,14 @@ extension RaftHost {
             c.resume(returning: reply)
         case .remote(let peer, let id):
             let frame = AdminReply(from: config.nodeID, requestID: id, status: reply.status, body: reply.body.serialized())
-            transport.send(.adminReply(frame), to: peer)
+            // The request came back to the node that forwarded it (it leads now, e.g. after the
+            // leader it asked handed leadership over to it): there is no link to itself, so its
+            // waiting caller is answered here.
+            if peer == config.nodeID {
+                adminAnswered(frame)
+            } else {
+                transport.send(.adminReply(frame), to: peer)
+            }
         }
     }
 
