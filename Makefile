@@ -1,7 +1,7 @@
 # Ember's single entry point. `make run` starts a node; `make test` is the default suite (CI).
 SWIFT ?= swift
 
-.PHONY: run build release test unit integration soak bench fuzz clean
+.PHONY: run build release test unit integration soak bench fuzz fuzz-smoke clean
 
 # Install what is missing, build, and start a durable node on localhost:9000 (./ember-data).
 run: release
@@ -25,6 +25,7 @@ SWIFT_TEST = $(SWIFT) test --skip-build --no-parallel
 test: build
 	$(SWIFT_TEST)
 	./scripts/integration.sh
+	$(MAKE) fuzz-smoke
 
 unit: build
 	$(SWIFT_TEST)
@@ -47,6 +48,10 @@ bench:
 FUZZ_TARGETS = JSON Path REST Wire Rules
 FUZZ_RUNS ?= 1000000
 FUZZ_FLAGS = -c release -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library -Xswiftc -DEMBER_FUZZING -Xswiftc -use-ld=lld --scratch-path .build-fuzz
+# The default suite's short libFuzzer run of every harness (~3 min, most of it the fuzzer build).
+fuzz-smoke:
+	$(MAKE) fuzz FUZZ_RUNS=50000
+
 fuzz:
 	for t in $(FUZZ_TARGETS); do $(SWIFT) build $(FUZZ_FLAGS) --product Fuzz$$t || exit 1; done
 	for t in $(FUZZ_TARGETS); do \
