@@ -215,17 +215,7 @@ extension Writer {
             var i = first.index
             while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
             for e in entries { try t.put(tables.log, Self.logKey(e.index), e.encoded()) }
-            i = applied + 1
-            while i <= stop {
-                guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
-                    throw StorageError.logMismatch("entry \(i) is not in the log")
-                }
-                let e = try LogEntry(decoding: bytes)
-                results.append(try applyNested(e, parent: t))
-                aTerm = e.term
-                ts = max(ts, e.timestamp)
-                i += 1
-            }
+            try applyLogged(t, from: applied + 1, through: stop, results: &results, term: &aTerm, timestamp: &ts)
             return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
         }
         done = true

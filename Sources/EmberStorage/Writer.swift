@@ -270,6 +270,23 @@ final class Writer: @unchecked Sendable {
         publishState()
     }
 
+    /// Applies the logged entries `from...through` inside `t` (each in its own nested transaction),
+    /// collecting their results and the last applied term and latest timestamp.
+    func applyLogged(_ t: Txn, from: UInt64, through: UInt64, results: inout [WriteResult],
+                     term: inout UInt64, timestamp: inout Int64) throws {
+        var i = from
+        while i <= through {
+            guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
+                throw StorageError.logMismatch("entry \(i) is not in the log")
+            }
+            let e = try LogEntry(decoding: bytes)
+            results.append(try applyNested(e, parent: t))
+            term = e.term
+            timestamp = max(timestamp, e.timestamp)
+            i += 1
+        }
+    }
+
     func applyCommitted(through target: UInt64) throws -> [WriteResult] {
         let end = min(target, lastIndex)
         var all: [WriteResult] = []
@@ -281,17 +298,7 @@ final class Writer: @unchecked Sendable {
             let saveDefs = defsCache, saveRules = storedRules
             defer { if applied < stop { defsCache = saveDefs; storedRules = saveRules } }
             let first = try writeTxn { t in
-                var i = applied + 1
-                while i <= stop {
-                    guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
-                        throw StorageError.logMismatch("entry \(i) is not in the log")
-                    }
-                    let e = try LogEntry(decoding: bytes)
-                    results.append(try applyNested(e, parent: t))
-                    aTerm = e.term
-                    ts = max(ts, e.timestamp)
-                    i += 1
-                }
+                try applyLogged(t, from: applied + 1, through: stop, results: &results, term: &aTerm, timestamp: &ts)
                 return try finish(t, applied: stop, appliedTerm: aTerm, last: lastIndex, lastTerm: lastTerm, ts: ts)
             }
             applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
