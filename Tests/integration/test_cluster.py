@@ -105,6 +105,14 @@ class Cluster:
         script("down", "--dir", self.dir)
 
 
+def assert_no_acknowledged_write_lost(urls, path, acked):
+    """Every node (id → client URL) holds every acknowledged write (key → value) under `path`."""
+    for node_id, url in urls.items():
+        data = requests.get(f"{url}/{path}.json", timeout=10).json() or {}
+        lost = [k for k, v in acked.items() if data.get(k) != v]
+        assert not lost, f"{node_id} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("cluster") / "c")
@@ -320,10 +328,7 @@ def test_kill9_leader_under_load_loses_no_acknowledged_write(tmp_path):
         assert len(acked) > 20, f"only {len(acked)} writes acknowledged"
         script("start-node", "--dir", c.dir, "--id", old)
         st = c.wait_converged(timeout=30)
-        for n in c.nodes:
-            data = requests.get(f"{n['url']}/k.json", timeout=10).json() or {}
-            lost = [k for k, v in acked.items() if data.get(k) != v]
-            assert not lost, f"{n['id']} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
+        assert_no_acknowledged_write_lost({n["id"]: n["url"] for n in c.nodes}, "k", acked)
         print(f"failover {failover:.2f} s, {len(acked)} acknowledged writes, applied {st[0]['appliedIndex']}")
     finally:
         c.down()
@@ -357,10 +362,7 @@ def test_chaos_kill9_random_nodes_under_load(tmp_path):
         for t in workers:
             t.join()
         c.wait_converged(timeout=60)
-        for n in c.nodes:
-            data = requests.get(f"{n['url']}/k.json", timeout=10).json() or {}
-            lost = [k for k, v in acked.items() if data.get(k) != v]
-            assert not lost, f"{n['id']} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
+        assert_no_acknowledged_write_lost({n["id"]: n["url"] for n in c.nodes}, "k", acked)
         print(f"{CHAOS_ROUNDS} rounds, {len(acked)} acknowledged writes")
     finally:
         c.down()

@@ -18,7 +18,7 @@ import requests
 
 from conftest import EMBERD, RULES, free_port
 from netproxy import Proxy
-from test_cluster import lc
+from test_cluster import assert_no_acknowledged_write_lost, lc
 
 SOAK_ROUNDS = int(os.environ.get("EMBER_PARTITION_ROUNDS", "10" if os.environ.get("EMBER_SOAK") else "0"))
 
@@ -202,8 +202,5 @@ def test_random_partitions_under_load(pc):
     for t in workers:
         t.join()
     pc.wait_converged(timeout=60)
-    for i in pc.ids:
-        data = requests.get(f"{pc.url(i)}/p.json", timeout=10).json() or {}
-        lost = [k for k, v in acked.items() if data.get(k) != v]
-        assert not lost, f"{i} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
+    assert_no_acknowledged_write_lost({i: pc.url(i) for i in pc.ids}, "p", acked)
     print(f"{SOAK_ROUNDS} partition rounds, {len(acked)} acknowledged writes")
