@@ -72,6 +72,28 @@ def test_shallow(db):
     assert db("s/y").get(shallow=True) == 2
 
 
+def test_shallow_over_rest_reads_keys_only(node, ns):
+    """shallow=true lists children (key order, limitToFirst honoured) without their subtrees;
+    priorities do not show; a leaf answers its value; absent data answers null."""
+    base = node.url
+    children = {str(i): {"deep": {"x": i}} for i in range(12)}
+    children["b"] = {".value": "leaf", ".priority": 3}
+    children["a"] = 7
+    assert requests.put(f"{base}/sh.json?ns={ns}", json=children).status_code == 200
+    whole = requests.get(f"{base}/sh.json?ns={ns}&shallow=true")
+    assert whole.status_code == 200
+    assert whole.json() == {k: True for k in children}
+    first = requests.get(f"{base}/sh.json?ns={ns}&shallow=true&limitToFirst=3")
+    # Key order: integer keys numerically first ("0", "1", "2"), then strings.
+    assert first.json() == {"0": True, "1": True, "2": True}
+    tail = requests.get(f"{base}/sh.json?ns={ns}&shallow=true&limitToFirst=20")
+    assert set(tail.json()) == {str(i) for i in range(12)} | {"a", "b"}
+    assert requests.get(f"{base}/sh/a.json?ns={ns}&shallow=true").json() == 7
+    assert requests.get(f"{base}/sh/b.json?ns={ns}&shallow=true").json() == "leaf"
+    assert requests.get(f"{base}/sh/none.json?ns={ns}&shallow=true").json() is None
+    assert requests.get(f"{base}/sh/3/deep.json?ns={ns}&shallow=true").json() == {"x": True}
+
+
 def test_etag_get_and_get_if_changed(db):
     ref = db("e")
     value, etag = ref.get(etag=True)

@@ -124,6 +124,18 @@ public final class RestHandler: Sendable {
             }
             let r = try await store.query(namespace: ns, path: path, query: q)
             value = req.export ? r.node.exportJSON() : r.node.toJSON()
+        } else if req.shallow && !wantETag && ifNoneMatch == nil {
+            // Keys only: one seek per child, however large the children are. A location with no
+            // children is a leaf (or nothing), which is cheap to read whole.
+            let keys = try store.shallowKeys(namespace: ns, path: path, limit: req.query?.limit ?? .max)
+            if keys.isEmpty {
+                value = try store.read(namespace: ns, path: path).node.toJSON()
+            } else {
+                var o: [String: JSON] = [:]
+                o.reserveCapacity(keys.count)
+                for k in keys { o[k] = .bool(true) }
+                value = .object(o)
+            }
         } else {
             let r = try store.read(namespace: ns, path: path)
             etag = ETag.of(node: r.node, version: r.version)

@@ -30,6 +30,10 @@ public final class LMDBDataStore: DataStore {
         } catch let e as StorageError { throw Self.translate(e) }
     }
 
+    public func shallowKeys(namespace: String, path: Path, limit: Int) throws -> [String] {
+        do { return try store.shallowKeys(namespace: namespace, path: path, limit: limit) } catch let e as StorageError { throw Self.translate(e) }
+    }
+
     public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
         do { return try store.withRulesData(namespace: namespace, body) } catch let e as StorageError { throw Self.translate(e) }
     }
