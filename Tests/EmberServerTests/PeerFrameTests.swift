@@ -119,11 +119,15 @@ import Testing
         let dir = NSTemporaryDirectory() + "ember-cfg-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let path = dir + "/cluster.json"
-        try #"{"nodeId":"n1","peers":{"n1":"127.0.0.1:7001"},"tlsCert":"n1.pem","tlsKey":"/abs/n1.key","tlsCa":"certs/ca.pem"}"#
-            .write(toFile: path, atomically: true, encoding: .utf8)
+        try #"""
+            {"nodeId":"n1","peers":{"n1":"127.0.0.1:7001"},"peerTlsCert":"n1.pem","peerTlsKey":"/abs/n1.key",
+             "peerTlsCa":"certs/ca.pem","tlsCert":"https.pem","tlsKey":"https.key"}
+            """#.write(toFile: path, atomically: true, encoding: .utf8)
         let f = try ClusterConfigFile.load(path: path)
         #expect(f.nodeId == "n1" && f.peers?["n1"] == "127.0.0.1:7001")
-        #expect(f.tlsCert == dir + "/n1.pem" && f.tlsKey == "/abs/n1.key" && f.tlsCa == dir + "/certs/ca.pem")
+        #expect(f.peerTlsCert == dir + "/n1.pem" && f.peerTlsKey == "/abs/n1.key" && f.peerTlsCa == dir + "/certs/ca.pem")
+        // The client-facing pair is separate (etcd's naming: tls* for clients, peerTls* for peers).
+        #expect(f.tlsCert == dir + "/https.pem" && f.tlsKey == dir + "/https.key" && f.tlsCa == nil)
         try "{".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(throws: ClusterConfigError.self) { try ClusterConfigFile.load(path: path) }
     }
