@@ -43,6 +43,8 @@ import Testing
             .admin(AdminForward(from: "n2", origin: "n2", requestID: 7, operation: .removeMember(id: "n1"))),
             .admin(AdminForward(from: "n2", origin: "n1", requestID: 8, operation: .transferLeadership(to: "n3"))),
             .adminReply(AdminReply(from: "n1", requestID: 8, status: 409, body: "{\"error\":\"pending\"}")),
+            .notMember(NotMemberNotice(from: "n1", configIndex: 1 << 33, commitIndex: 1 << 34, voters: ["n1", "n2"])),
+            .notMember(NotMemberNotice(from: "n1", configIndex: 0, commitIndex: 0, voters: [])),
         ]
     }
 
@@ -113,6 +115,21 @@ import Testing
         #expect(PeerTLS.identify(["n1", "n2"], members: ["n1", "n2"], expected: nil) == nil)
         #expect(PeerTLS.identify(["n3"], members: ["n1", "n2"], expected: nil) == nil)
         #expect(PeerTLS.identify(["n1"], members: ["n1", "n2"], expected: "n2") == nil)
+    }
+
+    @Test func notMemberNoticeRemovesOnlyByANewerCommittedConfiguration() {
+        let three = Membership(voters: ["n1", "n2", "n3"])
+        let notice = NotMemberNotice(from: "n1", configIndex: 12, commitIndex: 12, voters: ["n1", "n2"])
+        #expect(notice.removes("n3", configIndex: 4, voters: three))
+        #expect(!notice.removes("n3", configIndex: 12, voters: three))  // not newer than ours
+        #expect(!notice.removes("n3", configIndex: 4, voters: Membership(voters: [])))  // joining: nothing to learn
+        #expect(!notice.removes("n2", configIndex: 4, voters: three))  // names us
+        var uncommitted = notice
+        uncommitted.commitIndex = 11  // the removal may still be undone
+        #expect(!uncommitted.removes("n3", configIndex: 4, voters: three))
+        var empty = notice
+        empty.voters = []
+        #expect(!empty.removes("n3", configIndex: 4, voters: three))
     }
 
     @Test func configFileResolvesRelativeTLSPaths() throws {
