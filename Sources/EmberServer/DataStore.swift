@@ -26,9 +26,10 @@ public struct WriteRequest: Sendable {
     public var kind: Kind
     public var condition: WriteCondition?
     /// Who writes: the entry carries it and the rules judge it when the entry is applied.
+    /// Required: a default would silently make a forgotten identity an admin write.
     public var identity: Identity
 
-    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil, identity: Identity = .admin) {
+    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil, identity: Identity) {
         self.namespace = namespace
         self.path = path
         self.kind = kind
