@@ -109,7 +109,7 @@ public protocol DataStore: AnyObject, Sendable {
     /// Runs a query at `path`, reading an index range when one is defined.
     func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult
     /// `now` is the time server values see when the store does not fix it in the entry itself.
-    func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome
+    func write(_ request: WriteRequest) async throws -> WriteOutcome
     func setIndexes(_ defs: [IndexDefinition]) throws
     /// Called for every committed write, in log order, after it is durable. Must not block.
     func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void)

@@ -92,7 +92,7 @@ public final class ReplicatedDataStore: DataStore {
         host.stateReplacedHandlers.withLock { $0.append(handler) }
     }
 
-    public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+    public func write(_ request: WriteRequest) async throws -> WriteOutcome {
         try Self.refuseReserved(request.namespace)
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
