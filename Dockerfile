@@ -23,7 +23,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends liblmdb0 curl c
 COPY --from=build /out/emberd /out/ember /usr/local/bin/
 USER ember
 VOLUME ["/data"]
-# 9000: clients (REST, SSE, WebSocket, /healthz, /readyz, /metrics); 7000: Raft peers.
+# 9000: clients (REST, SSE, WebSocket, /healthz, /readyz, /metrics; HTTPS/WSS with --tls-cert and
+# --tls-key); 7000: Raft peers (mutual TLS: --peer-tls-cert, --peer-tls-key, --peer-tls-ca).
 EXPOSE 9000 7000
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s CMD curl -fsS http://127.0.0.1:9000/healthz || exit 1
 ENTRYPOINT ["emberd"]

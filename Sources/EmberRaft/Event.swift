@@ -23,6 +23,13 @@ public enum Event: Sendable, Hashable {
     case compact(index: UInt64, data: [UInt8])
     /// Start an election now (e.g. to bootstrap a test quickly). Ignored by leaders and non-voters.
     case campaign
+    /// A member told the host that a configuration at `configIndex`, committed and without this
+    /// node, exists: we were removed while we could not hear of it (a removed node is no longer
+    /// replicated to, so Raft messages alone never tell it). The node stops campaigning until its
+    /// log holds a configuration at least that new (one re-adding it, if ever). Ignored unless
+    /// `configIndex` is newer than the node's own configuration. The host checks that the
+    /// configuration is committed and excludes us; nothing here can verify that.
+    case removedFromCluster(configIndex: UInt64)
 }
 
 /// Why a proposal was not appended.

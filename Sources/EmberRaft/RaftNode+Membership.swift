@@ -55,6 +55,14 @@ extension RaftNode {
         if let t = leadTransferee, !membership.contains(t) { leadTransferee = nil }
     }
 
+    /// `Event.removedFromCluster`: stop campaigning (and leading) until our log holds a
+    /// configuration at least as new as the one we were told of.
+    mutating func learnRemoval(configIndex index: UInt64) {
+        guard index > configIndex, index > removedAtConfigIndex else { return }
+        removedAtConfigIndex = index
+        if role != .follower { becomeFollower(term: term, leader: nil) }
+    }
+
     /// Drops progress of peers that are no longer voters (their removal has committed).
     mutating func pruneDeparted() {
         for k in progress.keys.sorted() where !membership.contains(k) {

@@ -26,7 +26,10 @@ public struct RaftNode: Sendable {
     /// Voter set in effect: from the latest config entry in the log (effective once appended).
     public internal(set) var membership: Membership
     /// Index of the entry (or snapshot) that defined `membership`.
-    var configIndex: UInt64
+    public internal(set) var configIndex: UInt64
+    /// A newer committed configuration without us that we heard of but do not hold
+    /// (`Event.removedFromCluster`); 0 when none. Volatile: a restart learns it again.
+    var removedAtConfigIndex: UInt64 = 0
 
     var electionElapsed = 0
     var heartbeatElapsed = 0
@@ -97,6 +100,7 @@ public struct RaftNode: Sendable {
         case .compact(let index, let data): compact(index: index, data: data)
         case .campaign:
             if role != .leader && isPromotable { campaign(transfer: false) }
+        case .removedFromCluster(let index): learnRemoval(configIndex: index)
         }
         return drainOutbox()
     }
@@ -112,14 +116,21 @@ public struct RaftNode: Sendable {
     }
 
     /// Only voters may campaign (a removed or not-yet-added node just follows).
-    var isPromotable: Bool { membership.contains(id) }
+    var isPromotable: Bool { membership.contains(id) && removedAtConfigIndex <= configIndex }
+
+    /// Removed from the cluster: by a configuration in our log, or one we were told of
+    /// (`Event.removedFromCluster`). A node still joining (no voters yet) is not removed.
+    public var isRemoved: Bool {
+        (!membership.voters.isEmpty && !membership.contains(id)) || removedAtConfigIndex > configIndex
+    }
 
     public var status: RaftStatus {
         RaftStatus(
             id: id, role: role, term: term, votedFor: votedFor, leaderID: leaderID,
             commitIndex: commitIndex, appliedIndex: appliedIndex, lastIndex: log.lastIndex,
             snapshotIndex: log.snapshotIndex, membership: membership,
-            progress: role == .leader ? progress : [:], leadTransferee: leadTransferee)
+            progress: role == .leader ? progress : [:], leadTransferee: leadTransferee,
+            configIndex: configIndex, removed: isRemoved)
     }
 
     // MARK: - Output

@@ -15,4 +15,8 @@ public struct RaftStatus: Sendable, Hashable {
     /// Per-peer replication progress; only populated on the leader.
     public var progress: [NodeID: PeerProgress]
     public var leadTransferee: NodeID?
+    /// Index of the entry (or snapshot) that defined `membership`.
+    public var configIndex: UInt64 = 0
+    /// Removed from the cluster (see `RaftNode.isRemoved`): it no longer campaigns.
+    public var removed = false
 }

@@ -26,9 +26,10 @@ public struct WriteRequest: Sendable {
     public var kind: Kind
     public var condition: WriteCondition?
     /// Who writes: the entry carries it and the rules judge it when the entry is applied.
+    /// Required: a default would silently make a forgotten identity an admin write.
     public var identity: Identity
 
-    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil, identity: Identity = .admin) {
+    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil, identity: Identity) {
         self.namespace = namespace
         self.path = path
         self.kind = kind
@@ -111,7 +112,7 @@ public protocol DataStore: AnyObject, Sendable {
     /// Runs a query at `path`, reading an index range when one is defined.
     func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult
     /// `now` is the time server values see when the store does not fix it in the entry itself.
-    func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome
+    func write(_ request: WriteRequest) async throws -> WriteOutcome
     func setIndexes(_ defs: [IndexDefinition]) throws
     /// Called for every committed write, in log order, after it is durable. Must not block.
     func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void)

@@ -8,7 +8,7 @@ public struct NodeConfiguration: Sendable {
     /// Namespace used when a request names none (`ns` absent).
     public var defaultNamespace = "default"
     public var rules: RulesDocument = .open
-    /// HTTPS/WSS for clients (`--client-tls-cert/--client-tls-key`); nil serves plain HTTP/WS.
+    /// HTTPS/WSS for clients (`--tls-cert/--tls-key`); nil serves plain HTTP/WS.
     public var clientTLS: ClientTLS?
     /// Turns presented tokens into identities. The default is protected mode's emulator rules.
     public var tokenVerifier: any TokenVerifier = EmulatorTokenVerifier()

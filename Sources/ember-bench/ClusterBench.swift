@@ -64,7 +64,7 @@ struct ClusterBench: AsyncParsableCommand {
             let port = base + i
             processes.append(try bench.launch(emberd, [
                 "--data", "\(dir)/\(id)", "--port", "\(port)", "--log-level", "warning", "--node-id", id, "--peers", peers,
-                "--tls-cert", "\(dir)/\(id).pem", "--tls-key", "\(dir)/\(id).key", "--tls-ca", "\(dir)/ca.pem",
+                "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
             ]))
             urls.append("http://127.0.0.1:\(port)")
         }

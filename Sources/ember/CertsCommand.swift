@@ -9,7 +9,8 @@ import X509
 ///
 /// Files in DIR: `ca.pem` / `ca.key` (the cluster CA), `<id>.pem` / `<id>.key` per node (CN and
 /// SAN DNS = the node id, plus `localhost`, 127.0.0.1 and any --hosts; usable as TLS server and
-/// client, so the same pair serves the peer channel's mutual TLS and an HTTPS client port) and
+/// client, so the same pair serves the peer channel's mutual TLS — emberd's `--peer-tls-cert`,
+/// `--peer-tls-key`, `--peer-tls-ca` — and can serve an HTTPS client port — `--tls-cert`, `--tls-key`) and
 /// `admin.pem` / `admin.key` (client-only certificate, CN `admin`) and `admin.token` (a random
 /// admin bearer token for the nodes' `--admin-token-file` and the CLI's `--token-file`: giving the
 /// nodes a token puts them in verified mode, so a networked cluster never runs unauthenticated).
@@ -19,7 +20,14 @@ struct CertsCommand: AsyncParsableCommand {
         commandName: "certs", abstract: "Make cluster certificates.", subcommands: [Init.self, AddNode.self])
 
     struct Init: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Make a cluster CA, one certificate per node and an admin client certificate.")
+        static let configuration = CommandConfiguration(
+            abstract: "Make a cluster CA, one certificate per node and an admin client certificate.",
+            discussion: """
+                Each node then runs with --peer-tls-cert DIR/<id>.pem --peer-tls-key DIR/<id>.key \
+                --peer-tls-ca DIR/ca.pem (the peer channel's mutual TLS). The same pair can serve \
+                HTTPS/WSS to clients with --tls-cert/--tls-key (add the clients' names with --hosts), \
+                and --tls-ca DIR/ca.pem makes admin.pem an admin client certificate.
+                """)
         @OptionGroup var output: OutputOptions
         @Option(help: "Directory to write to (created if missing).") var out: String
         @Option(help: "Node ids, comma-separated (e.g. n1,n2,n3); none: only the CA and the admin certificate.") var nodes = ""
@@ -59,8 +67,19 @@ struct CertsCommand: AsyncParsableCommand {
                     emit(#"{"dir":"\#(out)","files":[\#(written.map { "\"\($0)\"" }.joined(separator: ","))]}"#)
                 } else {
                     emit("wrote \(written.count) files to \(out): \(written.joined(separator: " "))")
+                    if let id = ids.first { emit(Self.usage(dir: out, id: id)) }
                 }
             }
+        }
+
+        /// Which emberd flags take which file (people otherwise guess at the two TLS pairs).
+        static func usage(dir: String, id: String, caDir: String? = nil) -> String {
+            let ca = ((caDir ?? dir) as NSString).appendingPathComponent("ca.pem")
+            let pem = (dir as NSString).appendingPathComponent("\(id).pem"), key = (dir as NSString).appendingPathComponent("\(id).key")
+            return """
+                peers (mutual TLS): emberd --node-id \(id) --peer-tls-cert \(pem) --peer-tls-key \(key) --peer-tls-ca \(ca) ...
+                HTTPS/WSS clients (optional): --tls-cert \(pem) --tls-key \(key) [--tls-ca \(ca): admin.pem is admin]
+                """
         }
     }
 
@@ -82,7 +101,12 @@ struct CertsCommand: AsyncParsableCommand {
                 let target = out ?? dir
                 try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
                 let written = try CertMaker.write(issued.certificate, issued.key, dir: target, name: id)
-                emit(output.json ? #"{"dir":"\#(target)","files":["\#(written[0])","\#(written[1])"]}"# : "wrote \(written.joined(separator: " ")) to \(target)")
+                if output.json {
+                    emit(#"{"dir":"\#(target)","files":["\#(written[0])","\#(written[1])"]}"#)
+                } else {
+                    emit("wrote \(written.joined(separator: " ")) to \(target)")
+                    emit(Init.usage(dir: target, id: id, caDir: dir))
+                }
             }
         }
     }

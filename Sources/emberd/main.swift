@@ -90,21 +90,21 @@ struct Emberd: AsyncParsableCommand {
     @Flag(help: "Development: allow a non-loopback --host without auth (anyone who reaches the node is admin).")
     var dev = false
 
-    @Option(help: "HTTPS/WSS for clients: PEM certificate (chain). Cluster peers use --tls-cert.")
-    var clientTlsCert: String?
+    @Option(help: "HTTPS/WSS for clients: PEM certificate (chain). Cluster peers use --peer-tls-cert.")
+    var tlsCert: String?
 
-    @Option(help: "HTTPS/WSS for clients: PEM private key of --client-tls-cert.")
-    var clientTlsKey: String?
+    @Option(help: "HTTPS/WSS for clients: PEM private key of --tls-cert.")
+    var tlsKey: String?
 
     @Option(help: "HTTPS/WSS for clients: CA (PEM) whose client certificates are accepted (optional for clients); CN/SAN `admin` is admin.")
-    var clientTlsCa: String?
+    var tlsCa: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
     // Cluster mode: any of these (or --cluster-config) turns it on; without them emberd is a
     // single node. Flags override the config file's fields.
-    @Option(help: "Cluster config file (JSON: nodeId, peerAddress, peers, tlsCert, tlsKey, tlsCa).")
+    @Option(help: "Node config file (JSON: nodeId, peerAddress, peers, peerTlsCert, peerTlsKey, peerTlsCa, tlsCert, tlsKey, tlsCa).")
     var clusterConfig: String?
 
     @Option(help: "Cluster: this node's id (its peer certificate must name it as CN or SAN DNS).")
@@ -119,14 +119,14 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: members as id=host:port,... (this node may be included).")
     var peers: String?
 
-    @Option(help: "Cluster: PEM certificate (chain) for the peer channel.")
-    var tlsCert: String?
+    @Option(help: "Cluster: PEM certificate (chain) for the peer channel's mutual TLS.")
+    var peerTlsCert: String?
 
-    @Option(help: "Cluster: PEM private key of --tls-cert.")
-    var tlsKey: String?
+    @Option(help: "Cluster: PEM private key of --peer-tls-cert.")
+    var peerTlsKey: String?
 
     @Option(help: "Cluster: PEM certificate of the cluster CA; peers must present a certificate it signed.")
-    var tlsCa: String?
+    var peerTlsCa: String?
 
     @Flag(help: "Cluster: start as a new member to be added at run time (POST /.ember/members); --peers lists the current members.")
     var join = false
@@ -180,12 +180,8 @@ struct Emberd: AsyncParsableCommand {
             FileHandle.standardError.write(Data("emberd: \(error)\n".utf8))
             throw ExitCode(2)
         }
-        switch (clientTlsCert, clientTlsKey) {
-        case (let cert?, let key?): config.clientTLS = ClientTLS(certificatePath: cert, keyPath: key, clientCAPath: clientTlsCa)
-        case (nil, nil):
-            if clientTlsCa != nil { throw ValidationError("--client-tls-ca needs --client-tls-cert and --client-tls-key") }
-        default: throw ValidationError("--client-tls-cert and --client-tls-key go together")
-        }
+        let configFile = try clusterConfig.map { try ClusterConfigFile.load(path: $0) }
+        config.clientTLS = try clientTLS(file: configFile)
         if let rules {
             let text: String
             do { text = try String(contentsOfFile: rules, encoding: .utf8) } catch {
@@ -198,7 +194,7 @@ struct Emberd: AsyncParsableCommand {
         config.operations.advertisedURL = advertiseUrl
         config.operations.memberURLs = try OperationsFlags.parseClientURLs(clientUrls)
         config.operations.readyMaxLagEntries = readyMaxLag
-        let clusterSettings = try clusterConfiguration()
+        let clusterSettings = try clusterConfiguration(file: configFile)
         if checkConfig {
             print(try OperationsFlags.check(config: config, cluster: clusterSettings))
             return
@@ -226,11 +222,24 @@ struct Emberd: AsyncParsableCommand {
 }
 
 extension Emberd {
+    /// Client HTTPS/WSS from --tls-cert/--tls-key/--tls-ca (or the config file's tlsCert,
+    /// tlsKey, tlsCa; flags win); nil serves plain HTTP/WS.
+    func clientTLS(file: ClusterConfigFile?) throws -> ClientTLS? {
+        let cert = tlsCert ?? file?.tlsCert, key = tlsKey ?? file?.tlsKey, ca = tlsCa ?? file?.tlsCa
+        switch (cert, key) {
+        case (let cert?, let key?): return ClientTLS(certificatePath: cert, keyPath: key, clientCAPath: ca)
+        case (nil, nil):
+            if ca != nil { throw ValidationError("--tls-ca (config file: tlsCa) needs --tls-cert and --tls-key") }
+            return nil
+        case (_?, nil): throw ValidationError("--tls-cert needs --tls-key (config file: tlsCert needs tlsKey)")
+        case (nil, _?): throw ValidationError("--tls-key needs --tls-cert (config file: tlsKey needs tlsCert)")
+        }
+    }
+
     /// The cluster settings from --cluster-config and the cluster flags; nil = single node.
-    func clusterConfiguration() throws -> ClusterConfiguration? {
-        let anyFlag = [nodeId, peerAddress, peers, tlsCert, tlsKey, tlsCa].contains { $0 != nil } || peerPort != nil
-        guard clusterConfig != nil || anyFlag else { return nil }
-        let file = try clusterConfig.map { try ClusterConfigFile.load(path: $0) }
+    func clusterConfiguration(file: ClusterConfigFile?) throws -> ClusterConfiguration? {
+        let anyFlag = [nodeId, peerAddress, peers, peerTlsCert, peerTlsKey, peerTlsCa].contains { $0 != nil } || peerPort != nil
+        guard file != nil || anyFlag else { return nil }
         guard let id = nodeId ?? file?.nodeId else { throw ValidationError("cluster mode needs --node-id") }
         var members: [String: PeerAddress] = [:]
         if let peers {
@@ -254,8 +263,17 @@ extension Emberd {
         }
         if let peerPort { listen.port = peerPort }
         guard listen.port > 0 else { throw ValidationError("cluster mode needs --peer-port (or this node in --peers)") }
-        guard let cert = tlsCert ?? file?.tlsCert, let key = tlsKey ?? file?.tlsKey, let ca = tlsCa ?? file?.tlsCa else {
-            throw ValidationError("cluster mode needs --tls-cert, --tls-key and --tls-ca")
+        let peerTLS = (peerTlsCert ?? file?.peerTlsCert, peerTlsKey ?? file?.peerTlsKey, peerTlsCa ?? file?.peerTlsCa)
+        guard let cert = peerTLS.0, let key = peerTLS.1, let ca = peerTLS.2 else {
+            var missing: [String] = []
+            if peerTLS.0 == nil { missing.append("--peer-tls-cert") }
+            if peerTLS.1 == nil { missing.append("--peer-tls-key") }
+            if peerTLS.2 == nil { missing.append("--peer-tls-ca") }
+            // --tls-* used to name the peer certificate; say where it went.
+            let hint = peerTLS.0 == nil && peerTLS.1 == nil && tlsCert != nil
+                ? " (--tls-cert/--tls-key are the client HTTPS certificate; the peer channel's are --peer-tls-*)" : ""
+            throw ValidationError("cluster mode needs --peer-tls-cert, --peer-tls-key and --peer-tls-ca (config file: "
+                                  + "peerTlsCert, peerTlsKey, peerTlsCa); missing \(missing.joined(separator: ", "))\(hint)")
         }
         // Our own entry is where others reach us; keep it in the member list.
         if members[id] == nil { members[id] = listen }

@@ -49,8 +49,8 @@ final class ClusterProcesses: @unchecked Sendable {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: EmberServerProcess.binary)
             p.arguments = ["--data", "\(dir)/\(id)", "--port", String(ports[id]!), "--rules", rules, "--log-level", "error",
-                           "--node-id", id, "--peers", peers, "--tls-cert", "\(dir)/\(id).pem",
-                           "--tls-key", "\(dir)/\(id).key", "--tls-ca", "\(dir)/ca.pem"]
+                           "--node-id", id, "--peers", peers, "--peer-tls-cert", "\(dir)/\(id).pem",
+                           "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem"]
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()

@@ -99,6 +99,48 @@ private func accepted(_ actions: [Action]) -> Bool {
         #expect(c.payloads("n2").last == "two")
     }
 
+    @Test func followerRemovedWhileDownLearnsItFromANotice() {
+        var c = TestCluster(3)
+        c.elect("n1")
+        c.isolate("n3")  // down while it is removed
+        #expect(accepted(c.step("n1", .proposeConfigChange(.removeVoter("n3")))))
+        c.tickAll(3)
+        let removal = c["n1"].configIndex
+        #expect(c["n1"].membership.voters == ["n1", "n2"] && c["n1"].commitIndex >= removal)
+        #expect(c["n3"].membership.contains("n3") && !c["n3"].isRemoved)
+        c.heal()
+        let term = c["n1"].term
+        // Back up, it campaigns on its stale configuration (its pre-votes fall on the lease).
+        c.tick("n3", 40)
+        #expect(c["n3"].role == .preCandidate)
+        // A notice about an older (or its own) configuration changes nothing...
+        c.step("n3", .removedFromCluster(configIndex: c["n3"].configIndex))
+        #expect(c["n3"].role == .preCandidate && !c["n3"].status.removed)
+        // ...the committed removal does: it stops campaigning for good.
+        c.step("n3", .removedFromCluster(configIndex: removal))
+        #expect(c["n3"].role == .follower && c["n3"].status.removed && c["n3"].isRemoved)
+        _ = c.takeQueue()
+        c.tick("n3", 200)
+        #expect(c.takeQueue().isEmpty)
+        #expect(c["n3"].role == .follower && c["n3"].term <= term)
+        #expect(c["n1"].role == .leader && c["n1"].term == term && c["n2"].term == term)
+        // Re-added later, the newer configuration from the leader supersedes the notice.
+        #expect(accepted(c.step("n1", .proposeConfigChange(.addVoter("n3")))))
+        c.tickAll(5)
+        #expect(c["n3"].membership.voters == ["n1", "n2", "n3"] && c["n3"].configIndex > removal)
+        #expect(!c["n3"].isRemoved && !c["n3"].status.removed && c["n3"].isPromotable)
+        #expect(c["n1"].term == term)
+    }
+
+    @Test func aLeaderToldItWasRemovedStepsDown() {
+        var c = TestCluster(3)
+        c.elect("n1")
+        c.step("n1", .removedFromCluster(configIndex: c["n1"].configIndex + 5))
+        #expect(c["n1"].role == .follower && c["n1"].isRemoved)
+        c.tickAll(40)
+        #expect(c.leaders.count == 1 && c.leaders[0] != "n1")
+    }
+
     @Test func removedLeaderStepsDownAfterCommit() {
         var c = TestCluster(3)
         c.elect("n1")

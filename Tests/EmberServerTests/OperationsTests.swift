@@ -42,7 +42,7 @@ import Testing
         let (node, _) = try Self.makeNode()
         defer { node.store.close() }
         for i in 0..<3 {
-            _ = try await node.store.write(WriteRequest(namespace: "t", path: try Path("/k\(i)"), kind: .set(.int(Int64(i)))), now: 0)
+            _ = try await node.store.write(WriteRequest(namespace: "t", path: try Path("/k\(i)"), kind: .set(.int(Int64(i))), identity: .admin))
         }
         #expect(await Self.get(node, "/nope").status == .badRequest)
         let text = node.metrics.render(probe: NodeProbe.read(node.store), websockets: 0, websocketListens: 0, sseStreams: 0)

@@ -43,6 +43,8 @@ import Testing
             .admin(AdminForward(from: "n2", origin: "n2", requestID: 7, operation: .removeMember(id: "n1"))),
             .admin(AdminForward(from: "n2", origin: "n1", requestID: 8, operation: .transferLeadership(to: "n3"))),
             .adminReply(AdminReply(from: "n1", requestID: 8, status: 409, body: "{\"error\":\"pending\"}")),
+            .notMember(NotMemberNotice(from: "n1", configIndex: 1 << 33, commitIndex: 1 << 34, voters: ["n1", "n2"])),
+            .notMember(NotMemberNotice(from: "n1", configIndex: 0, commitIndex: 0, voters: [])),
         ]
     }
 
@@ -115,15 +117,34 @@ import Testing
         #expect(PeerTLS.identify(["n1"], members: ["n1", "n2"], expected: "n2") == nil)
     }
 
+    @Test func notMemberNoticeRemovesOnlyByANewerCommittedConfiguration() {
+        let three = Membership(voters: ["n1", "n2", "n3"])
+        let notice = NotMemberNotice(from: "n1", configIndex: 12, commitIndex: 12, voters: ["n1", "n2"])
+        #expect(notice.removes("n3", configIndex: 4, voters: three))
+        #expect(!notice.removes("n3", configIndex: 12, voters: three))  // not newer than ours
+        #expect(!notice.removes("n3", configIndex: 4, voters: Membership(voters: [])))  // joining: nothing to learn
+        #expect(!notice.removes("n2", configIndex: 4, voters: three))  // names us
+        var uncommitted = notice
+        uncommitted.commitIndex = 11  // the removal may still be undone
+        #expect(!uncommitted.removes("n3", configIndex: 4, voters: three))
+        var empty = notice
+        empty.voters = []
+        #expect(!empty.removes("n3", configIndex: 4, voters: three))
+    }
+
     @Test func configFileResolvesRelativeTLSPaths() throws {
         let dir = NSTemporaryDirectory() + "ember-cfg-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let path = dir + "/cluster.json"
-        try #"{"nodeId":"n1","peers":{"n1":"127.0.0.1:7001"},"tlsCert":"n1.pem","tlsKey":"/abs/n1.key","tlsCa":"certs/ca.pem"}"#
-            .write(toFile: path, atomically: true, encoding: .utf8)
+        try #"""
+            {"nodeId":"n1","peers":{"n1":"127.0.0.1:7001"},"peerTlsCert":"n1.pem","peerTlsKey":"/abs/n1.key",
+             "peerTlsCa":"certs/ca.pem","tlsCert":"https.pem","tlsKey":"https.key"}
+            """#.write(toFile: path, atomically: true, encoding: .utf8)
         let f = try ClusterConfigFile.load(path: path)
         #expect(f.nodeId == "n1" && f.peers?["n1"] == "127.0.0.1:7001")
-        #expect(f.tlsCert == dir + "/n1.pem" && f.tlsKey == "/abs/n1.key" && f.tlsCa == dir + "/certs/ca.pem")
+        #expect(f.peerTlsCert == dir + "/n1.pem" && f.peerTlsKey == "/abs/n1.key" && f.peerTlsCa == dir + "/certs/ca.pem")
+        // The client-facing pair is separate (etcd's naming: tls* for clients, peerTls* for peers).
+        #expect(f.tlsCert == dir + "/https.pem" && f.tlsKey == dir + "/https.key" && f.tlsCa == nil)
         try "{".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(throws: ClusterConfigError.self) { try ClusterConfigFile.load(path: path) }
     }

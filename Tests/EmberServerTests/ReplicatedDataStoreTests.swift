@@ -90,7 +90,7 @@ import Glibc
 
         // A write through a follower is applied there before it is acknowledged.
         let outcome = try await follower.write(
-            WriteRequest(namespace: "ns", path: try Path("a"), kind: .set(.object(["v": .int(1)]))), now: 0)
+            WriteRequest(namespace: "ns", path: try Path("a"), kind: .set(.object(["v": .int(1)])), identity: .admin))
         #expect(outcome.applied && follower.appliedIndex >= outcome.index)
         #expect(try follower.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
         // Every node sees it after a linearizable barrier.
@@ -110,7 +110,7 @@ import Glibc
         let second = try await leader(of: rest, timeout: .seconds(60))
         #expect(second !== first)
         let again = try await rest.first { $0 !== second }!.write(
-            WriteRequest(namespace: "ns", path: try Path("b"), kind: .set(.int(2))), now: 0)
+            WriteRequest(namespace: "ns", path: try Path("b"), kind: .set(.int(2)), identity: .admin))
         #expect(again.applied)
         for n in rest { await n.shutdown() }
         try? FileManager.default.removeItem(atPath: dir)

@@ -1,4 +1,4 @@
-"""Admin by client certificate (`--client-tls-ca`): real emberd serving HTTPS/WSS with certificates
+"""Admin by client certificate (`--tls-ca`): real emberd serving HTTPS/WSS with certificates
 from `ember certs init`, real TLS clients (requests, websockets, the `ember` CLI).
 """
 import asyncio
@@ -37,8 +37,8 @@ def tls_node(tmp_path_factory):
     log = open(str(tmp / "emberd.log"), "wb")
     proc = subprocess.Popen([EMBERD, "--data", str(tmp / "data"), "--port", str(port), "--rules", str(rules),
                              "--admin-token-file", f"{d}/admin.token",
-                             "--client-tls-cert", f"{d}/n1.pem", "--client-tls-key", f"{d}/n1.key",
-                             "--client-tls-ca", f"{d}/ca.pem"], stdout=log, stderr=log)
+                             "--tls-cert", f"{d}/n1.pem", "--tls-key", f"{d}/n1.key",
+                             "--tls-ca", f"{d}/ca.pem"], stdout=log, stderr=log)
     base = f"https://127.0.0.1:{port}"
     deadline = time.time() + 30
     while True:

@@ -437,8 +437,8 @@ def test_client_tls_serves_https_and_wss(tmp_path, ns):
     port = free_port()
     data = str(tmp_path / "data")
     log = open(str(tmp_path / "emberd.log"), "wb")
-    proc = subprocess.Popen([EMBERD, "--data", data, "--port", str(port), "--client-tls-cert", cert,
-                             "--client-tls-key", key], stdout=log, stderr=log)
+    proc = subprocess.Popen([EMBERD, "--data", data, "--port", str(port), "--tls-cert", cert,
+                             "--tls-key", key], stdout=log, stderr=log)
     base = f"https://127.0.0.1:{port}"
     try:
         deadline = time.time() + 30

@@ -184,8 +184,8 @@ def start_intruder(cluster, tmp_path, certs, ca_file, log_path):
         return subprocess.Popen(
             [EMBERD, "--data", str(tmp_path / "intruder-data"), "--port", str(free_port()), "--node-id", "n4",
              "--peers", peers + f",n4=127.0.0.1:{free_port()}",
-             "--tls-cert", os.path.join(certs, "n4.pem"), "--tls-key", os.path.join(certs, "n4.key"),
-             "--tls-ca", ca_file], stdout=log, stderr=log)
+             "--peer-tls-cert", os.path.join(certs, "n4.pem"), "--peer-tls-key", os.path.join(certs, "n4.key"),
+             "--peer-tls-ca", ca_file], stdout=log, stderr=log)
 
 
 @pytest.mark.parametrize("kind", ["other-ca", "not-a-member"])

@@ -117,22 +117,78 @@ def test_commands_parse_and_nodes_read_what_the_certs_job_writes(compose, tmp_pa
     assert {f: open(os.path.join(volume_dirs["certs"], f), "rb").read() for f in written} == before
     for name, s in nodes_of(compose).items():
         args = map_paths(s["command"], s, volume_dirs)
-        for f in ("--tls-cert", "--tls-key", "--tls-ca", "--admin-token-file"):
+        for f in ("--peer-tls-cert", "--peer-tls-key", "--peer-tls-ca", "--admin-token-file"):
             assert os.path.basename(flag(s["command"], f)) in written, f"{name} {f} is not written by the certs job"
         p = subprocess.run([EMBERD, *args, "--check-config"], capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, f"{name}: {shlex.join(args)}\n{p.stderr}"
         summary = json.loads(p.stdout)
         assert summary["ok"] is True and summary["nodeId"] == name
         assert summary["port"] == int(flag(s["command"], "--port"))
+        assert summary["peerTls"]["cert"].endswith(f"/{name}.pem") and "tls" not in summary
         # --check-config opens no data.
         assert os.listdir(volume_dirs[f"{name}-data"]) == []
 
 
+def check_config(*args):
+    return subprocess.run([EMBERD, *args, "--check-config"], capture_output=True, text=True, timeout=60)
+
+
 def test_check_config_rejects_what_a_start_would(tmp_path):
-    p = subprocess.run([EMBERD, "--data", str(tmp_path / "d"), "--node-id", "n1", "--peers", "n1=127.0.0.1:7000",
-                        "--tls-cert", str(tmp_path / "missing.pem"), "--tls-key", str(tmp_path / "k"),
-                        "--tls-ca", str(tmp_path / "ca"), "--check-config"], capture_output=True, text=True, timeout=60)
+    p = check_config("--data", str(tmp_path / "d"), "--node-id", "n1", "--peers", "n1=127.0.0.1:7000",
+                     "--peer-tls-cert", str(tmp_path / "missing.pem"), "--peer-tls-key", str(tmp_path / "k"),
+                     "--peer-tls-ca", str(tmp_path / "ca"))
     assert p.returncode != 0
     assert "cannot read TLS file" in p.stderr
-    p = subprocess.run([EMBERD, "--client-urls", "n1=ftp://x", "--check-config"], capture_output=True, text=True, timeout=60)
+    p = check_config("--client-urls", "n1=ftp://x")
     assert p.returncode != 0 and "--client-urls" in p.stderr
+
+
+def test_tls_flags_come_in_pairs(tmp_path):
+    """--tls-* is client HTTPS/WSS, --peer-tls-* the peer channel (etcd's naming); half a pair
+    is refused with the missing half named."""
+    certs = str(tmp_path / "certs")
+    out = subprocess.run([EMBER, "certs", "init", "--out", certs, "--nodes", "n1"], check=True, capture_output=True,
+                         text=True).stdout
+    # The CLI says which flags take which file.
+    assert f"--peer-tls-cert {certs}/n1.pem" in out and f"--tls-cert {certs}/n1.pem" in out
+    cert, key, ca = f"{certs}/n1.pem", f"{certs}/n1.key", f"{certs}/ca.pem"
+    p = check_config("--tls-cert", cert)
+    assert p.returncode != 0 and "--tls-cert needs --tls-key" in p.stderr
+    p = check_config("--tls-key", key)
+    assert p.returncode != 0 and "--tls-key needs --tls-cert" in p.stderr
+    p = check_config("--tls-ca", ca)
+    assert p.returncode != 0 and "--tls-ca" in p.stderr and "needs --tls-cert and --tls-key" in p.stderr
+    cluster = ["--node-id", "n1", "--peers", "n1=127.0.0.1:7000"]
+    p = check_config(*cluster, "--peer-tls-cert", cert, "--peer-tls-ca", ca)
+    assert p.returncode != 0 and "missing --peer-tls-key" in p.stderr
+    # The peer certificate under the client flags: the error says where the peer flags went.
+    p = check_config(*cluster, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca)
+    assert p.returncode != 0 and "--peer-tls-*" in p.stderr
+    # Both together: a cluster member serving HTTPS to clients.
+    p = check_config(*cluster, "--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", ca,
+                     "--tls-cert", cert, "--tls-key", key)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["peerTls"] == {"cert": cert, "key": key, "ca": ca}
+    assert summary["tls"] == {"cert": cert, "key": key}
+
+
+def test_deploy_config_files_parse(tmp_path):
+    """deploy/config/nN.json (the systemd layout) with the files they name, via --cluster-config."""
+    certs = tmp_path / "certs"
+    subprocess.run([EMBER, "certs", "init", "--out", str(certs), "--nodes", "n1,n2,n3"], check=True, capture_output=True)
+    for name in ("n1", "n2", "n3"):
+        with open(os.path.join(ROOT, "deploy", "config", f"{name}.json")) as f:
+            cfg = json.load(f)
+        assert set(cfg) == {"nodeId", "peerAddress", "peers", "peerTlsCert", "peerTlsKey", "peerTlsCa"}
+        for k in ("peerTlsCert", "peerTlsKey", "peerTlsCa"):
+            cfg[k] = str(certs / os.path.basename(cfg[k]))
+        # The client-facing pair from the file too.
+        cfg["tlsCert"], cfg["tlsKey"] = str(certs / f"{name}.pem"), str(certs / f"{name}.key")
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(cfg))
+        p = check_config("--cluster-config", str(path), "--data", str(tmp_path / name))
+        assert p.returncode == 0, p.stderr
+        summary = json.loads(p.stdout)
+        assert summary["nodeId"] == name and summary["peerTls"]["cert"] == cfg["peerTlsCert"]
+        assert summary["tls"] == {"cert": cfg["tlsCert"], "key": cfg["tlsKey"]}

@@ -3,6 +3,7 @@
 3 nodes -> add n4 (starts empty with --join, catches up by snapshot + log, equal state hash) ->
 transfer leadership to a named node -> remove the leader (leadership moves first) -> writes keep
 working -> restarts keep the new membership (it is persisted, not taken from the flags).
+A follower removed while it is down learns it when it comes back (not-a-member notice).
 """
 import base64
 import json
@@ -16,7 +17,7 @@ import pytest
 import requests
 
 from conftest import EMBERD
-from test_cluster import SCRIPT, Cluster, lc, script
+from test_cluster import ELECTION_TIMEOUT, SCRIPT, Cluster, lc, script
 
 OWNER = {"Authorization": "Bearer owner"}
 
@@ -177,5 +178,65 @@ def test_add_transfer_remove_and_restart(tmp_path):
         write_range(c.url(two[1]), 110, 120)
         wait_converged(c, two)
         assert requests.get(c.url(two[0]) + "/m.json", timeout=5).json() == list(range(120))
+    finally:
+        c.down()
+
+
+def stop(c, node_id):
+    os.kill(c.pid(node_id), signal.SIGTERM)
+    deadline = time.time() + 15
+    while lc.alive(c.pid(node_id)) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not lc.alive(c.pid(node_id))
+
+
+def test_follower_removed_while_down_learns_it_when_back(tmp_path):
+    """Stopped, removed, restarted on its stale data (its log still says it is a voter): the
+    members refuse its peer connections with a not-a-member notice carrying their committed
+    configuration, so it stops campaigning, reports role "removed", refuses writes, and the
+    cluster's terms and leader do not move."""
+    c = Cluster(tmp_path / "c")
+    try:
+        three = ["n1", "n2", "n3"]
+        leader = c.leader()
+        victim = next(i for i in three if i != leader)
+        rest = [i for i in three if i != victim]
+        write_range(c.url(leader), 0, 10)
+        wait_converged(c, three)
+        stop(c, victim)
+        r = admin(c.url(leader), "DELETE", f"/.ember/members/{victim}")
+        assert r.status_code == 200, r.text
+        assert r.json()["voters"] == rest
+        write_range(c.url(leader), 10, 20)
+        st = wait_converged(c, rest)
+        terms = {i: st[i]["term"] for i in rest}
+        log_path = os.path.join(c.dir, f"{victim}.log")
+        log_start = os.path.getsize(log_path)
+
+        script("start-node", "--dir", c.dir, "--id", victim)
+        wait_for(lambda: c.status(victim)["role"] == "removed", f"{victim} to learn it was removed", timeout=30)
+        back = c.status(victim)
+        assert back["member"] is False and back["leader"] is None
+        assert back["voters"] == three  # its own log never saw the removal
+        assert back["term"] <= max(terms.values())
+        r = requests.put(f"{c.url(victim)}/m/x.json", data="1", timeout=10)
+        assert r.status_code == 503 and "removed" in r.json()["error"], r.text
+        with open(log_path, errors="replace") as f:
+            f.seek(log_start)
+            assert "removed from the cluster while it was away" in f.read()
+        with open(os.path.join(c.dir, f"{leader}.log"), errors="replace") as f:
+            assert "told it so" in f.read()
+
+        # Several election timeouts later nothing moved: no campaign reached the cluster.
+        time.sleep(5 * ELECTION_TIMEOUT)
+        assert c.leader(among=rest) == leader
+        assert {i: c.status(i)["term"] for i in rest} == terms
+        later = c.status(victim)
+        assert later["role"] == "removed" and later["term"] == back["term"]
+        write_range(c.url(rest[1]), 20, 25)
+        wait_converged(c, rest)
+        assert requests.get(c.url(rest[0]) + "/m.json", timeout=5).json() == list(range(25))
+        # Its data is as it was when it stopped.
+        assert requests.get(c.url(victim) + "/m.json", timeout=5).json() == list(range(10))
     finally:
         c.down()

@@ -219,7 +219,7 @@ def test_readyz_fails_without_a_leader(tmp_path):
     peers = {i: free_port() for i in ("a1", "a2", "a3")}
     node = Node(data_dir=str(tmp_path / "a1"), extra_args=[
         "--node-id", "a1", "--peers", ",".join(f"{i}=127.0.0.1:{p}" for i, p in peers.items()),
-        "--tls-cert", str(certs / "a1.pem"), "--tls-key", str(certs / "a1.key"), "--tls-ca", str(certs / "ca.pem")])
+        "--peer-tls-cert", str(certs / "a1.pem"), "--peer-tls-key", str(certs / "a1.key"), "--peer-tls-ca", str(certs / "ca.pem")])
     node.start()
     try:
         assert requests.get(node.url + "/healthz", timeout=5).status_code == 200

@@ -46,8 +46,8 @@ class ProxiedCluster:
             self.procs[a] = subprocess.Popen(
                 [EMBERD, "--data", os.path.join(self.dir, a), "--port", str(self.port[a]), "--rules", rules,
                  "--node-id", a, "--peers", peers,
-                 "--tls-cert", os.path.join(certs, f"{a}.pem"), "--tls-key", os.path.join(certs, f"{a}.key"),
-                 "--tls-ca", os.path.join(certs, "ca.pem")], stdout=log, stderr=log)
+                 "--peer-tls-cert", os.path.join(certs, f"{a}.pem"), "--peer-tls-key", os.path.join(certs, f"{a}.key"),
+                 "--peer-tls-ca", os.path.join(certs, "ca.pem")], stdout=log, stderr=log)
 
     def url(self, i):
         return f"http://127.0.0.1:{self.port[i]}"

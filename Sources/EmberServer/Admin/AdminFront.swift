@@ -40,7 +40,7 @@ final class AdminFront: Sendable {
 
     func respond(to request: Request, channel: (any Channel)?) async -> Response {
         let response: Response
-        // Only with --client-tls-ca: otherwise no certificate is read and this is anonymous.
+        // Only with --tls-ca: otherwise no certificate is read and this is anonymous.
         let base = await ClientCertificate.baseIdentity(of: channel, config: config)
         do {
             if let r = try await route(request, channel: channel, base: base) {

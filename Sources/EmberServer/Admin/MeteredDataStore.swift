@@ -13,10 +13,10 @@ final class MeteredDataStore: DataStore {
         self.metrics = metrics
     }
 
-    func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+    func write(_ request: WriteRequest) async throws -> WriteOutcome {
         let start = ContinuousClock.now
         do {
-            let outcome = try await inner.write(request, now: now)
+            let outcome = try await inner.write(request)
             metrics.recordWrite(since: start, ok: true)
             return outcome
         } catch {

@@ -36,13 +36,13 @@ public enum OperationsFlags {
             summary["nodeId"] = cluster.nodeID
             summary["peerListen"] = cluster.peerListen.description
             summary["peers"] = cluster.peers.mapValues(\.description)
-            summary["tls"] = ["cert": cluster.tlsCertificatePath, "key": cluster.tlsKeyPath, "ca": cluster.tlsCAPath]
+            summary["peerTls"] = ["cert": cluster.tlsCertificatePath, "key": cluster.tlsKeyPath, "ca": cluster.tlsCAPath]
         }
         if let tls = config.clientTLS {
             _ = try NIOSSLContext(configuration: try tls.serverConfiguration())
             var files = ["cert": tls.certificatePath, "key": tls.keyPath]
             if let ca = tls.clientCAPath { files["ca"] = ca }
-            summary["clientTls"] = files
+            summary["tls"] = files
         }
         if config.addressRequestRate.isEnabled {
             summary["requestsPerSecondPerAddress"] = config.addressRequestRate.perSecond

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOSSL
 
-/// Admin by client certificate (`--client-tls-ca`). The handshake verified the certificate
+/// Admin by client certificate (`--tls-ca`). The handshake verified the certificate
 /// against that CA (an unverifiable one never gets this far); the name `admin` as CN or SAN DNS
 /// (what `ember certs init` issues in `admin.pem`) makes the connection admin. Node ids cannot be
 /// `admin`, so a node certificate of the same CA is not admin.

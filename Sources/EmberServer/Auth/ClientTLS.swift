@@ -1,12 +1,12 @@
 import NIOSSL
 
 /// The certificate clients see on HTTPS/WSS. Separate from the cluster's peer certificate
-/// (`--tls-cert`), which is issued by the cluster's private CA for node names, while clients
+/// (`--peer-tls-cert`), which is issued by the cluster's private CA for node names, while clients
 /// expect a certificate for the public host name.
 public struct ClientTLS: Sendable {
     public var certificatePath: String
     public var keyPath: String
-    /// `--client-tls-ca`: clients may present a certificate signed by this CA (one signed by
+    /// `--tls-ca`: clients may present a certificate signed by this CA (one signed by
     /// another CA fails the handshake); clients without one still connect. See `ClientCertificate`.
     public var clientCAPath: String?
 

@@ -37,6 +37,7 @@ public struct ClusterConfiguration: Sendable {
     /// replicate to it (only matters while its data directory is empty). `peers` then lists the
     /// current members, whose certificates it accepts until it learns the membership.
     public var join = false
+    /// The peer channel's mutual TLS files (`--peer-tls-cert/--peer-tls-key/--peer-tls-ca`).
     public var tlsCertificatePath: String
     public var tlsKeyPath: String
     public var tlsCAPath: String
@@ -127,12 +128,19 @@ public struct ClusterConfigError: Error, CustomStringConvertible, Sendable {
 
 /// The cluster config file (JSON); command-line flags override its fields. Example:
 /// `{"nodeId":"n1","peerAddress":"127.0.0.1:7001","peers":{"n1":"127.0.0.1:7001","n2":"127.0.0.1:7002"},
-///   "tlsCert":"n1.pem","tlsKey":"n1.key","tlsCa":"ca.pem"}`. Relative TLS paths are resolved
-/// against the file's directory.
+///   "peerTlsCert":"n1.pem","peerTlsKey":"n1.key","peerTlsCa":"ca.pem"}`, plus optionally
+/// `"tlsCert"`/`"tlsKey"`/`"tlsCa"` for client HTTPS/WSS (the flags' names without dashes, as in
+/// etcd: `tls*` faces clients, `peerTls*` the peers). Relative paths are resolved against the
+/// file's directory.
 public struct ClusterConfigFile: Codable, Sendable {
     public var nodeId: String?
     public var peerAddress: String?
     public var peers: [String: String]?
+    /// The peer channel's mutual TLS (`--peer-tls-cert/--peer-tls-key/--peer-tls-ca`).
+    public var peerTlsCert: String?
+    public var peerTlsKey: String?
+    public var peerTlsCa: String?
+    /// Client HTTPS/WSS (`--tls-cert/--tls-key/--tls-ca`).
     public var tlsCert: String?
     public var tlsKey: String?
     public var tlsCa: String?
@@ -151,6 +159,9 @@ public struct ClusterConfigFile: Codable, Sendable {
             guard let p, !p.hasPrefix("/") else { return p }
             return dir.appendingPathComponent(p).path
         }
+        file.peerTlsCert = resolve(file.peerTlsCert)
+        file.peerTlsKey = resolve(file.peerTlsKey)
+        file.peerTlsCa = resolve(file.peerTlsCa)
         file.tlsCert = resolve(file.tlsCert)
         file.tlsKey = resolve(file.tlsKey)
         file.tlsCa = resolve(file.tlsCa)

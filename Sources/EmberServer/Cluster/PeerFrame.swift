@@ -21,6 +21,9 @@ public enum PeerFrame: Sendable, Hashable {
     case admin(AdminForward)
     /// The leader's answer to `admin`.
     case adminReply(AdminReply)
+    /// "You are not a member": written back on a refused peer connection (the only frame that
+    /// travels from the accepting side to the dialer). See `NotMemberNotice`.
+    case notMember(NotMemberNotice)
 }
 
 public struct ForwardRequest: Sendable, Hashable {
@@ -120,6 +123,11 @@ public enum PeerFrameCodec {
         case .adminReply(let r):
             w.u8(5)
             w.string(r.from); w.varint(r.requestID); w.varint(UInt64(r.status)); w.string(r.body)
+        case .notMember(let n):
+            w.u8(6)
+            w.string(n.from); w.varint(n.configIndex); w.varint(n.commitIndex)
+            w.varint(UInt64(n.voters.count))
+            for v in n.voters { w.string(v) }
         }
         return w.out
     }
@@ -163,6 +171,12 @@ public enum PeerFrameCodec {
             let from = try r.string(), id = try r.varint(), status = try r.varint()
             guard (100...599).contains(status) else { throw .unknownTag("admin status", 0) }
             frame = .adminReply(AdminReply(from: from, requestID: id, status: Int(status), body: try r.string()))
+        case 6:
+            let from = try r.string(), configIndex = try r.varint(), commitIndex = try r.varint()
+            let count = try r.count(minimumBytesEach: 1)
+            var voters: [NodeID] = []
+            for _ in 0..<count { voters.append(try r.string()) }
+            frame = .notMember(NotMemberNotice(from: from, configIndex: configIndex, commitIndex: commitIndex, voters: voters))
         case let t: throw .unknownTag("frame kind", t)
         }
         guard r.remaining == 0 else { throw .trailingBytes(r.remaining) }

@@ -17,6 +17,8 @@ final class PeerLink: Sendable {
     let backoffMin: Int64
     let backoffMax: Int64
     let logger: Logger
+    /// Frames the accepting side writes back (only `.notMember`).
+    let onNotice: @Sendable (PeerFrame, NodeID) -> Void
 
     /// Bytes buffered in a connected channel before we stop writing to it (frames are dropped
     /// while above it; Raft re-sends what matters).
@@ -38,7 +40,8 @@ final class PeerLink: Sendable {
     private let state: Mutex<State>
 
     init(peer: NodeID, address: PeerAddress, group: MultiThreadedEventLoopGroup, tls: PeerTLS,
-         queueLimit: Int, backoff: (Int, Int), logger: Logger) {
+         queueLimit: Int, backoff: (Int, Int), logger: Logger,
+         onNotice: @escaping @Sendable (PeerFrame, NodeID) -> Void = { _, _ in }) {
         precondition(queueLimit > 0 && backoff.0 > 0 && backoff.1 >= backoff.0)
         self.peer = peer
         self.address = address
@@ -48,6 +51,7 @@ final class PeerLink: Sendable {
         self.backoffMin = Int64(backoff.0)
         self.backoffMax = Int64(backoff.1)
         self.logger = logger
+        self.onNotice = onNotice
         self.state = Mutex(State(backoffMillis: Int64(backoff.0)))
     }
 
@@ -90,7 +94,7 @@ final class PeerLink: Sendable {
     }
 
     private func dialNow() {
-        let context = tls.clientContext, peer = self.peer, logger = self.logger
+        let context = tls.clientContext, peer = self.peer, logger = self.logger, onNotice = self.onNotice
         let connect = ClientBootstrap(group: group)
             .connectTimeout(Self.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -99,7 +103,8 @@ final class PeerLink: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: context, serverHostname: nil))
-                    try sync.addHandler(PeerOutboundHandler(expected: peer, members: [peer], logger: logger))
+                    try sync.addHandler(ByteToMessageHandler(PeerFrameDecoder()))
+                    try sync.addHandler(PeerOutboundHandler(expected: peer, members: [peer], logger: logger, onNotice: onNotice))
                 }
             }
             .connect(host: address.host, port: address.port)
@@ -171,13 +176,18 @@ final class PeerOutboundHandler: ChannelInboundHandler {
     let expected: NodeID
     let members: Set<NodeID>
     let logger: Logger
+    let onNotice: @Sendable (PeerFrame, NodeID) -> Void
     var verified: EventLoopPromise<Void>!
     var done = false
+    /// The certificate named the peer we dialled: only then is its notice believed.
+    var identified = false
 
-    init(expected: NodeID, members: Set<NodeID>, logger: Logger) {
+    init(expected: NodeID, members: Set<NodeID>, logger: Logger,
+         onNotice: @escaping @Sendable (PeerFrame, NodeID) -> Void = { _, _ in }) {
         self.expected = expected
         self.members = members
         self.logger = logger
+        self.onNotice = onNotice
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -201,6 +211,7 @@ final class PeerOutboundHandler: ChannelInboundHandler {
                 names = (try? PeerTLS.names(of: cert)) ?? []
             }
             if PeerTLS.identify(names, members: members, expected: expected) != nil {
+                identified = true
                 finish(.success(()))
             } else {
                 logger.warning("peer refused: its certificate does not name it",
@@ -219,7 +230,19 @@ final class PeerOutboundHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // The accepting side never writes on this connection.
+        // The accepting side writes only to refuse us: a `.notMember` notice, then it closes.
+        guard identified else { return }
+        var buffer = unwrapInboundIn(data)
+        let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
+        guard case .notMember(let notice)? = try? PeerFrameCodec.decode(bytes), notice.from == expected else {
+            logger.warning("unexpected frame from the accepting side; closing", metadata: ["peer": "\(expected)"])
+            context.close(promise: nil)
+            return
+        }
+        logger.info("peer refused us: not a member", metadata: [
+            "peer": "\(expected)", "configIndex": "\(notice.configIndex)", "voters": "\(notice.voters)"])
+        onNotice(.notMember(notice), expected)
+        context.close(promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -19,6 +19,8 @@ public final class PeerTransport: Sendable {
     let logger: Logger
     let group: MultiThreadedEventLoopGroup
     let onFrame: @Sendable (PeerFrame, NodeID) -> Void
+    /// What a refused peer is told (`NotMemberNotice`); nil tells it nothing.
+    let membershipNotice: @Sendable () -> NotMemberNotice?
     let queueLimit: Int
     let backoff: (Int, Int)
     private let server = Mutex<(any Channel)?>(nil)
@@ -41,12 +43,14 @@ public final class PeerTransport: Sendable {
     private let inboundCount = Atomic<Int>(0)
 
     public init(config: ClusterConfiguration, tls: PeerTLS, logger: Logger,
+                membershipNotice: @escaping @Sendable () -> NotMemberNotice? = { nil },
                 onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
         self.nodeID = config.nodeID
         self.listen = config.peerListen
         self.tls = tls
         self.logger = logger
         self.onFrame = onFrame
+        self.membershipNotice = membershipNotice
         self.queueLimit = config.maxQueuedFramesPerPeer
         self.backoff = (config.reconnectMinMillis, config.reconnectMaxMillis)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: Self.eventLoopThreads)
@@ -70,7 +74,7 @@ public final class PeerTransport: Sendable {
             }
             for (id, address) in addresses where id != nodeID && r.links[id] == nil {
                 r.links[id] = PeerLink(peer: id, address: address, group: group, tls: tls, queueLimit: queueLimit,
-                                       backoff: backoff, logger: logger)
+                                       backoff: backoff, logger: logger, onNotice: onFrame)
             }
             return gone
         }
@@ -83,7 +87,7 @@ public final class PeerTransport: Sendable {
     /// Binds the listener; returns the bound port.
     @discardableResult
     public func start() async throws -> Int {
-        let logger = self.logger, onFrame = self.onFrame, context = tls.serverContext
+        let logger = self.logger, onFrame = self.onFrame, context = tls.serverContext, notice = self.membershipNotice
         let transport = self
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
@@ -101,7 +105,7 @@ public final class PeerTransport: Sendable {
                     try sync.addHandler(NIOSSLServerHandler(context: context))
                     try sync.addHandler(ByteToMessageHandler(PeerFrameDecoder()))
                     try sync.addHandler(PeerInboundHandler(isMember: { transport.isMember($0) }, members: { transport.roster.withLock { $0.members } },
-                                                            logger: logger, onFrame: onFrame))
+                                                            notice: notice, logger: logger, onFrame: onFrame))
                 }
             }
             .bind(host: listen.host, port: listen.port).get()
@@ -159,16 +163,27 @@ struct PeerFrameDecoder: ByteToMessageDecoder {
 /// Accepted connections: learns who the peer is from its certificate, then delivers its frames.
 final class PeerInboundHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
     let isMember: @Sendable (NodeID) -> Bool
     let members: @Sendable () -> Set<NodeID>
+    let notice: @Sendable () -> NotMemberNotice?
     let logger: Logger
     let onFrame: @Sendable (PeerFrame, NodeID) -> Void
     var peer: NodeID?
+    /// Refused with a notice: the connection lingers briefly so the notice is read, and
+    /// whatever the dialer sends meanwhile is dropped.
+    var refused = false
 
-    init(isMember: @escaping @Sendable (NodeID) -> Bool, members: @escaping @Sendable () -> Set<NodeID>, logger: Logger,
+    /// How long a refused connection stays open after its notice was written (the dialer closes
+    /// it as soon as it has read the notice; closing at once could reset it before that).
+    static let noticeLinger = TimeAmount.seconds(1)
+
+    init(isMember: @escaping @Sendable (NodeID) -> Bool, members: @escaping @Sendable () -> Set<NodeID>,
+         notice: @escaping @Sendable () -> NotMemberNotice? = { nil }, logger: Logger,
          onFrame: @escaping @Sendable (PeerFrame, NodeID) -> Void) {
         self.isMember = isMember
         self.members = members
+        self.notice = notice
         self.logger = logger
         self.onFrame = onFrame
     }
@@ -192,9 +207,23 @@ final class PeerInboundHandler: ChannelInboundHandler {
             } catch {
                 logger.warning("peer certificate unreadable", metadata: ["error": "\(error)"])
             }
-            if let id = PeerTLS.identify(names, members: members(), expected: nil) {
+            let current = members()
+            if let id = PeerTLS.identify(names, members: current, expected: nil) {
                 peer = id
                 logger.debug("peer connected", metadata: ["peer": "\(id)"])
+            } else if !names.isEmpty, Set(names).isDisjoint(with: current), let notice = notice(),
+                      let bytes = try? PeerFrameCodec.frame(.notMember(notice)) {
+                // A certificate of our CA for a node that is not (or no longer) a member: say so,
+                // or a member removed while it was down would campaign against us forever.
+                logger.warning("peer connection refused: certificate names no cluster member; told it so",
+                               metadata: ["remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")", "names": "\(names)",
+                                          "configIndex": "\(notice.configIndex)"])
+                refused = true
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes))).whenComplete { _ in
+                    channel.eventLoop.scheduleTask(in: Self.noticeLinger) { channel.close(promise: nil) }
+                }
+                return
             } else {
                 logger.warning("peer connection refused: certificate names no cluster member",
                                metadata: ["remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")", "names": "\(names)"])
@@ -206,6 +235,7 @@ final class PeerInboundHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if refused { return }  // a refused dialer's queued frames: it is about to read our notice
         guard let peer else {
             context.close(promise: nil)  // data before a verified handshake: never expected
             return
@@ -251,6 +281,7 @@ extension PeerFrame {
         case .forwardReply(let r): return r.from
         case .admin(let a): return a.from
         case .adminReply(let r): return r.from
+        case .notMember(let n): return n.from
         }
     }
 }

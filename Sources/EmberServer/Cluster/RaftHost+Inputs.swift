@@ -38,6 +38,8 @@ extension RaftHost {
         case .frame(.adminReply(let r)):
             adminAnswered(r)
             return []
+        case .frame(.notMember(let notice)):
+            return heard(notice)
         case .handOver:
             let progress = node.status.progress
             guard node.role == .leader,

@@ -34,7 +34,8 @@ public final class ReplicatedDataStore: DataStore {
                               caPath: cluster.tlsCAPath)
         let local = try LMDBDataStore(directory: directory, options: options, logger: logger)
         let host = try await RaftHost(config: cluster, store: local.storage, logger: logger)
-        let transport = PeerTransport(config: cluster, tls: tls, logger: logger) { [weak host] frame, _ in
+        let transport = PeerTransport(config: cluster, tls: tls, logger: logger,
+                                      membershipNotice: { [weak host] in host?.notMemberNotice() }) { [weak host] frame, _ in
             _ = host?.enqueue(.frame(frame))
         }
         do { try await transport.start() } catch {
@@ -96,7 +97,7 @@ public final class ReplicatedDataStore: DataStore {
         host.stateReplacedHandlers.withLock { $0.append(handler) }
     }
 
-    public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+    public func write(_ request: WriteRequest) async throws -> WriteOutcome {
         try Self.refuseReserved(request.namespace)
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
@@ -146,11 +147,9 @@ public final class ReplicatedDataStore: DataStore {
         }
     }
 
-    /// Removed by a membership change (a node still joining, with no voters yet, is not).
-    var isRemoved: Bool {
-        let voters = host.status.membership
-        return !voters.voters.isEmpty && !voters.contains(config.nodeID)
-    }
+    /// Removed by a membership change, in our log or learned from a member's notice (a node
+    /// still joining, with no voters yet, is not).
+    var isRemoved: Bool { host.status.removed }
 
     /// Runs an operator's membership change or leadership transfer (see `ClusterAdminOperation`);
     /// a follower forwards it to the leader. Never throws: failures are answers (status + error).
@@ -186,7 +185,7 @@ public final class ReplicatedDataStore: DataStore {
         let s = host.status
         var out: [String: JSON] = [
             "id": .string(s.id),
-            "role": .string(s.role == .preCandidate ? "candidate" : s.role.rawValue),
+            "role": .string(s.removed ? "removed" : s.role == .preCandidate ? "candidate" : s.role.rawValue),
             "term": .int(Int64(s.term)),
             "leader": s.leaderID.map { .string($0) } ?? .null,
             "commitIndex": .int(Int64(s.commitIndex)),
@@ -195,7 +194,7 @@ public final class ReplicatedDataStore: DataStore {
             "snapshotIndex": .int(Int64(s.snapshotIndex)),
             "voters": .array(s.membership.voters.map { .string($0) }),
             // False once removed by a membership change (and while joining, until added).
-            "member": .bool(s.membership.contains(s.id)),
+            "member": .bool(s.membership.contains(s.id) && !s.removed),
             "members": host.publishedDirectory.withLock { $0 }.json,
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
             "links": .object(transport.linkStats().mapValues { l in

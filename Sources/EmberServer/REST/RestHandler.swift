@@ -243,7 +243,7 @@ public final class RestHandler: Sendable {
             guard method == .put || method == .delete, ifMatch == nil else {
                 throw RestError.badRequest("A priority is written with PUT or DELETE on /<path>/.priority.json, without if-match")
             }
-            let priority = try await PriorityWrite.set(json, at: node, namespace: ns, identity: identity, store: store, now: clock)
+            let priority = try await PriorityWrite.set(json, at: node, namespace: ns, identity: identity, store: store)
             if req.print == .silent { return Self.cors(Response(status: .noContent)) }
             return Self.json(priority, pretty: req.print == .pretty)
         }
@@ -271,7 +271,7 @@ public final class RestHandler: Sendable {
         }
         let condition = ifMatch.map { WriteCondition.etag($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
         if condition != nil && method == .post { throw RestError.badRequest("if-match is not supported on POST requests") }
-        let outcome = try await store.write(WriteRequest(namespace: ns, path: path, kind: kind, condition: condition, identity: identity), now: clock())
+        let outcome = try await store.write(WriteRequest(namespace: ns, path: path, kind: kind, condition: condition, identity: identity))
         let etag = ETag.of(node: outcome.value, version: outcome.version)
         guard outcome.applied else {
             var resp = Self.json(outcome.value.toJSON(), pretty: false, status: .preconditionFailed)

@@ -146,7 +146,7 @@ struct RealtimeHandler: Sendable {
     func put(_ b: [String: JSON]) async throws -> (String?, JSON) {
         // `p` to `<path>/.priority` (the SDKs' setPriority) sets the priority alone.
         if let raw = b["p"]?.stringValue, let node = try PriorityWrite.target(ofRawPath: raw) {
-            _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store, now: clock)
+            _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store)
             return ("ok", .string(""))
         }
         let path = try wirePath(b)
@@ -156,7 +156,7 @@ struct RealtimeHandler: Sendable {
         if let h = b["h"]?.stringValue { condition = .hash(h) }
         if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
         let outcome = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition,
-                                                         identity: session.identity), now: clock())
+                                                         identity: session.identity))
         // A failed compare-and-set: the current value reached the client's listens before this
         // response, because pushes and responses share the session's ordered queue.
         return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))
@@ -166,7 +166,7 @@ struct RealtimeHandler: Sendable {
         let path = try wirePath(b)
         let parts = try mergeParts(path, b["d"])
         _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
-                                               identity: session.identity), now: clock())
+                                               identity: session.identity))
         return ("ok", .string(""))
     }
 

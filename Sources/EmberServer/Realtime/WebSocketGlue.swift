@@ -80,8 +80,7 @@ enum WebSocketGlue {
         let identity = session.identity
         for (path, kind) in session.takeOnDisconnect() {
             do {
-                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind, identity: identity),
-                                               now: node.rest.clock())
+                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind, identity: identity))
             } catch {
                 logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
             }

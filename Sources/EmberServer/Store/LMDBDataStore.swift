@@ -62,10 +62,10 @@ public final class LMDBDataStore: DataStore {
         _ = indexedNamespaces.withLock { $0.insert(namespace) }
     }
 
-    public func write(_ request: WriteRequest, now: Int64) async throws -> WriteOutcome {
+    public func write(_ request: WriteRequest) async throws -> WriteOutcome {
         let result: WriteResult
         do {
-            // The store fixes the entry's timestamp itself (monotonic across the log), so `now` is unused.
+            // The store fixes the entry's timestamp itself (monotonic across the log).
             result = try await store.submit(namespace: request.namespace, Self.operation(for: request),
                                             auth: request.identity.writeAuth)
         } catch let e as StorageError { throw Self.translate(e) }
