@@ -58,6 +58,7 @@ var package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "EmberRaft",
@@ -98,6 +99,8 @@ var package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         // The admin CLI: data, status, membership, certificates, backup/restore (issue 5).
+        // Storage-only CPU benchmark (builds in EMBER_LIGHT mode too).
+        .executableTarget(name: "storage-bench", dependencies: ["EmberCore", "EmberStorage"]),
         .executableTarget(
             name: "ember",
             dependencies: [

@@ -39,6 +39,12 @@ public struct RestRequest: Sendable, Equatable {
 
     /// Named limit: query strings longer than this are refused before parsing.
     public static let maxQueryBytes = 16 * 1024
+    /// Longest request target (path + query) the HTTP parser accepts: the longest Firebase path,
+    /// 32 keys of 768 UTF-8 bytes all percent-encoded (32 × (1 + 3 × 768) = 73,760 bytes) plus
+    /// `.json` and a query of `maxQueryBytes`, fits (90,149 bytes).
+    public static let maxTargetBytes = 96 * 1024
+    /// Longest request head the HTTP parser accepts: the target plus every header line.
+    public static let maxHeadBytes = 128 * 1024
     public static let maxTimeoutMillis = 15 * 60 * 1000
 
     public init(target: Target) { self.target = target }

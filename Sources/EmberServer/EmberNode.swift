@@ -70,8 +70,15 @@ public final class EmberNode: Sendable {
         }
         // Wire frames hold up to 16384 characters (reference §6.2), i.e. up to 64 KiB of UTF-8;
         // the library's default 16 KiB limit dropped clients sending non-ASCII text.
-        var server: HTTPServerBuilder = .http1WebSocketUpgrade(configuration: .init(maxFrameSize: WireFraming.maxFrameCharacters * 4)) { [self] head, channel, _ in
-            WebSocketGlue.shouldUpgrade(head: head, channel: channel, node: self)
+        // The HTTP parser's default 80 KiB head limit is below the longest Firebase path when
+        // percent-encoded (RestRequest.maxTargetBytes); longer heads get 414 (RequestHeadLimitChannel).
+        var http1 = HTTP1Channel.Configuration()
+        http1.httpDecoder = .init(maxHeaderFieldSize: RestRequest.maxTargetBytes, maxHeaderListSize: RestRequest.maxHeadBytes)
+        let upgrade = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: .init(maxFrameSize: WireFraming.maxFrameCharacters * 4))
+        var server = HTTPServerBuilder { [self] responder in
+            RequestHeadLimitChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgrade) { head, channel, _ in
+                WebSocketGlue.shouldUpgrade(head: head, channel: channel, node: self)
+            })
         }
         if let tls = config.clientTLS { server = try .tls(server, tlsConfiguration: try tls.serverConfiguration()) }
         let app = Application(

@@ -44,7 +44,6 @@ struct Applier {
             let node: Node
             if let prebuilt { node = prebuilt[0] } else {
                 node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
-                try Self.checkKeyLength(ns, path, node)
             }
             // Rules before the condition: a denied writer learns nothing about the current value.
             guard try permits(e, base: path, parts: [(path, node)], isUpdate: false) else {
@@ -70,7 +69,6 @@ struct Applier {
                 let node: Node
                 if let prebuilt { node = prebuilt[i] } else {
                     node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
-                    try Self.checkKeyLength(ns, abs, node)
                 }
                 resolved.append((abs, node, old))
             }
@@ -125,45 +123,27 @@ struct Applier {
         }
     }
 
-    static func checkKeyLength(_ ns: String, _ path: Path, _ node: Node) throws {
-        let n = KeyCodec.namespacePrefix(ns).count + KeyCodec.encode(path).count + Self.maxRelativeKeyBytes(node)
-        if n > Tables.maxTreeKeyBytes { throw StorageError.pathTooLongForStorage(bytes: n, limit: Tables.maxTreeKeyBytes) }
-    }
-
-    static func maxRelativeKeyBytes(_ node: Node) -> Int {
-        var best = 0
-        for (k, c) in node.children {
-            best = max(best, KeyCodec.segment(k).count + maxRelativeKeyBytes(c))
-        }
-        return best
-    }
-
     /// Replaces the subtree at `path` with `node`; returns whether anything changed.
     mutating func write(ns: String, path: Path, node: Node, old: Node, index: UInt64) throws -> Bool {
         let key = Tables.treeKey(ns, path)
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
         var leafAncestor: ([UInt8], Priority?)? = nil
         if !node.isEmpty && !path.isRoot {
-            let c = try t.cursor(tables.tree)
-            defer { c.close() }
-            if let (k, v) = try c.seekLastLT(key), k.count < key.count, key.starts(with: k),
-               k.count >= KeyCodec.namespacePrefix(ns).count, case .leaf(_, let p) = try TreeRecord.decode(v) {
-                leafAncestor = (k, p)
-            }
+            leafAncestor = try self.leafAncestor(ns: ns, path: path, key: key)
         }
         if leafAncestor == nil && Self.identical(node, old) { return false }
 
-        try t.deletePrefix(tables.tree, key)
+        try t.deletePrefix(tables.treeS, key)
         if let (k, p) = leafAncestor {
-            if let p { try t.put(tables.tree, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.tree, k) }
+            if let p { try t.put(tables.treeS, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.treeS, k) }
         }
         if node.isEmpty {
             // Prune ancestors left without children (their priority records go too).
             var p = path
             while let parent = p.parent {
                 let pk = Tables.treeKey(ns, parent)
-                if try t.hasPrefix(tables.tree, pk + [0x01]) || t.hasPrefix(tables.tree, pk + [0x02]) { break }
-                try t.delete(tables.tree, pk)
+                if try t.hasPrefix(tables.treeS, pk + [0x01]) || t.hasPrefix(tables.treeS, pk + [0x02]) { break }
+                try t.delete(tables.treeS, pk)
                 p = parent
             }
         } else {
@@ -173,7 +153,7 @@ struct Applier {
 
         // Versions: at[path] = sub[path] = index, sub of ancestors = index, descendants dropped
         // (dominated by at[path]).
-        try t.deletePrefix(tables.ver, key, excludingExact: true)
+        try t.deletePrefix(tables.verS, key, excludingExact: true)
         try tables.putVersion(t, key, sub: index, at: index)
         var ak = KeyCodec.namespacePrefix(ns)
         for s in path.segments {
@@ -184,6 +164,28 @@ struct Applier {
 
         try maintainIndexes(ns: ns, path: path, node: node)
         return true
+    }
+
+    /// The leaf above `path` (there is at most one), as its tree key and priority. Between a leaf
+    /// and its would-be descendant `key` no record sorts, so for keys kept in `tree` it is the
+    /// record just before `key` (one seek, as before long keys); ancestors whose keys overflow
+    /// are point reads in `treex` (only for paths longer than `SplitTable.inlineBytes`).
+    func leafAncestor(ns: String, path: Path, key: [UInt8]) throws -> ([UInt8], Priority?)? {
+        let nsCount = KeyCodec.namespacePrefix(ns).count
+        let c = try t.cursor(tables.tree)
+        defer { c.close() }
+        if let (k, v) = try c.seekLastLT(key), k.count < key.count, key.starts(with: k),
+           k.count >= nsCount, case .leaf(_, let p) = try TreeRecord.decode(v) {
+            return (k, p)
+        }
+        guard key.count > SplitTable.inlineBytes + 1 else { return nil }
+        var ak = KeyCodec.namespacePrefix(ns)
+        for s in path.segments.dropLast() {
+            KeyCodec.appendSegment(s, to: &ak)
+            guard ak.count > SplitTable.inlineBytes else { continue }
+            if let v = try t.get(tables.treeS, ak), case .leaf(_, let p) = try TreeRecord.decode(v) { return (ak, p) }
+        }
+        return nil
     }
 
     /// Exact equality (an int and an equal double differ: they are stored differently).
@@ -205,10 +207,10 @@ struct Applier {
 
     func putRecords(_ node: Node, key: inout [UInt8]) throws {
         if let leaf = node.leaf {
-            try t.put(tables.tree, key, TreeRecord.leaf(leaf, node.priority).encoded)
+            try t.put(tables.treeS, key, TreeRecord.leaf(leaf, node.priority).encoded)
             return
         }
-        if let p = node.priority { try t.put(tables.tree, key, TreeRecord.priority(p).encoded) }
+        if let p = node.priority { try t.put(tables.treeS, key, TreeRecord.priority(p).encoded) }
         for (k, child) in node.children {
             let n = key.count
             KeyCodec.appendSegment(k, to: &key)
@@ -235,8 +237,8 @@ struct Applier {
             } else {
                 guard d.matchesPrefix(path.segments[...]) else { continue }
                 let prefix = nsp + d.id + KeyCodec.encode(path)
-                try t.deletePrefix(tables.idx, prefix)
-                try t.deletePrefix(tables.idxrev, prefix)
+                try t.deletePrefix(tables.idxS, prefix)
+                try t.deletePrefix(tables.idxrevS, prefix)
                 try addEntries(ns: ns, def: d, at: path, node: node)
             }
         }
@@ -279,17 +281,17 @@ struct Applier {
 
     func drop(ns: String, def d: IndexDef) throws {
         let prefix = KeyCodec.namespacePrefix(ns) + d.id
-        try t.deletePrefix(tables.idx, prefix)
-        try t.deletePrefix(tables.idxrev, prefix)
+        try t.deletePrefix(tables.idxS, prefix)
+        try t.deletePrefix(tables.idxrevS, prefix)
     }
 
     /// Recomputes the entry of one child from the stored tree.
     func refreshEntry(ns: String, def d: IndexDef, location: Path, childKey: String) throws {
         let childTreeKey = Tables.treeKey(ns, location.child(childKey))
         let revKey = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location) + KeyCodec.segment(childKey)
-        if let oldKey = try t.get(tables.idxrev, revKey) {
-            try t.delete(tables.idx, oldKey)
-            try t.delete(tables.idxrev, revKey)
+        if let oldKey = try t.get(tables.idxrevS, revKey) {
+            try t.delete(tables.idxS, oldKey)
+            try t.delete(tables.idxrevS, revKey)
         }
         guard try tables.exists(t, key: childTreeKey) else { return }
         let value: IndexValue
@@ -311,8 +313,8 @@ struct Applier {
         var w = ByteWriter()
         w.u8(UInt8(offset >> 8)); w.u8(UInt8(offset & 0xFF))
         w.indexValue(value)
-        try t.put(tables.idx, key, w.bytes)
-        try t.put(tables.idxrev, locPrefix + KeyCodec.segment(childKey), key)
+        try t.put(tables.idxS, key, w.bytes)
+        try t.put(tables.idxrevS, locPrefix + KeyCodec.segment(childKey), key)
     }
 }
 

@@ -1,8 +1,9 @@
 // EmberStorage — LMDB-backed durable storage for Ember's JSON trees.
 //
 // Layout: one LMDB environment per node (a data directory) with named databases `tree`, `ver`,
-// `idx`, `idxrev`, `log`, `meta` (see `Tables`). Every key of the tree, versions and indexes
-// starts with the namespace (1–64 chars of A–Z a–z 0–9 - _) and a 0x00 byte.
+// `idx`, `idxrev`, `log`, `meta` (see `Tables`), and overflow twins `treex`, `verx`, `idxx`,
+// `idxrevx` for keys longer than 480 bytes (`SplitTable`). Every key of the tree, versions and
+// indexes starts with the namespace (1–64 chars of A–Z a–z 0–9 - _) and a 0x00 byte.
 //
 // Tree: leaves are stored under the order-preserving encoding of their path (`KeyCodec`), so a
 // subtree is one cursor range scan and a `$key` range is a cursor walk. An interior node's
@@ -41,7 +42,7 @@
 // Raft: see `EmberStore.append(entries:)`, `applyCommitted(through:)`, `setHardState`,
 // `snapshot(maxChunkBytes:_:)` and `installSnapshot(chunks:)`.
 //
-// Limits: namespace 1–64 chars; tree keys (namespace + encoded path) ≤ 420 bytes
-// (`StorageError.pathTooLongForStorage`, LMDB keys hold 511); entry ≤ `maxEntryBytes`; update
+// Limits: namespace 1–64 chars; paths as Firebase allows (32 levels of 768-byte keys: keys
+// longer than LMDB's 511 bytes go to overflow tables, see `SplitTable`); entry ≤ `maxEntryBytes`; update
 // parts ≤ `maxUpdateParts`; queue ≤ `maxPendingWrites` (`.queueFull`); ≤ 256 index definitions
 // per namespace. Bad input is rejected by `validate` before anything reaches the log.

@@ -8,8 +8,6 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The invalid input, as the pure model reports it.
     case invalid(EmberError)
     case invalidNamespace(String)
-    /// The encoded path of some record exceeds what an LMDB key can hold.
-    case pathTooLongForStorage(bytes: Int, limit: Int)
     case entryTooLarge(bytes: Int, limit: Int)
     /// The writer's bounded queue is full; retry later (HTTP 503 / back-pressure).
     case queueFull(limit: Int)
@@ -26,11 +24,6 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .lmdb(let code, let message): return "storage error \(code): \(message)"
         case .invalid(let e): return e.description
         case .invalidNamespace(let ns): return "Invalid namespace \"\(ns.prefix(80))\": use 1–64 characters of A–Z a–z 0–9 - _"
-        case .pathTooLongForStorage(let bytes, let limit):
-            // Firebase allows 32 levels of 768-byte keys; LMDB keys hold 511 bytes (README "Known limit").
-            return "Path is too long to store: the namespace, the path and the deepest key of the data take \(bytes) "
-                + "encoded bytes (each key its UTF-8 length + 2, integer keys + 8); this node stores at most \(limit), "
-                + "although Firebase allows keys of up to 768 bytes"
         case .entryTooLarge(let bytes, let limit): return "Write is too large (\(bytes) bytes; the limit is \(limit))"
         case .queueFull(let limit): return "Too many pending writes (\(limit)); try again later"
         case .closed: return "The store is closed"

@@ -70,7 +70,7 @@ extension EmberStore {
         let limit = spec.limit ?? .max
         var keys: [String] = []
         if limit == 0 { return [] }
-        let c = try t.cursor(tables.tree)
+        var c = try t.cursor(tables.treeS, within: base, keysOnly: true)
         defer { c.close() }
         if spec.limit == nil || spec.limitFromStart {
             var seek = base + [0x01]
@@ -122,7 +122,7 @@ extension EmberStore {
         }
         var hits: [Hit] = []
         var scanned: UInt64 = 0
-        let c = try t.cursor(tables.idx)
+        var c = try t.cursor(tables.idxS, within: prefix)
         defer {
             c.close()
             core.indexEntriesScanned.add(scanned, ordering: .relaxed)

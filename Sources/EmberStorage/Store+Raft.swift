@@ -96,6 +96,10 @@ extension EmberStore {
             for (tag, dbi) in [(UInt8(0), tables.tree), (1, tables.ver), (2, tables.idx), (3, tables.idxrev)] {
                 try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
             }
+            // Overflow twins (long keys), copied row for row: their keys are deterministic.
+            for (tag, dbi) in Self.overflowSnapshotTags(tables) {
+                try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
+            }
             try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
             try t.scan(tables.meta, prefix: StoredRules.metaPrefix) { k, v in try add(5, k, v); return true }
             if !chunk.isEmpty { try body(chunk) }
@@ -106,6 +110,11 @@ extension EmberStore {
     /// restarts after the snapshot's applied index.
     public func installSnapshot(chunks: [[UInt8]]) async throws {
         try await perform { w in try w.installSnapshot(chunks) }
+    }
+
+    /// Snapshot tags of the overflow tables (`SplitTable`); 0–3 are their main twins, 5 meta.
+    static func overflowSnapshotTags(_ tables: Tables) -> [(UInt8, MDB_dbi)] {
+        [(6, tables.treex), (7, tables.verx), (8, tables.idxx), (9, tables.idxrevx)]
     }
 
     // MARK: - State hash
@@ -119,7 +128,8 @@ extension EmberStore {
             var digests: [UInt8] = []
             var buf: [UInt8] = []
             var w = ByteWriter()
-            try t.scan(tables.tree, prefix: prefix) { k, v in
+            // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
+            try t.scan(tables.treeS, prefix: prefix) { k, v in
                 w.bytes = buf
                 w.varint(k.count); w.bytes += k; w.varint(v.count); w.bytes += v
                 buf = w.bytes
@@ -147,6 +157,7 @@ extension Writer {
             for dbi in [tables.tree, tables.ver, tables.idx, tables.idxrev, tables.log] {
                 try check(mdb_drop(t.ptr, dbi, 0))
             }
+            for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try check(mdb_drop(t.ptr, dbi, 0)) }
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
             try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
             for chunk in chunks {
@@ -164,6 +175,7 @@ extension Writer {
                     case 1: try t.put(tables.ver, k, v)
                     case 2: try t.put(tables.idx, k, v)
                     case 3: try t.put(tables.idxrev, k, v)
+                    case 6...9: try t.put(EmberStore.overflowSnapshotTags(tables)[Int(tag) - 6].1, k, v)
                     case 5:
                         try t.put(tables.meta, k, v)
                     case 0xFF:

@@ -96,7 +96,8 @@ public final class EmberStore: @unchecked Sendable {
         guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
         do {
             try check(mdb_env_set_mapsize(e, options.mapSize))
-            try check(mdb_env_set_maxdbs(e, 8))
+            // 10 named databases today (see `Tables`); headroom so later tables open in old data directories.
+            try check(mdb_env_set_maxdbs(e, 16))
             try check(mdb_env_set_maxreaders(e, options.maxReaders))
             var flags = flag(MDB_NOTLS)
             if !options.durable { flags |= flag(MDB_NOSYNC) }
@@ -114,8 +115,11 @@ public final class EmberStore: @unchecked Sendable {
                 try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
                 return dbi
             }
+            // Tables missing in an older data directory (the overflow twins) are created here.
             tables = Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
-                            idxrev: try open("idxrev"), log: try open("log"), meta: try open("meta"))
+                            idxrev: try open("idxrev"), log: try open("log"), meta: try open("meta"),
+                            treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
+                            idxrevx: try open("idxrevx"))
             try check(mdb_txn_commit(t))
         } catch {
             if t != nil { mdb_txn_abort(t) }
@@ -243,7 +247,7 @@ public final class EmberStore: @unchecked Sendable {
         try prepare(namespace: namespace, operation: operation).encoded.count
     }
 
-    /// The one full check of a write (keys, depth, sizes, server values, storage key length),
+    /// The one full check of a write (keys, depth, sizes, server values),
     /// keeping what it computed so the writer does not redo it: the encoded entry and, when the
     /// write holds no server values, the nodes to write.
     func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin) throws -> PreparedWrite {
@@ -253,15 +257,12 @@ public final class EmberStore: @unchecked Sendable {
             do {
                 if ServerValues.containsPlaceholder(json) {
                     // Resolved again at apply time against the data there (with the entry's time).
-                    let node = try Node(json: try ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
-                    try Applier.checkKeyLength(namespace, path, node)
+                    _ = try Node(json: try ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
                     nodes = nil
                 } else {
-                    let node = try Node(json: json, depth: path.count)
-                    try Applier.checkKeyLength(namespace, path, node)
-                    nodes?.append(node)
+                    nodes?.append(try Node(json: json, depth: path.count))
                 }
-            } catch let e as EmberError { throw StorageError.invalid(e) }
+            } catch { throw StorageError.invalid(error) }
         }
         switch operation {
         case .noop: nodes = nil

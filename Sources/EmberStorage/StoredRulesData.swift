@@ -17,11 +17,7 @@ final class StoredRulesData: RulesDataSource {
         self.ns = ns
     }
 
-    /// nil when no stored key can be this long (LMDB refuses over-long keys in point reads).
-    private func key(_ path: Path) -> [UInt8]? {
-        let k = Tables.treeKey(ns, path)
-        return k.count <= Tables.maxTreeKeyBytes ? k : nil
-    }
+    private func key(_ path: Path) -> [UInt8] { Tables.treeKey(ns, path) }
 
     private func attempt<T>(_ fallback: T, _ body: () throws -> T) -> T {
         guard failure == nil else { return fallback }
@@ -32,14 +28,14 @@ final class StoredRulesData: RulesDataSource {
     }
 
     func node(at path: Path) -> Node {
-        guard let k = key(path) else { return .empty }
+        let k = key(path)
         return attempt(.empty) { try tables.readNode(t, key: k) }
     }
 
     func shallow(at path: Path) -> (leaf: Leaf?, priority: Priority?) {
-        guard let k = key(path) else { return (nil, nil) }
+        let k = key(path)
         return attempt((nil, nil)) {
-            guard let v = try t.get(tables.tree, k) else { return (nil, nil) }
+            guard let v = try t.get(tables.treeS, k) else { return (nil, nil) }
             switch try TreeRecord.decode(v) {
             case .leaf(let l, let p): return (l, p)
             case .priority(let p): return (nil, p)
@@ -48,14 +44,14 @@ final class StoredRulesData: RulesDataSource {
     }
 
     func exists(at path: Path) -> Bool {
-        guard let k = key(path) else { return false }
+        let k = key(path)
         return attempt(false) { try tables.exists(t, key: k) }
     }
 
     func hasChildren(at path: Path) -> Bool {
-        guard let k = key(path) else { return false }
+        let k = key(path)
         return attempt(false) {
-            let c = try t.cursor(tables.tree)
+            var c = try t.cursor(tables.treeS, within: k, keysOnly: true)
             defer { c.close() }
             guard let found = try c.seekKey(k + [0x01]) else { return false }
             return found.starts(with: k) && found.count > k.count

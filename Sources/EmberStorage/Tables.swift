@@ -9,6 +9,10 @@ import EmberCore
 /// * `idxrev`: ns\0 + def id (8) + location encoding + child segment → the `idx` key (to find the old entry)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`
 /// * `meta`:   named slots (applied index, last log index/term, first log index, hard state, index definitions)
+///
+/// `tree`, `ver`, `idx` and `idxrev` keep keys of up to 480 bytes; longer keys (long paths: Firebase
+/// allows 32 levels of 768-byte keys) go to their overflow twins `treex`, `verx`, `idxx`, `idxrevx`
+/// (see `SplitTable`). Everything below reads and writes the pairs through `treeS`, `verS`, …
 struct Tables {
     let tree: MDB_dbi
     let ver: MDB_dbi
@@ -16,10 +20,15 @@ struct Tables {
     let idxrev: MDB_dbi
     let log: MDB_dbi
     let meta: MDB_dbi
+    let treex: MDB_dbi
+    let verx: MDB_dbi
+    let idxx: MDB_dbi
+    let idxrevx: MDB_dbi
 
-    /// Longest tree key (namespace prefix + path encoding); LMDB keys hold at most 511 bytes and
-    /// index keys add up to 8 + 68 bytes of overhead.
-    static let maxTreeKeyBytes = 420
+    var treeS: SplitTable { SplitTable(main: tree, over: treex) }
+    var verS: SplitTable { SplitTable(main: ver, over: verx) }
+    var idxS: SplitTable { SplitTable(main: idx, over: idxx) }
+    var idxrevS: SplitTable { SplitTable(main: idxrev, over: idxrevx) }
 
     static func treeKey(_ ns: String, _ path: Path) -> [UInt8] {
         KeyCodec.namespacePrefix(ns) + KeyCodec.encode(path)
@@ -45,7 +54,7 @@ struct Tables {
     func readNode(_ t: Txn, key: [UInt8]) throws -> Node {
         let root = Builder()
         var found = false
-        try t.scan(tree, prefix: key) { k, v in
+        try t.scan(treeS, prefix: key) { k, v in
             found = true
             var b = root
             var i = key.count
@@ -68,7 +77,7 @@ struct Tables {
 
     /// Keys of the children of the node at `base`, in key order, one seek per child.
     func childKeys(_ t: Txn, base: [UInt8], from start: [UInt8]? = nil, limit: Int = .max) throws -> [String] {
-        let c = try t.cursor(tree)
+        var c = try t.cursor(treeS, within: base, keysOnly: true)
         defer { c.close() }
         var out: [String] = []
         var seek = start ?? (base + [0x01])
@@ -81,14 +90,14 @@ struct Tables {
         return out
     }
 
-    func exists(_ t: Txn, key: [UInt8]) throws -> Bool { try t.hasPrefix(tree, key) }
+    func exists(_ t: Txn, key: [UInt8]) throws -> Bool { try t.hasPrefix(treeS, key) }
 
     /// The index value of the node at `key` without reading its subtree.
     func indexValue(_ t: Txn, key: [UInt8]) throws -> IndexValue? {
-        if let v = try t.get(tree, key) {
+        if let v = try t.get(treeS, key) {
             if case .leaf(let l, _) = try TreeRecord.decode(v) { return IndexValue(node: Node(l)) }
         }
-        let c = try t.cursor(tree)
+        var c = try t.cursor(treeS, within: key, keysOnly: true)
         defer { c.close() }
         if let k = try c.seekKey(key + [0x01]), k.starts(with: key) { return .object }
         return nil
@@ -97,7 +106,7 @@ struct Tables {
     // MARK: - Versions
 
     func versionRecord(_ t: Txn, _ key: [UInt8]) throws -> (sub: UInt64, at: UInt64) {
-        guard let v = try t.get(ver, key), v.count == 16 else { return (0, 0) }
+        guard let v = try t.get(verS, key), v.count == 16 else { return (0, 0) }
         var r = ByteReader(v)
         return (try r.u64(), try r.u64())
     }
@@ -105,7 +114,7 @@ struct Tables {
     func putVersion(_ t: Txn, _ key: [UInt8], sub: UInt64, at: UInt64) throws {
         var w = ByteWriter()
         w.u64(sub); w.u64(at)
-        try t.put(ver, key, w.bytes)
+        try t.put(verS, key, w.bytes)
     }
 
     /// max(sub[P], at[A] for A = root … P): O(depth) point reads.

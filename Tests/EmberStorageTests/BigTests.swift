@@ -48,7 +48,7 @@ import Testing
         try await s.set("/z/-0", "3")
         #expect(try s.shallowKeys(namespace: "t", path: p("/z")) == ["-0", "7", zeros])
         #expect(try s.get("/z/\(zeros)") == n("1"))
-        // Reads and queries below paths too long to store are simply empty.
+        // Reads and queries of absent long (overflow) paths are empty.
         let deep = "/" + (0..<6).map { _ in String(repeating: "d", count: 100) }.joined(separator: "/")
         #expect(try s.get(deep).isEmpty)
         #expect(try s.shallowKeys(namespace: "t", path: p(deep)).isEmpty)

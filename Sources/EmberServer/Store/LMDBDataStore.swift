@@ -158,7 +158,7 @@ public final class LMDBDataStore: DataStore {
         switch e {
         case .invalid(let inner): return inner
         case .queueFull, .closed: return StoreUnavailable("\(e)")
-        case .invalidNamespace, .pathTooLongForStorage, .entryTooLarge, .tooManyIndexes, .invalidRules:
+        case .invalidNamespace, .entryTooLarge, .tooManyIndexes, .invalidRules:
             return RestError.badRequest("\(e)")
         default: return e
         }
