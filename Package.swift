@@ -58,6 +58,8 @@ var package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // Pipelined wire responses are written as WebSocket frames straight to the channel.
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "EmberRaft",
@@ -89,7 +91,7 @@ var package = Package(
         .executableTarget(
             name: "ember-bench",
             dependencies: [
-                "EmberCore",
+                "EmberCore", "EmberStorage",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),

@@ -290,17 +290,17 @@ public final class EmberStore: @unchecked Sendable {
     public func submit(namespace: String, _ operation: WriteOperation, auth: WriteAuth = .admin) async throws -> WriteResult {
         let prepared = try prepare(namespace: namespace, operation: operation, auth: auth)
         return try await withCheckedThrowingContinuation { cont in
-            let err: StorageError? = core.queue.withLock { q in
-                if q.closed { return .closed }
-                if q.pending.count >= options.maxPendingWrites { return .queueFull(limit: options.maxPendingWrites) }
-                q.pending.append(.submit(namespace, operation, auth, prepared, cont))
-                return nil
+            let (err, wake): (StorageError?, Bool) = core.queue.withLock { q in
+                if q.closed { return (.closed, false) }
+                if q.pending.count >= options.maxPendingWrites { return (.queueFull(limit: options.maxPendingWrites), false) }
+                q.pending.append(.submit(namespace, operation, auth, prepared, .resume(cont)))
+                return (nil, q.takeWake())
             }
             if let err {
                 if case .queueFull = err { core.metricsState.withLock { $0.queueRejections += 1 } }
                 cont.resume(throwing: err)
-            } else {
-                wake.signal()
+            } else if wake {
+                self.wake.signal()
             }
         }
     }
@@ -394,11 +394,34 @@ final class StoreCore: @unchecked Sendable {
     struct Queue {
         var pending: [Job] = []
         var closed = false
+        /// The writer found the queue empty and waits (or is about to) on `wake`: the next
+        /// submitter signals it. While it works, submitters skip the semaphore.
+        var writerIdle = true
+
+        /// Called under the lock after queueing work: whether to signal `wake`.
+        mutating func takeWake() -> Bool {
+            defer { writerIdle = false }
+            return writerIdle
+        }
     }
     enum Job {
-        case submit(String, WriteOperation, WriteAuth, PreparedWrite, CheckedContinuation<WriteResult, any Error>)
+        case submit(String, WriteOperation, WriteAuth, PreparedWrite, Completion)
         case exclusive(@Sendable (Writer) -> Void)
         case stop
+    }
+    /// How a submitted write learns its result: an awaiting task, or a sink that gets the
+    /// results of a whole commit at once (pipelined writes, `EmberStore.enqueue`).
+    enum Completion {
+        case resume(CheckedContinuation<WriteResult, any Error>)
+        case sink(any CommitSink, UInt64)
+
+        /// Outside a commit (queue stopped, batch refused): one write at a time.
+        func fail(_ error: any Error) {
+            switch self {
+            case .resume(let c): c.resume(throwing: error)
+            case .sink(let s, let tag): s.committed([(tag, .failure(error))])
+            }
+        }
     }
     struct Published: Sendable {
         var applied: UInt64 = 0

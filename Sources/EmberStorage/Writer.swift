@@ -63,7 +63,10 @@ final class Writer: @unchecked Sendable {
             store.wake.wait()
             while true {
                 let jobs: [StoreCore.Job] = store.queue.withLock { q in
-                    guard let first = q.pending.first else { return [] }
+                    guard let first = q.pending.first else {
+                        q.writerIdle = true
+                        return []
+                    }
                     guard case .submit = first else {
                         q.pending.removeFirst()
                         if case .stop = first { q.closed = true }
@@ -85,7 +88,7 @@ final class Writer: @unchecked Sendable {
                     // Fail whatever was queued behind the stop.
                     let rest = store.queue.withLock { q in defer { q.pending.removeAll() }; return q.pending }
                     for j in rest {
-                        if case .submit(_, _, _, _, let c) = j { c.resume(throwing: StorageError.closed) }
+                        if case .submit(_, _, _, _, let c) = j { c.fail(StorageError.closed) }
                         if case .exclusive(let f) = j { f(self) }  // fails in `perform` with a closed env? run it: env still open
                     }
                     store.stopped.signal()
@@ -178,7 +181,7 @@ final class Writer: @unchecked Sendable {
 
     func runBatch(_ jobs: [StoreCore.Job]) {
         var results: [WriteResult] = []
-        var conts: [CheckedContinuation<WriteResult, any Error>] = []
+        var conts: [StoreCore.Completion] = []
         var idx = lastIndex
         var ts = lastTimestamp
         var bytes = 0
@@ -187,7 +190,7 @@ final class Writer: @unchecked Sendable {
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
-            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.resume(throwing: err) } }
+            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.fail(err) } }
             return
         }
         do {
@@ -220,12 +223,34 @@ final class Writer: @unchecked Sendable {
             }
             // Listeners first: a writer is acknowledged only after its change reached them.
             store.publish(results)
-            for (c, r) in zip(conts, results) { c.resume(returning: r) }
+            Self.complete(conts, with: results.map { .success($0) })
         } catch {
             defsCache = saveDefs
             storedRules = saveRules
-            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.resume(throwing: error) } }
+            Self.complete(jobs.compactMap { if case .submit(_, _, _, _, let c) = $0 { c } else { nil } },
+                          with: jobs.map { _ in .failure(error) })
         }
+    }
+
+    /// Resumes the awaiting submitters one by one and gives each sink all of its results of this
+    /// commit in one call (in queue order), so a pipelining connection answers a burst at once.
+    static func complete(_ completions: [StoreCore.Completion], with results: [Result<WriteResult, any Error>]) {
+        var sinks: [(sink: any CommitSink, items: [(UInt64, Result<WriteResult, any Error>)])] = []
+        var slot: [ObjectIdentifier: Int] = [:]
+        for (c, r) in zip(completions, results) {
+            switch c {
+            case .resume(let cont): cont.resume(with: r)
+            case .sink(let s, let tag):
+                let id = ObjectIdentifier(s)
+                if let i = slot[id] {
+                    sinks[i].items.append((tag, r))
+                } else {
+                    slot[id] = sinks.count
+                    sinks.append((s, [(tag, r)]))
+                }
+            }
+        }
+        for (s, items) in sinks { s.committed(items) }
     }
 
     // MARK: - Indexes

@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOWebSocket
 
 /// Connects Hummingbird's WebSocket upgrade to the wire protocol: `ws://HOST:PORT/.ws?v=5&ns=NS`.
 enum WebSocketGlue {
@@ -22,12 +23,13 @@ enum WebSocketGlue {
         return .upgrade([:]) { inbound, outbound, context in
             let base = await ClientCertificate.baseIdentity(of: channel, config: node.config)
             await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, base: base, node: node,
-                      logger: context.logger)
+                      logger: context.logger, channel: channel)
         }
     }
 
     static func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, namespace: String,
-                    host: String, address: String?, base: Identity = .anonymous, node: EmberNode, logger: Logger) async {
+                    host: String, address: String?, base: Identity = .anonymous, node: EmberNode, logger: Logger,
+                    channel: (any Channel)? = nil) async {
         let id = UUID().uuidString.lowercased()
         let perAddress = node.rest.connectionsPerAddress
         guard perAddress.acquire(address) else {
@@ -45,13 +47,18 @@ enum WebSocketGlue {
         let gate = RulesGate(store: node.store, defaults: node.config.rules)
         session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: gate, now: clock()) }
         let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock,
-                                      addressRate: node.rest.addressRequestRate)
+                                      addressRate: node.rest.addressRequestRate,
+                                      pipeline: WirePipeline(store: node.store, session: session))
         session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
         await withTaskGroup(of: Void.self) { group in
             // Writer: drains the session's ordered queue to the socket.
             group.addTask {
-                for await frame in session.outbound {
-                    do { try await outbound.write(.text(frame)) } catch { break }
+                while let frames = await session.nextFrames() {
+                    do {
+                        if let channel { try await writeFrames(frames, to: channel) } else {
+                            for frame in frames { try await outbound.write(.text(frame)) }
+                        }
+                    } catch { break }
                 }
                 let reason = session.closeReason ?? "closed"
                 try? await outbound.close(.normalClosure, reason: String(reason.prefix(120)))
@@ -75,6 +82,9 @@ enum WebSocketGlue {
             group.cancelAll()
         }
         node.realtime.close(session)
+        // Pipelined writes still queued are ordered before the onDisconnect writes anyway (one
+        // queue); waiting keeps their outcomes from racing the connection's last identity.
+        await handler.pipeline?.drained()
         // onDisconnect operations run in log order like any write, after the connection is gone,
         // judged by the rules as the connection's last identity.
         let identity = session.identity
@@ -86,5 +96,26 @@ enum WebSocketGlue {
                 logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
             }
         }
+    }
+
+    /// Writes a batch of text frames with one hop to the event loop and one flush (one socket
+    /// write for a whole commit's acks), and returns when they are written: the next batch
+    /// waits, so a slow client backs up into the session's bounded queue. The frames go through
+    /// the channel's WebSocket frame encoder like the library writer's (no extensions are
+    /// configured; server frames are unmasked).
+    static func writeFrames(_ frames: [String], to channel: any Channel) async throws {
+        guard !frames.isEmpty else { return }
+        let loop = channel.eventLoop
+        let done = loop.makePromise(of: Void.self)
+        loop.execute {
+            let last = frames.count - 1
+            for (i, f) in frames.enumerated() {
+                var buffer = channel.allocator.buffer(capacity: f.utf8.count)
+                buffer.writeString(f)
+                let frame = WebSocketFrame(fin: true, opcode: .text, data: buffer)
+                if i == last { channel.writeAndFlush(frame, promise: done) } else { channel.write(frame, promise: nil) }
+            }
+        }
+        try await done.futureResult.get()
     }
 }
