@@ -37,7 +37,8 @@ extension EmberStore {
         for w in writes {
             do {
                 let prepared = try prepare(namespace: w.namespace, operation: w.operation, auth: w.auth)
-                jobs.append(.submit(w.namespace, w.operation, w.auth, prepared, .sink(sink, w.tag)))
+                jobs.append(.submit(Submission(namespace: w.namespace, operation: w.operation, auth: w.auth, prepared: prepared,
+                                                completion: .sink(sink, w.tag))))
             } catch {
                 refused.append((w.tag, error))
             }
@@ -54,7 +55,7 @@ extension EmberStore {
         if accepted < jobs.count {
             let err: StorageError = closed ? .closed : .queueFull(limit: options.maxPendingWrites)
             if !closed { core.metricsState.withLock { $0.queueRejections += UInt64(jobs.count - accepted) } }
-            for case .submit(_, _, _, _, .sink(_, let tag)) in jobs[accepted...] { refused.append((tag, err)) }
+            for case .submit(let sub) in jobs[accepted...] { if case .sink(_, let tag) = sub.completion { refused.append((tag, err)) } }
         }
         return refused
     }

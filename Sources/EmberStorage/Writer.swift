@@ -74,9 +74,14 @@ final class Writer: @unchecked Sendable {
                     }
                     var n = 0, bytes = 0
                     while n < q.pending.count, n < store.options.maxBatchEntries, bytes < store.options.maxBatchBytes,
-                          case .submit(_, _, _, let prepared, _) = q.pending[n] {
-                        bytes += prepared.encoded.count
+                          case .submit(let sub) = q.pending[n] {
+                        bytes += sub.prepared.encoded.count
                         n += 1
+                    }
+                    if n == q.pending.count {
+                        // The usual case: take the whole queue without copying or shifting it.
+                        defer { q.pending = [] }
+                        return q.pending
                     }
                     let taken = Array(q.pending[0..<n])
                     q.pending.removeFirst(n)
@@ -88,7 +93,7 @@ final class Writer: @unchecked Sendable {
                     // Fail whatever was queued behind the stop.
                     let rest = store.queue.withLock { q in defer { q.pending.removeAll() }; return q.pending }
                     for j in rest {
-                        if case .submit(_, _, _, _, let c) = j { c.fail(StorageError.closed) }
+                        if case .submit(let sub) = j { sub.completion.fail(StorageError.closed) }
                         if case .exclusive(let f) = j { f(self) }  // fails in `perform` with a closed env? run it: env still open
                     }
                     store.stopped.signal()
@@ -190,14 +195,15 @@ final class Writer: @unchecked Sendable {
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
-            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.fail(err) } }
+            for job in jobs { if case .submit(let sub) = job { sub.completion.fail(err) } }
             return
         }
         do {
             let first = try writeTxn { t in
                 for job in jobs {
-                    guard case .submit(let ns, let op, let auth, let prepared, let cont) = job else { continue }
-                    conts.append(cont)
+                    guard case .submit(let sub) = job else { continue }
+                    let (ns, op, auth, prepared) = (sub.namespace, sub.operation, sub.auth, sub.prepared)
+                    conts.append(sub.completion)
                     bytes += prepared.encoded.count
                     idx += 1
                     ts = max(ts, Self.nowMs())
@@ -227,7 +233,7 @@ final class Writer: @unchecked Sendable {
         } catch {
             defsCache = saveDefs
             storedRules = saveRules
-            Self.complete(jobs.compactMap { if case .submit(_, _, _, _, let c) = $0 { c } else { nil } },
+            Self.complete(jobs.compactMap { if case .submit(let sub) = $0 { sub.completion } else { nil } },
                           with: jobs.map { _ in .failure(error) })
         }
     }

@@ -108,4 +108,16 @@ import Testing
         #expect(responses.allSatisfy { $0.status == "ok" })
         #expect(try node.store.read(namespace: "ns", path: Path("lim/k0")).node == Node(.int(100)))
     }
+
+    /// Every pipelined `p` asks whether it is a priority write; the byte check must agree with
+    /// splitting the path.
+    @Test func priorityTargetsAreRecognisedFromTheLastSegment() throws {
+        #expect(try PriorityWrite.target(ofRawPath: "a/b/.priority") == Path("a/b"))
+        #expect(try PriorityWrite.target(ofRawPath: "/a/.priority/") == Path("a"))
+        #expect(try PriorityWrite.target(ofRawPath: ".priority") == Path.root)
+        #expect(try PriorityWrite.target(ofRawPath: "a/x.priority") == nil)
+        #expect(try PriorityWrite.target(ofRawPath: "a/.priority/b") == nil)
+        #expect(try PriorityWrite.target(ofRawPath: "bench/w1/k2") == nil)
+        #expect(try PriorityWrite.target(ofRawPath: "") == nil)
+    }
 }

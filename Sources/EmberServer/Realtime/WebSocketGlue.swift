@@ -98,24 +98,41 @@ enum WebSocketGlue {
         }
     }
 
-    /// Writes a batch of text frames with one hop to the event loop and one flush (one socket
-    /// write for a whole commit's acks), and returns when they are written: the next batch
-    /// waits, so a slow client backs up into the session's bounded queue. The frames go through
-    /// the channel's WebSocket frame encoder like the library writer's (no extensions are
-    /// configured; server frames are unmasked).
+    /// Writes a batch of text frames as one buffer with one hop to the event loop and one flush
+    /// (one socket write for a whole commit's acks), and returns when it is written: the next
+    /// batch waits, so a slow client backs up into the session's bounded queue. The frames are
+    /// encoded here (RFC 6455: FIN + text opcode, unmasked as a server's are; no extensions are
+    /// configured) and written just below the channel's WebSocket frame encoder, through any TLS.
     static func writeFrames(_ frames: [String], to channel: any Channel) async throws {
         guard !frames.isEmpty else { return }
-        let loop = channel.eventLoop
-        let done = loop.makePromise(of: Void.self)
-        loop.execute {
-            let last = frames.count - 1
-            for (i, f) in frames.enumerated() {
-                var buffer = channel.allocator.buffer(capacity: f.utf8.count)
-                buffer.writeString(f)
-                let frame = WebSocketFrame(fin: true, opcode: .text, data: buffer)
-                if i == last { channel.writeAndFlush(frame, promise: done) } else { channel.write(frame, promise: nil) }
+        let done = channel.eventLoop.makePromise(of: Void.self)
+        channel.eventLoop.execute {
+            do {
+                let encoder = try channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+                var size = 0
+                for f in frames { size += f.utf8.count + 10 }
+                var buffer = channel.allocator.buffer(capacity: size)
+                for f in frames { appendTextFrame(f, to: &buffer) }
+                encoder.writeAndFlush(NIOAny(buffer), promise: done)
+            } catch {
+                done.fail(error)
             }
         }
         try await done.futureResult.get()
+    }
+
+    static func appendTextFrame(_ text: String, to buffer: inout ByteBuffer) {
+        let n = text.utf8.count
+        buffer.writeInteger(UInt8(0x81))
+        if n < 126 {
+            buffer.writeInteger(UInt8(n))
+        } else if n <= 0xFFFF {
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(n))
+        } else {
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(n))
+        }
+        buffer.writeString(text)
     }
 }
