@@ -23,6 +23,9 @@ struct StorageBench: AsyncParsableCommand {
     @Option(help: "Value size in bytes.")
     var valueSize = 16
 
+    @Option(help: "Group commit: most writes per LMDB transaction (StoreOptions.maxBatchEntries; default as emberd's).")
+    var maxBatchEntries = StoreOptions().maxBatchEntries
+
     @Option(help: "Directory for the store (default: a fresh temporary one, removed afterwards).")
     var directory: String?
 
@@ -33,11 +36,13 @@ struct StorageBench: AsyncParsableCommand {
     func run() async throws {
         let dir = directory ?? NSTemporaryDirectory() + "ember-storage-bench-\(UUID().uuidString)"
         defer { if directory == nil { try? FileManager.default.removeItem(atPath: dir) } }
-        let store = try EmberStore(directory: dir)
+        var options = StoreOptions()
+        options.maxBatchEntries = maxBatchEntries
+        let store = try EmberStore(directory: dir, options: options)
         defer { store.close() }
         let value = JSON.string(String(repeating: "x", count: valueSize))
         print("ember-bench storage: \(submitters) submitters x \(pipeline) queued writes each, \(valueSize)-byte values, "
-              + "\(duration) s, durable (fsync per commit), load average \(loadAverage())")
+              + "\(duration) s, at most \(maxBatchEntries) writes per commit, durable (fsync per commit), load average \(loadAverage())")
         let start = ContinuousClock.now
         let measureFrom = start + .seconds(1)
         let end = measureFrom + .seconds(duration)

@@ -87,6 +87,7 @@ public final class RealtimeSession: Sendable {
         }
         s.frames.append(frame)
         if let w = s.frameWaiter {
+            // A waiter exists only while the queue was empty: this frame is all there is.
             s.frameWaiter = nil
             w.resume(returning: s.frames)
             s.frames = []
@@ -114,12 +115,15 @@ public final class RealtimeSession: Sendable {
         }
     }
 
-    /// Every frame queued so far, oldest first, waiting while there is none; nil once the session
-    /// is closed and its queue is empty. One consumer (the socket writer).
-    func nextFrames() async -> [String]? {
+    /// The frames queued so far (at most `max`), oldest first, waiting while there is none; nil
+    /// once the session is closed and its queue is empty. One consumer (the socket writer).
+    func nextFrames(max: Int = .max) async -> [String]? {
         await withCheckedContinuation { (c: CheckedContinuation<[String]?, Never>) in
             state.withLock { s in
-                if !s.frames.isEmpty {
+                if s.frames.count > max {
+                    c.resume(returning: Array(s.frames[..<max]))
+                    s.frames.removeFirst(max)
+                } else if !s.frames.isEmpty {
                     c.resume(returning: s.frames)
                     s.frames = []
                 } else if s.closed {
@@ -132,23 +136,16 @@ public final class RealtimeSession: Sendable {
         }
     }
 
-    /// The queued frames one by one (tests read a session this way).
+    /// The queued frames one by one, taking each from the queue only when it is read (tests
+    /// read a session this way, possibly in several loops).
     public var outbound: OutboundFrames { OutboundFrames(session: self) }
 
     public struct OutboundFrames: AsyncSequence, Sendable {
         let session: RealtimeSession
         public struct AsyncIterator: AsyncIteratorProtocol {
             let session: RealtimeSession
-            var buffer: [String] = []
-            var i = 0
             public mutating func next() async -> String? {
-                if i == buffer.count {
-                    guard let more = await session.nextFrames() else { return nil }
-                    buffer = more
-                    i = 0
-                }
-                defer { i += 1 }
-                return buffer[i]
+                await session.nextFrames(max: 1)?.first
             }
         }
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(session: session) }
