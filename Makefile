@@ -43,6 +43,8 @@ bench:
 	$(SWIFT) build -c release --product emberd
 	$(SWIFT) build -c release --product ember-bench
 	./.build/release/ember-bench --compare-etcd
+	./.build/release/ember-bench write --protocol ws --pipeline 64 --clients 16 --compare-etcd
+	./.build/release/ember-bench storage --submitters 16 --pipeline 64
 
 # libFuzzer runs of every harness (README "Fuzzing"); the default suite only replays the corpus.
 FUZZ_TARGETS = JSON Path REST Wire Rules

@@ -59,6 +59,8 @@ var package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                // Pipelined wire responses are written as WebSocket frames straight to the channel.
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "EmberRaft",
@@ -90,7 +92,7 @@ var package = Package(
         .executableTarget(
             name: "ember-bench",
             dependencies: [
-                "EmberCore",
+                "EmberCore", "EmberStorage",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),

@@ -49,13 +49,14 @@ public enum JSON: Sendable, Equatable {
     /// deeper than `maxDepth`.
     public static func parse<C: Collection>(_ bytes: C, maxDepth: Int = Limits.maxJSONDepth) throws(EmberError) -> JSON
     where C.Element == UInt8 {
-        let array = Array(bytes)
-        var parser = JSONParser(bytes: array, maxDepth: maxDepth)
+        var parser = JSONParser(bytes: bytes as? [UInt8] ?? Array(bytes), maxDepth: maxDepth)
         return try parser.parseDocument()
     }
 
     public static func parse(_ text: String, maxDepth: Int = Limits.maxJSONDepth) throws(EmberError) -> JSON {
-        try parse(Array(text.utf8), maxDepth: maxDepth)
+        // One copy of the text (every wire message and REST body comes here).
+        var parser = JSONParser(bytes: Array(text.utf8), maxDepth: maxDepth)
+        return try parser.parseDocument()
     }
 
     /// Compact serialization; object keys in Firebase key order so output is deterministic.
@@ -146,9 +147,10 @@ struct JSONParser {
     mutating func parseObject(depth: Int) throws(EmberError) -> JSON {
         guard depth <= maxDepth else { throw fail("nesting too deep") }
         i += 1
-        var result: [String: JSON] = [:]
         skipWhitespace()
-        if i < bytes.count && bytes[i] == UInt8(ascii: "}") { i += 1; return .object(result) }
+        if i < bytes.count && bytes[i] == UInt8(ascii: "}") { i += 1; return .object([:]) }
+        // Most objects are small (wire envelopes have 2–4 keys): one allocation, no regrowth.
+        var result = [String: JSON](minimumCapacity: 4)
         while true {
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected key") }

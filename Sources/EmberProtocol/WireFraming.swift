@@ -5,6 +5,8 @@ public enum WireFraming {
 
     /// The frames to send for one message.
     public static func split(_ message: String) -> [String] {
+        // UTF-8 bytes bound the characters from above: most messages are decided without a copy.
+        if message.utf8.count <= maxFrameCharacters { return [message] }
         let chars = Array(message.unicodeScalars)
         guard chars.count > maxFrameCharacters else { return [message] }
         var frames: [String] = []

@@ -139,9 +139,31 @@ public protocol DataStore: AnyObject, Sendable {
     func setDefaultRules(_ engine: RulesEngine)
     /// Called (on the commit path, in log order) with the namespace whose rules changed.
     func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void)
+
+    /// See `PipelinedWriter`; the default is nil.
+    func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)?
+}
+
+/// Receives the outcomes of pipelined writes (`PipelinedWriter.enqueue`), each only after its
+/// commit is durable, in the order the writes were queued, usually several per call (one call
+/// per commit). May run on the store's commit thread: must not block.
+public protocol WriteOutcomeSink: AnyObject, Sendable {
+    func completed(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)])
+}
+
+/// One client's writes queued without awaiting each one (the wire protocol's bursts of `p`/`m`
+/// requests); their outcomes go to the sink the writer was made with.
+public protocol PipelinedWriter: Sendable {
+    /// Queues `writes` in order, behind every write queued before. Writes refused at once (bad
+    /// input, a full queue) are returned with their errors and write nothing; the outcomes of
+    /// the others reach the sink. The tag is the caller's, handed back with the outcome.
+    func enqueue(_ writes: [(tag: UInt64, request: WriteRequest)]) -> [(tag: UInt64, error: any Error)]
 }
 
 extension DataStore {
+    /// A pipelined writer when the store has them (the single-node LMDB store); nil: callers
+    /// await `write` one at a time.
+    public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? { nil }
     public func linearizableBarrier() async throws {}
     public func nodeStatus() throws -> JSON {
         .object([

@@ -10,10 +10,25 @@ enum PriorityWrite {
 
     /// The node path when `raw` (a wire or REST path) addresses a priority (`a/b/.priority`).
     static func target(ofRawPath raw: String) throws -> Path? {
+        // Every wire `p` asks and almost none are priority writes: look at the last segment's
+        // bytes before splitting anything.
+        guard Self.endsWithPrioritySegment(raw) else { return nil }
         var segments = Path.slashSegments(raw).map(String.init)
         guard segments.last == ".priority" else { return nil }
         segments.removeLast()
         return try Path(segments.joined(separator: "/"))
+    }
+
+    /// Whether the last non-empty `/`-separated segment of `raw` is `.priority`.
+    static func endsWithPrioritySegment(_ raw: String) -> Bool {
+        let bytes = raw.utf8
+        var end = bytes.endIndex
+        while end > bytes.startIndex, bytes[bytes.index(before: end)] == UInt8(ascii: "/") { end = bytes.index(before: end) }
+        let suffix = ".priority".utf8
+        guard bytes.distance(from: bytes.startIndex, to: end) >= suffix.count else { return false }
+        let start = bytes.index(end, offsetBy: -suffix.count)
+        guard bytes[start..<end].elementsEqual(suffix) else { return false }
+        return start == bytes.startIndex || bytes[bytes.index(before: start)] == UInt8(ascii: "/")
     }
 
     /// Sets the priority of the node at `path` (null removes it; a server value such as

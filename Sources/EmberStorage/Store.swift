@@ -84,6 +84,7 @@ public final class EmberStore: @unchecked Sendable {
     var tables: Tables { core.tables }
     var wake: DispatchSemaphore { core.wake }
     typealias Job = StoreCore.Job
+    typealias Submission = StoreCore.Submission
     let nextSubscriber = Atomic<UInt64>(0)
 
     /// Opens (creating if needed) the store in `directory`. Opening does not replay the log:
@@ -291,17 +292,18 @@ public final class EmberStore: @unchecked Sendable {
     public func submit(namespace: String, _ operation: WriteOperation, auth: WriteAuth = .admin) async throws -> WriteResult {
         let prepared = try prepare(namespace: namespace, operation: operation, auth: auth)
         return try await withCheckedThrowingContinuation { cont in
-            let err: StorageError? = core.queue.withLock { q in
-                if q.closed { return .closed }
-                if q.pending.count >= options.maxPendingWrites { return .queueFull(limit: options.maxPendingWrites) }
-                q.pending.append(.submit(namespace, operation, auth, prepared, cont))
-                return nil
+            let (err, wake): (StorageError?, Bool) = core.queue.withLock { q in
+                if q.closed { return (.closed, false) }
+                if q.pending.count >= options.maxPendingWrites { return (.queueFull(limit: options.maxPendingWrites), false) }
+                q.pending.append(.submit(Submission(namespace: namespace, operation: operation, auth: auth, prepared: prepared,
+                                                    completion: .resume(cont))))
+                return (nil, q.takeWake())
             }
             if let err {
                 if case .queueFull = err { core.metricsState.withLock { $0.queueRejections += 1 } }
                 cont.resume(throwing: err)
-            } else {
-                wake.signal()
+            } else if wake {
+                self.wake.signal()
             }
         }
     }
@@ -395,11 +397,51 @@ final class StoreCore: @unchecked Sendable {
     struct Queue {
         var pending: [Job] = []
         var closed = false
+        /// The writer found the queue empty and waits (or is about to) on `wake`: the next
+        /// submitter signals it. While it works, submitters skip the semaphore.
+        var writerIdle = true
+
+        /// Called under the lock after queueing work: whether to signal `wake`.
+        mutating func takeWake() -> Bool {
+            defer { writerIdle = false }
+            return writerIdle
+        }
+    }
+    /// A queued write. A class: jobs move through arrays several times on the way to the
+    /// writer, and a reference moves with one retain instead of copying five fields.
+    final class Submission: Sendable {
+        let namespace: String
+        let operation: WriteOperation
+        let auth: WriteAuth
+        let prepared: PreparedWrite
+        let completion: Completion
+
+        init(namespace: String, operation: WriteOperation, auth: WriteAuth, prepared: PreparedWrite, completion: Completion) {
+            self.namespace = namespace
+            self.operation = operation
+            self.auth = auth
+            self.prepared = prepared
+            self.completion = completion
+        }
     }
     enum Job {
-        case submit(String, WriteOperation, WriteAuth, PreparedWrite, CheckedContinuation<WriteResult, any Error>)
+        case submit(Submission)
         case exclusive(@Sendable (Writer) -> Void)
         case stop
+    }
+    /// How a submitted write learns its result: an awaiting task, or a sink that gets the
+    /// results of a whole commit at once (pipelined writes, `EmberStore.enqueue`).
+    enum Completion: Sendable {
+        case resume(CheckedContinuation<WriteResult, any Error>)
+        case sink(any CommitSink, UInt64)
+
+        /// Outside a commit (queue stopped, batch refused): one write at a time.
+        func fail(_ error: any Error) {
+            switch self {
+            case .resume(let c): c.resume(throwing: error)
+            case .sink(let s, let tag): s.committed([(tag, .failure(error))])
+            }
+        }
     }
     struct Published: Sendable {
         var applied: UInt64 = 0

@@ -63,7 +63,10 @@ final class Writer: @unchecked Sendable {
             store.wake.wait()
             while true {
                 let jobs: [StoreCore.Job] = store.queue.withLock { q in
-                    guard let first = q.pending.first else { return [] }
+                    guard let first = q.pending.first else {
+                        q.writerIdle = true
+                        return []
+                    }
                     guard case .submit = first else {
                         q.pending.removeFirst()
                         if case .stop = first { q.closed = true }
@@ -71,9 +74,14 @@ final class Writer: @unchecked Sendable {
                     }
                     var n = 0, bytes = 0
                     while n < q.pending.count, n < store.options.maxBatchEntries, bytes < store.options.maxBatchBytes,
-                          case .submit(_, _, _, let prepared, _) = q.pending[n] {
-                        bytes += prepared.encoded.count
+                          case .submit(let sub) = q.pending[n] {
+                        bytes += sub.prepared.encoded.count
                         n += 1
+                    }
+                    if n == q.pending.count {
+                        // The usual case: take the whole queue without copying or shifting it.
+                        defer { q.pending = [] }
+                        return q.pending
                     }
                     let taken = Array(q.pending[0..<n])
                     q.pending.removeFirst(n)
@@ -85,7 +93,7 @@ final class Writer: @unchecked Sendable {
                     // Fail whatever was queued behind the stop.
                     let rest = store.queue.withLock { q in defer { q.pending.removeAll() }; return q.pending }
                     for j in rest {
-                        if case .submit(_, _, _, _, let c) = j { c.resume(throwing: StorageError.closed) }
+                        if case .submit(let sub) = j { sub.completion.fail(StorageError.closed) }
                         if case .exclusive(let f) = j { f(self) }  // fails in `perform` with a closed env? run it: env still open
                     }
                     store.stopped.signal()
@@ -178,7 +186,7 @@ final class Writer: @unchecked Sendable {
 
     func runBatch(_ jobs: [StoreCore.Job]) {
         var results: [WriteResult] = []
-        var conts: [CheckedContinuation<WriteResult, any Error>] = []
+        var conts: [StoreCore.Completion] = []
         var idx = lastIndex
         var ts = lastTimestamp
         var bytes = 0
@@ -187,14 +195,15 @@ final class Writer: @unchecked Sendable {
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
-            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.resume(throwing: err) } }
+            for job in jobs { if case .submit(let sub) = job { sub.completion.fail(err) } }
             return
         }
         do {
             let first = try writeTxn { t in
                 for job in jobs {
-                    guard case .submit(let ns, let op, let auth, let prepared, let cont) = job else { continue }
-                    conts.append(cont)
+                    guard case .submit(let sub) = job else { continue }
+                    let (ns, op, auth, prepared) = (sub.namespace, sub.operation, sub.auth, sub.prepared)
+                    conts.append(sub.completion)
                     bytes += prepared.encoded.count
                     idx += 1
                     ts = max(ts, Self.nowMs())
@@ -220,12 +229,34 @@ final class Writer: @unchecked Sendable {
             }
             // Listeners first: a writer is acknowledged only after its change reached them.
             store.publish(results)
-            for (c, r) in zip(conts, results) { c.resume(returning: r) }
+            Self.complete(conts, with: results.map { .success($0) })
         } catch {
             defsCache = saveDefs
             storedRules = saveRules
-            for job in jobs { if case .submit(_, _, _, _, let c) = job { c.resume(throwing: error) } }
+            Self.complete(jobs.compactMap { if case .submit(let sub) = $0 { sub.completion } else { nil } },
+                          with: jobs.map { _ in .failure(error) })
         }
+    }
+
+    /// Resumes the awaiting submitters one by one and gives each sink all of its results of this
+    /// commit in one call (in queue order), so a pipelining connection answers a burst at once.
+    static func complete(_ completions: [StoreCore.Completion], with results: [Result<WriteResult, any Error>]) {
+        var sinks: [(sink: any CommitSink, items: [(UInt64, Result<WriteResult, any Error>)])] = []
+        var slot: [ObjectIdentifier: Int] = [:]
+        for (c, r) in zip(completions, results) {
+            switch c {
+            case .resume(let cont): cont.resume(with: r)
+            case .sink(let s, let tag):
+                let id = ObjectIdentifier(s)
+                if let i = slot[id] {
+                    sinks[i].items.append((tag, r))
+                } else {
+                    slot[id] = sinks.count
+                    sinks.append((s, [(tag, r)]))
+                }
+            }
+        }
+        for (s, items) in sinks { s.committed(items) }
     }
 
     // MARK: - Indexes

@@ -14,31 +14,24 @@ struct ClusterBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cluster", abstract: "3-node Ember vs 3-member etcd: quorum-durable writes/s and latency.")
 
-    @Option(help: "emberd binary.")
-    var emberd = ".build/release/emberd"
-
-    @Option(help: "etcd binary (Debian etcd-server; scripts/bootstrap.sh --with-etcd).")
-    var etcd = "/usr/bin/etcd"
+    @OptionGroup var load: LoadOptions
 
     @Option(help: "openssl binary (the cluster's certificates).")
     var openssl = "/usr/bin/openssl"
-
-    @Option(help: "Concurrent clients.")
-    var clients = 64
-
-    @Option(help: "Seconds per run (after a 1 s warm-up).")
-    var duration = 10.0
-
-    @Option(help: "Value size in bytes.")
-    var valueSize = 16
 
     @Flag(help: "Skip the etcd run.")
     var skipEtcd = false
 
     static let nodes = 3
 
+    var clients: Int { load.clients }
+    var duration: Double { load.duration }
+    var valueSize: Int { load.valueSize }
+    var emberd: String { load.emberd }
+    var etcd: String { load.etcd }
+
     func run() async throws {
-        let bench = WriteBench.parseOrExit(["--clients", "\(clients)", "--duration", "\(duration)", "--value-size", "\(valueSize)"])
+        let bench = HTTPLoad(clients: load.clients, duration: load.duration)
         let http = bench.makeClient()
         var processes: [Process] = []
         do {
@@ -52,7 +45,7 @@ struct ClusterBench: AsyncParsableCommand {
         try await http.shutdown()
     }
 
-    func runAll(_ bench: WriteBench, _ http: HTTPClient, _ processes: inout [Process]) async throws {
+    func runAll(_ bench: HTTPLoad, _ http: HTTPClient, _ processes: inout [Process]) async throws {
         let dir = NSTemporaryDirectory() + "ember-cluster-bench-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ids = (1...Self.nodes).map { "n\($0)" }
@@ -62,13 +55,13 @@ struct ClusterBench: AsyncParsableCommand {
         var urls: [String] = []
         for (i, id) in ids.enumerated() {
             let port = base + i
-            processes.append(try bench.launch(emberd, [
+            processes.append(try HTTPLoad.launch(emberd, [
                 "--data", "\(dir)/\(id)", "--port", "\(port)", "--log-level", "warning", "--node-id", id, "--peers", peers,
                 "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
             ]))
             urls.append("http://127.0.0.1:\(port)")
         }
-        for url in urls { try await bench.waitReady(http, url + "/.json") }
+        for url in urls { try await HTTPLoad.waitReady(http, url + "/.json") }
         try await waitForLeader(http, urls)
         let value = String(repeating: "x", count: valueSize)
         let nodeURLs = urls
@@ -96,7 +89,7 @@ struct ClusterBench: AsyncParsableCommand {
         var etcdURLs: [String] = []
         for i in 0..<Self.nodes {
             let client = "http://127.0.0.1:\(etcdBase + i)", peer = "http://127.0.0.1:\(etcdBase + 10 + i)"
-            processes.append(try bench.launch(etcd, [
+            processes.append(try HTTPLoad.launch(etcd, [
                 "--data-dir", "\(dir)/etcd\(i + 1)", "--name", "e\(i + 1)",
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -104,7 +97,7 @@ struct ClusterBench: AsyncParsableCommand {
             ]))
             etcdURLs.append(client)
         }
-        for url in etcdURLs { try await bench.waitReady(http, url + "/health") }
+        for url in etcdURLs { try await HTTPLoad.waitReady(http, url + "/health") }
         let b64value = Data(("\"" + value + "\"").utf8).base64EncodedString()
         let members = etcdURLs
         let etcdResult = try await bench.load(http, name: "etcd (3 members)") { worker, i in

@@ -8,20 +8,16 @@ import NIOPosix
 struct EmberBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ember-bench", abstract: "Ember benchmarks.",
-        subcommands: [WriteBench.self, RealtimeBench.self, ClusterBench.self], defaultSubcommand: WriteBench.self)
+        subcommands: [WriteBench.self, RealtimeBench.self, ClusterBench.self, StorageBench.self], defaultSubcommand: WriteBench.self)
 }
 
-/// Load generator: N concurrent clients of small durable writes against an Ember node, and the
-/// same workload against a single-member etcd (Debian's etcd-server) in the same invocation.
-struct WriteBench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "write", abstract: "Durable small-write throughput and latency, Ember vs etcd (the default).")
-
-    @Option(help: "Ember node URL; when absent a fresh emberd is started (see --emberd).")
-    var url: String?
-
-    @Option(help: "emberd binary to start when --url is absent.")
+/// The load shape and binaries every write benchmark shares (`write`, `cluster`).
+struct LoadOptions: ParsableArguments {
+    @Option(help: "emberd binary to start (by `write` when --url is absent).")
     var emberd = ".build/release/emberd"
+
+    @Option(help: "etcd binary (Debian etcd-server; scripts/bootstrap.sh --with-etcd).")
+    var etcd = "/usr/bin/etcd"
 
     @Option(help: "Concurrent clients.")
     var clients = 64
@@ -31,6 +27,28 @@ struct WriteBench: AsyncParsableCommand {
 
     @Option(help: "Value size in bytes.")
     var valueSize = 16
+}
+
+/// Load generator: N concurrent clients of small durable writes against an Ember node, and the
+/// same workload against a single-member etcd (Debian's etcd-server) in the same invocation.
+struct WriteBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "write", abstract: "Durable small-write throughput and latency, Ember vs etcd (the default).")
+
+    enum WireProtocol: String, ExpressibleByArgument, CaseIterable {
+        case rest, ws
+    }
+
+    @OptionGroup var load: LoadOptions
+
+    @Option(help: "Ember node URL; when absent a fresh emberd is started (see --emberd).")
+    var url: String?
+
+    @Option(help: "rest: HTTP/1.1 PUT per write; ws: Firebase wire protocol v5 `p` requests over WebSocket.")
+    var `protocol`: WireProtocol = .rest
+
+    @Option(help: "ws: requests each connection keeps outstanding (1 = wait for each ack).")
+    var pipeline = 1
 
     @Option(help: "Rules file for the emberd the bench starts (measures writes judged by rules).")
     var rules: String?
@@ -44,22 +62,29 @@ struct WriteBench: AsyncParsableCommand {
     @Flag(help: "Also run the workload against a single-member etcd and print Ember/etcd.")
     var compareEtcd = false
 
-    @Option(help: "etcd binary.")
-    var etcd = "/usr/bin/etcd"
+    @Option(help: "Port of the emberd the bench starts (0: a random one in 19000-19999).")
+    var port = 0
+
+    var clients: Int { load.clients }
+    var duration: Double { load.duration }
+    var valueSize: Int { load.valueSize }
+    var emberd: String { load.emberd }
+    var etcd: String { load.etcd }
+    var driver: HTTPLoad { HTTPLoad(clients: clients, duration: duration) }
+
+    func validate() throws {
+        guard pipeline >= 1 else { throw ValidationError("--pipeline must be at least 1") }
+        guard `protocol` == .ws || pipeline == 1 else { throw ValidationError("--pipeline needs --protocol ws") }
+        guard `protocol` == .rest || auth == nil else { throw ValidationError("--auth is for --protocol rest") }
+    }
 
     func run() async throws {
-        let http = makeClient()
+        let http = driver.makeClient()
         do { try await runAll(http) } catch {
             try? await http.shutdown()
             throw error
         }
         try await http.shutdown()
-    }
-
-    func makeClient() -> HTTPClient {
-        HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: .init(connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: clients)))
     }
 
     func runAll(_ http: HTTPClient) async throws {
@@ -68,14 +93,14 @@ struct WriteBench: AsyncParsableCommand {
         var emberProcess: Process?
         let base: String
         if let url { base = url } else {
-            let port = 19_000 + Int.random(in: 0..<1000)
+            let port = self.port > 0 ? self.port : 19_000 + Int.random(in: 0..<1000)
             let dir = NSTemporaryDirectory() + "ember-bench-\(UUID().uuidString)"
-            emberProcess = try launch(emberd, ["--data", dir, "--port", "\(port)", "--log-level", "warning",
-                                               // One machine plays many clients: per-client limits off.
-                                               "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
-                                      + (rules.map { ["--rules", $0] } ?? []))
+            emberProcess = try HTTPLoad.launch(emberd, ["--data", dir, "--port", "\(port)", "--log-level", "warning",
+                                                        // One machine plays many clients: per-client limits off.
+                                                        "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
+                                               + (rules.map { ["--rules", $0] } ?? []))
             base = "http://127.0.0.1:\(port)"
-            try await waitReady(http, base + "/.json?auth=owner")
+            try await HTTPLoad.waitReady(http, base + "/.json?auth=owner")
         }
         defer { emberProcess?.terminate() }
         if prefill > 0 {
@@ -85,46 +110,107 @@ struct WriteBench: AsyncParsableCommand {
             _ = try await http.execute(r, timeout: .seconds(120))
         }
         let authParam = auth.map { "&auth=\($0)" } ?? ""
-        print("ember-bench: \(clients) clients, \(valueSize)-byte values, \(duration) s per run"
+        let shape = `protocol` == .ws
+            ? "\(clients) WebSocket connections (wire protocol v5) x \(pipeline) outstanding `p` requests each"
+            : "\(clients) HTTP/1.1 clients (one PUT per request)"
+        print("ember-bench: \(shape), \(valueSize)-byte values, \(duration) s per run, load average \(loadAverage())"
               + (rules.map { ", rules \($0)" } ?? "") + (prefill > 0 ? ", \(prefill) other leaves" : ""))
-        let ember = try await load(http, name: "ember") { worker, i in
-            var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/k\(i % 1000).json?print=silent\(authParam)")
-            r.method = .PUT
-            r.body = .bytes(ByteBuffer(string: "\"\(value)\""))
-            return r
+        let cpu0 = emberProcess.map { processCPUSeconds($0.processIdentifier) } ?? 0
+        let ember: HTTPLoad.Result
+        switch `protocol` {
+        case .rest:
+            ember = try await driver.load(http, name: "ember") { worker, i in
+                var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/k\(i % 1000).json?print=silent\(authParam)")
+                r.method = .PUT
+                r.body = .bytes(ByteBuffer(string: "\"\(value)\""))
+                return r
+            }
+        case .ws:
+            let ws = base.replacingOccurrences(of: "http://", with: "ws://")
+            ember = try await WireWriteLoad(url: ws + "/.ws?v=5&ns=bench", connections: clients, pipeline: pipeline,
+                                            duration: duration, value: value).run(name: "ember")
         }
         ember.print()
+        if let p = emberProcess {
+            let cpu = processCPUSeconds(p.processIdentifier) - cpu0
+            print(String(format: "emberd CPU %.2f s over the run = %.1f µs per acknowledged write (%d incl. warm-up); load average %@",
+                         cpu, cpu * 1e6 / Double(max(1, ember.total)), ember.total, loadAverage()))
+        }
         guard compareEtcd else { return }
         let etcdPort = 22_379 + Int.random(in: 0..<1000)
         let dir = NSTemporaryDirectory() + "etcd-bench-\(UUID().uuidString)"
-        let etcdProcess = try launch(etcd, [
+        let etcdProcess = try HTTPLoad.launch(etcd, [
             "--data-dir", dir, "--name", "bench",
             "--listen-client-urls", "http://127.0.0.1:\(etcdPort)", "--advertise-client-urls", "http://127.0.0.1:\(etcdPort)",
             "--listen-peer-urls", "http://127.0.0.1:\(etcdPort + 1)", "--initial-advertise-peer-urls", "http://127.0.0.1:\(etcdPort + 1)",
             "--initial-cluster", "bench=http://127.0.0.1:\(etcdPort + 1)", "--log-level", "error",
         ])
         defer { etcdProcess.terminate() }
-        try await waitReady(http, "http://127.0.0.1:\(etcdPort)/health")
-        let b64value = Data(("\"" + value + "\"").utf8).base64EncodedString()
-        let etcdResult = try await load(http, name: "etcd") { worker, i in
-            var r = HTTPClientRequest(url: "http://127.0.0.1:\(etcdPort)/v3/kv/put")
-            r.method = .POST
-            let key = Data("/bench/w\(worker)/k\(i % 1000)".utf8).base64EncodedString()
-            r.body = .bytes(ByteBuffer(string: #"{"key":"\#(key)","value":"\#(b64value)"}"#))
-            return r
+        try await HTTPLoad.waitReady(http, "http://127.0.0.1:\(etcdPort)/health")
+        // etcd's HTTP gateway answers one request per connection at a time (no pipelining over
+        // HTTP/1.1): against pipelined Ember it gets as many concurrent clients as Ember has
+        // writes outstanding (connections x pipeline).
+        let etcdClients = `protocol` == .ws ? clients * pipeline : clients
+        if `protocol` == .ws {
+            print("etcd: \(etcdClients) HTTP/1.1 clients (= \(clients) x \(pipeline) outstanding writes), one POST /v3/kv/put per request")
         }
+        let etcdDriver = HTTPLoad(clients: etcdClients, duration: duration)
+        let etcdHTTP = etcdDriver.makeClient()
+        let b64value = Data(("\"" + value + "\"").utf8).base64EncodedString()
+        let etcdCPU0 = processCPUSeconds(etcdProcess.processIdentifier)
+        let etcdResult: HTTPLoad.Result
+        do {
+            etcdResult = try await etcdDriver.load(etcdHTTP, name: "etcd") { worker, i in
+                var r = HTTPClientRequest(url: "http://127.0.0.1:\(etcdPort)/v3/kv/put")
+                r.method = .POST
+                let key = Data("/bench/w\(worker % clients)/k\((i * pipeline + worker / clients) % 1000)".utf8).base64EncodedString()
+                r.body = .bytes(ByteBuffer(string: #"{"key":"\#(key)","value":"\#(b64value)"}"#))
+                return r
+            }
+        } catch {
+            try? await etcdHTTP.shutdown()
+            throw error
+        }
+        try await etcdHTTP.shutdown()
         etcdResult.print()
+        let etcdCPU = processCPUSeconds(etcdProcess.processIdentifier) - etcdCPU0
+        print(String(format: "etcd CPU %.2f s over the run = %.1f µs per acknowledged write; load average %@",
+                     etcdCPU, etcdCPU * 1e6 / Double(max(1, etcdResult.total)), loadAverage()))
         print(String(format: "ratio ember/etcd: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx",
                      ember.rate / etcdResult.rate, ember.p50 / etcdResult.p50, ember.p99 / etcdResult.p99))
+    }
+}
+
+/// CPU seconds (user + system) process `pid` has used so far (from /proc).
+func processCPUSeconds(_ pid: Int32) -> Double {
+    guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = s.lastIndex(of: ")") else { return 0 }
+    let f = s[s.index(after: close)...].split(separator: " ")  // f[0] = state (field 3)
+    guard f.count > 13, let u = Double(f[11]), let k = Double(f[12]) else { return 0 }
+    return (u + k) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// N concurrent HTTP/1.1 keep-alive clients, each sending one request at a time.
+struct HTTPLoad: Sendable {
+    var clients: Int
+    var duration: Double
+
+    func makeClient() -> HTTPClient {
+        HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: clients)))
     }
 
     struct Result {
         var name: String
+        /// Writes measured (sent after the warm-up, answered before the end).
         var count: Int
         var errors: Int
         var seconds: Double
         var p50: Double
         var p99: Double
+        /// Every write answered successfully, warm-up included (for CPU per write).
+        var total: Int
         var rate: Double { Double(count) / seconds }
 
         func print() {
@@ -140,18 +226,19 @@ struct WriteBench: AsyncParsableCommand {
         let start = ContinuousClock.now
         let measureFrom = start + .seconds(warmup)
         let end = start + .seconds(total)
-        let perWorker = try await withThrowingTaskGroup(of: ([Double], Int).self) { group in
+        let perWorker = try await withThrowingTaskGroup(of: ([Double], Int, Int).self) { group in
             for w in 0..<clients {
                 group.addTask {
                     var lat: [Double] = []
                     var errors = 0
+                    var ok = 0
                     var i = 0
                     while ContinuousClock.now < end {
                         let t0 = ContinuousClock.now
                         do {
                             let resp = try await http.execute(request(w, i), timeout: .seconds(30))
                             _ = try await resp.body.collect(upTo: 1 << 20)
-                            if !(200..<300).contains(Int(resp.status.code)) { errors += 1 }
+                            if (200..<300).contains(Int(resp.status.code)) { ok += 1 } else { errors += 1 }
                         } catch { errors += 1 }
                         let t1 = ContinuousClock.now
                         if t0 >= measureFrom && t1 <= end {
@@ -160,10 +247,10 @@ struct WriteBench: AsyncParsableCommand {
                         }
                         i += 1
                     }
-                    return (lat, errors)
+                    return (lat, errors, ok)
                 }
             }
-            var all: [([Double], Int)] = []
+            var all: [([Double], Int, Int)] = []
             for try await r in group { all.append(r) }
             return all
         }
@@ -171,10 +258,10 @@ struct WriteBench: AsyncParsableCommand {
         lat.sort()
         func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
         return Result(name: name, count: lat.count, errors: perWorker.map(\.1).reduce(0, +),
-                      seconds: duration, p50: pct(0.5), p99: pct(0.99))
+                      seconds: duration, p50: pct(0.5), p99: pct(0.99), total: perWorker.map(\.2).reduce(0, +))
     }
 
-    func launch(_ path: String, _ args: [String]) throws -> Process {
+    static func launch(_ path: String, _ args: [String]) throws -> Process {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = args
@@ -184,7 +271,7 @@ struct WriteBench: AsyncParsableCommand {
         return p
     }
 
-    func waitReady(_ http: HTTPClient, _ url: String) async throws {
+    static func waitReady(_ http: HTTPClient, _ url: String) async throws {
         for _ in 0..<300 {
             if let r = try? await http.execute(HTTPClientRequest(url: url), timeout: .seconds(1)), r.status == .ok { return }
             try await Task.sleep(for: .milliseconds(100))

@@ -177,3 +177,54 @@ def test_bad_requests_get_error_statuses(node, ns):
         assert requests.get(f"{node.url}/.json?ns={ns}").json() is None
         await c.close()
     run(go())
+
+
+def test_pipelined_writes_are_acknowledged_in_order(node, ns):
+    """An SDK sends writes without waiting for answers: 300 `p`/`m` requests written at once, with
+    a refused one and a failed compare-and-set among them. Every request gets its answer, in
+    request order, with its own status; the data is what the writes made, in their order; a
+    listener got each change before its writer's ack; a `g` sent after them sees them all."""
+    async def go():
+        listener = await WireClient.connect(node.url, ns)
+        await listener.request("q", {"p": "/pipe", "h": ""})
+        c = await WireClient.connect(node.url, ns)
+        expected = {}
+        frames = []
+        for r in range(1, 301):
+            if r == 100:
+                body, want = ("p", {"p": "pipe/bad", "d": {"a.b": 1}}), "invalid_data"  # key with "."
+            elif r == 200:
+                body, want = ("p", {"p": "pipe/k5", "d": 0, "h": "not-the-hash"}), "datastale"
+            elif r % 50 == 0:
+                body, want = ("m", {"p": "pipe", "d": {f"m{r}": r}}), "ok"
+            else:
+                body, want = ("p", {"p": f"pipe/k{r % 20}", "d": r}), "ok"
+            expected[r] = want
+            frames.append(json.dumps({"t": "d", "d": {"r": r, "a": body[0], "b": body[1]}}))
+        for f in frames:  # no await between requests beyond the socket send itself
+            await c.ws.send(f)
+        got = []
+        while len(got) < 300:
+            msg = await asyncio.wait_for(c._recv(), 30)
+            d = msg.get("d", {})
+            if msg.get("t") == "d" and "r" in d:
+                got.append((d["r"], d["b"]["s"]))
+        assert [r for r, _ in got] == list(range(1, 301))
+        assert {r: s for r, s in got} == expected
+        # A later read on the same connection waits for the writes before it.
+        c.r = 300
+        _, resp = await c.request("g", {"p": "/pipe/k19", "q": {}})
+        assert resp == {"s": "ok", "d": 299}
+        data = requests.get(f"{node.url}/pipe.json?ns={ns}").json()
+        last = {f"k{k}": max(r for r in range(1, 301) if r % 20 == k and r % 50 and r not in (100, 200)) for k in range(20)}
+        last.update({f"m{r}": r for r in range(50, 301, 50) if r not in (100, 200)})
+        assert data == last
+        # The listener saw the writes in log order (each push's version grows).
+        versions = []
+        while len(versions) < 298:
+            push = await listener.next_push()
+            versions.append(push["b"].get("v"))
+        assert versions == sorted(versions)
+        await c.close()
+        await listener.close()
+    run(go())

@@ -10,6 +10,8 @@ struct RealtimeHandler: Sendable {
     let clock: @Sendable () -> Int64
     /// The per-address budget shared with REST (`--max-requests-per-second-per-address`).
     var addressRate: RequestRateByAddress? = nil
+    /// Pipelined writes (single node); nil: each write is awaited before the next request.
+    var pipeline: WirePipeline? = nil
     var gate: RulesGate { RulesGate(store: store, defaults: config.rules) }
 
     /// Handles one reassembled message.
@@ -37,20 +39,53 @@ struct RealtimeHandler: Sendable {
             session.send(WireMessages.response(r, status: "too_many_requests", data: .string(addressRate.refusal)))
             return
         }
+        if let pipeline {
+            // Writes go down the pipeline without waiting; anything else waits for the writes
+            // before it to be answered (it must see them, and answer after them).
+            if action == "p" || action == "m" {
+                do {
+                    if let request = try pipelinedWrite(action, body) {
+                        await pipeline.submit(r: r, request)
+                        return
+                    }
+                } catch {
+                    // Refused by the front's checks: answered in order behind the queued writes.
+                    await pipeline.drained()
+                    session.send(WireMessages.errorResponse(r, error))
+                    return
+                }
+            }
+            await pipeline.drained()
+        }
         do {
             let (status, data) = try await dispatch(action, body, r: r)
             if let status { session.send(WireMessages.response(r, status: status, data: data)) }
-        } catch let e as EmberError {
-            session.send(WireMessages.response(r, status: "invalid_data", data: .string(e.description)))
-        } catch let e as RestError {
-            session.send(WireMessages.response(r, status: e.status == 429 ? "too_many_requests" : "invalid_data", data: .string(e.message)))
-        } catch let e as StoreUnavailable {
-            session.send(WireMessages.response(r, status: "unavailable", data: .string(e.message)))
-        } catch is PermissionDenied {
-            session.send(WireMessages.response(r, status: "permission_denied", data: .string(PermissionDenied.message)))
         } catch {
-            session.send(WireMessages.response(r, status: "internal_error", data: .string("\(error)")))
+            session.send(WireMessages.errorResponse(r, error))
         }
+    }
+
+    /// The store request of a `p` or `m` that can be pipelined; nil for a priority-only set
+    /// (`<path>/.priority`), which reads the current value and takes the awaited path.
+    func pipelinedWrite(_ action: String, _ b: [String: JSON]) throws -> WriteRequest? {
+        if action == "m" {
+            let path = try wirePath(b)
+            return WriteRequest(namespace: session.namespace, path: path, kind: .update(try mergeParts(path, b["d"])),
+                                identity: session.identity)
+        }
+        if let raw = b["p"]?.stringValue, try PriorityWrite.target(ofRawPath: raw) != nil { return nil }
+        return try setRequest(b)
+    }
+
+    /// A `p` request as a store write: `h` (hash) or `v` (version) make it a compare-and-set.
+    func setRequest(_ b: [String: JSON]) throws -> WriteRequest {
+        let path = try wirePath(b)
+        let data = b["d"] ?? .null
+        try validate(data, at: path)
+        var condition: WriteCondition?
+        if let h = b["h"]?.stringValue { condition = .hash(h) }
+        if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
+        return WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition, identity: session.identity)
     }
 
     /// Returns the response (status, data), or nil status when the response was already queued.
@@ -149,14 +184,9 @@ struct RealtimeHandler: Sendable {
             _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store)
             return ("ok", .string(""))
         }
-        let path = try wirePath(b)
-        let data = b["d"] ?? .null
-        try validate(data, at: path)
-        var condition: WriteCondition?
-        if let h = b["h"]?.stringValue { condition = .hash(h) }
-        if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
-        let outcome = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition,
-                                                         identity: session.identity))
+        let request = try setRequest(b)
+        let path = request.path
+        let outcome = try await store.write(request)
         // A failed compare-and-set: the current value reached the client's listens before this
         // response, because pushes and responses share the session's ordered queue.
         return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))

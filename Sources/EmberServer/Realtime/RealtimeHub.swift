@@ -11,6 +11,9 @@ public final class RealtimeHub: Sendable {
     }
 
     private let sessions = Mutex<[String: [String: RealtimeSession]]>([:])
+    /// The sessions with at least one listen, by namespace: the only ones a change can concern
+    /// (writers that do not listen cost the fan-out nothing).
+    private let listening = Mutex<[String: [String: RealtimeSession]]>([:])
     public let limits: Limits
 
     public init(limits: Limits = Limits()) {
@@ -29,6 +32,7 @@ public final class RealtimeHub: Sendable {
         sessions.withLock { all in
             guard all.values.reduce(0, { $0 + $1.count }) < limits.maxConnections else { return nil }
             let s = RealtimeSession(id: id, namespace: namespace, address: address, base: base, limits: limits.session)
+            s.listeningChanged.withLock { $0 = { [weak self] session, on in self?.setListening(session, on) } }
             all[namespace, default: [:]][id] = s
             return s
         }
@@ -39,11 +43,23 @@ public final class RealtimeHub: Sendable {
             all[session.namespace]?.removeValue(forKey: session.id)
             if all[session.namespace]?.isEmpty == true { all.removeValue(forKey: session.namespace) }
         }
+        setListening(session, false)
+    }
+
+    private func setListening(_ session: RealtimeSession, _ on: Bool) {
+        listening.withLock { all in
+            let ns = session.namespace
+            if on {
+                all[ns, default: [:]][session.id] = session
+            } else if all[ns]?.removeValue(forKey: session.id) != nil, all[ns]?.isEmpty == true {
+                all.removeValue(forKey: ns)
+            }
+        }
     }
 
     /// Called by the store in commit order.
     public func publish(_ change: CommittedChange) {
-        let targets = sessions.withLock { $0[change.namespace].map { Array($0.values) } ?? [] }
+        let targets = listening.withLock { $0[change.namespace].map { Array($0.values) } ?? [] }
         for s in targets { s.deliver(change) }
     }
 

@@ -15,6 +15,9 @@ public final class RealtimeSession: Sendable {
         public var maxListens = 10_000
         /// onDisconnect operations one connection may register.
         public var maxOnDisconnect = 1_000
+        /// Writes of one connection queued and not yet answered; a client pipelining more is not
+        /// read until some are answered.
+        public var maxPipelinedWrites = 1_000
         /// Requests per second one connection may make; over it, requests get `too_many_requests`.
         public var requestRate = RequestRateLimit()
         public init() {}
@@ -31,6 +34,10 @@ public final class RealtimeSession: Sendable {
         var requestBucket: TokenBucket?
         var closed = false
         var closeReason: String?
+        /// Frames queued for the socket, oldest first (at most `limits.outboundQueue`).
+        var frames: [String] = []
+        /// The socket writer waiting for frames (`nextFrames`).
+        var frameWaiter: CheckedContinuation<[String]?, Never>?
     }
 
     public let id: String
@@ -45,9 +52,9 @@ public final class RealtimeSession: Sendable {
     /// Runs after the identity changed or expired (the rules layer re-judges the listens); takes
     /// the session so it does not keep itself alive.
     private let identityChangedHook = Mutex<(@Sendable (RealtimeSession) -> Void)?>(nil)
-    private let continuation: AsyncStream<String>.Continuation
-    /// Frames to write to the socket, in order.
-    public let outbound: AsyncStream<String>
+    /// Listens went from none to some (true) or back (false): the hub fans out only to
+    /// sessions that listen.
+    let listeningChanged = Mutex<(@Sendable (RealtimeSession, Bool) -> Void)?>(nil)
 
     init(id: String, namespace: String, address: String? = nil, base: Identity = .anonymous, limits: Limits) {
         self.id = id
@@ -55,7 +62,6 @@ public final class RealtimeSession: Sendable {
         self.address = address
         self.baseIdentity = base
         self.limits = limits
-        (outbound, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(limits.outboundQueue))
         state.withLock { $0.identity = base }
     }
 
@@ -66,18 +72,35 @@ public final class RealtimeSession: Sendable {
 
     private func enqueue(_ s: inout State, _ message: JSON) {
         guard !s.closed else { return }
-        for frame in WireFraming.split(message.serialized()) {
-            if case .dropped = continuation.yield(frame) {
-                s.closed = true
-                s.closeReason = "outbound queue over \(limits.outboundQueue) messages: client too slow"
-                continuation.finish()
-                return
-            }
+        for frame in WireFraming.split(message.serialized()) { enqueue(&s, frame: frame) }
+    }
+
+    /// `frame` must be one whole frame (at most `WireFraming.maxFrameCharacters` characters).
+    private func enqueue(_ s: inout State, frame: String) {
+        guard !s.closed else { return }
+        guard s.frames.count < limits.outboundQueue else {
+            s.closed = true
+            s.closeReason = "outbound queue over \(limits.outboundQueue) messages: client too slow"
+            // The socket writer still sends what is queued, then closes.
+            if let w = s.frameWaiter { s.frameWaiter = nil; w.resume(returning: nil) }
+            return
+        }
+        s.frames.append(frame)
+        if let w = s.frameWaiter {
+            // A waiter exists only while the queue was empty: this frame is all there is.
+            s.frameWaiter = nil
+            w.resume(returning: s.frames)
+            s.frames = []
         }
     }
 
     func send(_ message: JSON) {
         state.withLock { enqueue(&$0, message) }
+    }
+
+    /// Queues whole frames in order (pipelined write responses, built without a JSON value).
+    func send(frames: [String]) {
+        state.withLock { s in for f in frames { enqueue(&s, frame: f) } }
     }
 
     func finish(reason: String?) {
@@ -87,9 +110,45 @@ public final class RealtimeSession: Sendable {
             if !s.closed {
                 s.closed = true
                 s.closeReason = reason
-                continuation.finish()
+                if let w = s.frameWaiter { s.frameWaiter = nil; w.resume(returning: nil) }
             }
         }
+    }
+
+    /// The frames queued so far (at most `max`), oldest first, waiting while there is none; nil
+    /// once the session is closed and its queue is empty. One consumer (the socket writer).
+    func nextFrames(max: Int = .max) async -> [String]? {
+        await withCheckedContinuation { (c: CheckedContinuation<[String]?, Never>) in
+            state.withLock { s in
+                if s.frames.count > max {
+                    c.resume(returning: Array(s.frames[..<max]))
+                    s.frames.removeFirst(max)
+                } else if !s.frames.isEmpty {
+                    c.resume(returning: s.frames)
+                    s.frames = []
+                } else if s.closed {
+                    c.resume(returning: nil)
+                } else {
+                    precondition(s.frameWaiter == nil, "one consumer of a session's frames")
+                    s.frameWaiter = c
+                }
+            }
+        }
+    }
+
+    /// The queued frames one by one, taking each from the queue only when it is read (tests
+    /// read a session this way, possibly in several loops).
+    public var outbound: OutboundFrames { OutboundFrames(session: self) }
+
+    public struct OutboundFrames: AsyncSequence, Sendable {
+        let session: RealtimeSession
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            let session: RealtimeSession
+            public mutating func next() async -> String? {
+                await session.nextFrames(max: 1)?.first
+            }
+        }
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(session: session) }
     }
 
     // MARK: - Fan-out
@@ -119,8 +178,14 @@ public final class RealtimeSession: Sendable {
             if s.listens[key] != nil { return .duplicate }
             guard s.listens.count < limits.maxListens else { return .tooMany }
             s.listens[key] = WireListen(path: path, query: query, queryWire: queryWire, tag: tag)
+            if s.listens.count == 1 { notifyListening(true) }
             return .started
         }
+    }
+
+    /// Called under the state lock, so transitions reach the hub in order.
+    private func notifyListening(_ on: Bool) {
+        if let hook = listeningChanged.withLock({ $0 }) { hook(self, on) }
     }
 
     /// Sends the initial data, then the `ok` (clients mark their cache complete on `ok`).
@@ -134,7 +199,11 @@ public final class RealtimeSession: Sendable {
     }
 
     func endListen(path: Path, queryWire: JSON?, tag: Int64?) {
-        _ = state.withLock { $0.listens.removeValue(forKey: WireListen.key(path: path, queryWire: queryWire, tag: tag)) }
+        state.withLock { s in
+            if s.listens.removeValue(forKey: WireListen.key(path: path, queryWire: queryWire, tag: tag)) != nil, s.listens.isEmpty {
+                notifyListening(false)
+            }
+        }
     }
 
     // MARK: - onDisconnect
@@ -229,6 +298,7 @@ public final class RealtimeSession: Sendable {
                 let l = s.listens[key]!
                 guard !stillAllowed(l.path, l.query, s.identity) else { continue }
                 s.listens.removeValue(forKey: key)
+                if s.listens.isEmpty { notifyListening(false) }
                 var b: [String: JSON] = ["p": .string(WireMessages.wirePath(l.path))]
                 if let q = l.queryWire { b["q"] = q }
                 enqueue(&s, .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(b)])]))

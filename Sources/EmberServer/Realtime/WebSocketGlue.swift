@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOWebSocket
 
 /// Connects Hummingbird's WebSocket upgrade to the wire protocol: `ws://HOST:PORT/.ws?v=5&ns=NS`.
 enum WebSocketGlue {
@@ -22,12 +23,13 @@ enum WebSocketGlue {
         return .upgrade([:]) { inbound, outbound, context in
             let base = await ClientCertificate.baseIdentity(of: channel, config: node.config)
             await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, base: base, node: node,
-                      logger: context.logger)
+                      logger: context.logger, channel: channel)
         }
     }
 
     static func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, namespace: String,
-                    host: String, address: String?, base: Identity = .anonymous, node: EmberNode, logger: Logger) async {
+                    host: String, address: String?, base: Identity = .anonymous, node: EmberNode, logger: Logger,
+                    channel: (any Channel)? = nil) async {
         let id = UUID().uuidString.lowercased()
         let perAddress = node.rest.connectionsPerAddress
         guard perAddress.acquire(address) else {
@@ -45,13 +47,18 @@ enum WebSocketGlue {
         let gate = RulesGate(store: node.store, defaults: node.config.rules)
         session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: gate, now: clock()) }
         let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock,
-                                      addressRate: node.rest.addressRequestRate)
+                                      addressRate: node.rest.addressRequestRate,
+                                      pipeline: WirePipeline(store: node.store, session: session))
         session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
         await withTaskGroup(of: Void.self) { group in
             // Writer: drains the session's ordered queue to the socket.
             group.addTask {
-                for await frame in session.outbound {
-                    do { try await outbound.write(.text(frame)) } catch { break }
+                while let frames = await session.nextFrames() {
+                    do {
+                        if let channel { try await writeFrames(frames, to: channel) } else {
+                            for frame in frames { try await outbound.write(.text(frame)) }
+                        }
+                    } catch { break }
                 }
                 let reason = session.closeReason ?? "closed"
                 try? await outbound.close(.normalClosure, reason: String(reason.prefix(120)))
@@ -75,6 +82,9 @@ enum WebSocketGlue {
             group.cancelAll()
         }
         node.realtime.close(session)
+        // Pipelined writes still queued are ordered before the onDisconnect writes anyway (one
+        // queue); waiting keeps their outcomes from racing the connection's last identity.
+        await handler.pipeline?.drained()
         // onDisconnect operations run in log order like any write, after the connection is gone,
         // judged by the rules as the connection's last identity.
         let identity = session.identity
@@ -85,5 +95,43 @@ enum WebSocketGlue {
                 logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
             }
         }
+    }
+
+    /// Writes a batch of text frames as one buffer with one hop to the event loop and one flush
+    /// (one socket write for a whole commit's acks), and returns when it is written: the next
+    /// batch waits, so a slow client backs up into the session's bounded queue. The frames are
+    /// encoded here (RFC 6455: FIN + text opcode, unmasked as a server's are; no extensions are
+    /// configured) and written just below the channel's WebSocket frame encoder, through any TLS.
+    static func writeFrames(_ frames: [String], to channel: any Channel) async throws {
+        guard !frames.isEmpty else { return }
+        let done = channel.eventLoop.makePromise(of: Void.self)
+        channel.eventLoop.execute {
+            do {
+                let encoder = try channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+                var size = 0
+                for f in frames { size += f.utf8.count + 10 }
+                var buffer = channel.allocator.buffer(capacity: size)
+                for f in frames { appendTextFrame(f, to: &buffer) }
+                encoder.writeAndFlush(NIOAny(buffer), promise: done)
+            } catch {
+                done.fail(error)
+            }
+        }
+        try await done.futureResult.get()
+    }
+
+    static func appendTextFrame(_ text: String, to buffer: inout ByteBuffer) {
+        let n = text.utf8.count
+        buffer.writeInteger(UInt8(0x81))
+        if n < 126 {
+            buffer.writeInteger(UInt8(n))
+        } else if n <= 0xFFFF {
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(n))
+        } else {
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(n))
+        }
+        buffer.writeString(text)
     }
 }

@@ -14,6 +14,24 @@ enum WireMessages {
         .object(["t": .string("d"), "d": .object(["r": .int(r), "b": .object(["s": .string(status), "d": data])])])
     }
 
+    /// The response `{"s":"ok","d":""}` to request `r` as a frame, without building a JSON value
+    /// (every acknowledged write gets one).
+    static func okFrame(_ r: Int64) -> String {
+        #"{"t":"d","d":{"r":"# + String(r) + #","b":{"s":"ok","d":""}}}"#
+    }
+
+    /// The response to a request that failed with `error` (status by error kind).
+    static func errorResponse(_ r: Int64, _ error: any Error) -> JSON {
+        switch error {
+        case let e as EmberError: return response(r, status: "invalid_data", data: .string(e.description))
+        case let e as RestError:
+            return response(r, status: e.status == 429 ? "too_many_requests" : "invalid_data", data: .string(e.message))
+        case let e as StoreUnavailable: return response(r, status: "unavailable", data: .string(e.message))
+        case is PermissionDenied: return response(r, status: "permission_denied", data: .string(PermissionDenied.message))
+        default: return response(r, status: "internal_error", data: .string("\(error)"))
+        }
+    }
+
     /// A data push: `d` (overwrite) or `m` (merge), optionally tagged, with Ember's version.
     static func push(action: String, path: Path, data: JSON, tag: Int64?, version: UInt64?) -> JSON {
         var body: [String: JSON] = ["p": .string(wirePath(path)), "d": data]

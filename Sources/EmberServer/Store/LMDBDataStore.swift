@@ -69,7 +69,11 @@ public final class LMDBDataStore: DataStore {
             result = try await store.submit(namespace: request.namespace, Self.operation(for: request),
                                             auth: request.identity.writeAuth)
         } catch let e as StorageError { throw Self.translate(e) }
-        return try outcome(of: result, request: request)
+        return try Self.outcome(of: result)
+    }
+
+    public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? {
+        LMDBPipelinedWriter(store: store, sink: LMDBPipelinedWriter.OutcomeAdapter(sink: sink))
     }
 
     /// The storage operation a front write request becomes.
@@ -88,7 +92,9 @@ public final class LMDBDataStore: DataStore {
     }
 
     /// The front's answer for an applied entry (on a replica: the local apply's result).
-    func outcome(of result: WriteResult, request: WriteRequest) throws -> WriteOutcome {
+    func outcome(of result: WriteResult, request: WriteRequest) throws -> WriteOutcome { try Self.outcome(of: result) }
+
+    static func outcome(of result: WriteResult) throws -> WriteOutcome {
         switch result.outcome {
         case .applied, .noop:
             // For a set this is the value now at the path; for an update, the resolved parts

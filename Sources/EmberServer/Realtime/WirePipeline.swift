@@ -1,0 +1,132 @@
+import EmberCore
+import NIOCore
+import Synchronization
+
+/// A connection's pipelined writes (Firebase SDKs send `p`/`m` requests without waiting for the
+/// answers): each goes to the store's group-commit queue as it is read, with no task or wait per
+/// write, and the responses leave in request order, each once its commit is durable — the
+/// writes of one commit answered together.
+///
+/// Ordering: writes are queued in arrival order, so the log holds them in that order. Any other
+/// request (listen, get, auth, onDisconnect, ...) first waits until the writes before it are
+/// answered (`drained`), so it sees their effects and its response follows theirs.
+struct WirePipeline: Sendable {
+    let writer: any PipelinedWriter
+    let responses: WireResponses
+
+    /// nil when the store has no pipelined writes (a cluster): writes are awaited one by one.
+    init?(store: any DataStore, session: RealtimeSession) {
+        let responses = WireResponses(session: session, limit: session.limits.maxPipelinedWrites)
+        guard let writer = store.pipelinedWriter(sink: responses) else { return nil }
+        self.writer = writer
+        self.responses = responses
+    }
+
+    /// Queues one write of request `r`; returns at once unless `maxPipelinedWrites` writes are
+    /// unanswered, then waits for room (the socket is not read meanwhile: TCP backpressure).
+    func submit(r: Int64, _ request: WriteRequest) async {
+        await responses.waitForRoom()
+        let seq = responses.reserve(r: r, path: request.path)
+        let refused = writer.enqueue([(seq, request)])
+        if !refused.isEmpty { responses.completed(refused.map { ($0.tag, .failure($0.error)) }) }
+    }
+
+    /// Returns once every write queued so far is answered.
+    func drained() async { await responses.waitForDrain() }
+}
+
+/// The ordered responses of a connection's pipelined writes, and the sink their outcomes reach
+/// (on the store's commit thread).
+final class WireResponses: WriteOutcomeSink {
+    struct Slot {
+        let seq: UInt64
+        let r: Int64
+        let path: Path
+        var response: JSON?
+        var done = false
+    }
+    struct State {
+        /// Unanswered writes in request order, and answered ones behind an unanswered one.
+        var slots = CircularBuffer<Slot>()
+        var nextSeq: UInt64 = 0
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
+        var roomWaiter: CheckedContinuation<Void, Never>?
+    }
+
+    let session: RealtimeSession
+    /// Named limit: unanswered writes per connection (`RealtimeSession.Limits.maxPipelinedWrites`).
+    let limit: Int
+    private let state = Mutex(State())
+
+    init(session: RealtimeSession, limit: Int) {
+        precondition(limit > 0, "maxPipelinedWrites must be positive")
+        self.session = session
+        self.limit = limit
+    }
+
+    func reserve(r: Int64, path: Path) -> UInt64 {
+        state.withLock { s in
+            let seq = s.nextSeq
+            s.nextSeq += 1
+            s.slots.append(Slot(seq: seq, r: r, path: path))
+            return seq
+        }
+    }
+
+    func completed(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]) {
+        state.withLock { s in
+            guard let first = s.slots.first?.seq else { return }
+            for (seq, outcome) in outcomes {
+                let i = s.slots.index(s.slots.startIndex, offsetBy: Int(seq &- first))
+                assert(s.slots[i].seq == seq, "pipelined write outcomes arrive for queued writes")
+                s.slots[i].done = true
+                s.slots[i].response = Self.response(s.slots[i], outcome)
+            }
+            // Answer the prefix that is complete, in request order; under this lock, so answers
+            // from the commit thread and refusals from the reader cannot overtake each other.
+            var frames: [String] = []
+            while let head = s.slots.first, head.done {
+                s.slots.removeFirst()
+                frames.append(head.response.map { $0.serialized() } ?? WireMessages.okFrame(head.r))
+            }
+            if !frames.isEmpty { session.send(frames: frames) }
+            if s.slots.isEmpty {
+                for w in s.drainWaiters { w.resume() }
+                s.drainWaiters = []
+            }
+            if s.slots.count < limit, let w = s.roomWaiter {
+                s.roomWaiter = nil
+                w.resume()
+            }
+        }
+    }
+
+    /// nil: the plain `ok` (sent as a prebuilt frame).
+    static func response(_ slot: Slot, _ outcome: Result<WriteOutcome, any Error>) -> JSON? {
+        switch outcome {
+        case .success(let o) where o.applied: return nil
+        case .success:
+            return WireMessages.response(slot.r, status: "datastale", data: .string("The data at \(slot.path) changed; retry the transaction"))
+        case .failure(let e): return WireMessages.errorResponse(slot.r, e)
+        }
+    }
+
+    func waitForDrain() async {
+        if state.withLock({ $0.slots.isEmpty }) { return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            state.withLock { s in
+                if s.slots.isEmpty { c.resume() } else { s.drainWaiters.append(c) }
+            }
+        }
+    }
+
+    func waitForRoom() async {
+        // Only completions change the count meanwhile, and they lower it.
+        if state.withLock({ $0.slots.count < limit }) { return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            state.withLock { s in
+                if s.slots.count < limit { c.resume() } else { s.roomWaiter = c }
+            }
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import EmberCore
+import EmberStorage
+
+/// Pipelined writes of the LMDB store: a burst goes to the group-commit queue in one call
+/// (`EmberStore.enqueue`), and each commit hands its outcomes to the sink at once.
+struct LMDBPipelinedWriter: PipelinedWriter {
+    let store: EmberStore
+    /// One per client, so a commit's results for that client arrive in one call.
+    let sink: OutcomeAdapter
+
+    func enqueue(_ writes: [(tag: UInt64, request: WriteRequest)]) -> [(tag: UInt64, error: any Error)] {
+        let batch = writes.map { w in
+            PipelinedWrite(namespace: w.request.namespace, operation: LMDBDataStore.operation(for: w.request),
+                           auth: w.request.identity.writeAuth, tag: w.tag)
+        }
+        let refused = store.enqueue(batch, sink: sink)
+        return refused.map { r in (r.tag, (r.error as? StorageError).map(LMDBDataStore.translate) ?? r.error) }
+    }
+
+    /// Storage results as front outcomes (the same translation as `LMDBDataStore.write`).
+    final class OutcomeAdapter: CommitSink {
+        let sink: any WriteOutcomeSink
+        init(sink: any WriteOutcomeSink) { self.sink = sink }
+
+        func committed(_ results: [(tag: UInt64, result: Result<WriteResult, any Error>)]) {
+            sink.completed(results.map { r in
+                (r.tag, Result {
+                    switch r.result {
+                    case .success(let w): return try LMDBDataStore.outcome(of: w)
+                    case .failure(let e as StorageError): throw LMDBDataStore.translate(e)
+                    case .failure(let e): throw e
+                    }
+                })
+            })
+        }
+    }
+}

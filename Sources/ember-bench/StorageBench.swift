@@ -1,0 +1,181 @@
+import ArgumentParser
+import EmberCore
+import EmberStorage
+import Foundation
+import Synchronization
+
+/// The storage engine alone, in process: durable writes (LMDB commit + fsync per group-commit
+/// batch) of the same small values as `write`, from K concurrent submitters. No network, no
+/// HTTP/JSON front: the ceiling the engine sets on this machine.
+struct StorageBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storage", abstract: "EmberStore alone: durable small writes from concurrent submitters.")
+
+    @Option(help: "Concurrent submitters.")
+    var submitters = 64
+
+    @Option(help: "Writes each submitter keeps queued (1: `submit`, awaited one by one; more: `enqueue` bursts).")
+    var pipeline = 1
+
+    @Option(help: "Seconds per run (after a 1 s warm-up).")
+    var duration = 10.0
+
+    @Option(help: "Value size in bytes.")
+    var valueSize = 16
+
+    @Option(help: "Group commit: most writes per LMDB transaction (StoreOptions.maxBatchEntries; default as emberd's).")
+    var maxBatchEntries = StoreOptions().maxBatchEntries
+
+    @Option(help: "Directory for the store (default: a fresh temporary one, removed afterwards).")
+    var directory: String?
+
+    func validate() throws {
+        guard submitters >= 1, pipeline >= 1 else { throw ValidationError("--submitters and --pipeline must be at least 1") }
+    }
+
+    func run() async throws {
+        let dir = directory ?? NSTemporaryDirectory() + "ember-storage-bench-\(UUID().uuidString)"
+        defer { if directory == nil { try? FileManager.default.removeItem(atPath: dir) } }
+        var options = StoreOptions()
+        options.maxBatchEntries = maxBatchEntries
+        let store = try EmberStore(directory: dir, options: options)
+        defer { store.close() }
+        let value = JSON.string(String(repeating: "x", count: valueSize))
+        print("ember-bench storage: \(submitters) submitters x \(pipeline) queued writes each, \(valueSize)-byte values, "
+              + "\(duration) s, at most \(maxBatchEntries) writes per commit, durable (fsync per commit), load average \(loadAverage())")
+        let start = ContinuousClock.now
+        let measureFrom = start + .seconds(1)
+        let end = measureFrom + .seconds(duration)
+        let cpu0 = processCPUSeconds(getpid())
+        let m0 = store.metrics
+        let results: [(lat: [Double], ok: Int, errors: Int)]
+        if pipeline == 1 {
+            results = await withTaskGroup(of: (lat: [Double], ok: Int, errors: Int).self) { group in
+                for w in 0..<submitters {
+                    group.addTask {
+                        var lat: [Double] = []
+                        var ok = 0, errors = 0, i = 0
+                        while ContinuousClock.now < end {
+                            let t0 = ContinuousClock.now
+                            let path = Path(validated: ["bench", "w\(w)", "k\(i % 1000)"])
+                            do {
+                                _ = try await store.submit(namespace: "bench", .set(path: path, value: value, condition: nil))
+                                ok += 1
+                            } catch { errors += 1 }
+                            let t1 = ContinuousClock.now
+                            if t0 >= measureFrom && t1 <= end { lat.append((t1 - t0).milliseconds) }
+                            i += 1
+                        }
+                        return (lat, ok, errors)
+                    }
+                }
+                var all: [(lat: [Double], ok: Int, errors: Int)] = []
+                for await r in group { all.append(r) }
+                return all
+            }
+        } else {
+            let timing = PipelinedSubmitter.Timing(measureFrom: measureFrom, end: end)
+            let subs = (0..<submitters).map { PipelinedSubmitter(store: store, worker: $0, depth: pipeline, value: value, timing: timing) }
+            for s in subs { s.start() }
+            results = await withTaskGroup(of: (lat: [Double], ok: Int, errors: Int).self) { group in
+                for s in subs { group.addTask { await s.finished() } }
+                var all: [(lat: [Double], ok: Int, errors: Int)] = []
+                for await r in group { all.append(r) }
+                return all
+            }
+        }
+        let cpu = processCPUSeconds(getpid()) - cpu0
+        let m1 = store.metrics
+        var lat = results.flatMap(\.lat)
+        lat.sort()
+        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
+        let ok = results.map(\.ok).reduce(0, +), errors = results.map(\.errors).reduce(0, +)
+        let batches = m1.batches - m0.batches
+        print(String(format: "storage: %d writes in %.1f s = %.0f writes/s, p50 %.2f ms, p99 %.2f ms, %d errors",
+                     lat.count, duration, Double(lat.count) / duration, pct(0.5), pct(0.99), errors))
+        print(String(format: "process CPU %.2f s = %.1f µs per write (%d incl. warm-up, submitters included); %llu commits, %.0f writes per commit; load average %@",
+                     cpu, cpu * 1e6 / Double(max(1, ok)), ok, batches, Double(m1.entriesCommitted - m0.entriesCommitted) / Double(max(1, batches)),
+                     loadAverage()))
+    }
+}
+
+/// One submitter keeping `depth` writes queued through `EmberStore.enqueue`: each commit's
+/// results come back in one call (on the writer thread), which queues as many new writes.
+final class PipelinedSubmitter: CommitSink, @unchecked Sendable {
+    struct Timing: Sendable {
+        let measureFrom: ContinuousClock.Instant
+        let end: ContinuousClock.Instant
+    }
+    struct State {
+        var sent: [UInt64: ContinuousClock.Instant] = [:]
+        var next: UInt64 = 0
+        var lat: [Double] = []
+        var ok = 0
+        var errors = 0
+        var waiter: CheckedContinuation<(lat: [Double], ok: Int, errors: Int), Never>?
+        var done = false
+    }
+    let store: EmberStore
+    let worker: Int
+    let depth: Int
+    let value: JSON
+    let timing: Timing
+    private let state = Mutex(State())
+
+    init(store: EmberStore, worker: Int, depth: Int, value: JSON, timing: Timing) {
+        self.store = store
+        self.worker = worker
+        self.depth = depth
+        self.value = value
+        self.timing = timing
+    }
+
+    func start() { send(depth) }
+
+    private func send(_ n: Int) {
+        guard n > 0 else { return }
+        let now = ContinuousClock.now
+        let writes: [PipelinedWrite] = state.withLock { s in
+            (0..<n).map { _ in
+                let tag = s.next
+                s.next += 1
+                s.sent[tag] = now
+                let path = Path(validated: ["bench", "w\(worker)", "k\(tag % 1000)"])
+                return PipelinedWrite(namespace: "bench", operation: .set(path: path, value: value, condition: nil), tag: tag)
+            }
+        }
+        let refused = store.enqueue(writes, sink: self)
+        if !refused.isEmpty { committed(refused.map { ($0.tag, .failure($0.error)) }) }
+    }
+
+    func committed(_ results: [(tag: UInt64, result: Result<WriteResult, any Error>)]) {
+        let now = ContinuousClock.now
+        let more: Int = state.withLock { s in
+            for (tag, r) in results {
+                let sent = s.sent.removeValue(forKey: tag) ?? now
+                if case .success = r { s.ok += 1 } else { s.errors += 1 }
+                if sent >= timing.measureFrom && now <= timing.end { s.lat.append((now - sent).milliseconds) }
+            }
+            if now < timing.end { return results.count }
+            if s.sent.isEmpty, !s.done {
+                s.done = true
+                s.waiter?.resume(returning: (s.lat, s.ok, s.errors))
+                s.waiter = nil
+            }
+            return 0
+        }
+        send(more)
+    }
+
+    func finished() async -> (lat: [Double], ok: Int, errors: Int) {
+        await withCheckedContinuation { c in
+            state.withLock { s in
+                if s.done { c.resume(returning: (s.lat, s.ok, s.errors)) } else { s.waiter = c }
+            }
+        }
+    }
+}
+
+extension Duration {
+    var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
+}

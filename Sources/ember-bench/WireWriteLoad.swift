@@ -1,0 +1,278 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// Pipelined durable writes over the Firebase wire protocol v5, the way SDKs send them: N
+/// WebSocket connections, each keeping K `p` (set) requests outstanding and sending the next as
+/// each response arrives. A write counts when its response says `ok`, which the server sends only
+/// after the write's commit is durable. Responses must come back in request order (checked).
+///
+/// The client is a minimal WebSocket implementation on NIO (handshake, unmasked server frames,
+/// client frames with an all-zero mask key), so the load generator spends little of the 2 shared
+/// cores: requests made while reading one socket read are written with one flush.
+struct WireWriteLoad {
+    let url: String
+    let connections: Int
+    let pipeline: Int
+    let duration: Double
+    let value: String
+
+    func run(name: String) async throws -> HTTPLoad.Result {
+        guard let u = URL(string: url), let host = u.host, let port = u.port else { throw ValidationError("bad URL \(url)") }
+        var target = u.path
+        if let q = u.query { target += "?" + q }
+        let start = NIODeadline.now()
+        let timing = WireLoadHandler.Timing(measureFrom: start + .seconds(1),
+                                            end: start + .nanoseconds(Int64((1 + duration) * 1e9)))
+        let group = MultiThreadedEventLoopGroup.singleton
+        var futures: [EventLoopFuture<WireLoadHandler.Outcome>] = []
+        for c in 0..<connections {
+            let loop = group.next()
+            let promise = loop.makePromise(of: WireLoadHandler.Outcome.self)
+            let handler = WireLoadHandler(host: "\(host):\(port)", target: target, connection: c, pipeline: pipeline,
+                                          value: value, timing: timing, done: promise)
+            let connect = ClientBootstrap(group: loop)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { ch in ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(handler) } }
+                .connect(host: host, port: port)
+            connect.whenFailure { promise.fail($0) }
+            // A connection that never finishes (server gone) fails after the run plus 30 s.
+            loop.scheduleTask(deadline: timing.end + .seconds(30)) { promise.fail(ValidationError("connection \(c) did not finish")) }
+            futures.append(promise.futureResult.always { _ in connect.whenSuccess { $0.close(promise: nil) } })
+        }
+        var lat: [Double] = []
+        var errors = 0, total = 0
+        for f in futures {
+            do {
+                let o = try await f.get()
+                lat += o.latencies
+                errors += o.errors
+                total += o.ok
+            } catch {
+                print("  connection failed: \(error)")
+                errors += 1
+            }
+        }
+        lat.sort()
+        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
+        return HTTPLoad.Result(name: name, count: lat.count, errors: errors, seconds: duration, p50: pct(0.5), p99: pct(0.99), total: total)
+    }
+}
+
+/// One connection's load; every method runs on the channel's event loop.
+final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    struct Timing {
+        let measureFrom: NIODeadline
+        let end: NIODeadline
+    }
+    struct Outcome: Sendable {
+        var latencies: [Double] = []  // ms
+        var errors = 0
+        var ok = 0
+    }
+
+    let host: String
+    let target: String
+    let connection: Int
+    let pipeline: Int
+    let value: String
+    let timing: Timing
+    let done: EventLoopPromise<Outcome>
+
+    private var handshaken = false
+    private var started = false
+    private var finished = false
+    private var buffer = ByteBuffer()
+    private var nextR: Int64 = 1
+    /// Requests in flight, oldest first: (r, send time).
+    private var inflight = CircularBuffer<(Int64, NIODeadline)>()
+    private var outcome = Outcome()
+    private var needsFlush = false
+
+    init(host: String, target: String, connection: Int, pipeline: Int, value: String, timing: Timing,
+         done: EventLoopPromise<Outcome>) {
+        self.host = host
+        self.target = target
+        self.connection = connection
+        self.pipeline = pipeline
+        self.value = value
+        self.timing = timing
+        self.done = done
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let request = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = unwrapInboundIn(data)
+        buffer.writeBuffer(&incoming)
+        if !handshaken {
+            let text = String(buffer: buffer)
+            guard let end = text.utf8.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
+            let headBytes = text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound)
+            guard text.hasPrefix("HTTP/1.1 101") else {
+                fail(context, "upgrade refused: \(text.prefix(80))")
+                return
+            }
+            buffer.moveReaderIndex(forwardBy: headBytes)
+            handshaken = true
+        }
+        while let (opcode, payload) = nextFrame() {
+            switch opcode {
+            case 0x1: handle(context, payload)
+            case 0x8:
+                fail(context, "server closed the connection")
+                return
+            case 0x9: send(context, opcode: 0xA, payload)  // ping -> pong
+            default: break
+            }
+            if finished { return }
+        }
+        buffer.discardReadBytes()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if needsFlush {
+            needsFlush = false
+            context.flush()
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        fail(context, "\(error)")
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(context, "connection closed")
+    }
+
+    /// The next complete frame (server frames are unmasked).
+    private func nextFrame() -> (UInt8, ByteBuffer)? {
+        guard buffer.readableBytes >= 2, let b0 = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
+              let b1 = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self) else { return nil }
+        var header = 2
+        var length = Int(b1 & 0x7F)
+        if length == 126 {
+            guard let l = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt16.self) else { return nil }
+            length = Int(l)
+            header = 4
+        } else if length == 127 {
+            guard let l = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt64.self) else { return nil }
+            length = Int(l)
+            header = 10
+        }
+        guard buffer.readableBytes >= header + length else { return nil }
+        buffer.moveReaderIndex(forwardBy: header)
+        let payload = buffer.readSlice(length: length)!
+        return (b0 & 0x0F, payload)
+    }
+
+    private func handle(_ context: ChannelHandlerContext, _ payload: ByteBuffer) {
+        if !started {
+            // The server's hello (`{"t":"c",...}`): start the pipeline.
+            started = true
+            for _ in 0..<pipeline { sendWrite(context) }
+            return
+        }
+        let (number, ok) = Self.scan(payload)
+        guard let r = number else { return }  // a push or control message
+        let now = NIODeadline.now()
+        guard let (expected, sent) = inflight.popFirst(), expected == r else {
+            outcome.errors += 1
+            fail(context, "response \(r) out of order")
+            return
+        }
+        if ok {
+            outcome.ok += 1
+            if sent >= timing.measureFrom && now <= timing.end {
+                outcome.latencies.append(Double((now - sent).nanoseconds) / 1e6)
+            }
+        } else {
+            outcome.errors += 1
+        }
+        if now < timing.end {
+            sendWrite(context)
+        } else if inflight.isEmpty {
+            finished = true
+            done.succeed(outcome)
+            context.close(promise: nil)
+        }
+    }
+
+    private func sendWrite(_ context: ChannelHandlerContext) {
+        let r = nextR
+        nextR += 1
+        let text = #"{"t":"d","d":{"r":"# + String(r) + #","a":"p","b":{"p":"bench/w"# + String(connection) + "/k"
+            + String(r % 1000) + #"","d":""# + value + #""}}}"#
+        inflight.append((r, .now()))
+        send(context, opcode: 0x1, context.channel.allocator.buffer(string: text))
+    }
+
+    /// A client frame: FIN, `opcode`, masked with the all-zero key (the payload is unchanged).
+    private func send(_ context: ChannelHandlerContext, opcode: UInt8, _ payload: ByteBuffer) {
+        var frame = context.channel.allocator.buffer(capacity: payload.readableBytes + 14)
+        frame.writeInteger(0x80 | opcode)
+        let n = payload.readableBytes
+        if n < 126 {
+            frame.writeInteger(UInt8(0x80 | n))
+        } else if n <= 0xFFFF {
+            frame.writeInteger(UInt8(0x80 | 126))
+            frame.writeInteger(UInt16(n))
+        } else {
+            frame.writeInteger(UInt8(0x80 | 127))
+            frame.writeInteger(UInt64(n))
+        }
+        frame.writeInteger(UInt32(0))
+        var p = payload
+        frame.writeBuffer(&p)
+        context.write(wrapOutboundOut(frame), promise: nil)
+        needsFlush = true
+    }
+
+    private func fail(_ context: ChannelHandlerContext, _ reason: String) {
+        guard !finished else { return }
+        finished = true
+        done.fail(ValidationError("connection \(connection): \(reason)"))
+        context.close(promise: nil)
+    }
+
+    /// The integer after the first `"r":` (responses carry the request number there; nil for
+    /// pushes), and whether the message holds `"s":"ok"`.
+    static func scan(_ payload: ByteBuffer) -> (r: Int64?, ok: Bool) {
+        payload.withUnsafeReadableBytes { b in
+            func find(_ pattern: StaticString, from: Int = 0) -> Int? {
+                let n = pattern.utf8CodeUnitCount
+                let p = pattern.utf8Start
+                guard b.count >= n else { return nil }
+                var i = from
+                while i + n <= b.count {
+                    if b[i] == p[0] {
+                        var j = 1
+                        while j < n && b[i + j] == p[j] { j += 1 }
+                        if j == n { return i + n }
+                    }
+                    i += 1
+                }
+                return nil
+            }
+            var r: Int64?
+            if var i = find(#""r":"#) {
+                var v: Int64 = 0
+                let from = i
+                while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
+                    v = v * 10 + Int64(b[i] - 0x30)
+                    i += 1
+                }
+                if i > from { r = v }
+            }
+            return (r, r != nil && find(#""s":"ok""#) != nil)
+        }
+    }
+}
