@@ -5,8 +5,13 @@
 //  2. Every `persist*` action must be durable (fsynced) before the host performs any *later*
 //     `.send`, `.restoreSnapshot`, `.apply` or `.readReady` action — from this step or any later
 //     one. Hosts typically buffer writes and fsync once before the first externally visible action.
-//     The state machine counts its own log as replicated as soon as it emits `.persistEntries`; this
-//     is safe exactly because nothing depending on it can be observed before that fsync.
+//     One exception (thesis 10.2.1): a `.send` of `.appendEntries` or `.heartbeat` — a leader
+//     replicating — may go out before the persists that precede it are durable, so the leader
+//     writes its own new entries in parallel with sending them. It is safe because the state
+//     machine counts its own log towards commitment only through `.persisted(through:term:)`.
+//  2b. Once entries from `.persistEntries` are durable, step `.persisted(through:term:)` with the
+//     last durable entry's index and term (every role; a leader cannot commit without it unless a
+//     majority of the others hold the entries).
 //  3. If the node crashes, un-synced writes may be lost; restart from what is durable.
 //  4. `.apply` entries are committed; apply them to the host state machine in order. `.readReady`
 //     is emitted after the `.apply` that brings the node to the read index, so serving the read

@@ -21,6 +21,10 @@ public enum Event: Sendable, Hashable {
     /// The host serialized its state machine as of `index` (must be <= appliedIndex) into `data`.
     /// Raft records the snapshot, drops entries up to `index` and emits `.persistSnapshot`.
     case compact(index: UInt64, data: [UInt8])
+    /// The host made the log durable through `index`, whose entry has `term` (HOST CONTRACT 2b).
+    /// A leader counts its own log as matching only through the latest such index. Stale reports
+    /// (the log was truncated and `index` now holds another term) are ignored.
+    case persisted(through: UInt64, term: UInt64)
     /// Start an election now (e.g. to bootstrap a test quickly). Ignored by leaders and non-voters.
     case campaign
     /// A member told the host that a configuration at `configIndex`, committed and without this

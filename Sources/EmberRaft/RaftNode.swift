@@ -23,6 +23,9 @@ public struct RaftNode: Sendable {
     public internal(set) var commitIndex: UInt64
     /// Highest index handed to the host (via `.apply` or `.restoreSnapshot`).
     public internal(set) var appliedIndex: UInt64
+    /// Highest log index the host reported durable (`Event.persisted`); a leader's own vote in
+    /// the commit quorum counts only up to here, so it may send entries before writing them.
+    public internal(set) var durableIndex: UInt64
     /// Voter set in effect: from the latest config entry in the log (effective once appended).
     public internal(set) var membership: Membership
     /// Index of the entry (or snapshot) that defined `membership`.
@@ -80,6 +83,7 @@ public struct RaftNode: Sendable {
         self.log = log
         self.commitIndex = commit
         self.appliedIndex = applied
+        self.durableIndex = log.lastIndex  // loaded from disk
         self.configIndex = log.lastConfigIndex(atOrBefore: log.lastIndex)
         self.membership = log.membership(at: log.lastIndex)
         self.lastEmittedHardState = state.hardState
@@ -101,6 +105,7 @@ public struct RaftNode: Sendable {
         case .campaign:
             if role != .leader && isPromotable { campaign(transfer: false) }
         case .removedFromCluster(let index): learnRemoval(configIndex: index)
+        case .persisted(let index, let term): persisted(through: index, term: term)
         }
         return drainOutbox()
     }

@@ -72,6 +72,9 @@ extension SimCluster {
         hosts[i].appliedBeforeCrash = node.appliedIndex
         hosts[i].node = nil
         hosts[i].disk.crash()  // unsynced writes are lost
+        hosts[i].fsyncDueAt = nil
+        hosts[i].persistedReport = nil
+        hosts[i].checkedCommit = 0
         hosts[i].pendingWrites = [:]
         hosts[i].pendingReads = [:]
         hosts[i].restartAt = now + options.tickInterval * (5 + rng.below(60))

@@ -20,6 +20,14 @@ struct SimHost {
     /// Reads awaiting `.readReady`, by read id.
     var pendingReads: [UInt64: (historyID: Int, client: Int, key: String)] = [:]
     var restartAt = 0
+    /// When the host fsyncs entries it wrote without being forced to (see `SimOptions.maxFsyncDelay`).
+    var fsyncDueAt: Int?
+    /// Crash before the pending fsync (`SimOptions.crashBeforeFsyncRate`).
+    var crashDue = false
+    /// Highest commit index this node advanced to as leader that was checked for durability.
+    var checkedCommit: UInt64 = 0
+    /// The last entry made durable and not yet reported with `Event.persisted`.
+    var persistedReport: (index: UInt64, term: UInt64)?
     var appliedBeforeCrash: UInt64 = 0
     var restarts = 0
 }
@@ -82,6 +90,17 @@ public final class SimCluster {
             if now == faultEnd { endFaults() }
             if faultsEnabled && now % options.tickInterval == 0 { try injectFaults() }
             try restartDueNodes()
+            for i in hosts.indices where hosts[i].crashDue {
+                hosts[i].crashDue = false
+                if hosts.count - upCount < max(1, (options.nodeCount - 1) / 2) {
+                    stats.crashesBeforeFsync += 1
+                    crash(i)
+                }
+            }
+            for i in hosts.indices where hosts[i].node != nil && (hosts[i].fsyncDueAt ?? Int.max) <= now {
+                syncDisk(i)
+                try reportPersisted(i)
+            }
             for m in network.due(at: now, rng: &rng) {
                 guard let dst = hostIndex(m.to), hosts[dst].node != nil, network.connected(m.from, m.to) else { continue }
                 try step(dst, .receive(m))
@@ -111,7 +130,10 @@ public final class SimCluster {
         guard hosts[i].node != nil else { return }
         // Mutate in place (no copy of the node's log).
         let actions = hosts[i].node!.step(event)
+        // Before the actions run: their fsyncs (an apply's) must not be what makes it true.
+        try checkCommitDurable(i)
         try perform(i, actions)
+        try reportPersisted(i)
         if try invariants.checkNode(hosts[i].node!, time: now) { stats.leadersElected += 1 }
         // Compact once enough has been applied beyond the last snapshot.
         let node = hosts[i].node!
@@ -120,7 +142,49 @@ public final class SimCluster {
             stats.compactions += 1
             let more = hosts[i].node!.step(.compact(index: node.appliedIndex, data: hosts[i].kv.serialized()))
             try perform(i, more)
+            try reportPersisted(i)
         }
+    }
+
+    /// A leader's new commit index must name an entry on the disks (not just in the memory) of a
+    /// majority: what survives any crash. Catches a leader counting its own unsynced entries.
+    func checkCommitDurable(_ i: Int) throws {
+        guard let n = hosts[i].node else { return }
+        // Only what it commits as leader (under its current configuration): commits learned as a
+        // follower were counted by an earlier leader, possibly under another configuration.
+        guard n.role == .leader, n.commitIndex > hosts[i].checkedCommit else {
+            hosts[i].checkedCommit = n.commitIndex
+            return
+        }
+        hosts[i].checkedCommit = n.commitIndex
+        let index = n.commitIndex
+        guard let term = n.log.term(at: index) else { return }
+        var holders = 0
+        for h in hosts where n.membership.contains(h.id) {
+            let d = h.disk.durable
+            let base = d.snapshot.metadata.index
+            if index <= base || (index - base <= UInt64(d.entries.count) && d.entries[Int(index - base - 1)].term == term) {
+                holders += 1
+            }
+        }
+        if holders < n.membership.quorum {
+            throw fail("\(n.id) committed \(index) (term \(term)) held durably by \(holders) of \(n.membership.voters) voters")
+        }
+    }
+
+    /// fsync: everything written so far becomes durable (and is reported after the step).
+    func syncDisk(_ i: Int) {
+        hosts[i].fsyncDueAt = nil
+        if let last = hosts[i].disk.fsync() { hosts[i].persistedReport = last }
+    }
+
+    /// Steps `.persisted` for entries made durable (after the step whose actions wrote them, so
+    /// steps' actions stay in order).
+    func reportPersisted(_ i: Int) throws {
+        guard hosts[i].node != nil, let r = hosts[i].persistedReport else { return }
+        hosts[i].persistedReport = nil
+        stats.persistedReports += 1
+        try step(i, .persisted(through: r.index, term: r.term))
     }
 
     func perform(_ i: Int, _ actions: [Action]) throws {
@@ -132,11 +196,21 @@ public final class SimCluster {
                 hosts[i].disk.write(action)
                 try invariants.recordPersisted(entries, in: hosts[i].node!.log, node: hosts[i].id, time: now)
             case .send(let m):
-                hosts[i].disk.fsync()  // contract: persist before send
+                switch m.payload {
+                case .appendEntries, .heartbeat:
+                    // A leader replicating may send before its own entries are durable (contract
+                    // 2's exception): they are fsynced later, or lost by a crash meanwhile.
+                    if !hosts[i].disk.pending.isEmpty {
+                        stats.sendsBeforeFsync += 1
+                        if faultsEnabled && rng.chance(options.crashBeforeFsyncRate) { hosts[i].crashDue = true }
+                    }
+                default:
+                    syncDisk(i)  // contract: persist before send
+                }
                 network.send(m, now: now, options: options, rng: &rng, lossless: !faultsEnabled)
             case .restoreSnapshot(let snap):
                 stats.snapshotsInstalled += 1
-                hosts[i].disk.fsync()
+                syncDisk(i)
                 guard let kv = KVStore(deserializing: snap.data) else { throw fail("bad snapshot data") }
                 hosts[i].kv = kv
                 hosts[i].kvApplied = snap.metadata.index
@@ -146,10 +220,10 @@ public final class SimCluster {
                     hosts[i].pendingWrites[idx] = nil
                 }
             case .apply(let entries):
-                hosts[i].disk.fsync()
+                syncDisk(i)
                 for e in entries { try apply(i, e) }
             case .readReady(let readID, let index):
-                hosts[i].disk.fsync()
+                syncDisk(i)
                 guard hosts[i].kvApplied >= index else { throw fail("read released before apply") }
                 if let r = hosts[i].pendingReads.removeValue(forKey: readID) {
                     finish(r.client, r.historyID, .value(hosts[i].kv.get(r.key)))
@@ -171,6 +245,10 @@ public final class SimCluster {
                     if case .notLeader(let hint) = reason { clients[p.client].leaderHint = hint } else { clients[p.client].leaderHint = nil }
                 }
             }
+        }
+        // Written but not forced out: the host syncs it soon (a crash before then loses it).
+        if !hosts[i].disk.pending.isEmpty && hosts[i].fsyncDueAt == nil {
+            hosts[i].fsyncDueAt = now + rng.below(options.maxFsyncDelay + 1)
         }
     }
 

@@ -12,8 +12,11 @@ public struct SimDisk: Sendable {
 
     public mutating func crash() { pending = [] }
 
-    /// Makes every pending write durable, in order.
-    public mutating func fsync() {
+    /// Makes every pending write durable, in order. Returns the last entry written (its index and
+    /// term), which the host reports with `Event.persisted`.
+    @discardableResult
+    public mutating func fsync() -> (index: UInt64, term: UInt64)? {
+        var last: (index: UInt64, term: UInt64)?
         for action in pending {
             switch action {
             case .persistHardState(let hs):
@@ -24,6 +27,7 @@ public struct SimDisk: Sendable {
                 precondition(first.index > base && first.index <= base + UInt64(durable.entries.count) + 1, "gap in persisted log")
                 durable.entries.removeLast(Int(base + UInt64(durable.entries.count) + 1 - first.index))
                 durable.entries.append(contentsOf: entries)
+                last = (entries[entries.count - 1].index, entries[entries.count - 1].term)
             case .persistSnapshot(let snap, let discardLog):
                 let base = durable.snapshot.metadata.index
                 if discardLog {
@@ -38,5 +42,6 @@ public struct SimDisk: Sendable {
             }
         }
         pending = []
+        return last
     }
 }

@@ -39,6 +39,8 @@ final class RaftHost: @unchecked Sendable {
     var persistedHard: EmberRaft.HardState
     var bufferedEntries: [EmberRaft.LogEntry] = []
     var bufferedHard: EmberRaft.HardState?
+    /// The last entry a flush made durable, to report with `Event.persisted` after the turn.
+    var persistedReport: (index: UInt64, term: UInt64)?
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
@@ -166,6 +168,12 @@ final class RaftHost: @unchecked Sendable {
                     actions += handle(input)
                 }
                 await execute(actions)
+                // Our own entries count for Raft once durable (HOST CONTRACT 2b); a commit this
+                // enables is performed at once (its apply, the new commit index to followers).
+                while let report = persistedReport {
+                    persistedReport = nil
+                    await execute(step(.persisted(through: report.index, term: report.term)))
+                }
                 syncMembership()
                 adminTurn()
                 compactIfDue()
@@ -202,8 +210,10 @@ final class RaftHost: @unchecked Sendable {
     /// Performs one turn's actions. A turn without snapshots is done in two phases: every
     /// `persist*` of the turn is made durable at once, with every committed entry applied in the
     /// same append transaction (plus one transaction for term and vote when they changed), then
-    /// every message is sent and the reads made ready are served. When nothing needs persisting,
-    /// messages go first and the apply after. That is the contract's order
+    /// every message is sent and the reads made ready are served. A leader's AppendEntries and
+    /// heartbeats go out before that write (thesis 10.2.1, Action.swift contract 2's exception):
+    /// followers write the entries while we do, and Raft counts our copy only once `.persisted`.
+    /// When nothing needs persisting, messages go first and the apply after. That is the contract's order
     /// (Action.swift) with persists moved earlier, which is always allowed: making state durable
     /// sooner never breaks persist-before-send. Performing the actions strictly in order instead
     /// cost one fsync per client write (each proposal's persist followed by its own send), so a
@@ -225,10 +235,18 @@ final class RaftHost: @unchecked Sendable {
         let mustPersist = !bufferedEntries.isEmpty
             || bufferedHard.map { $0.term != persistedHard.term || $0.votedFor != persistedHard.votedFor } == true
         if mustPersist {
-            // The sends wait for an fsync anyway: applying in the append's transaction delays
-            // them only by the apply's CPU time and saves a whole fsync per turn.
+            var afterWrite: [Message] = []
+            for case .send(let message) in actions {
+                if message.payload.isReplication {
+                    transport.send(.raft(message), to: message.to)
+                } else {
+                    afterWrite.append(message)  // votes and acks speak for what we wrote
+                }
+            }
+            // The other sends wait for an fsync anyway: applying in the append's transaction
+            // delays them only by the apply's CPU time and saves a whole fsync per turn.
             let results = await flush(applyingThrough: applyThrough)
-            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
+            for message in afterWrite { transport.send(.raft(message), to: message.to) }
             answer(results)
         } else {
             // Nothing to make durable (e.g. a leader's turn of acks): the new commit index goes
@@ -328,6 +346,9 @@ final class RaftHost: @unchecked Sendable {
             // what the store holds; the store refuses to rewrite applied entries.
             let applied = store.appliedIndex
             let fresh = bufferedEntries.filter { $0.index > applied }
+            // Entries at or below the applied index are already durable: report them too.
+            let last = bufferedEntries[bufferedEntries.count - 1]
+            persistedReport = (last.index, last.term)
             bufferedEntries = []
             if !fresh.isEmpty {
                 do {
@@ -405,6 +426,16 @@ enum ClusterError: Error, CustomStringConvertible {
         case .outcomeUnknown(let why): return "The write's outcome is unknown (\(why)); read before retrying"
         case .shuttingDown: return "The node is shutting down"
         case .refused(let why): return why
+        }
+    }
+}
+
+extension Message.Payload {
+    /// A leader replicating: may be sent before the turn's persists are durable (Action.swift).
+    var isReplication: Bool {
+        switch self {
+        case .appendEntries, .heartbeat: return true
+        default: return false
         }
     }
 }

@@ -43,6 +43,9 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false) {
         total.linearizabilityInconclusive += report.stats.linearizabilityInconclusive
         total.messagesSent += report.stats.messagesSent
         total.committedEntries += report.stats.committedEntries
+        total.sendsBeforeFsync += report.stats.sendsBeforeFsync
+        total.persistedReports += report.stats.persistedReports
+        total.crashesBeforeFsync += report.stats.crashesBeforeFsync
         if report.failure != nil {
             failures.append(report)
             if failures.count >= 5 { break }
@@ -58,6 +61,8 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false) {
         #expect(total.crashes > 0 && total.partitions > 0 && total.transfers > 0)
         #expect(total.snapshotsInstalled > 0 && total.compactions > 0)
         #expect(churn || total.membershipChanges > 0)
+        // Leaders send entries before they are durable, and crashes can land in that window.
+        #expect(total.sendsBeforeFsync > 0 && total.persistedReports > 0 && total.crashesBeforeFsync > 0)
         // The linearizability search must almost always be conclusive to mean anything.
         #expect(total.linearizabilityInconclusive * 20 < seeds.count)
     }

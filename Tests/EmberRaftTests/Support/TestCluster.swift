@@ -18,6 +18,9 @@ struct TestCluster {
     var allActions: [NodeID: [Action]] = [:]
     /// Each step's action list, in order.
     var stepLog: [[Action]] = []
+    /// Nodes whose written entries are NOT reported durable right after each step
+    /// (`Event.persisted`): tests of the leader's own durability report them by hand.
+    var manualPersist: Set<NodeID> = []
 
     static func config(_ tweak: (inout RaftConfig) -> Void = { _ in }) -> RaftConfig {
         var c = RaftConfig(electionTick: 10, heartbeatTick: 1)
@@ -59,6 +62,11 @@ struct TestCluster {
             default: events[id, default: []].append(a)
             }
         }
+        // A synchronous disk: whatever was written is durable at once (HOST CONTRACT 2b).
+        let written = actions.compactMap { a -> LogEntry? in
+            if case .persistEntries(let es) = a { return es.last } else { return nil }
+        }
+        if !manualPersist.contains(id), let last = written.last { step(id, .persisted(through: last.index, term: last.term)) }
         return actions
     }
 
