@@ -172,6 +172,8 @@ def main():
 
         # 2. Snapshot transfer to a wiped follower.
         f = followers[1]
+        print(f"before the transfer: leader {leader} RSS {proc_kb(pid(leader), 'VmRSS') / 1024:.0f} MiB, "
+              f"RssAnon {proc_kb(pid(leader), 'RssAnon') / 1024:.0f} MiB")
         os.kill(pid(f), signal.SIGKILL)
         wait_exit(pid(f))
         shutil.rmtree(next(n["data"] for n in layout["nodes"] if n["id"] == f))
