@@ -22,14 +22,27 @@ public enum Action: Sendable, Hashable {
     case persistHardState(HardState)
     /// Durably store entries: delete every stored entry with index >= entries[0].index, then append.
     case persistEntries([LogEntry])
-    /// Durably store the snapshot and delete stored entries with index <= its index. When
-    /// `discardLog` is true (snapshot from the leader replaced a divergent or short log), delete
-    /// every stored entry.
-    case persistSnapshot(Snapshot, discardLog: Bool)
+    /// Durably record the compaction point: stored entries with index <= its index may go.
+    /// When `discardLog` is true a snapshot received from the leader is complete: atomically
+    /// replace the state machine with the staged bytes (`.stageSnapshotChunk`) and delete every
+    /// stored entry. A crash before that is durable must leave the previous state intact.
+    case persistSnapshot(SnapshotMetadata, discardLog: Bool)
+    /// Follower: write `chunk.data` at `chunk.offset` of the staging area for `chunk.metadata`
+    /// (offset 0 starts over, discarding any earlier staging). Chunks arrive in order without
+    /// gaps. Staging need not be durable: a restarted node has the transfer restarted from 0.
+    case stageSnapshotChunk(SnapshotChunk)
     /// Send a message to a peer (best-effort; loss is fine).
     case send(Message)
-    /// Replace the host state machine with the snapshot's data (after persisting it).
-    case restoreSnapshot(Snapshot)
+    /// Leader: read `length` bytes at `offset` of the prepared snapshot (`Event.snapshotReady`)
+    /// and send `request.message(data:)`. A send for the contract. If the host no longer has that
+    /// snapshot it drops the request and prepares a new one (Raft restarts the transfer).
+    case sendSnapshotChunk(SnapshotChunkRequest)
+    /// Leader: a follower needs a snapshot newer than any prepared one. Prepare a readable image
+    /// of the state machine at its applied index and answer with `Event.snapshotReady` (ignore
+    /// this while one is being prepared; Raft repeats it while followers wait).
+    case prepareSnapshot
+    /// The state machine now is the snapshot installed by the preceding `.persistSnapshot`.
+    case restoreSnapshot(SnapshotMetadata)
     /// Apply committed entries, in index order. `.noop`/`.configChange` entries are informational.
     case apply([LogEntry])
     /// The read `id` may be served from local state now (applied index >= `index`).

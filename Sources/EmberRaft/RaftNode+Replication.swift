@@ -69,7 +69,7 @@ extension RaftNode {
             let advanced = pr.acknowledge(r.index)
             if advanced && pr.state == .probe { pr.becomeReplicate() }
             // A late append ack can show the follower already has what the snapshot covers.
-            if pr.state == .snapshot && pr.matchIndex >= pr.snapshotIndex {
+            if pr.state == .snapshot && pr.matchIndex >= max(pr.snapshotIndex, log.snapshotIndex) {
                 pr.nextIndex = pr.matchIndex + 1
                 pr.becomeProbe()
             }
@@ -126,7 +126,7 @@ extension RaftNode {
         progress[peer] = pr
         confirmReads()
         if state == .snapshot {
-            sendSnapshotChunk(to: peer)  // resend in case a chunk or its ack was lost
+            snapshotHeartbeat(to: peer)  // resend in case a chunk or its ack was lost
         } else if pr.matchIndex < log.lastIndex {
             replicate(to: peer, sendIfEmpty: false)
         }

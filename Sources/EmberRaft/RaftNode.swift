@@ -52,8 +52,10 @@ public struct RaftNode: Sendable {
     var readsAwaitingLeaderCommit: [ReadOrigin] = []
     var readsAwaitingApply: [(id: UInt64, index: UInt64)] = []
 
-    // Follower: snapshot being received in chunks.
-    var incomingSnapshot: Snapshot?
+    // Follower: snapshot being received in chunks (the bytes go to the host's staging area).
+    var incomingSnapshot: IncomingSnapshot?
+    /// Leader: the image of the state machine the host prepared last (`Event.snapshotReady`).
+    public internal(set) var snapshotSource: SnapshotSource?
 
     // Output accumulated during one `step`.
     var out = Outbox()
@@ -61,7 +63,7 @@ public struct RaftNode: Sendable {
 
     struct Outbox: Sendable {
         var persists: [Action] = []
-        var restore: Snapshot?
+        var restore: SnapshotMetadata?
         var messages: [Message] = []
         var other: [Action] = []
     }
@@ -101,7 +103,8 @@ public struct RaftNode: Sendable {
         case .proposeConfigChange(let change, let context): proposeConfigChange(change, context: context)
         case .readIndex(let id): requestRead(id: id)
         case .transferLeadership(let target): transferLeadership(to: target)
-        case .compact(let index, let data): compact(index: index, data: data)
+        case .compact(let index): compact(index: index)
+        case .snapshotReady(let index, let size): snapshotReady(index: index, size: size)
         case .campaign:
             if role != .leader && isPromotable { campaign(transfer: false) }
         case .removedFromCluster(let index): learnRemoval(configIndex: index)

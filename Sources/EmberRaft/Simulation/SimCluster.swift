@@ -19,6 +19,12 @@ struct SimHost {
     var pendingWrites: [UInt64: (term: UInt64, opID: UInt64, historyID: Int, client: Int)] = [:]
     /// Reads awaiting `.readReady`, by read id.
     var pendingReads: [UInt64: (historyID: Int, client: Int, key: String)] = [:]
+    /// Follower: the snapshot being received (volatile: lost in a crash, like Raft's own record).
+    var staging: (metadata: SnapshotMetadata, data: [UInt8])?
+    /// Leader: the image answering `.prepareSnapshot`, read by `.sendSnapshotChunk`.
+    var snapshotImage: SimImage?
+    /// Host answers (`.snapshotReady`) delivered at the node's next tick, as a real host's would be.
+    var pendingEvents: [Event] = []
     var restartAt = 0
     /// When the host fsyncs entries it wrote without being forced to (see `SimOptions.maxFsyncDelay`).
     var fsyncDueAt: Int?
@@ -106,6 +112,9 @@ public final class SimCluster {
                 try step(dst, .receive(m))
             }
             for i in hosts.indices where hosts[i].node != nil && (now + i * 3) % options.tickInterval == 0 {
+                let answers = hosts[i].pendingEvents
+                hosts[i].pendingEvents = []
+                for e in answers { try step(i, e) }
                 try step(i, .tick)
             }
             if faultsEnabled { try runClients() }
@@ -140,7 +149,7 @@ public final class SimCluster {
         if node.appliedIndex >= node.log.snapshotIndex + UInt64(options.compactThreshold) {
             assert(hosts[i].kvApplied == node.appliedIndex)
             stats.compactions += 1
-            let more = hosts[i].node!.step(.compact(index: node.appliedIndex, data: hosts[i].kv.serialized()))
+            let more = hosts[i].node!.step(.compact(index: node.appliedIndex))
             try perform(i, more)
             try reportPersisted(i)
         }
@@ -162,7 +171,7 @@ public final class SimCluster {
         var holders = 0
         for h in hosts where n.membership.contains(h.id) {
             let d = h.disk.durable
-            let base = d.snapshot.metadata.index
+            let base = d.snapshot.index
             if index <= base || (index - base <= UInt64(d.entries.count) && d.entries[Int(index - base - 1)].term == term) {
                 holders += 1
             }
@@ -190,8 +199,39 @@ public final class SimCluster {
     func perform(_ i: Int, _ actions: [Action]) throws {
         for action in actions {
             switch action {
-            case .persistHardState, .persistSnapshot:
+            case .persistHardState:
                 hosts[i].disk.write(action)
+            case .persistSnapshot(let meta, let discardLog):
+                if discardLog {
+                    // The staged snapshot becomes the state machine (atomically, at the fsync).
+                    guard let staged = hosts[i].staging, staged.metadata == meta else { throw fail("install without a staged snapshot") }
+                    hosts[i].disk.write(action, image: SimImage(index: meta.index, data: staged.data))
+                } else {
+                    // Compaction: the state machine (durable by itself in a real store) covers it.
+                    hosts[i].disk.write(action, image: SimImage(index: hosts[i].kvApplied, data: hosts[i].kv.serialized()))
+                }
+            case .stageSnapshotChunk(let chunk):
+                stats.snapshotChunksStaged += 1
+                if chunk.offset == 0 { hosts[i].staging = (chunk.metadata, []) }
+                guard var staged = hosts[i].staging, staged.metadata == chunk.metadata, staged.data.count == chunk.offset else {
+                    throw fail("snapshot chunk at \(chunk.offset) staged out of order")
+                }
+                staged.data += chunk.data
+                hosts[i].staging = staged
+            case .prepareSnapshot:
+                guard hosts[i].pendingEvents.isEmpty else { continue }  // one in preparation
+                let image = SimImage(index: hosts[i].kvApplied, data: hosts[i].kv.serialized())
+                hosts[i].snapshotImage = image
+                hosts[i].pendingEvents.append(.snapshotReady(index: image.index, size: image.data.count))
+            case .sendSnapshotChunk(let req):
+                hosts[i].disk.fsync()  // a send
+                guard let image = hosts[i].snapshotImage, image.index == req.metadata.index, image.data.count == req.totalSize else {
+                    // Not the image Raft means (replaced): prepare a current one; Raft restarts.
+                    try perform(i, [.prepareSnapshot])
+                    continue
+                }
+                let data = Array(image.data[req.offset..<req.offset + req.length])
+                network.send(req.message(data: data), now: now, options: options, rng: &rng, lossless: !faultsEnabled)
             case .persistEntries(let entries):
                 hosts[i].disk.write(action)
                 try invariants.recordPersisted(entries, in: hosts[i].node!.log, node: hosts[i].id, time: now)
@@ -211,11 +251,14 @@ public final class SimCluster {
             case .restoreSnapshot(let snap):
                 stats.snapshotsInstalled += 1
                 syncDisk(i)
-                guard let kv = KVStore(deserializing: snap.data) else { throw fail("bad snapshot data") }
+                guard let staged = hosts[i].staging, staged.metadata == snap, let kv = KVStore(deserializing: staged.data) else {
+                    throw fail("bad snapshot data")
+                }
+                hosts[i].staging = nil
                 hosts[i].kv = kv
-                hosts[i].kvApplied = snap.metadata.index
-                try invariants.recordState(index: snap.metadata.index, fingerprint: kv.fingerprint, node: hosts[i].id, time: now)
-                for idx in hosts[i].pendingWrites.keys.sorted() where idx <= snap.metadata.index {
+                hosts[i].kvApplied = snap.index
+                try invariants.recordState(index: snap.index, fingerprint: kv.fingerprint, node: hosts[i].id, time: now)
+                for idx in hosts[i].pendingWrites.keys.sorted() where idx <= snap.index {
                     // Covered by the snapshot: outcome unknown to this host; let the client time out.
                     hosts[i].pendingWrites[idx] = nil
                 }

@@ -60,7 +60,8 @@ public struct SimOptions: Sendable, Hashable {
             maxEntriesPerMessage: [1, 3, 8, 64][rng.below(4)],
             maxBytesPerMessage: [40, 200, 1 << 20][rng.below(3)],
             maxInflightMessages: [1, 2, 4, 32][rng.below(4)],
-            snapshotChunkSize: [5, 16, 64, 4096][rng.below(4)])
+            snapshotChunkSize: [5, 16, 64, 4096][rng.below(4)],
+            maxInflightSnapshotChunks: [1, 2, 4][rng.below(3)])
         return o
     }
 

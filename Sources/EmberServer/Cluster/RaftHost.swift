@@ -54,9 +54,12 @@ final class RaftHost: @unchecked Sendable {
     /// Every peer address seen (flags and directories), to keep departing peers reachable.
     var knownAddresses: [NodeID: PeerAddress] = [:]
     let publishedDirectory: Mutex<MemberDirectory>
-    /// A snapshot is being serialized off the loop (awaited on stop: it reads the store).
-    var compacting = false
-    var compactionTask: Task<Void, Never>?
+    /// Snapshot transfers (RaftHost+Snapshots): the image file served to followers, the one being
+    /// written off the loop (awaited on stop: it reads the store), and this node's staging file.
+    var outgoingSnapshot: OutgoingSnapshot?
+    var preparingSnapshot = false
+    var snapshotTask: Task<Void, Never>?
+    let staging: SnapshotStaging
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
     static let maxInputsPerTurn = 1_024
@@ -70,8 +73,8 @@ final class RaftHost: @unchecked Sendable {
         case admin(PendingAdmin)
         /// Hand leadership to the most up-to-date peer (graceful shutdown).
         case handOver
-        /// A serialized state as of `index` is ready for Raft (index 0: serializing failed).
-        case compacted(index: UInt64, data: [UInt8])
+        /// The snapshot file for followers was written (nil: writing it failed).
+        case snapshotPrepared(SnapshotFileInfo?)
         case stop
     }
 
@@ -95,6 +98,8 @@ final class RaftHost: @unchecked Sendable {
         directory = MemberDirectory(config: config)
         publishedDirectory = Mutex(directory)
         inbox = Mutex(Inbox())
+        staging = SnapshotStaging(path: Self.snapshotPath(store, "incoming"))
+        Self.removeSnapshotFiles(store)  // leftovers of a previous run are never resumed
         requests = RequestBook(recentLimit: config.recentResults)
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         wakeups = stream
@@ -132,7 +137,8 @@ final class RaftHost: @unchecked Sendable {
         tickTask?.cancel()
         enqueue(.stop, force: true)
         await loopTask?.value
-        await compactionTask?.value  // the loop has ended: nothing starts another
+        await snapshotTask?.value  // the loop has ended: nothing starts another
+        closeSnapshotFiles()
     }
 
     /// Adds an input; false when the inbox is full (the caller sheds the request).
@@ -177,6 +183,7 @@ final class RaftHost: @unchecked Sendable {
                 syncMembership()
                 adminTurn()
                 compactIfDue()
+                expireSnapshotFile(now: .now)
                 let status = node.status
                 published.withLock { $0 = status }
                 if stopping {
@@ -257,6 +264,8 @@ final class RaftHost: @unchecked Sendable {
         }
         for action in actions {
             switch action {
+            case .sendSnapshotChunk(let request): sendSnapshotChunk(request)
+            case .prepareSnapshot: prepareSnapshot()
             case .readReady(let id, _): requests.readReady(id)
             case .readFailed(let id): requests.readFailed(id)
             default: break
@@ -273,15 +282,24 @@ final class RaftHost: @unchecked Sendable {
                 bufferedHard = hs
             case .persistEntries(let entries):
                 buffer(entries)
-            case .persistSnapshot(let snapshot, _):
+            case .persistSnapshot(let snapshot, let discardLog):
                 await flush()
-                await installIfNewer(snapshot)
+                // Compaction needs nothing here: the store is durable at its applied index and
+                // trims its own log (StoreOptions.logRetention).
+                if discardLog { await installStaged(snapshot) }
+            case .stageSnapshotChunk(let chunk):
+                stage(chunk)
             case .restoreSnapshot(let snapshot):
                 await flush()
-                logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.metadata.index)"])
+                logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.index)"])
             case .send(let message):
                 await flush()
                 transport.send(.raft(message), to: message.to)
+            case .sendSnapshotChunk(let request):
+                await flush()
+                sendSnapshotChunk(request)
+            case .prepareSnapshot:
+                prepareSnapshot()
             case .apply(let entries):
                 await flush()
                 guard let last = entries.last else { continue }
@@ -368,37 +386,13 @@ final class RaftHost: @unchecked Sendable {
         }
     }
 
-    /// A snapshot newer than our state came from the leader: replace the store's state with it,
-    /// then re-persist the log tail Raft kept after it (installing empties the store's log).
-    func installIfNewer(_ snapshot: Snapshot) async {
-        guard snapshot.metadata.index > store.appliedIndex else { return }  // our own compaction
-        do {
-            try await store.installSnapshot(chunks: try RaftPersistence.chunks(snapshot.data))
-            let tail = node.log.entries(from: snapshot.metadata.index + 1, through: node.log.lastIndex)
-            if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
-        } catch {
-            fatalStorage("install snapshot at \(snapshot.metadata.index)", error)
-        }
-        logger.info("installed snapshot from leader", metadata: ["index": "\(snapshot.metadata.index)"])
-        for handler in stateReplacedHandlers.withLock({ $0 }) { handler() }
-    }
-
-    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries, the store's
-    /// state becomes the snapshot Raft streams to followers that fell behind. Serializing reads
-    /// the whole tree, so it runs off the loop (heartbeats keep flowing) and comes back as an input.
+    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the
+    /// prefix the store covers. Nothing is serialized: the tree is the snapshot.
     func compactIfDue() {
-        guard !compacting, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
-        compacting = true
-        let store = self.store
-        compactionTask = Task.detached {
-            do {
-                let snap = try RaftPersistence.serialize(store)
-                self.enqueue(.compacted(index: snap.index, data: snap.data), force: true)
-            } catch {
-                self.logger.error("compaction failed", metadata: ["error": "\(error)"])
-                self.enqueue(.compacted(index: 0, data: []), force: true)
-            }
-        }
+        // While a snapshot file is being written, keep the entries after it (a follower
+        // installing it needs them).
+        guard !preparingSnapshot, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
+        _ = step(.compact(index: node.appliedIndex))  // only `.persistSnapshot(discardLog: false)`: nothing to do
     }
 
     /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so
@@ -444,7 +438,7 @@ extension Action {
     /// Snapshot actions must run strictly in order with the rest (RaftHost.executeInOrder).
     var touchesSnapshot: Bool {
         switch self {
-        case .persistSnapshot, .restoreSnapshot: return true
+        case .persistSnapshot, .restoreSnapshot, .stageSnapshotChunk: return true
         default: return false
         }
     }
