@@ -241,7 +241,16 @@ struct SplitCursor {
         return current
     }
 
-    mutating func seekKey(_ key: [UInt8]) throws -> [UInt8]? { try seek(key)?.0 }
+    mutating func seekKey(_ key: [UInt8]) throws -> [UInt8]? {
+        guard over != nil else {
+            // No overflow rows: a plain seek (`$key` queries and shallow reads seek once per child).
+            forward = true
+            let k = try main.seekKey(key)
+            m = k.map { ($0, []) }
+            return k
+        }
+        return try seek(key)?.0
+    }
 
     mutating func next() throws -> ([UInt8], [UInt8])? {
         precondition(forward, "next after a backward positioning")
@@ -259,6 +268,10 @@ struct SplitCursor {
     /// Last record with key < `key`.
     mutating func seekLastLT(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
         forward = false
+        if over == nil {
+            m = try main.seekLastLT(key)
+            return m
+        }
         m = try main.seekLastLT(key)
         o = try over == nil ? nil : overSeekBelow(key, orEqual: false)
         return current
