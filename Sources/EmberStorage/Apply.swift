@@ -133,7 +133,14 @@ struct Applier {
         }
         if leafAncestor == nil && Self.identical(node, old) { return false }
 
-        try t.deletePrefix(tables.treeS, key)
+        // `old` was read in this transaction: nothing at or below `key` when it is empty, only
+        // `key` itself when it is a leaf (spares long keys a scan of their overflow group).
+        if old.isEmpty {
+        } else if old.leaf != nil {
+            try t.delete(tables.treeS, key)
+        } else {
+            try t.deletePrefix(tables.treeS, key)
+        }
         if let (k, p) = leafAncestor {
             if let p { try t.put(tables.treeS, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.treeS, k) }
         }

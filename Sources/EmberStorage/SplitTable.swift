@@ -1,6 +1,7 @@
 import CLMDB
 import EmberCore
 import Foundation
+import Synchronization
 
 /// A logical table whose keys may be longer than LMDB's 511-byte key limit, over two databases.
 ///
@@ -12,9 +13,15 @@ import Foundation
 /// starting with a prefix are one contiguous range of `over`; inside a group rows sort by hash,
 /// so a group is read whole and sorted in memory by full key when a cursor enters it. Merging
 /// the two sides in byte order gives exactly the order of the full keys (= Firebase order).
+///
+/// Cost: an operation under a long prefix reads its whole group, so writes and queries under a
+/// parent whose key exceeds `inlineBytes` grow linearly with the long keys sharing that group
+/// (README "Keys and paths"); leaf reads are point reads. Short keys never touch `over`.
 struct SplitTable {
     let main: MDB_dbi
     let over: MDB_dbi
+    /// Whether `over` may hold rows (see `OverflowUse`).
+    let used: OverflowUse
 
     /// Longest key kept in `main` (and the group prefix length in `over`); 480 + 20 ≤ 511.
     static let inlineBytes = 480
@@ -34,12 +41,35 @@ struct SplitTable {
         return w.bytes
     }
 
+    /// Whether the full key in `row` starts with `prefix` (and, with `exactly`, is `prefix`),
+    /// without copying it out: group reads test every row of a group.
+    static func rowKey(_ row: [UInt8], startsWith prefix: [UInt8], exactly: Bool = false) throws -> Bool {
+        var r = ByteReader(row)
+        let n = try r.varint()
+        guard n > inlineBytes, r.i + n <= row.count else { throw StorageError.corrupt("overflow row") }
+        if n < prefix.count || (exactly && n != prefix.count) { return false }
+        if prefix.isEmpty { return true }
+        let start = r.i
+        return row.withUnsafeBytes { x in prefix.withUnsafeBytes { y in memcmp(x.baseAddress! + start, y.baseAddress!, prefix.count) } } == 0
+    }
+
     static func decodeRow(_ row: [UInt8]) throws -> ([UInt8], [UInt8]) {
         var r = ByteReader(row)
         let n = try r.varint()
         guard n > inlineBytes, r.i + n <= row.count else { throw StorageError.corrupt("overflow row") }
         return (Array(row[r.i..<r.i + n]), Array(row[(r.i + n)...]))
     }
+}
+
+/// Per table and store: false while `over` has never held a row since the store opened empty of
+/// them, so reads of short paths skip even the O(1) `mdb_stat` (measured: it cost short `$key`
+/// queries ~15%). Set by the writer before it commits a first overflow row (a reader that sees
+/// that commit sees the flag); never cleared, so a stale true only costs that check.
+final class OverflowUse: Sendable {
+    private let flag: Atomic<Bool>
+    init(_ used: Bool) { flag = Atomic(used) }
+    var mayHaveRows: Bool { flag.load(ordering: .acquiring) }
+    func markUsed() { if !flag.load(ordering: .relaxed) { flag.store(true, ordering: .releasing) } }
 }
 
 /// Byte-order comparisons of long keys with `memcmp` (the generic `Sequence` ones dominate
@@ -59,9 +89,14 @@ func bytesStart(_ a: [UInt8], with p: [UInt8]) -> Bool {
 extension Txn {
     /// Whether `s` has any overflow row (an O(1) read of the database record in this transaction).
     func hasOverflow(_ s: SplitTable) throws -> Bool {
+        guard s.used.mayHaveRows else { return false }
+        return try overflowRows(s.over) > 0
+    }
+
+    func overflowRows(_ over: MDB_dbi) throws -> Int {
         var st = MDB_stat()
-        try check(mdb_stat(ptr, s.over, &st))
-        return st.ms_entries > 0
+        try check(mdb_stat(ptr, over, &st))
+        return st.ms_entries
     }
 
     func get(_ s: SplitTable, _ key: [UInt8]) throws -> [UInt8]? {
@@ -77,6 +112,7 @@ extension Txn {
         if let row = try get(s.over, ok), try SplitTable.decodeRow(row).0 != key {
             throw StorageError.corrupt("SHA-1 collision of two overflow keys")
         }
+        s.used.markUsed()
         try put(s.over, ok, SplitTable.overflowRow(key, value))
     }
 
@@ -101,6 +137,8 @@ extension Txn {
 
     /// Visits every record whose key starts with `prefix`, in full-key order.
     func scan(_ s: SplitTable, prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        // Without overflow rows: the plain scan (short paths pay nothing for long-key support).
+        guard try hasOverflow(s) else { return try scan(s.main, prefix: prefix, body) }
         var c = try cursor(s, within: prefix)
         defer { c.close() }
         var entry = try c.seek(prefix)
@@ -120,8 +158,8 @@ extension Txn {
         let group = Array(prefix.prefix(SplitTable.inlineBytes))
         var entry = try c.seek(group)
         while let (ok, row) = entry, bytesStart(ok, with: group) {
-            let k = try SplitTable.decodeRow(row).0
-            if bytesStart(k, with: prefix) && !(excludingExact && k.count == prefix.count) {
+            if try SplitTable.rowKey(row, startsWith: prefix),
+               try !(excludingExact && SplitTable.rowKey(row, startsWith: prefix, exactly: true)) {
                 try c.deleteCurrent()
                 n += 1
                 // After `mdb_cursor_del` the cursor rests on the following record; MDB_NEXT returns it.
@@ -144,7 +182,7 @@ extension Txn {
         let group = Array(prefix[0..<SplitTable.inlineBytes])
         var entry = try c.seek(group)
         while let (ok, row) = entry, bytesStart(ok, with: group) {
-            if bytesStart(try SplitTable.decodeRow(row).0, with: prefix) { return true }
+            if try SplitTable.rowKey(row, startsWith: prefix) { return true }
             entry = try c.next()
         }
         return false
@@ -176,7 +214,8 @@ struct SplitCursor {
         self.over = over
         self.prefix = prefix
         self.keysOnly = keysOnly
-        groupPrefix = Array(prefix.prefix(SplitTable.inlineBytes))
+        // No copy (no allocation) unless the prefix is itself longer than a group prefix.
+        groupPrefix = prefix.count <= SplitTable.inlineBytes ? prefix : Array(prefix[0..<SplitTable.inlineBytes])
     }
 
     func close() {
@@ -202,7 +241,16 @@ struct SplitCursor {
         return current
     }
 
-    mutating func seekKey(_ key: [UInt8]) throws -> [UInt8]? { try seek(key)?.0 }
+    mutating func seekKey(_ key: [UInt8]) throws -> [UInt8]? {
+        guard over != nil else {
+            // No overflow rows: a plain seek (`$key` queries and shallow reads seek once per child).
+            forward = true
+            let k = try main.seekKey(key)
+            m = k.map { ($0, []) }
+            return k
+        }
+        return try seek(key)?.0
+    }
 
     mutating func next() throws -> ([UInt8], [UInt8])? {
         precondition(forward, "next after a backward positioning")
@@ -220,6 +268,10 @@ struct SplitCursor {
     /// Last record with key < `key`.
     mutating func seekLastLT(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
         forward = false
+        if over == nil {
+            m = try main.seekLastLT(key)
+            return m
+        }
         m = try main.seekLastLT(key)
         o = try over == nil ? nil : overSeekBelow(key, orEqual: false)
         return current
@@ -252,8 +304,7 @@ struct SplitCursor {
         rows = []
         var entry = try over!.seek(g)
         while let (ok, row) = entry, bytesStart(ok, with: g) {
-            let r = try SplitTable.decodeRow(row)
-            if bytesStart(r.0, with: prefix) { rows.append(r) }
+            if try SplitTable.rowKey(row, startsWith: prefix) { rows.append(try SplitTable.decodeRow(row)) }
             entry = try over!.next()
         }
         rows.sort { bytesLess($0.0, $1.0) }

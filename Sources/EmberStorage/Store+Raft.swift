@@ -78,7 +78,8 @@ extension EmberStore {
     /// Streams the whole state (trees, versions, indexes, index definitions, applied index and
     /// term) from one read transaction as chunks of about `maxChunkBytes`. Chunk format: a
     /// sequence of records `[table u8][varint key length][key][varint value length][value]`; the
-    /// first record (table 0xFF) is the header: applied index and term.
+    /// first record (table 0xFF) is the header: applied index and term. Tables: 0–3 tree, ver,
+    /// idx, idxrev; 5 meta; 6–9 their overflow twins (long keys, `SplitTable`), row for row.
     public func snapshot(maxChunkBytes: Int = 1 << 20, _ body: ([UInt8]) throws -> Void) throws {
         try withRead { t in
             var chunk: [UInt8] = []
@@ -195,6 +196,7 @@ extension Writer {
                 }
             }
             guard sawHeader else { throw StorageError.corrupt("snapshot without header") }
+            try tables.noteOverflowRows(t)
             try tables.putMetaU64(t, "applied", a)
             try tables.putMetaU64(t, "appliedTerm", aTerm)
             try tables.putMetaU64(t, "lastIndex", a)

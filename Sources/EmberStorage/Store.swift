@@ -126,6 +126,7 @@ public final class EmberStore: @unchecked Sendable {
                             idxrev: try open("idxrev"), log: try open("log"), meta: try open("meta"),
                             treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
                             idxrevx: try open("idxrevx"))
+            try tables.noteOverflowRows(Txn(ptr: t!))
             try check(mdb_txn_commit(t))
         } catch {
             if t != nil { mdb_txn_abort(t) }

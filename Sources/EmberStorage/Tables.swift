@@ -25,10 +25,19 @@ struct Tables {
     let idxx: MDB_dbi
     let idxrevx: MDB_dbi
 
-    var treeS: SplitTable { SplitTable(main: tree, over: treex) }
-    var verS: SplitTable { SplitTable(main: ver, over: verx) }
-    var idxS: SplitTable { SplitTable(main: idx, over: idxx) }
-    var idxrevS: SplitTable { SplitTable(main: idxrev, over: idxrevx) }
+    let overflowUse = [OverflowUse(false), OverflowUse(false), OverflowUse(false), OverflowUse(false)]
+
+    var treeS: SplitTable { SplitTable(main: tree, over: treex, used: overflowUse[0]) }
+    var verS: SplitTable { SplitTable(main: ver, over: verx, used: overflowUse[1]) }
+    var idxS: SplitTable { SplitTable(main: idx, over: idxx, used: overflowUse[2]) }
+    var idxrevS: SplitTable { SplitTable(main: idxrev, over: idxrevx, used: overflowUse[3]) }
+
+    /// Marks the overflow tables that hold rows as used (on open, after installing a snapshot).
+    func noteOverflowRows(_ t: Txn) throws {
+        for (dbi, use) in zip([treex, verx, idxx, idxrevx], overflowUse) where try t.overflowRows(dbi) > 0 {
+            use.markUsed()
+        }
+    }
 
     static func treeKey(_ ns: String, _ path: Path) -> [UInt8] {
         KeyCodec.namespacePrefix(ns) + KeyCodec.encode(path)
@@ -53,6 +62,11 @@ struct Tables {
     /// The subtree at `key` (a tree key): one cursor range scan, refused once it has scanned
     /// more than `maxBytes` of stored keys and values.
     func readNode(_ t: Txn, key: [UInt8], maxBytes: Int = .max) throws -> Node {
+        // A long key's records sit in an overflow group that a scan reads whole; a leaf has no
+        // descendants, so when there is one a point read answers.
+        if key.count > SplitTable.inlineBytes, let v = try t.get(treeS, key), case .leaf(let l, let p) = try TreeRecord.decode(v) {
+            return Node(l, priority: p)
+        }
         let root = Builder()
         var found = false
         var scanned = 0
@@ -94,7 +108,10 @@ struct Tables {
         return out
     }
 
-    func exists(_ t: Txn, key: [UInt8]) throws -> Bool { try t.hasPrefix(treeS, key) }
+    func exists(_ t: Txn, key: [UInt8]) throws -> Bool {
+        if key.count > SplitTable.inlineBytes, try t.get(treeS, key) != nil { return true }
+        return try t.hasPrefix(treeS, key)
+    }
 
     /// The index value of the node at `key` without reading its subtree.
     func indexValue(_ t: Txn, key: [UInt8]) throws -> IndexValue? {

@@ -24,10 +24,19 @@ let prefix = long ? [String(repeating: "L", count: 768), String(repeating: "m", 
 func path(_ i: Int) -> Path { Path(validated: prefix + ["bench", "w\(i % 64)", "k\(i)"]) }
 let value = JSON.string("0123456789abcdef")
 
-func seconds(_ body: () async throws -> Void) async rethrows -> Double {
+/// Process CPU time (user + system), which is steadier than wall time on a shared machine.
+func cpuSeconds() -> Double {
+    var u = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &u)
+    return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
+}
+
+/// Wall and CPU seconds of `body`.
+func seconds(_ body: () async throws -> Void) async rethrows -> (wall: Double, cpu: Double) {
     let t0 = DispatchTime.now().uptimeNanoseconds
+    let c0 = cpuSeconds()
     try await body()
-    return Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+    return (Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9, cpuSeconds() - c0)
 }
 
 let writeTime = try await seconds {
@@ -60,8 +69,10 @@ let queryTime = try await seconds {
     }
 }
 
-func rate(_ n: Int, _ s: Double) -> String { String(format: "%.0f/s", Double(n) / s) }
+func rate(_ n: Int, _ t: (wall: Double, cpu: Double)) -> String {
+    String(format: "%.0f/s, %.2f µs CPU/op", Double(n) / t.wall, t.cpu / Double(n) * 1e6)
+}
 print("storage-bench \(long ? "long (~1.3 KB tree keys, overflow tables)" : "short") paths, \(writes) writes, \(inFlight) in flight, not durable")
-print("  writes:  \(rate(writes, writeTime))  (\(String(format: "%.2f", writeTime)) s)")
+print("  writes:  \(rate(writes, writeTime))")
 print("  reads:   \(rate(reads, readTime))  (point read of a leaf + its version)")
 print("  queries: \(rate(queries, queryTime))  (\"$key\" limitToFirst 10 of ~\(writes / 64) children)")

@@ -224,7 +224,7 @@ public final class SimCluster {
                 hosts[i].snapshotImage = image
                 hosts[i].pendingEvents.append(.snapshotReady(index: image.index, size: image.data.count))
             case .sendSnapshotChunk(let req):
-                hosts[i].disk.fsync()  // a send
+                syncDisk(i)  // a send
                 guard let image = hosts[i].snapshotImage, image.index == req.metadata.index, image.data.count == req.totalSize else {
                     // Not the image Raft means (replaced): prepare a current one; Raft restarts.
                     try perform(i, [.prepareSnapshot])
