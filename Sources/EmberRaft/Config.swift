@@ -18,6 +18,8 @@ public struct RaftConfig: Sendable, Hashable {
     public var maxInflightMessages: Int
     /// Bytes of snapshot data per InstallSnapshot chunk.
     public var snapshotChunkSize: Int
+    /// Unacknowledged snapshot chunks per follower (bounds the host's read-ahead and memory).
+    public var maxInflightSnapshotChunks: Int
     /// Seed for the deterministic generator that randomizes election timeouts.
     public var randomSeed: UInt64
 
@@ -25,6 +27,7 @@ public struct RaftConfig: Sendable, Hashable {
     public static let defaultMaxBytesPerMessage = 1 << 20
     public static let defaultMaxInflightMessages = 32
     public static let defaultSnapshotChunkSize = 1 << 20
+    public static let defaultMaxInflightSnapshotChunks = 4
 
     public init(
         electionTick: Int = 10,
@@ -35,11 +38,12 @@ public struct RaftConfig: Sendable, Hashable {
         maxBytesPerMessage: Int = RaftConfig.defaultMaxBytesPerMessage,
         maxInflightMessages: Int = RaftConfig.defaultMaxInflightMessages,
         snapshotChunkSize: Int = RaftConfig.defaultSnapshotChunkSize,
+        maxInflightSnapshotChunks: Int = RaftConfig.defaultMaxInflightSnapshotChunks,
         randomSeed: UInt64 = 0
     ) {
         precondition(electionTick > heartbeatTick && heartbeatTick > 0, "need electionTick > heartbeatTick > 0")
         precondition(maxEntriesPerMessage > 0 && maxBytesPerMessage > 0 && maxInflightMessages > 0)
-        precondition(snapshotChunkSize > 0)
+        precondition(snapshotChunkSize > 0 && maxInflightSnapshotChunks > 0)
         self.electionTick = electionTick
         self.heartbeatTick = heartbeatTick
         self.preVote = preVote
@@ -48,6 +52,7 @@ public struct RaftConfig: Sendable, Hashable {
         self.maxBytesPerMessage = maxBytesPerMessage
         self.maxInflightMessages = maxInflightMessages
         self.snapshotChunkSize = snapshotChunkSize
+        self.maxInflightSnapshotChunks = maxInflightSnapshotChunks
         self.randomSeed = randomSeed
     }
 }

@@ -18,9 +18,17 @@ public enum Event: Sendable, Hashable {
     case readIndex(id: UInt64)
     /// Ask the leader to hand leadership to `to` (thesis 3.10).
     case transferLeadership(to: NodeID)
-    /// The host serialized its state machine as of `index` (must be <= appliedIndex) into `data`.
-    /// Raft records the snapshot, drops entries up to `index` and emits `.persistSnapshot`.
-    case compact(index: UInt64, data: [UInt8])
+    /// The host's state machine covers everything up to `index` (must be <= appliedIndex): Raft
+    /// drops entries up to it (at most up to a snapshot still being streamed to an active
+    /// follower) and emits `.persistSnapshot`. No bytes: the state machine is its own snapshot.
+    case compact(index: UInt64)
+    /// Answer to `.prepareSnapshot`: the host holds a readable image (`size` bytes) of its state
+    /// machine as of `index` (<= appliedIndex). Ignored when `index` is already compacted away.
+    case snapshotReady(index: UInt64, size: Int)
+    /// The host made the log durable through `index`, whose entry has `term` (HOST CONTRACT 2b).
+    /// A leader counts its own log as matching only through the latest such index. Stale reports
+    /// (the log was truncated and `index` now holds another term) are ignored.
+    case persisted(through: UInt64, term: UInt64)
     /// Start an election now (e.g. to bootstrap a test quickly). Ignored by leaders and non-voters.
     case campaign
     /// A member told the host that a configuration at `configIndex`, committed and without this

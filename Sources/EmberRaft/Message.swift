@@ -71,8 +71,9 @@ public struct AppendEntriesResponse: Sendable, Hashable {
     }
 }
 
-/// One piece of a snapshot. Chunks are sent one at a time; the follower acknowledges
-/// how many bytes it holds so the leader can resume (or restart) the transfer.
+/// One piece of a snapshot. A few chunks are in flight per follower
+/// (`RaftConfig.maxInflightSnapshotChunks`); the follower acknowledges how many bytes it holds
+/// in order so the leader can resume (or restart) the transfer.
 public struct SnapshotChunk: Sendable, Hashable {
     public var metadata: SnapshotMetadata
     public var offset: Int
@@ -86,5 +87,34 @@ public struct SnapshotChunk: Sendable, Hashable {
         self.totalSize = totalSize
         self.data = data
         self.done = done
+    }
+}
+
+/// What `Action.sendSnapshotChunk` asks the host to read and send.
+public struct SnapshotChunkRequest: Sendable, Hashable {
+    public var from: NodeID
+    public var to: NodeID
+    public var term: UInt64
+    public var metadata: SnapshotMetadata
+    public var offset: Int
+    public var length: Int
+    public var totalSize: Int
+
+    public init(from: NodeID, to: NodeID, term: UInt64, metadata: SnapshotMetadata, offset: Int, length: Int, totalSize: Int) {
+        self.from = from
+        self.to = to
+        self.term = term
+        self.metadata = metadata
+        self.offset = offset
+        self.length = length
+        self.totalSize = totalSize
+    }
+
+    /// The InstallSnapshot message carrying `data` (the `length` bytes at `offset`).
+    public func message(data: [UInt8]) -> Message {
+        precondition(data.count == length, "snapshot chunk of the wrong length")
+        let chunk = SnapshotChunk(metadata: metadata, offset: offset, totalSize: totalSize, data: data,
+                                  done: offset + length == totalSize)
+        return Message(from: from, to: to, term: term, payload: .installSnapshot(chunk))
     }
 }

@@ -9,10 +9,12 @@
 //     for event in events {                    // .tick every N ms, .receive(msg), .propose(bytes), ...
 //         for action in node.step(event) {
 //             switch action {
-//             case .persistHardState, .persistEntries, .persistSnapshot:
+//             case .persistHardState, .persistEntries, .persistSnapshot, .stageSnapshotChunk:
 //                 buffer the write
-//             case .send, .apply, .restoreSnapshot, .readReady:
+//             case .send, .sendSnapshotChunk, .apply, .restoreSnapshot, .readReady:
 //                 fsync buffered writes first (once), then send / apply / answer the read
+//             case .prepareSnapshot:
+//                 prepare an image of the state machine, answer with .snapshotReady
 //             case .readFailed, .proposalAccepted, .proposalRejected:
 //                 answer or track the client request
 //             }
@@ -21,9 +23,12 @@
 //
 // Storage model: the node keeps its whole retained log (entries after the latest snapshot) in
 // memory (`RaftLog`); the host persists what it is told and hands it back on restart as a
-// `PersistentState`. To bound memory, the host periodically serializes its state machine at some
-// applied index and sends `.compact(index:data:)`; the node then drops that log prefix and
-// streams the snapshot (in `snapshotChunkSize` chunks) to followers that fall behind it.
+// `PersistentState`. To bound memory, the host periodically sends `.compact(index:)` for some
+// applied index; the node drops that log prefix. The state machine is its own snapshot: Raft
+// holds no snapshot bytes. For a follower behind the retained log the leader has the host
+// prepare an image (`.prepareSnapshot` / `.snapshotReady`) and streams it in `snapshotChunkSize`
+// chunks the host reads on demand (`.sendSnapshotChunk`), `maxInflightSnapshotChunks` in flight;
+// the follower's host stages them (`.stageSnapshotChunk`) and installs them atomically.
 //
 // Features: PreVote, CheckQuorum with leader lease, conflict-term back-off hints, Figure-8 safe
 // commit rule, pipelined + batched AppendEntries bounded by `maxEntriesPerMessage`,

@@ -24,9 +24,14 @@ public struct PeerProgress: Sendable, Hashable {
     /// matchIndex seen at the previous heartbeat response; no progress between two of them means
     /// the pipeline lost messages and must be restarted from matchIndex.
     var matchAtLastHeartbeat: UInt64 = 0
-    /// Snapshot state: index of the snapshot being streamed and the bytes the follower has.
+    /// Snapshot state: index and size of the snapshot being streamed (index 0: waiting for the
+    /// host to prepare one), bytes the follower acknowledged, bytes sent so far, and heartbeat
+    /// rounds without progress (after which the unacknowledged chunks are resent).
     var snapshotIndex: UInt64 = 0
+    var snapshotSize: Int = 0
     var snapshotOffset: Int = 0
+    var snapshotSent: Int = 0
+    var snapshotStalls: Int = 0
     /// Highest ReadIndex round this peer has acknowledged.
     var readAck: UInt64 = 0
 
@@ -50,12 +55,15 @@ public struct PeerProgress: Sendable, Hashable {
         nextIndex = matchIndex + 1
     }
 
-    mutating func becomeSnapshot(index: UInt64) {
+    mutating func becomeSnapshot(index: UInt64, size: Int) {
         state = .snapshot
         probeSent = false
         inflight.removeAll()
         snapshotIndex = index
+        snapshotSize = size
         snapshotOffset = 0
+        snapshotSent = 0
+        snapshotStalls = 0
     }
 
     /// Records an acknowledgement up to `index`; returns true if matchIndex advanced.

@@ -1,4 +1,5 @@
-// The node's in-memory view of its log: the latest snapshot plus every entry after it.
+// The node's in-memory view of its log: the latest compaction point (snapshot metadata; the
+// state machine's bytes live with the host) plus every entry after it.
 //
 // Design choice: the state machine keeps the whole retained log (since the last compaction) in
 // memory and tells the host what to persist via actions; it never reads storage. The host bounds
@@ -6,28 +7,28 @@
 // (`PersistentState`).
 
 public struct RaftLog: Sendable, Hashable {
-    public private(set) var snapshot: Snapshot
-    /// entries[i].index == snapshot.metadata.index + 1 + i
+    public private(set) var snapshot: SnapshotMetadata
+    /// entries[i].index == snapshot.index + 1 + i
     public private(set) var entries: [LogEntry]
 
-    init(snapshot: Snapshot, entries: [LogEntry]) {
+    init(snapshot: SnapshotMetadata, entries: [LogEntry]) {
         for (i, e) in entries.enumerated() {
-            precondition(e.index == snapshot.metadata.index + 1 + UInt64(i), "persisted entries must be contiguous after the snapshot")
+            precondition(e.index == snapshot.index + 1 + UInt64(i), "persisted entries must be contiguous after the snapshot")
         }
         self.snapshot = snapshot
         self.entries = entries
     }
 
     /// Index of the last entry covered by the snapshot.
-    public var snapshotIndex: UInt64 { snapshot.metadata.index }
+    public var snapshotIndex: UInt64 { snapshot.index }
     /// First index still available as an entry.
     public var firstIndex: UInt64 { snapshotIndex + 1 }
     public var lastIndex: UInt64 { snapshotIndex + UInt64(entries.count) }
-    public var lastTerm: UInt64 { entries.last?.term ?? snapshot.metadata.term }
+    public var lastTerm: UInt64 { entries.last?.term ?? snapshot.term }
 
     /// Term of the entry at `index`, or nil when compacted away or beyond the end.
     public func term(at index: UInt64) -> UInt64? {
-        if index == snapshotIndex { return snapshot.metadata.term }
+        if index == snapshotIndex { return snapshot.term }
         guard index > snapshotIndex, index <= lastIndex else { return nil }
         return entries[Int(index - firstIndex)].term
     }
@@ -92,17 +93,17 @@ public struct RaftLog: Sendable, Hashable {
         entries.append(contentsOf: newEntries)
     }
 
-    /// Drops entries up to `index` (inclusive) after the host snapshotted its state there.
-    mutating func compact(to snapshot: Snapshot) {
-        let index = snapshot.metadata.index
+    /// Drops entries up to `index` (inclusive): the host's state machine covers them.
+    mutating func compact(to snapshot: SnapshotMetadata) {
+        let index = snapshot.index
         precondition(index > snapshotIndex && index <= lastIndex, "compaction index out of range")
-        assert(term(at: index) == snapshot.metadata.term)
+        assert(term(at: index) == snapshot.term)
         entries.removeFirst(Int(index - snapshotIndex))
         self.snapshot = snapshot
     }
 
     /// Replaces the whole log with a snapshot received from the leader.
-    mutating func restore(_ snapshot: Snapshot) {
+    mutating func restore(_ snapshot: SnapshotMetadata) {
         self.snapshot = snapshot
         entries = []
     }
@@ -115,7 +116,7 @@ public struct RaftLog: Sendable, Hashable {
             if e.kind == .configChange, let c = ConfigEntry(decoding: e.data) { return c.membership }
             i -= 1
         }
-        return snapshot.metadata.membership
+        return snapshot.membership
     }
 
     /// Index of the latest config-change entry at or before `index`, or the snapshot index.

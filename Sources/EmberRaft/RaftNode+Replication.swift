@@ -3,15 +3,17 @@
 extension RaftNode {
     // MARK: Leader
 
-    /// Appends a new entry to the leader's log (durable once the host processes `.persistEntries`).
+    /// Appends a new entry to the leader's log; it counts for the leader once `.persisted` says so.
     @discardableResult
     mutating func appendAsLeader(kind: EntryKind, data: [UInt8]) -> LogEntry {
         assert(role == .leader)
         let entry = LogEntry(index: log.lastIndex + 1, term: term, kind: kind, data: data)
         log.truncateAndAppend([entry])
+        // Nothing from here on is durable yet (the log may have been shortened by a snapshot).
+        durableIndex = min(durableIndex, entry.index - 1)
         out.persists.append(.persistEntries([entry]))
         if kind == .configChange { refreshMembership() }
-        // A single-voter cluster commits immediately.
+        // A single-voter cluster commits once this is durable (`.persisted`); nothing here then.
         maybeCommit()
         return entry
     }
@@ -67,7 +69,7 @@ extension RaftNode {
             let advanced = pr.acknowledge(r.index)
             if advanced && pr.state == .probe { pr.becomeReplicate() }
             // A late append ack can show the follower already has what the snapshot covers.
-            if pr.state == .snapshot && pr.matchIndex >= pr.snapshotIndex {
+            if pr.state == .snapshot && pr.matchIndex >= max(pr.snapshotIndex, log.snapshotIndex) {
                 pr.nextIndex = pr.matchIndex + 1
                 pr.becomeProbe()
             }
@@ -124,7 +126,7 @@ extension RaftNode {
         progress[peer] = pr
         confirmReads()
         if state == .snapshot {
-            sendSnapshotChunk(to: peer)  // resend in case a chunk or its ack was lost
+            snapshotHeartbeat(to: peer)  // resend in case a chunk or its ack was lost
         } else if pr.matchIndex < log.lastIndex {
             replicate(to: peer, sendIfEmpty: false)
         }
@@ -145,15 +147,24 @@ extension RaftNode {
         guard role == .leader, !membership.voters.isEmpty else { return false }
         var matches: [UInt64] = []
         for v in membership.voters {
-            matches.append(v == id ? log.lastIndex : (progress[v]?.matchIndex ?? 0))
+            // Our own log counts only as far as it is durable (it may be sent before it is written).
+            matches.append(v == id ? min(log.lastIndex, durableIndex) : (progress[v]?.matchIndex ?? 0))
         }
         matches.sort(by: >)
+        assert(matches.count == membership.voters.count)
         let candidate = matches[membership.quorum - 1]
         guard candidate > commitIndex, log.term(at: candidate) == term else { return false }
         commitIndex = candidate
         if commitIndex >= configIndex { pruneDeparted() }
         leaderCommitAdvanced()
         return true
+    }
+
+    /// `Event.persisted`: the host made our log durable through `index`.
+    mutating func persisted(through index: UInt64, term entryTerm: UInt64) {
+        guard index > durableIndex, log.term(at: index) == entryTerm else { return }
+        durableIndex = index
+        if role == .leader, maybeCommit() { broadcastAppend() }
     }
 
     // MARK: Follower
@@ -194,6 +205,7 @@ extension RaftNode {
             assert(newEntries[0].index > commitIndex, "would truncate committed entries")
             let truncatesConfig = newEntries[0].index <= configIndex
             log.truncateAndAppend(newEntries)
+            durableIndex = min(durableIndex, newEntries[0].index - 1)
             out.persists.append(.persistEntries(newEntries))
             if truncatesConfig || newEntries.contains(where: { $0.kind == .configChange }) { refreshMembership() }
         }

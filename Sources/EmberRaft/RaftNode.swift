@@ -23,6 +23,9 @@ public struct RaftNode: Sendable {
     public internal(set) var commitIndex: UInt64
     /// Highest index handed to the host (via `.apply` or `.restoreSnapshot`).
     public internal(set) var appliedIndex: UInt64
+    /// Highest log index the host reported durable (`Event.persisted`); a leader's own vote in
+    /// the commit quorum counts only up to here, so it may send entries before writing them.
+    public internal(set) var durableIndex: UInt64
     /// Voter set in effect: from the latest config entry in the log (effective once appended).
     public internal(set) var membership: Membership
     /// Index of the entry (or snapshot) that defined `membership`.
@@ -49,8 +52,10 @@ public struct RaftNode: Sendable {
     var readsAwaitingLeaderCommit: [ReadOrigin] = []
     var readsAwaitingApply: [(id: UInt64, index: UInt64)] = []
 
-    // Follower: snapshot being received in chunks.
-    var incomingSnapshot: Snapshot?
+    // Follower: snapshot being received in chunks (the bytes go to the host's staging area).
+    var incomingSnapshot: IncomingSnapshot?
+    /// Leader: the image of the state machine the host prepared last (`Event.snapshotReady`).
+    public internal(set) var snapshotSource: SnapshotSource?
 
     // Output accumulated during one `step`.
     var out = Outbox()
@@ -58,7 +63,7 @@ public struct RaftNode: Sendable {
 
     struct Outbox: Sendable {
         var persists: [Action] = []
-        var restore: Snapshot?
+        var restore: SnapshotMetadata?
         var messages: [Message] = []
         var other: [Action] = []
     }
@@ -80,6 +85,7 @@ public struct RaftNode: Sendable {
         self.log = log
         self.commitIndex = commit
         self.appliedIndex = applied
+        self.durableIndex = log.lastIndex  // loaded from disk
         self.configIndex = log.lastConfigIndex(atOrBefore: log.lastIndex)
         self.membership = log.membership(at: log.lastIndex)
         self.lastEmittedHardState = state.hardState
@@ -97,10 +103,12 @@ public struct RaftNode: Sendable {
         case .proposeConfigChange(let change, let context): proposeConfigChange(change, context: context)
         case .readIndex(let id): requestRead(id: id)
         case .transferLeadership(let target): transferLeadership(to: target)
-        case .compact(let index, let data): compact(index: index, data: data)
+        case .compact(let index): compact(index: index)
+        case .snapshotReady(let index, let size): snapshotReady(index: index, size: size)
         case .campaign:
             if role != .leader && isPromotable { campaign(transfer: false) }
         case .removedFromCluster(let index): learnRemoval(configIndex: index)
+        case .persisted(let index, let term): persisted(through: index, term: term)
         }
         return drainOutbox()
     }

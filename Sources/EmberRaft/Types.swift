@@ -59,26 +59,30 @@ public struct SnapshotMetadata: Sendable, Hashable {
     }
 }
 
-/// A snapshot: metadata plus the host's opaque serialized state machine.
-public struct Snapshot: Sendable, Hashable {
+/// A readable image of the leader's state machine that the host prepared (`Event.snapshotReady`):
+/// Raft streams it to followers behind the retained log as byte ranges the host reads on demand
+/// (`Action.sendSnapshotChunk`). Raft itself never holds snapshot bytes.
+public struct SnapshotSource: Sendable, Hashable {
     public var metadata: SnapshotMetadata
-    public var data: [UInt8]
+    public var size: Int
 
-    public init(metadata: SnapshotMetadata, data: [UInt8]) {
+    public init(metadata: SnapshotMetadata, size: Int) {
         self.metadata = metadata
-        self.data = data
+        self.size = size
     }
 }
 
 /// Everything a node needs from durable storage to (re)start.
 ///
-/// `entries` must be contiguous and start at `snapshot.metadata.index + 1`.
+/// `entries` must be contiguous and start at `snapshot.index + 1`. The snapshot is only the
+/// compaction point: the host's state machine is durable by itself (at an applied index at or
+/// after it), so there are no snapshot bytes to hand back.
 public struct PersistentState: Sendable, Hashable {
     public var hardState: HardState
-    public var snapshot: Snapshot
+    public var snapshot: SnapshotMetadata
     public var entries: [LogEntry]
 
-    public init(hardState: HardState, snapshot: Snapshot, entries: [LogEntry]) {
+    public init(hardState: HardState, snapshot: SnapshotMetadata, entries: [LogEntry]) {
         self.hardState = hardState
         self.snapshot = snapshot
         self.entries = entries
@@ -88,9 +92,7 @@ public struct PersistentState: Sendable, Hashable {
     public static func bootstrap(voters: [NodeID]) -> PersistentState {
         PersistentState(
             hardState: HardState(),
-            snapshot: Snapshot(
-                metadata: SnapshotMetadata(index: 0, term: 0, membership: Membership(voters: voters)),
-                data: []),
+            snapshot: SnapshotMetadata(index: 0, term: 0, membership: Membership(voters: voters)),
             entries: [])
     }
 

@@ -16,6 +16,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case logMismatch(String)
     case corrupt(String)
     case tooManyIndexes(limit: Int)
+    case readTooLarge(limit: Int)
     /// A rules document that does not load (parse or type error), with its line and reason.
     case invalidRules(line: Int, reason: String)
 
@@ -30,6 +31,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .logMismatch(let why): return "Log mismatch: \(why)"
         case .corrupt(let why): return "Corrupt storage record: \(why)"
         case .tooManyIndexes(let limit): return "Too many index definitions (limit \(limit))"
+        // Firebase's text for a read over its response limit.
+        case .readTooLarge: return "Data requested exceeds the maximum size that can be accessed with a single request."
         case .invalidRules(let line, let reason): return "Rules refused: line \(line): \(reason)"
         }
     }

@@ -151,7 +151,15 @@ extension String {
 
 extension Writer {
     func installSnapshot(_ chunks: [[UInt8]]) throws {
+        var it = chunks.makeIterator()
+        try installSnapshot(next: { it.next() })
+    }
+
+    /// Replaces the state with the snapshot chunks `next` yields (nil at the end), in ONE write
+    /// transaction, so a failure part-way leaves the old state. Only one chunk is held at a time.
+    func installSnapshot(next: () throws -> [UInt8]?) throws {
         var a: UInt64 = 0, aTerm: UInt64 = 0, ts: Int64 = 0
+        var sawHeader = false
         var rules: [String: StoredRules] = [:]
         try writeTxn { t in
             for dbi in [tables.tree, tables.ver, tables.idx, tables.idxrev, tables.log] {
@@ -160,7 +168,7 @@ extension Writer {
             for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try check(mdb_drop(t.ptr, dbi, 0)) }
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
             try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
-            for chunk in chunks {
+            while let chunk = try next() {
                 var r = ByteReader(chunk)
                 while !r.atEnd {
                     let tag = try r.u8()
@@ -181,10 +189,12 @@ extension Writer {
                     case 0xFF:
                         var h = ByteReader(v)
                         a = try h.u64(); aTerm = try h.u64(); ts = Int64(bitPattern: try h.u64())
+                        sawHeader = true
                     default: throw StorageError.corrupt("snapshot table \(tag)")
                     }
                 }
             }
+            guard sawHeader else { throw StorageError.corrupt("snapshot without header") }
             try tables.putMetaU64(t, "applied", a)
             try tables.putMetaU64(t, "appliedTerm", aTerm)
             try tables.putMetaU64(t, "lastIndex", a)

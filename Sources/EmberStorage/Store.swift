@@ -28,6 +28,11 @@ public struct StoreOptions: Sendable {
     public var subscriptionBuffer: Int = 8_192
     /// false = `MDB_NOSYNC` (not durable; for benchmarks only).
     public var durable: Bool = true
+    /// Stored bytes (tree keys with their full paths, plus values) one client read may scan
+    /// before it is refused (`StorageError.readTooLarge`). Firebase refuses responses over
+    /// 256 MB; a read that large would hold a thread for seconds and gigabytes of memory here.
+    /// Writes and rules reads are not limited (they must see the whole old value).
+    public var maxReadBytes: Int = 512 << 20
 
     public init() {}
 }
@@ -172,7 +177,8 @@ public final class EmberStore: @unchecked Sendable {
     public func read(namespace: String, path: Path) throws -> (node: Node, version: UInt64) {
         try KeyCodec.validateNamespace(namespace)
         return try withRead { t in
-            (try tables.readNode(t, namespace, path), try tables.version(t, namespace, path))
+            (try tables.readNode(t, key: Tables.treeKey(namespace, path), maxBytes: options.maxReadBytes),
+             try tables.version(t, namespace, path))
         }
     }
 
@@ -181,7 +187,8 @@ public final class EmberStore: @unchecked Sendable {
     public func readSnapshot(namespace: String, path: Path) throws -> (node: Node, version: UInt64, applied: UInt64) {
         try KeyCodec.validateNamespace(namespace)
         return try withRead { t in
-            (try tables.readNode(t, namespace, path), try tables.version(t, namespace, path), try tables.metaU64(t, "applied"))
+            (try tables.readNode(t, key: Tables.treeKey(namespace, path), maxBytes: options.maxReadBytes),
+             try tables.version(t, namespace, path), try tables.metaU64(t, "applied"))
         }
     }
 

@@ -50,12 +50,16 @@ struct Tables {
         }
     }
 
-    /// The subtree at `key` (a tree key): one cursor range scan.
-    func readNode(_ t: Txn, key: [UInt8]) throws -> Node {
+    /// The subtree at `key` (a tree key): one cursor range scan, refused once it has scanned
+    /// more than `maxBytes` of stored keys and values.
+    func readNode(_ t: Txn, key: [UInt8], maxBytes: Int = .max) throws -> Node {
         let root = Builder()
         var found = false
+        var scanned = 0
         try t.scan(treeS, prefix: key) { k, v in
             found = true
+            scanned += k.count + v.count
+            if scanned > maxBytes { throw StorageError.readTooLarge(limit: maxBytes) }
             var b = root
             var i = key.count
             while i < k.count {

@@ -32,6 +32,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Log entries kept after compaction (the tail followers can catch up from).")
     var logRetain = 10_000
 
+    @Option(help: "Largest read in MiB of stored data (keys with full paths + values); larger reads get 400. Use shallow=true or queries below it.")
+    var maxReadMb = 512
+
     @Option(help: "Seconds between SSE keep-alive events.")
     var keepAlive = 30.0
 
@@ -180,6 +183,7 @@ struct Emberd: AsyncParsableCommand {
             FileHandle.standardError.write(Data("emberd: \(error)\n".utf8))
             throw ExitCode(2)
         }
+        guard (1...(1 << 20)).contains(maxReadMb) else { throw ValidationError("--max-read-mb must be 1...1048576") }
         let configFile = try clusterConfig.map { try ClusterConfigFile.load(path: $0) }
         config.clientTLS = try clientTLS(file: configFile)
         if let rules {
@@ -204,9 +208,10 @@ struct Emberd: AsyncParsableCommand {
         if let cluster = clusterSettings {
             var options = StoreOptions()
             options.logRetention = UInt64(max(0, logRetain))
+            options.maxReadBytes = maxReadMb << 20
             store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, logger: logger)
         } else {
-            store = try StoreFactory.open(directory: data, logRetain: logRetain, logger: logger)
+            store = try StoreFactory.open(directory: data, logRetain: logRetain, maxReadBytes: maxReadMb << 20, logger: logger)
         }
         let node = try EmberNode(config: config, store: store, logger: logger)
         logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",

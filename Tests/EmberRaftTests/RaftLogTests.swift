@@ -25,7 +25,7 @@ import Testing
 
     @Test func compactionKeepsTermOfSnapshotIndex() {
         var l = log([1, 1, 2, 2])
-        let snap = Snapshot(metadata: SnapshotMetadata(index: 3, term: 2, membership: Membership(voters: ["n1"])), data: [])
+        let snap = SnapshotMetadata(index: 3, term: 2, membership: Membership(voters: ["n1"]))
         l.compact(to: snap)
         #expect(l.snapshotIndex == 3 && l.firstIndex == 4 && l.lastIndex == 4)
         #expect(l.term(at: 3) == 2 && l.term(at: 2) == nil && l.entry(at: 3) == nil)

@@ -227,6 +227,53 @@ import Testing
         #expect(persistPos != nil && sendPos != nil && persistPos! < sendPos!)
     }
 
+    // Thesis 10.2.1: the leader sends its entries before writing them, so its own log may count
+    // towards a commit only once the host reports it durable.
+    @Test func leaderCountsItsOwnEntriesOnlyOnceDurable() {
+        var c = TestCluster(3)
+        c.elect("n1")
+        c.tickAll(2)
+        c.manualPersist = ["n1"]
+        c.isolate("n3")
+        let actions = c.propose("n1", "x")
+        let index = c["n1"].log.lastIndex, term = c["n1"].term
+        // The entry goes out in the same step that asks for it to be written.
+        #expect(actions.contains { if case .send(let m) = $0, case .appendEntries = m.payload { return true } else { return false } })
+        c.deliverAll()
+        #expect(c["n1"].status.progress["n2"]?.matchIndex == index)
+        #expect(c["n1"].commitIndex < index, "n2 alone is not a majority while n1's copy is not durable")
+        c.step("n1", .persisted(through: index + 3, term: term))  // beyond the log: ignored
+        c.step("n1", .persisted(through: index, term: term + 1))  // another entry's report: ignored
+        #expect(c["n1"].commitIndex < index && c["n1"].durableIndex < index)
+        c.step("n1", .persisted(through: index, term: term))
+        #expect(c["n1"].commitIndex == index && c["n1"].durableIndex == index)
+        c.deliverAll()
+        #expect(c.payloads("n2").last == "x")  // the new commit index reached n2
+    }
+
+    @Test func followersAloneCanCommitWhileTheLeaderHasNotWritten() {
+        var c = TestCluster(3)
+        c.elect("n1")
+        c.tickAll(2)
+        c.manualPersist = ["n1"]
+        c.propose("n1", "y")
+        c.deliverAll()
+        let index = c["n1"].log.lastIndex
+        #expect(c["n1"].durableIndex < index)
+        #expect(c["n1"].commitIndex == index, "n2 and n3 hold it durably: a majority without n1")
+        #expect(c.payloads("n1").last == "y")
+    }
+
+    @Test func singleVoterCommitsWhenItsWriteIsDurable() {
+        var c = TestCluster(1)
+        c.manualPersist = ["n1"]
+        c.step("n1", .campaign)
+        let noop = c["n1"].log.lastIndex
+        #expect(c["n1"].role == .leader && c["n1"].commitIndex < noop)
+        c.step("n1", .persisted(through: noop, term: c["n1"].term))
+        #expect(c["n1"].commitIndex == noop)
+    }
+
     @Test func restartedNodeRecoversFromPersistedState() {
         var c = TestCluster(3)
         c.elect("n1")

@@ -34,13 +34,17 @@ import Testing
         let (state, applied, lastTimestamp) = try await RaftPersistence.load(a, voters: ["n1", "n2"])
         #expect(applied == 3)
         #expect(lastTimestamp == 1_700_000_000_000)
-        #expect(state.snapshot.metadata.index == 3 && state.snapshot.metadata.term == 1)
+        #expect(state.snapshot.index == 3 && state.snapshot.term == 1)
         #expect(state.entries.map(\.index) == [4] && state.entries[0].term == 2)
         #expect(try RaftPersistence.storageEntry(state.entries[0]).operation == .set(path: try Path("z"), value: .int(3)))
 
-        // The snapshot data installs into an empty store with the same state.
+        // A snapshot file of it installs into an empty store with the same state.
+        let file = NSTemporaryDirectory() + "ember-snapfile-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let info = try a.writeSnapshotFile(path: file, maxChunkBytes: 64)
+        #expect(info.index == 3 && info.term == 1)
         let b = try tempStore()
-        try await b.installSnapshot(chunks: try RaftPersistence.chunks(state.snapshot.data))
+        try await b.installSnapshot(file: file)
         #expect(b.appliedIndex == 3)
         #expect(try b.stateHash() == a.stateHash())
         #expect(try b.read(namespace: "ns", path: Path("x")).node == a.read(namespace: "ns", path: Path("x")).node)
@@ -66,7 +70,7 @@ import Testing
 
         // Applied change: in the snapshot's membership; unapplied one: back as a config entry.
         let (state, _, _) = try await RaftPersistence.load(a, voters: ["n1", "n2", "n3"])
-        #expect(state.snapshot.metadata.membership.voters == ["n1", "n2", "n4"])
+        #expect(state.snapshot.membership.voters == ["n1", "n2", "n4"])
         #expect(state.entries.count == 1 && state.entries[0].kind == .configChange)
         let tail = try #require(ConfigEntry(decoding: state.entries[0].data))
         #expect(tail.membership.voters == ["n2", "n4"] && MemberDirectory(context: tail.context) == removal)
@@ -75,19 +79,28 @@ import Testing
         #expect(node.membershipContext.flatMap { MemberDirectory(context: $0) } == removal)
 
         // A node restored from the snapshot (a new member) knows the directory and its URLs.
+        let file = NSTemporaryDirectory() + "ember-snapfile-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        _ = try a.writeSnapshotFile(path: file)
         let b = try tempStore()
-        try await b.installSnapshot(chunks: try RaftPersistence.chunks(state.snapshot.data))
+        try await b.installSnapshot(file: file)
         #expect(try RaftPersistence.storedDirectory(b) == directory)
         let (restored, _, _) = try await RaftPersistence.load(b, voters: [])
-        #expect(restored.snapshot.metadata.membership.voters == ["n1", "n2", "n4"])
+        #expect(restored.snapshot.membership.voters == ["n1", "n2", "n4"])
         #expect(try RaftPersistence.storedDirectory(b)?.members["n4"]?.url == "http://127.0.0.1:9004")
         a.close()
         b.close()
     }
 
-    @Test func malformedSnapshotFramingIsRefused() {
-        #expect(throws: StorageError.self) { try RaftPersistence.chunks([0, 0, 0, 9, 1]) }
-        #expect(throws: StorageError.self) { try RaftPersistence.parseHeader([0xFF, 0, 3]) }
+    @Test func startingRaftSerializesNothing() async throws {
+        // The compaction point is the store's applied position, read without touching the tree.
+        let a = try tempStore()
+        try await a.append(entries: try [EmberRaft.LogEntry(index: 1, term: 1, kind: .noop), try normal(2, 1, "x", "1")]
+            .map(RaftPersistence.storageEntry))
+        try await a.applyCommitted(through: 2)
+        let (state, applied, _) = try await RaftPersistence.load(a, voters: ["n1"])
+        #expect(applied == 2 && state.snapshot.index == 2 && state.snapshot.term == 1 && state.entries.isEmpty)
+        a.close()
     }
 }
 

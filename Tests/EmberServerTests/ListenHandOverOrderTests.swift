@@ -10,15 +10,6 @@ import Testing
     func p(_ s: String) -> Path { try! Path(s) }
     func n(_ s: String) -> Node { try! Node(json: JSON.parse(s)) }
 
-    /// The first `count` messages queued on the session, parsed.
-    func drain(_ session: RealtimeSession, _ count: Int) async -> [JSON] {
-        var out: [JSON] = []
-        for await frame in session.outbound {
-            out.append(try! JSON.parse(frame))
-            if out.count == count { break }
-        }
-        return out
-    }
 
     func body(_ m: JSON) -> [String: JSON] { m.objectValue!["d"]!.objectValue!["b"]!.objectValue! }
 

@@ -22,7 +22,10 @@ import Testing
         .heartbeat(commit: 99, readContext: 4),
         .heartbeatResponse(readContext: 4),
         .installSnapshot(SnapshotChunk(metadata: meta, offset: 1 << 20, totalSize: 3 << 20, data: [9, 9], done: false)),
+        // Snapshots are many frames long: offsets and sizes far beyond one frame travel.
+        .installSnapshot(SnapshotChunk(metadata: meta, offset: 300 << 20, totalSize: 5 << 30, data: [1], done: false)),
         .installSnapshotResponse(snapshotIndex: 40, receivedBytes: 12, done: true),
+        .installSnapshotResponse(snapshotIndex: 40, receivedBytes: 4 << 30, done: false),
         .timeoutNow,
         .readIndexRequest(id: .max),
         .readIndexResponse(id: 3, index: 17),

@@ -30,15 +30,6 @@ import Testing
         #"{"t":"d","d":{"r":\#(r),"a":"\#(action)","b":\#(body)}}"#
     }
 
-    /// The next `count` messages queued on the session, parsed.
-    func drain(_ session: RealtimeSession, _ count: Int) async -> [JSON] {
-        var out: [JSON] = []
-        for await frame in session.outbound {
-            out.append(try! JSON.parse(frame))
-            if out.count == count { break }
-        }
-        return out
-    }
 
     func response(_ m: JSON) -> (r: Int64, status: String, data: JSON)? {
         guard case .int(let r)? = m.objectValue?["d"]?.objectValue?["r"],

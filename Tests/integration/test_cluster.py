@@ -368,24 +368,51 @@ def test_chaos_kill9_random_nodes_under_load(tmp_path):
         c.down()
 
 
+def put_bulk(session, url, megabytes):
+    """Writes about `megabytes` MB of tree under /bulk/bN/kI, half a MB (500 leaves) per write
+    (small enough that a debug leader's turn stays well under the election timeout)."""
+    pad = "x" * 1000
+    for b in range(megabytes):
+        for half in range(2):
+            body = json.dumps({f"k{i:04d}": f"{b}-{i}-{pad}" for i in range(half * 500, half * 500 + 500)})
+            r = session.patch(f"{url}/bulk/b{b:04d}.json?print=silent", data=body, timeout=60)
+            assert r.status_code == 204, r.text
+
+
 def test_wiped_follower_returns_by_snapshot(tmp_path):
+    """The snapshot is many chunks (1 MiB each): the follower stages and installs it in pieces."""
+    megabytes = int(os.environ.get("EMBER_SNAPSHOT_TEST_MB", "200" if os.environ.get("EMBER_SOAK") else "20"))
     c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "20"])
     try:
         leader = c.leader()
         s = requests.Session()
+        put_bulk(s, c.url(leader), megabytes)
         for i in range(60):
             assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
-        victim = c.followers()[0]
+        # Status answers hash the whole tree when it changed: give the first polls time.
+        leader = c.leader(timeout=60)
+        victim = next(n["id"] for n in c.nodes if n["id"] != leader)
         c.kill9(victim)
         shutil.rmtree(os.path.join(c.dir, victim, "data"))
         for i in range(60, 80):
             assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+        started = time.time()
         script("start-node", "--dir", c.dir, "--id", victim)
-        c.wait_converged(timeout=30)
+        c.wait_converged(timeout=30 + megabytes)
+        print(f"{megabytes} MB tree: wiped follower converged {time.time() - started:.1f} s after its start")
         assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(80))
+        last = requests.get(f"{c.url(victim)}/bulk/b{megabytes - 1:04d}/k0999.json", timeout=5).json()
+        assert last == f"{megabytes - 1}-999-" + "x" * 1000
         assert c.status(leader)["snapshotIndex"] > 0
+        with open(os.path.join(c.dir, f"{leader}.log"), errors="replace") as f:
+            written = [l for l in f if "snapshot file written for followers" in l]
+        assert written, "the leader wrote no snapshot file"
+        size = int(written[-1].split("bytes=")[1].split()[0]) if "bytes=" in written[-1] else None
         with open(os.path.join(c.dir, f"{victim}.log"), errors="replace") as f:
             assert "installed snapshot from leader" in f.read()
+        assert not os.path.exists(os.path.join(c.dir, victim, "data", "raft-snapshot-incoming"))
+        if size is not None:
+            assert size > 20 * (1 << 20) * megabytes // 24, f"snapshot of {size} bytes is not several chunks"
     finally:
         c.down()
 

@@ -35,22 +35,28 @@ def load(node, stop, acked, lock, worker):
                     acked[key] = i
 
 
+def kill9_under_load(node, load_fn, acked, lock, round_no, workers):
+    """One round: `workers` threads run `load_fn` until the node is killed with SIGKILL at an
+    arbitrary moment of the load, then the node is restarted on its data."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=load_fn, args=(node, stop, acked, lock, f"{round_no}_{w}")) for w in range(workers)]
+    for t in threads:
+        t.start()
+    time.sleep(random.uniform(0.5, 1.5))
+    node.kill9()
+    stop.set()
+    for t in threads:
+        t.join()
+    node.start()
+
+
 def test_kill9_loses_no_acknowledged_write(tmp_path):
     data_dir = str(tmp_path / "data")
     node = Node(data_dir=data_dir).start()
     acked, lock = {}, threading.Lock()
     try:
         for round_no in range(ROUNDS):
-            stop = threading.Event()
-            threads = [threading.Thread(target=load, args=(node, stop, acked, lock, f"{round_no}_{w}")) for w in range(8)]
-            for t in threads:
-                t.start()
-            time.sleep(random.uniform(0.5, 1.5))
-            node.kill9()  # at an arbitrary moment of the load
-            stop.set()
-            for t in threads:
-                t.join()
-            node.start()
+            kill9_under_load(node, load, acked, lock, round_no, workers=8)
             tree = requests.get(f"{node.url}/.json").json() or {}
             keys = tree.get("k", {})
             pairs = tree.get("pairs", {})
@@ -114,16 +120,7 @@ def test_kill9_loses_no_acknowledged_pipelined_wire_write(tmp_path):
     acked, lock = {}, threading.Lock()
     try:
         for round_no in range(ROUNDS):
-            stop = threading.Event()
-            threads = [threading.Thread(target=wire_load, args=(node, stop, acked, lock, f"{round_no}_{w}")) for w in range(4)]
-            for t in threads:
-                t.start()
-            time.sleep(random.uniform(0.5, 1.5))
-            node.kill9()
-            stop.set()
-            for t in threads:
-                t.join()
-            node.start()
+            kill9_under_load(node, wire_load, acked, lock, round_no, workers=4)
             keys = (requests.get(f"{node.url}/.json").json() or {}).get("pk", {})
             with lock:
                 missing = [k for k, v in acked.items() if keys.get(k) != v]

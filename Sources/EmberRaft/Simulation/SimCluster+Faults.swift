@@ -72,8 +72,14 @@ extension SimCluster {
         hosts[i].appliedBeforeCrash = node.appliedIndex
         hosts[i].node = nil
         hosts[i].disk.crash()  // unsynced writes are lost
+        hosts[i].fsyncDueAt = nil
+        hosts[i].persistedReport = nil
+        hosts[i].checkedCommit = 0
         hosts[i].pendingWrites = [:]
         hosts[i].pendingReads = [:]
+        hosts[i].staging = nil
+        hosts[i].snapshotImage = nil
+        hosts[i].pendingEvents = []
         hosts[i].restartAt = now + options.tickInterval * (5 + rng.below(60))
     }
 
@@ -87,10 +93,14 @@ extension SimCluster {
         hosts[i].restarts += 1
         let state = hosts[i].disk.durable
         try invariants.checkRestart(state, appliedBeforeCrash: hosts[i].appliedBeforeCrash, node: hosts[i].id, time: now)
-        hosts[i].node = RaftNode(id: hosts[i].id, config: raftConfig(for: hosts[i].id, restart: hosts[i].restarts), state: state)
-        guard let kv = KVStore(deserializing: state.snapshot.data) else { throw fail("bad durable snapshot") }
+        // The durable state machine image may be ahead of the compaction point (like a store
+        // durable at its applied index): Raft resumes applying after it.
+        let image = hosts[i].disk.image
+        hosts[i].node = RaftNode(id: hosts[i].id, config: raftConfig(for: hosts[i].id, restart: hosts[i].restarts),
+                                 state: state, appliedIndex: image.index)
+        guard let kv = KVStore(deserializing: image.data) else { throw fail("bad durable state machine image") }
         hosts[i].kv = kv
-        hosts[i].kvApplied = state.snapshot.metadata.index
+        hosts[i].kvApplied = image.index
     }
 
     public var finalStats: SimStats {

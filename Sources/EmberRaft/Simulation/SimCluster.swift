@@ -19,7 +19,21 @@ struct SimHost {
     var pendingWrites: [UInt64: (term: UInt64, opID: UInt64, historyID: Int, client: Int)] = [:]
     /// Reads awaiting `.readReady`, by read id.
     var pendingReads: [UInt64: (historyID: Int, client: Int, key: String)] = [:]
+    /// Follower: the snapshot being received (volatile: lost in a crash, like Raft's own record).
+    var staging: (metadata: SnapshotMetadata, data: [UInt8])?
+    /// Leader: the image answering `.prepareSnapshot`, read by `.sendSnapshotChunk`.
+    var snapshotImage: SimImage?
+    /// Host answers (`.snapshotReady`) delivered at the node's next tick, as a real host's would be.
+    var pendingEvents: [Event] = []
     var restartAt = 0
+    /// When the host fsyncs entries it wrote without being forced to (see `SimOptions.maxFsyncDelay`).
+    var fsyncDueAt: Int?
+    /// Crash before the pending fsync (`SimOptions.crashBeforeFsyncRate`).
+    var crashDue = false
+    /// Highest commit index this node advanced to as leader that was checked for durability.
+    var checkedCommit: UInt64 = 0
+    /// The last entry made durable and not yet reported with `Event.persisted`.
+    var persistedReport: (index: UInt64, term: UInt64)?
     var appliedBeforeCrash: UInt64 = 0
     var restarts = 0
 }
@@ -82,11 +96,25 @@ public final class SimCluster {
             if now == faultEnd { endFaults() }
             if faultsEnabled && now % options.tickInterval == 0 { try injectFaults() }
             try restartDueNodes()
+            for i in hosts.indices where hosts[i].crashDue {
+                hosts[i].crashDue = false
+                if hosts.count - upCount < max(1, (options.nodeCount - 1) / 2) {
+                    stats.crashesBeforeFsync += 1
+                    crash(i)
+                }
+            }
+            for i in hosts.indices where hosts[i].node != nil && (hosts[i].fsyncDueAt ?? Int.max) <= now {
+                syncDisk(i)
+                try reportPersisted(i)
+            }
             for m in network.due(at: now, rng: &rng) {
                 guard let dst = hostIndex(m.to), hosts[dst].node != nil, network.connected(m.from, m.to) else { continue }
                 try step(dst, .receive(m))
             }
             for i in hosts.indices where hosts[i].node != nil && (now + i * 3) % options.tickInterval == 0 {
+                let answers = hosts[i].pendingEvents
+                hosts[i].pendingEvents = []
+                for e in answers { try step(i, e) }
                 try step(i, .tick)
             }
             if faultsEnabled { try runClients() }
@@ -111,45 +139,134 @@ public final class SimCluster {
         guard hosts[i].node != nil else { return }
         // Mutate in place (no copy of the node's log).
         let actions = hosts[i].node!.step(event)
+        // Before the actions run: their fsyncs (an apply's) must not be what makes it true.
+        try checkCommitDurable(i)
         try perform(i, actions)
+        try reportPersisted(i)
         if try invariants.checkNode(hosts[i].node!, time: now) { stats.leadersElected += 1 }
         // Compact once enough has been applied beyond the last snapshot.
         let node = hosts[i].node!
         if node.appliedIndex >= node.log.snapshotIndex + UInt64(options.compactThreshold) {
             assert(hosts[i].kvApplied == node.appliedIndex)
             stats.compactions += 1
-            let more = hosts[i].node!.step(.compact(index: node.appliedIndex, data: hosts[i].kv.serialized()))
+            let more = hosts[i].node!.step(.compact(index: node.appliedIndex))
             try perform(i, more)
+            try reportPersisted(i)
         }
+    }
+
+    /// A leader's new commit index must name an entry on the disks (not just in the memory) of a
+    /// majority: what survives any crash. Catches a leader counting its own unsynced entries.
+    func checkCommitDurable(_ i: Int) throws {
+        guard let n = hosts[i].node else { return }
+        // Only what it commits as leader (under its current configuration): commits learned as a
+        // follower were counted by an earlier leader, possibly under another configuration.
+        guard n.role == .leader, n.commitIndex > hosts[i].checkedCommit else {
+            hosts[i].checkedCommit = n.commitIndex
+            return
+        }
+        hosts[i].checkedCommit = n.commitIndex
+        let index = n.commitIndex
+        guard let term = n.log.term(at: index) else { return }
+        var holders = 0
+        for h in hosts where n.membership.contains(h.id) {
+            let d = h.disk.durable
+            let base = d.snapshot.index
+            if index <= base || (index - base <= UInt64(d.entries.count) && d.entries[Int(index - base - 1)].term == term) {
+                holders += 1
+            }
+        }
+        if holders < n.membership.quorum {
+            throw fail("\(n.id) committed \(index) (term \(term)) held durably by \(holders) of \(n.membership.voters) voters")
+        }
+    }
+
+    /// fsync: everything written so far becomes durable (and is reported after the step).
+    func syncDisk(_ i: Int) {
+        hosts[i].fsyncDueAt = nil
+        if let last = hosts[i].disk.fsync() { hosts[i].persistedReport = last }
+    }
+
+    /// Steps `.persisted` for entries made durable (after the step whose actions wrote them, so
+    /// steps' actions stay in order).
+    func reportPersisted(_ i: Int) throws {
+        guard hosts[i].node != nil, let r = hosts[i].persistedReport else { return }
+        hosts[i].persistedReport = nil
+        stats.persistedReports += 1
+        try step(i, .persisted(through: r.index, term: r.term))
     }
 
     func perform(_ i: Int, _ actions: [Action]) throws {
         for action in actions {
             switch action {
-            case .persistHardState, .persistSnapshot:
+            case .persistHardState:
                 hosts[i].disk.write(action)
+            case .persistSnapshot(let meta, let discardLog):
+                if discardLog {
+                    // The staged snapshot becomes the state machine (atomically, at the fsync).
+                    guard let staged = hosts[i].staging, staged.metadata == meta else { throw fail("install without a staged snapshot") }
+                    hosts[i].disk.write(action, image: SimImage(index: meta.index, data: staged.data))
+                } else {
+                    // Compaction: the state machine (durable by itself in a real store) covers it.
+                    hosts[i].disk.write(action, image: SimImage(index: hosts[i].kvApplied, data: hosts[i].kv.serialized()))
+                }
+            case .stageSnapshotChunk(let chunk):
+                stats.snapshotChunksStaged += 1
+                if chunk.offset == 0 { hosts[i].staging = (chunk.metadata, []) }
+                guard var staged = hosts[i].staging, staged.metadata == chunk.metadata, staged.data.count == chunk.offset else {
+                    throw fail("snapshot chunk at \(chunk.offset) staged out of order")
+                }
+                staged.data += chunk.data
+                hosts[i].staging = staged
+            case .prepareSnapshot:
+                guard hosts[i].pendingEvents.isEmpty else { continue }  // one in preparation
+                let image = SimImage(index: hosts[i].kvApplied, data: hosts[i].kv.serialized())
+                hosts[i].snapshotImage = image
+                hosts[i].pendingEvents.append(.snapshotReady(index: image.index, size: image.data.count))
+            case .sendSnapshotChunk(let req):
+                hosts[i].disk.fsync()  // a send
+                guard let image = hosts[i].snapshotImage, image.index == req.metadata.index, image.data.count == req.totalSize else {
+                    // Not the image Raft means (replaced): prepare a current one; Raft restarts.
+                    try perform(i, [.prepareSnapshot])
+                    continue
+                }
+                let data = Array(image.data[req.offset..<req.offset + req.length])
+                network.send(req.message(data: data), now: now, options: options, rng: &rng, lossless: !faultsEnabled)
             case .persistEntries(let entries):
                 hosts[i].disk.write(action)
                 try invariants.recordPersisted(entries, in: hosts[i].node!.log, node: hosts[i].id, time: now)
             case .send(let m):
-                hosts[i].disk.fsync()  // contract: persist before send
+                switch m.payload {
+                case .appendEntries, .heartbeat:
+                    // A leader replicating may send before its own entries are durable (contract
+                    // 2's exception): they are fsynced later, or lost by a crash meanwhile.
+                    if !hosts[i].disk.pending.isEmpty {
+                        stats.sendsBeforeFsync += 1
+                        if faultsEnabled && rng.chance(options.crashBeforeFsyncRate) { hosts[i].crashDue = true }
+                    }
+                default:
+                    syncDisk(i)  // contract: persist before send
+                }
                 network.send(m, now: now, options: options, rng: &rng, lossless: !faultsEnabled)
             case .restoreSnapshot(let snap):
                 stats.snapshotsInstalled += 1
-                hosts[i].disk.fsync()
-                guard let kv = KVStore(deserializing: snap.data) else { throw fail("bad snapshot data") }
+                syncDisk(i)
+                guard let staged = hosts[i].staging, staged.metadata == snap, let kv = KVStore(deserializing: staged.data) else {
+                    throw fail("bad snapshot data")
+                }
+                hosts[i].staging = nil
                 hosts[i].kv = kv
-                hosts[i].kvApplied = snap.metadata.index
-                try invariants.recordState(index: snap.metadata.index, fingerprint: kv.fingerprint, node: hosts[i].id, time: now)
-                for idx in hosts[i].pendingWrites.keys.sorted() where idx <= snap.metadata.index {
+                hosts[i].kvApplied = snap.index
+                try invariants.recordState(index: snap.index, fingerprint: kv.fingerprint, node: hosts[i].id, time: now)
+                for idx in hosts[i].pendingWrites.keys.sorted() where idx <= snap.index {
                     // Covered by the snapshot: outcome unknown to this host; let the client time out.
                     hosts[i].pendingWrites[idx] = nil
                 }
             case .apply(let entries):
-                hosts[i].disk.fsync()
+                syncDisk(i)
                 for e in entries { try apply(i, e) }
             case .readReady(let readID, let index):
-                hosts[i].disk.fsync()
+                syncDisk(i)
                 guard hosts[i].kvApplied >= index else { throw fail("read released before apply") }
                 if let r = hosts[i].pendingReads.removeValue(forKey: readID) {
                     finish(r.client, r.historyID, .value(hosts[i].kv.get(r.key)))
@@ -171,6 +288,10 @@ public final class SimCluster {
                     if case .notLeader(let hint) = reason { clients[p.client].leaderHint = hint } else { clients[p.client].leaderHint = nil }
                 }
             }
+        }
+        // Written but not forced out: the host syncs it soon (a crash before then loses it).
+        if !hosts[i].disk.pending.isEmpty && hosts[i].fsyncDueAt == nil {
+            hosts[i].fsyncDueAt = now + rng.below(options.maxFsyncDelay + 1)
         }
     }
 

@@ -85,7 +85,7 @@ struct SimInvariants {
 
     /// Durability: what a node applied before crashing must survive in its durable state.
     func checkRestart(_ state: PersistentState, appliedBeforeCrash: UInt64, node: NodeID, time: Int) throws {
-        let base = state.snapshot.metadata.index
+        let base = state.snapshot.index
         guard base + UInt64(state.entries.count) >= appliedBeforeCrash else {
             throw SimFailure(message: "durability: \(node) lost applied entries (had \(appliedBeforeCrash), disk has \(base + UInt64(state.entries.count)))", time: time)
         }

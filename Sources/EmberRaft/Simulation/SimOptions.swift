@@ -25,6 +25,12 @@ public struct SimOptions: Sendable, Hashable {
     /// Deliberately broken mode for testing the checker: serve reads from the contacted node's
     /// local state without ReadIndex. Stale reads must then be caught as non-linearizable.
     public var unsafeLocalReads = false
+    /// Longest a host leaves written entries unsynced when nothing forces an fsync (a leader sends
+    /// its entries before writing them, thesis 10.2.1): the window a crash loses them in.
+    public var maxFsyncDelay = 6
+    /// Chance that a leader sending entries it has not synced yet crashes right after, before
+    /// the fsync (the window thesis 10.2.1 opens; random crashes rarely land in it).
+    public var crashBeforeFsyncRate = 0.0
 
     public init() {}
 
@@ -40,6 +46,10 @@ public struct SimOptions: Sendable, Hashable {
         o.transferRate = [0, 0.005, 0.02][rng.below(3)]
         o.compactThreshold = [4, 8, 16, 64][rng.below(4)]
         o.clients = 2 + rng.below(4)
+        // From its own stream, so the other draws (and every seed's profile) stay as they were.
+        var fsyncRng = SplitMix64(seed: seed ^ 0x5EED_F5C0)
+        o.maxFsyncDelay = [0, 3, 15, 40][fsyncRng.below(4)]
+        o.crashBeforeFsyncRate = [0, 0.002, 0.01][fsyncRng.below(3)]
         let preVote = rng.below(4) != 0
         // Removed servers that never learn of their removal keep campaigning; without PreVote that
         // is a known liveness hazard (thesis 4.2.3), so churn membership only with PreVote on.
@@ -50,7 +60,8 @@ public struct SimOptions: Sendable, Hashable {
             maxEntriesPerMessage: [1, 3, 8, 64][rng.below(4)],
             maxBytesPerMessage: [40, 200, 1 << 20][rng.below(3)],
             maxInflightMessages: [1, 2, 4, 32][rng.below(4)],
-            snapshotChunkSize: [5, 16, 64, 4096][rng.below(4)])
+            snapshotChunkSize: [5, 16, 64, 4096][rng.below(4)],
+            maxInflightSnapshotChunks: [1, 2, 4][rng.below(3)])
         return o
     }
 

@@ -11,8 +11,14 @@ public struct SimStats: Sendable, Hashable {
     public var linearizabilityInconclusive = 0
     public var compactions = 0
     public var snapshotsInstalled = 0
+    /// Snapshot chunks followers staged (transfers are chunked, never whole).
+    public var snapshotChunksStaged = 0
     public var messagesSent = 0
     public var committedEntries: UInt64 = 0
+    /// Leader sends that went out while its own entries were still unsynced (thesis 10.2.1).
+    public var sendsBeforeFsync = 0
+    public var persistedReports = 0
+    public var crashesBeforeFsync = 0
 }
 
 public struct SimReport: Sendable, CustomStringConvertible {

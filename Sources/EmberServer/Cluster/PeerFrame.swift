@@ -72,6 +72,8 @@ public enum PeerFrameCodec {
     /// Largest frame body accepted or produced. One storage entry may be 16 MiB and Raft always
     /// sends at least one entry per AppendEntries, so the limit leaves room for that plus headers.
     public static let maxFrameBytes = 32 << 20
+    /// Largest snapshot (offsets and total size in InstallSnapshot chunks): 1 TiB.
+    public static let maxSnapshotBytes = 1 << 40
     /// Length prefix size.
     public static let headerBytes = 4
     static let version: UInt8 = 1
@@ -243,12 +245,12 @@ public enum PeerFrameCodec {
             let n = try r.count(minimumBytesEach: 1)
             var voters: [NodeID] = []
             for _ in 0..<n { voters.append(try r.string()) }
-            let offset = try r.int(), total = try r.int()
+            let offset = try r.snapshotSize(), total = try r.snapshotSize()
             let data = try r.bytes()
             let done = try r.bool()
             let meta = SnapshotMetadata(index: index, term: term, membership: Membership(voters: voters))
             return .installSnapshot(SnapshotChunk(metadata: meta, offset: offset, totalSize: total, data: data, done: done))
-        case 9: return .installSnapshotResponse(snapshotIndex: try r.varint(), receivedBytes: try r.int(), done: try r.bool())
+        case 9: return .installSnapshotResponse(snapshotIndex: try r.varint(), receivedBytes: try r.snapshotSize(), done: try r.bool())
         case 10: return .timeoutNow
         case 11: return .readIndexRequest(id: try r.varint())
         case 12:
@@ -308,6 +310,13 @@ struct FrameReader {
     mutating func int() throws(PeerFrameError) -> Int {
         let v = try varint()
         guard v <= UInt64(PeerFrameCodec.maxFrameBytes) * 4 else { throw .tooLarge(bytes: Int(clamping: v), limit: PeerFrameCodec.maxFrameBytes) }
+        return Int(v)
+    }
+    /// A snapshot offset or size: snapshots are streamed in chunks and may be far larger than a
+    /// frame, up to `PeerFrameCodec.maxSnapshotBytes`.
+    mutating func snapshotSize() throws(PeerFrameError) -> Int {
+        let v = try varint()
+        guard v <= UInt64(PeerFrameCodec.maxSnapshotBytes) else { throw .tooLarge(bytes: Int(clamping: v), limit: PeerFrameCodec.maxSnapshotBytes) }
         return Int(v)
     }
     /// An element count, refused when the remaining bytes cannot hold that many elements.

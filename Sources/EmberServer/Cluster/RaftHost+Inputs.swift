@@ -47,12 +47,8 @@ extension RaftHost {
             else { return [] }
             logger.info("handing leadership over before stopping", metadata: ["to": "\(target)"])
             return step(.transferLeadership(to: target))
-        case .compacted(let index, let data):
-            compacting = false
-            // The state was read at `index` <= applied; a newer snapshot (one installed from the
-            // leader meanwhile) makes it moot.
-            guard index > node.log.snapshotIndex, index <= node.appliedIndex else { return [] }
-            return step(.compact(index: index, data: data))
+        case .snapshotPrepared(let info):
+            return snapshotPrepared(info)
         case .stop:
             return []
         }

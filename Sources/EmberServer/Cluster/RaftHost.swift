@@ -39,6 +39,8 @@ final class RaftHost: @unchecked Sendable {
     var persistedHard: EmberRaft.HardState
     var bufferedEntries: [EmberRaft.LogEntry] = []
     var bufferedHard: EmberRaft.HardState?
+    /// The last entry a flush made durable, to report with `Event.persisted` after the turn.
+    var persistedReport: (index: UInt64, term: UInt64)?
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
@@ -52,9 +54,12 @@ final class RaftHost: @unchecked Sendable {
     /// Every peer address seen (flags and directories), to keep departing peers reachable.
     var knownAddresses: [NodeID: PeerAddress] = [:]
     let publishedDirectory: Mutex<MemberDirectory>
-    /// A snapshot is being serialized off the loop (awaited on stop: it reads the store).
-    var compacting = false
-    var compactionTask: Task<Void, Never>?
+    /// Snapshot transfers (RaftHost+Snapshots): the image file served to followers, the one being
+    /// written off the loop (awaited on stop: it reads the store), and this node's staging file.
+    var outgoingSnapshot: OutgoingSnapshot?
+    var preparingSnapshot = false
+    var snapshotTask: Task<Void, Never>?
+    let staging: SnapshotStaging
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
     static let maxInputsPerTurn = 1_024
@@ -68,8 +73,8 @@ final class RaftHost: @unchecked Sendable {
         case admin(PendingAdmin)
         /// Hand leadership to the most up-to-date peer (graceful shutdown).
         case handOver
-        /// A serialized state as of `index` is ready for Raft (index 0: serializing failed).
-        case compacted(index: UInt64, data: [UInt8])
+        /// The snapshot file for followers was written (nil: writing it failed).
+        case snapshotPrepared(SnapshotFileInfo?)
         case stop
     }
 
@@ -93,6 +98,8 @@ final class RaftHost: @unchecked Sendable {
         directory = MemberDirectory(config: config)
         publishedDirectory = Mutex(directory)
         inbox = Mutex(Inbox())
+        staging = SnapshotStaging(path: Self.snapshotPath(store, "incoming"))
+        Self.removeSnapshotFiles(store)  // leftovers of a previous run are never resumed
         requests = RequestBook(recentLimit: config.recentResults)
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         wakeups = stream
@@ -130,7 +137,8 @@ final class RaftHost: @unchecked Sendable {
         tickTask?.cancel()
         enqueue(.stop, force: true)
         await loopTask?.value
-        await compactionTask?.value  // the loop has ended: nothing starts another
+        await snapshotTask?.value  // the loop has ended: nothing starts another
+        closeSnapshotFiles()
     }
 
     /// Adds an input; false when the inbox is full (the caller sheds the request).
@@ -166,9 +174,16 @@ final class RaftHost: @unchecked Sendable {
                     actions += handle(input)
                 }
                 await execute(actions)
+                // Our own entries count for Raft once durable (HOST CONTRACT 2b); a commit this
+                // enables is performed at once (its apply, the new commit index to followers).
+                while let report = persistedReport {
+                    persistedReport = nil
+                    await execute(step(.persisted(through: report.index, term: report.term)))
+                }
                 syncMembership()
                 adminTurn()
                 compactIfDue()
+                expireSnapshotFile(now: .now)
                 let status = node.status
                 published.withLock { $0 = status }
                 if stopping {
@@ -202,8 +217,10 @@ final class RaftHost: @unchecked Sendable {
     /// Performs one turn's actions. A turn without snapshots is done in two phases: every
     /// `persist*` of the turn is made durable at once, with every committed entry applied in the
     /// same append transaction (plus one transaction for term and vote when they changed), then
-    /// every message is sent and the reads made ready are served. When nothing needs persisting,
-    /// messages go first and the apply after. That is the contract's order
+    /// every message is sent and the reads made ready are served. A leader's AppendEntries and
+    /// heartbeats go out before that write (thesis 10.2.1, Action.swift contract 2's exception):
+    /// followers write the entries while we do, and Raft counts our copy only once `.persisted`.
+    /// When nothing needs persisting, messages go first and the apply after. That is the contract's order
     /// (Action.swift) with persists moved earlier, which is always allowed: making state durable
     /// sooner never breaks persist-before-send. Performing the actions strictly in order instead
     /// cost one fsync per client write (each proposal's persist followed by its own send), so a
@@ -225,10 +242,18 @@ final class RaftHost: @unchecked Sendable {
         let mustPersist = !bufferedEntries.isEmpty
             || bufferedHard.map { $0.term != persistedHard.term || $0.votedFor != persistedHard.votedFor } == true
         if mustPersist {
-            // The sends wait for an fsync anyway: applying in the append's transaction delays
-            // them only by the apply's CPU time and saves a whole fsync per turn.
+            var afterWrite: [Message] = []
+            for case .send(let message) in actions {
+                if message.payload.isReplication {
+                    transport.send(.raft(message), to: message.to)
+                } else {
+                    afterWrite.append(message)  // votes and acks speak for what we wrote
+                }
+            }
+            // The other sends wait for an fsync anyway: applying in the append's transaction
+            // delays them only by the apply's CPU time and saves a whole fsync per turn.
             let results = await flush(applyingThrough: applyThrough)
-            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
+            for message in afterWrite { transport.send(.raft(message), to: message.to) }
             answer(results)
         } else {
             // Nothing to make durable (e.g. a leader's turn of acks): the new commit index goes
@@ -239,6 +264,8 @@ final class RaftHost: @unchecked Sendable {
         }
         for action in actions {
             switch action {
+            case .sendSnapshotChunk(let request): sendSnapshotChunk(request)
+            case .prepareSnapshot: prepareSnapshot()
             case .readReady(let id, _): requests.readReady(id)
             case .readFailed(let id): requests.readFailed(id)
             default: break
@@ -255,15 +282,24 @@ final class RaftHost: @unchecked Sendable {
                 bufferedHard = hs
             case .persistEntries(let entries):
                 buffer(entries)
-            case .persistSnapshot(let snapshot, _):
+            case .persistSnapshot(let snapshot, let discardLog):
                 await flush()
-                await installIfNewer(snapshot)
+                // Compaction needs nothing here: the store is durable at its applied index and
+                // trims its own log (StoreOptions.logRetention).
+                if discardLog { await installStaged(snapshot) }
+            case .stageSnapshotChunk(let chunk):
+                stage(chunk)
             case .restoreSnapshot(let snapshot):
                 await flush()
-                logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.metadata.index)"])
+                logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.index)"])
             case .send(let message):
                 await flush()
                 transport.send(.raft(message), to: message.to)
+            case .sendSnapshotChunk(let request):
+                await flush()
+                sendSnapshotChunk(request)
+            case .prepareSnapshot:
+                prepareSnapshot()
             case .apply(let entries):
                 await flush()
                 guard let last = entries.last else { continue }
@@ -328,6 +364,9 @@ final class RaftHost: @unchecked Sendable {
             // what the store holds; the store refuses to rewrite applied entries.
             let applied = store.appliedIndex
             let fresh = bufferedEntries.filter { $0.index > applied }
+            // Entries at or below the applied index are already durable: report them too.
+            let last = bufferedEntries[bufferedEntries.count - 1]
+            persistedReport = (last.index, last.term)
             bufferedEntries = []
             if !fresh.isEmpty {
                 do {
@@ -347,37 +386,13 @@ final class RaftHost: @unchecked Sendable {
         }
     }
 
-    /// A snapshot newer than our state came from the leader: replace the store's state with it,
-    /// then re-persist the log tail Raft kept after it (installing empties the store's log).
-    func installIfNewer(_ snapshot: Snapshot) async {
-        guard snapshot.metadata.index > store.appliedIndex else { return }  // our own compaction
-        do {
-            try await store.installSnapshot(chunks: try RaftPersistence.chunks(snapshot.data))
-            let tail = node.log.entries(from: snapshot.metadata.index + 1, through: node.log.lastIndex)
-            if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
-        } catch {
-            fatalStorage("install snapshot at \(snapshot.metadata.index)", error)
-        }
-        logger.info("installed snapshot from leader", metadata: ["index": "\(snapshot.metadata.index)"])
-        for handler in stateReplacedHandlers.withLock({ $0 }) { handler() }
-    }
-
-    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries, the store's
-    /// state becomes the snapshot Raft streams to followers that fell behind. Serializing reads
-    /// the whole tree, so it runs off the loop (heartbeats keep flowing) and comes back as an input.
+    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the
+    /// prefix the store covers. Nothing is serialized: the tree is the snapshot.
     func compactIfDue() {
-        guard !compacting, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
-        compacting = true
-        let store = self.store
-        compactionTask = Task.detached {
-            do {
-                let snap = try RaftPersistence.serialize(store)
-                self.enqueue(.compacted(index: snap.index, data: snap.data), force: true)
-            } catch {
-                self.logger.error("compaction failed", metadata: ["error": "\(error)"])
-                self.enqueue(.compacted(index: 0, data: []), force: true)
-            }
-        }
+        // While a snapshot file is being written, keep the entries after it (a follower
+        // installing it needs them).
+        guard !preparingSnapshot, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
+        _ = step(.compact(index: node.appliedIndex))  // only `.persistSnapshot(discardLog: false)`: nothing to do
     }
 
     /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so
@@ -409,11 +424,21 @@ enum ClusterError: Error, CustomStringConvertible {
     }
 }
 
+extension Message.Payload {
+    /// A leader replicating: may be sent before the turn's persists are durable (Action.swift).
+    var isReplication: Bool {
+        switch self {
+        case .appendEntries, .heartbeat: return true
+        default: return false
+        }
+    }
+}
+
 extension Action {
     /// Snapshot actions must run strictly in order with the rest (RaftHost.executeInOrder).
     var touchesSnapshot: Bool {
         switch self {
-        case .persistSnapshot, .restoreSnapshot: return true
+        case .persistSnapshot, .restoreSnapshot, .stageSnapshotChunk: return true
         default: return false
         }
     }

@@ -7,9 +7,9 @@ import EmberStorage
 /// entry's data is an encoded storage `LogEntry` (namespace, operation, leader timestamp), a
 /// `.noop` is a storage `.noop`, and a `.configChange` is a `set` of the member directory (its
 /// context) in the reserved namespace (`MemberDirectory`), so membership survives restarts and
-/// rides in snapshots. A Raft snapshot's data is the
-/// store's own snapshot stream (its chunks, each length-prefixed), so installing one is
-/// `installSnapshot(chunks:)`.
+/// rides in snapshots. A Raft snapshot is the store itself: compaction records only the point,
+/// and a follower is caught up from a snapshot file (`writeSnapshotFile`) streamed in chunks
+/// (RaftHost+Snapshots).
 enum RaftPersistence {
     /// Entries read back from the store per call at startup.
     static let loadBatch = 1_000
@@ -47,47 +47,6 @@ enum RaftPersistence {
         return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .normal, data: e.encoded())
     }
 
-    /// The store's state as one byte array: `[u32 BE length][chunk]...`.
-    static func serialize(_ store: EmberStore) throws -> (data: [UInt8], index: UInt64, term: UInt64, timestamp: Int64) {
-        var out: [UInt8] = []
-        var header: (UInt64, UInt64, Int64)?
-        try store.snapshot { chunk in
-            if header == nil { header = try parseHeader(chunk) }
-            let n = UInt32(chunk.count)
-            out += [UInt8(n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)]
-            out += chunk
-        }
-        guard let header else { throw StorageError.corrupt("snapshot without header") }
-        return (out, header.0, header.1, header.2)
-    }
-
-    static func chunks(_ data: [UInt8]) throws -> [[UInt8]] {
-        var out: [[UInt8]] = []
-        var i = 0
-        while i < data.count {
-            guard i + 4 <= data.count else { throw StorageError.corrupt("snapshot framing") }
-            let n = data[i..<i + 4].reduce(0) { ($0 << 8) | Int($1) }
-            i += 4
-            guard i + n <= data.count else { throw StorageError.corrupt("snapshot framing") }
-            out.append(Array(data[i..<i + n]))
-            i += n
-        }
-        return out
-    }
-
-    /// The first record of a store snapshot: table 0xFF, empty key, value = applied index,
-    /// applied term, last timestamp (u64 BE each); lengths are LEB128 varints.
-    static func parseHeader(_ chunk: [UInt8]) throws -> (UInt64, UInt64, Int64) {
-        // tag(1) + key length varint (0) + value length varint (24) + 24 bytes
-        guard chunk.count >= 27, chunk[0] == 0xFF, chunk[1] == 0, chunk[2] == 24 else {
-            throw StorageError.corrupt("snapshot header")
-        }
-        func u64(_ at: Int) -> UInt64 { chunk[at..<at + 8].reduce(0) { ($0 << 8) | UInt64($1) } }
-        return (u64(3), u64(11), Int64(bitPattern: u64(19)))
-    }
-
-    /// What Raft needs to restart: hard state, the store's applied state as the snapshot, and
-    /// the persisted-but-unapplied log tail.
     /// The member directory in the store's applied state (nil before the first change).
     static func storedDirectory(_ store: EmberStore) throws -> MemberDirectory? {
         let (node, _) = try store.read(namespace: MemberDirectory.namespace, path: MemberDirectory.path)
@@ -95,15 +54,18 @@ enum RaftPersistence {
         return MemberDirectory(text: text)
     }
 
+    /// What Raft needs to restart: hard state, the store's applied position as the compaction
+    /// point (the tree is the state machine's snapshot: nothing is serialized, so a node holding
+    /// a large tree starts at once), and the persisted-but-unapplied log tail.
     /// `voters`: the bootstrap voter set, used while the applied state holds no directory.
     static func load(_ store: EmberStore, voters: [NodeID]) async throws
         -> (PersistentState, applied: UInt64, lastTimestamp: Int64)
     {
         let hs = try await store.hardState()
-        let snap = try serialize(store)
+        let snap = try store.appliedPosition()
         var entries: [EmberRaft.LogEntry] = []
         var next = snap.index + 1
-        var lastTimestamp = snap.timestamp
+        var lastTimestamp = snap.lastTimestamp
         while next <= store.lastLogIndex {
             let batch = try store.entries(from: next, maxCount: loadBatch)
             guard !batch.isEmpty else { break }
@@ -118,7 +80,7 @@ enum RaftPersistence {
         let metadata = SnapshotMetadata(index: snap.index, term: snap.term, membership: Membership(voters: applied))
         let state = PersistentState(
             hardState: EmberRaft.HardState(term: hs.term, votedFor: hs.votedFor, commit: snap.index),
-            snapshot: Snapshot(metadata: metadata, data: snap.data), entries: entries)
+            snapshot: metadata, entries: entries)
         return (state, snap.index, lastTimestamp)
     }
 }

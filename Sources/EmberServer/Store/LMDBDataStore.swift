@@ -164,7 +164,7 @@ public final class LMDBDataStore: DataStore {
         switch e {
         case .invalid(let inner): return inner
         case .queueFull, .closed: return StoreUnavailable("\(e)")
-        case .invalidNamespace, .entryTooLarge, .tooManyIndexes, .invalidRules:
+        case .invalidNamespace, .entryTooLarge, .tooManyIndexes, .invalidRules, .readTooLarge:
             return RestError.badRequest("\(e)")
         default: return e
         }
@@ -173,9 +173,11 @@ public final class LMDBDataStore: DataStore {
 
 public enum StoreFactory {
     /// The node's durable store in `directory`, keeping `logRetain` log entries after compaction.
-    public static func open(directory: String, logRetain: Int, logger: Logger) throws -> any DataStore {
+    public static func open(directory: String, logRetain: Int, maxReadBytes: Int = StoreOptions().maxReadBytes,
+                            logger: Logger) throws -> any DataStore {
         var options = StoreOptions()
         options.logRetention = UInt64(max(0, logRetain))
+        options.maxReadBytes = maxReadBytes
         return try LMDBDataStore(directory: directory, options: options, logger: logger)
     }
 }

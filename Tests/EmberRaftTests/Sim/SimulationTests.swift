@@ -39,10 +39,14 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false) {
         total.transfers += report.stats.transfers
         total.membershipChanges += report.stats.membershipChanges
         total.snapshotsInstalled += report.stats.snapshotsInstalled
+        total.snapshotChunksStaged += report.stats.snapshotChunksStaged
         total.compactions += report.stats.compactions
         total.linearizabilityInconclusive += report.stats.linearizabilityInconclusive
         total.messagesSent += report.stats.messagesSent
         total.committedEntries += report.stats.committedEntries
+        total.sendsBeforeFsync += report.stats.sendsBeforeFsync
+        total.persistedReports += report.stats.persistedReports
+        total.crashesBeforeFsync += report.stats.crashesBeforeFsync
         if report.failure != nil {
             failures.append(report)
             if failures.count >= 5 { break }
@@ -57,7 +61,10 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false) {
         // Coverage: the fault profiles must actually exercise every mechanism.
         #expect(total.crashes > 0 && total.partitions > 0 && total.transfers > 0)
         #expect(total.snapshotsInstalled > 0 && total.compactions > 0)
+        #expect(total.snapshotChunksStaged > total.snapshotsInstalled)  // multi-chunk transfers happen
         #expect(churn || total.membershipChanges > 0)
+        // Leaders send entries before they are durable, and crashes can land in that window.
+        #expect(total.sendsBeforeFsync > 0 && total.persistedReports > 0 && total.crashesBeforeFsync > 0)
         // The linearizability search must almost always be conclusive to mean anything.
         #expect(total.linearizabilityInconclusive * 20 < seeds.count)
     }

@@ -18,6 +18,14 @@ struct TestCluster {
     var allActions: [NodeID: [Action]] = [:]
     /// Each step's action list, in order.
     var stepLog: [[Action]] = []
+    /// Nodes whose written entries are NOT reported durable right after each step
+    /// (`Event.persisted`): tests of the leader's own durability report them by hand.
+    var manualPersist: Set<NodeID> = []
+    /// Host side of snapshots: the image each leader prepared (`provideImage`), the bytes each
+    /// follower staged, and how often each node asked for an image.
+    var images: [NodeID: (index: UInt64, data: [UInt8])] = [:]
+    var staged: [NodeID: [UInt8]] = [:]
+    var imageRequests: [NodeID: Int] = [:]
 
     static func config(_ tweak: (inout RaftConfig) -> Void = { _ in }) -> RaftConfig {
         var c = RaftConfig(electionTick: 10, heartbeatTick: 1)
@@ -56,9 +64,24 @@ struct TestCluster {
             case .send(let m): queue.append(m)
             case .apply(let es): applied[id, default: []] += es
             case .persistEntries, .persistHardState, .persistSnapshot: break
+            case .prepareSnapshot: imageRequests[id, default: 0] += 1
+            case .sendSnapshotChunk(let req):
+                // Like a host: read the range from the prepared image (dropped if it is not that one).
+                if let image = images[id], image.index == req.metadata.index, image.data.count == req.totalSize {
+                    queue.append(req.message(data: Array(image.data[req.offset..<req.offset + req.length])))
+                }
+            case .stageSnapshotChunk(let chunk):
+                if chunk.offset == 0 { staged[id] = [] }
+                precondition(staged[id]?.count == chunk.offset, "chunk staged out of order")
+                staged[id]! += chunk.data
             default: events[id, default: []].append(a)
             }
         }
+        // A synchronous disk: whatever was written is durable at once (HOST CONTRACT 2b).
+        let written = actions.compactMap { a -> LogEntry? in
+            if case .persistEntries(let es) = a { return es.last } else { return nil }
+        }
+        if !manualPersist.contains(id), let last = written.last { step(id, .persisted(through: last.index, term: last.term)) }
         return actions
     }
 
@@ -109,6 +132,14 @@ struct TestCluster {
     }
 
     var leaders: [NodeID] { ids.filter { nodes[$0]?.role == .leader } }
+
+    /// The host of `id` prepared `data` as the image of its state machine at its applied index.
+    @discardableResult
+    mutating func provideImage(_ id: NodeID, _ data: [UInt8]) -> [Action] {
+        let index = nodes[id]!.appliedIndex
+        images[id] = (index, data)
+        return step(id, .snapshotReady(index: index, size: data.count))
+    }
 
     @discardableResult
     mutating func propose(_ id: NodeID, _ s: String) -> [Action] { step(id, .propose(Array(s.utf8))) }

@@ -1,0 +1,143 @@
+import EmberRaft
+import EmberStorage
+import Foundation
+
+/// The host side of snapshot transfers; nothing here holds the whole state in memory.
+///
+/// Leader: when Raft asks (`.prepareSnapshot`), one snapshot file is written off the loop from a
+/// single LMDB read transaction (`EmberStore.writeSnapshotFile`), then Raft learns its applied
+/// index and size (`Event.snapshotReady`) and asks for byte ranges of it (`.sendSnapshotChunk`,
+/// `RaftConfig.maxInflightSnapshotChunks` per follower), read from the file one chunk at a time.
+/// Every follower that needs a snapshot shares the file; it is deleted after
+/// `snapshotFileIdleSeconds` without requests.
+///
+/// Follower: each chunk is appended to a staging file as it arrives (`.stageSnapshotChunk`); the
+/// complete file is installed in one store transaction reading one frame at a time (a crash
+/// before its commit leaves the old state; the staging file is then discarded and the leader
+/// restarts the transfer).
+struct OutgoingSnapshot {
+    let info: SnapshotFileInfo
+    let handle: FileHandle
+    var lastUse: ContinuousClock.Instant
+}
+
+extension RaftHost {
+    /// An unused snapshot file is deleted after this long (a new one is written on demand).
+    static let snapshotFileIdleSeconds: Int64 = 60
+
+    static func snapshotPath(_ store: EmberStore, _ name: String) -> String {
+        store.directory + "/raft-snapshot-\(name)"
+    }
+
+    static func removeSnapshotFiles(_ store: EmberStore) {
+        for name in ["incoming", "outgoing", "outgoing.tmp"] {
+            try? FileManager.default.removeItem(atPath: snapshotPath(store, name))
+        }
+    }
+
+    // MARK: Leader
+
+    /// Writes a snapshot file off the loop (at most one at a time).
+    func prepareSnapshot() {
+        guard !preparingSnapshot else { return }
+        preparingSnapshot = true
+        let store = self.store, logger = self.logger
+        let path = Self.snapshotPath(store, "outgoing")
+        snapshotTask = Task.detached {
+            let started = ContinuousClock.now
+            do {
+                let info = try store.writeSnapshotFile(path: path, maxChunkBytes: RaftConfig.defaultSnapshotChunkSize)
+                logger.info("snapshot file written for followers", metadata: [
+                    "index": "\(info.index)", "bytes": "\(info.size)", "seconds": "\(ContinuousClock.now - started)"])
+                self.enqueue(.snapshotPrepared(info), force: true)
+            } catch {
+                logger.error("writing the snapshot file failed", metadata: ["error": "\(error)"])
+                self.enqueue(.snapshotPrepared(nil), force: true)
+            }
+        }
+    }
+
+    /// The file is ready: serve it from now on (an older one stays readable through its open
+    /// handle until replaced here) and tell Raft what it holds.
+    func snapshotPrepared(_ info: SnapshotFileInfo?) -> [Action] {
+        preparingSnapshot = false
+        guard let info else { return [] }  // Raft asks again on the next heartbeat round
+        guard let handle = FileHandle(forReadingAtPath: Self.snapshotPath(store, "outgoing")) else {
+            logger.error("snapshot file vanished")
+            return []
+        }
+        try? outgoingSnapshot?.handle.close()
+        outgoingSnapshot = OutgoingSnapshot(info: info, handle: handle, lastUse: .now)
+        return step(.snapshotReady(index: info.index, size: info.size))
+    }
+
+    /// Reads one chunk of the snapshot file and sends it.
+    func sendSnapshotChunk(_ request: SnapshotChunkRequest) {
+        guard var out = outgoingSnapshot, out.info.index == request.metadata.index, out.info.size == request.totalSize else {
+            prepareSnapshot()  // not the file Raft means (deleted or replaced): Raft restarts on the new one
+            return
+        }
+        let data: Data
+        do {
+            try out.handle.seek(toOffset: UInt64(request.offset))
+            data = try out.handle.read(upToCount: request.length) ?? Data()
+        } catch {
+            logger.error("reading the snapshot file failed", metadata: ["error": "\(error)"])
+            return
+        }
+        guard data.count == request.length else {
+            logger.error("snapshot file shorter than recorded", metadata: ["offset": "\(request.offset)"])
+            return
+        }
+        out.lastUse = .now
+        outgoingSnapshot = out
+        transport.send(.raft(request.message(data: [UInt8](data))), to: request.to)
+    }
+
+    /// Deletes the snapshot file once no follower has asked for it in a while.
+    func expireSnapshotFile(now: ContinuousClock.Instant) {
+        guard let out = outgoingSnapshot, !preparingSnapshot,
+              now - out.lastUse > .seconds(Self.snapshotFileIdleSeconds) else { return }
+        try? out.handle.close()
+        outgoingSnapshot = nil
+        try? FileManager.default.removeItem(atPath: Self.snapshotPath(store, "outgoing"))
+    }
+
+    func closeSnapshotFiles() {
+        try? outgoingSnapshot?.handle.close()
+        outgoingSnapshot = nil
+        staging.close()
+    }
+
+    // MARK: Follower
+
+    /// Appends a received chunk to the staging file (Raft hands them over in order).
+    func stage(_ chunk: SnapshotChunk) {
+        do { try staging.write(offset: chunk.offset, chunk.data) } catch {
+            // Raft now counts the bytes as held; continuing would install a broken file.
+            fatalStorage("stage snapshot chunk at \(chunk.offset)", error)
+        }
+    }
+
+    /// The staged snapshot is complete: replace the store's state with it (one transaction),
+    /// then re-persist the log tail Raft kept after it (installing empties the store's log).
+    func installStaged(_ snapshot: SnapshotMetadata) async {
+        guard snapshot.index > store.appliedIndex else { return }
+        let started = ContinuousClock.now
+        do {
+            try staging.finish()
+            try await store.installSnapshot(file: staging.path)
+            guard store.appliedIndex == snapshot.index else {
+                throw StorageError.corrupt("snapshot file holds index \(store.appliedIndex), expected \(snapshot.index)")
+            }
+            staging.discard()
+            let tail = node.log.entries(from: snapshot.index + 1, through: node.log.lastIndex)
+            if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
+        } catch {
+            fatalStorage("install snapshot at \(snapshot.index)", error)
+        }
+        logger.info("installed snapshot from leader", metadata: [
+            "index": "\(snapshot.index)", "seconds": "\(ContinuousClock.now - started)"])
+        for handler in stateReplacedHandlers.withLock({ $0 }) { handler() }
+    }
+}
