@@ -7,7 +7,7 @@ import Testing
 @testable import EmberServer
 
 /// A follower installing a snapshot keeps its listeners: a real node over a real LMDB store gets
-/// its state replaced by another store's snapshot (as `RaftHost.installIfNewer` does), then the
+/// its state replaced by another store's snapshot (as `RaftHost.installStaged` does), then the
 /// state-replaced handler resynchronises every SSE stream and WebSocket listen in place, ahead of
 /// later changes.
 @Suite struct ListenerResyncTests {
@@ -43,8 +43,9 @@ import Testing
 
     /// Replaces `target`'s whole state with `source`'s (the snapshot path a follower takes).
     func install(_ source: LMDBDataStore, into target: LMDBDataStore) async throws {
-        let snap = try RaftPersistence.serialize(source.storage)
-        try await target.storage.installSnapshot(chunks: try RaftPersistence.chunks(snap.data))
+        var chunks: [[UInt8]] = []
+        try source.storage.snapshot { chunks.append($0) }
+        try await target.storage.installSnapshot(chunks: chunks)
     }
 
     @Test func streamsAndListensGetTheNewStateThenLaterChangesWithNoGap() async throws {
