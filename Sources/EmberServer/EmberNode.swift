@@ -54,12 +54,27 @@ public final class EmberNode: Sendable {
                 (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
             }
         }
-        // No change set describes a replaced state: drop listeners so clients reconnect and
-        // read the new state (SSE clients and SDKs do so on their own).
-        store.onStateReplaced {
-            hub.closeAll()
-            realtime.dropAll(reason: "state replaced from a snapshot")
-        }
+        // No change set describes a replaced state: every listener gets its location's complete
+        // new data in place, in order with later changes (the hook runs after the install and
+        // before later entries are applied, outside any write transaction).
+        store.onStateReplaced { [weak self] in self?.resyncListeners() }
+    }
+
+    /// Resynchronises every SSE stream and WebSocket listen with the store's current state, as
+    /// after a snapshot install; the rules are judged again (the snapshot carries them too).
+    /// Called by the store's state-replaced hook (and by tests through it).
+    func resyncListeners() {
+        let gate = RulesGate(store: store, defaults: config.rules)
+        let now = rest.clock()
+        let store = self.store
+        hub.resync(stillAllowed: { ns, path, identity in
+            (try? gate.canRead(ns, path, identity, query: nil, now: now)) ?? false
+        }, read: { ns, path in try store.read(namespace: ns, path: path) })
+        realtime.resync(stillAllowed: { ns, path, query, identity in
+            (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
+        }, read: { ns, path in try store.read(namespace: ns, path: path) })
+        logger.info("listeners resynchronised after state replacement",
+                    metadata: ["streams": "\(hub.count)", "connections": "\(realtime.connectionCount)"])
     }
 
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.

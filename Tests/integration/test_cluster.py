@@ -417,34 +417,136 @@ def test_wiped_follower_returns_by_snapshot(tmp_path):
         c.down()
 
 
-def test_follower_behind_a_compaction_catches_up_by_snapshot_and_drops_listeners(tmp_path):
+def apply_at(model, path, data, merge=False):
+    """Applies a Firebase put (replace) or patch/merge (children) at `path` to a JSON model."""
+    keys = [k for k in path.split("/") if k]
+    if not keys:
+        if not merge:
+            return data
+        model = dict(model) if isinstance(model, dict) else {}
+        for k, v in data.items():
+            model = apply_at(model, k, v)
+        return model
+    model = dict(model) if isinstance(model, dict) else {}
+    child = apply_at(model.get(keys[0]), "/".join(keys[1:]), data, merge)
+    if child is None or child == {}:
+        model.pop(keys[0], None)
+    else:
+        model[keys[0]] = child
+    return model or None
+
+
+def test_follower_behind_a_compaction_catches_up_by_snapshot_and_resyncs_listeners(tmp_path):
     """SIGSTOP a follower, compact the leader's log past it, SIGCONT: it installs a snapshot and
-    its SSE listeners are disconnected (no change set describes a replaced state)."""
+    its listeners stay open: an SSE stream gets a put at "/" with the whole new data, WebSocket
+    listens (plain and a tagged query) their complete data again, then later writes with no gap."""
+    import asyncio
+    from wire import WireClient
     c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "20"])
+    ns = "resync"
     try:
         leader = c.leader()
         victim = c.followers()[0]
         s = requests.Session()
-        with requests.get(f"{c.url(victim)}/w.json", headers={"Accept": "text/event-stream"},
-                          stream=True, timeout=20) as stream:
-            lines = stream.iter_lines(decode_unicode=True)
-            assert next(lines) == "event: put"
-            os.kill(c.pid(victim), signal.SIGSTOP)
-            try:
-                for i in range(60):
-                    assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
-            finally:
-                os.kill(c.pid(victim), signal.SIGCONT)
-            ended = time.time() + 15
-            for _ in lines:  # drains until the node closes the stream
-                assert time.time() < ended, "the listener was not disconnected"
-        c.wait_converged(timeout=30)
-        assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(60))
-        with open(os.path.join(c.dir, f"{victim}.log"), errors="replace") as f:
-            assert "installed snapshot from leader" in f.read()
-    finally:
-        c.down()
+        assert s.put(f"{c.url(leader)}/w/k000.json?ns={ns}", data="-1", timeout=10).status_code == 200
+        c.wait_converged(timeout=15)
+        sse_events, pushes, closed = [], [], []
+        sse_ready, ws_ready, stop = threading.Event(), threading.Event(), threading.Event()
 
+        def follow_sse():
+            try:
+                with requests.get(f"{c.url(victim)}/w.json?ns={ns}", headers={"Accept": "text/event-stream"},
+                                  stream=True, timeout=60) as stream:
+                    event = None
+                    for line in stream.iter_lines(decode_unicode=True):
+                        if stop.is_set():
+                            return
+                        if line.startswith("event: "):
+                            event = line[len("event: "):]
+                        elif line.startswith("data: ") and event in ("put", "patch"):
+                            sse_events.append((event, json.loads(line[len("data: "):])))
+                            sse_ready.set()
+            except Exception:
+                pass  # the cluster going down at the end of the test
+            closed.append("sse")
+
+        def follow_ws():
+            async def go():
+                client = await WireClient.connect(c.url(victim), ns)
+                await client.request("q", {"p": "/w", "h": ""})
+                await client.request("q", {"p": "/w", "q": {"i": ".key", "l": 3, "vf": "r"}, "t": 1, "h": ""})
+                pushes.extend(client.pushes)
+                ws_ready.set()
+                try:
+                    while not stop.is_set():
+                        try:
+                            pushes.append(await client.next_push(timeout=1))
+                        except asyncio.TimeoutError:
+                            pass
+                except Exception:
+                    closed.append("ws")
+                await client.close()
+            asyncio.run(go())
+
+        threads = [threading.Thread(target=f, daemon=True) for f in (follow_sse, follow_ws)]
+        for t in threads:
+            t.start()
+        assert sse_ready.wait(10) and ws_ready.wait(10)
+        os.kill(c.pid(victim), signal.SIGSTOP)
+        try:
+            for i in range(1, 61):
+                assert s.put(f"{c.url(leader)}/w/k{i:03}.json?ns={ns}&print=silent", data=str(i),
+                             timeout=10).status_code == 204
+        finally:
+            os.kill(c.pid(victim), signal.SIGCONT)
+        log = os.path.join(c.dir, f"{victim}.log")
+        deadline = time.time() + 15
+        while "installed snapshot from leader" not in open(log, errors="replace").read():
+            assert time.time() < deadline, "the follower did not install a snapshot"
+            time.sleep(0.1)
+        # Later writes, made on the leader after the install: puts, a delete and a multi-path patch.
+        for i in range(61, 71):
+            assert s.put(f"{c.url(leader)}/w/k{i:03}.json?ns={ns}&print=silent", data=str(i), timeout=10).status_code == 204
+        assert s.delete(f"{c.url(leader)}/w/k005.json?ns={ns}", timeout=10).status_code == 200
+        assert s.patch(f"{c.url(leader)}/w.json?ns={ns}", data=json.dumps({"k071": 71, "k070": None}),
+                       timeout=10).status_code == 200
+        c.wait_converged(timeout=30)
+        final = requests.get(f"{c.url(victim)}/w.json?ns={ns}", timeout=5).json()
+        assert len(final) == 70 and "k005" not in final and final["k071"] == 71
+
+        def sse_model():
+            model = None
+            for event, msg in list(sse_events):
+                model = apply_at(model, msg["path"], msg["data"], merge=(event == "patch"))
+            return model
+
+        def ws_models():
+            root, window = None, None
+            for push in list(pushes):
+                b = push["b"]
+                if push["a"] not in ("d", "m"):
+                    continue
+                if "t" in b:
+                    window = apply_at(window, "", b["d"], merge=(push["a"] == "m"))
+                else:
+                    root = apply_at(root, b["p"], b["d"], merge=(push["a"] == "m"))
+            return (root or {}).get("w"), window
+
+        deadline = time.time() + 15
+        while (sse_model(), ws_models()) != (final, (final, {k: final[k] for k in sorted(final)[-3:]})):
+            assert time.time() < deadline, f"listeners did not converge: {sse_model()} {ws_models()}"
+            time.sleep(0.1)
+        assert not closed, f"listeners were dropped: {closed}"
+        # The resynchronisation itself: a second put at "/" on the stream, a second untagged
+        # full-data push at /w on the socket, both carrying data only the snapshot had.
+        resync_puts = [m for e, m in sse_events if e == "put" and m["path"] == "/"]
+        assert len(resync_puts) >= 2 and "k010" in resync_puts[1]["data"]
+        full = [p for p in pushes if p["a"] == "d" and p["b"]["p"] == "w" and "t" not in p["b"]]
+        assert len(full) >= 2 and "k010" in full[1]["b"]["d"]
+        stop.set()
+    finally:
+        stop.set()
+        c.down()
 
 
 def test_rules_replicate_and_every_replica_reaches_the_same_verdict(cluster):

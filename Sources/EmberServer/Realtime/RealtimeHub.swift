@@ -69,6 +69,31 @@ public final class RealtimeHub: Sendable {
         for s in targets { s.revokeListens(stillAllowed: stillAllowed) }
     }
 
+    /// After the node's state was replaced from a snapshot: every listening session resends
+    /// its listens' complete data (`RealtimeSession.resync`). Runs after the install and before
+    /// later changes are published; each location is read once, outside the sessions' locks.
+    func resync(stillAllowed: (String, Path, QuerySpec, Identity) -> Bool,
+                read: (String, Path) throws -> ReadResult) {
+        let targets = listening.withLock { $0.flatMap { ns, sessions in sessions.values.map { (ns, $0) } } }
+        var reads: [String: [Path: ReadResult]] = [:]
+        let paths = targets.map { $0.1.listenedPaths }
+        for ((ns, _), listened) in zip(targets, paths) {
+            for path in listened where reads[ns]?[path] == nil {
+                // A location that cannot be read (storage failure) is not resent; the session
+                // is dropped below so its client reconnects rather than keep the old state.
+                if let r = try? read(ns, path) { reads[ns, default: [:]][path] = r }
+            }
+        }
+        for ((ns, session), listened) in zip(targets, paths) {
+            let mine = reads[ns] ?? [:]
+            if listened.contains(where: { mine[$0] == nil }) {
+                session.finish(reason: "state replaced from a snapshot; the new state could not be read")
+                continue
+            }
+            session.resync(reads: mine) { path, query, identity in stillAllowed(ns, path, query, identity) }
+        }
+    }
+
     /// Closes every connection WITHOUT the shutdown message (which tells SDKs not to come back):
     /// they reconnect and resynchronise (on shutdown, and when the state was replaced from a snapshot).
     public func dropAll(reason: String) {

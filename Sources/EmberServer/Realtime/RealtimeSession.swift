@@ -289,6 +289,26 @@ public final class RealtimeSession: Sendable {
         }
     }
 
+    /// The listened locations (for `resync`, which reads them outside the state lock).
+    var listenedPaths: [Path] {
+        state.withLock { s in s.closed ? [] : s.listens.values.map(\.path) }
+    }
+
+    /// The node's state was replaced from a snapshot: listens the rules no longer allow are
+    /// cancelled (`c`), the others get their complete data again (`WireListen.resync`), queued
+    /// ahead of every later push. `reads` holds the new data by path; a listen begun after they
+    /// were taken has none here and reads the new state itself.
+    func resync(reads: [Path: ReadResult], stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
+        revokeListens(stillAllowed: stillAllowed)
+        state.withLock { s in
+            guard !s.closed else { return }
+            for key in s.listens.keys.sorted() {
+                guard let read = reads[s.listens[key]!.path] else { continue }
+                for m in s.listens[key]!.resync(with: read) { enqueue(&s, m) }
+            }
+        }
+    }
+
     /// Cancels the listens the rules no longer let this connection read: each gets a `c` push
     /// (`{"p": path, "q": query}`), which clients surface as permission_denied.
     func revokeListens(stillAllowed: (Path, QuerySpec, Identity) -> Bool) {

@@ -15,6 +15,9 @@ struct WireListen {
     var window: [String: Node] = [:]
     /// Changes that arrived while the initial read was under way; nil once active.
     var pending: [CommittedChange]? = []
+    /// A read of the replaced state taken while the initial read was under way (`resync`): the
+    /// initial data starts from whichever read is newer.
+    var resyncRead: ReadResult?
 
     var isTagged: Bool { tag != nil }
 
@@ -34,7 +37,10 @@ struct WireListen {
     /// them, and a client applies every push to one cache: initial data older than a push it
     /// already got would roll that cache back (a filtered query above a parent listen then saw
     /// its window move back and forth: spurious child_removed/child_added).
-    mutating func activate(with read: ReadResult) -> [JSON] {
+    mutating func activate(with initialRead: ReadResult) -> [JSON] {
+        var read = initialRead
+        if let r = resyncRead, r.appliedIndex > read.appliedIndex { read = r }
+        resyncRead = nil
         var data = read.node
         var version = read.version
         for change in pending ?? [] where change.index > read.appliedIndex {
@@ -54,6 +60,20 @@ struct WireListen {
                                       tag: tag, version: version)]
         }
         return [WireMessages.push(action: "d", path: path, data: data.exportJSON(), tag: nil, version: version)]
+    }
+
+    /// The node's state was replaced (snapshot install): the listen's complete data again, as
+    /// a new listen's initial data would be (`d`, tagged with the query's window for a tagged
+    /// listen). A listen whose initial read is under way keeps the read for `activate`.
+    mutating func resync(with read: ReadResult) -> [JSON] {
+        if pending != nil {
+            resyncRead = read
+            // Changes queued so far precede the replaced state; the read supersedes them.
+            pending = []
+            return []
+        }
+        pending = []
+        return activate(with: read)
     }
 
     /// The messages a committed change produces for this listen (none when unaffected).

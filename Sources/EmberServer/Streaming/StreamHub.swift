@@ -111,6 +111,40 @@ public final class StreamHub: Sendable {
         }
     }
 
+    /// After the node's state was replaced (a follower installed a snapshot): every stream gets
+    /// a `put` at "/" of its location's new data, which replaces the client's data (Firebase SSE),
+    /// then goes on with later changes; streams no longer allowed to read get `cancel` and end.
+    /// Must run after the install and before later changes are published, on a thread that may
+    /// read the store. Each put is tagged with its read's index, so a stream whose initial read
+    /// already saw the new state skips it (see `RestHandler.stream`).
+    func resync(stillAllowed: (String, Path, Identity) -> Bool,
+                read: (String, Path) throws -> ReadResult) {
+        let streams = entries.withLock { $0 }
+        // One read per listened location, however many streams share it.
+        var reads: [String: ReadResult?] = [:]
+        for (id, entry) in streams.sorted(by: { $0.key < $1.key }) {
+            guard stillAllowed(entry.namespace, entry.path, entry.identity) else {
+                _ = entry.continuation.yield((UInt64.max, Self.cancelText))
+                unregister(id)
+                continue
+            }
+            let key = entry.namespace + "|" + entry.path.description
+            if reads[key] == nil { reads[key] = .some(try? read(entry.namespace, entry.path)) }
+            guard let result = reads[key]!, entries.withLock({ $0[id] != nil }) else {
+                // Unreadable now (cannot happen short of a storage failure): end rather than leave
+                // the client with the old state.
+                unregister(id)
+                continue
+            }
+            let text = ChangeRouting.sseText(.put(path: .root, data: result.node))
+            if case .dropped = entry.continuation.yield((result.appliedIndex, text)) {
+                overflowClosures.add(1, ordering: .relaxed)
+                overflowed.withLock { _ = $0.insert(id) }
+                unregister(id)
+            }
+        }
+    }
+
     public func closeAll() {
         let all = entries.withLock { e -> [Entry] in
             defer { e.removeAll() }

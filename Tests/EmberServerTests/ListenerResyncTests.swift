@@ -1,0 +1,161 @@
+import EmberCore
+import EmberStorage
+import Foundation
+import Logging
+import Testing
+
+@testable import EmberServer
+
+/// A follower installing a snapshot keeps its listeners: a real node over a real LMDB store gets
+/// its state replaced by another store's snapshot (as `RaftHost.installStaged` does), then the
+/// state-replaced handler resynchronises every SSE stream and WebSocket listen in place, ahead of
+/// later changes.
+@Suite struct ListenerResyncTests {
+    static let ns = "resync"
+    func p(_ s: String) -> Path { try! Path(s) }
+    func n(_ s: String) -> Node { try! Node(json: JSON.parse(s)) }
+
+    static func openStore(_ name: String) throws -> LMDBDataStore {
+        var options = StoreOptions()
+        options.mapSize = 1 << 28
+        return try LMDBDataStore(directory: NSTemporaryDirectory() + "ember-resync-\(name)-\(UUID().uuidString)",
+                                 options: options, logger: Logger(label: "test"))
+    }
+
+    func set(_ store: any DataStore, _ path: String, _ json: String) async throws {
+        _ = try await store.write(WriteRequest(namespace: Self.ns, path: p(path), kind: .set(try JSON.parse(json)),
+                                               identity: .admin))
+    }
+
+    /// The next `count` messages queued on the session, parsed.
+    func drain(_ session: RealtimeSession, _ count: Int) async -> [JSON] {
+        var out: [JSON] = []
+        guard count > 0 else { return out }
+        for await frame in session.outbound {
+            out.append(try! JSON.parse(frame))
+            if out.count == count { break }
+        }
+        return out
+    }
+
+    func body(_ m: JSON) -> [String: JSON] { m.objectValue!["d"]!.objectValue!["b"]!.objectValue! }
+    func action(_ m: JSON) -> String? { m.objectValue!["d"]!.objectValue!["a"]?.stringValue }
+
+    /// Replaces `target`'s whole state with `source`'s (the snapshot path a follower takes).
+    func install(_ source: LMDBDataStore, into target: LMDBDataStore) async throws {
+        var chunks: [[UInt8]] = []
+        try source.storage.snapshot { chunks.append($0) }
+        try await target.storage.installSnapshot(chunks: chunks)
+    }
+
+    @Test func streamsAndListensGetTheNewStateThenLaterChangesWithNoGap() async throws {
+        let local = try Self.openStore("node")
+        var config = NodeConfiguration()
+        config.dataDirectory = NSTemporaryDirectory()
+        let node = try EmberNode(config: config, store: local, logger: Logger(label: "test"))
+        defer { local.close() }
+        try await set(node.store, "w", #"{"a":1,"z":26}"#)
+
+        // An SSE stream at /w, as RestHandler.stream opens it.
+        let (id, events) = try #require(node.hub.register(namespace: Self.ns, path: p("w")))
+        defer { node.hub.release(id) }
+        let initial = try node.store.read(namespace: Self.ns, path: p("w"))
+        #expect(initial.node == n(#"{"a":1,"z":26}"#))
+
+        // A WebSocket session: an untagged listen at /w, a tagged query (first key), a listen
+        // at /y whose initial read ran before the install but completes after it, and a listen
+        // at /secret the snapshot's rules no longer allow.
+        let session = try #require(node.realtime.open(id: "s", namespace: Self.ns))
+        let qw: JSON = .object(["i": .string(".key"), "l": .int(1), "vf": .string("l")])
+        #expect(session.beginListen(path: p("w"), query: .default, queryWire: nil, tag: nil) == .started)
+        session.completeListen(path: p("w"), queryWire: nil, tag: nil, read: initial,
+                               response: WireMessages.response(1, status: "ok", data: .object([:])))
+        #expect(session.beginListen(path: p("w"), query: try QuerySpec(wire: qw), queryWire: qw, tag: 7) == .started)
+        session.completeListen(path: p("w"), queryWire: qw, tag: 7, read: initial,
+                               response: WireMessages.response(2, status: "ok", data: .object([:])))
+        #expect(session.beginListen(path: p("secret"), query: .default, queryWire: nil, tag: nil) == .started)
+        session.completeListen(path: p("secret"), queryWire: nil, tag: nil,
+                               read: try node.store.read(namespace: Self.ns, path: p("secret")),
+                               response: WireMessages.response(3, status: "ok", data: .object([:])))
+        #expect(session.beginListen(path: p("y"), query: .default, queryWire: nil, tag: nil) == .started)
+        let staleY = try node.store.read(namespace: Self.ns, path: p("y"))
+        let before = await drain(session, 6)
+        #expect(body(before[2])["d"] == .object(["a": .int(1)]))
+
+        // The leader's state, further along the log: new data and rules hiding /secret.
+        let leader = try Self.openStore("leader")
+        defer { leader.close() }
+        try await leader.setRules(namespace: Self.ns, text: #"{"rules": {"w": {".read": true}, "y": {".read": true}}}"#)
+        try await set(leader, "w", #"{"b":2,"c":3}"#)
+        try await set(leader, "y", "5")
+        try await set(leader, "secret", #""s""#)
+        try await set(leader, "other", "1")
+        #expect(leader.appliedIndex > local.appliedIndex)
+        try await install(leader, into: local)
+        node.resyncListeners()
+        session.completeListen(path: p("y"), queryWire: nil, tag: nil, read: staleY,
+                               response: WireMessages.response(4, status: "ok", data: .object([:])))
+        // A change applied after the install.
+        try await set(node.store, "w/a", "0")
+
+        // SSE: a put at "/" with the whole new data, then the later change, as the stream's
+        // reader filters them (after its initial read's index).
+        var sse: [String] = []
+        for await (index, text) in events where index > initial.appliedIndex {
+            sse.append(text)
+            if sse.count == 2 { break }
+        }
+        #expect(sse == [ChangeRouting.sseText(.put(path: .root, data: n(#"{"b":2,"c":3}"#))),
+                        ChangeRouting.sseText(.put(path: p("a"), data: n("0")))])
+
+        // WebSocket: /secret cancelled; /w full data; the query's new window; /y's initial data
+        // is the new state; then the later change on both /w listens.
+        let after = await drain(session, 7)
+        #expect(action(after[0]) == "c")
+        #expect(body(after[0])["p"] == .string("secret"))
+        let pushes = Array(after[1...2])
+        let untagged = try #require(pushes.first { body($0)["t"] == nil })
+        #expect(action(untagged) == "d")
+        #expect(body(untagged)["p"] == .string("w"))
+        #expect(body(untagged)["d"] == .object(["b": .int(2), "c": .int(3)]))
+        let tagged = try #require(pushes.first { body($0)["t"] == .int(7) })
+        #expect(action(tagged) == "d")
+        #expect(body(tagged)["d"] == .object(["b": .int(2)]))
+        #expect(body(after[3])["p"] == .string("y"))
+        #expect(body(after[3])["d"] == .int(5))
+        #expect(after[4].objectValue?["d"]?.objectValue?["r"] == .int(4))
+        let later = Array(after[5...6])
+        let laterUntagged = try #require(later.first { body($0)["t"] == nil })
+        #expect(body(laterUntagged)["p"] == .string("w/a"))
+        #expect(body(laterUntagged)["d"] == .int(0))
+        let laterTagged = try #require(later.first { body($0)["t"] == .int(7) })
+        #expect(action(laterTagged) == "m")
+        #expect(body(laterTagged)["d"] == .object(["a": .int(0), "b": .null]))
+        #expect(session.listenCount == 3)
+    }
+
+    @Test func aStreamWhoseInitialReadSawTheNewStateSkipsTheResyncPut() async throws {
+        let local = try Self.openStore("node")
+        let node = try EmberNode(config: NodeConfiguration(), store: local, logger: Logger(label: "test"))
+        defer { local.close() }
+        let leader = try Self.openStore("leader")
+        defer { leader.close() }
+        try await set(leader, "w", "1")
+        try await set(leader, "w", "2")
+        // Registered before the install, initial read after it (the read and the resync put
+        // carry the same index).
+        let (id, events) = try #require(node.hub.register(namespace: Self.ns, path: p("w")))
+        defer { node.hub.release(id) }
+        try await install(leader, into: local)
+        let initial = try node.store.read(namespace: Self.ns, path: p("w"))
+        #expect(initial.node == n("2"))
+        node.resyncListeners()
+        try await set(node.store, "w", "3")
+        var sse: [String] = []
+        for await (index, text) in events where index > initial.appliedIndex {
+            sse.append(text)
+            break
+        }
+        #expect(sse == [ChangeRouting.sseText(.put(path: .root, data: n("3")))])
+    }
+}
