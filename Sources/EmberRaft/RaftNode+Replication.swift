@@ -81,9 +81,10 @@ extension RaftNode {
             if role == .leader { replicate(to: peer, sendIfEmpty: false) }
             return
         }
-        // Rejection. Ignore stale ones: they answer a prevIndex we no longer probe.
+        // Rejection. Ignore stale ones: they answer a prevIndex we no longer probe (one below
+        // matchIndex was sent before the follower acknowledged more).
         switch pr.state {
-        case .replicate where r.index <= pr.matchIndex, .snapshot:
+        case .replicate where r.index < pr.matchIndex, .snapshot:
             progress[peer] = pr
             return
         case .probe where r.index != pr.nextIndex - 1:
@@ -91,6 +92,19 @@ extension RaftNode {
             return
         default:
             break
+        }
+        if followerLostLog(r, matchIndex: pr.matchIndex) {
+            // A current rejection says the follower no longer holds entries it acknowledged: its
+            // data dir was wiped (or restored from an old backup). A voter losing its log is
+            // outside Raft's fault model, but re-replicating to it is the recovery operators
+            // expect; keeping matchIndex would floor nextIndex above its log forever (and it
+            // would only return once compaction forced a snapshot). Lowering matchIndex is safe:
+            // it only makes future commit counting (and the commit heartbeats claim) more
+            // conservative; commitIndex never decreases. A late rejection of prevIndex ==
+            // matchIndex reordered after its ack lands here too: harmless, the next probe's
+            // success raises matchIndex again.
+            pr.matchIndex = min(pr.matchIndex, r.conflictIndex > 0 ? r.conflictIndex - 1 : 0)
+            pr.matchAtLastHeartbeat = min(pr.matchAtLastHeartbeat, pr.matchIndex)
         }
         // Conflict back-off using the follower's hints (thesis 5.3): skip a whole term at a time.
         var next = r.conflictIndex
@@ -102,6 +116,15 @@ extension RaftNode {
         pr.becomeProbe()
         progress[peer] = pr
         sendAppend(to: peer, sendIfEmpty: true)
+    }
+
+    /// True when a rejection that is not stale (its prevIndex >= matchIndex) shows the follower
+    /// lacks a matching entry at or below matchIndex: it rejected matchIndex itself, or its hint
+    /// (log shorter than prevIndex: conflictTerm 0, conflictIndex = its lastIndex + 1) puts the
+    /// end of its log below matchIndex.
+    func followerLostLog(_ r: AppendEntriesResponse, matchIndex: UInt64) -> Bool {
+        guard !r.success, r.index >= matchIndex, matchIndex > 0 else { return false }
+        return r.index == matchIndex || (r.conflictTerm == 0 && r.conflictIndex <= matchIndex)
     }
 
     mutating func handleHeartbeatResponse(from peer: NodeID, readContext: UInt64) {

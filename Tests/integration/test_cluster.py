@@ -379,8 +379,53 @@ def put_bulk(session, url, megabytes):
             assert r.status_code == 204, r.text
 
 
+def test_wiped_follower_catches_up_by_log_at_once(tmp_path):
+    """Default snapshot interval (no compaction happens): a follower restarted on an empty data
+    dir is re-replicated from the leader's log within seconds, not after the next compaction
+    (the leader lowers its matchIndex when the follower's rejection shows the log is gone)."""
+    c = Cluster(tmp_path / "c")
+    try:
+        leader = c.leader()
+        s = requests.Session()
+        for i in range(40):
+            assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+        c.wait_converged(timeout=15)
+        victim = next(n["id"] for n in c.nodes if n["id"] != leader)
+        c.kill9(victim)
+        shutil.rmtree(os.path.join(c.dir, victim, "data"))
+        for i in range(40, 50):
+            assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+        started = time.time()
+        script("start-node", "--dir", c.dir, "--id", victim)
+        c.wait_converged(timeout=10)
+        print(f"wiped follower converged {time.time() - started:.1f} s after its start")
+        assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(50))
+        assert c.status(leader)["snapshotIndex"] == 0, "the leader compacted: this test is about the log"
+        with open(os.path.join(c.dir, f"{victim}.log"), errors="replace") as f:
+            assert "installed snapshot from leader" not in f.read()
+        # The returned follower serves live changes: its listener sees the next write.
+        with requests.get(f"{c.url(victim)}/w/50.json", headers={"Accept": "text/event-stream"},
+                          stream=True, timeout=20) as stream:
+            lines = stream.iter_lines(decode_unicode=True)
+            assert next(lines) == "event: put"
+            assert json.loads(next(lines).removeprefix("data: ")) == {"path": "/", "data": None}
+            assert s.put(f"{c.url(leader)}/w/50.json?print=silent", data="50", timeout=10).status_code == 204
+            seen, event = None, None
+            for line in lines:
+                if line.startswith("event: "):
+                    event = line.removeprefix("event: ")
+                elif line.startswith("data: ") and event != "keep-alive":
+                    seen = (event, json.loads(line.removeprefix("data: ")))
+                    break
+            assert seen == ("put", {"path": "/", "data": 50})
+    finally:
+        c.down()
+
+
 def test_wiped_follower_returns_by_snapshot(tmp_path):
-    """The snapshot is many chunks (1 MiB each): the follower stages and installs it in pieces."""
+    """The leader compacts every 20 entries, so a wiped follower returns by snapshot (at once, not
+    at the next compaction). The snapshot is many chunks (1 MiB each): the follower stages and
+    installs it in pieces."""
     megabytes = int(os.environ.get("EMBER_SNAPSHOT_TEST_MB", "200" if os.environ.get("EMBER_SOAK") else "20"))
     c = Cluster(tmp_path / "c", extra=["--snapshot-entries", "20"])
     try:
