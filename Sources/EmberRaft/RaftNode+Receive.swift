@@ -56,6 +56,13 @@ extension RaftNode {
             // The leader sends min(matchIndex, commit), so these entries match its log.
             commitIndex = max(commitIndex, min(commit, log.lastIndex))
             send(m.from, .heartbeatResponse(readContext: context))
+            if commit > log.lastIndex {
+                // The leader claims entries we acknowledged but no longer hold: our log was lost
+                // (data dir wiped). Say so as a rejection of `commit` with our real end, so the
+                // leader re-replicates at once even when no write is coming to trigger it.
+                send(m.from, .appendEntriesResponse(AppendEntriesResponse(
+                    success: false, index: commit, conflictTerm: 0, conflictIndex: log.lastIndex + 1)))
+            }
         case .heartbeatResponse(let context):
             if role == .leader { handleHeartbeatResponse(from: m.from, readContext: context) }
         case .installSnapshot(let chunk):

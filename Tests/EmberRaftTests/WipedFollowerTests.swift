@@ -44,6 +44,22 @@ private func wipe(_ c: inout TestCluster, _ id: NodeID) {
         #expect(restores(c, "n3").isEmpty, "entries were still in the leader's log: no snapshot needed")
     }
 
+    /// No write follows the wipe: the heartbeat's commit claim, beyond the wiped log's end,
+    /// makes the follower report its loss, and the leader re-replicates without a new entry.
+    @Test func wipedFollowerOfAnIdleClusterIsCaughtUpByHeartbeats() {
+        var c = caughtUpCluster(entries: 10)
+        let last = c["n1"].log.lastIndex
+        wipe(&c, "n3")
+        for _ in 0..<6 {
+            c.tickAll(1, deliver: false)
+            c.deliverAll()
+        }
+        #expect(c["n1"].log.lastIndex == last, "nothing new was proposed")
+        #expect(c["n3"].log.entries == c["n1"].log.entries)
+        #expect(c.payloads("n3") == (0..<10).map { "w\($0)" })
+        #expect(c["n1"].progress["n3"]!.matchIndex == last)
+    }
+
     @Test func wipedFollowerIsCaughtUpBySnapshotWhenCompacted() {
         var c = caughtUpCluster(entries: 10)
         c.step("n1", .compact(index: c["n1"].appliedIndex))
