@@ -379,6 +379,19 @@ def put_bulk(session, url, megabytes):
             assert r.status_code == 204, r.text
 
 
+def wipe_a_follower_and_restart_it(c, s, leader, writes_while_down):
+    """kill -9 a follower, delete its data dir, write `/w/<i>` for each i while it is down, then
+    start it again on the empty dir. Returns the follower's id and its start time."""
+    victim = next(n["id"] for n in c.nodes if n["id"] != leader)
+    c.kill9(victim)
+    shutil.rmtree(os.path.join(c.dir, victim, "data"))
+    for i in writes_while_down:
+        assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
+    started = time.time()
+    script("start-node", "--dir", c.dir, "--id", victim)
+    return victim, started
+
+
 def test_wiped_follower_catches_up_by_log_at_once(tmp_path):
     """Default snapshot interval (no compaction happens): a follower restarted on an empty data
     dir is re-replicated from the leader's log within seconds, not after the next compaction
@@ -390,13 +403,7 @@ def test_wiped_follower_catches_up_by_log_at_once(tmp_path):
         for i in range(40):
             assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
         c.wait_converged(timeout=15)
-        victim = next(n["id"] for n in c.nodes if n["id"] != leader)
-        c.kill9(victim)
-        shutil.rmtree(os.path.join(c.dir, victim, "data"))
-        for i in range(40, 50):
-            assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
-        started = time.time()
-        script("start-node", "--dir", c.dir, "--id", victim)
+        victim, started = wipe_a_follower_and_restart_it(c, s, leader, range(40, 50))
         c.wait_converged(timeout=10)
         print(f"wiped follower converged {time.time() - started:.1f} s after its start")
         assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(50))
@@ -436,13 +443,7 @@ def test_wiped_follower_returns_by_snapshot(tmp_path):
             assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
         # Status answers hash the whole tree when it changed: give the first polls time.
         leader = c.leader(timeout=60)
-        victim = next(n["id"] for n in c.nodes if n["id"] != leader)
-        c.kill9(victim)
-        shutil.rmtree(os.path.join(c.dir, victim, "data"))
-        for i in range(60, 80):
-            assert s.put(f"{c.url(leader)}/w/{i}.json?print=silent", data=str(i), timeout=10).status_code == 204
-        started = time.time()
-        script("start-node", "--dir", c.dir, "--id", victim)
+        victim, started = wipe_a_follower_and_restart_it(c, s, leader, range(60, 80))
         c.wait_converged(timeout=30 + megabytes)
         print(f"{megabytes} MB tree: wiped follower converged {time.time() - started:.1f} s after its start")
         assert requests.get(f"{c.url(victim)}/w.json", timeout=5).json() == list(range(80))
