@@ -108,7 +108,7 @@ public final class ReplicatedDataStore: DataStore {
         }
         let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0,
                                             auth: request.identity.writeAuth).encoded()
-        return try local.outcome(of: try await propose(payload), request: request)
+        return try LMDBDataStore.outcome(of: try await propose(payload))
     }
 
     /// Proposes an entry through Raft; cluster failures become client errors (400 / 503).

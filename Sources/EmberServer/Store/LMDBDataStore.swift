@@ -92,8 +92,6 @@ public final class LMDBDataStore: DataStore {
     }
 
     /// The front's answer for an applied entry (on a replica: the local apply's result).
-    func outcome(of result: WriteResult, request: WriteRequest) throws -> WriteOutcome { try Self.outcome(of: result) }
-
     static func outcome(of result: WriteResult) throws -> WriteOutcome {
         switch result.outcome {
         case .applied, .noop:
