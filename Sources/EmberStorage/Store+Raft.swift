@@ -235,12 +235,15 @@ extension Writer {
         let saveDefs = defsCache, saveRules = storedRules
         var done = false
         defer { if !done { defsCache = saveDefs; storedRules = saveRules } }
-        let newFirst = try writeTxn { t in
-            var i = first.index
-            while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
-            for e in entries { try t.put(tables.log, Self.logKey(e.index), e.encoded()) }
-            try applyLogged(t, from: applied + 1, through: stop, results: &results, term: &aTerm, timestamp: &ts)
-            return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
+        let newFirst = try withApplyRetry { mode in
+            results = []; aTerm = appliedTerm; ts = lastTimestamp
+            return try writeTxn { t in
+                var i = first.index
+                while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
+                for e in entries { try t.put(tables.log, Self.logKey(e.index), e.encoded()) }
+                try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts)
+                return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
+            }
         }
         done = true
         lastIndex = last.index; lastTerm = last.term

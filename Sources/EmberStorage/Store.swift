@@ -55,6 +55,18 @@ public struct StorageMetrics: Sendable, Equatable {
     public var compactedEntries: UInt64 = 0
     /// Index entries visited by indexed queries (shows that a limited query reads few).
     public var queryIndexEntriesScanned: UInt64 = 0
+    /// Writer time inside write transactions before their commit (applying entries), and inside
+    /// `mdb_txn_commit` (writing the dirty pages out and syncing them), in nanoseconds: tells
+    /// whether throughput is bound by the CPU or by the disk.
+    public var transactionNanos: UInt64 = 0
+    public var commitNanos: UInt64 = 0
+    /// The writer thread's CPU time in the same two phases (wall time above minus waiting for
+    /// the disk and for a core).
+    public var transactionCPUNanos: UInt64 = 0
+    public var commitCPUNanos: UInt64 = 0
+    /// Transactions redone with one nested transaction per entry because an entry threw while
+    /// they were applied flat (see `Writer.ApplyMode`).
+    public var nestedRetries: UInt64 = 0
 }
 
 /// Raft hard state.

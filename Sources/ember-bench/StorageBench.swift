@@ -96,6 +96,14 @@ struct StorageBench: AsyncParsableCommand {
         print(String(format: "process CPU %.2f s = %.1f µs per write (%d incl. warm-up, submitters included); %llu commits, %.0f writes per commit; load average %@",
                      cpu, cpu * 1e6 / Double(max(1, ok)), ok, batches, Double(m1.entriesCommitted - m0.entriesCommitted) / Double(max(1, batches)),
                      loadAverage()))
+        let txn = Double(m1.transactionNanos - m0.transactionNanos) / 1e6, commit = Double(m1.commitNanos - m0.commitNanos) / 1e6
+        let commits = Double(max(1, m1.commits - m0.commits))
+        let entries = Double(max(1, m1.entriesCommitted - m0.entriesCommitted))
+        let txnCPU = Double(m1.transactionCPUNanos - m0.transactionCPUNanos), commitCPU = Double(m1.commitCPUNanos - m0.commitCPUNanos)
+        print(String(format: "writer per commit: %.2f ms applying (%.2f ms CPU) + %.2f ms in mdb_txn_commit (%.2f ms CPU); "
+                     + "writer CPU per write %.2f µs applying + %.2f µs committing",
+                     txn / commits, txnCPU / 1e6 / commits, commit / commits, commitCPU / 1e6 / commits,
+                     txnCPU / 1e3 / entries, commitCPU / 1e3 / entries))
     }
 }
 

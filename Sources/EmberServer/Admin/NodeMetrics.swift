@@ -112,6 +112,10 @@ public final class NodeMetrics: Sendable {
             counter("ember_storage_commits_total", "LMDB write transactions committed.", [("", "\(s.commits)")])
             counter("ember_storage_queue_rejections_total", "Writes refused because the writer queue was full.",
                     [("", "\(s.queueRejections)")])
+            counter("ember_storage_apply_seconds_total", "Writer time applying entries inside write transactions.",
+                    [("", "\(Double(s.transactionNanos) / 1e9)")])
+            counter("ember_storage_commit_seconds_total", "Writer time in LMDB commits (page write-out and fsync).",
+                    [("", "\(Double(s.commitNanos) / 1e9)")])
             gauge("ember_storage_max_batch_entries", "Largest group-commit batch so far.", [("", "\(s.maxBatchEntries)")])
         }
         return out
