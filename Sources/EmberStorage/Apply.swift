@@ -8,12 +8,17 @@ struct Applier {
     var defsCache: [String: [IndexDef]]
     /// The rules writes are judged by (a `.setRules` entry changes them for the entries after it).
     var rules: RulesState
+    /// Ancestors' raised `sub` versions, written once per transaction (flat mode); nil: each
+    /// write puts its ancestors' records itself.
+    let pending: PendingVersions?
 
-    init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState()) {
+    init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
+         pending: PendingVersions? = nil) {
         self.tables = tables
         self.t = txn
         self.defsCache = defsCache
         self.rules = rules
+        self.pending = pending
     }
 
     mutating func defs(_ ns: String) throws -> [IndexDef] {
@@ -40,7 +45,8 @@ struct Applier {
             result.rulesChanged = true
             return result
         case .set(let path, let json, let cond):
-            let old = try tables.readNode(t, ns, path)
+            let key = EncodedPath(ns, path)
+            let old = try tables.readNode(t, key: key.bytes)
             let node: Node
             if let prebuilt { node = prebuilt[0] } else {
                 node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
@@ -56,16 +62,21 @@ struct Applier {
                 result.version = failed
                 return result
             }
-            let changed = try write(ns: ns, path: path, node: node, old: old, index: e.index)
+            let changed = try write(ns: ns, path: path, key: key, node: node, old: old, index: e.index)
             result.outcome = .applied(changed: changed)
             result.value = node
             if changed { result.changeSet.changes = [(path, node)] }
+            // The write put at[path] = this index, the largest there is.
+            result.version = changed ? e.index : try version(ns, path)
+            return result
         case .update(let path, let parts, let cond):
             // Resolve every part against the state before the update, then write them in order.
             var resolved: [(Path, Node, Node)] = []
+            var keys: [EncodedPath] = []
             for (i, (rel, json)) in parts.enumerated() {
                 let abs = path.appending(rel)
-                let old = try tables.readNode(t, ns, abs)
+                keys.append(EncodedPath(ns, abs))
+                let old = try tables.readNode(t, key: keys[i].bytes)
                 let node: Node
                 if let prebuilt { node = prebuilt[i] } else {
                     node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
@@ -88,8 +99,8 @@ struct Applier {
             }
             var anyChange = false
             var patch = Node.empty
-            for (abs, node, old) in resolved {
-                if try write(ns: ns, path: abs, node: node, old: old, index: e.index) {
+            for ((abs, node, old), key) in zip(resolved, keys) {
+                if try write(ns: ns, path: abs, key: key, node: node, old: old, index: e.index) {
                     anyChange = true
                     result.changeSet.changes.append((abs, node))
                 }
@@ -97,14 +108,23 @@ struct Applier {
             }
             result.outcome = .applied(changed: anyChange)
             result.value = patch
+            // Every part lies at or below `path`, so a change raised sub[path] to this index.
+            result.version = anyChange ? e.index : try version(ns, path)
         }
-        result.version = try tables.version(t, ns, base)
         return result
+    }
+
+    /// `Tables.version` seen through this transaction's pending ancestor versions.
+    func version(_ ns: String, _ path: Path) throws -> UInt64 {
+        let key = EncodedPath(ns, path)
+        let stored = try tables.version(t, key)
+        guard let pending, !pending.isEmpty else { return stored }
+        return max(stored, pending.sub[key.bytes] ?? 0)
     }
 
     /// nil when the condition holds; otherwise the current version.
     func checkCondition(_ c: WriteCondition, ns: String, path: Path, current: Node) throws -> UInt64? {
-        let v = try tables.version(t, ns, path)
+        let v = try version(ns, path)
         switch c {
         case .ifVersion(let want): return want == v ? nil : v
         case .ifHash(let h): return current.firebaseHash == h ? nil : v
@@ -124,14 +144,17 @@ struct Applier {
     }
 
     /// Replaces the subtree at `path` with `node`; returns whether anything changed.
-    mutating func write(ns: String, path: Path, node: Node, old: Node, index: UInt64) throws -> Bool {
-        let key = Tables.treeKey(ns, path)
+    mutating func write(ns: String, path: Path, key encoded: EncodedPath, node: Node, old: Node, index: UInt64) throws -> Bool {
+        let key = encoded.bytes
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
-        var leafAncestor: ([UInt8], Priority?)? = nil
+        var leafAncestor: (key: [UInt8], record: [UInt8])? = nil
         if !node.isEmpty && !path.isRoot {
-            leafAncestor = try self.leafAncestor(ns: ns, path: path, key: key)
+            leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
         }
         if leafAncestor == nil && Self.identical(node, old) { return false }
+        // A leaf written at its own path keeps its version in its tree record (not the root's:
+        // the root's version row is read by every version lookup anyway).
+        let ownVersion = node.leaf != nil && !path.isRoot
 
         // `old` was read in this transaction: nothing at or below `key` when it is empty, only
         // `key` itself when it is a leaf (spares long keys a scan of their overflow group).
@@ -141,58 +164,43 @@ struct Applier {
         } else {
             try t.deletePrefix(tables.treeS, key)
         }
-        if let (k, p) = leafAncestor {
+        if let (k, record) = leafAncestor {
+            guard case .leaf(_, let p) = try TreeRecord.decode(record) else { preconditionFailure("leafOnPath returned a non-leaf") }
             if let p { try t.put(tables.treeS, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.treeS, k) }
+            // Its version leaves with the record: keep it as the node's `at` (sub: this write, below it).
+            if let at = try TreeRecord.version(record) { try tables.putVersion(t, k, sub: index, at: at) }
         }
         if node.isEmpty {
             // Prune ancestors left without children (their priority records go too).
-            var p = path
-            while let parent = p.parent {
-                let pk = Tables.treeKey(ns, parent)
+            for level in stride(from: path.count - 1, through: 0, by: -1) {
+                let pk = encoded.ancestor(level)
                 if try t.hasPrefix(tables.treeS, pk + [0x01]) || t.hasPrefix(tables.treeS, pk + [0x02]) { break }
                 try t.delete(tables.treeS, pk)
-                p = parent
             }
+        } else if ownVersion, let leaf = node.leaf {
+            try t.put(tables.treeS, key, TreeRecord.leaf(leaf, node.priority, version: index))
         } else {
             var k = key
             try putRecords(node, key: &k)
         }
 
         // Versions: at[path] = sub[path] = index, sub of ancestors = index, descendants dropped
-        // (dominated by at[path]).
-        try t.deletePrefix(tables.verS, key, excludingExact: true)
-        try tables.putVersion(t, key, sub: index, at: index)
-        var ak = KeyCodec.namespacePrefix(ns)
-        for s in path.segments {
-            let r = try tables.versionRecord(t, ak)
-            try tables.putVersion(t, ak, sub: index, at: r.at)
-            KeyCodec.appendSegment(s, to: &ak)
+        // (dominated by at[path]). A leaf's own at/sub are in its record: its row goes too.
+        try t.deletePrefix(tables.verS, key, excludingExact: !ownVersion)
+        if !ownVersion { try tables.putVersion(t, key, sub: index, at: index) }
+        if let pending {
+            pending.wroteAt(key)
+            for level in 0..<path.count { pending.raise(encoded.ancestor(level), to: index) }
+        } else {
+            for level in 0..<path.count {
+                let ak = encoded.ancestor(level)
+                let r = try tables.versionRecord(t, ak)
+                try tables.putVersion(t, ak, sub: index, at: r.at)
+            }
         }
 
         try maintainIndexes(ns: ns, path: path, node: node)
         return true
-    }
-
-    /// The leaf above `path` (there is at most one), as its tree key and priority. Between a leaf
-    /// and its would-be descendant `key` no record sorts, so for keys kept in `tree` it is the
-    /// record just before `key` (one seek, as before long keys); ancestors whose keys overflow
-    /// are point reads in `treex` (only for paths longer than `SplitTable.inlineBytes`).
-    func leafAncestor(ns: String, path: Path, key: [UInt8]) throws -> ([UInt8], Priority?)? {
-        let nsCount = KeyCodec.namespacePrefix(ns).count
-        let c = try t.cursor(tables.tree)
-        defer { c.close() }
-        if let (k, v) = try c.seekLastLT(key), k.count < key.count, key.starts(with: k),
-           k.count >= nsCount, case .leaf(_, let p) = try TreeRecord.decode(v) {
-            return (k, p)
-        }
-        guard key.count > SplitTable.inlineBytes + 1 else { return nil }
-        var ak = KeyCodec.namespacePrefix(ns)
-        for s in path.segments.dropLast() {
-            KeyCodec.appendSegment(s, to: &ak)
-            guard ak.count > SplitTable.inlineBytes else { continue }
-            if let v = try t.get(tables.treeS, ak), case .leaf(_, let p) = try TreeRecord.decode(v) { return (ak, p) }
-        }
-        return nil
     }
 
     /// Exact equality (an int and an equal double differ: they are stored differently).

@@ -288,6 +288,11 @@ struct ByteReader {
 }
 
 /// Tree record values: a leaf (value and priority) or an interior node's priority.
+///
+/// A leaf written at its own path (tag 3) also carries that write's log index, its version:
+/// the version row it would need otherwise sits in another table, on another page, so a small
+/// write would dirty two B-tree leaves instead of one. Leaves written as part of an object
+/// (tag 1) have none: their version is their ancestor's.
 enum TreeRecord {
     case leaf(Leaf, Priority?)
     case priority(Priority)
@@ -295,7 +300,7 @@ enum TreeRecord {
     static func decode(_ b: [UInt8]) throws(StorageError) -> TreeRecord {
         var r = ByteReader(b)
         switch try r.u8() {
-        case 1:
+        case 1, 3:
             let l = try r.leaf()
             return .leaf(l, try r.priority())
         case 2:
@@ -312,5 +317,20 @@ enum TreeRecord {
         case .priority(let p): w.u8(2); w.priority(p)
         }
         return w.bytes
+    }
+
+    /// A leaf record that keeps `version` (tag 3; the version is the last 8 bytes).
+    static func leaf(_ l: Leaf, _ p: Priority?, version: UInt64) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(3); w.leaf(l); w.priority(p); w.u64(version)
+        return w.bytes
+    }
+
+    /// The version a leaf record keeps (nil for other records).
+    static func version(_ b: [UInt8]) throws(StorageError) -> UInt64? {
+        guard b.first == 3 else { return nil }
+        guard b.count >= 9 else { throw .corrupt("short leaf record") }
+        var r = ByteReader(Array(b[(b.count - 8)...]))
+        return try r.u64()
     }
 }

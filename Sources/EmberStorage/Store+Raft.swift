@@ -132,7 +132,9 @@ extension EmberStore {
             // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
             try t.scan(tables.treeS, prefix: prefix) { k, v in
                 w.bytes = buf
-                w.varint(k.count); w.bytes += k; w.varint(v.count); w.bytes += v
+                // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf.
+                let data = v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v
+                w.varint(k.count); w.bytes += k; w.varint(data.count); w.bytes += data
                 buf = w.bytes
                 if buf.count >= 1 << 20 { digests += SHA1.digest(buf); buf = [] }
                 return true

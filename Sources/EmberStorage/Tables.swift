@@ -138,15 +138,46 @@ struct Tables {
         try t.put(verS, key, w.bytes)
     }
 
-    /// max(sub[P], at[A] for A = root … P): O(depth) point reads.
+    /// max(sub[P], at[A] for A = root … P): O(depth) point reads, plus one seek for a leaf on
+    /// the path that keeps its own `at` in its tree record (`TreeRecord.leaf(_:_:version:)`).
     func version(_ t: Txn, _ ns: String, _ path: Path) throws -> UInt64 {
-        var key = KeyCodec.namespacePrefix(ns)
-        var best = try versionRecord(t, key).at
-        for s in path.segments {
-            KeyCodec.appendSegment(s, to: &key)
-            best = max(best, try versionRecord(t, key).at)
+        try version(t, EncodedPath(ns, path))
+    }
+
+    func version(_ t: Txn, _ key: EncodedPath) throws -> UInt64 {
+        var best: UInt64 = 0
+        for level in 0..<key.ends.count {
+            let r = try versionRecord(t, key.ancestor(level))
+            best = max(best, r.at)
+            if level == key.ends.count - 1 { best = max(best, r.sub) }
         }
-        return max(best, try versionRecord(t, key).sub)
+        if let (_, v) = try leafOnPath(t, key, includingSelf: true), let own = try TreeRecord.version(v) {
+            best = max(best, own)
+        }
+        return best
+    }
+
+    /// The leaf record on the path to `key` (there is at most one: a leaf has no descendants),
+    /// strictly above it or also at it, as its key and value. Between a leaf and its would-be
+    /// descendant no record sorts, so for keys kept in `tree` it is the record just before (or
+    /// at) `key` — one seek; ancestors whose keys overflow are point reads in `treex` (only for
+    /// paths longer than `SplitTable.inlineBytes`).
+    func leafOnPath(_ t: Txn, _ encoded: EncodedPath, includingSelf: Bool) throws -> ([UInt8], [UInt8])? {
+        let key = encoded.bytes
+        let c = try t.cursor(tree)
+        defer { c.close() }
+        if let (k, v) = try includingSelf ? c.seekLastLE(key) : c.seekLastLT(key),
+           k.count >= encoded.ends[0], k.count <= key.count, bytesStart(key, with: k), v.first == 1 || v.first == 3 {
+            return (k, v)
+        }
+        guard key.count > SplitTable.inlineBytes else { return nil }
+        let last = includingSelf ? encoded.ends.count - 1 : encoded.ends.count - 2
+        guard last >= 1 else { return nil }
+        for level in 1...last where encoded.ends[level] > SplitTable.inlineBytes {
+            let ak = encoded.ancestor(level)
+            if let v = try t.get(treeS, ak), v.first == 1 || v.first == 3 { return (ak, v) }
+        }
+        return nil
     }
 
     // MARK: - Meta

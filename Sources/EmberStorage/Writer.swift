@@ -18,6 +18,8 @@ final class Writer: @unchecked Sendable {
     var defsCache: [String: [IndexDef]] = [:]
     /// Stored rules per namespace (the default comes from `StoreCore.defaultRules` per batch).
     var storedRules: [String: StoredRules] = [:]
+    /// Set while a flat transaction runs (`withApplyRetry`).
+    var pendingVersions: PendingVersions?
 
     init(core: StoreCore) {
         self.store = core
@@ -163,6 +165,8 @@ final class Writer: @unchecked Sendable {
     func withApplyRetry<T>(_ body: (ApplyMode) throws -> T) throws -> T {
         let saveDefs = defsCache, saveRules = storedRules
         do {
+            pendingVersions = PendingVersions()
+            defer { pendingVersions = nil }
             return try body(.flat)
         } catch {
             defsCache = saveDefs
@@ -175,7 +179,7 @@ final class Writer: @unchecked Sendable {
     /// Applies one entry inside `t` in the given mode.
     func applyEntry(_ e: LogEntry, in t: Txn, mode: ApplyMode, prebuilt: [Node]? = nil) throws -> WriteResult {
         guard mode == .nested else {
-            var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState())
+            var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions)
             let r = try ap.apply(e, prebuilt: prebuilt)
             defsCache = ap.defsCache
             storedRules = ap.rules.stored
@@ -266,6 +270,7 @@ final class Writer: @unchecked Sendable {
                     try t.put(tables.log, Self.logKey(idx), encoded)
                     results.append(try applyEntry(e, in: t, mode: mode, prebuilt: prepared.nodes))
                 }
+                try pendingVersions?.flush(tables, t)
                 return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
               }
             }
@@ -368,6 +373,7 @@ final class Writer: @unchecked Sendable {
             timestamp = max(timestamp, e.timestamp)
             i += 1
         }
+        try pendingVersions?.flush(tables, t)
     }
 
     func applyCommitted(through target: UInt64) throws -> [WriteResult] {

@@ -63,7 +63,7 @@ struct ClusterBench: AsyncParsableCommand {
         }
         for url in urls { try await HTTPLoad.waitReady(http, url + "/.json") }
         try await waitForLeader(http, urls)
-        let value = String(repeating: "x", count: valueSize)
+        let valueSize = valueSize  // captured by the load closures
         let nodeURLs = urls
         print("ember-bench cluster: \(Self.nodes) nodes each, \(clients) clients spread over them, \(valueSize)-byte values, \(duration) s per run")
         // Write→listener latency on a follower, measured during the write load: a probe writes
@@ -74,7 +74,7 @@ struct ClusterBench: AsyncParsableCommand {
         let ember = try await bench.load(http, name: "ember (3 nodes)") { worker, i in
             var r = HTTPClientRequest(url: "\(nodeURLs[worker % nodeURLs.count])/bench/w\(worker)/k\(i % 1000).json?print=silent")
             r.method = .PUT
-            r.body = .bytes(ByteBuffer(string: "\"\(value)\""))
+            r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
             return r
         }
         ember.print()
@@ -98,12 +98,12 @@ struct ClusterBench: AsyncParsableCommand {
             etcdURLs.append(client)
         }
         for url in etcdURLs { try await HTTPLoad.waitReady(http, url + "/health") }
-        let b64value = Data(("\"" + value + "\"").utf8).base64EncodedString()
         let members = etcdURLs
         let etcdResult = try await bench.load(http, name: "etcd (3 members)") { worker, i in
             var r = HTTPClientRequest(url: "\(members[worker % members.count])/v3/kv/put")
             r.method = .POST
             let key = Data("/bench/w\(worker)/k\(i % 1000)".utf8).base64EncodedString()
+            let b64value = Data(("\"" + benchValue(i, size: valueSize) + "\"").utf8).base64EncodedString()
             r.body = .bytes(ByteBuffer(string: #"{"key":"\#(key)","value":"\#(b64value)"}"#))
             return r
         }

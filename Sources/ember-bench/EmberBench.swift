@@ -88,7 +88,7 @@ struct WriteBench: AsyncParsableCommand {
     }
 
     func runAll(_ http: HTTPClient) async throws {
-        let value = String(repeating: "x", count: valueSize)
+        let valueSize = valueSize  // captured by the load closures
 
         var emberProcess: Process?
         let base: String
@@ -106,7 +106,7 @@ struct WriteBench: AsyncParsableCommand {
         if prefill > 0 {
             var r = HTTPClientRequest(url: "\(base)/other.json?print=silent&auth=owner")
             r.method = .PUT
-            r.body = .bytes(ByteBuffer(string: "{" + (0..<prefill).map { "\"n\($0)\": \"\(value)\"" }.joined(separator: ",") + "}"))
+            r.body = .bytes(ByteBuffer(string: "{" + (0..<prefill).map { "\"n\($0)\": \"\(benchValue($0, size: valueSize))\"" }.joined(separator: ",") + "}"))
             _ = try await http.execute(r, timeout: .seconds(120))
         }
         let authParam = auth.map { "&auth=\($0)" } ?? ""
@@ -122,13 +122,13 @@ struct WriteBench: AsyncParsableCommand {
             ember = try await driver.load(http, name: "ember") { worker, i in
                 var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/k\(i % 1000).json?print=silent\(authParam)")
                 r.method = .PUT
-                r.body = .bytes(ByteBuffer(string: "\"\(value)\""))
+                r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
                 return r
             }
         case .ws:
             let ws = base.replacingOccurrences(of: "http://", with: "ws://")
             ember = try await WireWriteLoad(url: ws + "/.ws?v=5&ns=bench", connections: clients, pipeline: pipeline,
-                                            duration: duration, value: value).run(name: "ember")
+                                            duration: duration, valueSize: valueSize).run(name: "ember")
         }
         ember.print()
         if let p = emberProcess {
@@ -156,7 +156,6 @@ struct WriteBench: AsyncParsableCommand {
         }
         let etcdDriver = HTTPLoad(clients: etcdClients, duration: duration)
         let etcdHTTP = etcdDriver.makeClient()
-        let b64value = Data(("\"" + value + "\"").utf8).base64EncodedString()
         let etcdCPU0 = processCPUSeconds(etcdProcess.processIdentifier)
         let etcdResult: HTTPLoad.Result
         do {
@@ -164,6 +163,7 @@ struct WriteBench: AsyncParsableCommand {
                 var r = HTTPClientRequest(url: "http://127.0.0.1:\(etcdPort)/v3/kv/put")
                 r.method = .POST
                 let key = Data("/bench/w\(worker % clients)/k\((i * pipeline + worker / clients) % 1000)".utf8).base64EncodedString()
+                let b64value = Data(("\"" + benchValue(i, size: valueSize) + "\"").utf8).base64EncodedString()
                 r.body = .bytes(ByteBuffer(string: #"{"key":"\#(key)","value":"\#(b64value)"}"#))
                 return r
             }

@@ -40,7 +40,6 @@ struct StorageBench: AsyncParsableCommand {
         options.maxBatchEntries = maxBatchEntries
         let store = try EmberStore(directory: dir, options: options)
         defer { store.close() }
-        let value = JSON.string(String(repeating: "x", count: valueSize))
         print("ember-bench storage: \(submitters) submitters x \(pipeline) queued writes each, \(valueSize)-byte values, "
               + "\(duration) s, at most \(maxBatchEntries) writes per commit, durable (fsync per commit), load average \(loadAverage())")
         let start = ContinuousClock.now
@@ -59,7 +58,7 @@ struct StorageBench: AsyncParsableCommand {
                             let t0 = ContinuousClock.now
                             let path = Path(validated: ["bench", "w\(w)", "k\(i % 1000)"])
                             do {
-                                _ = try await store.submit(namespace: "bench", .set(path: path, value: value, condition: nil))
+                                _ = try await store.submit(namespace: "bench", .set(path: path, value: .string(benchValue(i, size: valueSize)), condition: nil))
                                 ok += 1
                             } catch { errors += 1 }
                             let t1 = ContinuousClock.now
@@ -75,7 +74,7 @@ struct StorageBench: AsyncParsableCommand {
             }
         } else {
             let timing = PipelinedSubmitter.Timing(measureFrom: measureFrom, end: end)
-            let subs = (0..<submitters).map { PipelinedSubmitter(store: store, worker: $0, depth: pipeline, value: value, timing: timing) }
+            let subs = (0..<submitters).map { PipelinedSubmitter(store: store, worker: $0, depth: pipeline, valueSize: valueSize, timing: timing) }
             for s in subs { s.start() }
             results = await withTaskGroup(of: (lat: [Double], ok: Int, errors: Int).self) { group in
                 for s in subs { group.addTask { await s.finished() } }
@@ -126,15 +125,15 @@ final class PipelinedSubmitter: CommitSink, @unchecked Sendable {
     let store: EmberStore
     let worker: Int
     let depth: Int
-    let value: JSON
+    let valueSize: Int
     let timing: Timing
     private let state = Mutex(State())
 
-    init(store: EmberStore, worker: Int, depth: Int, value: JSON, timing: Timing) {
+    init(store: EmberStore, worker: Int, depth: Int, valueSize: Int, timing: Timing) {
         self.store = store
         self.worker = worker
         self.depth = depth
-        self.value = value
+        self.valueSize = valueSize
         self.timing = timing
     }
 
@@ -149,7 +148,7 @@ final class PipelinedSubmitter: CommitSink, @unchecked Sendable {
                 s.next += 1
                 s.sent[tag] = now
                 let path = Path(validated: ["bench", "w\(worker)", "k\(tag % 1000)"])
-                return PipelinedWrite(namespace: "bench", operation: .set(path: path, value: value, condition: nil), tag: tag)
+                return PipelinedWrite(namespace: "bench", operation: .set(path: path, value: .string(benchValue(Int(tag), size: valueSize)), condition: nil), tag: tag)
             }
         }
         let refused = store.enqueue(writes, sink: self)

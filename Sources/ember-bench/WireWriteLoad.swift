@@ -16,7 +16,7 @@ struct WireWriteLoad {
     let connections: Int
     let pipeline: Int
     let duration: Double
-    let value: String
+    let valueSize: Int
 
     func run(name: String) async throws -> HTTPLoad.Result {
         guard let u = URL(string: url), let host = u.host, let port = u.port else { throw ValidationError("bad URL \(url)") }
@@ -31,7 +31,7 @@ struct WireWriteLoad {
             let loop = group.next()
             let promise = loop.makePromise(of: WireLoadHandler.Outcome.self)
             let handler = WireLoadHandler(host: "\(host):\(port)", target: target, connection: c, pipeline: pipeline,
-                                          value: value, timing: timing, done: promise)
+                                          valueSize: valueSize, timing: timing, done: promise)
             let connect = ClientBootstrap(group: loop)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { ch in ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(handler) } }
@@ -79,7 +79,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     let target: String
     let connection: Int
     let pipeline: Int
-    let value: String
+    let valueSize: Int
     let timing: Timing
     let done: EventLoopPromise<Outcome>
 
@@ -93,13 +93,13 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     private var outcome = Outcome()
     private var needsFlush = false
 
-    init(host: String, target: String, connection: Int, pipeline: Int, value: String, timing: Timing,
+    init(host: String, target: String, connection: Int, pipeline: Int, valueSize: Int, timing: Timing,
          done: EventLoopPromise<Outcome>) {
         self.host = host
         self.target = target
         self.connection = connection
         self.pipeline = pipeline
-        self.value = value
+        self.valueSize = valueSize
         self.timing = timing
         self.done = done
     }
@@ -210,7 +210,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
         let r = nextR
         nextR += 1
         let text = #"{"t":"d","d":{"r":"# + String(r) + #","a":"p","b":{"p":"bench/w"# + String(connection) + "/k"
-            + String(r % 1000) + #"","d":""# + value + #""}}}"#
+            + String(r % 1000) + #"","d":""# + benchValue(Int(r), size: valueSize) + #""}}}"#
         inflight.append((r, .now()))
         send(context, opcode: 0x1, context.channel.allocator.buffer(string: text))
     }
