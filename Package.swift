@@ -101,8 +101,6 @@ var package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         // The admin CLI: data, status, membership, certificates, backup/restore (issue 5).
-        // Storage-only CPU benchmark (builds in EMBER_LIGHT mode too).
-        .executableTarget(name: "storage-bench", dependencies: ["EmberCore", "EmberStorage"]),
         .executableTarget(
             name: "ember",
             dependencies: [

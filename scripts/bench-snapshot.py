@@ -24,22 +24,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import importlib.machinery
-import importlib.util
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-SCRIPT = os.path.join(ROOT, "deploy", "local-cluster")
+import local_cluster  # next to this script (scripts/ is sys.path[0] when it runs)
+from local_cluster import ROOT, SCRIPT
 
-
-def load_local_cluster():
-    loader = importlib.machinery.SourceFileLoader("local_cluster", SCRIPT)
-    spec = importlib.util.spec_from_loader("local_cluster", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-lc = load_local_cluster()
+lc = local_cluster.load()
 
 
 def http(method, url, body=None, timeout=60, retries=20):

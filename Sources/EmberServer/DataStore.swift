@@ -109,8 +109,12 @@ public protocol DataStore: AnyObject, Sendable {
     /// Runs `body` over one consistent snapshot of a namespace, read on demand by rules (so a
     /// rule's `root.child('big').exists()` does not load `big`).
     func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T
-    /// Runs a query at `path`, reading an index range when one is defined.
-    func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult
+    /// Readies a namespace for `query`: builds its indexes the first time it is queried (which
+    /// writes); cheap afterwards. Awaited before the query itself runs on the read pool.
+    func prepareQueries(namespace: String) async throws
+    /// Runs a query at `path`, reading an index range when one is defined (after `prepareQueries`).
+    /// Synchronous store work: the front runs it on its `ReadPool`.
+    func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult
     /// `now` is the time server values see when the store does not fix it in the entry itself.
     func write(_ request: WriteRequest) async throws -> WriteOutcome
     func setIndexes(_ defs: [IndexDefinition]) throws

@@ -19,6 +19,8 @@ public final class EmberNode: Sendable {
     /// Prometheus metrics (`/metrics`) and the operations endpoints in front of `rest`.
     public let metrics: NodeMetrics
     let admin: AdminFront
+    /// Clients' reads of stored data run here, off Swift's cooperative threads.
+    public let reads: ReadPool
 
     public init(config: NodeConfiguration, store: any DataStore, logger: Logger) throws {
         self.config = config
@@ -30,7 +32,8 @@ public final class EmberNode: Sendable {
         self.logger = logger
         self.hub = StreamHub(limits: config.streamLimits)
         self.realtime = RealtimeHub(limits: config.realtimeLimits)
-        self.rest = RestHandler(store: metered, hub: hub, config: config)
+        self.reads = ReadPool(limits: config.readPool)
+        self.rest = RestHandler(store: metered, hub: hub, config: config, reads: reads)
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
                                  logger: logger)
         NodeProbe.storage(of: store)?.onCommit { results in metrics.recordBatch(entries: results.count) }
@@ -111,6 +114,8 @@ public final class EmberNode: Sendable {
         do { try await group.run(); result = .success(()) } catch { result = .failure(error) }
         realtime.dropAll(reason: "node shutting down")
         hub.closeAll()
+        // Reads still running finish before the store closes under them.
+        await reads.shutdown()
         await store.shutdown()
         try result.get()
     }

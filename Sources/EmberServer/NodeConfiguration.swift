@@ -36,6 +36,8 @@ public struct NodeConfiguration: Sendable {
     public var maxTrackedAddresses = RequestRateByAddress.defaultMaxAddresses
     public var streamLimits = StreamHub.Limits()
     public var realtimeLimits = RealtimeHub.Limits()
+    /// Threads reading stored data for clients, and reads that may wait for one (`ReadPool`).
+    public var readPool = ReadPool.Limits()
     /// Health, readiness, metrics, status and backup endpoints (Admin/).
     public var operations = OperationsConfiguration()
 

@@ -4,20 +4,21 @@ import EmberStorage
 import Foundation
 import Synchronization
 
-/// The storage engine alone, in process: durable writes (LMDB commit + fsync per group-commit
-/// batch) of the same small values as `write`, from K concurrent submitters. No network, no
-/// HTTP/JSON front: the ceiling the engine sets on this machine.
+/// The storage engine alone, in process: writes of the same small values as `write`, from K
+/// concurrent submitters. No network, no HTTP/JSON front: the ceiling the engine sets on this
+/// machine. Timed by default (durable: LMDB commit + fsync per group-commit batch); `--writes N`
+/// writes N distinct keys instead, after which `--reads`/`--queries` measure the read paths.
 struct StorageBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "storage", abstract: "EmberStore alone: durable small writes from concurrent submitters.")
+        commandName: "storage", abstract: "EmberStore alone: small writes from concurrent submitters, then optional reads and queries.")
 
-    @Option(help: "Concurrent submitters.")
+    @Option(help: "Concurrent submitters (with --writes: writes in flight).")
     var submitters = 64
 
     @Option(help: "Writes each submitter keeps queued (1: `submit`, awaited one by one; more: `enqueue` bursts).")
     var pipeline = 1
 
-    @Option(help: "Seconds per run (after a 1 s warm-up).")
+    @Option(help: "Seconds per run (after a 1 s warm-up); ignored with --writes.")
     var duration = 10.0
 
     @Option(help: "Value size in bytes.")
@@ -29,8 +30,35 @@ struct StorageBench: AsyncParsableCommand {
     @Option(help: "Directory for the store (default: a fresh temporary one, removed afterwards).")
     var directory: String?
 
+    @Option(help: "Write exactly N distinct keys /bench/w<i%64>/k<i> (instead of a timed run) and print their rate and CPU per write.")
+    var writes: Int?
+
+    @Option(help: "After --writes: N point reads of random written keys.")
+    var reads = 0
+
+    @Option(help: "After --writes: N `$key` limitToFirst 10 queries of the /bench/w<j> parents.")
+    var queries = 0
+
+    @Flag(help: "Put every key under one 768-byte and one 500-byte key (~1.3 KB tree keys: LMDB's key limit is overflowed).")
+    var longPaths = false
+
+    @Flag(help: "Not durable (MDB_NOSYNC): measures CPU, not fsync.")
+    var noSync = false
+
     func validate() throws {
         guard submitters >= 1, pipeline >= 1 else { throw ValidationError("--submitters and --pipeline must be at least 1") }
+        guard reads >= 0, queries >= 0 else { throw ValidationError("--reads and --queries must not be negative") }
+        if let writes {
+            guard writes >= 1 else { throw ValidationError("--writes must be at least 1") }
+            guard pipeline == 1 else { throw ValidationError("--writes submits each write awaited (--pipeline 1); --submitters sets how many are in flight") }
+        } else if reads > 0 || queries > 0 {
+            throw ValidationError("--reads and --queries read the keys a --writes run wrote")
+        }
+    }
+
+    /// Keys live under this prefix; with --long-paths every tree key is longer than LMDB's limit.
+    var prefix: [String] {
+        longPaths ? [String(repeating: "L", count: 768), String(repeating: "m", count: 500)] : []
     }
 
     func run() async throws {
@@ -38,10 +66,28 @@ struct StorageBench: AsyncParsableCommand {
         defer { if directory == nil { try? FileManager.default.removeItem(atPath: dir) } }
         var options = StoreOptions()
         options.maxBatchEntries = maxBatchEntries
+        options.durable = !noSync
         let store = try EmberStore(directory: dir, options: options)
         defer { store.close() }
-        print("ember-bench storage: \(submitters) submitters x \(pipeline) queued writes each, \(valueSize)-byte values, "
-              + "\(duration) s, at most \(maxBatchEntries) writes per commit, durable (fsync per commit), load average \(loadAverage())")
+        // Counted runs write each key once, so one value serves; timed runs rewrite keys (`benchValue`).
+        let value = JSON.string(String(repeating: "x", count: valueSize))
+        if let writes {
+            try await CountedStorageRun(store: store, prefix: prefix, value: value, writes: writes, inFlight: submitters,
+                                        reads: reads, queries: queries).run(describe: describe)
+        } else {
+            await timedRun(store: store)
+        }
+    }
+
+    var describe: String {
+        "\(valueSize)-byte values, \(longPaths ? "long paths (~1.3 KB tree keys, overflow tables)" : "short paths"), "
+            + (noSync ? "not durable (MDB_NOSYNC)" : "durable (fsync per commit)") + ", at most \(maxBatchEntries) writes per commit"
+    }
+
+    private func timedRun(store: EmberStore) async {
+        print("ember-bench storage: \(submitters) submitters x \(pipeline) queued writes each, \(describe), "
+              + "\(duration) s, load average \(loadAverage())")
+        let prefix = prefix
         let start = ContinuousClock.now
         let measureFrom = start + .seconds(1)
         let end = measureFrom + .seconds(duration)
@@ -56,7 +102,7 @@ struct StorageBench: AsyncParsableCommand {
                         var ok = 0, errors = 0, i = 0
                         while ContinuousClock.now < end {
                             let t0 = ContinuousClock.now
-                            let path = Path(validated: ["bench", "w\(w)", "k\(i % 1000)"])
+                            let path = Path(validated: prefix + ["bench", "w\(w)", "k\(i % 1000)"])
                             do {
                                 _ = try await store.submit(namespace: "bench", .set(path: path, value: .string(benchValue(i, size: valueSize)), condition: nil))
                                 ok += 1
@@ -74,7 +120,9 @@ struct StorageBench: AsyncParsableCommand {
             }
         } else {
             let timing = PipelinedSubmitter.Timing(measureFrom: measureFrom, end: end)
-            let subs = (0..<submitters).map { PipelinedSubmitter(store: store, worker: $0, depth: pipeline, valueSize: valueSize, timing: timing) }
+            let subs = (0..<submitters).map {
+                PipelinedSubmitter(store: store, worker: $0, depth: pipeline, prefix: prefix, valueSize: valueSize, timing: timing)
+            }
             for s in subs { s.start() }
             results = await withTaskGroup(of: (lat: [Double], ok: Int, errors: Int).self) { group in
                 for s in subs { group.addTask { await s.finished() } }
@@ -125,14 +173,16 @@ final class PipelinedSubmitter: CommitSink, @unchecked Sendable {
     let store: EmberStore
     let worker: Int
     let depth: Int
+    let prefix: [String]
     let valueSize: Int
     let timing: Timing
     private let state = Mutex(State())
 
-    init(store: EmberStore, worker: Int, depth: Int, valueSize: Int, timing: Timing) {
+    init(store: EmberStore, worker: Int, depth: Int, prefix: [String], valueSize: Int, timing: Timing) {
         self.store = store
         self.worker = worker
         self.depth = depth
+        self.prefix = prefix
         self.valueSize = valueSize
         self.timing = timing
     }
@@ -147,7 +197,7 @@ final class PipelinedSubmitter: CommitSink, @unchecked Sendable {
                 let tag = s.next
                 s.next += 1
                 s.sent[tag] = now
-                let path = Path(validated: ["bench", "w\(worker)", "k\(tag % 1000)"])
+                let path = Path(validated: prefix + ["bench", "w\(worker)", "k\(tag % 1000)"])
                 return PipelinedWrite(namespace: "bench", operation: .set(path: path, value: .string(benchValue(Int(tag), size: valueSize)), condition: nil), tag: tag)
             }
         }

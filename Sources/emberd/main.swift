@@ -35,6 +35,12 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Largest read in MiB of stored data (keys with full paths + values); larger reads get 400. Use shallow=true or queries below it.")
     var maxReadMb = 512
 
+    @Option(help: "Threads reading stored data for clients: REST GET, the first event of SSE streams, wire listens and gets (default: the number of cores, at least 2).")
+    var readThreads: Int?
+
+    @Option(help: "Client reads that may wait for a read thread; past it REST reads get 503 and wire listens/gets status `unavailable`.")
+    var maxQueuedReads = ReadPool.Limits().maxQueued
+
     @Option(help: "Seconds between SSE keep-alive events.")
     var keepAlive = 30.0
 
@@ -184,6 +190,16 @@ struct Emberd: AsyncParsableCommand {
             throw ExitCode(2)
         }
         guard (1...(1 << 20)).contains(maxReadMb) else { throw ValidationError("--max-read-mb must be 1...1048576") }
+        if let readThreads {
+            guard (1...ReadPool.Limits.maxThreads).contains(readThreads) else {
+                throw ValidationError("--read-threads must be 1...\(ReadPool.Limits.maxThreads)")
+            }
+            config.readPool.threads = readThreads
+        }
+        guard (0...ReadPool.Limits.maxQueueBound).contains(maxQueuedReads) else {
+            throw ValidationError("--max-queued-reads must be 0...\(ReadPool.Limits.maxQueueBound)")
+        }
+        config.readPool.maxQueued = maxQueuedReads
         let configFile = try clusterConfig.map { try ClusterConfigFile.load(path: $0) }
         config.clientTLS = try clientTLS(file: configFile)
         if let rules {

@@ -21,7 +21,7 @@ import Testing
         } else {
             session = RealtimeSession(id: UUID().uuidString, namespace: "ns", limits: limits)
         }
-        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock,
+        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock, reads: node.reads,
                                       pipeline: WirePipeline(store: node.store, session: session))
         return (session, handler)
     }

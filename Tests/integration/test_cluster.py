@@ -3,8 +3,6 @@
 The clusters are made by deploy/local-cluster (so the script is tested too). One cluster serves
 the read-mostly tests; the kill -9 and wiped-follower tests get their own.
 """
-import importlib.machinery
-import importlib.util
 import json
 import os
 import shutil
@@ -20,20 +18,15 @@ import requests
 
 from conftest import EMBERD, RULES, ROOT, free_port
 
-SCRIPT = os.path.join(ROOT, "deploy", "local-cluster")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import local_cluster  # noqa: E402  (scripts/local_cluster.py, shared with scripts/bench-snapshot.py)
+from local_cluster import SCRIPT  # noqa: E402
+
 ELECTION_TIMEOUT = 1.0  # seconds: 10 ticks of 50 ms, randomized up to 2x
 CHAOS_ROUNDS = int(os.environ.get("EMBER_CLUSTER_CHAOS_ROUNDS", "20" if os.environ.get("EMBER_SOAK") else "0"))
 
 
-def load_script():
-    loader = importlib.machinery.SourceFileLoader("local_cluster", SCRIPT)
-    spec = importlib.util.spec_from_loader("local_cluster", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-lc = load_script()
+lc = local_cluster.load()
 
 
 def script(*args):

@@ -39,8 +39,9 @@ final class MeteredDataStore: DataStore {
     func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
         try inner.withRulesData(namespace: namespace, body)
     }
-    func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
-        try await inner.query(namespace: namespace, path: path, query: query)
+    func prepareQueries(namespace: String) async throws { try await inner.prepareQueries(namespace: namespace) }
+    func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult {
+        try inner.query(namespace: namespace, path: path, query: query)
     }
     func setIndexes(_ defs: [IndexDefinition]) throws { try inner.setIndexes(defs) }
     func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) { inner.onCommit(handler) }

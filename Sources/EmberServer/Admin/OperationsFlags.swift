@@ -24,6 +24,7 @@ public enum OperationsFlags {
         var summary: [String: Any] = [
             "ok": true, "data": config.dataDirectory, "host": config.host, "port": config.port,
             "namespace": config.defaultNamespace,
+            "readThreads": config.readPool.threads, "maxQueuedReads": config.readPool.maxQueued,
         ]
         if let cluster {
             do {

@@ -80,9 +80,14 @@ public final class ReplicatedDataStore: DataStore {
         return try local.withRulesData(namespace: namespace, body)
     }
 
-    public func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
+    public func prepareQueries(namespace: String) async throws {
         try Self.refuseReserved(namespace)
-        return try await local.query(namespace: namespace, path: path, query: query)
+        try await local.prepareQueries(namespace: namespace)
+    }
+
+    public func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult {
+        try Self.refuseReserved(namespace)
+        return try local.query(namespace: namespace, path: path, query: query)
     }
 
     public func setIndexes(_ defs: [IndexDefinition]) throws { try local.setIndexes(defs) }

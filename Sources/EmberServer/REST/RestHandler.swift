@@ -19,11 +19,14 @@ public final class RestHandler: Sendable {
     /// REST requests and wire messages per client address (shared with the WebSocket sessions).
     public let addressRequestRate: RequestRateByAddress
     let gate: RulesGate
+    /// Where reads of stored data run (not on Swift's cooperative threads).
+    let reads: ReadPool
 
-    public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration,
+    public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration, reads: ReadPool,
                 clock: @escaping @Sendable () -> Int64 = RestHandler.wallClockMillis) {
         self.store = store
         self.hub = hub
+        self.reads = reads
         self.config = config
         self.clock = clock
         self.validation = WriteValidation(config)
@@ -84,7 +87,7 @@ public final class RestHandler: Sendable {
         case .get:
             if ifMatch != nil { throw RestError.badRequest("if-match is not supported on GET requests") }
             if request.headers[.accept]?.contains("text/event-stream") == true {
-                return try stream(req, identity: identity, channel: channel)
+                return try await stream(req, identity: identity, channel: channel)
             }
             let read = req
             return try await RestTimeout.run(millis: req.timeoutMillis) {
@@ -108,6 +111,24 @@ public final class RestHandler: Sendable {
         if req.linearizable { try await store.linearizableBarrier() }
         // Judged here, at the node that serves the read, against its applied state.
         try gate.requireRead(ns, req.path, identity, query: req.query, now: clock())
+        let priorityRead: Bool = if case .priority = req.target { true } else { false }
+        if !priorityRead, let q = req.query, !req.shallow {
+            let path = req.path
+            if case .child(let p) = q.index, !gate.hasIndex(ns, at: path, named: p.segments.joined(separator: "/")) {
+                throw RestError.badRequest(#"Index not defined, add ".indexOn": "\#(p.segments.joined(separator: "/"))", for path "\#(path)", to the rules"#)
+            }
+            if q.index == .value, !gate.hasIndex(ns, at: path, named: ".value") {
+                throw RestError.badRequest(#"Index not defined, add ".indexOn": ".value", for path "\#(path)", to the rules"#)
+            }
+            try await store.prepareQueries(namespace: ns)
+        }
+        // The read and the response's serialization (both grow with the data) on the read pool.
+        return try await reads.run { [self] in try readResponse(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch) }
+    }
+
+    /// A GET's answer from the store, once the request passed the rules. Blocking: on the read pool.
+    func readResponse(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) throws -> Response {
+        let ns = req.namespace!
         if case .priority(let path) = req.target {
             let r = try store.read(namespace: ns, path: path)
             return Self.json(r.node.priority?.json ?? .null, pretty: req.print == .pretty)
@@ -116,13 +137,7 @@ public final class RestHandler: Sendable {
         var value: JSON
         var etag: String?
         if let q = req.query, !req.shallow {
-            if case .child(let p) = q.index, !gate.hasIndex(ns, at: path, named: p.segments.joined(separator: "/")) {
-                throw RestError.badRequest(#"Index not defined, add ".indexOn": "\#(p.segments.joined(separator: "/"))", for path "\#(path)", to the rules"#)
-            }
-            if q.index == .value, !gate.hasIndex(ns, at: path, named: ".value") {
-                throw RestError.badRequest(#"Index not defined, add ".indexOn": ".value", for path "\#(path)", to the rules"#)
-            }
-            let r = try await store.query(namespace: ns, path: path, query: q)
+            let r = try store.query(namespace: ns, path: path, query: q)
             value = req.export ? r.node.exportJSON() : r.node.toJSON()
         } else if req.shallow && !wantETag && ifNoneMatch == nil {
             // Keys only: one seek per child, however large the children are. A location with no
@@ -165,7 +180,7 @@ public final class RestHandler: Sendable {
     }
 
     /// `Accept: text/event-stream`: a `put` of the whole location, then every committed change.
-    func stream(_ req: RestRequest, identity: Identity, channel: (any Channel)?) throws -> Response {
+    func stream(_ req: RestRequest, identity: Identity, channel: (any Channel)?) async throws -> Response {
         let ns = req.namespace!
         let path = req.path
         try gate.requireRead(ns, path, identity, query: nil, now: clock())
@@ -175,8 +190,15 @@ public final class RestHandler: Sendable {
             connectionsPerAddress.release(address)
             throw RestError(429, "Too many streams are open on this node")
         }
-        let initial: ReadResult
-        do { initial = try store.read(namespace: ns, path: path) } catch {
+        // The first event (the whole location) is read and serialized on the read pool.
+        let store = self.store
+        let initial: (text: String, appliedIndex: UInt64)
+        do {
+            initial = try await reads.run {
+                let r = try store.read(namespace: ns, path: path)
+                return (ChangeRouting.sseText(.put(path: .root, data: r.node)), r.appliedIndex)
+            }
+        } catch {
             hub.unregister(id)
             connectionsPerAddress.release(address)
             throw error
@@ -194,8 +216,7 @@ public final class RestHandler: Sendable {
                 hub.release(id)
                 perAddress.release(address)
             }
-            let first = ChangeRouting.sseText(.put(path: .root, data: initial.node))
-            try await writer.write(ByteBuffer(string: first))
+            try await writer.write(ByteBuffer(string: initial.text))
             let ticker = Task {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(keepAlive))

@@ -8,6 +8,8 @@ struct RealtimeHandler: Sendable {
     let store: any DataStore
     let config: NodeConfiguration
     let clock: @Sendable () -> Int64
+    /// Where the initial data of listens and gets is read (not on Swift's cooperative threads).
+    let reads: ReadPool
     /// The per-address budget shared with REST (`--max-requests-per-second-per-address`).
     var addressRate: RequestRateByAddress? = nil
     /// Pipelined writes (single node); nil: each write is awaited before the next request.
@@ -91,12 +93,12 @@ struct RealtimeHandler: Sendable {
     /// Returns the response (status, data), or nil status when the response was already queued.
     func dispatch(_ action: String, _ b: [String: JSON], r: Int64) async throws -> (String?, JSON) {
         switch action {
-        case "q", "l": return try listen(b, r: r)
+        case "q", "l": return try await listen(b, r: r)
         case "n", "u":
             let (path, qw, tag) = try listenIdentity(b)
             session.endListen(path: path, queryWire: qw, tag: tag)
             return ("ok", .object([:]))
-        case "g": return try get(b)
+        case "g": return try await get(b)
         case "p": return try await put(b)
         case "m": return try await merge(b)
         case "o":
@@ -139,7 +141,7 @@ struct RealtimeHandler: Sendable {
         return (path, tag == nil ? nil : qw, tag)
     }
 
-    func listen(_ b: [String: JSON], r: Int64) throws -> (String?, JSON) {
+    func listen(_ b: [String: JSON], r: Int64) async throws -> (String?, JSON) {
         let (path, qw, tag) = try listenIdentity(b)
         let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
         try gate.requireRead(session.namespace, path, session.identity, query: tag == nil ? nil : query, now: clock())
@@ -149,7 +151,8 @@ struct RealtimeHandler: Sendable {
         case .started: break
         }
         let read: ReadResult
-        do { read = try store.read(namespace: session.namespace, path: path) } catch {
+        let (store, ns) = (self.store, session.namespace)
+        do { read = try await reads.run { try store.read(namespace: ns, path: path) } } catch {
             session.endListen(path: path, queryWire: qw, tag: tag)
             throw error
         }
@@ -168,14 +171,17 @@ struct RealtimeHandler: Sendable {
         }
     }
 
-    func get(_ b: [String: JSON]) throws -> (String?, JSON) {
+    func get(_ b: [String: JSON]) async throws -> (String?, JSON) {
         let path = try wirePath(b)
         var query: QuerySpec?
         if let qw = b["q"], case .object(let o) = qw, !o.isEmpty { query = try QuerySpec(wire: qw) }
         try gate.requireRead(session.namespace, path, session.identity, query: query, now: clock())
-        let read = try store.read(namespace: session.namespace, path: path)
-        if let query { return ("ok", query.apply(to: read.node).exportJSON()) }
-        return ("ok", read.node.exportJSON())
+        let (store, ns, window) = (self.store, session.namespace, query)
+        // The read and its conversion (both grow with the data) on the read pool.
+        return ("ok", try await reads.run {
+            let node = try store.read(namespace: ns, path: path).node
+            return (window.map { $0.apply(to: node) } ?? node).exportJSON()
+        })
     }
 
     func put(_ b: [String: JSON]) async throws -> (String?, JSON) {

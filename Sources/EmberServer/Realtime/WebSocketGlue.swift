@@ -46,7 +46,7 @@ enum WebSocketGlue {
         let clock = node.rest.clock
         let gate = RulesGate(store: node.store, defaults: node.config.rules)
         session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: gate, now: clock()) }
-        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock,
+        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock, reads: node.reads,
                                       addressRate: node.rest.addressRequestRate,
                                       pipeline: WirePipeline(store: node.store, session: session))
         session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))

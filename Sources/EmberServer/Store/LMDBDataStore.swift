@@ -38,8 +38,9 @@ public final class LMDBDataStore: DataStore {
         do { return try store.withRulesData(namespace: namespace, body) } catch let e as StorageError { throw Self.translate(e) }
     }
 
-    public func query(namespace: String, path: Path, query: QuerySpec) async throws -> ReadResult {
-        try await ensureIndexes(namespace)
+    public func prepareQueries(namespace: String) async throws { try await ensureIndexes(namespace) }
+
+    public func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult {
         do {
             let children = try store.query(namespace: namespace, path: path, spec: query)
             var kids: [String: Node] = [:]
