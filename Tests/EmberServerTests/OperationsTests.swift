@@ -36,6 +36,11 @@ import Testing
         for bad in ["n1", "n1=ftp://a", "bad id=http://a", "n1=http://"] {
             #expect(throws: ClusterConfigError.self, "\(bad)") { try OperationsFlags.parseClientURLs(bad) }
         }
+        // The config file's clientUrls key is checked the same way.
+        #expect(try OperationsFlags.checkClientURLs(["n1": "https://a:1"]) == ["n1": "https://a:1"])
+        for bad in [["n1": "ftp://a"], ["bad id": "http://a"], ["n1": "http://"]] {
+            #expect(throws: ClusterConfigError.self, "\(bad)") { try OperationsFlags.checkClientURLs(bad) }
+        }
     }
 
     /// The handshake's `en` (Ember extension) names the configured client URLs of the current
