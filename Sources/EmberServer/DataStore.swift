@@ -127,6 +127,9 @@ public protocol DataStore: AnyObject, Sendable {
     func linearizableBarrier() async throws
     /// `GET /.ember/status`: role, term, indexes, state hash.
     func nodeStatus() throws -> JSON
+    /// The cluster's current members as this node knows them, with the client URLs operators
+    /// gave when adding them (cheap: read on every WebSocket handshake); nil for a single node.
+    var memberDirectory: MemberDirectory? { get }
     /// Orderly stop (waits for background work); `close()` is the synchronous fallback.
     func shutdown() async
     /// Called when the whole state was replaced (a cluster follower installed a snapshot), so
@@ -175,6 +178,7 @@ extension DataStore {
             "commitIndex": .int(Int64(appliedIndex)), "appliedIndex": .int(Int64(appliedIndex)),
         ])
     }
+    public var memberDirectory: MemberDirectory? { nil }
     public func shutdown() async { close() }
     public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {}
 }

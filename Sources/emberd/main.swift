@@ -113,7 +113,7 @@ struct Emberd: AsyncParsableCommand {
 
     // Cluster mode: any of these (or --cluster-config) turns it on; without them emberd is a
     // single node. Flags override the config file's fields.
-    @Option(help: "Node config file (JSON: nodeId, peerAddress, peers, peerTlsCert, peerTlsKey, peerTlsCa, tlsCert, tlsKey, tlsCa).")
+    @Option(help: "Node config file (JSON: nodeId, peerAddress, peers, peerTlsCert, peerTlsKey, peerTlsCa, tlsCert, tlsKey, tlsCa, clientUrls).")
     var clusterConfig: String?
 
     @Option(help: "Cluster: this node's id (its peer certificate must name it as CN or SAN DNS).")
@@ -147,7 +147,7 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "This node's client URL as clients and `ember status` reach it (default http://HOST:PORT).")
     var advertiseUrl: String?
 
-    @Option(help: "Client URLs of the cluster members as id=url,... (lets `ember status` find every node from one).")
+    @Option(help: "Client URLs of the cluster members as id=url,...: sent to clients in the WebSocket handshake (failover) and used by `ember status` to find every node from one.")
     var clientUrls: String?
 
     @Option(help: "/readyz fails while applied trails the known commit index by more than this many entries.")
@@ -212,7 +212,8 @@ struct Emberd: AsyncParsableCommand {
             }
         }
         config.operations.advertisedURL = advertiseUrl
-        config.operations.memberURLs = try OperationsFlags.parseClientURLs(clientUrls)
+        config.operations.memberURLs = try clientUrls != nil ? OperationsFlags.parseClientURLs(clientUrls)
+            : OperationsFlags.checkClientURLs(configFile?.clientUrls ?? [:])
         config.operations.readyMaxLagEntries = readyMaxLag
         let clusterSettings = try clusterConfiguration(file: configFile)
         if checkConfig {

@@ -45,11 +45,13 @@ final class ClusterProcesses: @unchecked Sendable {
         let rules = "\(dir)/rules.json"
         try #"{"rules":{".read":true,".write":true}}"#.write(toFile: rules, atomically: true, encoding: .utf8)
         let peers = ids.map { "\($0)=127.0.0.1:\(peerPorts[$0]!)" }.joined(separator: ",")
+        // What the nodes tell clients in the handshake: where the other members serve them.
+        let clientURLs = ids.map { "\($0)=http://127.0.0.1:\(ports[$0]!)" }.joined(separator: ",")
         for id in ids {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: EmberServerProcess.binary)
             p.arguments = ["--data", "\(dir)/\(id)", "--port", String(ports[id]!), "--rules", rules, "--log-level", "error",
-                           "--node-id", id, "--peers", peers, "--peer-tls-cert", "\(dir)/\(id).pem",
+                           "--node-id", id, "--peers", peers, "--client-urls", clientURLs, "--peer-tls-cert", "\(dir)/\(id).pem",
                            "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem"]
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
@@ -81,31 +83,50 @@ final class ClusterProcesses: @unchecked Sendable {
         p.waitUntilExit()
     }
 
-    func stop() {
-        for p in processes.values where p.isRunning {
-            p.terminate()
-            p.waitUntilExit()
+    /// SIGTERM, then SIGKILL for a node that has not exited within 15 s: a node whose graceful
+    /// shutdown stalls fails the test (it prints the ids) instead of hanging the suite.
+    @discardableResult func stop() -> [String] {
+        var stuck: [String] = []
+        for p in processes.values where p.isRunning { p.terminate() }
+        let deadline = ContinuousClock.now + .seconds(15)
+        for (id, p) in processes.sorted(by: { $0.key < $1.key }) {
+            while p.isRunning && ContinuousClock.now < deadline { usleep(20_000) }
+            if p.isRunning {
+                stuck.append(id)
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+            }
         }
         try? FileManager.default.removeItem(atPath: dir)
+        return stuck
     }
 }
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct ClusterFailoverTests {
-    @Test(.enabled(if: ClusterProcesses.openssl != nil)) func clientMovesToTheNextNodeWhenItsNodeDies() async throws {
+    /// `oneURL`: the client is given only its first node's URL and learns the others from the
+    /// handshake (`--client-urls`); otherwise it is given all of them.
+    @Test(.enabled(if: ClusterProcesses.openssl != nil), arguments: [false, true])
+    func clientMovesToTheNextNodeWhenItsNodeDies(oneURL: Bool) async throws {
         let cluster = ClusterProcesses()
-        defer { cluster.stop() }
+        var stopped = false
+        defer { if !stopped { cluster.stop() } }
         try await cluster.start()
         let ns = "failover\(UInt32.random(in: 0...UInt32.max))"
         // Connected to a follower first. (Killing the leader instead can fail a write in flight
         // with "outcome unknown": the client is told, the SDK does not retry writes.)
         let leader = try #require(try await cluster.leader(among: cluster.ids))
         let order = cluster.ids.filter { $0 != leader } + [leader]
-        let db = Database(urls: order.map { cluster.url($0, ns: ns) }, configuration: .fastReconnect)
+        let db = oneURL ? Database(urls: [cluster.url(order[0], ns: ns)], configuration: .fastReconnect)
+                        : Database(urls: order.map { cluster.url($0, ns: ns) }, configuration: .fastReconnect)
         defer { db.shutdown() }
         let events = Recorder()
         db.reference(withPath: "room").observe(.childAdded) { s in events.add("\(s.key) \(s.value as? String ?? "")") }
         try await db.reference(withPath: "room/a").setValue("before")
         await events.wait { $0.contains("a before") }
+        // The handshake named every node (--client-urls): the client knows all three.
+        let connection = try #require(db.repo.connection)
+        let known = await connection.urls
+        #expect(known.count == 3, "\(known)")
 
         cluster.kill9(order[0])
         // Written while the client's node is dead: queued, then sent to the next node.
@@ -126,5 +147,12 @@ final class ClusterProcesses: @unchecked Sendable {
         #expect(seen.filter { $0 == "a before" }.count == 1, "no duplicate events after the resync: \(seen)")
         let value = try await db.reference(withPath: "room").getData()
         #expect((value.value as? [String: Any])?.count == 3)
+        let now = await connection.url
+        #expect(now != Database.websocketURL(for: cluster.url(order[0], ns: ns)), "connected to a surviving node")
+        // The client's sockets are closed first, so every node must stop on SIGTERM.
+        db.shutdown()
+        try await Task.sleep(for: .milliseconds(300))
+        stopped = true
+        #expect(cluster.stop().isEmpty, "nodes that did not stop on SIGTERM")
     }
 }

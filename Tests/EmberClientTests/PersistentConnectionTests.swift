@@ -19,8 +19,9 @@ final class FakeSocket: TransportConnection {
     var actions: [String] { sent.compactMap { $0["d"]?["a"]?.stringValue } }
     var isClosed: Bool { closedFlag.withLock { $0 } }
 
-    func hello(ts: Int64 = 1_000) {
-        onEvent(.message(#"{"t":"c","d":{"t":"h","d":{"ts":\#(ts),"v":"5","h":"h","s":"s1"}}}"#))
+    func hello(ts: Int64 = 1_000, nodes: [String]? = nil) {
+        let en = nodes.map { ",\"en\":" + JSON.array($0.map { .string($0) }).serialized() } ?? ""
+        onEvent(.message(#"{"t":"c","d":{"t":"h","d":{"ts":\#(ts),"v":"5","h":"h","s":"s1"\#(en)}}}"#))
     }
     func respond(_ r: Int64, _ status: String = "ok") {
         onEvent(.message(#"{"t":"d","d":{"r":\#(r),"b":{"s":"\#(status)","d":""}}}"#))
@@ -106,6 +107,43 @@ final class FakeDelegate: ConnectionDelegate {
         s2.drop()
         _ = try await transport.socket(3)
         #expect(transport.openedURLs == ["ws://a", "ws://b", "ws://c", "ws://a"])
+        conn.submit(.shutdown)
+    }
+
+    /// A client given one node connects to the nodes its handshake named when that node dies,
+    /// with the given URL's path and query; a later handshake's list replaces the learned one.
+    @Test func handshakeNodesAreTriedWhenTheGivenNodeDies() async throws {
+        let transport = FakeTransport()
+        let conn = PersistentConnection(urls: ["ws://a:1/.ws?v=5&ns=x"], transport: transport, policy: fastPolicy, delegate: nil)
+        let s0 = try await transport.socket(0)
+        s0.hello(nodes: ["http://a:1", "http://b:2", "https://c:3"])
+        #expect(try await eventually { await conn.isConnected })
+        #expect(await conn.urls == ["ws://a:1/.ws?v=5&ns=x", "ws://b:2/.ws?v=5&ns=x", "wss://c:3/.ws?v=5&ns=x"])
+        s0.drop()
+        let s1 = try await transport.socket(1)
+        s1.hello(nodes: ["http://b:2", "http://d:4"])  // c left the cluster, d joined
+        #expect(try await eventually { await conn.urls.last == "ws://d:4/.ws?v=5&ns=x" })
+        #expect(await conn.urls == ["ws://a:1/.ws?v=5&ns=x", "ws://b:2/.ws?v=5&ns=x", "ws://d:4/.ws?v=5&ns=x"])
+        s1.drop()
+        _ = try await transport.socket(2)
+        #expect(transport.openedURLs == ["ws://a:1/.ws?v=5&ns=x", "ws://b:2/.ws?v=5&ns=x", "ws://d:4/.ws?v=5&ns=x"])
+        conn.submit(.shutdown)
+    }
+
+    /// A node that accepts the connection but never says hello does not hold the client: after
+    /// the handshake timeout the attempt counts as failed and the next node is tried.
+    @Test func aSilentNodeIsLeftAfterTheHandshakeTimeout() async throws {
+        let transport = FakeTransport()
+        let conn = PersistentConnection(urls: ["ws://a", "ws://b"], transport: transport, policy: fastPolicy, delegate: nil,
+                                        handshakeTimeout: .milliseconds(100))
+        let s0 = try await transport.socket(0)
+        let s1 = try await transport.socket(1)
+        #expect(s0.isClosed)
+        s1.hello()
+        #expect(try await eventually { await conn.isConnected })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await conn.isConnected, "a connected socket is not timed out")
+        #expect(transport.openedURLs == ["ws://a", "ws://b"])
         conn.submit(.shutdown)
     }
 

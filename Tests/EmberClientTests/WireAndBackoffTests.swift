@@ -20,7 +20,11 @@ import Testing
 
     @Test func parsesServerMessages() {
         #expect(ServerMessage.parse(#"{"t":"c","d":{"t":"h","d":{"ts":1700000000000,"v":"5","h":"x:1","s":"abc"}}}"#)
-                == .hello(timestamp: 1_700_000_000_000, host: "x:1", sessionID: "abc"))
+                == .hello(timestamp: 1_700_000_000_000, host: "x:1", sessionID: "abc", nodes: nil))
+        // Ember's extension: the cluster's client URLs (non-strings are skipped); other unknown
+        // fields are ignored, as Firebase SDKs do.
+        #expect(ServerMessage.parse(#"{"t":"c","d":{"t":"h","d":{"ts":1,"v":"5","h":"x:1","s":"abc","en":["http://a:1",7,"http://b:2"],"zz":{"future":1}}}}"#)
+                == .hello(timestamp: 1, host: "x:1", sessionID: "abc", nodes: ["http://a:1", "http://b:2"]))
         #expect(ServerMessage.parse(#"{"t":"d","d":{"r":7,"b":{"s":"datastale","d":"changed"}}}"#)
                 == .response(r: 7, status: "datastale", data: .string("changed")))
         #expect(ServerMessage.parse(#"{"t":"d","d":{"a":"m","b":{"p":"a/b","d":{"c":1},"t":3,"v":9}}}"#)
@@ -65,6 +69,9 @@ import Testing
         #expect(Database.websocketURL(for: "http://localhost:9000") == "ws://localhost:9000/.ws?v=5")
         #expect(Database.websocketURL(for: "https://example.com?ns=x") == "wss://example.com/.ws?v=5&ns=x")
         #expect(Database.websocketURL(for: "ftp://x") == nil)
+        // Default ports are dropped, so a node named both ways is one node (`NodeList`).
+        #expect(Database.websocketURL(for: "http://Example.com:80?ns=x") == "ws://Example.com/.ws?v=5&ns=x")
+        #expect(Database.websocketURL(for: "https://h:443") == "wss://h/.ws?v=5")
         let db = offlineDatabase()
         defer { db.shutdown() }
         #expect(db.reference(withPath: "a/b").url == "http://127.0.0.1:1/a/b?ns=offline")

@@ -36,6 +36,28 @@ import Testing
         for bad in ["n1", "n1=ftp://a", "bad id=http://a", "n1=http://"] {
             #expect(throws: ClusterConfigError.self, "\(bad)") { try OperationsFlags.parseClientURLs(bad) }
         }
+        // The config file's clientUrls key is checked the same way.
+        #expect(try OperationsFlags.checkClientURLs(["n1": "https://a:1"]) == ["n1": "https://a:1"])
+        for bad in [["n1": "ftp://a"], ["bad id": "http://a"], ["n1": "http://"]] {
+            #expect(throws: ClusterConfigError.self, "\(bad)") { try OperationsFlags.checkClientURLs(bad) }
+        }
+    }
+
+    /// The handshake's `en` (Ember extension) names the configured client URLs of the current
+    /// members only, and is absent without configuration.
+    @Test func handshakeNamesTheClientURLsOfTheCurrentMembers() {
+        var ops = OperationsConfiguration()
+        #expect(ops.handshakeClientURLs(directory: nil) == [])
+        ops.memberURLs = ["n1": "http://a:1", "n2": "http://b:2", "n3": "http://c:3"]
+        #expect(ops.handshakeClientURLs(directory: nil) == ["http://a:1", "http://b:2", "http://c:3"])
+        // n3 removed; n4 added at run time with the client URL its operator gave.
+        let directory = MemberDirectory(members: ["n1": .init(peer: "h:1"), "n2": .init(peer: "h:2"),
+                                                  "n4": .init(peer: "h:4", url: "http://d:4"), "n5": .init(peer: "h:5")])
+        #expect(ops.handshakeClientURLs(directory: directory) == ["http://a:1", "http://b:2", "http://d:4"])
+        let plain = WireMessages.hello(timestamp: 1, host: "h", session: "s")
+        #expect(plain["d"]?["d"]?["en"] == nil && plain["d"]?["d"]?["s"] == .string("s"))
+        let named = WireMessages.hello(timestamp: 1, host: "h", session: "s", nodes: ["http://a:1"])
+        #expect(named["d"]?["d"]?["en"] == .array([.string("http://a:1")]))
     }
 
     @Test func writesAndRejectionsShowInMetrics() async throws {

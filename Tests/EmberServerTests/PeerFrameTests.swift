@@ -141,13 +141,14 @@ import Testing
         let path = dir + "/cluster.json"
         try #"""
             {"nodeId":"n1","peers":{"n1":"127.0.0.1:7001"},"peerTlsCert":"n1.pem","peerTlsKey":"/abs/n1.key",
-             "peerTlsCa":"certs/ca.pem","tlsCert":"https.pem","tlsKey":"https.key"}
+             "peerTlsCa":"certs/ca.pem","tlsCert":"https.pem","tlsKey":"https.key","clientUrls":{"n1":"http://a:9000"}}
             """#.write(toFile: path, atomically: true, encoding: .utf8)
         let f = try ClusterConfigFile.load(path: path)
         #expect(f.nodeId == "n1" && f.peers?["n1"] == "127.0.0.1:7001")
         #expect(f.peerTlsCert == dir + "/n1.pem" && f.peerTlsKey == "/abs/n1.key" && f.peerTlsCa == dir + "/certs/ca.pem")
         // The client-facing pair is separate (etcd's naming: tls* for clients, peerTls* for peers).
         #expect(f.tlsCert == dir + "/https.pem" && f.tlsKey == dir + "/https.key" && f.tlsCa == nil)
+        #expect(f.clientUrls == ["n1": "http://a:9000"])
         try "{".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(throws: ClusterConfigError.self) { try ClusterConfigFile.load(path: path) }
     }

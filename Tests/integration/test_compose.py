@@ -141,7 +141,11 @@ def test_check_config_rejects_what_a_start_would(tmp_path):
     assert "cannot read TLS file" in p.stderr
     p = check_config("--client-urls", "n1=ftp://x")
     assert p.returncode != 0 and "--client-urls" in p.stderr
-
+    # The config file's clientUrls key is checked the same way (valid files: below).
+    cfg = tmp_path / "node.json"
+    cfg.write_text(json.dumps({"clientUrls": {"n1": "ftp://x"}}))
+    p = check_config("--data", str(tmp_path / "d"), "--cluster-config", str(cfg))
+    assert p.returncode != 0 and "invalid clientUrls entry n1" in p.stderr
 
 def test_tls_flags_come_in_pairs(tmp_path):
     """--tls-* is client HTTPS/WSS, --peer-tls-* the peer channel (etcd's naming); half a pair
@@ -185,6 +189,8 @@ def test_deploy_config_files_parse(tmp_path):
             cfg[k] = str(certs / os.path.basename(cfg[k]))
         # The client-facing pair from the file too.
         cfg["tlsCert"], cfg["tlsKey"] = str(certs / f"{name}.pem"), str(certs / f"{name}.key")
+        # And the members' client URLs (the handshake's node list), which --client-urls overrides.
+        cfg["clientUrls"] = {n: f"https://{n}.example:9000" for n in ("n1", "n2", "n3")}
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(cfg))
         p = check_config("--cluster-config", str(path), "--data", str(tmp_path / name))
@@ -192,3 +198,6 @@ def test_deploy_config_files_parse(tmp_path):
         summary = json.loads(p.stdout)
         assert summary["nodeId"] == name and summary["peerTls"]["cert"] == cfg["peerTlsCert"]
         assert summary["tls"] == {"cert": cfg["tlsCert"], "key": cfg["tlsKey"]}
+        assert summary["clientUrls"] == cfg["clientUrls"]
+        p = check_config("--cluster-config", str(path), "--data", str(tmp_path / name), "--client-urls", "n1=http://c:1")
+        assert p.returncode == 0 and json.loads(p.stdout)["clientUrls"] == {"n1": "http://c:1"}

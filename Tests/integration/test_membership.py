@@ -182,6 +182,20 @@ def test_add_transfer_remove_and_restart(tmp_path):
         c.down()
 
 
+def handshake_nodes(url):
+    """The client URLs a node's WebSocket hello names (its "en" field)."""
+    import asyncio
+    from wire import WireClient
+
+    async def hello():
+        client = await WireClient.connect(url, "hs")
+        await client.close()
+        return client.hello["d"]["d"]
+    d = asyncio.run(asyncio.wait_for(hello(), 20))
+    assert {"ts", "v", "h", "s"} <= set(d)
+    return d.get("en")
+
+
 def stop(c, node_id):
     os.kill(c.pid(node_id), signal.SIGTERM)
     deadline = time.time() + 15
@@ -203,12 +217,17 @@ def test_follower_removed_while_down_learns_it_when_back(tmp_path):
         rest = [i for i in three if i != victim]
         write_range(c.url(leader), 0, 10)
         wait_converged(c, three)
+        # The wire handshake names every member's client URL (Ember's "en", for client failover).
+        assert handshake_nodes(c.url(leader)) == sorted(c.url(i) for i in three)
         stop(c, victim)
         r = admin(c.url(leader), "DELETE", f"/.ember/members/{victim}")
         assert r.status_code == 200, r.text
         assert r.json()["voters"] == rest
         write_range(c.url(leader), 10, 20)
         st = wait_converged(c, rest)
+        # Removed: no longer named to clients, by the leader or the other member.
+        for i in rest:
+            assert handshake_nodes(c.url(i)) == sorted(c.url(j) for j in rest)
         terms = {i: st[i]["term"] for i in rest}
         log_path = os.path.join(c.dir, f"{victim}.log")
         log_start = os.path.getsize(log_path)

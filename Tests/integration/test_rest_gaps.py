@@ -96,3 +96,45 @@ def test_read_over_the_size_limit_is_refused_with_firebases_error(tmp_path):
         assert requests.get(f"{base}/.json").json() == {"big": "small"}
     finally:
         node.stop()
+
+
+def raw_request(port, head, timeout=10):
+    """Sends raw bytes; returns everything the node sent before it closed the connection."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head)
+        data = b""
+        while True:
+            chunk = s.recv(65536)  # a node that neither answers nor closes fails with a timeout
+            if not chunk:
+                return data
+            data += chunk
+
+
+def test_malformed_request_lines_get_400_and_do_not_hold_shutdown(tmp_path):
+    """A request target that does not start with "/" (e.g. a WebSocket client given a URL with no
+    path) is answered 400 {"error"} and the connection closed. It used to get no answer at all,
+    and the open connection kept the node's graceful shutdown from finishing."""
+    import signal
+    import socket
+    from conftest import Node
+    node = Node(data_dir=str(tmp_path / "data")).start()
+    try:
+        upgrade = (b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+        for head in [b"GET ?v=5&ns=x HTTP/1.1\r\nHost: h\r\n" + upgrade + b"\r\n",
+                     b"GET x.json HTTP/1.1\r\nHost: h\r\n\r\n",
+                     b"PUT ?a HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n1"]:
+            answer = raw_request(node.port, head)
+            status, _, body = answer.partition(b"\r\n\r\n")
+            assert status.startswith(b"HTTP/1.1 400"), answer
+            assert "Malformed HTTP request" in json.loads(body)["error"]
+        assert requests.get(f"{node.url}/.json").json() is None  # nothing was written
+        # SIGTERM with such a request open: the node still stops.
+        held = socket.create_connection(("127.0.0.1", node.port))
+        held.sendall(b"GET ?v=5 HTTP/1.1\r\nHost: h\r\n" + upgrade)  # head not even finished
+        node.proc.send_signal(signal.SIGTERM)
+        assert node.proc.wait(timeout=15) == 0
+        held.close()
+    finally:
+        node.stop()

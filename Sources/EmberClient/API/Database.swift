@@ -91,11 +91,8 @@ public final class Database: Sendable {
 
     /// `http://host:port?ns=x` → `ws://host:port/.ws?v=5&ns=x` (reference §6.1).
     static func websocketURL(for url: String) -> String? {
-        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), let host = c.host,
-              scheme == "http" || scheme == "https" || scheme == "ws" || scheme == "wss" else { return nil }
-        let wsScheme = (scheme == "https" || scheme == "wss") ? "wss" : "ws"
-        var s = "\(wsScheme)://\(host)"
-        if let port = c.port { s += ":\(port)" }
+        // The same origin as nodes learned from a handshake (`NodeList`), so they compare equal.
+        guard let c = URLComponents(string: url), var s = NodeList.websocketOrigin(ofClientURL: url) else { return nil }
         s += "/.ws?v=5"
         if let ns = c.queryItems?.first(where: { $0.name == "ns" })?.value, !ns.isEmpty {
             s += "&ns=" + (ns.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? ns)

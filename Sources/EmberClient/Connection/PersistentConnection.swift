@@ -52,6 +52,7 @@ actor PersistentConnection {
         case reconnectTimer(generation: Int)
         case keepAlive(connectionID: Int)
         case getTimeout(id: Int)
+        case handshakeTimeout(connectionID: Int)
         /// A token fetched before connecting (`reconnectGeneration` it was fetched for).
         case tokenFetched(generation: Int, TokenFetch)
         /// A token fetched while connected (a new provider): sent with `auth` at once.
@@ -88,14 +89,19 @@ actor PersistentConnection {
     /// How long a get waits for a connection before failing with `offline` (JS: 3 s).
     static let getConnectTimeout: Duration = .seconds(3)
     static let keepAliveInterval: Duration = .seconds(45)
+    static let defaultHandshakeTimeout: Duration = .seconds(20)
 
     /// The nodes of the database (one URL for a single node). The connection uses one at a time
     /// and moves to the next when a connection attempt fails or an established one drops, so a
     /// client of a cluster survives the death of its node; listens and pending writes are
-    /// re-sent on every connect (`restoreState`).
-    let urls: [String]
-    private var urlIndex = 0
-    var url: String { urls[urlIndex] }
+    /// re-sent on every connect (`restoreState`). Handshakes add the cluster's other nodes
+    /// (`NodeList`), so one URL of a cluster is enough.
+    private(set) var nodes: NodeList
+    var urls: [String] { nodes.all }
+    var url: String { nodes.current }
+    /// How long an opened socket may go without the server's hello before it counts as failed
+    /// (a node that accepts connections but never answers must not hold the client forever).
+    let handshakeTimeout: Duration
     private let transport: any WireTransport
     private weak var delegate: (any ConnectionDelegate)?
     private var backoff: ReconnectBackoff
@@ -122,15 +128,18 @@ actor PersistentConnection {
     private var nextGetID = 0
 
     init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
-         authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil) {
+         authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
+         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout) {
         self.init(urls: [url], transport: transport, policy: policy, delegate: delegate, authToken: authToken,
-                  tokenProvider: tokenProvider)
+                  tokenProvider: tokenProvider, handshakeTimeout: handshakeTimeout)
     }
 
     init(urls: [String], transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
-         authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil) {
+         authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
+         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout) {
         precondition(!urls.isEmpty, "a connection needs at least one URL")
-        self.urls = urls
+        nodes = NodeList(given: urls)
+        self.handshakeTimeout = handshakeTimeout
         self.authToken = authToken
         self.tokenProvider = tokenProvider
         self.transport = transport
@@ -196,6 +205,9 @@ actor PersistentConnection {
             if isConnected {
                 if token == nil { sendRequest("unauth", [:]) { _, _ in } } else { sendAuth() }
             }
+        case .handshakeTimeout(let id):
+            guard case .connecting(let current, _) = state, current == id else { return }
+            closeCurrent()
         case .getTimeout(let id):
             if let get = gets[id], !get.sent {
                 gets[id] = nil
@@ -307,6 +319,11 @@ actor PersistentConnection {
         let inbox = inbox
         let socket = transport.open(url: url) { event in inbox.yield(.transport(connectionID: id, event)) }
         state = .connecting(id: id, socket)
+        let timeout = handshakeTimeout
+        Task {
+            try? await Task.sleep(for: timeout)
+            inbox.yield(.handshakeTimeout(connectionID: id))
+        }
     }
 
     private func closeCurrent() {
@@ -324,7 +341,7 @@ actor PersistentConnection {
         state = .disconnected
         callbacks.removeAll()
         // Next node (round-robin): a dead node's address would only fail again.
-        urlIndex = (urlIndex + 1) % urls.count
+        nodes.advance()
         // A compare-and-set that was sent may or may not have been applied: the transaction
         // code must rerun it, so it fails with `disconnect` instead of being resent.
         for id in writes.keys.sorted() {
@@ -359,8 +376,9 @@ actor PersistentConnection {
     private func receive(_ text: String) {
         guard let message = ServerMessage.parse(text) else { return }
         switch message {
-        case .hello(let timestamp, _, _):
+        case .hello(let timestamp, _, _, let nodes):
             guard case .connecting(let id, let socket) = state else { return }
+            if let nodes { self.nodes.learn(clientURLs: nodes) }
             state = .connected(id: id, socket, since: .now)
             lastSend = .now
             scheduleKeepAlive(id)

@@ -2,8 +2,10 @@ import EmberCore
 
 /// Messages of the Firebase wire protocol v5 as the client sees them (reference §6.2–§6.5).
 enum ServerMessage: Sendable, Equatable {
-    /// Handshake: server time (ms), host and session id.
-    case hello(timestamp: Int64, host: String, sessionID: String)
+    /// Handshake: server time (ms), host, session id, and (Ember extension `en`) the client
+    /// URLs of the cluster's nodes; nil when the server sent none (a single node, a node
+    /// without `--client-urls`, or another Firebase server).
+    case hello(timestamp: Int64, host: String, sessionID: String, nodes: [String]?)
     /// Response to request `r`.
     case response(r: Int64, status: String, data: JSON)
     /// Data push: overwrite (`d`) or merge (`m`) at `path`, optionally for a tagged query.
@@ -31,7 +33,10 @@ enum ServerMessage: Sendable, Equatable {
                 case .double(let x)?: ts = Int64(x)
                 default: ts = 0
                 }
-                return .hello(timestamp: ts, host: h["h"]?.stringValue ?? "", sessionID: h["s"]?.stringValue ?? "")
+                // Non-strings are skipped; `NodeList` bounds and checks the rest.
+                var nodes: [String]? = nil
+                if case .array(let list)? = h["en"] { nodes = list.compactMap(\.stringValue) }
+                return .hello(timestamp: ts, host: h["h"]?.stringValue ?? "", sessionID: h["s"]?.stringValue ?? "", nodes: nodes)
             case "s": return .shutdown(d["d"]?.stringValue ?? "")
             default: return .ignored
             }

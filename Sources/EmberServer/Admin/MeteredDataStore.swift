@@ -49,6 +49,7 @@ final class MeteredDataStore: DataStore {
     func close() { inner.close() }
     func linearizableBarrier() async throws { try await inner.linearizableBarrier() }
     func nodeStatus() throws -> JSON { try inner.nodeStatus() }
+    var memberDirectory: MemberDirectory? { inner.memberDirectory }
     func shutdown() async { await inner.shutdown() }
     func onStateReplaced(_ handler: @escaping @Sendable () -> Void) { inner.onStateReplaced(handler) }
     func setRules(namespace: String, text: String) async throws { try await inner.setRules(namespace: namespace, text: text) }

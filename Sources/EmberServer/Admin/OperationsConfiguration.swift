@@ -13,4 +13,13 @@ public struct OperationsConfiguration: Sendable {
     public var maxConcurrentBackups = 1
 
     public init() {}
+
+    /// The client URLs a WebSocket handshake names (Ember's `en` field), so a client given one
+    /// node finds the others: for each current member (`directory`; nil: every `--client-urls`
+    /// entry) the URL given when it was added, else its `--client-urls` entry; sorted. Only
+    /// configured URLs: a node's listen address may not be reachable by clients.
+    public func handshakeClientURLs(directory: MemberDirectory?) -> [String] {
+        guard let directory else { return Set(memberURLs.values).sorted() }
+        return Set(directory.members.compactMap { id, member in member.url ?? memberURLs[id] }).sorted()
+    }
 }

@@ -9,13 +9,25 @@ public enum OperationsFlags {
         var out: [String: String] = [:]
         for item in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
             let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, ClusterConfiguration.isValidNodeID(parts[0]),
-                  let url = URL(string: parts[1]), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            guard parts.count == 2, isValidClientURL(id: parts[0], url: parts[1]) else {
                 throw ClusterConfigError("invalid --client-urls entry '\(item)': expected id=http(s)://host:port")
             }
             out[parts[0]] = parts[1]
         }
         return out
+    }
+
+    /// The config file's `clientUrls` (`{"n1": "http://a:9001", ...}`), checked as the flag is.
+    public static func checkClientURLs(_ urls: [String: String]) throws -> [String: String] {
+        for (id, url) in urls.sorted(by: { $0.key < $1.key }) where !isValidClientURL(id: id, url: url) {
+            throw ClusterConfigError("invalid clientUrls entry \(id): '\(url)': expected a node id and http(s)://host:port")
+        }
+        return urls
+    }
+
+    private static func isValidClientURL(id: String, url: String) -> Bool {
+        guard ClusterConfiguration.isValidNodeID(id), let u = URL(string: url) else { return false }
+        return (u.scheme == "http" || u.scheme == "https") && u.host != nil
     }
 
     /// `--check-config`: validates what a start would (cluster settings and TLS material load)

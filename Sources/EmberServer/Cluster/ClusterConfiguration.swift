@@ -130,8 +130,8 @@ public struct ClusterConfigError: Error, CustomStringConvertible, Sendable {
 /// `{"nodeId":"n1","peerAddress":"127.0.0.1:7001","peers":{"n1":"127.0.0.1:7001","n2":"127.0.0.1:7002"},
 ///   "peerTlsCert":"n1.pem","peerTlsKey":"n1.key","peerTlsCa":"ca.pem"}`, plus optionally
 /// `"tlsCert"`/`"tlsKey"`/`"tlsCa"` for client HTTPS/WSS (the flags' names without dashes, as in
-/// etcd: `tls*` faces clients, `peerTls*` the peers). Relative paths are resolved against the
-/// file's directory.
+/// etcd: `tls*` faces clients, `peerTls*` the peers) and `"clientUrls"`. Relative paths are
+/// resolved against the file's directory.
 public struct ClusterConfigFile: Codable, Sendable {
     public var nodeId: String?
     public var peerAddress: String?
@@ -144,6 +144,8 @@ public struct ClusterConfigFile: Codable, Sendable {
     public var tlsCert: String?
     public var tlsKey: String?
     public var tlsCa: String?
+    /// Client URLs of the members (`--client-urls`): `{"n1": "http://10.0.0.1:9000", ...}`.
+    public var clientUrls: [String: String]?
 
     public static func load(path: String) throws -> ClusterConfigFile {
         let data: Data

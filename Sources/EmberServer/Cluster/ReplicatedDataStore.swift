@@ -186,6 +186,11 @@ public final class ReplicatedDataStore: DataStore {
         }
     }
 
+    public var memberDirectory: MemberDirectory? {
+        let directory = host.publishedDirectory.withLock { $0 }
+        return directory.members.isEmpty ? nil : directory
+    }
+
     public func nodeStatus() throws -> JSON {
         let s = host.status
         var out: [String: JSON] = [

@@ -26,7 +26,10 @@ struct RequestHeadLimitChannel<Base: ServerChildChannel>: ServerChildChannel {
     }
 }
 
-/// Passes everything through; answers `HTTPParserError.headerOverflow` once and closes.
+/// Passes everything through; answers an HTTP parser error once and closes: 414 for
+/// `headerOverflow`, 400 for the others (e.g. a request target that does not start with `/`).
+/// Without an answer the client waited forever and the open connection held the node's
+/// graceful shutdown.
 final class HeadOverflowResponder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     typealias OutboundOut = HTTPServerResponsePart
@@ -38,18 +41,20 @@ final class HeadOverflowResponder: ChannelInboundHandler, RemovableChannelHandle
     private var answered = false
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard let e = error as? HTTPParserError, e == .headerOverflow else {
+        guard let e = error as? HTTPParserError else {
             context.fireErrorCaught(error)
             return
         }
         if answered { return }
         answered = true
-        let body = JSON.object(["error": .string(Self.message)]).serialized()
+        let overflow = e == .headerOverflow
+        let message = overflow ? Self.message : "Malformed HTTP request (\(e)): expected METHOD /path HTTP/1.1"
+        let body = JSON.object(["error": .string(message)]).serialized()
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: "application/json; charset=utf-8")
         headers.add(name: "content-length", value: String(body.utf8.count))
         headers.add(name: "connection", value: "close")
-        let head = HTTPResponseHead(version: .http1_1, status: .uriTooLong, headers: headers)
+        let head = HTTPResponseHead(version: .http1_1, status: overflow ? .uriTooLong : .badRequest, headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
         let channel = context.channel

@@ -49,7 +49,8 @@ enum WebSocketGlue {
         let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock, reads: node.reads,
                                       addressRate: node.rest.addressRequestRate,
                                       pipeline: WirePipeline(store: node.store, session: session))
-        session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id))
+        let nodes = node.config.operations.handshakeClientURLs(directory: node.store.memberDirectory)
+        session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id, nodes: nodes))
         await withTaskGroup(of: Void.self) { group in
             // Writer: drains the session's ordered queue to the socket.
             group.addTask {

@@ -2,10 +2,13 @@ import EmberCore
 
 /// Builders for server→client messages of the wire protocol (reference §6.2–§6.5).
 enum WireMessages {
-    static func hello(timestamp: Int64, host: String, session: String) -> JSON {
-        .object(["t": .string("c"), "d": .object(["t": .string("h"), "d": .object([
-            "ts": .int(timestamp), "v": .string("5"), "h": .string(host), "s": .string(session),
-        ])])])
+    /// `nodes`: the client URLs of the cluster's members (`--client-urls`), sent as the Ember
+    /// extension `en` (only when there are some) so a client given one URL learns where to go
+    /// when its node dies. Firebase SDKs read `ts`, `v`, `h`, `s` and ignore other fields.
+    static func hello(timestamp: Int64, host: String, session: String, nodes: [String] = []) -> JSON {
+        var d: [String: JSON] = ["ts": .int(timestamp), "v": .string("5"), "h": .string(host), "s": .string(session)]
+        if !nodes.isEmpty { d["en"] = .array(nodes.map { .string($0) }) }
+        return .object(["t": .string("c"), "d": .object(["t": .string("h"), "d": .object(d)])])
     }
 
     static let pong: JSON = .object(["t": .string("c"), "d": .object(["t": .string("o"), "d": .object([:])])])
