@@ -188,17 +188,26 @@ struct JSONParser {
     mutating func parseString() throws(EmberError) -> String {
         i += 1  // opening quote
         let start = i
+        var ascii = true
         // Fast path: no escapes.
         while i < bytes.count {
             let c = bytes[i]
             if c == UInt8(ascii: "\"") {
-                let slice = bytes[start..<i]
+                let end = i
                 i += 1
-                guard let s = String(validating: slice, as: UTF8.self) else { throw fail("invalid UTF-8") }
+                // Through a buffer pointer, not a generic slice: this runs for every key and
+                // string of every request. ASCII needs no validation; anything else must be
+                // valid UTF-8 (refused, not repaired).
+                let s: String? = bytes.withUnsafeBufferPointer { all in
+                    let run = UnsafeBufferPointer(rebasing: all[start..<end])
+                    return ascii ? String(decoding: run, as: UTF8.self) : String(validating: run, as: UTF8.self)
+                }
+                guard let s else { throw fail("invalid UTF-8") }
                 return s
             }
             if c == UInt8(ascii: "\\") { break }
             if c < 0x20 { throw fail("control character in string") }
+            if c >= 0x80 { ascii = false }
             i += 1
         }
         var buf = Array(bytes[start..<i])

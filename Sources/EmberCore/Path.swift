@@ -22,11 +22,26 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
         self.segments = segs
     }
 
-    /// The parts of `s` between slashes, split by Unicode scalar rather than by Character: a key
-    /// may start with a combining mark, which Swift joins with the slash before it into one
-    /// Character, so a Character split would not see that slash (found by `FuzzPath`).
+    /// The parts of `s` between slashes, split at the byte 0x2F of its UTF-8 rather than by
+    /// Character: a key may start with a combining mark, which Swift joins with the slash before
+    /// it into one Character, so a Character split would not see that slash (found by
+    /// `FuzzPath`). In UTF-8 that byte is always a whole "/" scalar, so every cut is a scalar
+    /// boundary; bytes, unlike a generic split over scalars, cost no per-call generic lookups
+    /// (this runs for every request's path).
     public static func slashSegments(_ s: Substring) -> [Substring] {
-        s.unicodeScalars.split(separator: "/", omittingEmptySubsequences: true).map { Substring($0) }
+        var out: [Substring] = []
+        let u = s.utf8
+        var start = u.startIndex
+        var i = start
+        while i != u.endIndex {
+            if u[i] == UInt8(ascii: "/") {
+                if start != i { out.append(s[start..<i]) }
+                start = u.index(after: i)
+            }
+            i = u.index(after: i)
+        }
+        if start != u.endIndex { out.append(s[start..<u.endIndex]) }
+        return out
     }
 
     public static func slashSegments(_ s: String) -> [Substring] { slashSegments(s[...]) }

@@ -116,6 +116,7 @@ struct WriteBench: AsyncParsableCommand {
         print("ember-bench: \(shape), \(valueSize)-byte values, \(duration) s per run, load average \(loadAverage())"
               + (rules.map { ", rules \($0)" } ?? "") + (prefill > 0 ? ", \(prefill) other leaves" : ""))
         let cpu0 = emberProcess.map { processCPUSeconds($0.processIdentifier) } ?? 0
+        let own0 = processCPUSeconds(getpid()), machine0 = MachineCPU.now()
         let ember: HTTPLoad.Result
         switch `protocol` {
         case .rest:
@@ -136,6 +137,12 @@ struct WriteBench: AsyncParsableCommand {
             print(String(format: "emberd CPU %.2f s over the run = %.1f µs per acknowledged write (%d incl. warm-up); load average %@",
                          cpu, cpu * 1e6 / Double(max(1, ember.total)), ember.total, loadAverage()))
         }
+        // Everything shares the machine's cores: say how busy they were and what the load
+        // generator itself cost, so a CPU-bound run is recognisable as one.
+        let own = processCPUSeconds(getpid()) - own0
+        let machine = MachineCPU.now().busy(since: machine0)
+        print(String(format: "load generator CPU %.1f µs per write; machine CPU busy %.0f%% of %d cores over the run",
+                     own * 1e6 / Double(max(1, ember.total)), machine * 100, MachineCPU.cores))
         guard compareEtcd else { return }
         let etcdPort = 22_379 + Int.random(in: 0..<1000)
         let dir = NSTemporaryDirectory() + "etcd-bench-\(UUID().uuidString)"
@@ -182,6 +189,29 @@ struct WriteBench: AsyncParsableCommand {
 }
 
 /// CPU seconds (user + system) process `pid` has used so far (from /proc).
+/// Aggregate CPU time of the machine from /proc/stat (jiffies): busy and total.
+struct MachineCPU {
+    var busy: Double = 0
+    var total: Double = 0
+    static let cores = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+
+    static func now() -> MachineCPU {
+        guard let s = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = s.split(separator: "\n").first, line.hasPrefix("cpu ") else { return MachineCPU() }
+        let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard f.count >= 5 else { return MachineCPU() }
+        let idle = f[3] + f[4]  // idle + iowait
+        let total = f.prefix(8).reduce(0, +)
+        return MachineCPU(busy: total - idle, total: total)
+    }
+
+    /// Fraction of all cores busy since `earlier`.
+    func busy(since earlier: MachineCPU) -> Double {
+        let t = total - earlier.total
+        return t > 0 ? (busy - earlier.busy) / t : 0
+    }
+}
+
 func processCPUSeconds(_ pid: Int32) -> Double {
     guard let s = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
           let close = s.lastIndex(of: ")") else { return 0 }
