@@ -62,9 +62,11 @@ struct Tables {
     /// The subtree at `key` (a tree key): one cursor range scan, refused once it has scanned
     /// more than `maxBytes` of stored keys and values.
     func readNode(_ t: Txn, key: [UInt8], maxBytes: Int = .max) throws -> Node {
-        // A long key's records sit in an overflow group that a scan reads whole; a leaf has no
-        // descendants, so when there is one a point read answers.
-        if key.count > SplitTable.inlineBytes, let v = try t.get(treeS, key), case .leaf(let l, let p) = try TreeRecord.decode(v) {
+        // A leaf has no descendants, so when there is one a point read answers: cheaper than a
+        // cursor scan (no cursor, no builder) for the common overwrite of a leaf, and for a long
+        // key it spares reading its whole overflow group.
+        if let v = try t.get(treeS, key), case .leaf(let l, let p) = try TreeRecord.decode(v) {
+            if key.count + v.count > maxBytes { throw StorageError.readTooLarge(limit: maxBytes) }
             return Node(l, priority: p)
         }
         let root = Builder()
