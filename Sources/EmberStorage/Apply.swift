@@ -119,7 +119,7 @@ struct Applier {
         let key = EncodedPath(ns, path)
         let stored = try tables.version(t, key)
         guard let pending, !pending.isEmpty else { return stored }
-        return max(stored, pending.sub[key.bytes] ?? 0)
+        return max(stored, pending.sub(of: key.bytes) ?? 0)
     }
 
     /// nil when the condition holds; otherwise the current version.
@@ -148,7 +148,8 @@ struct Applier {
         let key = encoded.bytes
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
         var leafAncestor: (key: [UInt8], record: [UInt8])? = nil
-        if !node.isEmpty && !path.isRoot {
+        // Data at `path` means its ancestors have a child: none of them is a leaf.
+        if !node.isEmpty && !path.isRoot && old.isEmpty {
             leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
         }
         if leafAncestor == nil && Self.identical(node, old) { return false }

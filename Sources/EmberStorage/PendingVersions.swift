@@ -31,13 +31,23 @@ struct EncodedPath {
 /// see them through `Applier.version`. Not used with nested transactions: an entry rolled back
 /// there would leave its raises behind.
 final class PendingVersions {
-    private(set) var sub: [[UInt8]: UInt64] = [:]
+    /// A key hashed as one run of bytes (`[UInt8]`'s own hashing feeds the hasher byte by byte,
+    /// which dominated this table's cost).
+    struct Key: Hashable {
+        let bytes: [UInt8]
+        func hash(into h: inout Hasher) { bytes.withUnsafeBytes { h.combine(bytes: $0) } }
+    }
+
+    private(set) var sub: [Key: UInt64] = [:]
     var isEmpty: Bool { sub.isEmpty }
+
+    func sub(of key: [UInt8]) -> UInt64? { sub[Key(bytes: key)] }
 
     /// Entries apply in index order, so the latest raise is the largest.
     func raise(_ key: [UInt8], to index: UInt64) {
-        assert((sub[key] ?? 0) <= index, "versions only grow within a transaction")
-        sub[key] = index
+        let k = Key(bytes: key)
+        assert((sub[k] ?? 0) <= index, "versions only grow within a transaction")
+        sub[k] = index
     }
 
     /// A write at `key` put its own record (its index, the newest) and deleted every record below
@@ -45,15 +55,15 @@ final class PendingVersions {
     /// ancestor of an earlier write, which makes `key` one too: unless `key` is pending, there is
     /// nothing to drop (the common case costs one lookup).
     func wroteAt(_ key: [UInt8]) {
-        guard sub[key] != nil else { return }
-        sub = sub.filter { !bytesStart($0.key, with: key) }
+        guard sub[Key(bytes: key)] != nil else { return }
+        sub = sub.filter { !bytesStart($0.key.bytes, with: key) }
     }
 
     /// Writes the raised versions (keeping each record's `at`), in key order.
     func flush(_ tables: Tables, _ t: Txn) throws {
-        for key in sub.keys.sorted(by: bytesLess) {
-            let r = try tables.versionRecord(t, key)
-            try tables.putVersion(t, key, sub: max(r.sub, sub[key]!), at: r.at)
+        for key in sub.keys.sorted(by: { bytesLess($0.bytes, $1.bytes) }) {
+            let r = try tables.versionRecord(t, key.bytes)
+            try tables.putVersion(t, key.bytes, sub: max(r.sub, sub[key]!), at: r.at)
         }
         sub.removeAll(keepingCapacity: true)
     }
