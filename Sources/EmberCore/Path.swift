@@ -12,8 +12,10 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
     /// Parses a slash-separated path ("/a/b", "a/b/", "") and validates every key and the depth.
     /// Empty segments are ignored, as Firebase does for `//` and trailing slashes.
     public init(_ string: String) throws(EmberError) {
+        let parts = Path.slashSegments(string)
         var segs: [String] = []
-        for part in Path.slashSegments(string) {
+        segs.reserveCapacity(parts.count)
+        for part in parts {
             let key = String(part)
             try Key.validate(key)
             segs.append(key)
@@ -30,6 +32,7 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
     /// (this runs for every request's path).
     public static func slashSegments(_ s: Substring) -> [Substring] {
         var out: [Substring] = []
+        out.reserveCapacity(8)  // one allocation for typical depths, not one per doubling
         let u = s.utf8
         var start = u.startIndex
         var i = start
