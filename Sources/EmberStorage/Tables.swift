@@ -4,7 +4,8 @@ import EmberCore
 /// Named databases of the environment and the record logic shared by readers and the writer.
 ///
 /// * `tree`:   ns\0 + path encoding → `TreeRecord` (leaves; interior priorities at the node's own key)
-/// * `ver`:    ns\0 + path encoding → sub (u64) + at (u64), see `version`
+/// * `ver`:    ns\0 + path encoding → sub (u64) + at (u64), see `version` (a leaf written at its own
+///   path keeps both in its tree record instead: `TreeRecord.leaf(_:_:version:)`)
 /// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → child key offset (u16) + exact index value
 /// * `idxrev`: ns\0 + def id (8) + location encoding + child segment → the `idx` key (to find the old entry)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`

@@ -97,3 +97,36 @@ import Testing
         try check(s, results)
     }
 }
+
+/// Data directories written before leaves kept their versions: a leaf record without one (tag 1)
+/// and its version row. Their versions read as before, and rewriting such a leaf moves its version
+/// into its record and drops the row.
+@Suite struct OldFormatVersionTests {
+    @Test func leavesWithVersionRowsReadAndMigrateOnWrite() async throws {
+        let s = try openStore()
+        try await s.set("/a/other", "1")                                          // 1
+        try await s.set("/z", "1")                                                // 2
+        // An old-format leaf /a/b, as if written by entry 2.
+        try await s.perform { w in
+            try w.writeTxn { t in
+                let key = EncodedPath("t", p("/a/b"))
+                try t.put(w.tables.treeS, key.bytes, TreeRecord.leaf(.int(5), nil).encoded)
+                try w.tables.putVersion(t, key.bytes, sub: 2, at: 2)
+                try w.tables.putVersion(t, key.ancestor(1), sub: 2, at: 0)
+            }
+        }
+        #expect(try s.get("/a/b") == n("5"))
+        #expect(try s.ver("/a/b") == 2 && s.ver("/a") == 2 && s.ver("/a/b/c") == 2 && s.ver("/a/other") == 1)
+        func verRow(_ path: String) throws -> Bool {
+            try s.withRead { t in try t.get(s.tables.verS, EncodedPath("t", p(path)).bytes) != nil }
+        }
+        #expect(try verRow("/a/b"))
+        let r = try await s.set("/a/b", "6")                                      // 3
+        #expect(r.version == 3 && r.index == 3)
+        #expect(try s.ver("/a/b") == 3 && s.ver("/a") == 3 && s.ver("/a/other") == 1)
+        #expect(try !verRow("/a/b"))  // moved into the record
+        // Converting the leaf into an object keeps its version as the node's own.
+        try await s.set("/a/b/c", "1")                                            // 4
+        #expect(try s.ver("/a/b/d") == 3 && s.ver("/a/b") == 4 && s.ver("/a/b/c") == 4)
+    }
+}
