@@ -27,6 +27,9 @@ struct LoadOptions: ParsableArguments {
 
     @Option(help: "Value size in bytes.")
     var valueSize = 16
+
+    @Flag(help: "Every write creates a new key, in increasing key order (as pushes do); default: each client rewrites 1,000 keys in turn.")
+    var inserts = false
 }
 
 /// Load generator: N concurrent clients of small durable writes against an Ember node, and the
@@ -68,6 +71,7 @@ struct WriteBench: AsyncParsableCommand {
     var clients: Int { load.clients }
     var duration: Double { load.duration }
     var valueSize: Int { load.valueSize }
+    var inserts: Bool { load.inserts }
     var emberd: String { load.emberd }
     var etcd: String { load.etcd }
     var driver: HTTPLoad { HTTPLoad(clients: clients, duration: duration) }
@@ -113,7 +117,8 @@ struct WriteBench: AsyncParsableCommand {
         let shape = `protocol` == .ws
             ? "\(clients) WebSocket connections (wire protocol v5) x \(pipeline) outstanding `p` requests each"
             : "\(clients) HTTP/1.1 clients (one PUT per request)"
-        print("ember-bench: \(shape), \(valueSize)-byte values, \(duration) s per run, load average \(loadAverage())"
+        print("ember-bench: \(shape), \(inserts ? "a new key per write (increasing)" : "1,000 keys per client rewritten"), "
+              + "\(valueSize)-byte values, \(duration) s per run, load average \(loadAverage())"
               + (rules.map { ", rules \($0)" } ?? "") + (prefill > 0 ? ", \(prefill) other leaves" : ""))
         let cpu0 = emberProcess.map { processCPUSeconds($0.processIdentifier) } ?? 0
         let own0 = processCPUSeconds(getpid()), machine0 = MachineCPU.now()
@@ -121,7 +126,7 @@ struct WriteBench: AsyncParsableCommand {
         switch `protocol` {
         case .rest:
             ember = try await driver.load(http, name: "ember") { worker, i in
-                var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/k\(i % 1000).json?print=silent\(authParam)")
+                var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/\(benchKey(i, inserts: inserts)).json?print=silent\(authParam)")
                 r.method = .PUT
                 r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
                 return r
@@ -129,7 +134,7 @@ struct WriteBench: AsyncParsableCommand {
         case .ws:
             let ws = base.replacingOccurrences(of: "http://", with: "ws://")
             ember = try await WireWriteLoad(url: ws + "/.ws?v=5&ns=bench", connections: clients, pipeline: pipeline,
-                                            duration: duration, valueSize: valueSize).run(name: "ember")
+                                            duration: duration, valueSize: valueSize, inserts: inserts).run(name: "ember")
         }
         ember.print()
         if let p = emberProcess {
@@ -169,7 +174,7 @@ struct WriteBench: AsyncParsableCommand {
             etcdResult = try await etcdDriver.load(etcdHTTP, name: "etcd") { worker, i in
                 var r = HTTPClientRequest(url: "http://127.0.0.1:\(etcdPort)/v3/kv/put")
                 r.method = .POST
-                let key = Data("/bench/w\(worker % clients)/k\((i * pipeline + worker / clients) % 1000)".utf8).base64EncodedString()
+                let key = Data("/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: inserts))".utf8).base64EncodedString()
                 let b64value = Data(("\"" + benchValue(i, size: valueSize) + "\"").utf8).base64EncodedString()
                 r.body = .bytes(ByteBuffer(string: #"{"key":"\#(key)","value":"\#(b64value)"}"#))
                 return r

@@ -24,6 +24,9 @@ struct StorageBench: AsyncParsableCommand {
     @Option(help: "Value size in bytes.")
     var valueSize = 16
 
+    @Flag(help: "Timed runs: every write creates a new key, in increasing key order (as pushes do); default: each submitter rewrites 1,000 keys in turn.")
+    var inserts = false
+
     @Option(help: "Group commit: most writes per LMDB transaction (StoreOptions.maxBatchEntries; default as emberd's).")
     var maxBatchEntries = StoreOptions().maxBatchEntries
 
@@ -80,7 +83,8 @@ struct StorageBench: AsyncParsableCommand {
     }
 
     var describe: String {
-        "\(valueSize)-byte values, \(longPaths ? "long paths (~1.3 KB tree keys, overflow tables)" : "short paths"), "
+        (writes == nil ? (inserts ? "a new key per write (increasing), " : "1,000 keys per submitter rewritten, ") : "")
+            + "\(valueSize)-byte values, \(longPaths ? "long paths (~1.3 KB tree keys, overflow tables)" : "short paths"), "
             + (noSync ? "not durable (MDB_NOSYNC)" : "durable (fsync per commit)") + ", at most \(maxBatchEntries) writes per commit"
     }
 
@@ -102,7 +106,7 @@ struct StorageBench: AsyncParsableCommand {
                         var ok = 0, errors = 0, i = 0
                         while ContinuousClock.now < end {
                             let t0 = ContinuousClock.now
-                            let path = Path(validated: prefix + ["bench", "w\(w)", "k\(i % 1000)"])
+                            let path = Path(validated: prefix + ["bench", "w\(w)", benchKey(i, inserts: inserts)])
                             do {
                                 _ = try await store.submit(namespace: "bench", .set(path: path, value: .string(benchValue(i, size: valueSize)), condition: nil))
                                 ok += 1
@@ -121,7 +125,7 @@ struct StorageBench: AsyncParsableCommand {
         } else {
             let timing = PipelinedSubmitter.Timing(measureFrom: measureFrom, end: end)
             let subs = (0..<submitters).map {
-                PipelinedSubmitter(store: store, worker: $0, depth: pipeline, prefix: prefix, valueSize: valueSize, timing: timing)
+                PipelinedSubmitter(store: store, worker: $0, depth: pipeline, prefix: prefix, valueSize: valueSize, inserts: inserts, timing: timing)
             }
             for s in subs { s.start() }
             results = await withTaskGroup(of: (lat: [Double], ok: Int, errors: Int).self) { group in
@@ -175,15 +179,17 @@ final class PipelinedSubmitter: CommitSink, @unchecked Sendable {
     let depth: Int
     let prefix: [String]
     let valueSize: Int
+    let inserts: Bool
     let timing: Timing
     private let state = Mutex(State())
 
-    init(store: EmberStore, worker: Int, depth: Int, prefix: [String], valueSize: Int, timing: Timing) {
+    init(store: EmberStore, worker: Int, depth: Int, prefix: [String], valueSize: Int, inserts: Bool, timing: Timing) {
         self.store = store
         self.worker = worker
         self.depth = depth
         self.prefix = prefix
         self.valueSize = valueSize
+        self.inserts = inserts
         self.timing = timing
     }
 
@@ -197,7 +203,7 @@ final class PipelinedSubmitter: CommitSink, @unchecked Sendable {
                 let tag = s.next
                 s.next += 1
                 s.sent[tag] = now
-                let path = Path(validated: prefix + ["bench", "w\(worker)", "k\(tag % 1000)"])
+                let path = Path(validated: prefix + ["bench", "w\(worker)", benchKey(Int(tag), inserts: inserts)])
                 return PipelinedWrite(namespace: "bench", operation: .set(path: path, value: .string(benchValue(Int(tag), size: valueSize)), condition: nil), tag: tag)
             }
         }

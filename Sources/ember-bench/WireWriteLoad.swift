@@ -17,6 +17,7 @@ struct WireWriteLoad {
     let pipeline: Int
     let duration: Double
     let valueSize: Int
+    let inserts: Bool
 
     func run(name: String) async throws -> HTTPLoad.Result {
         guard let u = URL(string: url), let host = u.host, let port = u.port else { throw ValidationError("bad URL \(url)") }
@@ -31,7 +32,7 @@ struct WireWriteLoad {
             let loop = group.next()
             let promise = loop.makePromise(of: WireLoadHandler.Outcome.self)
             let handler = WireLoadHandler(host: "\(host):\(port)", target: target, connection: c, pipeline: pipeline,
-                                          valueSize: valueSize, timing: timing, done: promise)
+                                          valueSize: valueSize, inserts: inserts, timing: timing, done: promise)
             let connect = ClientBootstrap(group: loop)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { ch in ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(handler) } }
@@ -80,6 +81,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     let connection: Int
     let pipeline: Int
     let valueSize: Int
+    let inserts: Bool
     let timing: Timing
     let done: EventLoopPromise<Outcome>
 
@@ -93,13 +95,14 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     private var outcome = Outcome()
     private var needsFlush = false
 
-    init(host: String, target: String, connection: Int, pipeline: Int, valueSize: Int, timing: Timing,
+    init(host: String, target: String, connection: Int, pipeline: Int, valueSize: Int, inserts: Bool, timing: Timing,
          done: EventLoopPromise<Outcome>) {
         self.host = host
         self.target = target
         self.connection = connection
         self.pipeline = pipeline
         self.valueSize = valueSize
+        self.inserts = inserts
         self.timing = timing
         self.done = done
     }
@@ -209,8 +212,8 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     private func sendWrite(_ context: ChannelHandlerContext) {
         let r = nextR
         nextR += 1
-        let text = #"{"t":"d","d":{"r":"# + String(r) + #","a":"p","b":{"p":"bench/w"# + String(connection) + "/k"
-            + String(r % 1000) + #"","d":""# + benchValue(Int(r), size: valueSize) + #""}}}"#
+        let text = #"{"t":"d","d":{"r":"# + String(r) + #","a":"p","b":{"p":"bench/w"# + String(connection) + "/"
+            + benchKey(Int(r), inserts: inserts) + #"","d":""# + benchValue(Int(r), size: valueSize) + #""}}}"#
         inflight.append((r, .now()))
         send(context, opcode: 0x1, context.channel.allocator.buffer(string: text))
     }
