@@ -67,16 +67,6 @@ import Testing
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }
 
-    func request(_ r: Int, _ action: String, _ body: String) -> String {
-        #"{"t":"d","d":{"r":\#(r),"a":"\#(action)","b":\#(body)}}"#
-    }
-
-    func response(_ m: JSON) -> (r: Int64, status: String, data: JSON)? {
-        guard case .int(let r)? = m.objectValue?["d"]?.objectValue?["r"],
-              let b = m.objectValue?["d"]?.objectValue?["b"]?.objectValue, let s = b["s"]?.stringValue else { return nil }
-        return (r, s, b["d"] ?? .null)
-    }
-
     @Test func aFullReadPoolRefusesReadsButWritesGoOnAndQueuedReadsAreAnswered() async throws {
         let node = try Self.makeNode(threads: 2, maxQueued: 1)
         defer { node.store.close() }
@@ -99,9 +89,9 @@ import Testing
         let session = node.realtime.open(id: UUID().uuidString, namespace: "ns")!
         let wire = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock,
                                    reads: node.reads, pipeline: WirePipeline(store: node.store, session: session))
-        await wire.handle(request(1, "g", #"{"p":"a","q":{}}"#))
-        await wire.handle(request(2, "q", #"{"p":"a","h":""}"#))
-        let refusals = await drain(session, 2).compactMap(response)
+        await wire.handle(wireRequest(1, "g", #"{"p":"a","q":{}}"#))
+        await wire.handle(wireRequest(2, "q", #"{"p":"a","h":""}"#))
+        let refusals = await drain(session, 2).compactMap(wireResponse)
         #expect(refusals.map(\.r) == [1, 2])
         #expect(refusals.map(\.status) == ["unavailable", "unavailable"])
         #expect(refusals.first?.data == .string(node.reads.refusal))
@@ -109,8 +99,8 @@ import Testing
         // Writes do not wait for reads: REST and wire writes are answered while every read
         // thread is held and the queued GET cannot have been served.
         #expect(await Self.rest(node, .put, "/a/x.json?ns=ns", body: "2").status == 200)
-        await wire.handle(request(3, "p", #"{"p":"a/y","d":3}"#))
-        let ack = await drain(session, 1).compactMap(response).first
+        await wire.handle(wireRequest(3, "p", #"{"p":"a/y","d":3}"#))
+        let ack = await drain(session, 1).compactMap(wireResponse).first
         #expect(ack?.r == 3 && ack?.status == "ok")
         #expect(node.reads.inFlight == 3)
 
@@ -121,10 +111,10 @@ import Testing
         #expect(served.status == 200)
         #expect(try JSON.parse(served.text) == .object(["x": .int(2), "y": .int(3)]))
         // The refused listen can be made again: initial data, then ok.
-        await wire.handle(request(4, "q", #"{"p":"a","h":""}"#))
+        await wire.handle(wireRequest(4, "q", #"{"p":"a","h":""}"#))
         let listen = await drain(session, 2)
         #expect(listen[0].objectValue?["d"]?.objectValue?["b"]?.objectValue?["d"] == .object(["x": .int(2), "y": .int(3)]))
-        let ok = response(listen[1])
+        let ok = wireResponse(listen[1])
         #expect(ok?.r == 4 && ok?.status == "ok")
         #expect(node.reads.inFlight == 0)
         await node.reads.shutdown()

@@ -26,17 +26,6 @@ import Testing
         return (session, handler)
     }
 
-    func request(_ r: Int, _ action: String, _ body: String) -> String {
-        #"{"t":"d","d":{"r":\#(r),"a":"\#(action)","b":\#(body)}}"#
-    }
-
-
-    func response(_ m: JSON) -> (r: Int64, status: String, data: JSON)? {
-        guard case .int(let r)? = m.objectValue?["d"]?.objectValue?["r"],
-              let b = m.objectValue?["d"]?.objectValue?["b"]?.objectValue, let s = b["s"]?.stringValue else { return nil }
-        return (r, s, b["d"] ?? .null)
-    }
-
     @Test func writesAreAnsweredInRequestOrderWithTheirOwnStatus() async throws {
         let (node, _) = try OperationsTests.makeNode()
         #expect(node.store.pipelinedWriter(sink: WireResponses(session: RealtimeSession(id: "x", namespace: "ns", limits: .init()), limit: 1)) != nil)
@@ -45,19 +34,19 @@ import Testing
         for r in 1...200 {
             switch r {
             case 50:
-                await handler.handle(request(r, "p", #"{"p":"c/bad","d":{"a.b":1}}"#)); want[50] = "invalid_data"
+                await handler.handle(wireRequest(r, "p", #"{"p":"c/bad","d":{"a.b":1}}"#)); want[50] = "invalid_data"
             case 120:
-                await handler.handle(request(r, "p", #"{"p":"c/k1","d":0,"h":"wrong"}"#)); want[120] = "datastale"
+                await handler.handle(wireRequest(r, "p", #"{"p":"c/k1","d":0,"h":"wrong"}"#)); want[120] = "datastale"
             case 150:
-                await handler.handle(request(r, "m", #"{"p":"c","d":{"m":150}}"#)); want[150] = "ok"
+                await handler.handle(wireRequest(r, "m", #"{"p":"c","d":{"m":150}}"#)); want[150] = "ok"
             default:
-                await handler.handle(request(r, "p", #"{"p":"c/k\#(r % 7)","d":\#(r)}"#)); want[Int64(r)] = "ok"
+                await handler.handle(wireRequest(r, "p", #"{"p":"c/k\#(r % 7)","d":\#(r)}"#)); want[Int64(r)] = "ok"
             }
         }
         // Waits for the 200 writes before it, so it reads their result.
-        await handler.handle(request(201, "g", #"{"p":"c/k3","q":{}}"#))
+        await handler.handle(wireRequest(201, "g", #"{"p":"c/k3","q":{}}"#))
         let messages = await drain(session, 201)
-        let responses = messages.compactMap(response)
+        let responses = messages.compactMap(wireResponse)
         #expect(responses.map(\.r) == (1...201).map { Int64($0) })
         #expect(Dictionary(uniqueKeysWithValues: responses.dropLast().map { ($0.r, $0.status) }) == want)
         #expect(responses.last?.status == "ok" && responses.last?.data == .int(199))
@@ -70,14 +59,14 @@ import Testing
     @Test func aListenerGetsTheChangeBeforeTheWriterItsAck() async throws {
         let (node, _) = try OperationsTests.makeNode()
         let (session, handler) = connect(node)
-        await handler.handle(request(1, "q", #"{"p":"/room","h":""}"#))
-        for r in 2...21 { await handler.handle(request(r, "p", #"{"p":"room/x","d":\#(r)}"#)) }
+        await handler.handle(wireRequest(1, "q", #"{"p":"/room","h":""}"#))
+        for r in 2...21 { await handler.handle(wireRequest(r, "p", #"{"p":"room/x","d":\#(r)}"#)) }
         // Initial data + ok, then a push and an ack per write: each write's push before its ack
         // (a commit of several writes sends its pushes, then its acks), acks in request order.
         let messages = await drain(session, 2 + 40)
         var pushAt: [Int64: Int] = [:], ackAt: [Int64: Int] = [:]
         for (i, m) in messages.enumerated().dropFirst(2) {
-            if let resp = response(m) {
+            if let resp = wireResponse(m) {
                 #expect(resp.status == "ok")
                 ackAt[resp.r] = i
             } else if case .int(let v)? = m.objectValue?["d"]?.objectValue?["b"]?.objectValue?["d"] {
@@ -93,8 +82,8 @@ import Testing
         let (node, _) = try OperationsTests.makeNode()
         let (session, handler) = connect(node) { $0.maxPipelinedWrites = 3 }
         let reader = Task { await drain(session, 100) }
-        for r in 1...100 { await handler.handle(request(r, "p", #"{"p":"lim/k\#(r % 5)","d":\#(r)}"#)) }
-        let responses = await reader.value.compactMap(response)
+        for r in 1...100 { await handler.handle(wireRequest(r, "p", #"{"p":"lim/k\#(r % 5)","d":\#(r)}"#)) }
+        let responses = await reader.value.compactMap(wireResponse)
         #expect(responses.map(\.r) == (1...100).map { Int64($0) })
         #expect(responses.allSatisfy { $0.status == "ok" })
         #expect(try node.store.read(namespace: "ns", path: Path("lim/k0")).node == Node(.int(100)))
