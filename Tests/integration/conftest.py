@@ -64,8 +64,9 @@ class Node:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"emberd exited with {self.proc.returncode}; log {self.data_dir}.log")
             try:
-                # 401: up, but the rules refuse anonymous reads of the root.
-                if requests.get(self.url + "/.json", timeout=1).status_code in (200, 401):
+                # 401: up, but the rules refuse anonymous reads of the root. Shallow: a restarted
+                # node may hold more data than a debug build serialises within the poll's timeout.
+                if requests.get(self.url + "/.json?shallow=true", timeout=1).status_code in (200, 401):
                     return self
             except requests.RequestException:
                 pass
