@@ -80,8 +80,10 @@ public final class EmberNode: Sendable {
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.
     public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let admin = self.admin
+        // Connections run on their event loops (RequestHeadLimitChannel); only small data
+        // writes are handled there, everything else on the global pool.
         let responder = CallbackResponder<EmberRequestContext> { request, context in
-            await admin.respond(to: request, channel: context.channel)
+            await RestHandler.onFittingExecutor(request) { await admin.respond(to: request, channel: context.channel) }
         }
         // Wire frames hold up to 16384 characters (reference §6.2), i.e. up to 64 KiB of UTF-8;
         // the library's default 16 KiB limit dropped clients sending non-ASCII text.
@@ -101,7 +103,7 @@ public final class EmberNode: Sendable {
             server: server,
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
-            logger: logger)
+            logger: logger.deferringMetadata())
         // Services stop in reverse order: the stream closer first, so open SSE/WebSocket streams
         // (whose clients may be long gone) do not hold the HTTP server's graceful shutdown.
         let group = ServiceGroup(configuration: .init(

@@ -9,7 +9,8 @@ import NIOHTTP1
 /// connection closes. The limits are `RestRequest.maxTargetBytes` (request target) and
 /// `maxHeadBytes` (request line + headers). Without this the parser's error reached no handler
 /// (it fires before Hummingbird sets up its request stream) and the client waited for an
-/// answer that never came.
+/// answer that never came. It also runs each connection's task on the connection's event loop
+/// (`EventLoopTaskExecutor`).
 struct RequestHeadLimitChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
@@ -21,8 +22,11 @@ struct RequestHeadLimitChannel<Base: ServerChildChannel>: ServerChildChannel {
         }
     }
 
+    /// The connection's task runs on its channel's event loop (see `EventLoopTaskExecutor`).
     func handle(value: Value, logger: Logger) async {
-        await base.handle(value: value, logger: logger)
+        await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
+            await base.handle(value: value, logger: logger)
+        }
     }
 }
 

@@ -21,9 +21,13 @@ enum WebSocketGlue {
         let host = head.authority ?? "\(node.config.host):\(node.config.port)"
         let address = ClientCredentials.address(of: channel)
         return .upgrade([:]) { inbound, outbound, context in
-            let base = await ClientCertificate.baseIdentity(of: channel, config: node.config)
-            await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, base: base, node: node,
-                      logger: context.logger, channel: channel)
+            // The connection's task prefers its event loop (RequestHeadLimitChannel, for REST
+            // writes); a session does reads and listens, so it runs on the global pool.
+            await withTaskExecutorPreference(globalConcurrentExecutor) {
+                let base = await ClientCertificate.baseIdentity(of: channel, config: node.config)
+                await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, base: base, node: node,
+                          logger: context.logger, channel: channel)
+            }
         }
     }
 
