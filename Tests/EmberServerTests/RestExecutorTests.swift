@@ -60,6 +60,16 @@ import Testing
             await withTaskExecutorPreference(globalConcurrentExecutor) { loop.inEventLoop }
         }
         #expect(!onPool)
+        // A connection that became a WebSocket leaves the loop for good.
+        let executor = EventLoopTaskExecutor(loop)
+        let afterLeaving: Bool = await withTaskExecutorPreference(executor) {
+            executor.leaveLoop()
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread { c.resume() }
+            }
+            return loop.inEventLoop
+        }
+        #expect(!afterLeaving)
         try await group.shutdownGracefully()
     }
 

@@ -1,8 +1,11 @@
+import Dispatch
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Synchronization
 
-/// Runs a task's jobs on one NIO event loop (a task executor preference, SE-0417).
+/// Runs a connection task's jobs on the connection's NIO event loop (a task executor
+/// preference, SE-0417), until the connection becomes a WebSocket.
 ///
 /// An HTTP connection's task prefers its channel's event loop, so reading a request, answering
 /// it and resuming after a durable commit happen on the thread that owns the socket: a REST
@@ -10,14 +13,33 @@ import NIOCore
 /// instead of hand-offs loop → cooperative pool → writer → pool → loop. Work that may block for
 /// long (reads, large bodies, admin endpoints) goes back to the global pool
 /// (`RestHandler.staysOnEventLoop`), so a slow request does not hold every connection of its loop.
-final class EventLoopTaskExecutor: TaskExecutor {
+/// A WebSocket session (reads, listens; its library's close handshake) runs on the pool as
+/// before: the upgrade switches the executor there (`leaveLoop`, from `WebSocketGlue`).
+///
+/// Also a channel handler (passing everything through) so the upgrade can find it in the pipeline.
+final class EventLoopTaskExecutor: TaskExecutor, ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
     let loop: any EventLoop
+    private let onLoop = Atomic<Bool>(true)
 
     init(_ loop: any EventLoop) { self.loop = loop }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        if onLoop.load(ordering: .relaxed) {
+            loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        } else {
+            DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        }
+    }
+
+    /// From now on the task runs on the global pool (jobs already queued on the loop run there).
+    func leaveLoop() { onLoop.store(false, ordering: .relaxed) }
+
+    /// The executor of `channel`'s connection task, if it has one.
+    static func of(_ channel: any Channel) -> EventLoopTaskExecutor? {
+        guard channel.eventLoop.inEventLoop else { return nil }
+        return try? channel.pipeline.syncOperations.handler(type: EventLoopTaskExecutor.self)
     }
 }
 

@@ -18,13 +18,16 @@ struct RequestHeadLimitChannel<Base: ServerChildChannel>: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             try channel.pipeline.syncOperations.addHandler(HeadOverflowResponder())
+            try channel.pipeline.syncOperations.addHandler(EventLoopTaskExecutor(channel.eventLoop), position: .first)
             return value
         }
     }
 
     /// The connection's task runs on its channel's event loop (see `EventLoopTaskExecutor`).
     func handle(value: Value, logger: Logger) async {
-        await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
+        let executor = try? await value.channel.pipeline.handler(type: EventLoopTaskExecutor.self).get()
+        guard let executor else { return await base.handle(value: value, logger: logger) }
+        await withTaskExecutorPreference(executor) {
             await base.handle(value: value, logger: logger)
         }
     }
