@@ -80,10 +80,8 @@ public final class EmberNode: Sendable {
     /// Serves until SIGTERM/SIGINT, then closes streams and the store.
     public func run(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let admin = self.admin
-        // Connections run on their event loops (RequestHeadLimitChannel); only small data
-        // writes are handled there, everything else on the global pool.
         let responder = CallbackResponder<EmberRequestContext> { request, context in
-            await RestHandler.onFittingExecutor(request) { await admin.respond(to: request, channel: context.channel) }
+            await admin.respond(to: request, channel: context.channel)
         }
         // Wire frames hold up to 16384 characters (reference §6.2), i.e. up to 64 KiB of UTF-8;
         // the library's default 16 KiB limit dropped clients sending non-ASCII text.

@@ -9,8 +9,7 @@ import NIOHTTP1
 /// connection closes. The limits are `RestRequest.maxTargetBytes` (request target) and
 /// `maxHeadBytes` (request line + headers). Without this the parser's error reached no handler
 /// (it fires before Hummingbird sets up its request stream) and the client waited for an
-/// answer that never came. It also runs each connection's task on the connection's event loop
-/// (`EventLoopTaskExecutor`).
+/// answer that never came.
 struct RequestHeadLimitChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
@@ -18,18 +17,12 @@ struct RequestHeadLimitChannel<Base: ServerChildChannel>: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             try channel.pipeline.syncOperations.addHandler(HeadOverflowResponder())
-            try channel.pipeline.syncOperations.addHandler(EventLoopTaskExecutor(channel.eventLoop), position: .first)
             return value
         }
     }
 
-    /// The connection's task runs on its channel's event loop (see `EventLoopTaskExecutor`).
     func handle(value: Value, logger: Logger) async {
-        let executor = try? await value.channel.pipeline.handler(type: EventLoopTaskExecutor.self).get()
-        guard let executor else { return await base.handle(value: value, logger: logger) }
-        await withTaskExecutorPreference(executor) {
-            await base.handle(value: value, logger: logger)
-        }
+        await base.handle(value: value, logger: logger)
     }
 }
 

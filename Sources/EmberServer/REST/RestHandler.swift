@@ -34,6 +34,7 @@ public final class RestHandler: Sendable {
     }
 
     static let firebaseETag = HTTPField.Name("X-Firebase-ETag")!
+    static let methodOverride = HTTPField.Name("X-HTTP-Method-Override")!
 
     public static let wallClockMillis: @Sendable () -> Int64 = {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))

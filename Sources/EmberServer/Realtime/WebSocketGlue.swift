@@ -20,16 +20,10 @@ enum WebSocketGlue {
         let ns = namespace
         let host = head.authority ?? "\(node.config.host):\(node.config.port)"
         let address = ClientCredentials.address(of: channel)
-        // A session runs on the global pool, not on the connection's event loop (REST writes do).
-        EventLoopTaskExecutor.of(channel)?.leaveLoop()
         return .upgrade([:]) { inbound, outbound, context in
-            // The connection's task prefers its event loop (RequestHeadLimitChannel, for REST
-            // writes); a session does reads and listens, so it runs on the global pool.
-            await withTaskExecutorPreference(globalConcurrentExecutor) {
-                let base = await ClientCertificate.baseIdentity(of: channel, config: node.config)
-                await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, base: base, node: node,
-                          logger: context.logger, channel: channel)
-            }
+            let base = await ClientCertificate.baseIdentity(of: channel, config: node.config)
+            await run(inbound: inbound, outbound: outbound, namespace: ns, host: host, address: address, base: base, node: node,
+                      logger: context.logger, channel: channel)
         }
     }
 
