@@ -65,8 +65,9 @@ public struct RestRequest: Sendable, Equatable {
 
     static func parseTarget(_ raw: Substring) throws(RestError) -> Target {
         if raw == "/.ember/status" || raw.hasPrefix("/.ember/") { return .node(String(raw.dropFirst(8))) }
-        for special in ["/healthz", "/readyz", "/metrics"] where raw == special {
-            return .node(String(raw.dropFirst()))
+        switch raw {
+        case "/healthz", "/readyz", "/metrics": return .node(String(raw.dropFirst()))
+        default: break
         }
         guard raw.hasSuffix(".json") else {
             throw .badRequest("Only URLs ending in .json are supported; use /<path>.json")
@@ -78,7 +79,7 @@ public struct RestRequest: Sendable, Equatable {
             segments.append(d)
         }
         p = ""
-        if segments == [".settings", "rules"] { return .rules }
+        if segments.count == 2 && segments[0] == ".settings" && segments[1] == "rules" { return .rules }
         var isPriority = false
         if segments.last == ".priority" {
             isPriority = true
@@ -98,10 +99,12 @@ public struct RestRequest: Sendable, Equatable {
         var orderBy: QueryIndex?
         var bounds: [String: String] = [:]
         var limitFirst: Int?, limitLast: Int?
-        var seen = Set<String>()
-        for (name, value) in items {
+        // Most requests carry one or two parameters: a set only for longer queries.
+        var seen = items.count > 8 ? Set<String>(minimumCapacity: items.count) : nil
+        for (i, (name, value)) in items.enumerated() {
             // A repeated parameter is ambiguous (the docs: "only one orderBy per request").
-            if !seen.insert(name).inserted && name != "ns" { throw .badRequest("Parameter \(name) is repeated") }
+            let repeated = seen != nil ? !seen!.insert(name).inserted : items[..<i].contains { $0.0 == name }
+            if repeated && name != "ns" { throw .badRequest("Parameter \(name) is repeated") }
             switch name {
             case "ns":
                 guard !value.isEmpty, value.utf8.count <= 128, Key.isValid(value) else {

@@ -104,7 +104,7 @@ public final class EmberNode: Sendable {
             server: server,
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "Ember"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
-            logger: logger)
+            logger: logger.deferringMetadata())
         // Services stop in reverse order: the stream closer first, so open SSE/WebSocket streams
         // (whose clients may be long gone) do not hold the HTTP server's graceful shutdown.
         let group = ServiceGroup(configuration: .init(

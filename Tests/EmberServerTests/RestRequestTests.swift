@@ -83,6 +83,20 @@ import Testing
         #expect(r.query == QuerySpec(index: .key).limited(toFirst: 1))
     }
 
+    /// A repeated parameter is refused (except `ns`), in short queries and in long ones alike.
+    @Test func repeatedParametersAreRefused() throws {
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a.json?print=silent&print=pretty") }
+        #expect(try RestRequest.parse(uri: "/a.json?ns=x&ns=y").namespace == "y")
+        let filler = (0..<10).map { _ in "disableTriggers=1" }
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/a.json?" + (["print=silent"] + filler).joined(separator: "&")) }
+        let distinct = ["print=silent", "shallow=true", "timeout=1s", "download=1", "callback=c", "ac=1", "writeSizeLimit=tiny",
+                        "consistency=local", "auth=t", "ns=n1", "ns=n2"]
+        let long = try RestRequest.parse(uri: "/a.json?" + distinct.joined(separator: "&"))
+        #expect(long.print == .silent && long.shallow && long.namespace == "n2" && long.timeoutMillis == 1000)
+        #expect(try RestRequest.parse(uri: "/healthz").target == .node("healthz"))
+        #expect(throws: RestError.self) { try RestRequest.parse(uri: "/.settings/other.json") }
+    }
+
     @Test func errorBodyFormat() {
         #expect(RestError(401, "Permission denied").body == "{\n  \"error\" : \"Permission denied\"\n}\n")
     }

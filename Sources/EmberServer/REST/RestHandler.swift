@@ -36,6 +36,9 @@ public final class RestHandler: Sendable {
         self.gate = RulesGate(store: store, defaults: config.rules)
     }
 
+    static let firebaseETag = HTTPField.Name("X-Firebase-ETag")!
+    static let methodOverride = HTTPField.Name("X-HTTP-Method-Override")!
+
     public static let wallClockMillis: @Sendable () -> Int64 = {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
@@ -67,7 +70,7 @@ public final class RestHandler: Sendable {
         var req = try RestRequest.parse(uri: request.uri.string)
         var method = request.method
         if method == .post {
-            let override = request.headers[HTTPField.Name("X-HTTP-Method-Override")!]?.uppercased() ?? req.methodOverride
+            let override = request.headers[Self.methodOverride]?.uppercased() ?? req.methodOverride
             if let o = override { method = HTTPRequest.Method(o) ?? method }
         }
         if method == .options { return Self.cors(Response(status: .noContent)) }
@@ -77,7 +80,7 @@ public final class RestHandler: Sendable {
         }
         let ns = req.namespace ?? config.defaultNamespace
         req.namespace = ns
-        let wantETag = request.headers[HTTPField.Name("X-Firebase-ETag")!]?.lowercased() == "true"
+        let wantETag = request.headers[Self.firebaseETag]?.lowercased() == "true"
         let ifMatch = request.headers[.ifMatch]
         let ifNoneMatch = request.headers[.ifNoneMatch]
 
@@ -293,10 +296,9 @@ public final class RestHandler: Sendable {
         let condition = ifMatch.map { WriteCondition.etag($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
         if condition != nil && method == .post { throw RestError.badRequest("if-match is not supported on POST requests") }
         let outcome = try await store.write(WriteRequest(namespace: ns, path: path, kind: kind, condition: condition, identity: identity))
-        let etag = ETag.of(node: outcome.value, version: outcome.version)
         guard outcome.applied else {
             var resp = Self.json(outcome.value.toJSON(), pretty: false, status: .preconditionFailed)
-            resp.headers[.eTag] = etag
+            resp.headers[.eTag] = ETag.of(node: outcome.value, version: outcome.version)
             return resp
         }
         if req.print == .silent { return Self.cors(Response(status: .noContent)) }
@@ -313,7 +315,7 @@ public final class RestHandler: Sendable {
         default: result = outcome.value.toJSON()
         }
         var resp = Self.json(result, pretty: req.print == .pretty)
-        if wantETag { resp.headers[.eTag] = etag }
+        if wantETag { resp.headers[.eTag] = ETag.of(node: outcome.value, version: outcome.version) }
         return resp
     }
 
