@@ -76,9 +76,7 @@ public final class RestHandler: Sendable {
         if method == .options { return Self.cors(Response(status: .noContent)) }
         if case .node(let name) = req.target {
             if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel, base: base) }
-            // `status` hashes the state (a scan of the tree): on the read pool.
-            let m = method
-            return try await reads.run { [self] in try nodeEndpoint(name, method: m) }
+            return try nodeEndpoint(name, method: method)
         }
         let ns = req.namespace ?? config.defaultNamespace
         req.namespace = ns

@@ -1,43 +1,29 @@
+import Dispatch
 import EmberStorage
-import Foundation
+import Synchronization
 
 /// The state hash is a full scan of the tree: status polls reuse the last one while the applied
 /// index has not moved. The index is read BEFORE hashing, so a cached hash is never older than
 /// its key (at worst it already includes a later write, and the next call recomputes).
 ///
-/// One computation at a time: callers that arrive while one runs wait for it instead of starting
-/// their own (a 200 MB tree takes seconds; status polls every 50 ms used to start a scan each, and
-/// the scans starved the node). Callers run on the read pool (`ReadPool`), so waiting blocks
-/// none of Swift's cooperative threads.
-final class StateHashCache: @unchecked Sendable {
-    // Guarded by `condition`.
-    private let condition = NSCondition()
-    private var cached: (index: UInt64, hash: String)?
-    private var computing = false
+/// One computation at a time: callers that arrive while one runs wait for it and take its
+/// result instead of starting their own (a 200 MB tree takes seconds; status polls every 50 ms
+/// used to start a scan each, and the scans starved the node). Waiting callers block their
+/// thread; moving status onto the read pool (`ReadPool`) crashed the 6.3.1 compiler's release
+/// build (CopyPropagation ownership verifier), so status still runs where its request does.
+final class StateHashCache: Sendable {
+    private let cached = Mutex<(index: UInt64, hash: String)?>(nil)
+    private let computing = DispatchSemaphore(value: 1)
 
     func hash(of store: EmberStore) throws -> String {
-        condition.lock()
-        while true {
-            if let c = cached, c.index == store.appliedIndex {
-                condition.unlock()
-                return c.hash
-            }
-            if !computing { break }
-            condition.wait()
-        }
-        computing = true
-        condition.unlock()
-        defer {
-            condition.lock()
-            computing = false
-            condition.broadcast()
-            condition.unlock()
-        }
+        if let c = cached.withLock({ $0 }), c.index == store.appliedIndex { return c.hash }
+        computing.wait()
+        defer { computing.signal() }
         let applied = store.appliedIndex
+        // Computed by the caller this one waited for?
+        if let c = cached.withLock({ $0 }), c.index == applied { return c.hash }
         let hash = try store.stateHash()
-        condition.lock()
-        cached = (applied, hash)
-        condition.unlock()
+        cached.withLock { $0 = (applied, hash) }
         return hash
     }
 }
