@@ -126,7 +126,7 @@ public protocol DataStore: AnyObject, Sendable {
     /// call: REST `?consistency=linearizable`. A single node is always there.
     func linearizableBarrier() async throws
     /// `GET /.ember/status`: role, term, indexes, state hash.
-    func nodeStatus() throws -> JSON
+    func nodeStatus() async throws -> JSON
     /// The cluster's current members as this node knows them, with the client URLs operators
     /// gave when adding them (cheap: read on every WebSocket handshake); nil for a single node.
     var memberDirectory: MemberDirectory? { get }
@@ -172,7 +172,7 @@ extension DataStore {
     /// await `write` one at a time.
     public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? { nil }
     public func linearizableBarrier() async throws {}
-    public func nodeStatus() throws -> JSON {
+    public func nodeStatus() async throws -> JSON {
         .object([
             "id": .string("single"), "role": .string("leader"), "term": .int(0), "leader": .string("single"),
             "commitIndex": .int(Int64(appliedIndex)), "appliedIndex": .int(Int64(appliedIndex)),

@@ -98,7 +98,7 @@ import Glibc
             try await n.linearizableBarrier()
             #expect(try n.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
         }
-        guard case .object(let status) = try first.nodeStatus(), case .object(let progress)? = status["peers"] else {
+        guard case .object(let status) = try await first.nodeStatus(), case .object(let progress)? = status["peers"] else {
             Issue.record("leader status without peers")
             return
         }

@@ -77,7 +77,7 @@ final class AdminFront: Sendable {
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
         case "/.ember/status":
-            return RestHandler.json(try status(), pretty: false)
+            return RestHandler.json(try await status(), pretty: false)
         default:
             try requireAdmin(request, channel: channel, base: base)
             return try await backup()
@@ -102,8 +102,8 @@ final class AdminFront: Sendable {
         return RestHandler.json(body, pretty: false, status: reasons.isEmpty ? .ok : .serviceUnavailable)
     }
 
-    func status() throws -> JSON {
-        guard case .object(var s) = try store.nodeStatus() else { throw RestError(500, "bad status") }
+    func status() async throws -> JSON {
+        guard case .object(var s) = try await store.nodeStatus() else { throw RestError(500, "bad status") }
         s["streams"] = .int(Int64(hub.count))
         s["connections"] = .int(Int64(realtime.connectionCount + hub.count))
         s["listeners"] = .int(Int64(realtime.listenCount + hub.count))

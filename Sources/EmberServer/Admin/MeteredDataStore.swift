@@ -48,7 +48,7 @@ final class MeteredDataStore: DataStore {
     var appliedIndex: UInt64 { inner.appliedIndex }
     func close() { inner.close() }
     func linearizableBarrier() async throws { try await inner.linearizableBarrier() }
-    func nodeStatus() throws -> JSON { try inner.nodeStatus() }
+    func nodeStatus() async throws -> JSON { try await inner.nodeStatus() }
     var memberDirectory: MemberDirectory? { inner.memberDirectory }
     func shutdown() async { await inner.shutdown() }
     func onStateReplaced(_ handler: @escaping @Sendable () -> Void) { inner.onStateReplaced(handler) }

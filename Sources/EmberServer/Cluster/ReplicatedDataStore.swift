@@ -191,7 +191,7 @@ public final class ReplicatedDataStore: DataStore {
         return directory.members.isEmpty ? nil : directory
     }
 
-    public func nodeStatus() throws -> JSON {
+    public func nodeStatus() async throws -> JSON {
         let s = host.status
         var out: [String: JSON] = [
             "id": .string(s.id),
@@ -211,7 +211,7 @@ public final class ReplicatedDataStore: DataStore {
                 .object(["connected": .bool(l.connected), "queuedFrames": .int(Int64(l.queued)),
                          "droppedFrames": .int(Int64(clamping: l.dropped))])
             }),
-            "stateHash": .string(try hashCache.hash(of: local.storage)),
+            "stateHash": .string(try await hashCache.hash(of: local.storage)),
         ]
         if s.role == .leader {
             var peers: [String: JSON] = [:]

@@ -76,7 +76,7 @@ public final class RestHandler: Sendable {
         if method == .options { return Self.cors(Response(status: .noContent)) }
         if case .node(let name) = req.target {
             if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel, base: base) }
-            return try nodeEndpoint(name, method: method)
+            return try await nodeEndpoint(name, method: method)
         }
         let ns = req.namespace ?? config.defaultNamespace
         req.namespace = ns
@@ -325,13 +325,13 @@ public final class RestHandler: Sendable {
 
     // MARK: - Node endpoints
 
-    func nodeEndpoint(_ name: String, method: HTTPRequest.Method) throws -> Response {
+    func nodeEndpoint(_ name: String, method: HTTPRequest.Method) async throws -> Response {
         guard method == .get else { throw RestError(405, "Method \(method) is not supported") }
         switch name {
         case "healthz": return Self.json(.object(["status": .string("ok")]), pretty: false)
         case "readyz", "status":
             // Single node: a fixed leader; cluster node: its Raft view (ReplicatedDataStore).
-            guard case .object(var status) = try store.nodeStatus() else { throw RestError(500, "bad status") }
+            guard case .object(var status) = try await store.nodeStatus() else { throw RestError(500, "bad status") }
             status["streams"] = .int(Int64(hub.count))
             return Self.json(.object(status), pretty: false)
         default: throw RestError(404, "Unknown node endpoint /\(name)")

@@ -150,11 +150,11 @@ public final class LMDBDataStore: DataStore {
 
     public func close() { store.close() }
 
-    public func nodeStatus() throws -> JSON {
+    public func nodeStatus() async throws -> JSON {
         .object([
             "id": .string("single"), "role": .string("leader"), "term": .int(0), "leader": .string("single"),
             "commitIndex": .int(Int64(appliedIndex)), "appliedIndex": .int(Int64(appliedIndex)),
-            "stateHash": .string(try hashCache.hash(of: store)),
+            "stateHash": .string(try await hashCache.hash(of: store)),
         ])
     }
 

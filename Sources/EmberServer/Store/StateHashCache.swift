@@ -6,21 +6,23 @@ import Synchronization
 /// index has not moved. The index is read BEFORE hashing, so a cached hash is never older than
 /// its key (at worst it already includes a later write, and the next call recomputes).
 ///
-/// One computation at a time: callers that arrive while one runs wait for it and take its
-/// result instead of starting their own (a 200 MB tree takes seconds; status polls every 50 ms
-/// used to start a scan each, and the scans starved the node). Waiting callers block their
-/// thread; moving status onto the read pool (`ReadPool`) crashed the 6.3.1 compiler's release
-/// build (CopyPropagation ownership verifier), so status still runs where its request does.
+/// Computed on one serial queue, off Swift's cooperative threads: one scan at a time, and the
+/// callers queued behind it take its result. (A 200 MB tree takes seconds to hash; status polls
+/// every 50 ms used to start a scan each on the cooperative threads, which starved the node.)
 final class StateHashCache: Sendable {
     private let cached = Mutex<(index: UInt64, hash: String)?>(nil)
-    private let computing = DispatchSemaphore(value: 1)
+    private let queue = DispatchQueue(label: "ember-state-hash")
 
-    func hash(of store: EmberStore) throws -> String {
+    func hash(of store: EmberStore) async throws -> String {
         if let c = cached.withLock({ $0 }), c.index == store.appliedIndex { return c.hash }
-        computing.wait()
-        defer { computing.signal() }
+        return try await withCheckedThrowingContinuation { (done: CheckedContinuation<String, any Error>) in
+            queue.async { done.resume(with: Result { try self.compute(store) }) }
+        }
+    }
+
+    private func compute(_ store: EmberStore) throws -> String {
         let applied = store.appliedIndex
-        // Computed by the caller this one waited for?
+        // Computed by the call queued before this one?
         if let c = cached.withLock({ $0 }), c.index == applied { return c.hash }
         let hash = try store.stateHash()
         cached.withLock { $0 = (applied, hash) }
