@@ -30,13 +30,20 @@ struct MembersCommand: AsyncParsableCommand {
         @OptionGroup var output: OutputOptions
         @Argument var id: String
         @Argument var address: String
+        @Option(help: "The URL clients reach the new node at (http(s)://host:port); the cluster announces it to clients in the wire handshake.")
+        var clientUrl: String?
 
         func run() async throws {
             try await runCLI {
                 guard address.contains(":") else { throw CLIError("ADDR must be host:port") }
+                if let u = clientUrl, !(u.hasPrefix("http://") || u.hasPrefix("https://")) {
+                    throw CLIError("--client-url must be an http(s) URL")
+                }
                 try await NodeClient.with(connection) { c in
                     let url = try await leaderURL(c) + "/.ember/members"
-                    let body: JSON = .object(["id": .string(id), "address": .string(address)])
+                    var fields: [String: JSON] = ["id": .string(id), "address": .string(address)]
+                    if let u = clientUrl { fields["clientURL"] = .string(u) }
+                    let body: JSON = .object(fields)
                     let r = try await c.call(.POST, url, body: body.serializedBytes())
                     printResult(r, json: output.json, fallback: "added \(id) at \(address)")
                 }

@@ -249,11 +249,21 @@ def test_leader_transfer_and_member_remove_then_add(cluster):
     assert victim not in cluster.status(target)["voters"]
     layout = json.load(open(os.path.join(cluster.dir, "layout.json")))
     peer_port = next(n["peerPort"] for n in layout["nodes"] if n["id"] == victim)
-    ember("members", "add", victim, f"127.0.0.1:{peer_port}", "--node", cluster.url(target))
+    # The same node under another spelling than its configured client URL, so the check below
+    # sees the CLI's value and not the configuration's.
+    announced = cluster.url(victim).replace("127.0.0.1", "localhost")
+    assert announced != cluster.url(victim)
+    ember("members", "add", victim, f"127.0.0.1:{peer_port}", "--node", cluster.url(target),
+          "--client-url", announced)
     deadline = time.time() + 15
     while time.time() < deadline and victim not in cluster.status(target)["voters"]:
         time.sleep(0.1)
     assert victim in cluster.status(target)["voters"]
+    # The client URL given to `members add` is what the cluster announces for the node.
+    assert cluster.status(target)["members"][victim]["url"] == announced
+    assert_fails(ember("members", "add", "n9", "127.0.0.1:1", "--node", cluster.url(target), "--client-url", "ftp://x",
+                       check=False), "--client-url must be an http(s) URL")
+    assert "n9" not in cluster.status(target)["voters"]
     cluster.wait_converged()
 
 
