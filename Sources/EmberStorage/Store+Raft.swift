@@ -234,9 +234,6 @@ extension Writer {
         var results: [WriteResult] = []
         var aTerm = appliedTerm
         var ts = lastTimestamp
-        let saveDefs = defsCache, saveRules = storedRules
-        var done = false
-        defer { if !done { defsCache = saveDefs; storedRules = saveRules } }
         let newFirst = try withApplyRetry { mode in
             results = []; aTerm = appliedTerm; ts = lastTimestamp
             return try writeTxn { t in
@@ -247,7 +244,6 @@ extension Writer {
                 return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
             }
         }
-        done = true
         lastIndex = last.index; lastTerm = last.term
         applied = stop; appliedTerm = aTerm; firstIndex = newFirst; lastTimestamp = ts
         publishRules()

@@ -161,7 +161,8 @@ final class Writer: @unchecked Sendable {
     enum ApplyMode { case flat, nested }
 
     /// Runs `body` (one whole write transaction) `.flat`; if it throws, restores the writer's
-    /// per-transaction caches and runs it again `.nested`.
+    /// per-transaction caches and runs it again `.nested`. When that throws too, the caches are
+    /// restored again (the transaction left nothing behind) and the error is rethrown.
     func withApplyRetry<T>(_ body: (ApplyMode) throws -> T) throws -> T {
         let saveDefs = defsCache, saveRules = storedRules
         do {
@@ -172,7 +173,13 @@ final class Writer: @unchecked Sendable {
             defsCache = saveDefs
             storedRules = saveRules
             store.metricsState.withLock { $0.nestedRetries += 1 }
+        }
+        do {
             return try body(.nested)
+        } catch {
+            defsCache = saveDefs
+            storedRules = saveRules
+            throw error
         }
     }
 
@@ -243,8 +250,6 @@ final class Writer: @unchecked Sendable {
         var idx = lastIndex
         var ts = lastTimestamp
         var bytes = 0
-        let saveDefs = defsCache
-        let saveRules = storedRules
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
@@ -288,8 +293,6 @@ final class Writer: @unchecked Sendable {
             store.publish(results)
             Self.complete(conts, with: results.map { .success($0) })
         } catch {
-            defsCache = saveDefs
-            storedRules = saveRules
             Self.complete(jobs.compactMap { if case .submit(let sub) = $0 { sub.completion } else { nil } },
                           with: jobs.map { _ in .failure(error) })
         }
@@ -358,7 +361,7 @@ final class Writer: @unchecked Sendable {
         publishState()
     }
 
-    /// Applies the logged entries `from...through` inside `t` (each in its own nested transaction),
+    /// Applies the logged entries `from...through` inside `t` (in `mode`, see `ApplyMode`),
     /// collecting their results and the last applied term and latest timestamp.
     func applyLogged(_ t: Txn, from: UInt64, through: UInt64, mode: ApplyMode, results: inout [WriteResult],
                      term: inout UInt64, timestamp: inout Int64) throws {
@@ -384,8 +387,6 @@ final class Writer: @unchecked Sendable {
             var results: [WriteResult] = []
             var aTerm = appliedTerm
             var ts = lastTimestamp
-            let saveDefs = defsCache, saveRules = storedRules
-            defer { if applied < stop { defsCache = saveDefs; storedRules = saveRules } }
             let first = try withApplyRetry { mode in
                 results = []; aTerm = appliedTerm; ts = lastTimestamp
                 return try writeTxn { t in
