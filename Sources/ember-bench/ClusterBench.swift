@@ -72,7 +72,7 @@ struct ClusterBench: AsyncParsableCommand {
         let probeSeconds = duration + 1
         let probe = Task { try await Self.listenerLatency(http, writeTo: leaderURL, listenOn: followerURL, seconds: probeSeconds) }
         let ember = try await bench.load(http, name: "ember (3 nodes)") { worker, i in
-            var r = HTTPClientRequest(url: "\(nodeURLs[worker % nodeURLs.count])/bench/w\(worker)/k\(i % 1000).json?print=silent")
+            var r = HTTPClientRequest(url: "\(nodeURLs[worker % nodeURLs.count])/bench/w\(worker)/\(benchKey(i, inserts: false)).json?print=silent")
             r.method = .PUT
             r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
             return r
@@ -100,12 +100,8 @@ struct ClusterBench: AsyncParsableCommand {
         for url in etcdURLs { try await HTTPLoad.waitReady(http, url + "/health") }
         let members = etcdURLs
         let etcdResult = try await bench.load(http, name: "etcd (3 members)") { worker, i in
-            var r = HTTPClientRequest(url: "\(members[worker % members.count])/v3/kv/put")
-            r.method = .POST
-            let key = Data("/bench/w\(worker)/k\(i % 1000)".utf8).base64EncodedString()
-            let b64value = Data(("\"" + benchValue(i, size: valueSize) + "\"").utf8).base64EncodedString()
-            r.body = .bytes(ByteBuffer(string: #"{"key":"\#(key)","value":"\#(b64value)"}"#))
-            return r
+            etcdPut(members[worker % members.count], key: "/bench/w\(worker)/\(benchKey(i, inserts: false))",
+                    value: "\"" + benchValue(i, size: valueSize) + "\"")
         }
         etcdResult.print()
         print(String(format: "ratio ember/etcd: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx",

@@ -172,12 +172,9 @@ struct WriteBench: AsyncParsableCommand {
         let etcdResult: HTTPLoad.Result
         do {
             etcdResult = try await etcdDriver.load(etcdHTTP, name: "etcd") { worker, i in
-                var r = HTTPClientRequest(url: "http://127.0.0.1:\(etcdPort)/v3/kv/put")
-                r.method = .POST
-                let key = Data("/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: inserts))".utf8).base64EncodedString()
-                let b64value = Data(("\"" + benchValue(i, size: valueSize) + "\"").utf8).base64EncodedString()
-                r.body = .bytes(ByteBuffer(string: #"{"key":"\#(key)","value":"\#(b64value)"}"#))
-                return r
+                etcdPut("http://127.0.0.1:\(etcdPort)",
+                        key: "/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: inserts))",
+                        value: "\"" + benchValue(i, size: valueSize) + "\"")
             }
         } catch {
             try? await etcdHTTP.shutdown()
@@ -215,6 +212,15 @@ struct MachineCPU {
         let t = total - earlier.total
         return t > 0 ? (busy - earlier.busy) / t : 0
     }
+}
+
+/// etcd's HTTP gateway put of `key` = `value` (both base64 in its JSON body).
+func etcdPut(_ base: String, key: String, value: String) -> HTTPClientRequest {
+    var r = HTTPClientRequest(url: base + "/v3/kv/put")
+    r.method = .POST
+    let k = Data(key.utf8).base64EncodedString(), v = Data(value.utf8).base64EncodedString()
+    r.body = .bytes(ByteBuffer(string: #"{"key":"\#(k)","value":"\#(v)"}"#))
+    return r
 }
 
 func processCPUSeconds(_ pid: Int32) -> Double {
