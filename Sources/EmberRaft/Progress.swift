@@ -32,6 +32,9 @@ public struct PeerProgress: Sendable, Hashable {
     var snapshotOffset: Int = 0
     var snapshotSent: Int = 0
     var snapshotStalls: Int = 0
+    /// Bytes the follower said it holds in its latest answer (may be below `snapshotOffset` when
+    /// it lost part of the transfer, or when answers were reordered).
+    var snapshotReported: Int = 0
     /// Highest ReadIndex round this peer has acknowledged.
     var readAck: UInt64 = 0
 
@@ -64,6 +67,7 @@ public struct PeerProgress: Sendable, Hashable {
         snapshotOffset = 0
         snapshotSent = 0
         snapshotStalls = 0
+        snapshotReported = 0
     }
 
     /// Records an acknowledgement up to `index`; returns true if matchIndex advanced.

@@ -112,6 +112,11 @@ extension RaftNode {
         // was lost: go back to the last acknowledged byte and resend from there.
         pr.snapshotStalls += 1
         if pr.snapshotStalls >= 2 {
+            // Resend from what the follower last said it holds, when that is below what it
+            // acknowledged before: it lost part of the transfer (it restarted assembling it), and
+            // resending from the higher offset would only ever be answered with the lower one.
+            // (A lower answer overtaken by a higher one only costs a resent window here.)
+            pr.snapshotOffset = min(pr.snapshotOffset, pr.snapshotReported)
             pr.snapshotSent = pr.snapshotOffset
             pr.snapshotStalls = 0
         }
@@ -123,9 +128,11 @@ extension RaftNode {
         guard var pr = progress[peer] else { return }
         pr.recentActive = true
         if done {
-            // The follower holds everything up to snapshotIndex; resume normal replication.
+            // The follower holds everything up to snapshotIndex; resume normal replication, unless
+            // this is a late answer about an older snapshot than the one being streamed (leaving
+            // snapshot state then would restart the current transfer from its first byte).
             _ = pr.acknowledge(snapshotIndex)
-            if pr.state == .snapshot {
+            if pr.state == .snapshot && pr.matchIndex >= max(pr.snapshotIndex, log.snapshotIndex) {
                 pr.nextIndex = pr.matchIndex + 1
                 pr.becomeProbe()
             }
@@ -138,6 +145,7 @@ extension RaftNode {
             progress[peer] = pr  // a stale answer about another snapshot
             return
         }
+        pr.snapshotReported = received
         if received == 0 && pr.snapshotOffset > 0 {
             // The follower lost the transfer (restarted): start over.
             pr.snapshotOffset = 0
@@ -163,7 +171,11 @@ extension RaftNode {
             // Nothing new for us (e.g. a duplicate after installation), or our log already has
             // the covered entries (Log Matching): just learn they are committed.
             commitIndex = max(commitIndex, meta.index)
-            incomingSnapshot = nil
+            // Drop a transfer in progress only if this makes it useless too: a late duplicate of
+            // an older snapshot's chunk must not discard the newer one being assembled.
+            if let inc = incomingSnapshot, inc.metadata.index <= commitIndex || log.matches(index: inc.metadata.index, term: inc.metadata.term) {
+                incomingSnapshot = nil
+            }
             reply(c.totalSize, done: true)
             return
         }

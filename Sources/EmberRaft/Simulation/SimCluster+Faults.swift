@@ -126,7 +126,8 @@ extension SimCluster {
             guard let n = h.node else { throw fail("liveness: \(h.id) still down") }
             if n.role == .leader && n.id != leader.id && n.term == leader.term { throw fail("two leaders") }
             if n.appliedIndex != leader.commitIndex || n.commitIndex != leader.log.lastIndex {
-                throw fail("liveness: \(n.id) applied \(n.appliedIndex) commit \(n.commitIndex), leader \(leader.id) commit \(leader.commitIndex) last \(leader.log.lastIndex)")
+                let pr = leader.status.progress[n.id].map { "\($0)" } ?? "none"
+                throw fail("liveness: \(n.id) applied \(n.appliedIndex) commit \(n.commitIndex) last \(n.log.lastIndex) snapshot \(n.log.snapshotIndex) term \(n.term) role \(n.role), leader \(leader.id) commit \(leader.commitIndex) last \(leader.log.lastIndex) snapshot \(leader.log.snapshotIndex) term \(leader.term); leader's progress for it: \(pr)")
             }
         }
     }

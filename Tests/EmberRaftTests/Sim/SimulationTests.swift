@@ -83,6 +83,16 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false) {
         runSeeds(seeds(default: 60, offset: 2_000_001), nodeCount: 5, churn: true)
     }
 
+    /// Seeds that once failed liveness (issue 16): a follower stuck behind the leader's commit index
+    /// after a late chunk of an installed snapshot discarded the newer transfer. The mechanism is
+    /// pinned by SnapshotTransferRegressionTests; these replay the original runs.
+    @Test(arguments: [(UInt64(327), 3), (1_003_532, 5), (1_005_221, 5), (1_009_202, 5)])
+    func formerLivenessFailures(seed: UInt64, nodeCount: Int) {
+        let report = Simulation.run(seed: seed, nodeCount: nodeCount)
+        #expect(report.failure == nil, "\(report)")
+        #expect(report.stats.snapshotsInstalled > 0)
+    }
+
     @Test func sameSeedReplaysIdentically() {
         let a = Simulation.run(seed: 42, nodeCount: 3)
         let b = Simulation.run(seed: 42, nodeCount: 3)
