@@ -45,6 +45,9 @@ var package = Package(
         // Writes are judged by the rules when applied, so storage evaluates them (EmberRules is pure).
         .target(name: "EmberStorage", dependencies: ["EmberCore", "CLMDB", "EmberRules"]),
         .target(name: "EmberRaft"),
+        // The seeded whole-cluster Raft simulator (faults, KV model, linearizability checker):
+        // test support, kept out of the EmberRaft library the node links.
+        .target(name: "EmberRaftSim", dependencies: ["EmberRaft"]),
         // Firebase security rules: parser, type checker and evaluator. Pure.
         .target(name: "EmberRules", dependencies: ["EmberCore"]),
         // REST URL / query parsing and wire-protocol framing: pure, so the fuzz targets build it alone.
@@ -127,7 +130,7 @@ var package = Package(
         .testTarget(name: "EmberFuzzTests", dependencies: ["EmberFuzz"], exclude: ["Corpus"]),
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules"]),
-        .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft"]),
+        .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft", "EmberRaftSim"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
         .testTarget(name: "EmberServerTests", dependencies: [
             "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol",

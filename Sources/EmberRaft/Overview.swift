@@ -36,6 +36,6 @@
 // InstallSnapshot, leadership transfer (TimeoutNow), single-server membership changes (effective
 // when appended, one pending at a time), and ReadIndex linearizable reads (forwarded by followers).
 //
-// Simulation/ holds a seeded whole-cluster simulator (network and disk faults, crashes, a KV state
-// machine, clients, invariant checks and a linearizability checker) reused by the tests and meant
-// for a future long-soak executable: `Simulation.run(seed:nodeCount:)`.
+// The seeded whole-cluster simulator (network and disk faults, crashes, a KV state machine,
+// clients, invariant checks and a linearizability checker) is its own target, EmberRaftSim, so this
+// library holds only the state machine: `Simulation.run(seed:nodeCount:)`.

@@ -1,6 +1,7 @@
 // The checker must accept linearizable histories and reject non-linearizable ones.
 
 import EmberRaft
+import EmberRaftSim
 import Testing
 
 private func op(_ id: Int, _ input: KVInput, _ output: KVOutput, _ call: Int, _ ret: Int?, key: String = "k") -> HistoryOperation {

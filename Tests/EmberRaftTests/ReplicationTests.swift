@@ -2,6 +2,7 @@
 // the persist-before-send contract.
 
 @testable import EmberRaft
+import EmberRaftSim
 import Testing
 
 @Suite struct ReplicationTests {

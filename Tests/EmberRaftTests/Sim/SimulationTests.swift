@@ -1,4 +1,4 @@
-// Seeded whole-cluster simulations (see Sources/EmberRaft/Simulation).
+// Seeded whole-cluster simulations (see Sources/EmberRaftSim).
 //
 // Environment knobs:
 //   EMBER_SIM_SEEDS=10000   run this many seeds per cluster size (default: a few hundred in total)
@@ -6,6 +6,7 @@
 // Every run derives all randomness from its seed, so a printed failing seed replays exactly.
 
 import EmberRaft
+import EmberRaftSim
 import Testing
 
 #if canImport(Glibc)

@@ -1,5 +1,7 @@
 // Simulated disk: writes are buffered until fsync; a crash loses whatever was not synced.
 
+import EmberRaft
+
 /// The host's durable state machine: an image of it as of `index` (at or after the compaction
 /// point, like a real store whose tree is durable at its applied index).
 public struct SimImage: Sendable, Hashable {

@@ -1,5 +1,7 @@
 // A tiny key-value state machine replicated through Raft in the simulator.
 
+import EmberRaft
+
 /// A write command carried in a `.normal` log entry.
 public struct KVCommand: Sendable, Hashable {
     public enum Op: Sendable, Hashable {

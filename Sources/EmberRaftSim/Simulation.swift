@@ -1,5 +1,7 @@
 // Entry point for running seeded simulations (used by tests and, later, a long-soak executable).
 
+import EmberRaft
+
 public struct SimStats: Sendable, Hashable {
     public init() {}
     public var leadersElected = 0

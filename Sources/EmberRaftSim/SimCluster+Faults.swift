@@ -1,5 +1,7 @@
 // Fault injection (crashes, restarts, partitions, leadership transfers) and the final liveness check.
 
+import EmberRaft
+
 extension SimCluster {
     var upCount: Int { hosts.filter { $0.node != nil }.count }
 

@@ -2,6 +2,8 @@
 // fault injection and invariant checks. Everything derives from one seed, so a failing seed
 // replays exactly (no system randomness, no wall clock, no Dictionary-order dependence).
 
+import EmberRaft
+
 public struct SimFailure: Error, CustomStringConvertible, Sendable {
     public var message: String
     public var time: Int
@@ -83,7 +85,7 @@ public final class SimCluster {
 
     func raftConfig(for id: NodeID, restart: Int) -> RaftConfig {
         var c = options.raft
-        c.randomSeed = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(restart) &* 0x1000_0001 &+ id.hashValueStable
+        c.randomSeed = seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(restart) &* 0x1000_0001 &+ stableHash(id)
         return c
     }
 
@@ -127,6 +129,13 @@ public final class SimCluster {
         case .unknown: stats.linearizabilityInconclusive += 1
         case .illegal(let key): throw fail("history not linearizable for key \(key)")
         }
+    }
+
+    /// FNV-1a of the node id (`hashValue` is randomized per process and would break replay).
+    func stableHash(_ id: NodeID) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in id.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return h
     }
 
     func fail(_ message: String) -> SimFailure { SimFailure(message: message, time: now) }

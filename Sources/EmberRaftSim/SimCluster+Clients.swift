@@ -1,5 +1,7 @@
 // Simulated clients issuing put / get / compare-and-set, one outstanding operation each.
 
+import EmberRaft
+
 extension SimCluster {
     func runClients() throws {
         for c in clients.indices {

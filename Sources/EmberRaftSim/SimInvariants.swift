@@ -1,5 +1,7 @@
 // Safety invariants checked after every simulated step.
 
+import EmberRaft
+
 struct SimInvariants {
     private struct EntryKey: Hashable {
         var index: UInt64

@@ -1,5 +1,7 @@
 // Simulated network: loss, delay (hence reordering), duplication and partitions.
 
+import EmberRaft
+
 public struct SimNetwork: Sendable {
     /// Messages bucketed by delivery time.
     private var inFlight: [Int: [Message]] = [:]

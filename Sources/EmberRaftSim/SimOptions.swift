@@ -1,5 +1,7 @@
 // Parameters of one simulated run; `randomized` derives a varied fault profile from a seed.
 
+import EmberRaft
+
 public struct SimOptions: Sendable, Hashable {
     public var nodeCount = 3
     /// Ticks with faults and client traffic, followed by `settleTicks` of healed, lossless network.

@@ -1,5 +1,7 @@
 // Minimal little-endian byte encoding for simulator payloads (commands, KV snapshots).
 
+import EmberRaft
+
 struct ByteWriter {
     var bytes: [UInt8] = []
 

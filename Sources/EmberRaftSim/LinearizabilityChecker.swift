@@ -2,6 +2,8 @@
 // per-key register model. Operations with unknown outcome are optional: they may be linearized
 // anywhere after their call, or not at all.
 
+import EmberRaft
+
 public enum LinearizabilityResult: Sendable, Hashable {
     case ok
     /// No valid linearization exists for this key.

@@ -1,5 +1,7 @@
 // Client-observed history of key-value operations, for linearizability checking.
 
+import EmberRaft
+
 public enum KVInput: Sendable, Hashable {
     case put(Int64)
     case get
