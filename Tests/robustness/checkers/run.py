@@ -1,0 +1,64 @@
+"""Runs every checker on one history file: `python3 -m checkers.run HISTORY.jsonl` (from
+Tests/robustness). Prints one line per checker and each anomaly; exits 1 on any anomaly."""
+import sys
+from collections import Counter
+
+from . import counters, linearizable, listeners, pushes, state, transactions
+from .history import load, of, pair
+
+
+def finals_by_key(records):
+    """{key: {node: value}} from the `final` records."""
+    out = {}
+    for r in of(records, "final"):
+        for key, value in r.get("values", {}).items():
+            out.setdefault(key, {})[r["node"]] = value
+    return out
+
+
+def check_all(records, budget=linearizable.DEFAULT_BUDGET):
+    ops = pair(records)
+    finals = finals_by_key(records)
+    meta = next((r for r in records if r.get("type") == "meta"), {})
+    groups = set(meta.get("groups", []))
+    results = {}
+    lin, inconclusive = linearizable.check(ops, budget=budget)
+    phantom, stale = linearizable.stale_reads(ops)
+    results["linearizable"] = lin + phantom
+    results["counters"] = counters.check(ops, {k: v for k, v in finals.items() if k in meta.get("counters", [])})
+    results["transactions"] = transactions.check(ops, {k: v for k, v in finals.items() if k in meta.get("txn_keys", [])})
+    results["pushes"] = pushes.check(ops, {k: {n: sorted((v or {}).keys()) for n, v in per.items()}
+                                           for k, per in finals.items() if k in meta.get("lists", [])})
+    results["listeners"] = listeners.check(records, ops, finals, groups=groups)
+    results["state"] = state.check(of(records, "final"))
+    summary = {
+        "operations": len(ops),
+        "by_status": dict(Counter(o.status for o in ops)),
+        "by_kind": dict(Counter(o.f for o in ops)),
+        "stale_default_reads": len(stale),
+        "inconclusive_keys": inconclusive,
+        "faults": dict(Counter(r["action"] for r in records if r.get("type") == "nemesis")),
+        "events": sum(1 for r in records if r.get("type") == "event"),
+    }
+    return results, summary
+
+
+def report(results, summary, out=sys.stdout):
+    failed = 0
+    for name, anomalies in results.items():
+        print(f"{'FAIL' if anomalies else 'ok  '} {name}: {len(anomalies)} anomalies", file=out)
+        for a in anomalies[:20]:
+            print(f"     {a}", file=out)
+        failed += bool(anomalies)
+    print(f"summary: {summary}", file=out)
+    print(f"{len(results) - failed} passed, {failed} failed", file=out)
+    return failed
+
+
+def main(argv):
+    results, summary = check_all(load(argv[1]))
+    return 1 if report(results, summary) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

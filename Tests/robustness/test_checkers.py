@@ -1,0 +1,271 @@
+"""The checkers on known-good histories and on histories with a planted violation each."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from checkers import counters, linearizable, listeners, pushes, state, transactions  # noqa: E402
+from checkers.history import pair  # noqa: E402
+from checkers.run import check_all  # noqa: E402
+
+
+class H:
+    """Builds a history: h.op(...) records an invocation and its completion."""
+
+    def __init__(self):
+        self.records = []
+        self.n = 0
+
+    def op(self, f, t0, t1, status="ok", key="r", value=None, result=None, node="n1", **extra):
+        self.n += 1
+        self.records.append(dict(op=self.n, client=f"c{self.n}", type="invoke", f=f, t=t0, key=key, value=value, node=node, **extra))
+        done = dict(op=self.n, type=status, t=t1)
+        if result is not None or f == "read":
+            done["result"] = result
+        if status != "open":
+            self.records.append(done)
+        return self.n
+
+    def write(self, v, t0, t1, status="ok", key="r"):
+        return self.op("write", t0, t1, status, key=key, value=v)
+
+    def read(self, v, t0, t1, key="r", lin=True):
+        return self.op("read", t0, t1, key=key, result=v, consistency="linearizable" if lin else "default")
+
+    @property
+    def ops(self):
+        return pair(self.records)
+
+
+# --- linearizability ---------------------------------------------------------------------------
+
+def test_sequential_and_concurrent_histories_are_linearizable():
+    h = H()
+    h.write("a", 0, 1)
+    h.read("a", 2, 3)
+    h.write("b", 4, 8)
+    h.read("b", 5, 6)  # concurrent with the write: may see it
+    h.read("b", 9, 10)
+    assert linearizable.check(h.ops) == ([], [])
+
+
+def test_stale_linearizable_read_is_caught():
+    h = H()
+    h.write("a", 0, 1)
+    h.write("b", 2, 3)
+    h.read("a", 4, 5)  # b was acknowledged before this read began
+    anomalies, _ = linearizable.check(h.ops)
+    assert len(anomalies) == 1 and "not linearizable" in str(anomalies[0])
+
+
+def test_stale_default_read_is_reported_as_stale_not_as_anomaly():
+    h = H()
+    h.write("a", 0, 1)
+    h.write("b", 2, 3)
+    h.read("a", 4, 5, lin=False)
+    assert linearizable.check(h.ops) == ([], [])
+    bad, stale = linearizable.stale_reads(h.ops)
+    assert bad == [] and [o.result for o in stale] == ["a"]
+
+
+def test_read_of_a_value_never_written_or_failed_is_an_anomaly():
+    h = H()
+    h.write("a", 0, 1, status="fail")
+    h.read("a", 2, 3, lin=False)
+    h.read("zzz", 2, 3, lin=False)
+    bad, _ = linearizable.stale_reads(h.ops)
+    assert {a.kind for a in bad} == {"read of a failed write", "phantom read"}
+
+
+def test_unknown_write_may_or_may_not_take_effect():
+    h = H()
+    h.write("a", 0, 1)
+    h.write("b", 2, 3, status="info")
+    h.read("a", 4, 5)
+    h.read("b", 6, 7)  # the unknown write took effect late: fine
+    assert linearizable.check(h.ops) == ([], [])
+    h.read("a", 8, 9)  # but it cannot be undone afterwards
+    assert len(linearizable.check(h.ops)[0]) == 1
+
+
+def test_failed_write_must_not_be_seen():
+    h = H()
+    h.write("a", 0, 1)
+    h.write("b", 2, 3, status="fail")
+    h.read("b", 4, 5)
+    assert len(linearizable.check(h.ops)[0]) == 1
+
+
+def test_cas_and_multipath_update():
+    h = H()
+    h.op("cas", 0, 1, key="r", value={"old": None, "new": "x"})
+    h.op("update", 2, 3, key="m", value={"a": "u1", "b": "u1"})
+    h.read("x", 4, 5)
+    h.read("u1", 4, 5, key="m/b")
+    assert linearizable.check(h.ops) == ([], [])
+    h.op("cas", 6, 7, key="r", value={"old": None, "new": "y"})  # old value no longer current
+    assert len(linearizable.check(h.ops)[0]) == 1
+
+
+def test_search_is_fast_on_a_long_concurrent_history():
+    h = H()
+    t = 0.0
+    for i in range(3000):
+        h.write(f"v{i}", t, t + 0.5)
+        h.read(f"v{i}", t + 0.6, t + 0.7)
+        h.read(f"v{i}" if i % 2 else f"v{i - 1}" if i else None, t + 0.1, t + 0.4)  # concurrent
+        t += 1.0
+    assert linearizable.check(h.ops) == ([], [])
+
+
+def test_budget_makes_the_search_inconclusive_not_wrong():
+    h = H()
+    for i in range(12):
+        h.write(f"w{i}", 0, 100)
+    h.read("nope", 101, 102)
+    anomalies, inconclusive = linearizable.check(h.ops, budget=50)
+    assert anomalies == [] and inconclusive == ["r"]
+
+
+# --- increments --------------------------------------------------------------------------------
+
+def incr_history(final, acked=(5, 7), unknown=(11, 13)):
+    h = H()
+    for a in acked:
+        h.op("incr", 0, 1, key="cnt", value=a)
+    for a in unknown:
+        h.op("incr", 0, 1, status="info", key="cnt", value=a)
+    return counters.check(h.ops, {"cnt": {"n1": final, "n2": final}})
+
+
+def test_increments_with_a_subset_of_unknowns_pass():
+    for final in (12, 23, 25, 36):
+        assert incr_history(final) == []
+
+
+def test_lost_increment_is_caught():
+    assert incr_history(7)[0].kind == "lost increment"
+
+
+def test_double_applied_increment_is_caught():
+    assert incr_history(17)[0].kind == "not a subset of the unknown increments"  # 5 applied twice
+
+
+def test_counter_nodes_disagree():
+    h = H()
+    h.op("incr", 0, 1, key="cnt", value=3)
+    assert counters.check(h.ops, {"cnt": {"n1": 3, "n2": 0}})[0].kind == "nodes disagree"
+
+
+# --- transactions ------------------------------------------------------------------------------
+
+def test_transaction_chain_passes_and_lost_update_is_caught():
+    h = H()
+    h.op("cas", 0, 1, key="t", value={"old": None, "new": "t1"})
+    h.op("cas", 2, 3, key="t", value={"old": "t1", "new": "t2"})
+    h.op("cas", 2, 3, key="t", value={"old": "t1", "new": "t3"}, status="fail")
+    assert transactions.check(h.ops, {"t": {"n1": "t2"}}) == []
+    h.op("cas", 4, 5, key="t", value={"old": "t2", "new": "t4"})
+    h.op("cas", 4, 5, key="t", value={"old": "t2", "new": "t5"})  # both saw t2
+    kinds = {a.kind for a in transactions.check(h.ops, {"t": {"n1": "t5"}})}
+    assert "lost update" in kinds
+
+
+def test_committed_transaction_missing_from_the_chain_is_caught():
+    h = H()
+    h.op("cas", 0, 1, key="t", value={"old": None, "new": "t1"})
+    h.op("cas", 2, 3, key="t", value={"old": "t1", "new": "t2"})
+    assert transactions.check(h.ops, {"t": {"n1": "t1"}})[0].kind == "committed transaction lost"
+
+
+# --- pushes ------------------------------------------------------------------------------------
+
+def test_push_ids_unique_ordered_and_present():
+    h = H()
+    h.op("push", 0, 1, key="l", result="-AAAAAAA000")
+    h.op("push", 2, 3, key="l", result="-AAAAAAB000")
+    h.op("push", 2, 3, key="l", result="-AAAAAAB001", node="n2")
+    finals = {"l": {"n1": ["-AAAAAAA000", "-AAAAAAB000", "-AAAAAAB001"]}}
+    assert pushes.check(h.ops, finals) == []
+    h.op("push", 4, 5, key="l", result="-AAAAAAA001")  # after an acknowledged later id, same node
+    h.op("push", 4, 5, key="l", result="-AAAAAAB000")  # duplicate
+    kinds = {a.kind for a in pushes.check(h.ops, finals)}
+    assert {"out of order", "duplicate id", "acknowledged push lost"} <= kinds
+
+
+# --- listeners ---------------------------------------------------------------------------------
+
+def listener_history(events, writes=(("a", 0, 1), ("b", 2, 3), ("c", 4, 5)), final="c", key="r", group=False):
+    h = H()
+    for v, t0, t1 in writes:
+        if group:
+            h.op("update", t0, t1, key=key, value=v)
+        else:
+            h.write(v, t0, t1, key=key)
+    h.records.append(dict(type="listen", listener="L1", conn=1, key=key, node="n1", via="sse", t=0))
+    for t, v in events:
+        h.records.append(dict(type="event", listener="L1", conn=1, key=key, value=v, t=t))
+    return listeners.check(h.records, h.ops, {key: {"n1": final}}, groups={key} if group else set())
+
+
+def test_listener_that_saw_everything_in_order_passes():
+    assert listener_history([(0.5, None), (1.5, "a"), (3.5, "b"), (5.5, "c")]) == []
+
+
+def test_out_of_order_event_is_caught():
+    kinds = {a.kind for a in listener_history([(0.5, None), (1.5, "a"), (3.5, "c"), (5.5, "b")], final="b")}
+    assert "out of order" in kinds
+
+
+def test_missed_and_duplicate_events_are_caught():
+    assert {a.kind for a in listener_history([(0.5, None), (1.5, "a"), (5.5, "c")])} == {"missed event"}
+    assert "duplicate event" in {a.kind for a in listener_history([(0.5, None), (1.5, "a"), (3.5, "b"), (3.6, "b"), (5.5, "c")])}
+
+
+def test_listener_that_did_not_converge_is_caught():
+    assert {a.kind for a in listener_history([(0.5, None), (1.5, "a"), (3.5, "b")])} == {"did not converge"}
+
+
+def test_partial_multipath_update_is_caught():
+    w = (({"x": 1, "y": 1}, 0, 1), ({"x": 2, "y": 2}, 2, 3))
+    good = listener_history([(0.5, None), (1.5, {"x": 1, "y": 1}), (3.5, {"x": 2, "y": 2})], writes=w,
+                            final={"x": 2, "y": 2}, key="m", group=True)
+    assert good == []
+    bad = listener_history([(0.5, None), (1.5, {"x": 1, "y": 1}), (2.5, {"x": 2, "y": 1}), (3.5, {"x": 2, "y": 2})],
+                           writes=w, final={"x": 2, "y": 2}, key="m", group=True)
+    assert "partial multi-path update" in {a.kind for a in bad}
+
+
+def test_listeners_disagreeing_on_order_is_caught_across_segments():
+    h = H()
+    h.write("a", 0, 10)
+    h.write("b", 0, 10)  # concurrent: either order, but one for everyone
+    for lid, order in (("L1", ["a", "b"]), ("L2", ["b", "a"])):
+        h.records.append(dict(type="listen", listener=lid, conn=1, key="r", node="n1", via="wire", t=0))
+        for i, v in enumerate(order):
+            h.records.append(dict(type="event", listener=lid, conn=1, key="r", value=v, t=11 + i))
+    kinds = {a.kind for a in listeners.check(h.records, h.ops, {})}
+    assert "out of order" in kinds
+
+
+# --- state and the whole run -------------------------------------------------------------------
+
+def test_state_hashes_must_agree():
+    assert state.check([{"node": "n1", "hash": "x"}, {"node": "n2", "hash": "x"}]) == []
+    assert state.check([{"node": "n1", "hash": "x"}, {"node": "n2", "hash": "y"}])[0].kind == "nodes differ"
+
+
+def test_check_all_on_a_small_clean_history():
+    h = H()
+    h.records.append(dict(type="meta", groups=["m"], counters=["cnt"], txn_keys=["t"], lists=["l"]))
+    h.write("a", 0, 1)
+    h.read("a", 2, 3)
+    h.op("incr", 0, 1, key="cnt", value=4)
+    h.op("cas", 0, 1, key="t", value={"old": None, "new": "t1"})
+    h.op("push", 0, 1, key="l", result="-AAAAAAA000")
+    h.records.append(dict(type="nemesis", action="kill", t=1))
+    for n in ("n1", "n2"):
+        h.records.append(dict(type="final", node=n, hash="H", values={"r": "a", "cnt": 4, "t": "t1", "l": {"-AAAAAAA000": 1}}))
+    results, summary = check_all(h.records)
+    assert all(v == [] for v in results.values()), results
+    assert summary["operations"] == 5 and summary["faults"] == {"kill": 1}
