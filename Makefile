@@ -1,7 +1,7 @@
 # Ember's single entry point. `make run` starts a node; `make test` is the default suite (CI).
 SWIFT ?= swift
 
-.PHONY: run build release test unit integration soak bench fuzz fuzz-smoke clean
+.PHONY: run build release install cluster cluster-down test unit integration soak bench fuzz fuzz-smoke clean
 
 # Install what is missing, build, and start a durable node on localhost:9000 (./ember-data).
 run: release
@@ -11,6 +11,21 @@ release:
 	./scripts/bootstrap.sh
 	$(SWIFT) build -c release --product emberd
 	$(SWIFT) build -c release --product ember
+
+# The binaries on the PATH: emberd and the admin CLI `ember` into $(PREFIX)/bin.
+PREFIX ?= /usr/local
+install: release
+	install -d $(PREFIX)/bin
+	install -m 755 .build/release/emberd .build/release/ember $(PREFIX)/bin/
+	@echo "installed emberd and ember into $(PREFIX)/bin"
+
+# A 3-node local cluster (mutual TLS on loopback) from the release build, in $(CLUSTER_DIR).
+CLUSTER_DIR ?= /tmp/ember-cluster
+cluster: release
+	./deploy/local-cluster up --nodes 3 --dir $(CLUSTER_DIR)
+
+cluster-down:
+	./deploy/local-cluster down --dir $(CLUSTER_DIR)
 
 build:
 	./scripts/bootstrap.sh
