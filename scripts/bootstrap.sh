@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Ember needs on Debian and is not there yet: liblmdb-dev (the storage engine),
-# pkg-config, python3-venv for the integration suite, and openssl (deploy/local-cluster makes the
-# cluster's certificates with it). Uses sudo when not root.
+# pkg-config, python3-venv for the integration suite, openssl, and with --with-browser the headless
+# Chromium and its WebDriver that the console's browser tests drive. Uses sudo when not root.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -13,6 +13,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}" >&2
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ "${1:-}" = "--with-browser" ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; }; then
+  echo "bootstrap: installing chromium and chromium-driver (the console's browser tests)" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 if [ "${1:-}" = "--with-etcd" ] && ! command -v etcd >/dev/null 2>&1; then
   $SUDO apt-get update -qq

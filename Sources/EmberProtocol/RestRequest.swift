@@ -19,6 +19,10 @@ public struct RestRequest: Sendable, Equatable {
     public var print: Print = .normal
     public var export = false
     public var shallow = false
+    /// Ember's paging of shallow reads (the console's): `shallow=true&orderBy="$key"&startAfter="k"`
+    /// lists only the keys after `k`. Firebase refuses every query parameter but limitToFirst
+    /// with shallow, so no Firebase client sends this.
+    public var shallowAfter: String?
     /// `consistency=linearizable`: a cluster node confirms with the leader (Raft ReadIndex) that
     /// its state is current before reading. Default `local`: this node's applied state.
     public var linearizable = false
@@ -162,7 +166,13 @@ public struct RestRequest: Sendable, Equatable {
             }
         }
         let hasFilters = !bounds.isEmpty || limitFirst != nil || limitLast != nil
-        if shallow && (orderBy != nil || !bounds.isEmpty) {
+        if shallow, orderBy == .key, bounds.count == 1, let after = bounds["startAfter"] {
+            guard case .string(let key)? = try? JSON.parse(after) else {
+                throw .badRequest("startAfter of a shallow $key page must be a key (a JSON string)")
+            }
+            do { try Key.validate(key) } catch { throw .badRequest("startAfter: \(error.description)") }
+            shallowAfter = key
+        } else if shallow && (orderBy != nil || !bounds.isEmpty) {
             throw .badRequest("The request mixes query parameters with a shallow GET request")
         }
         if shallow {

@@ -68,7 +68,7 @@ public struct RulesEngine: Sendable {
 }
 
 /// One read or write decision: the inputs and the shared evaluation budget.
-private struct Operation {
+struct Operation {
     let engine: RulesEngine
     let auth: Value
     let old: any RulesDataSource
@@ -78,6 +78,8 @@ private struct Operation {
     let now: Double
     var query: Value = .null
     var budget: StepBudget
+    /// Set by the `explain` calls (the Rules Playground): every evaluated rule, in order.
+    var trace: [RulesTraceStep]?
     /// Per part: whether it changes the stored data (computed when a `.validate` above asks).
     private var changedCache: [Path: Bool] = [:]
 
@@ -91,15 +93,20 @@ private struct Operation {
         budget = StepBudget(perExpression: engine.limits.maxEvaluationSteps, remaining: engine.limits.maxOperationSteps)
     }
 
-    mutating func evaluate(_ c: Condition, at path: Path, captures: [String: String]) -> Bool {
+    mutating func evaluate(_ c: Condition, _ kind: RuleKind, at path: Path, captures: [String: String]) -> Bool {
+        let result: Bool
         switch c {
-        case .constant(let b): return b
+        case .constant(let b): result = b
         case .expression(let e, _):
             let env = Environment(
                 auth: auth, root: Snapshot(source: old, path: .root), data: Snapshot(source: old, path: path),
                 newData: new.map { Snapshot(source: $0, path: path) }, now: now, query: query, captures: captures)
-            return Evaluator.condition(e, env: env, budget: &budget)
+            result = Evaluator.condition(e, env: env, budget: &budget)
         }
+        if trace != nil {
+            trace!.append(RulesTraceStep(kind: kind, path: path, location: engine.location(of: path), rule: c.source, result: result))
+        }
+        return result
     }
 
     /// `.read`/`.write` cascade: the first true rule from the root down to `path` grants.
@@ -108,7 +115,7 @@ private struct Operation {
         var captures: [String: String] = [:]
         var here = Path.root
         for depth in 0...path.count {
-            if let c = kind == .read ? rule.read : rule.write, evaluate(c, at: here, captures: captures) { return true }
+            if let c = kind == .read ? rule.read : rule.write, evaluate(c, kind, at: here, captures: captures) { return true }
             guard depth < path.count else { break }
             let key = path.segments[depth]
             guard let (next, capture) = rule.child(key) else { return false }
@@ -136,7 +143,7 @@ private struct Operation {
         let parts = writes.filter { path.contains($0.0) }
         if !new.exists(at: path) { return true }
         if !parts.contains(where: { changes($0) }) { return true }  // new data identical to old
-        if let v = rule.validate, !evaluate(v, at: path, captures: captures) { return false }
+        if let v = rule.validate, !evaluate(v, .validate, at: path, captures: captures) { return false }
         let keys = Set(parts.map { $0.0.segments[path.count] })
         for key in keys.sorted() {
             guard let (next, capture) = rule.child(key) else { continue }
@@ -157,7 +164,7 @@ private struct Operation {
 
     private mutating func validate(_ rule: RuleNode, at path: Path, old: Node, new: Node, captures: [String: String]) -> Bool {
         if !rule.containsValidate || new.isEmpty || new.isIdentical(to: old) { return true }
-        if let v = rule.validate, !evaluate(v, at: path, captures: captures) { return false }
+        if let v = rule.validate, !evaluate(v, .validate, at: path, captures: captures) { return false }
         for key in new.children.keys.sorted() {
             guard let (next, capture) = rule.child(key) else { continue }
             var inner = captures

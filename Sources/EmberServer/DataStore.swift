@@ -105,7 +105,8 @@ public protocol DataStore: AnyObject, Sendable {
     func read(namespace: String, path: Path) throws -> ReadResult
     /// The first `limit` child keys at `path` in key order, without reading the children's
     /// subtrees (`shallow=true` over a large tree costs a seek per child, not a full read).
-    func shallowKeys(namespace: String, path: Path, limit: Int) throws -> [String]
+    /// `after`: only keys after this one (a page of a long child list).
+    func shallowKeys(namespace: String, path: Path, after: String?, limit: Int) throws -> [String]
     /// Runs `body` over one consistent snapshot of a namespace, read on demand by rules (so a
     /// rule's `root.child('big').exists()` does not load `big`).
     func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T

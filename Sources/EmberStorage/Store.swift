@@ -227,9 +227,12 @@ public final class EmberStore: @unchecked Sendable {
     }
 
     /// Child keys in key order without reading the children's subtrees (one seek per child).
-    public func shallowKeys(namespace: String, path: Path, limit: Int = .max) throws -> [String] {
+    /// `after`: only the keys after it (the next page of a long list).
+    public func shallowKeys(namespace: String, path: Path, after: String? = nil, limit: Int = .max) throws -> [String] {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in try tables.childKeys(t, base: Tables.treeKey(namespace, path), limit: limit) }
+        // Past a child's subtree: its key, then a byte above every segment encoding (as childKeys steps).
+        let start = try after.map { try Tables.treeKey(namespace, path.child($0)) + [0xFF] }
+        return try withRead { t in try tables.childKeys(t, base: Tables.treeKey(namespace, path), from: start, limit: limit) }
     }
 
     public func childCount(namespace: String, path: Path) throws -> Int {

@@ -156,6 +156,9 @@ struct Emberd: AsyncParsableCommand {
     @Flag(help: "Check the flags, rules and cluster/TLS files, print the effective settings and exit (no data is opened).")
     var checkConfig = false
 
+    @Flag(help: "Do not serve the web console (/.ember/console/); its paths answer 404.")
+    var noConsole = false
+
     func run() async throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "emberd")
@@ -215,6 +218,7 @@ struct Emberd: AsyncParsableCommand {
         config.operations.memberURLs = try clientUrls != nil ? OperationsFlags.parseClientURLs(clientUrls)
             : OperationsFlags.checkClientURLs(configFile?.clientUrls ?? [:])
         config.operations.readyMaxLagEntries = readyMaxLag
+        config.operations.console = !noConsole
         let clusterSettings = try clusterConfiguration(file: configFile)
         if checkConfig {
             print(try OperationsFlags.check(config: config, cluster: clusterSettings))

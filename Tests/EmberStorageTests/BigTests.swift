@@ -56,3 +56,29 @@ import Testing
         #expect(try s.ver(deep) == 0)
     }
 }
+
+/// Shallow key pages (`after:`), as the console pages a long child list: every key once, in
+/// Firebase key order, long (split-table) keys included.
+@Test func shallowKeyPagesVisitEveryKeyOnceInOrder() async throws {
+    let dir = tempDir()
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    let s = try openStore(dir)
+    defer { s.close() }
+    let long = String(repeating: "q", count: 700)
+    var kids: [String: JSON] = [long: .int(1)]
+    for i in 0..<250 { kids["k\(i)"] = .int(Int64(i)); kids["\(i * 7)"] = .object(["x": .int(Int64(i))]) }
+    _ = try await s.submit(namespace: "t", .set(path: p("/pg"), value: .object(kids)))
+    let all = try s.shallowKeys(namespace: "t", path: p("/pg"))
+    #expect(all.count == kids.count)
+    #expect(all == kids.keys.sorted { KeyOrder.compare($0, $1) < 0 })
+    var paged: [String] = []
+    var after: String? = nil
+    while true {
+        let page = try s.shallowKeys(namespace: "t", path: p("/pg"), after: after, limit: 37)
+        paged += page
+        guard page.count == 37 else { break }
+        after = page.last
+    }
+    #expect(paged == all)
+    #expect(try s.shallowKeys(namespace: "t", path: p("/pg"), after: long, limit: 10).isEmpty)
+}

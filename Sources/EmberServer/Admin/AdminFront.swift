@@ -60,6 +60,11 @@ final class AdminFront: Sendable {
     /// nil: not an operations endpoint.
     func route(_ request: Request, channel: (any Channel)?, base: Identity = .anonymous) async throws -> Response? {
         let path = request.uri.path
+        if ConsoleFront.handles(path) {
+            let ops = config.operations
+            return try ConsoleFront.respond(to: request, enabled: ops.console,
+                                            memberOrigins: ConsoleFront.origins(of: Array(ops.memberURLs.values) + [ops.advertisedURL].compactMap { $0 }))
+        }
         guard path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/.ember/status"
             || path == "/.ember/backup" else { return nil }
         guard request.method == .get else {

@@ -33,8 +33,8 @@ final class MeteredDataStore: DataStore {
     }
 
     func read(namespace: String, path: Path) throws -> ReadResult { try inner.read(namespace: namespace, path: path) }
-    func shallowKeys(namespace: String, path: Path, limit: Int) throws -> [String] {
-        try inner.shallowKeys(namespace: namespace, path: path, limit: limit)
+    func shallowKeys(namespace: String, path: Path, after: String?, limit: Int) throws -> [String] {
+        try inner.shallowKeys(namespace: namespace, path: path, after: after, limit: limit)
     }
     func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
         try inner.withRulesData(namespace: namespace, body)

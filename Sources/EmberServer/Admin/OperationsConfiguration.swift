@@ -11,6 +11,8 @@ public struct OperationsConfiguration: Sendable {
     /// Backups produced at the same time; more are answered 503 (each holds an LMDB read
     /// transaction and a temporary file the size of the data).
     public var maxConcurrentBackups = 1
+    /// Whether the web console is served at `/.ember/console/` (`--no-console` turns it off).
+    public var console = true
 
     public init() {}
 

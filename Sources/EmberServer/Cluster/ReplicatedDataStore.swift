@@ -70,9 +70,9 @@ public final class ReplicatedDataStore: DataStore {
         return try local.read(namespace: namespace, path: path)
     }
 
-    public func shallowKeys(namespace: String, path: Path, limit: Int) throws -> [String] {
+    public func shallowKeys(namespace: String, path: Path, after: String?, limit: Int) throws -> [String] {
         try Self.refuseReserved(namespace)
-        return try local.shallowKeys(namespace: namespace, path: path, limit: limit)
+        return try local.shallowKeys(namespace: namespace, path: path, after: after, limit: limit)
     }
 
     public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {

@@ -75,6 +75,7 @@ public final class RestHandler: Sendable {
         }
         if method == .options { return Self.cors(Response(status: .noContent)) }
         if case .node(let name) = req.target {
+            if name == "rules/simulate" { return try await rulesPlayground(method: method, request: request, req: req, channel: channel, base: base) }
             if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel, base: base) }
             return try await nodeEndpoint(name, method: method)
         }
@@ -145,8 +146,10 @@ public final class RestHandler: Sendable {
         } else if req.shallow && !wantETag && ifNoneMatch == nil {
             // Keys only: one seek per child, however large the children are. A location with no
             // children is a leaf (or nothing), which is cheap to read whole.
-            let keys = try store.shallowKeys(namespace: ns, path: path, limit: req.query?.limit ?? .max)
-            if keys.isEmpty {
+            let keys = try store.shallowKeys(namespace: ns, path: path, after: req.shallowAfter, limit: req.query?.limit ?? .max)
+            if keys.isEmpty && req.shallowAfter != nil {
+                value = .object([:])  // past the last key: an empty page
+            } else if keys.isEmpty {
                 value = try store.read(namespace: ns, path: path).node.toJSON()
             } else {
                 var o: [String: JSON] = [:]

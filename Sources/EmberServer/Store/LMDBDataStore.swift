@@ -30,8 +30,8 @@ public final class LMDBDataStore: DataStore {
         } catch let e as StorageError { throw Self.translate(e) }
     }
 
-    public func shallowKeys(namespace: String, path: Path, limit: Int) throws -> [String] {
-        do { return try store.shallowKeys(namespace: namespace, path: path, limit: limit) } catch let e as StorageError { throw Self.translate(e) }
+    public func shallowKeys(namespace: String, path: Path, after: String?, limit: Int) throws -> [String] {
+        do { return try store.shallowKeys(namespace: namespace, path: path, after: after, limit: limit) } catch let e as StorageError { throw Self.translate(e) }
     }
 
     public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {

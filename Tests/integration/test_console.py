@@ -1,0 +1,304 @@
+"""The web console (/.ember/console/) in a real browser: Debian's headless Chromium driven by
+selenium. A missing browser or driver fails these tests; nothing here passes without a browser.
+Screenshots go to .build/console-artifacts/."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+import requests
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+from conftest import EMBERD, ROOT, Node
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from local_cluster import SCRIPT  # noqa: E402
+
+ARTIFACTS = os.path.join(ROOT, ".build", "console-artifacts")
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+ADMIN = "owner"  # the admin token of the node's default (protected-mode) verifier
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: scripts/bootstrap.sh installs chromium"
+    assert os.access(CHROMEDRIVER, os.X_OK), f"{CHROMEDRIVER} is missing: scripts/bootstrap.sh installs chromium-driver"
+    os.environ["SE_OFFLINE"] = "true"  # never let selenium look for drivers on the network
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def console_node():
+    n = Node().start()
+    yield n
+    n.stop()
+
+
+def shot(driver, name):
+    driver.save_screenshot(os.path.join(ARTIFACTS, name + ".png"))
+
+
+def wait(driver, timeout=10):
+    return WebDriverWait(driver, timeout, poll_frequency=0.05)
+
+
+def row(driver, path):
+    return driver.find_element(By.CSS_SELECTOR, f'.entry[data-path="{path}"] > .row')
+
+
+def action(driver, path, cls):
+    """A row's action button, shown while the pointer is over the row (as a person uses it)."""
+    r = row(driver, path)
+    ActionChains(driver).move_to_element(r).perform()
+    r.find_element(By.CLASS_NAME, cls).click()
+
+
+def open_console(driver, node, ns, token=ADMIN, tab="data"):
+    driver.get(f"{node.url}/.ember/console/#{tab}")
+    driver.execute_script("sessionStorage.clear()")
+    driver.find_element(By.ID, "ns").clear()
+    driver.find_element(By.ID, "ns").send_keys(ns)
+    driver.find_element(By.ID, "token").clear()
+    if token:
+        driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "signin-button").click()
+
+
+def expand(driver, path):
+    wait(driver).until(EC.presence_of_element_located((By.CSS_SELECTOR, f'.entry[data-path="{path}"] > .row')))
+    row(driver, path).find_element(By.CLASS_NAME, "toggle").click()
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, f'.entry[data-path="{path}"] > .node > .entry'))
+
+
+def rest(node, ns, path, method="GET", body=None):
+    r = requests.request(method, f"{node.url}{path}.json?ns={ns}", data=None if body is None else json.dumps(body),
+                         headers={"Authorization": "Bearer " + ADMIN}, timeout=10)
+    r.raise_for_status()
+    return r.json()
+
+
+def test_console_is_served_with_security_headers(console_node):
+    r = requests.get(console_node.url + "/.ember/console/", timeout=5)
+    assert r.status_code == 200 and "text/html" in r.headers["Content-Type"]
+    csp = r.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert r.headers["X-Content-Type-Options"] == "nosniff"
+    assert "<script>" not in r.text and " style=" not in r.text  # no inline script or style
+    assert requests.get(console_node.url + "/.ember/console/main.js", timeout=5).headers["Content-Type"].startswith("text/javascript")
+    assert requests.get(console_node.url + "/.ember/console/nope.js", timeout=5).status_code == 404
+
+
+def test_console_can_be_turned_off():
+    n = Node(extra_args=["--no-console"]).start()
+    try:
+        r = requests.get(n.url + "/.ember/console/", timeout=5)
+        assert r.status_code == 404 and "turned off" in r.json()["error"]
+    finally:
+        n.stop()
+
+
+def test_data_viewer_shows_edits_and_follows_live_changes(browser, console_node):
+    ns = "c" + uuid.uuid4().hex[:10]
+    rest(console_node, ns, "/users", "PUT", {"alice": {"age": 30, "name": "Alice"}, "bob": {"age": 25}})
+    open_console(browser, console_node, ns)
+    expand(browser, "/users")
+    expand(browser, "/users/alice")
+    age = row(browser, "/users/alice/age")
+    wait(browser).until(lambda d: row(d, "/users/alice/age").find_element(By.CLASS_NAME, "value").text == "30")
+    shot(browser, "data-seeded")
+
+    # Inline edit of a value with its type, read back over REST.
+    age.find_element(By.CLASS_NAME, "value").click()
+    form = browser.find_element(By.CSS_SELECTOR, ".editrow")
+    field = form.find_element(By.CLASS_NAME, "edit-value")
+    field.clear()
+    field.send_keys("31")
+    form.find_element(By.CSS_SELECTOR, "select.type option[value=number]").click()
+    form.find_element(By.CLASS_NAME, "save").click()
+    wait(browser).until(lambda d: rest(console_node, ns, "/users/alice/age") == 31)
+    wait(browser).until(lambda d: row(d, "/users/alice/age").find_element(By.CLASS_NAME, "value").text == "31")
+
+    # A write over REST shows up in the page within a second (live stream), flashed as added.
+    wait(browser).until(lambda d: "live: on" in d.find_element(By.ID, "data-live").text)
+    rest(console_node, ns, "/users/carol", "PUT", {"age": 7})
+    started = time.time()
+    WebDriverWait(browser, 1.0, poll_frequency=0.02).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, '.entry[data-path="/users/carol"]')))
+    assert time.time() - started < 1.0
+    assert "flash-add" in row(browser, "/users/carol").get_attribute("class")
+    rest(console_node, ns, "/users/bob/age", "PUT", 26)
+    expand(browser, "/users/bob")
+    wait(browser).until(lambda d: row(d, "/users/bob/age").find_element(By.CLASS_NAME, "value").text == "26")
+    shot(browser, "data-live")
+
+    # Add a child through the page.
+    action(browser, "/users", "add")
+    form = browser.find_element(By.CSS_SELECTOR, ".editrow")
+    form.find_element(By.CLASS_NAME, "child-key").send_keys("dave")
+    form.find_element(By.CLASS_NAME, "child-value").send_keys("hello")
+    form.find_element(By.CLASS_NAME, "save").click()
+    try:
+        wait(browser).until(lambda d: rest(console_node, ns, "/users/dave") == "hello")
+    finally:
+        shot(browser, "data-add-child")
+
+    # Delete through the page (behind a confirm).
+    action(browser, "/users/bob", "delete")
+    wait(browser).until(EC.alert_is_present()).accept()
+    wait(browser).until(lambda d: rest(console_node, ns, "/users/bob") is None)
+    wait(browser).until(lambda d: not d.find_elements(By.CSS_SELECTOR, '.entry[data-path="/users/bob"]'))
+    # A removal over REST disappears from the page too.
+    rest(console_node, ns, "/users/carol", "DELETE")
+    wait(browser, 2).until(lambda d: not d.find_elements(By.CSS_SELECTOR, '.entry[data-path="/users/carol"]'))
+    shot(browser, "data-after-delete")
+
+
+def test_query_panel_shows_results_and_server_errors(browser, console_node):
+    ns = "c" + uuid.uuid4().hex[:10]
+    rest(console_node, ns, "/scores", "PUT", {"a": 5, "b": 1, "c": 9})
+    open_console(browser, console_node, ns, tab="query")
+    browser.find_element(By.ID, "q-path").clear()
+    browser.find_element(By.ID, "q-path").send_keys("/scores")
+    browser.find_element(By.CSS_SELECTOR, "#q-order option[value='$value']").click()
+    browser.find_element(By.ID, "q-last").send_keys("2")
+    browser.find_element(By.ID, "q-run").click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "q-result").text.strip().startswith("{"))
+    assert json.loads(browser.find_element(By.ID, "q-result").text) == {"a": 5, "c": 9}
+    # No index on a child: the server's own error, as it is.
+    browser.find_element(By.CSS_SELECTOR, "#q-order option[value='child']").click()
+    browser.find_element(By.ID, "q-child").send_keys("height")
+    browser.find_element(By.ID, "q-path").clear()
+    browser.find_element(By.ID, "q-path").send_keys("/nowhere")
+    browser.find_element(By.ID, "q-run").click()
+    wait(browser).until(lambda d: "Index not defined" in d.find_element(By.ID, "q-result").text)
+    shot(browser, "query-error")
+
+
+def test_rules_parse_error_is_shown_at_its_line_and_playground_decides(browser, console_node):
+    ns = "c" + uuid.uuid4().hex[:10]
+    rest(console_node, ns, "/users/alice", "PUT", {"age": 30})
+    open_console(browser, console_node, ns, tab="rules")
+    wait(browser).until(lambda d: d.find_element(By.ID, "rules-status").text == "loaded")
+    text = browser.find_element(By.ID, "rules-text")
+    text.clear()
+    text.send_keys('{"rules": {\n  ".read": true,\n  ".write": "auth.uid ==="\n}}')
+    browser.find_element(By.ID, "rules-save").click()
+    wait(browser).until(lambda d: "Rules refused: line 3" in d.find_element(By.ID, "rules-status").text)
+    assert browser.find_element(By.CSS_SELECTOR, "#rules-lines .bad").text.strip() == "3"
+    shot(browser, "rules-error")
+
+    good = '{"rules": {"users": {"$uid": {".read": "auth != null && auth.uid === $uid", ".write": "auth.uid === $uid"}}}}'
+    browser.execute_script("document.getElementById('rules-text').value = arguments[0]", good)
+    browser.find_element(By.ID, "rules-save").click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "rules-status").text == "published")
+    assert "auth.uid === $uid" in requests.get(f"{console_node.url}/.settings/rules.json?ns={ns}",
+                                               headers={"Authorization": "Bearer owner"}, timeout=5).text
+
+    def simulate(kind, path, auth, data="null"):
+        browser.find_element(By.CSS_SELECTOR, f"#play-type option[value='{kind}']").click()
+        for fid, value in (("play-path", path), ("play-auth", auth), ("play-data", data)):
+            browser.execute_script("document.getElementById(arguments[0]).value = arguments[1]", fid, value)
+        before = browser.find_element(By.ID, "play-verdict").text
+        browser.find_element(By.ID, "play-run").click()
+        wait(browser).until(lambda d: d.find_element(By.ID, "play-verdict").text not in ("", before))
+        return browser.find_element(By.ID, "play-verdict")
+
+    v = simulate("read", "/users/alice", '{"uid": "alice"}')
+    assert v.text.startswith("Allowed") and "/users/$uid" in v.text and "allowed" in v.get_attribute("class")
+    v = simulate("set", "/users/alice/age", '{"uid": "bob"}', "5")
+    assert v.text.startswith("Denied") and "denied" in v.get_attribute("class")
+    shot(browser, "rules-playground")
+    # The playground wrote nothing.
+    assert rest(console_node, ns, "/users/alice") == {"age": 30}
+
+
+def test_a_level_with_100000_children_opens_in_under_2_seconds(browser, console_node):
+    ns = "c" + uuid.uuid4().hex[:10]
+    r = requests.put(f"{console_node.url}/big.json?ns={ns}&print=silent", data=json.dumps({f"k{i:06d}": i for i in range(100_000)}),
+                     headers={"Authorization": "Bearer " + ADMIN}, timeout=120)
+    assert r.status_code == 204
+    open_console(browser, console_node, ns, tab="rules")  # signed in, no data stream open
+    started = time.time()
+    browser.get(f"{console_node.url}/.ember/console/#data:/big")
+    try:
+        wait(browser, 5).until(lambda d: d.find_element(By.ID, "tree").get_attribute("data-ready") == "true"
+                               and d.find_elements(By.CSS_SELECTOR, '.entry[data-path="/big/k000099"]'))
+        elapsed = time.time() - started
+    finally:
+        shot(browser, "data-100k")
+    assert elapsed < 2.0, f"opening a level of 100,000 children took {elapsed:.2f} s"
+    # One page drawn, the rest on demand.
+    assert len(browser.find_elements(By.CSS_SELECTOR, '.entry[data-path="/big"] > .node > .entry')) == 100
+    more = browser.find_element(By.CSS_SELECTOR, ".show-more")
+    assert "100 shown" in more.text
+    more.click()
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, '.entry[data-path="/big"] > .node > .entry')) == 200)
+    assert browser.find_elements(By.CSS_SELECTOR, '.entry[data-path="/big/k000199"]')
+
+
+def test_shallow_key_pages_over_rest(console_node):
+    """The console's paging: shallow=true&orderBy="$key"&startAfter=K&limitToFirst=N (an Ember
+    extension; Firebase refuses query parameters other than limitToFirst with shallow)."""
+    ns = "c" + uuid.uuid4().hex[:10]
+    keys = ["-1", "0", "7", "12", "a", "b b", "z"]
+    rest(console_node, ns, "/p", "PUT", {k: {"v": i} for i, k in enumerate(keys)})
+
+    def page(after, n):
+        r = requests.get(f"{console_node.url}/p.json", params={"ns": ns, "shallow": "true", "orderBy": '"$key"',
+                                                              "startAfter": json.dumps(after), "limitToFirst": n}, timeout=5)
+        assert r.status_code == 200, r.text
+        return list(r.json().keys())
+    got, after = [], None
+    first = requests.get(f"{console_node.url}/p.json", params={"ns": ns, "shallow": "true", "limitToFirst": 3}, timeout=5).json()
+    assert set(first) == {"-1", "0", "7"}  # integer keys first, numerically
+    assert sorted(page("7", 10), key=keys.index) == ["12", "a", "b b", "z"]
+    assert page("z", 10) == []
+    bad = requests.get(f"{console_node.url}/p.json", params={"ns": ns, "shallow": "true", "orderBy": '"$key"', "startAfter": "3"}, timeout=5)
+    assert bad.status_code == 400 and "startAfter" in bad.json()["error"]
+    bad = requests.get(f"{console_node.url}/p.json", params={"ns": ns, "shallow": "true", "orderBy": '"$value"', "startAfter": '"a"'}, timeout=5)
+    assert bad.status_code == 400
+
+
+def test_cluster_dashboard_shows_three_members_and_one_leader(browser):
+    d = tempfile.mkdtemp(prefix="ember-console-cluster-")
+    env = {**os.environ, "EMBERD": EMBERD}
+    subprocess.run([sys.executable, SCRIPT, "up", "--nodes", "3", "--dir", d], check=True, env=env, capture_output=True)
+    try:
+        with open(os.path.join(d, "cluster.json")) as f:
+            nodes = json.load(f)["nodes"]
+        browser.get(nodes[0]["url"] + "/.ember/console/#cluster")
+        browser.execute_script("sessionStorage.setItem('ember.token', 'owner')")
+        browser.refresh()
+
+        def three_with_one_leader(drv):
+            rows = drv.find_elements(By.CSS_SELECTOR, "#cluster-members tbody tr")
+            roles = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
+            return len(rows) == 3 and roles.count("leader") == 1 and roles.count("follower") == 2
+        wait(browser, 15).until(three_with_one_leader)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#cluster-members tr.leader")) == 1
+        assert {r.get_attribute("data-member") for r in browser.find_elements(By.CSS_SELECTOR, "#cluster-members tbody tr")} == {"n1", "n2", "n3"}
+        time.sleep(2.2)  # two metric polls: the charts have points
+        shot(browser, "cluster-dashboard")
+        assert browser.find_element(By.CSS_SELECTOR, "#chart-writes polyline").get_attribute("points")
+    finally:
+        subprocess.run([sys.executable, SCRIPT, "down", "--dir", d], env=env, capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
