@@ -302,3 +302,22 @@ def test_cluster_dashboard_shows_three_members_and_one_leader(browser):
     finally:
         subprocess.run([sys.executable, SCRIPT, "down", "--dir", d], env=env, capture_output=True)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_rules_simulate_endpoint_limits_and_errors(console_node):
+    url = console_node.url + "/.ember/rules/simulate"
+    admin = {"Authorization": "Bearer " + ADMIN}
+    body = {"type": "read", "path": "/x", "auth": None, "rules": '{"rules": {".read": "auth != null"}}'}
+    assert requests.post(url, json=body, timeout=5).status_code == 401  # admin only
+    r = requests.post(url, json=body, headers=admin, timeout=5)
+    assert r.status_code == 200 and r.json()["allowed"] is False and r.json()["decidedBy"] is None
+    r = requests.post(url, json={**body, "auth": {"uid": "u"}}, headers=admin, timeout=5)
+    assert r.json()["allowed"] is True and r.json()["decidedBy"]["rule"] == "auth != null"
+    for bad, fragment in ((b"{not json", "JSON"), (json.dumps({**body, "type": "nuke"}).encode(), "type"),
+                          (json.dumps({**body, "path": "/a/.b"}).encode(), ""),
+                          (json.dumps({**body, "rules": '{"rules": {".read": "nope ==="}}'}).encode(), "line 1")):
+        r = requests.post(url, data=bad, headers=admin, timeout=5)
+        assert r.status_code == 400 and fragment in r.json()["error"], r.text
+    r = requests.post(url, data=b"x" * (2 * 1024 * 1024), headers=admin, timeout=10)
+    assert r.status_code == 413
+    assert requests.get(url, headers=admin, timeout=5).status_code == 405
