@@ -105,12 +105,15 @@ public final class EmberStore: @unchecked Sendable {
     typealias Job = StoreCore.Job
     typealias Submission = StoreCore.Submission
     let nextSubscriber = Atomic<UInt64>(0)
+    /// Held (shared) while open, so `compact` refuses a directory a node is using.
+    let directoryLock: DirectoryLock
 
     /// Opens (creating if needed) the store in `directory`. Opening does not replay the log:
     /// the tree and the applied index are already durable.
     public init(directory: String, options: StoreOptions = StoreOptions()) throws {
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        directoryLock = try DirectoryLock(directory: directory, exclusive: false)
         var e: OpaquePointer?
         try check(mdb_env_create(&e))
         guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
@@ -168,6 +171,7 @@ public final class EmberStore: @unchecked Sendable {
         core.stopped.wait()
         for c in core.subscribers.withLock({ s in defer { s.removeAll() }; return Array(s.values) }) { c.finish() }
         mdb_env_close(env)
+        directoryLock.release()
     }
 
     // MARK: - Status

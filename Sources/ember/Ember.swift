@@ -12,6 +12,6 @@ struct Ember: AsyncParsableCommand {
             GetCommand.self, SetCommand.self, UpdateCommand.self, PushCommand.self, DeleteCommand.self,
             WatchCommand.self, ExportCommand.self, ImportCommand.self, RulesCommand.self,
             StatusCommand.self, MembersCommand.self, LeaderCommand.self,
-            BackupCommand.self, RestoreCommand.self, CertsCommand.self,
+            BackupCommand.self, RestoreCommand.self, CertsCommand.self, StatsCommand.self, CompactCommand.self,
         ])
 }

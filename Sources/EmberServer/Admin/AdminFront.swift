@@ -120,6 +120,8 @@ final class AdminFront: Sendable {
         var members = ops.memberURLs
         members[ownID] = ownURL
         s["clientURLs"] = .object(members.mapValues { .string($0) })
+        // Bytes per table, free pages and the file (a few mdb_stat calls and the free list).
+        if let storage = NodeProbe.storage(of: store) { s["storage"] = try storage.footprint().json() }
         return .object(s)
     }
 

@@ -1,0 +1,158 @@
+import CLMDB
+import EmberCore
+import Foundation
+
+/// What the data directory holds, table by table (issue: storage footprint). LMDB counts pages
+/// per table (`mdb_stat`); pages no table uses are on its free list (table 0) for reuse, and
+/// LMDB never shrinks its file: `EmberStore.compact` rewrites it without them.
+public struct StorageFootprint: Sendable, Equatable {
+    public struct Table: Sendable, Equatable {
+        public let name: String
+        public let entries: Int
+        /// Branch, leaf and overflow pages.
+        public let pages: Int
+        public let bytes: Int
+    }
+
+    public let pageSize: Int
+    /// tree, versions, index, index-reverse (each with its overflow twin for long keys), log, meta.
+    public let tables: [Table]
+    /// Pages on the free list, reusable by later writes.
+    public let freePages: Int
+    /// Pages of the file in use or free (LMDB's last page number + 1).
+    public let filePages: Int
+    /// The data file's size on disk.
+    public let fileBytes: Int
+
+    public var freeBytes: Int { freePages * pageSize }
+    /// Bytes the data needs: the file less its free pages (about what a compacted copy takes).
+    public var liveBytes: Int { max(0, filePages - freePages) * pageSize }
+
+    public func json() -> JSON {
+        var t: [String: JSON] = [:]
+        for table in tables {
+            t[table.name] = .object(["entries": .int(Int64(table.entries)), "pages": .int(Int64(table.pages)),
+                                     "bytes": .int(Int64(table.bytes))])
+        }
+        return .object(["pageSize": .int(Int64(pageSize)), "tables": .object(t),
+                        "freePages": .int(Int64(freePages)), "freeBytes": .int(Int64(freeBytes)),
+                        "liveBytes": .int(Int64(liveBytes)), "fileBytes": .int(Int64(fileBytes))])
+    }
+}
+
+/// The data directory is in use by an open store (a running node); compaction needs it stopped.
+public struct DataDirectoryInUse: Error, CustomStringConvertible {
+    public let directory: String
+    public var description: String { "\(directory) is in use by a running node; stop it first" }
+}
+
+extension EmberStore {
+    /// The footprint, from one read transaction (a few `mdb_stat` calls and a walk of the free
+    /// list: cheap, for `/.ember/status`).
+    public func footprint() throws -> StorageFootprint {
+        let t = tables
+        let groups: [(String, [MDB_dbi])] = [("tree", [t.tree, t.treex]), ("versions", [t.ver, t.verx]),
+                                             ("index", [t.idx, t.idxx]), ("indexReverse", [t.idxrev, t.idxrevx]),
+                                             ("log", [t.log]), ("meta", [t.meta])]
+        let fileBytes = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
+        return try withRead { txn in
+            var pageSize = 4096
+            var out: [StorageFootprint.Table] = []
+            for (name, dbis) in groups {
+                var entries = 0, pages = 0
+                for dbi in dbis {
+                    var s = MDB_stat()
+                    try check(mdb_stat(txn.ptr, dbi, &s))
+                    pageSize = Int(s.ms_psize)
+                    entries += s.ms_entries
+                    pages += s.ms_branch_pages + s.ms_leaf_pages + s.ms_overflow_pages
+                }
+                out.append(.init(name: name, entries: entries, pages: pages, bytes: pages * pageSize))
+            }
+            var info = MDB_envinfo()
+            try check(mdb_env_info(env, &info))
+            return StorageFootprint(pageSize: pageSize, tables: out, freePages: try Self.freePages(txn),
+                                    filePages: info.me_last_pgno + 1, fileBytes: fileBytes)
+        }
+    }
+
+    /// Pages on LMDB's free list: table 0, each value a list of page numbers led by its count.
+    static func freePages(_ txn: Txn) throws -> Int {
+        var c = try txn.cursor(0)
+        defer { c.close() }
+        var total = 0
+        var row = try c.first()
+        while let (_, value) = row {
+            if value.count >= MemoryLayout<Int>.size {
+                total += value.withUnsafeBytes { $0.loadUnaligned(as: Int.self) }
+            }
+            row = try c.next()
+        }
+        return total
+    }
+
+    /// Rewrites a stopped node's data directory without free pages (LMDB's compacting copy), in
+    /// place or into `output` (a new directory). Refused while a store has `directory` open.
+    /// Returns the data file's size before and after.
+    @discardableResult
+    public static func compact(directory: String, output: String? = nil) throws -> (before: Int, after: Int) {
+        let lock = try DirectoryLock(directory: directory, exclusive: true)
+        defer { lock.release() }
+        let dataFile = directory + "/data.mdb"
+        guard let before = try? FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int else {
+            throw StorageError.corrupt("no data file in \(directory)")
+        }
+        let target = output ?? directory + "/.compact-\(UUID().uuidString)"
+        if FileManager.default.fileExists(atPath: target + "/data.mdb") {
+            throw StorageError.corrupt("\(target) already holds a data file")
+        }
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        var e: OpaquePointer?
+        try check(mdb_env_create(&e))
+        guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
+        do {
+            try check(mdb_env_set_mapsize(e, max(StoreOptions().mapSize, before)))
+            try check(mdb_env_set_maxdbs(e, 16))
+            try check(mdb_env_open(e, directory, flag(MDB_RDONLY) | flag(MDB_NOTLS), 0o644))
+            try check(mdb_env_copy2(e, target, UInt32(MDB_CP_COMPACT)))
+            mdb_env_close(e)
+        } catch {
+            mdb_env_close(e)
+            if output == nil { try? FileManager.default.removeItem(atPath: target) }
+            throw error
+        }
+        let after = (try FileManager.default.attributesOfItem(atPath: target + "/data.mdb")[.size] as? Int) ?? 0
+        if output == nil {
+            // rename(2) replaces the data file atomically; the old lock file (reader table) goes
+            // with it, as no process has the environment open.
+            guard rename(target + "/data.mdb", dataFile) == 0 else {
+                throw StorageError.corrupt("cannot replace \(dataFile): errno \(errno)")
+            }
+            try? FileManager.default.removeItem(atPath: directory + "/lock.mdb")
+            try? FileManager.default.removeItem(atPath: target)
+        }
+        return (before, after)
+    }
+}
+
+/// `flock` on `<data>/ember.lock`: every open store holds it shared; compaction takes it
+/// exclusively, so it is refused while a node (any process) has the directory open.
+final class DirectoryLock: @unchecked Sendable {
+    private var fd: Int32
+
+    init(directory: String, exclusive: Bool) throws {
+        fd = open(directory + "/ember.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StorageError.corrupt("cannot open \(directory)/ember.lock: errno \(errno)") }
+        if flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {
+            close(fd)
+            fd = -1
+            throw DataDirectoryInUse(directory: directory)
+        }
+    }
+
+    func release() {
+        if fd >= 0 { close(fd); fd = -1 }
+    }
+
+    deinit { release() }
+}
