@@ -234,6 +234,7 @@ struct Emberd: AsyncParsableCommand {
         } else {
             store = try StoreFactory.open(directory: data, logRetain: logRetain, maxReadBytes: maxReadMb << 20, logger: logger)
         }
+        raiseOpenFileLimit(logger: logger)
         let node = try EmberNode(config: config, store: store, logger: logger)
         logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
                                                   "tls": "\(config.clientTLS != nil)"])
@@ -353,3 +354,22 @@ extension Emberd {
         return lines
     }
 }
+
+/// Every client connection holds a file descriptor, and distributions start processes with a
+/// soft limit of 1,024: raise it to the hard limit (systemd `LimitNOFILE`, compose `ulimits`).
+func raiseOpenFileLimit(logger: Logger) {
+    var limit = rlimit()
+    guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return }
+    let before = limit.rlim_cur
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max
+        if setrlimit(RLIMIT_NOFILE_VALUE, &limit) != 0 { limit.rlim_cur = before }
+    }
+    logger.info("open file limit", metadata: ["soft": "\(limit.rlim_cur)", "hard": "\(limit.rlim_max)", "was": "\(before)"])
+}
+
+#if os(Linux)
+private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#else
+private let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
+#endif

@@ -201,3 +201,13 @@ def test_deploy_config_files_parse(tmp_path):
         assert summary["clientUrls"] == cfg["clientUrls"]
         p = check_config("--cluster-config", str(path), "--data", str(tmp_path / name), "--client-urls", "n1=http://c:1")
         assert p.returncode == 0 and json.loads(p.stdout)["clientUrls"] == {"n1": "http://c:1"}
+
+
+def test_nodes_may_hold_many_connections(compose):
+    """Each client connection is a file descriptor: the nodes get a high nofile limit (emberd
+    raises its soft limit to the hard one at start), as the systemd unit's LimitNOFILE does."""
+    for name in ("n1", "n2", "n3"):
+        nofile = compose["services"][name]["ulimits"]["nofile"]
+        assert nofile["soft"] >= 1_000_000 and nofile["hard"] >= nofile["soft"]
+    with open(os.path.join(ROOT, "deploy", "emberd.service")) as f:
+        assert "LimitNOFILE=1048576" in f.read()
