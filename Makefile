@@ -34,8 +34,11 @@ integration: build
 	./scripts/integration.sh
 
 # Long runs kept out of the default suite: 10,000 Raft simulator seeds and the slow tests.
+# The simulator seeds run in release mode (a debug run of the leader-churn profile takes hours).
+SIM_RELEASE = EMBER_LIGHT=1 $(SWIFT) test -c release -Xswiftc -enable-testing --scratch-path .build-rel
 soak: build
-	EMBER_SIM_SEEDS=10000 $(SWIFT_TEST) --filter EmberRaftTests
+	EMBER_LIGHT=1 $(SWIFT) build -c release -Xswiftc -enable-testing --build-tests --scratch-path .build-rel
+	EMBER_SIM_SEEDS=10000 $(SIM_RELEASE) --skip-build --filter SimulationTests
 	EMBER_SOAK=1 ./scripts/integration.sh
 
 # The fault campaign (RELIABILITY.md): a 3-node and a 5-node cluster behind the userspace proxy
