@@ -20,7 +20,7 @@ def test_short_campaign_finds_no_anomaly(tmp_path, nodes, seed, capsys):
     out = capsys.readouterr().out
     print(out)
     assert rc == 0, out
-    assert " 0 failed" in out
+    assert " 0 failed" in out, out
     with open(tmp_path / "summary.json") as f:
         summary = json.load(f)
     # The nemesis deals every fault kind once per round: a short run still sees most of them.

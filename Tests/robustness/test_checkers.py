@@ -286,3 +286,16 @@ def test_gap_across_a_snapshot_install_on_the_listeners_node_is_excused_not_hidd
     excused = []
     assert listeners.check(h.records, h.ops, {"r": {"n1": "c"}}, excused=excused) == []
     assert len(excused) == 1
+
+
+def test_repeat_right_after_a_snapshot_install_is_counted_not_hidden():
+    h = H()
+    h.write("a", 0, 1)
+    h.records.append(dict(type="listen", listener="L1", conn=1, key="r", node="n1", via="sse", t=0))
+    for t, v in ((0.5, None), (1.5, "a"), (3.5, "a")):
+        h.records.append(dict(type="event", listener="L1", conn=1, key="r", value=v, t=t))
+    assert {a.kind for a in listeners.check(h.records, h.ops, {"r": {"n1": "a"}})} == {"duplicate event"}
+    h.records.append(dict(type="install", node="n1", t_lo=2.0, t_hi=3.0, t=2.0))
+    repeats = []
+    assert listeners.check(h.records, h.ops, {"r": {"n1": "a"}}, repeats=repeats) == []
+    assert len(repeats) == 1
