@@ -12,4 +12,5 @@ if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import firebase_admin
 fi
 export EMBERD="${EMBERD:-$PWD/.build/debug/emberd}"
 export EMBER="${EMBER:-$(dirname "$EMBERD")/ember}"
-exec "$VENV/bin/pytest" -q -p no:cacheprovider Tests/integration "$@"
+# Tests/robustness: the history checkers' own tests and a short seeded fault campaign (issue 16).
+exec "$VENV/bin/pytest" -q -p no:cacheprovider Tests/integration Tests/robustness "$@"

@@ -17,6 +17,13 @@ public struct PeerProgress: Sendable, Hashable {
     /// Heard from this peer since the last check-quorum round.
     public internal(set) var recentActive: Bool = false
 
+    /// Leader ticks for which this follower has been behind the commit index without its match
+    /// index advancing: a follower that is stuck (not merely slow) shows a count that keeps
+    /// growing. Hosts export it (times their tick period) so operators see a stuck follower.
+    public internal(set) var lagStalledTicks = 0
+    /// matchIndex at the previous leader tick (to tell whether it advanced since).
+    var matchAtLastTick: UInt64 = 0
+
     /// Probe: an AppendEntries is outstanding; wait for a response or the next heartbeat response.
     var probeSent = false
     /// Replicate: last index of each unacknowledged AppendEntries, oldest first.
@@ -77,6 +84,15 @@ public struct PeerProgress: Sendable, Hashable {
         matchIndex = index
         nextIndex = max(nextIndex, index + 1)
         return true
+    }
+
+    /// Entries the leader committed that this follower is not known to hold.
+    public func lag(commitIndex: UInt64) -> UInt64 { commitIndex > matchIndex ? commitIndex - matchIndex : 0 }
+
+    /// One leader tick: count it as stalled when the follower is behind and did not advance.
+    mutating func observeTick(commitIndex: UInt64) {
+        lagStalledTicks = lag(commitIndex: commitIndex) == 0 || matchIndex != matchAtLastTick ? 0 : lagStalledTicks + 1
+        matchAtLastTick = matchIndex
     }
 
     func isPaused(maxInflight: Int) -> Bool {

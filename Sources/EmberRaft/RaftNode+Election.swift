@@ -13,6 +13,7 @@ extension RaftNode {
     }
 
     private mutating func tickLeader() {
+        for peer in progress.keys { progress[peer]!.observeTick(commitIndex: commitIndex) }
         heartbeatElapsed += 1
         electionElapsed += 1
         if electionElapsed >= config.electionTick {

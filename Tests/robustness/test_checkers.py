@@ -269,3 +269,33 @@ def test_check_all_on_a_small_clean_history():
     results, summary = check_all(h.records)
     assert all(v == [] for v in results.values()), results
     assert summary["operations"] == 5 and summary["faults"] == {"kill": 1}
+
+
+def test_gap_across_a_snapshot_install_on_the_listeners_node_is_excused_not_hidden():
+    h = H()
+    for v, t0, t1 in (("a", 0, 1), ("b", 2, 3), ("c", 4, 5)):
+        h.write(v, t0, t1)
+    h.records.append(dict(type="listen", listener="L1", conn=1, key="r", node="n1", via="wire", t=0))
+    for t, v in ((0.5, None), (1.5, "a"), (5.5, "c")):
+        h.records.append(dict(type="event", listener="L1", conn=1, key="r", value=v, t=t))
+    excused = []
+    # An install on another node explains nothing.
+    h.records.append(dict(type="install", node="n2", t_lo=3.0, t_hi=4.0, t=3.0))
+    assert {a.kind for a in listeners.check(h.records, h.ops, {"r": {"n1": "c"}}, excused=excused)} == {"missed event"}
+    h.records.append(dict(type="install", node="n1", t_lo=3.0, t_hi=4.0, t=3.0))
+    excused = []
+    assert listeners.check(h.records, h.ops, {"r": {"n1": "c"}}, excused=excused) == []
+    assert len(excused) == 1
+
+
+def test_repeat_right_after_a_snapshot_install_is_counted_not_hidden():
+    h = H()
+    h.write("a", 0, 1)
+    h.records.append(dict(type="listen", listener="L1", conn=1, key="r", node="n1", via="sse", t=0))
+    for t, v in ((0.5, None), (1.5, "a"), (3.5, "a")):
+        h.records.append(dict(type="event", listener="L1", conn=1, key="r", value=v, t=t))
+    assert {a.kind for a in listeners.check(h.records, h.ops, {"r": {"n1": "a"}})} == {"duplicate event"}
+    h.records.append(dict(type="install", node="n1", t_lo=2.0, t_hi=3.0, t=2.0))
+    repeats = []
+    assert listeners.check(h.records, h.ops, {"r": {"n1": "a"}}, repeats=repeats) == []
+    assert len(repeats) == 1

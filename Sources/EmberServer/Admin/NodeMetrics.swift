@@ -97,6 +97,11 @@ public final class NodeMetrics: Sendable {
         let peers = probe.peers.sorted { $0.key < $1.key }
         gauge("ember_peer_lag_entries", "Leader only: entries each follower's log is behind the leader's.",
               peers.compactMap { p in p.value.lagEntries.map { ("{peer=\"\(p.key)\"}", "\($0)") } })
+        gauge("ember_peer_commit_lag_entries", "Leader only: committed entries each follower is not known to hold.",
+              peers.compactMap { p in p.value.commitLag.map { ("{peer=\"\(p.key)\"}", "\($0)") } })
+        gauge("ember_peer_lag_stalled_seconds",
+              "Leader only: how long each follower has been behind the commit index without advancing (grows while it is stuck).",
+              peers.compactMap { p in p.value.lagStalledSeconds.map { ("{peer=\"\(p.key)\"}", "\($0)") } })
         gauge("ember_peer_connected", "1 while the outbound link to the peer is connected.",
               peers.map { ("{peer=\"\($0.key)\"}", $0.value.connected ? "1" : "0") })
         gauge("ember_peer_outbound_queue_frames", "Frames queued on the outbound link to the peer.",

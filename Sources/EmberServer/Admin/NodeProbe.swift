@@ -1,4 +1,5 @@
 import EmberCore
+import EmberRaft
 import EmberStorage
 
 /// What the health, readiness and metrics endpoints read off the store, without going through
@@ -10,6 +11,11 @@ struct NodeProbe: Sendable {
         var droppedFrames: UInt64
         /// Leader only: entries this peer's log is behind the leader's last index.
         var lagEntries: UInt64?
+        /// Leader only: committed entries the peer is not known to hold (commit − match), and
+        /// how long that has been nonzero without the peer's match index advancing: a stuck
+        /// follower shows a number that keeps growing (see `FollowerLag`).
+        var commitLag: UInt64?
+        var lagStalledSeconds: Double?
     }
 
     var clustered: Bool
@@ -48,12 +54,27 @@ struct NodeProbe: Sendable {
         }
         if s.role == .leader {
             for (id, p) in s.progress where id != s.id {
-                peers[id, default: Peer(connected: false, queuedFrames: 0, droppedFrames: 0)].lagEntries =
-                    s.lastIndex > p.matchIndex ? s.lastIndex - p.matchIndex : 0
+                var peer = peers[id, default: Peer(connected: false, queuedFrames: 0, droppedFrames: 0)]
+                peer.lagEntries = s.lastIndex > p.matchIndex ? s.lastIndex - p.matchIndex : 0
+                let lag = FollowerLag(p, commitIndex: s.commitIndex, tickMillis: r.config.tickMillis)
+                peer.commitLag = lag.entries
+                peer.lagStalledSeconds = lag.stalledSeconds
+                peers[id] = peer
             }
         }
         return NodeProbe(clustered: true, id: s.id, role: s.role == .preCandidate ? "candidate" : s.role.rawValue,
                          leader: s.leaderID, term: s.term, commitIndex: s.commitIndex,
                          appliedIndex: r.local.appliedIndex, lastIndex: s.lastIndex, peers: peers, storage: metrics)
+    }
+}
+
+/// One follower's lag as the leader sees it, for `/.ember/status` and `/metrics`.
+struct FollowerLag {
+    var entries: UInt64
+    var stalledSeconds: Double
+
+    init(_ p: PeerProgress, commitIndex: UInt64, tickMillis: Int) {
+        entries = p.lag(commitIndex: commitIndex)
+        stalledSeconds = Double(p.lagStalledTicks * tickMillis) / 1000
     }
 }

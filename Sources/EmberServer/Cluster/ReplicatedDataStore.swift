@@ -216,8 +216,10 @@ public final class ReplicatedDataStore: DataStore {
         if s.role == .leader {
             var peers: [String: JSON] = [:]
             for (id, p) in s.progress {
+                let lag = FollowerLag(p, commitIndex: s.commitIndex, tickMillis: config.tickMillis)
                 peers[id] = .object(["matchIndex": .int(Int64(p.matchIndex)), "nextIndex": .int(Int64(p.nextIndex)),
-                                     "state": .string(p.state.rawValue)])
+                                     "state": .string(p.state.rawValue), "lag": .int(Int64(lag.entries)),
+                                     "lagStalledSeconds": .double(lag.stalledSeconds)])
             }
             out["peers"] = .object(peers)
         }
