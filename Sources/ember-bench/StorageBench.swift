@@ -48,6 +48,15 @@ struct StorageBench: AsyncParsableCommand {
     @Flag(help: "Not durable (MDB_NOSYNC): measures CPU, not fsync.")
     var noSync = false
 
+    @Flag(help: "Load --children children {score, name} under /items (with .indexOn score unless --no-index) and print disk bytes per JSON byte, per table.")
+    var footprint = false
+
+    @Option(help: "With --footprint: how many children.")
+    var children = 1_000_000
+
+    @Flag(help: "With --footprint: no .indexOn.")
+    var noIndex = false
+
     func validate() throws {
         guard submitters >= 1, pipeline >= 1 else { throw ValidationError("--submitters and --pipeline must be at least 1") }
         guard reads >= 0, queries >= 0 else { throw ValidationError("--reads and --queries must not be negative") }
@@ -74,7 +83,9 @@ struct StorageBench: AsyncParsableCommand {
         defer { store.close() }
         // Counted runs write each key once, so one value serves; timed runs rewrite keys (`benchValue`).
         let value = JSON.string(String(repeating: "x", count: valueSize))
-        if let writes {
+        if footprint {
+            try await FootprintRun(store: store, children: children, index: !noIndex).run()
+        } else if let writes {
             try await CountedStorageRun(store: store, prefix: prefix, value: value, writes: writes, inFlight: submitters,
                                         reads: reads, queries: queries).run(describe: describe)
         } else {
