@@ -321,3 +321,34 @@ def test_rules_simulate_endpoint_limits_and_errors(console_node):
     r = requests.post(url, data=b"x" * (2 * 1024 * 1024), headers=admin, timeout=10)
     assert r.status_code == 413
     assert requests.get(url, headers=admin, timeout=5).status_code == 405
+
+
+def test_push_import_and_export_through_the_page(browser, console_node, tmp_path):
+    ns = "c" + uuid.uuid4().hex[:10]
+    rest(console_node, ns, "/inbox/seed", "PUT", True)
+    open_console(browser, console_node, ns)
+    expand(browser, "/inbox")
+    action(browser, "/inbox", "push")
+    form = browser.find_element(By.CSS_SELECTOR, ".editrow")
+    form.find_element(By.CLASS_NAME, "child-value").send_keys("42")
+    form.find_element(By.CSS_SELECTOR, "select.type option[value=number]").click()
+    form.find_element(By.CLASS_NAME, "save").click()
+    wait(browser).until(lambda d: len(rest(console_node, ns, "/inbox")) == 2)
+    pushed = [k for k in rest(console_node, ns, "/inbox") if k != "seed"][0]
+    assert len(pushed) == 20 and rest(console_node, ns, f"/inbox/{pushed}") == 42  # a push id
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, f'.entry[data-path="/inbox/{pushed}"]')))
+
+    # Import a JSON file at the viewed path (behind a confirm), then export it back.
+    doc = {"imported": {"a": 1, "b": [1, 2, 3]}, "x": "y"}
+    f = tmp_path / "import.json"
+    f.write_text(json.dumps(doc))
+    root = browser.find_element(By.ID, "data-root")
+    root.clear()
+    root.send_keys("/restored")
+    browser.find_element(By.ID, "data-go").click()
+    browser.find_element(By.ID, "data-import").send_keys(str(f))
+    wait(browser).until(EC.alert_is_present()).accept()
+    wait(browser).until(lambda d: rest(console_node, ns, "/restored") == doc)
+    browser.find_element(By.ID, "data-export").click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "data-status").text.startswith("exported /restored"))
+    shot(browser, "data-import-export")
