@@ -352,3 +352,22 @@ def test_push_import_and_export_through_the_page(browser, console_node, tmp_path
     browser.find_element(By.ID, "data-export").click()
     wait(browser).until(lambda d: d.find_element(By.ID, "data-status").text.startswith("exported /restored"))
     shot(browser, "data-import-export")
+
+
+def test_without_the_admin_token_the_page_shows_what_the_rules_allow(browser, console_node):
+    ns = "c" + uuid.uuid4().hex[:10]
+    rest(console_node, ns, "/", "PUT", {"public": {"motd": "hi"}, "secret": {"k": 1}})
+    r = requests.put(f"{console_node.url}/.settings/rules.json?ns={ns}", headers={"Authorization": "Bearer " + ADMIN}, timeout=5,
+                     data=json.dumps({"rules": {"public": {".read": True}}}))
+    assert r.status_code == 200, r.text
+    open_console(browser, console_node, ns, token=None)
+    wait(browser).until(lambda d: "Permission denied" in d.find_element(By.ID, "data-status").text)
+    assert browser.find_element(By.ID, "identity").text == "anonymous"
+    browser.get(f"{console_node.url}/.ember/console/#data:/public")
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, '.entry[data-path="/public/motd"]'))
+    wait(browser).until(lambda d: row(d, "/public/motd").find_element(By.CLASS_NAME, "value").text == "hi")
+    assert not browser.find_elements(By.CSS_SELECTOR, '.entry[data-path="/secret"]')
+    # The rules tab needs the admin.
+    browser.get(f"{console_node.url}/.ember/console/#rules")
+    wait(browser).until(lambda d: "401" in d.find_element(By.ID, "rules-status").text)
+    shot(browser, "anonymous")

@@ -96,7 +96,7 @@ function removeEntry(e) {
 
 async function expand(e) {
   let shallow;
-  try { shallow = await getData(e.path, { shallow: 'true', limitToFirst: PAGE }); } catch (err) { status(err.message, true); return; }
+  try { shallow = await getData(e.path, { shallow: 'true', limitToFirst: PAGE }); } catch (err) { status(`${e.path}: ${err.message}`, true); return false; }
   if (!isObject(shallow)) {
     // A leaf after all (e.g. the boolean true), or gone.
     if (shallow === null && e.path !== rootPath) { removeEntry(e); return; }
@@ -331,9 +331,9 @@ async function draw() {
   const started = performance.now();
   const root = makeEntry(rootPath, true);
   tree.append(root.wrap);
-  await expand(root);
+  const ok = await expand(root) !== false;
   tree.dataset.ready = 'true';
-  status(`${rootPath}: ${root.keys.length}${root.hasMore ? '+' : ''} children drawn in ${Math.round(performance.now() - started)} ms`);
+  if (ok) status(`${rootPath}: ${root.keys.length}${root.hasMore ? '+' : ''} children drawn in ${Math.round(performance.now() - started)} ms`);
   goLive();
 }
 
