@@ -25,6 +25,11 @@ final class PeerLink: Sendable {
     static let writeBufferHigh = 8 << 20
     static let writeBufferLow = 4 << 20
     static let connectTimeout = TimeAmount.seconds(2)
+    /// Frames and bytes handed to a connected channel that wait for its event loop's next turn.
+    /// One loop turn writes them all and flushes once (one TLS record run, one syscall) instead
+    /// of one flush per frame; past either limit frames are dropped like a slow peer's.
+    static let outboxFrameLimit = 4_096
+    static let outboxByteLimit = 16 << 20
 
     struct State {
         var channel: (any Channel)?
@@ -36,6 +41,10 @@ final class PeerLink: Sendable {
         var closed = false
         var dropped: UInt64 = 0
         var everConnected = false
+        /// Frames for the connected channel not yet written (drained once per event-loop turn).
+        var outbox: [ByteBuffer] = []
+        var outboxBytes = 0
+        var drainScheduled = false
     }
     private let state: Mutex<State>
 
@@ -63,24 +72,52 @@ final class PeerLink: Sendable {
     }
 
     func send(_ frame: ByteBuffer) {
-        let (channel, dial) = state.withLock { s -> ((any Channel)?, Bool) in
+        let (drainOn, dial) = state.withLock { s -> ((any Channel)?, Bool) in
             if s.closed { return (nil, false) }
             if let ch = s.channel {
-                guard ch.isWritable else { s.dropped += 1; return (nil, false) }
+                // A frame larger than the byte limit still goes out alone (a big entry or chunk).
+                guard ch.isWritable, s.outbox.isEmpty || (s.outbox.count < Self.outboxFrameLimit
+                      && s.outboxBytes + frame.readableBytes <= Self.outboxByteLimit)
+                else { s.dropped += 1; return (nil, false) }
+                s.outbox.append(frame)
+                s.outboxBytes += frame.readableBytes
+                if s.drainScheduled { return (nil, false) }
+                s.drainScheduled = true
                 return (ch, false)
             }
             if s.queue.count >= queueLimit { s.queue.removeFirst(); s.dropped += 1 }
             s.queue.append(frame)
             return (nil, startDialIfDue(&s))
         }
-        if let channel { channel.writeAndFlush(frame, promise: nil) }
+        if let drainOn { drainOn.eventLoop.execute { self.drain(drainOn) } }
         if dial { dialNow() }
+    }
+
+    /// On the channel's event loop: writes every frame sent since the last drain, flushes once.
+    private func drain(_ channel: any Channel) {
+        let (frames, moveTo) = state.withLock { s -> ([ByteBuffer], (any Channel)?) in
+            guard let current = s.channel else {
+                s.drainScheduled = false
+                s.outbox = []; s.outboxBytes = 0
+                return ([], nil)
+            }
+            // The link reconnected meanwhile: the frames go out on the new channel, in order.
+            if current !== channel { return ([], current) }
+            s.drainScheduled = false
+            defer { s.outbox = []; s.outboxBytes = 0 }
+            return (s.outbox, nil)
+        }
+        if let moveTo { moveTo.eventLoop.execute { self.drain(moveTo) }; return }
+        guard !frames.isEmpty else { return }
+        for frame in frames { channel.write(frame, promise: nil) }
+        channel.flush()
     }
 
     func close() {
         let ch = state.withLock { s -> (any Channel)? in
             s.closed = true
             s.queue.removeAll()
+            s.outbox = []; s.outboxBytes = 0
             defer { s.channel = nil }
             return s.channel
         }
@@ -121,19 +158,24 @@ final class PeerLink: Sendable {
     }
 
     private func connected(_ channel: any Channel) {
-        let (pending, closed) = state.withLock { s -> ([ByteBuffer], Bool) in
+        let (pending, closed) = state.withLock { s -> (Bool, Bool) in
             s.connecting = false
-            if s.closed { return ([], true) }
+            if s.closed { return (false, true) }
             s.channel = channel
             s.backoffMillis = backoffMin
             s.everConnected = true
-            defer { s.queue.removeAll() }
-            return (Array(s.queue), false)
+            // Frames a dead channel's drain had not written yet, then the ones queued since:
+            // both before anything sent from now on.
+            s.outbox += Array(s.queue)
+            s.outboxBytes = s.outbox.reduce(0) { $0 + $1.readableBytes }
+            s.queue.removeAll()
+            let schedule = !s.drainScheduled && !s.outbox.isEmpty
+            if schedule { s.drainScheduled = true }
+            return (schedule, false)
         }
         if closed { channel.close(promise: nil); return }
         logger.info("peer link up", metadata: ["peer": "\(peer)", "address": "\(address)"])
-        for frame in pending { channel.write(frame, promise: nil) }
-        channel.flush()
+        if pending { channel.eventLoop.execute { self.drain(channel) } }
         channel.closeFuture.whenComplete { _ in
             let redial = self.state.withLock { s -> Bool in
                 if let current = s.channel, current === channel { s.channel = nil }
