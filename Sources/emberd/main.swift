@@ -235,6 +235,10 @@ struct Emberd: AsyncParsableCommand {
                                                   "tls": "\(config.clientTLS != nil)"])
         logger.info("auth: \(mode.summary)")
         if let jwt = config.tokenVerifier as? JWTTokenVerifier { logger.info("auth: \(jwt.summary)") }
+        if let files = FileLimit.raiseToHard() {
+            logger.info("open-file limit", metadata: ["before": "\(files.before)", "now": "\(files.after)", "hard": "\(files.hard)",
+                                                      "error": "\(files.error ?? "none")"])
+        }
         let readyLogger = logger
         try await node.run { port in
             readyLogger.info("emberd ready", metadata: ["port": "\(port)"])
