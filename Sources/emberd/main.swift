@@ -234,12 +234,15 @@ struct Emberd: AsyncParsableCommand {
         } else {
             store = try StoreFactory.open(directory: data, logRetain: logRetain, maxReadBytes: maxReadMb << 20, logger: logger)
         }
-        raiseOpenFileLimit(logger: logger)
         let node = try EmberNode(config: config, store: store, logger: logger)
         logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
                                                   "tls": "\(config.clientTLS != nil)"])
         logger.info("auth: \(mode.summary)")
         if let jwt = config.tokenVerifier as? JWTTokenVerifier { logger.info("auth: \(jwt.summary)") }
+        if let files = FileLimit.raiseToHard() {
+            logger.info("open-file limit", metadata: ["before": "\(files.before)", "now": "\(files.after)", "hard": "\(files.hard)",
+                                                      "error": "\(files.error ?? "none")"])
+        }
         let readyLogger = logger
         try await node.run { port in
             readyLogger.info("emberd ready", metadata: ["port": "\(port)"])
@@ -354,22 +357,3 @@ extension Emberd {
         return lines
     }
 }
-
-/// Every client connection holds a file descriptor, and distributions start processes with a
-/// soft limit of 1,024: raise it to the hard limit (systemd `LimitNOFILE`, compose `ulimits`).
-func raiseOpenFileLimit(logger: Logger) {
-    var limit = rlimit()
-    guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return }
-    let before = limit.rlim_cur
-    if limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max
-        if setrlimit(RLIMIT_NOFILE_VALUE, &limit) != 0 { limit.rlim_cur = before }
-    }
-    logger.info("open file limit", metadata: ["soft": "\(limit.rlim_cur)", "hard": "\(limit.rlim_max)", "was": "\(before)"])
-}
-
-#if os(Linux)
-private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-#else
-private let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
-#endif

@@ -60,7 +60,9 @@ public final class RealtimeHub: Sendable {
     /// Called by the store in commit order.
     public func publish(_ change: CommittedChange) {
         let targets = listening.withLock { $0[change.namespace].map { Array($0.values) } ?? [] }
-        for s in targets { s.deliver(change) }
+        guard !targets.isEmpty else { return }
+        let shared = SharedFrames(change: change)
+        for s in targets { s.deliver(shared) }
     }
 
     /// After a rules change: every session of `namespace` drops the listens it may no longer read.

@@ -155,11 +155,16 @@ public final class RealtimeSession: Sendable {
 
     /// Called in commit order for every change in this session's namespace.
     func deliver(_ change: CommittedChange) {
+        deliver(SharedFrames(change: change))
+    }
+
+    /// As `deliver(_:)`, with untagged listens' frames shared with the other sessions of the
+    /// same publish.
+    func deliver(_ shared: SharedFrames) {
         state.withLock { s in
             guard !s.closed else { return }
             for key in s.listens.keys {
-                let messages = s.listens[key]!.apply(change)
-                for m in messages { enqueue(&s, m) }
+                for frame in s.listens[key]!.applyFrames(shared.change, shared: shared) { enqueue(&s, frame: frame) }
             }
         }
     }

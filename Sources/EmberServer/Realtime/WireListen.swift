@@ -1,4 +1,5 @@
 import EmberCore
+import EmberProtocol
 
 /// One listen of a connection: a location with a query. Untagged listens forward changes as
 /// they come; tagged (filtered) ones keep the location's data to compute their window and send
@@ -83,19 +84,39 @@ struct WireListen {
             pending!.append(change)
             return []
         }
-        let events = ChangeRouting.events(for: change, at: path)
-        if !isTagged {
-            return events.map { ev in
-                switch ev {
-                case .put(let rel, let data):
-                    return WireMessages.push(action: "d", path: path.appending(rel), data: data.exportJSON(), tag: nil, version: change.index)
-                case .patch(let rel, let parts):
-                    var obj: [String: JSON] = [:]
-                    for (p, n) in parts { obj[p.segments.joined(separator: "/")] = n.exportJSON() }
-                    return WireMessages.push(action: "m", path: path.appending(rel), data: .object(obj), tag: nil, version: change.index)
-                }
+        if !isTagged { return Self.untaggedMessages(for: change, at: path) }
+        return applyTagged(change)
+    }
+
+    /// The frames `change` produces for this listen, untagged ones taken from `shared` (built
+    /// once per path for all listens there).
+    mutating func applyFrames(_ change: CommittedChange, shared: SharedFrames) -> [String] {
+        guard affects(change) else { return [] }
+        if pending != nil {
+            pending!.append(change)
+            return []
+        }
+        if !isTagged { return shared.untagged(at: path) }
+        return applyTagged(change).flatMap { WireFraming.split($0.serialized()) }
+    }
+
+    /// An untagged listen's pushes for `change`: a function of the change and the path only.
+    static func untaggedMessages(for change: CommittedChange, at path: Path) -> [JSON] {
+        ChangeRouting.events(for: change, at: path).map { ev in
+            switch ev {
+            case .put(let rel, let data):
+                return WireMessages.push(action: "d", path: path.appending(rel), data: data.exportJSON(), tag: nil, version: change.index)
+            case .patch(let rel, let parts):
+                var obj: [String: JSON] = [:]
+                for (p, n) in parts { obj[p.segments.joined(separator: "/")] = n.exportJSON() }
+                return WireMessages.push(action: "m", path: path.appending(rel), data: .object(obj), tag: nil, version: change.index)
             }
         }
+    }
+
+    /// A tagged listen's window diff for `change` (an active listen the change affects).
+    private mutating func applyTagged(_ change: CommittedChange) -> [JSON] {
+        let events = ChangeRouting.events(for: change, at: path)
         for ev in events {
             switch ev {
             case .put(let rel, let data): cache.set(data, at: rel)

@@ -78,9 +78,19 @@ public final class StreamHub: Sendable {
             e.filter { $0.value.namespace == change.namespace
                 && ($0.value.path.contains(change.path) || change.path.contains($0.value.path)) }
         }
+        // Encode once per listened location: a stream's events depend only on the change and its
+        // path, so streams on the same path get the same text (one JSON serialisation, not one each).
+        var texts: [Path: [String]] = [:]
         for (id, entry) in targets {
-            for ev in ChangeRouting.events(for: change, at: entry.path) {
-                if case .dropped = entry.continuation.yield((change.index, ChangeRouting.sseText(ev))) {
+            let lines: [String]
+            if let known = texts[entry.path] {
+                lines = known
+            } else {
+                lines = ChangeRouting.events(for: change, at: entry.path).map(ChangeRouting.sseText)
+                texts[entry.path] = lines
+            }
+            for text in lines {
+                if case .dropped = entry.continuation.yield((change.index, text)) {
                     overflowClosures.add(1, ordering: .relaxed)
                     overflowed.withLock { _ = $0.insert(id) }
                     unregister(id)
