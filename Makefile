@@ -81,16 +81,19 @@ bench:
 # libFuzzer runs of every harness (README "Fuzzing"); the default suite only replays the corpus.
 FUZZ_TARGETS = JSON Path REST Wire Rules
 FUZZ_RUNS ?= 1000000
+# 0 lets libFuzzer pick a seed; the smoke run fixes one so a given commit fuzzes the same way in
+# CI and on a developer's machine (a crash it finds is then reproducible, not a coin toss).
+FUZZ_SEED ?= 0
 FUZZ_FLAGS = -c release -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library -Xswiftc -DEMBER_FUZZING -Xswiftc -use-ld=lld --scratch-path .build-fuzz
 # The default suite's short libFuzzer run of every harness (~3 min, most of it the fuzzer build).
 fuzz-smoke:
-	$(MAKE) fuzz FUZZ_RUNS=50000
+	$(MAKE) fuzz FUZZ_RUNS=50000 FUZZ_SEED=20261125
 
 fuzz:
 	for t in $(FUZZ_TARGETS); do $(SWIFT) build $(FUZZ_FLAGS) --product Fuzz$$t || exit 1; done
 	for t in $(FUZZ_TARGETS); do \
 	  c=$$(echo $$t | tr A-Z a-z); mkdir -p .build-fuzz/corpus/$$c; \
-	  SWIFT_BACKTRACE=enable=no ./.build-fuzz/release/Fuzz$$t -runs=$(FUZZ_RUNS) -max_len=4096 -print_final_stats=1 \
+	  SWIFT_BACKTRACE=enable=no ./.build-fuzz/release/Fuzz$$t -runs=$(FUZZ_RUNS) -seed=$(FUZZ_SEED) -max_len=4096 -print_final_stats=1 \
 	    -artifact_prefix=.build-fuzz/crash-$$c- .build-fuzz/corpus/$$c Tests/EmberFuzzTests/Corpus/$$c || exit 1; \
 	done
 

@@ -61,9 +61,14 @@ public enum FuzzHarness {
         }
     }
 
-    /// Firebase path order: segment by segment in key order, a prefix first.
+    /// Firebase path order: segment by segment in key order, a prefix first. Segments are told
+    /// apart by their bytes, as keys are everywhere (Swift's `!=` on String is canonical
+    /// equivalence and would call "a\u{301}" and "a\u{341}" the same segment).
     static func pathLess(_ a: Path, _ b: Path) -> Bool {
-        for (x, y) in zip(a.segments, b.segments) where x != y { return KeyOrder.less(x, y) }
+        for (x, y) in zip(a.segments, b.segments) {
+            let c = KeyOrder.compare(x, y)
+            if c != 0 { return c < 0 }
+        }
         return a.count < b.count
     }
 
