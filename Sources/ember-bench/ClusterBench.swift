@@ -8,13 +8,33 @@ import Glibc
 
 /// Quorum-durable small writes against a 3-node Ember cluster (mutual TLS between peers) and a
 /// 3-member etcd cluster, both on loopback, in one invocation; prints both and the ratio.
-/// Clients are spread over the nodes (worker w writes to node w mod 3), so for both systems two
-/// thirds of the writes go through a follower that forwards them to the leader.
+///
+/// Modes (issue 12):
+/// - closed loop over REST (default): N HTTP/1.1 clients, client w talking to node w mod 3 (or to
+///   the leader only with `--leader-only`), so two thirds of the writes enter at a follower;
+/// - closed loop over the wire protocol (`--protocol ws --pipeline K`): N WebSocket connections
+///   spread the same way, each keeping K `p` requests outstanding; etcd gets N×K HTTP clients;
+/// - open loop (`--rate R`): R writes/s at the leader, each carrying its send time, read back by a
+///   listener on a follower (Ember: SSE; etcd: a watch), which reports write → follower event
+///   latency at that fixed rate.
+/// Every closed-loop run prints each server process's CPU per acknowledged write.
 struct ClusterBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "cluster", abstract: "3-node Ember vs 3-member etcd: quorum-durable writes/s and latency.")
+        commandName: "cluster", abstract: "3-node Ember vs 3-member etcd: quorum-durable writes/s, latency, CPU per write.")
 
     @OptionGroup var load: LoadOptions
+
+    @Option(help: "rest: HTTP/1.1 PUT per write; ws: Firebase wire protocol v5 `p` requests over WebSocket.")
+    var `protocol`: WriteBench.WireProtocol = .rest
+
+    @Option(help: "ws: requests each connection keeps outstanding.")
+    var pipeline = 1
+
+    @Flag(help: "Every client writes to the leader (default: spread over all nodes).")
+    var leaderOnly = false
+
+    @Option(help: "Open-loop mode: this many writes/s at the leader, latency to a listener on a follower (no closed-loop load).")
+    var rate: Int?
 
     @Option(help: "openssl binary (the cluster's certificates).")
     var openssl = "/usr/bin/openssl"
@@ -23,89 +43,196 @@ struct ClusterBench: AsyncParsableCommand {
     var skipEtcd = false
 
     static let nodes = 3
+    /// Open-loop sends allowed in flight before the run is declared saturated (bounds the tasks).
+    static let maxRateInFlight = 4_096
 
     var clients: Int { load.clients }
     var duration: Double { load.duration }
     var valueSize: Int { load.valueSize }
-    var emberd: String { load.emberd }
-    var etcd: String { load.etcd }
+
+    func validate() throws {
+        guard pipeline >= 1 else { throw ValidationError("--pipeline must be at least 1") }
+        guard `protocol` == .ws || pipeline == 1 else { throw ValidationError("--pipeline needs --protocol ws") }
+        if let rate { guard rate >= 1 && rate <= 100_000 else { throw ValidationError("--rate must be 1...100000") } }
+    }
 
     func run() async throws {
-        let bench = HTTPLoad(clients: load.clients, duration: load.duration)
+        let bench = HTTPLoad(clients: max(clients, 8), duration: load.duration)
         let http = bench.makeClient()
-        var processes: [Process] = []
+        let processes = ProcessSet()
         do {
-            try await runAll(bench, http, &processes)
+            try await runAll(bench, http, processes)
         } catch {
-            for p in processes where p.isRunning { p.terminate() }
+            processes.stopAll()
             try? await http.shutdown()
             throw error
         }
-        for p in processes where p.isRunning { p.terminate() }
+        processes.stopAll()
         try await http.shutdown()
     }
 
-    func runAll(_ bench: HTTPLoad, _ http: HTTPClient, _ processes: inout [Process]) async throws {
+    var shape: String {
+        if let rate { return "open loop: \(rate) writes/s at the leader, a listener on a follower" }
+        let spread = leaderOnly ? "all on the leader" : "spread over the nodes"
+        switch `protocol` {
+        case .rest: return "\(clients) HTTP/1.1 clients \(spread)"
+        case .ws: return "\(clients) WebSocket connections x \(pipeline) outstanding `p` requests, \(spread)"
+        }
+    }
+
+    func runAll(_ bench: HTTPLoad, _ http: HTTPClient, _ processes: ProcessSet) async throws {
         let dir = NSTemporaryDirectory() + "ember-cluster-bench-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ids = (1...Self.nodes).map { "n\($0)" }
         try makeCertificates(dir, ids)
         let base = 20_000 + Int.random(in: 0..<1000) * 10
         let peers = ids.enumerated().map { "\($1)=127.0.0.1:\(base + 5 + $0)" }.joined(separator: ",")
-        var urls: [String] = []
+        var nodes: [ServerProcess] = []
         for (i, id) in ids.enumerated() {
             let port = base + i
-            processes.append(try HTTPLoad.launch(emberd, [
+            let p = try HTTPLoad.launch(load.emberd, [
                 "--data", "\(dir)/\(id)", "--port", "\(port)", "--log-level", "warning", "--node-id", id, "--peers", peers,
                 "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
-            ]))
-            urls.append("http://127.0.0.1:\(port)")
+                // One machine plays every client: per-address limits off.
+                "--max-connections-per-address", "0", "--max-requests-per-second", "0",
+            ])
+            processes.add(p)
+            nodes.append(ServerProcess(name: id, url: "http://127.0.0.1:\(port)", process: p))
         }
-        for url in urls { try await HTTPLoad.waitReady(http, url + "/.json") }
-        try await waitForLeader(http, urls)
-        let valueSize = valueSize  // captured by the load closures
-        let nodeURLs = urls
-        print("ember-bench cluster: \(Self.nodes) nodes each, \(clients) clients spread over them, \(valueSize)-byte values, \(duration) s per run")
-        // Write→listener latency on a follower, measured during the write load: a probe writes
-        // its send time (µs) at the leader every `probeMillis`; an SSE stream on a follower reads it.
-        let (leaderURL, followerURL) = try await roles(http, nodeURLs)
-        let probeSeconds = duration + 1
-        let probe = Task { try await Self.listenerLatency(http, writeTo: leaderURL, listenOn: followerURL, seconds: probeSeconds) }
-        let ember = try await bench.load(http, name: "ember (3 nodes)") { worker, i in
-            var r = HTTPClientRequest(url: "\(nodeURLs[worker % nodeURLs.count])/bench/w\(worker)/\(benchKey(i, inserts: false)).json?print=silent")
-            r.method = .PUT
-            r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
-            return r
+        for n in nodes { try await HTTPLoad.waitReady(http, n.url + "/.json") }
+        try await waitForLeader(http, nodes.map(\.url))
+        let (leaderURL, followerURL) = try await roles(http, nodes.map(\.url))
+        for i in nodes.indices where nodes[i].url == leaderURL { nodes[i].name += " (leader)" }
+        print("ember-bench cluster: \(Self.nodes) nodes each, \(shape), \(load.valueSize)-byte values, \(duration) s per run, "
+              + "load average \(loadAverage())")
+        let ember: RunFigures
+        if let rate {
+            ember = try await rateRun(name: "ember (3 nodes)", rate: rate, servers: nodes) {
+                try await ClusterProbe.emberLatency(http, writeTo: leaderURL, listenOn: followerURL, rate: rate,
+                                                     seconds: duration, maxInFlight: Self.maxRateInFlight)
+            }
+        } else {
+            let targets = leaderOnly ? [leaderURL] : nodes.map(\.url)
+            ember = try await closedLoopEmber(bench, http, targets: targets, leaderURL: leaderURL, followerURL: followerURL, servers: nodes)
         }
-        ember.print()
-        let lat = try await probe.value
-        print(String(format: "ember write (leader) → SSE event (follower) under that load: %d probes, p50 %.2f ms, p99 %.2f ms",
-                     lat.count, Self.pct(lat, 0.5), Self.pct(lat, 0.99)))
-        for p in processes where p.isRunning { p.terminate() }
+        for n in nodes { n.process.terminate() }
         guard !skipEtcd else { return }
 
         let etcdBase = base + 100
         let cluster = (0..<Self.nodes).map { "e\($0 + 1)=http://127.0.0.1:\(etcdBase + 10 + $0)" }.joined(separator: ",")
-        var etcdURLs: [String] = []
+        var members: [ServerProcess] = []
         for i in 0..<Self.nodes {
             let client = "http://127.0.0.1:\(etcdBase + i)", peer = "http://127.0.0.1:\(etcdBase + 10 + i)"
-            processes.append(try HTTPLoad.launch(etcd, [
+            let p = try HTTPLoad.launch(load.etcd, [
                 "--data-dir", "\(dir)/etcd\(i + 1)", "--name", "e\(i + 1)",
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", cluster, "--initial-cluster-state", "new", "--log-level", "error",
-            ]))
-            etcdURLs.append(client)
+            ])
+            processes.add(p)
+            members.append(ServerProcess(name: "e\(i + 1)", url: client, process: p))
         }
-        for url in etcdURLs { try await HTTPLoad.waitReady(http, url + "/health") }
-        let members = etcdURLs
-        let etcdResult = try await bench.load(http, name: "etcd (3 members)") { worker, i in
-            etcdPut(members[worker % members.count], key: "/bench/w\(worker)/\(benchKey(i, inserts: false))",
-                    value: "\"" + benchValue(i, size: valueSize) + "\"")
+        for m in members { try await HTTPLoad.waitReady(http, m.url + "/health") }
+        let etcdLeader = try await ClusterProbe.etcdLeader(http, members.map(\.url))
+        for i in members.indices where members[i].url == etcdLeader { members[i].name += " (leader)" }
+        let etcd: RunFigures
+        if let rate {
+            let follower = members.first { $0.url != etcdLeader }!.url
+            etcd = try await rateRun(name: "etcd (3 members)", rate: rate, servers: members) {
+                try await ClusterProbe.etcdLatency(http, writeTo: etcdLeader, listenOn: follower, rate: rate,
+                                                    seconds: duration, maxInFlight: Self.maxRateInFlight)
+            }
+        } else {
+            etcd = try await closedLoopEtcd(members: members, etcdLeader: etcdLeader)
         }
-        etcdResult.print()
-        print(String(format: "ratio ember/etcd: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx",
-                     ember.rate / etcdResult.rate, ember.p50 / etcdResult.p50, ember.p99 / etcdResult.p99))
+        for m in members { m.process.terminate() }
+        print(String(format: "ratio ember/etcd: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx, CPU per write %.2fx",
+                     ember.rate / etcd.rate, ember.p50 / etcd.p50, ember.p99 / etcd.p99,
+                     ember.cpuPerWrite / max(etcd.cpuPerWrite, 1e-9)))
+    }
+
+    /// What a run reports for the ratio line.
+    struct RunFigures {
+        var rate: Double
+        var p50: Double
+        var p99: Double
+        /// Server CPU µs per acknowledged write, all processes together.
+        var cpuPerWrite: Double
+    }
+
+    func closedLoopEmber(_ bench: HTTPLoad, _ http: HTTPClient, targets: [String], leaderURL: String, followerURL: String,
+                         servers: [ServerProcess]) async throws -> RunFigures {
+        let valueSize = valueSize  // captured by the load closures
+        // Write→listener latency on a follower under the load: a probe writes its send time at
+        // the leader every `probeMillis`; an SSE stream on a follower reads it.
+        let probe = Task {
+            try await ClusterProbe.emberLatency(http, writeTo: leaderURL, listenOn: followerURL, rate: 1000 / Self.probeMillis,
+                                                 seconds: duration + 1, maxInFlight: 64)
+        }
+        let cpu = CPUMeter(servers)
+        let result: HTTPLoad.Result
+        switch `protocol` {
+        case .rest:
+            let bench = HTTPLoad(clients: clients, duration: duration)
+            result = try await bench.load(http, name: "ember (3 nodes)") { worker, i in
+                var r = HTTPClientRequest(url: "\(targets[worker % targets.count])/bench/w\(worker)/\(benchKey(i, inserts: false)).json?print=silent")
+                r.method = .PUT
+                r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
+                return r
+            }
+        case .ws:
+            let urls = targets.map { $0.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=bench" }
+            result = try await WireWriteLoad(urls: urls, connections: clients, pipeline: pipeline, duration: duration,
+                                             valueSize: valueSize, inserts: load.inserts).run(name: "ember (3 nodes)")
+        }
+        result.print()
+        let perWrite = cpu.report(writes: result.total)
+        let lat = try await probe.value
+        print(String(format: "ember write (leader) → SSE event (follower) under that load: %d probes, p50 %.2f ms, p99 %.2f ms",
+                     lat.samples.count, lat.p50, lat.p99))
+        return RunFigures(rate: result.rate, p50: result.p50, p99: result.p99, cpuPerWrite: perWrite)
+    }
+
+    func closedLoopEtcd(members: [ServerProcess], etcdLeader: String) async throws -> RunFigures {
+        let valueSize = valueSize, clients = clients, pipeline = pipeline
+        // etcd's HTTP gateway answers one request per connection at a time: against pipelined
+        // Ember it gets as many concurrent clients as Ember has writes outstanding.
+        let etcdClients = `protocol` == .ws ? clients * pipeline : clients
+        if `protocol` == .ws {
+            print("etcd: \(etcdClients) HTTP/1.1 clients (= \(clients) x \(pipeline) outstanding writes), one POST /v3/kv/put per request")
+        }
+        let targets = leaderOnly ? [etcdLeader] : members.map(\.url)
+        let driver = HTTPLoad(clients: etcdClients, duration: duration)
+        let http = driver.makeClient()
+        let cpu = CPUMeter(members)
+        let result: HTTPLoad.Result
+        do {
+            result = try await driver.load(http, name: "etcd (3 members)") { worker, i in
+                etcdPut(targets[worker % targets.count],
+                        key: "/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: false))",
+                        value: "\"" + benchValue(i, size: valueSize) + "\"")
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        result.print()
+        let perWrite = cpu.report(writes: result.total)
+        return RunFigures(rate: result.rate, p50: result.p50, p99: result.p99, cpuPerWrite: perWrite)
+    }
+
+    /// An open-loop run: the probe at `rate`, server CPU over it.
+    func rateRun(name: String, rate: Int, servers: [ServerProcess],
+                 _ body: () async throws -> ClusterProbe.Latency) async throws -> RunFigures {
+        let cpu = CPUMeter(servers)
+        let lat = try await body()
+        let expected = Int(Double(rate) * duration)
+        print(String(format: "%@: %d of %d writes seen by the follower's listener, write → event p50 %.2f ms, p99 %.2f ms, max %.2f ms; "
+                     + "%d write errors, %d sends late by > 1 ms",
+                     name, lat.samples.count, expected, lat.p50, lat.p99, lat.samples.last ?? 0, lat.errors, lat.lateSends))
+        let perWrite = cpu.report(writes: lat.acknowledged)
+        return RunFigures(rate: Double(lat.samples.count) / duration, p50: lat.p50, p99: lat.p99, cpuPerWrite: perWrite)
     }
 
     func makeCertificates(_ dir: String, _ ids: [String]) throws {
@@ -130,18 +257,8 @@ struct ClusterBench: AsyncParsableCommand {
         }
     }
 
-    /// Probe writes between listener-latency samples.
+    /// Probe writes between listener-latency samples during a closed-loop run.
     static let probeMillis = 50
-
-    static func pct(_ sorted: [Double], _ p: Double) -> Double {
-        sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-    }
-
-    static func micros() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
-    }
 
     /// The leader's URL and one follower's.
     func roles(_ http: HTTPClient, _ urls: [String]) async throws -> (String, String) {
@@ -154,49 +271,6 @@ struct ClusterBench: AsyncParsableCommand {
         }
         guard let leader, let follower else { throw ValidationError("no leader/follower pair") }
         return (leader, follower)
-    }
-
-    /// Sorted write→event latencies (ms) of probes written at `writeTo` and seen on `listenOn`.
-    static func listenerLatency(_ http: HTTPClient, writeTo: String, listenOn: String, seconds: Double) async throws -> [Double] {
-        var request = HTTPClientRequest(url: listenOn + "/probe.json")
-        request.headers.add(name: "Accept", value: "text/event-stream")
-        let stream = try await http.execute(request, timeout: .seconds(Int64(seconds) + 30))
-        let writer = Task {
-            let end = ContinuousClock.now + .seconds(seconds)
-            var i = 0
-            while ContinuousClock.now < end {
-                var put = HTTPClientRequest(url: "\(writeTo)/probe/p\(i % 100).json?print=silent")
-                put.method = .PUT
-                put.body = .bytes(ByteBuffer(string: "\(Self.micros())"))
-                if let r = try? await http.execute(put, timeout: .seconds(10)) { _ = try? await r.body.collect(upTo: 1 << 16) }
-                i += 1
-                try await Task.sleep(for: .milliseconds(Self.probeMillis))
-            }
-            // Ends the reader (the stream is otherwise quiet until its next keep-alive).
-            var stop = HTTPClientRequest(url: "\(writeTo)/probe/stop.json?print=silent")
-            stop.method = .PUT
-            stop.body = .bytes(ByteBuffer(string: "0"))
-            _ = try? await http.execute(stop, timeout: .seconds(10))
-        }
-        var samples: [Double] = []
-        var pending = ""
-        reading: for try await chunk in stream.body {
-            let now = Self.micros()
-            pending += String(buffer: chunk)
-            while let nl = pending.firstIndex(of: "\n") {
-                let line = pending[..<nl]
-                pending = String(pending[pending.index(after: nl)...])
-                // `data: {"path":"/p7","data":1732260000000000}` (the initial put is the whole map)
-                guard line.hasPrefix("data: "),
-                      let obj = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any],
-                      let path = obj["path"] as? String else { continue }
-                if path == "/stop" { break reading }
-                guard path.hasPrefix("/p"), let sent = (obj["data"] as? NSNumber)?.int64Value else { continue }
-                samples.append(Double(now - sent) / 1000)
-            }
-        }
-        writer.cancel()
-        return samples.sorted()
     }
 
     /// Waits until every node names the same leader.
@@ -214,5 +288,47 @@ struct ClusterBench: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(100))
         }
         throw ValidationError("the Ember cluster elected no leader")
+    }
+}
+
+/// A server process the bench started (an emberd node or an etcd member).
+struct ServerProcess {
+    var name: String
+    let url: String
+    let process: Process
+}
+
+/// Every process the bench started, stopped on the way out whatever happens.
+final class ProcessSet: @unchecked Sendable {
+    private var processes: [Process] = []
+    func add(_ p: Process) { processes.append(p) }
+    func stopAll() { for p in processes where p.isRunning { p.terminate() } }
+}
+
+/// CPU (user + system) each server process spends over a run, per acknowledged write.
+struct CPUMeter {
+    let servers: [ServerProcess]
+    let start: [Double]
+    let machine0 = MachineCPU.now()
+
+    init(_ servers: [ServerProcess]) {
+        self.servers = servers
+        start = servers.map { processCPUSeconds($0.process.processIdentifier) }
+    }
+
+    /// Prints one line per process and the total; returns the total µs per write.
+    func report(writes: Int) -> Double {
+        let n = Double(max(1, writes))
+        var parts: [String] = []
+        var total = 0.0
+        for (s, c0) in zip(servers, start) {
+            let c = processCPUSeconds(s.process.processIdentifier) - c0
+            total += c
+            parts.append(String(format: "%@ %.0f µs", s.name, c * 1e6 / n))
+        }
+        print(String(format: "  server CPU per acknowledged write (%d incl. warm-up): %@; all together %.0f µs; machine %.0f%% busy; load average %@",
+                     writes, parts.joined(separator: ", "), total * 1e6 / n,
+                     MachineCPU.now().busy(since: machine0) * 100, loadAverage()))
+        return total * 1e6 / n
     }
 }

@@ -12,23 +12,43 @@ import NIOPosix
 /// client frames with an all-zero mask key), so the load generator spends little of the 2 shared
 /// cores: requests made while reading one socket read are written with one flush.
 struct WireWriteLoad {
-    let url: String
+    /// Connection c talks to `urls[c % urls.count]` (a cluster's nodes, or one node).
+    let urls: [String]
     let connections: Int
     let pipeline: Int
     let duration: Double
     let valueSize: Int
     let inserts: Bool
 
+    init(urls: [String], connections: Int, pipeline: Int, duration: Double, valueSize: Int, inserts: Bool) {
+        precondition(!urls.isEmpty, "at least one URL")
+        self.urls = urls
+        self.connections = connections
+        self.pipeline = pipeline
+        self.duration = duration
+        self.valueSize = valueSize
+        self.inserts = inserts
+    }
+
+    init(url: String, connections: Int, pipeline: Int, duration: Double, valueSize: Int, inserts: Bool) {
+        self.init(urls: [url], connections: connections, pipeline: pipeline, duration: duration, valueSize: valueSize, inserts: inserts)
+    }
+
     func run(name: String) async throws -> HTTPLoad.Result {
-        guard let u = URL(string: url), let host = u.host, let port = u.port else { throw ValidationError("bad URL \(url)") }
-        var target = u.path
-        if let q = u.query { target += "?" + q }
+        var endpoints: [(host: String, port: Int, target: String)] = []
+        for url in urls {
+            guard let u = URL(string: url), let host = u.host, let port = u.port else { throw ValidationError("bad URL \(url)") }
+            var target = u.path
+            if let q = u.query { target += "?" + q }
+            endpoints.append((host, port, target))
+        }
         let start = NIODeadline.now()
         let timing = WireLoadHandler.Timing(measureFrom: start + .seconds(1),
                                             end: start + .nanoseconds(Int64((1 + duration) * 1e9)))
         let group = MultiThreadedEventLoopGroup.singleton
         var futures: [EventLoopFuture<WireLoadHandler.Outcome>] = []
         for c in 0..<connections {
+            let (host, port, target) = endpoints[c % endpoints.count]
             let loop = group.next()
             let promise = loop.makePromise(of: WireLoadHandler.Outcome.self)
             let handler = WireLoadHandler(host: "\(host):\(port)", target: target, connection: c, pipeline: pipeline,

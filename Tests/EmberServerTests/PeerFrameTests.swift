@@ -39,6 +39,10 @@ import Testing
             .forwardReply(ForwardReply(from: "n1", requestID: 78, result: .notLeader(hint: "n2"))),
             .forwardReply(ForwardReply(from: "n1", requestID: 79, result: .notLeader(hint: nil))),
             .forwardReply(ForwardReply(from: "n1", requestID: 80, result: .refused("bad path"))),
+            .forwardBatch(ForwardBatch(from: "n3", batchID: 9, payloads: [Array(0...200), [], [7]])),
+            .forwardBatch(ForwardBatch(from: "n3", batchID: 10, payloads: [])),
+            .forwardBatchReply(ForwardBatchReply(from: "n1", batchID: 9, results: [
+                .accepted(index: 12, term: 3), .refused("bad path"), .notLeader(hint: "n2"), .notLeader(hint: nil)])),
             .admin(AdminForward(from: "n2", origin: "n2", requestID: 5, operation: .addMember(
                 id: "n4", peer: PeerAddress(host: "127.0.0.1", port: 7004), url: "http://127.0.0.1:9004"))),
             .admin(AdminForward(from: "n2", origin: "n3", requestID: 6, operation: .addMember(
@@ -71,7 +75,7 @@ import Testing
 
     @Test func garbageIsRejected() {
         #expect(throws: PeerFrameError.unknownVersion(9)) { try PeerFrameCodec.decode([9, 1]) }
-        #expect(throws: PeerFrameError.unknownTag("frame kind", 7)) { try PeerFrameCodec.decode([1, 7]) }
+        #expect(throws: PeerFrameError.unknownTag("frame kind", 99)) { try PeerFrameCodec.decode([1, 99]) }
         var body = PeerFrameCodec.encode(Self.frames[0])
         body.append(0)
         #expect(throws: PeerFrameError.trailingBytes(1)) { try PeerFrameCodec.decode(body) }

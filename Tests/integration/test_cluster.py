@@ -764,7 +764,10 @@ async def pipelined_wire_load(c, ns, worker, acked, stop, window=64):
                 seq += 1
                 key = f"p{worker}_{seq}"
                 inflight[r] = (key, seq)
-                await ws.send(json.dumps({"t": "d", "d": {"r": r, "a": "p", "b": {"p": f"pk/{key}", "d": seq}}}))
+                # One multi-path update: the put, and this worker's latest sequence number (the
+                # order check: a replica's `lastw` may never fall behind an acknowledged write).
+                update = {f"pk/{key}": seq, f"lastw/w{worker}": seq}
+                await ws.send(json.dumps({"t": "d", "d": {"r": r, "a": "m", "b": {"p": "/", "d": update}}}))
         except Exception:
             pass  # the node died mid-stream: what was not answered ok is not acknowledged
         finally:
@@ -810,6 +813,67 @@ def test_kill9_leader_under_pipelined_wire_load_loses_no_acknowledged_write(tmp_
             data = requests.get(f"{n['url']}/pk.json?ns={ns}", timeout=10).json() or {}
             lost = [k for k, v in acked.items() if data.get(k) != v]
             assert not lost, f"{n['id']} lost {len(lost)} acknowledged pipelined writes, e.g. {lost[:5]}"
+            # A worker's writes apply in the order it sent them: its last sequence number is at
+            # least that of every write of its that was acknowledged.
+            last = requests.get(f"{n['url']}/lastw.json?ns={ns}", timeout=10).json() or {}
+            for w in range(3):
+                top = max((v for k, v in acked.items() if k.startswith(f"p{w}_")), default=0)
+                assert last.get(f"w{w}", 0) >= top, f"{n['id']}: worker {w} last {last.get(f'w{w}')} < acknowledged {top}"
         print(f"{len(acked)} acknowledged pipelined writes ({before} before the kill)")
     finally:
         c.down()
+
+
+def test_pipelined_wire_writes_at_a_follower_apply_once_and_in_order(cluster):
+    """2,000 `p` requests sent on a follower's WebSocket without waiting: the follower forwards
+    them to the leader in batches; every answer is `ok`, in request order; a listener on the
+    leader sees the counter only rise; every replica ends with every write exactly as sent."""
+    import asyncio
+    import websockets
+    ns = "ord" + uuid.uuid4().hex[:8]
+    follower, leader = cluster.followers()[0], cluster.leader()
+    total = 2000
+    seen = []
+    sse = requests.get(cluster.url(leader) + f"/last.json?ns={ns}", headers={"Accept": "text/event-stream"}, stream=True, timeout=60)
+
+    def listen():
+        for line in sse.iter_lines(decode_unicode=True):
+            if line and line.startswith("data: "):
+                d = json.loads(line[6:])
+                if d and isinstance(d.get("data"), int):
+                    seen.append(d["data"])
+                    if d["data"] == total - 1:
+                        return
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+
+    async def run():
+        url = cluster.url(follower).replace("http://", "ws://") + f"/.ws?v=5&ns={ns}"
+        async with websockets.connect(url, max_size=1 << 24) as ws:
+            await ws.recv()  # hello
+            for i in range(total):
+                update = {f"items/i{i:05d}": i, "last": i}
+                await ws.send(json.dumps({"t": "d", "d": {"r": i + 1, "a": "m", "b": {"p": "/", "d": update}}}))
+            answers = []
+            while len(answers) < total:
+                frame = await asyncio.wait_for(ws.recv(), 30)
+                if frame.isdigit() and len(frame) <= 6:
+                    frame = "".join([await ws.recv() for _ in range(int(frame))])
+                d = json.loads(frame).get("d", {})
+                if "r" in d:
+                    answers.append((d["r"], d.get("b", {}).get("s")))
+            return answers
+
+    answers = asyncio.run(run())
+    assert [r for r, _ in answers] == list(range(1, total + 1)), "answers out of request order"
+    assert all(s == "ok" for _, s in answers), [a for a in answers if a[1] != "ok"][:5]
+    listener.join(30)
+    sse.close()
+    assert seen and seen[-1] == total - 1, seen[-5:]
+    assert all(a <= b for a, b in zip(seen, seen[1:])), "the counter went backwards: writes applied out of order"
+    cluster.wait_converged()
+    expected = {f"i{i:05d}": i for i in range(total)}
+    for n in cluster.nodes:
+        assert requests.get(n["url"] + f"/items.json?ns={ns}", timeout=10).json() == expected, n["id"]
+        assert requests.get(n["url"] + f"/last.json?ns={ns}", timeout=10).json() == total - 1, n["id"]

@@ -17,6 +17,10 @@ public enum PeerFrame: Sendable, Hashable {
     case forward(ForwardRequest)
     /// The leader's answer to a forwarded write.
     case forwardReply(ForwardReply)
+    /// A follower hands the leader a batch of client writes, in the order they reached it.
+    case forwardBatch(ForwardBatch)
+    /// The leader's answer to a batch: one result per write, in order.
+    case forwardBatchReply(ForwardBatchReply)
     /// A follower hands an operator's membership / leadership request to the leader.
     case admin(AdminForward)
     /// The leader's answer to `admin`.
@@ -57,6 +61,33 @@ public struct ForwardReply: Sendable, Hashable {
         self.from = from
         self.requestID = requestID
         self.result = result
+    }
+}
+
+public struct ForwardBatch: Sendable, Hashable {
+    public var from: NodeID
+    /// Chosen by the sender; a follower has one batch at the leader at a time.
+    public var batchID: UInt64
+    /// Encoded EmberStorage `LogEntry`s, proposed in this order.
+    public var payloads: [[UInt8]]
+
+    public init(from: NodeID, batchID: UInt64, payloads: [[UInt8]]) {
+        self.from = from
+        self.batchID = batchID
+        self.payloads = payloads
+    }
+}
+
+public struct ForwardBatchReply: Sendable, Hashable {
+    public var from: NodeID
+    public var batchID: UInt64
+    /// One per payload, in order; after the first `notLeader` every result is `notLeader`.
+    public var results: [ForwardReply.Result]
+
+    public init(from: NodeID, batchID: UInt64, results: [ForwardReply.Result]) {
+        self.from = from
+        self.batchID = batchID
+        self.results = results
     }
 }
 
@@ -108,11 +139,17 @@ public enum PeerFrameCodec {
         case .forwardReply(let r):
             w.u8(3)
             w.string(r.from); w.varint(r.requestID)
-            switch r.result {
-            case .accepted(let index, let term): w.u8(0); w.varint(index); w.varint(term)
-            case .notLeader(let hint): w.u8(1); w.optionalString(hint)
-            case .refused(let why): w.u8(2); w.string(why)
-            }
+            encodeForwardResult(r.result, &w)
+        case .forwardBatch(let b):
+            w.u8(7)
+            w.string(b.from); w.varint(b.batchID)
+            w.varint(UInt64(b.payloads.count))
+            for p in b.payloads { w.bytes(p) }
+        case .forwardBatchReply(let r):
+            w.u8(8)
+            w.string(r.from); w.varint(r.batchID)
+            w.varint(UInt64(r.results.count))
+            for result in r.results { encodeForwardResult(result, &w) }
         case .admin(let a):
             w.u8(4)
             w.string(a.from); w.string(a.origin); w.varint(a.requestID)
@@ -148,14 +185,7 @@ public enum PeerFrameCodec {
             frame = .forward(ForwardRequest(from: try r.string(), requestID: try r.varint(), payload: try r.bytes()))
         case 3:
             let from = try r.string(), id = try r.varint()
-            let result: ForwardReply.Result
-            switch try r.u8() {
-            case 0: result = .accepted(index: try r.varint(), term: try r.varint())
-            case 1: result = .notLeader(hint: try r.optionalString())
-            case 2: result = .refused(try r.string())
-            case let t: throw .unknownTag("forward result", t)
-            }
-            frame = .forwardReply(ForwardReply(from: from, requestID: id, result: result))
+            frame = .forwardReply(ForwardReply(from: from, requestID: id, result: try decodeForwardResult(&r)))
         case 4:
             let from = try r.string(), origin = try r.string(), id = try r.varint()
             let operation: ClusterAdminOperation
@@ -179,10 +209,41 @@ public enum PeerFrameCodec {
             var voters: [NodeID] = []
             for _ in 0..<count { voters.append(try r.string()) }
             frame = .notMember(NotMemberNotice(from: from, configIndex: configIndex, commitIndex: commitIndex, voters: voters))
+        case 7:
+            let from = try r.string(), id = try r.varint()
+            let count = try r.count(minimumBytesEach: 1)
+            var payloads: [[UInt8]] = []
+            payloads.reserveCapacity(count)
+            for _ in 0..<count { payloads.append(try r.bytes()) }
+            frame = .forwardBatch(ForwardBatch(from: from, batchID: id, payloads: payloads))
+        case 8:
+            let from = try r.string(), id = try r.varint()
+            let count = try r.count(minimumBytesEach: 1)
+            var results: [ForwardReply.Result] = []
+            results.reserveCapacity(count)
+            for _ in 0..<count { results.append(try decodeForwardResult(&r)) }
+            frame = .forwardBatchReply(ForwardBatchReply(from: from, batchID: id, results: results))
         case let t: throw .unknownTag("frame kind", t)
         }
         guard r.remaining == 0 else { throw .trailingBytes(r.remaining) }
         return frame
+    }
+
+    static func encodeForwardResult(_ result: ForwardReply.Result, _ w: inout FrameWriter) {
+        switch result {
+        case .accepted(let index, let term): w.u8(0); w.varint(index); w.varint(term)
+        case .notLeader(let hint): w.u8(1); w.optionalString(hint)
+        case .refused(let why): w.u8(2); w.string(why)
+        }
+    }
+
+    static func decodeForwardResult(_ r: inout FrameReader) throws(PeerFrameError) -> ForwardReply.Result {
+        switch try r.u8() {
+        case 0: return .accepted(index: try r.varint(), term: try r.varint())
+        case 1: return .notLeader(hint: try r.optionalString())
+        case 2: return .refused(try r.string())
+        case let t: throw .unknownTag("forward result", t)
+        }
     }
 
     // MARK: - Raft payloads

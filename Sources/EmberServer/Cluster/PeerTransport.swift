@@ -279,6 +279,8 @@ extension PeerFrame {
         case .raft(let m): return m.from
         case .forward(let r): return r.from
         case .forwardReply(let r): return r.from
+        case .forwardBatch(let b): return b.from
+        case .forwardBatchReply(let r): return r.from
         case .admin(let a): return a.from
         case .adminReply(let r): return r.from
         case .notMember(let n): return n.from

@@ -14,12 +14,16 @@ extension RaftHost {
             expireAdmin(now: now)
             actions += retryAdmin()
             if node.leaderID != nil {
-                for w in requests.takeParked() { actions += route(w, now: now) }
                 for id in requests.readsDue(now: now) { actions += issueRead(id, now: now) }
             }
             return actions
         case .write(let w):
-            return route(w, now: now)
+            // Queued in arrival order; `routeQueued` proposes or forwards at the end of the turn.
+            requests.park(w)
+            return []
+        case .writes(let ws):
+            for w in ws { requests.park(w) }
+            return []
         case .read(let r):
             return issueRead(requests.addRead(r), now: now)
         case .frame(.raft(let m)):
@@ -27,8 +31,12 @@ extension RaftHost {
             return step(.receive(m))
         case .frame(.forward(let req)):
             return serveForward(req)
-        case .frame(.forwardReply(let reply)):
-            forwardAnswered(reply, now: now)
+        case .frame(.forwardReply):
+            return []  // this node forwards batches only (an answer to a single forward is stale)
+        case .frame(.forwardBatch(let batch)):
+            return serveForwardBatch(batch)
+        case .frame(.forwardBatchReply(let reply)):
+            batchAnswered(reply, now: now)
             return []
         case .admin(let a):
             return routeAdmin(a)
@@ -54,36 +62,6 @@ extension RaftHost {
         }
     }
 
-    /// Proposes on the leader, forwards to a known leader, or parks until one is known.
-    func route(_ w: PendingWrite, now: ContinuousClock.Instant) -> [Action] {
-        if node.role == .leader {
-            let stamped: [UInt8]
-            // Validated by the front already (ReplicatedDataStore.write).
-            do { stamped = try stamp(w.payload, validate: false) } catch {
-                w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
-                return []
-            }
-            let actions = step(.propose(stamped))
-            for a in actions {
-                switch a {
-                case .proposalAccepted(let index, let term):
-                    requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
-                case .proposalRejected:
-                    requests.park(w)  // e.g. a leadership transfer: retried on the next tick
-                default: break
-                }
-            }
-            return actions
-        }
-        if let leader = node.leaderID, leader != node.id {
-            let id = requests.forward(w, now: now)
-            transport.send(.forward(ForwardRequest(from: node.id, requestID: id, payload: w.payload)), to: leader)
-            return []
-        }
-        requests.park(w)
-        return []
-    }
-
     /// The leader fixes the entry's timestamp (what `{".sv":"timestamp"}` resolves to on every
     /// replica). Kept monotonic on this leader so server timestamps never go backwards here.
     /// Forwarded writes are validated again here: an entry the store would refuse to append
@@ -97,7 +75,8 @@ extension RaftHost {
         return entry.encoded()
     }
 
-    /// A follower forwarded a client write to us.
+    /// A follower of an earlier version forwarded one client write to us (this version forwards
+    /// batches, `serveForwardBatch`); answered so a rolling upgrade keeps its writes flowing.
     func serveForward(_ req: ForwardRequest) -> [Action] {
         func reply(_ result: ForwardReply.Result) {
             transport.send(.forwardReply(ForwardReply(from: node.id, requestID: req.requestID, result: result)), to: req.from)
@@ -121,25 +100,6 @@ extension RaftHost {
             }
         }
         return actions
-    }
-
-    /// The leader answered one of our forwards.
-    func forwardAnswered(_ reply: ForwardReply, now: ContinuousClock.Instant) {
-        guard let w = requests.takeForward(reply.requestID) else { return }  // timed out already
-        switch reply.result {
-        case .accepted(let index, let term):
-            // Read-your-writes: answer once THIS node has applied the index.
-            requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
-        case .notLeader(let hint):
-            if let hint, hint != reply.from, hint != node.id {
-                let id = requests.forward(w, now: now)
-                transport.send(.forward(ForwardRequest(from: node.id, requestID: id, payload: w.payload)), to: hint)
-            } else {
-                requests.park(w)
-            }
-        case .refused(let why):
-            w.reply.resume(throwing: ClusterError.refused(why))
-        }
     }
 
     func issueRead(_ id: UInt64, now: ContinuousClock.Instant) -> [Action] {

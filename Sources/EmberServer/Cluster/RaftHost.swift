@@ -29,6 +29,8 @@ final class RaftHost: @unchecked Sendable {
     let pendingRequests = Atomic<Int>(0)
     let pendingReads = Atomic<Int>(0)
     let stateReplacedHandlers = Mutex<[@Sendable () -> Void]>([])
+    /// Pipelined writers with outcomes from this turn, handed over at its end.
+    let sinkTurn = SinkTurn()
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
     private var loopTask: Task<Void, Never>?
@@ -68,6 +70,8 @@ final class RaftHost: @unchecked Sendable {
         case tick
         case frame(PeerFrame)
         case write(PendingWrite)
+        /// A pipelined writer's writes, in order (one inbox slot for a connection's burst).
+        case writes([PendingWrite])
         case read(PendingRead)
         /// An operator's membership change or leadership transfer (REST admin endpoints).
         case admin(PendingAdmin)
@@ -173,6 +177,8 @@ final class RaftHost: @unchecked Sendable {
                     if case .stop = input { stopping = true; continue }
                     actions += handle(input)
                 }
+                // Queued writes are proposed or forwarded once per turn: a burst becomes one batch.
+                actions += routeQueued(now: .now)
                 await execute(actions)
                 // Our own entries count for Raft once durable (HOST CONTRACT 2b); a commit this
                 // enables is performed at once (its apply, the new commit index to followers).
@@ -184,6 +190,7 @@ final class RaftHost: @unchecked Sendable {
                 adminTurn()
                 compactIfDue()
                 expireSnapshotFile(now: .now)
+                sinkTurn.flushAll()
                 let status = node.status
                 published.withLock { $0 = status }
                 if stopping {
@@ -195,11 +202,13 @@ final class RaftHost: @unchecked Sendable {
                     }
                     for input in late {
                         if case .write(let w) = input { w.reply.resume(throwing: ClusterError.shuttingDown) }
+                        if case .writes(let ws) = input { for w in ws { w.reply.resume(throwing: ClusterError.shuttingDown) } }
                         if case .read(let r) = input { r.reply.resume(throwing: ClusterError.shuttingDown) }
                         if case .admin(let a) = input { answer(a, .error(503, ClusterError.shuttingDown.description)) }
                     }
                     failAllAdmin()
                     requests.failAll(ClusterError.shuttingDown)
+                    sinkTurn.flushAll()
                     wake.finish()
                     return
                 }

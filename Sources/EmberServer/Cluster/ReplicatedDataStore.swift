@@ -103,6 +103,12 @@ public final class ReplicatedDataStore: DataStore {
     }
 
     public func write(_ request: WriteRequest) async throws -> WriteOutcome {
+        try LMDBDataStore.outcome(of: try await propose(try payload(for: request)))
+    }
+
+    /// The log entry a client write becomes, checked as the leader will check it (bad input is
+    /// refused here, before it costs a round trip).
+    func payload(for request: WriteRequest) throws -> [UInt8] {
         try Self.refuseReserved(request.namespace)
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
@@ -111,9 +117,17 @@ public final class ReplicatedDataStore: DataStore {
         do { _ = try local.storage.validate(namespace: request.namespace, operation: op) } catch let e as StorageError {
             throw LMDBDataStore.translate(e)
         }
-        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0,
-                                            auth: request.identity.writeAuth).encoded()
-        return try LMDBDataStore.outcome(of: try await propose(payload))
+        return EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0,
+                                     auth: request.identity.writeAuth).encoded()
+    }
+
+    /// Wire-protocol bursts go to the driver without a task or a wait per write; their outcomes
+    /// reach `sink` in bulk once per driver turn.
+    public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? {
+        let pending = host
+        return ReplicatedPipelinedWriter(store: self, sink: ClusterPipelineSink(sink: sink, turn: host.sinkTurn) { n in
+            pending.pendingRequests.subtract(n, ordering: .relaxed)
+        })
     }
 
     /// Proposes an entry through Raft; cluster failures become client errors (400 / 503).
@@ -138,18 +152,28 @@ public final class ReplicatedDataStore: DataStore {
     public func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { local.onRulesChanged(handler) }
 
     func submit(_ payload: [UInt8]) async throws -> WriteResult {
-        guard host.pendingRequests.add(1, ordering: .relaxed).newValue <= config.maxPendingWrites else {
-            host.pendingRequests.subtract(1, ordering: .relaxed)
-            throw ClusterError.overloaded
-        }
+        guard admit(1) else { throw ClusterError.overloaded }
         defer { host.pendingRequests.subtract(1, ordering: .relaxed) }
-        let now = ContinuousClock.now
-        let leaderDeadline = now + .milliseconds(Int64(config.noLeaderTimeoutSeconds * 1000))
-        let deadline = now + .milliseconds(Int64(config.writeTimeoutSeconds * 1000))
+        let (leaderDeadline, deadline) = deadlines()
         return try await withCheckedThrowingContinuation { cont in
-            let w = PendingWrite(payload: payload, reply: cont, leaderDeadline: leaderDeadline, deadline: deadline)
+            let w = PendingWrite(payload: payload, reply: .waiter(cont), leaderDeadline: leaderDeadline, deadline: deadline)
             if !host.enqueue(.write(w)) { cont.resume(throwing: ClusterError.overloaded) }
         }
+    }
+
+    /// Admission control: counts `n` more pending writes unless that passes `maxPendingWrites`.
+    func admit(_ n: Int) -> Bool {
+        guard host.pendingRequests.add(n, ordering: .relaxed).newValue <= config.maxPendingWrites else {
+            host.pendingRequests.subtract(n, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    /// When a write made now gives up waiting for a leader, and for its apply.
+    func deadlines() -> (leader: ContinuousClock.Instant, apply: ContinuousClock.Instant) {
+        let now = ContinuousClock.now
+        return (now + .milliseconds(Int64(config.noLeaderTimeoutSeconds * 1000)), now + .milliseconds(Int64(config.writeTimeoutSeconds * 1000)))
     }
 
     /// Removed by a membership change, in our log or learned from a member's notice (a node
@@ -242,5 +266,42 @@ public final class ReplicatedDataStore: DataStore {
             Task { await self.shutdown(); done.signal() }
         }
         done.wait()
+    }
+}
+
+/// A wire connection's pipelined writes on a cluster node: checked here, queued to the driver in
+/// one inbox slot per burst, answered through the connection's sink in request order.
+struct ReplicatedPipelinedWriter: PipelinedWriter {
+    let store: ReplicatedDataStore
+    let sink: ClusterPipelineSink
+
+    func enqueue(_ writes: [(tag: UInt64, request: WriteRequest)]) -> [(tag: UInt64, error: any Error)] {
+        var refused: [(tag: UInt64, error: any Error)] = []
+        var pending: [PendingWrite] = []
+        let (leaderDeadline, deadline) = store.deadlines()
+        for (tag, request) in writes {
+            do {
+                let payload = try store.payload(for: request)
+                pending.append(PendingWrite(payload: payload, reply: .sink(tag: tag, sink), leaderDeadline: leaderDeadline, deadline: deadline))
+            } catch {
+                refused.append((tag, error))
+            }
+        }
+        guard !pending.isEmpty else { return refused }
+        let overloaded = StoreUnavailable(ClusterError.overloaded.description)
+        guard store.admit(pending.count) else { return refused + pending.map { ($0.tag, overloaded) } }
+        if !store.host.enqueue(.writes(pending)) {
+            store.host.pendingRequests.subtract(pending.count, ordering: .relaxed)
+            return refused + pending.map { ($0.tag, overloaded) }
+        }
+        return refused
+    }
+}
+
+extension PendingWrite {
+    /// The pipelined writer's tag (only for sink replies).
+    var tag: UInt64 {
+        if case .sink(let tag, _) = reply { return tag }
+        preconditionFailure("only pipelined writes carry a tag")
     }
 }

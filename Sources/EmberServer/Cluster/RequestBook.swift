@@ -1,11 +1,12 @@
 import EmberRaft
 import EmberStorage
+import NIOCore
 
 /// A client write waiting for the cluster. `payload` is an encoded storage `LogEntry` with the
 /// namespace and operation; the leader fixes its timestamp when proposing.
 struct PendingWrite: Sendable {
     var payload: [UInt8]
-    var reply: CheckedContinuation<WriteResult, any Error>
+    var reply: WriteReply
     /// Give up waiting for a leader after this.
     var leaderDeadline: ContinuousClock.Instant
     /// Give up waiting for the apply after this (outcome unknown).
@@ -20,16 +21,24 @@ struct PendingRead: Sendable {
 
 /// The driver's bookkeeping of client requests in flight (owned by the driver loop).
 ///
-/// A write is in exactly one place: parked (no leader known), forwarded (sent to the leader,
-/// awaiting its reply), or awaiting the local apply of the index it was appended at. The
-/// outcome is decided by the entry applied at that index: same term → it is our write; other
-/// term → our entry was overwritten, so the write did not happen.
+/// A write is in exactly one place: queued (not yet proposed or forwarded), in the forwarded
+/// batch (sent to the leader, awaiting its reply), or awaiting the local apply of the index it
+/// was appended at. The outcome is decided by the entry applied at that index: same term → it is
+/// our write; other term → our entry was overwritten, so the write did not happen.
+///
+/// Order: writes leave the queue in arrival order, and a follower has at most one batch at the
+/// leader at a time, so a node's writes enter the log in the order they reached it (a client's
+/// pipelined writes stay in order even across leader changes: a bounced batch goes back to the
+/// head of the queue).
 struct RequestBook {
-    var parked: [PendingWrite] = []
-    var forwards: [UInt64: PendingWrite] = [:]
-    var forwardSentAt: [UInt64: ContinuousClock.Instant] = [:]
-    var waiters: [UInt64: [(term: UInt64, write: PendingWrite)]] = [:]
+    /// Writes not yet proposed (leader) or forwarded (follower), oldest first.
+    var queue = CircularBuffer<PendingWrite>()
+    /// The batch a follower forwarded and the leader has not answered yet.
+    var inFlight: ForwardBatchInFlight?
     var nextForwardID: UInt64 = 1
+    /// Not before this is a batch sent again after a leader bounced one without naming another.
+    var forwardPausedUntil: ContinuousClock.Instant?
+    var waiters: [UInt64: [(term: UInt64, write: PendingWrite)]] = [:]
 
     var reads: [UInt64: PendingRead] = [:]
     var readIssuedAt: [UInt64: ContinuousClock.Instant] = [:]
@@ -50,24 +59,39 @@ struct RequestBook {
         self.recentLimit = recentLimit
     }
 
-    mutating func park(_ w: PendingWrite) { parked.append(w) }
+    mutating func park(_ w: PendingWrite) { queue.append(w) }
 
-    mutating func takeParked() -> [PendingWrite] {
-        defer { parked = [] }
-        return parked
+    /// Puts writes back at the head of the queue, keeping their order (a bounced batch).
+    mutating func requeueFront(_ ws: some BidirectionalCollection<PendingWrite>) {
+        for w in ws.reversed() { queue.prepend(w) }
     }
 
-    mutating func forward(_ w: PendingWrite, now: ContinuousClock.Instant) -> UInt64 {
+    /// Takes writes from the head of the queue for one forwarded batch: at least one, then while
+    /// within both limits.
+    mutating func takeBatch(maxWrites: Int, maxBytes: Int) -> [PendingWrite] {
+        precondition(maxWrites > 0 && maxBytes > 0, "batch limits must be positive")
+        var batch: [PendingWrite] = []
+        var bytes = 0
+        while let w = queue.first, batch.isEmpty || (batch.count < maxWrites && bytes + w.payload.count <= maxBytes) {
+            bytes += w.payload.count
+            batch.append(queue.removeFirst())
+        }
+        return batch
+    }
+
+    mutating func sent(_ batch: [PendingWrite], to leader: NodeID, now: ContinuousClock.Instant) -> UInt64 {
+        assert(inFlight == nil, "one forwarded batch at a time keeps the writes in order")
         let id = nextForwardID
         nextForwardID += 1
-        forwards[id] = w
-        forwardSentAt[id] = now
+        inFlight = ForwardBatchInFlight(id: id, to: leader, writes: batch, sentAt: now)
         return id
     }
 
-    mutating func takeForward(_ id: UInt64) -> PendingWrite? {
-        forwardSentAt[id] = nil
-        return forwards.removeValue(forKey: id)
+    /// The in-flight batch with this id, taken out (nil: a late or unknown reply).
+    mutating func takeInFlight(_ id: UInt64) -> ForwardBatchInFlight? {
+        guard let b = inFlight, b.id == id else { return nil }
+        inFlight = nil
+        return b
     }
 
     /// The write was appended at `index` in `term`; answer it when that index is applied here.
@@ -135,13 +159,16 @@ struct RequestBook {
 
     /// Fails every request past its deadline.
     mutating func expire(now: ContinuousClock.Instant, noLeaderSeconds: Double, forwardReplyTimeout: Duration = .seconds(3)) {
-        parked.removeAll { w in
-            guard now >= w.leaderDeadline else { return false }
-            w.reply.resume(throwing: ClusterError.noLeader(seconds: noLeaderSeconds))
-            return true
+        if queue.contains(where: { now >= $0.leaderDeadline }) {
+            var keep = CircularBuffer<PendingWrite>(initialCapacity: queue.count)
+            for w in queue {
+                if now >= w.leaderDeadline { w.reply.resume(throwing: ClusterError.noLeader(seconds: noLeaderSeconds)) } else { keep.append(w) }
+            }
+            queue = keep
         }
-        for (id, sent) in forwardSentAt where now - sent >= forwardReplyTimeout {
-            takeForward(id)?.reply.resume(throwing: ClusterError.outcomeUnknown("the leader did not answer"))
+        if let b = inFlight, now - b.sentAt >= forwardReplyTimeout {
+            inFlight = nil
+            for w in b.writes { w.reply.resume(throwing: ClusterError.outcomeUnknown("the leader did not answer")) }
         }
         for (index, ws) in waiters {
             let (late, keep) = (ws.filter { now >= $0.write.deadline }, ws.filter { now < $0.write.deadline })
@@ -157,10 +184,18 @@ struct RequestBook {
     }
 
     mutating func failAll(_ error: any Error) {
-        for w in parked { w.reply.resume(throwing: error) }
-        for w in forwards.values { w.reply.resume(throwing: error) }
+        for w in queue { w.reply.resume(throwing: error) }
+        for w in inFlight?.writes ?? [] { w.reply.resume(throwing: error) }
         for ws in waiters.values { for w in ws { w.write.reply.resume(throwing: error) } }
         for r in reads.values { r.reply.resume(throwing: error) }
-        parked = []; forwards = [:]; forwardSentAt = [:]; waiters = [:]; reads = [:]; readIssuedAt = [:]
+        queue = []; inFlight = nil; waiters = [:]; reads = [:]; readIssuedAt = [:]
     }
+}
+
+/// A follower's batch of client writes at the leader.
+struct ForwardBatchInFlight {
+    let id: UInt64
+    let to: NodeID
+    var writes: [PendingWrite]
+    let sentAt: ContinuousClock.Instant
 }

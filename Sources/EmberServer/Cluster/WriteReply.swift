@@ -1,0 +1,76 @@
+import EmberStorage
+import Synchronization
+
+/// Where a cluster write's outcome goes: a caller awaiting it (REST, a wire write made alone),
+/// or a pipelined writer's sink (a wire connection's burst of `p`/`m` requests), to which the
+/// outcomes are handed in bulk once per driver turn.
+enum WriteReply: Sendable {
+    case waiter(CheckedContinuation<WriteResult, any Error>)
+    case sink(tag: UInt64, ClusterPipelineSink)
+
+    func resume(returning r: WriteResult) {
+        switch self {
+        case .waiter(let c): c.resume(returning: r)
+        case .sink(let tag, let s): s.add(tag, Result { try LMDBDataStore.outcome(of: r) })
+        }
+    }
+
+    func resume(throwing e: any Error) {
+        switch self {
+        case .waiter(let c): c.resume(throwing: e)
+        case .sink(let tag, let s): s.add(tag, .failure(ClusterError.clientError(e)))
+        }
+    }
+}
+
+/// One pipelined writer's outcomes, buffered by the driver loop and handed to the connection's
+/// sink at the end of the turn (one call, one lock, one socket write for the whole turn's answers).
+///
+/// `@unchecked Sendable`: `buffered` is touched only by the driver loop (outcomes are produced
+/// nowhere else), like the rest of the loop's state.
+final class ClusterPipelineSink: @unchecked Sendable {
+    let sink: any WriteOutcomeSink
+    let turn: SinkTurn
+    /// Called with the number of outcomes handed over (admission control's count of pending writes).
+    let released: @Sendable (Int) -> Void
+    private var buffered: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)] = []
+
+    init(sink: any WriteOutcomeSink, turn: SinkTurn, released: @escaping @Sendable (Int) -> Void) {
+        self.sink = sink
+        self.turn = turn
+        self.released = released
+    }
+
+    func add(_ tag: UInt64, _ outcome: Result<WriteOutcome, any Error>) {
+        if buffered.isEmpty { turn.due.append(self) }
+        buffered.append((tag, outcome))
+    }
+
+    func flush() {
+        guard !buffered.isEmpty else { return }
+        let out = buffered
+        buffered = []
+        released(out.count)
+        sink.completed(out)
+    }
+}
+
+/// The sinks with outcomes buffered during the current driver turn (driver loop only).
+final class SinkTurn: @unchecked Sendable {
+    var due: [ClusterPipelineSink] = []
+
+    func flushAll() {
+        let sinks = due
+        due = []
+        for s in sinks { s.flush() }
+    }
+}
+
+extension ClusterError {
+    /// What a client is told: a refused write is its own fault (400), the rest are retryable (503).
+    static func clientError(_ e: any Error) -> any Error {
+        guard let c = e as? ClusterError else { return e }
+        if case .refused(let why) = c { return RestError.badRequest(why) }
+        return StoreUnavailable(c.description)
+    }
+}
