@@ -27,6 +27,8 @@ var package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // HTTP parts as HTTPTypes (what Hummingbird's HTTP/1 pipeline carries): the REST fast path.
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         // Operations (issue 5): Prometheus metrics, and certificate generation in the `ember` CLI.
@@ -64,6 +66,7 @@ var package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 // Pipelined wire responses are written as WebSocket frames straight to the channel.
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "EmberRaft",

@@ -92,6 +92,11 @@ public final class EmberNode: Sendable {
         // percent-encoded (RestRequest.maxTargetBytes); longer heads get 414 (RequestHeadLimitChannel).
         var http1 = HTTP1Channel.Configuration()
         http1.httpDecoder = .init(maxHeaderFieldSize: RestRequest.maxTargetBytes, maxHeaderListSize: RestRequest.maxHeadBytes)
+        // Plain data writes are served on the event loop (RestFastPath); the rest goes on to Hummingbird.
+        if RestFastPath.enabled(for: config) {
+            let rest = self.rest, metrics = self.metrics
+            http1.additionalChannelHandlers = { [RestFastPath(rest: rest, metrics: metrics)] }
+        }
         let upgrade = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: .init(maxFrameSize: WireFraming.maxFrameCharacters * 4))
         var server = HTTPServerBuilder { [self] responder in
             RequestHeadLimitChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgrade) { head, channel, _ in

@@ -17,6 +17,8 @@ public final class NodeMetrics: Sendable {
     private let commitLatency: CoreMetrics.Timer
     private let committedEntries: CoreMetrics.Counter
     private let batchEntries: CoreMetrics.Recorder
+    /// REST requests answered by `RestFastPath` (on the event loop, without Hummingbird).
+    private let fastPathRequests: CoreMetrics.Counter
     /// Rejected requests by reason; the reasons are a fixed small set (see `reason(forStatus:)`).
     private let rejected = Mutex<[String: CoreMetrics.Counter]>([:])
 
@@ -35,7 +37,10 @@ public final class NodeMetrics: Sendable {
         commitLatency = CoreMetrics.Timer(label: "ember_commit_latency_seconds", dimensions: [], factory: f)
         committedEntries = CoreMetrics.Counter(label: "ember_committed_entries_total", dimensions: [], factory: f)
         batchEntries = CoreMetrics.Recorder(label: "ember_commit_batch_entries", dimensions: [], aggregate: true, factory: f)
+        fastPathRequests = CoreMetrics.Counter(label: "ember_rest_fast_path_requests_total", dimensions: [], factory: f)
     }
+
+    func recordFastPathRequest() { fastPathRequests.increment() }
 
     func recordWrite(since start: ContinuousClock.Instant, ok: Bool) {
         let d = ContinuousClock.now - start

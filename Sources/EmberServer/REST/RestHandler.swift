@@ -48,16 +48,19 @@ public final class RestHandler: Sendable {
     public func respond(to request: Request, channel: (any Channel)? = nil, base: Identity = .anonymous) async -> Response {
         do {
             return try await handle(request, channel: channel, base: base)
-        } catch let e as RestError {
-            return Self.error(e)
-        } catch let e as EmberError {
-            return Self.error(RestError(e))
-        } catch let e as StoreUnavailable {
-            return Self.error(RestError(503, e.message))
-        } catch is PermissionDenied {
-            return Self.error(RestError(401, PermissionDenied.message))
         } catch {
-            return Self.error(RestError(500, "Internal error: \(error)"))
+            return Self.error(Self.restError(error))
+        }
+    }
+
+    /// The status and `{"error": ...}` a failure is answered with (shared with `RestFastPath`).
+    static func restError(_ error: any Error) -> RestError {
+        switch error {
+        case let e as RestError: return e
+        case let e as EmberError: return RestError(e)
+        case let e as StoreUnavailable: return RestError(503, e.message)
+        case is PermissionDenied: return RestError(401, PermissionDenied.message)
+        default: return RestError(500, "Internal error: \(error)")
         }
     }
 
@@ -259,13 +262,8 @@ public final class RestHandler: Sendable {
 
     func write(_ req: RestRequest, identity: Identity, method: HTTPRequest.Method, body: ByteBuffer, wantETag: Bool, ifMatch: String?) async throws -> Response {
         let ns = req.namespace!
-        var path = req.path
-        let bytes = body.readableBytesView
-        var json: JSON = .null
-        if method != .delete {
-            guard !bytes.isEmpty else { throw RestError.badRequest("No data supplied.") }
-            do { json = try JSON.parse(bytes) } catch { throw RestError.badRequest(EmberError.invalidJSON("").description) }
-        }
+        let path = req.path
+        let json = try Self.body(body.readableBytesView, method: method)
         if case .priority(let node) = req.target {
             guard method == .put || method == .delete, ifMatch == nil else {
                 throw RestError.badRequest("A priority is written with PUT or DELETE on /<path>/.priority.json, without if-match")
@@ -274,52 +272,58 @@ public final class RestHandler: Sendable {
             if req.print == .silent { return Self.cors(Response(status: .noContent)) }
             return Self.json(priority, pretty: req.print == .pretty)
         }
-        var pushName: String?
-        let kind: WriteRequest.Kind
-        switch method {
-        case .put, .delete:
-            try validate(json, at: path)
-            kind = .set(json)
-        case .post:
-            let name = pushIDs.withLock { gen -> String in
-                var rng = SystemRandomNumberGenerator()
-                return gen.next(now: clock(), using: &rng)
-            }
-            path = path.child(name)
-            pushName = name
-            try validate(json, at: path)
-            kind = .set(json)
-        default:  // PATCH
-            guard case .object(let obj) = json else {
-                throw RestError.badRequest("Invalid data; a PATCH body must be a JSON object")
-            }
-            let parts = try validation.updateParts(base: path, obj)
-            kind = .update(parts)
-        }
         let condition = ifMatch.map { WriteCondition.etag($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
         if condition != nil && method == .post { throw RestError.badRequest("if-match is not supported on POST requests") }
-        let outcome = try await store.write(WriteRequest(namespace: ns, path: path, kind: kind, condition: condition, identity: identity))
+        let (request, echo) = try prepareWrite(namespace: ns, path: path, method: method, json: json, condition: condition, identity: identity)
+        let outcome = try await store.write(request)
         guard outcome.applied else {
             var resp = Self.json(outcome.value.toJSON(), pretty: false, status: .preconditionFailed)
             resp.headers[.eTag] = ETag.of(node: outcome.value, version: outcome.version)
             return resp
         }
         if req.print == .silent { return Self.cors(Response(status: .noContent)) }
-        let result: JSON
-        switch method {
-        case .post: result = .object(["name": .string(pushName!)])
-        case .delete: result = .null
-        case .patch:
-            var o: [String: JSON] = [:]
-            if case .update(let parts) = kind {
-                for (rel, _) in parts { o[rel.segments.joined(separator: "/")] = outcome.value.child(at: rel).toJSON() }
-            }
-            result = .object(o)
-        default: result = outcome.value.toJSON()
-        }
-        var resp = Self.json(result, pretty: req.print == .pretty)
+        var resp = Self.json(echo.answer(outcome), pretty: req.print == .pretty)
         if wantETag { resp.headers[.eTag] = ETag.of(node: outcome.value, version: outcome.version) }
         return resp
+    }
+
+    /// A write's JSON body (DELETE has none).
+    static func body(_ bytes: some Collection<UInt8>, method: HTTPRequest.Method) throws -> JSON {
+        guard method != .delete else { return .null }
+        guard !bytes.isEmpty else { throw RestError.badRequest("No data supplied.") }
+        do { return try JSON.parse(bytes) } catch { throw RestError.badRequest(EmberError.invalidJSON("").description) }
+    }
+
+    /// The store request of a data write, and what its answer echoes (shared with `RestFastPath`,
+    /// so both fronts judge and answer a write the same way).
+    func prepareWrite(namespace ns: String, path: Path, method: HTTPRequest.Method, json: JSON, condition: WriteCondition?,
+                      identity: Identity) throws -> (WriteRequest, WriteEcho) {
+        var path = path
+        let echo: WriteEcho
+        let kind: WriteRequest.Kind
+        switch method {
+        case .put, .delete:
+            try validate(json, at: path)
+            kind = .set(json)
+            echo = method == .delete ? .null : .value
+        case .post:
+            let name = pushIDs.withLock { gen -> String in
+                var rng = SystemRandomNumberGenerator()
+                return gen.next(now: clock(), using: &rng)
+            }
+            path = path.child(name)
+            try validate(json, at: path)
+            kind = .set(json)
+            echo = .name(name)
+        default:  // PATCH
+            guard case .object(let obj) = json else {
+                throw RestError.badRequest("Invalid data; a PATCH body must be a JSON object")
+            }
+            let parts = try validation.updateParts(base: path, obj)
+            kind = .update(parts)
+            echo = .parts(parts.map(\.0))
+        }
+        return (WriteRequest(namespace: ns, path: path, kind: kind, condition: condition, identity: identity), echo)
     }
 
     func validate(_ json: JSON, at path: Path) throws {
@@ -378,6 +382,27 @@ public final class RestHandler: Sendable {
         r.headers[.accessControlAllowMethods] = "GET, PUT, POST, PATCH, DELETE, OPTIONS"
         r.headers[.accessControlAllowHeaders] = "Content-Type, Authorization, X-Firebase-ETag, If-Match, If-None-Match"
         return r
+    }
+}
+
+/// What the answer to an applied REST write holds (Firebase: the value written for PUT, the
+/// generated name for POST, null for DELETE, the written parts for PATCH).
+enum WriteEcho: Sendable {
+    case value
+    case null
+    case name(String)
+    case parts([Path])
+
+    func answer(_ outcome: WriteOutcome) -> JSON {
+        switch self {
+        case .value: return outcome.value.toJSON()
+        case .null: return .null
+        case .name(let n): return .object(["name": .string(n)])
+        case .parts(let rels):
+            var o: [String: JSON] = [:]
+            for rel in rels { o[rel.segments.joined(separator: "/")] = outcome.value.child(at: rel).toJSON() }
+            return .object(o)
+        }
     }
 }
 

@@ -1,0 +1,321 @@
+import EmberCore
+import EmberProtocol
+import Foundation
+import HTTPTypes
+import HummingbirdCore
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+/// REST data writes served on the connection's event loop, without a task, a continuation, an
+/// NIOAsyncChannel hand-off or a Hummingbird request per write (BENCHMARKS "REST writes": those
+/// were two thirds of a small write's CPU). It sits in each HTTP/1 connection's pipeline right
+/// after the HTTP part decoding; a write it takes goes to the store's pipelined writer, and the
+/// answer is written back on the loop once the write is durable (and applied on this node).
+///
+/// It takes only plain writes: `PUT`/`PATCH`/`POST`/`DELETE` of a data path with a body of at
+/// most `maxBodyBytes` announced by `Content-Length`, with no `If-Match`, `X-Firebase-ETag`,
+/// method override, `Expect`, `Transfer-Encoding` or `Connection` other than keep-alive, and
+/// no query, shallow or export parameter. Everything else — reads, streams, priorities, rules,
+/// operations endpoints, every request while one is with Hummingbird — passes to Hummingbird
+/// untouched. What it takes it judges with the same code as the Hummingbird path
+/// (`RestHandler.prepareWrite`, `resolveIdentity`, the rate limits, `restError`), so answers are
+/// the same byte for byte (test_rest_fast_path.py compares them).
+///
+/// Order: HTTP/1.1 answers leave in request order. Writes taken here are answered in order; a
+/// request for Hummingbird that arrives while some are unanswered waits (with everything after
+/// it) until they are; and nothing is taken here while a request is with Hummingbird.
+///
+/// Not used when client certificates can make a request admin (`--tls-ca`): that identity is
+/// read asynchronously from the TLS handshake.
+final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOutcomeSink, @unchecked Sendable {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// Largest body taken here (larger writes go to Hummingbird, which applies the node's limit).
+    static let maxBodyBytes = 64 * 1024
+    /// Requests held behind unanswered writes before the connection stops being read.
+    static let maxHeldParts = 256
+
+    let rest: RestHandler
+    let metrics: NodeMetrics
+
+    // Event loop only (`@unchecked Sendable`: `completed` hops onto the loop first).
+    private var eventLoop: (any EventLoop)?
+    private var context: ChannelHandlerContext?
+    private var writer: (any PipelinedWriter)?
+    /// The write being read (head seen, body arriving).
+    private var current: Incoming?
+    /// Requests given to Hummingbird whose answer has not ended.
+    private var withHummingbird = 0
+    /// Taken writes, in request order, until answered.
+    private var answers = CircularBuffer<Answer>()
+    private var nextTag: UInt64 = 0
+    /// Parts of requests waiting for `answers` to drain (order against Hummingbird's answers).
+    private var held: [HTTPRequestPart] = []
+    private var holding = false
+    private var readPending = false
+
+    struct Incoming {
+        let request: RestRequest
+        let method: HTTPRequest.Method
+        let headers: HTTPFields
+        var body: ByteBuffer
+    }
+
+    struct Answer {
+        let tag: UInt64
+        var echo: WriteEcho = .null
+        let print: RestRequest.Print
+        var response: (HTTPResponse, ByteBuffer?)?
+    }
+
+    init(rest: RestHandler, metrics: NodeMetrics) {
+        self.rest = rest
+        self.metrics = metrics
+    }
+
+    /// Whether the node can use the fast path at all.
+    static func enabled(for config: NodeConfiguration) -> Bool {
+        config.clientTLS?.clientCAPath == nil
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        eventLoop = context.eventLoop
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        writer = nil  // the writer holds this sink: break the cycle
+        answers.removeAll()
+        held.removeAll()
+    }
+
+    // MARK: - Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        process(unwrapInboundIn(data), context)
+    }
+
+    private func process(_ part: HTTPRequestPart, _ context: ChannelHandlerContext) {
+        if holding {
+            held.append(part)
+            return
+        }
+        switch part {
+        case .head(let head):
+            if withHummingbird == 0, let incoming = plan(head) {
+                current = incoming
+                return
+            }
+            if !answers.isEmpty {
+                // Hummingbird would answer this before the writes ahead of it: wait for them.
+                holding = true
+                held.append(part)
+                return
+            }
+            withHummingbird += 1
+            context.fireChannelRead(wrapInboundOut(part))
+        case .body(var chunk):
+            guard current != nil else { return context.fireChannelRead(wrapInboundOut(part)) }
+            current!.body.writeBuffer(&chunk)
+        case .end:
+            guard let incoming = current else { return context.fireChannelRead(wrapInboundOut(part)) }
+            current = nil
+            take(incoming, context)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        context.fireChannelReadComplete()
+    }
+
+    /// The write this head starts, if it is one the fast path takes.
+    private func plan(_ head: HTTPRequest) -> Incoming? {
+        switch head.method {
+        case .put, .patch, .post, .delete: break
+        default: return nil
+        }
+        let h = head.headerFields
+        guard h[.expect] == nil, h[.ifMatch] == nil, h[RestHandler.firebaseETag] == nil, h[RestHandler.methodOverride] == nil,
+              h[.transferEncoding] == nil else { return nil }
+        if let c = h[.connection], c.lowercased() != "keep-alive" { return nil }
+        let length = h[.contentLength].map { Int($0) ?? Int.max } ?? 0
+        guard length <= Self.maxBodyBytes, let target = head.path,
+              let req = try? RestRequest.parse(uri: target), case .data = req.target,
+              !req.shallow, req.query == nil, !req.export, req.methodOverride == nil else { return nil }
+        var body = context!.channel.allocator.buffer(capacity: length)
+        body.clear()
+        return Incoming(request: req, method: head.method, headers: h, body: body)
+    }
+
+    /// Judges the write as the Hummingbird path does and queues it; a refusal is answered in turn.
+    private func take(_ incoming: Incoming, _ context: ChannelHandlerContext) {
+        let tag = nextTag
+        nextTag += 1
+        var answer = Answer(tag: tag, print: incoming.request.print)
+        do {
+            let now = rest.clock()
+            guard rest.requestRate.admit(context.channel, now: now),
+                  rest.addressRequestRate.admit(ClientCredentials.address(of: context.channel), now: now) else {
+                throw RestError(429, "Too many requests")
+            }
+            let req = incoming.request
+            let ns = req.namespace ?? rest.config.defaultNamespace
+            let identity = try rest.resolveIdentity(req, headers: incoming.headers, channel: context.channel)
+            let json = try RestHandler.body(incoming.body.readableBytesView, method: incoming.method)
+            let (request, echo) = try rest.prepareWrite(namespace: ns, path: req.path, method: incoming.method, json: json,
+                                                        condition: nil, identity: identity)
+            answer.echo = echo
+            answers.append(answer)
+            if writer == nil { writer = rest.store.pipelinedWriter(sink: self) }
+            guard let writer else {
+                // A store without pipelined writes (none today): answer as unavailable, in turn.
+                fill(tag, .failure(StoreUnavailable("The store takes no pipelined writes")))
+                return
+            }
+            for refused in writer.enqueue([(tag, request)]) { fill(refused.tag, .failure(refused.error)) }
+        } catch {
+            answer.response = Self.render(error)
+            answers.append(answer)
+            sendAnswered()
+        }
+    }
+
+    // MARK: - Answers
+
+    /// Outcomes from the store (its commit thread or the cluster driver): onto the loop.
+    func completed(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]) {
+        eventLoop?.execute {
+            for (tag, outcome) in outcomes { self.fill(tag, outcome) }
+        }
+    }
+
+    private func fill(_ tag: UInt64, _ outcome: Result<WriteOutcome, any Error>) {
+        guard let first = answers.first?.tag, tag >= first else { return }  // the connection went away
+        let i = answers.index(answers.startIndex, offsetBy: Int(tag - first))
+        guard i < answers.endIndex else { return }
+        assert(answers[i].tag == tag, "answers are kept in tag order")
+        switch outcome {
+        case .success(let o) where o.applied:
+            answers[i].response = answers[i].print == .silent
+                ? Self.silent()
+                : Self.json(answers[i].echo.answer(o), pretty: answers[i].print == .pretty, status: .ok)
+        case .success(let o):
+            // No condition is ever sent from here; kept for parity with the Hummingbird path.
+            answers[i].response = Self.json(o.value.toJSON(), pretty: false, status: .preconditionFailed)
+        case .failure(let e):
+            answers[i].response = Self.render(e)
+        }
+        sendAnswered()
+    }
+
+    /// Writes the answered prefix, in order, with one flush; then lets held requests through.
+    private func sendAnswered() {
+        guard let context else { return }
+        var wrote = false
+        while let head = answers.first, let (response, body) = head.response {
+            answers.removeFirst()
+            metrics.recordFastPathRequest()
+            if response.status.code >= 400 { metrics.recordRejected(status: response.status.code) }
+            context.write(wrapOutboundOut(.head(response)), promise: nil)
+            if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
+            context.write(wrapOutboundOut(.end(nil)), promise: nil)
+            wrote = true
+        }
+        if wrote { context.flush() }
+        if answers.isEmpty && holding { release(context) }
+    }
+
+    private func release(_ context: ChannelHandlerContext) {
+        holding = false
+        let parts = held
+        held = []
+        for p in parts { process(p, context) }
+        // Hummingbird's channel delivers what it was given at the end of a read burst.
+        context.fireChannelReadComplete()
+        if !holding && readPending {
+            readPending = false
+            context.read()
+        }
+    }
+
+    // MARK: - Outbound (Hummingbird's answers)
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { withHummingbird = max(0, withHummingbird - 1) }
+        context.write(data, promise: promise)
+    }
+
+    /// Stops reading while too many requests are held (TCP backpressure on a pipelining client).
+    func read(context: ChannelHandlerContext) {
+        if holding && held.count >= Self.maxHeldParts {
+            readPending = true
+            return
+        }
+        context.read()
+    }
+
+    // MARK: - Rendering (the same headers and bodies as RestHandler.json / error / cors)
+
+    static func json(_ value: JSON, pretty: Bool, status: HTTPResponse.Status) -> (HTTPResponse, ByteBuffer?) {
+        var bytes = value.serializedBytes(pretty: pretty)
+        if pretty { bytes.append(0x0A) }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-cache"
+        headers[.accessControlAllowOrigin] = "*"
+        return finish(status, headers, ByteBuffer(bytes: bytes))
+    }
+
+    static func render(_ error: any Error) -> (HTTPResponse, ByteBuffer?) {
+        let e = RestHandler.restError(error)
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.accessControlAllowOrigin] = "*"
+        return finish(HTTPResponse.Status(code: e.status), headers, ByteBuffer(string: e.body))
+    }
+
+    static func silent() -> (HTTPResponse, ByteBuffer?) {
+        var headers = HTTPFields()
+        headers[.accessControlAllowOrigin] = "*"
+        headers[.accessControlAllowMethods] = "GET, PUT, POST, PATCH, DELETE, OPTIONS"
+        headers[.accessControlAllowHeaders] = "Content-Type, Authorization, X-Firebase-ETag, If-Match, If-None-Match"
+        return finish(.noContent, headers, nil)
+    }
+
+    /// Content-Length, Date and Server, as Hummingbird adds them.
+    static func finish(_ status: HTTPResponse.Status, _ headers: HTTPFields, _ body: ByteBuffer?) -> (HTTPResponse, ByteBuffer?) {
+        var headers = headers
+        if let body { headers[.contentLength] = String(body.readableBytes) }
+        headers[.date] = HTTPDate.now()
+        headers[.server] = "Ember"
+        return (HTTPResponse(status: status, headerFields: headers), body)
+    }
+}
+
+/// The `Date` header's text (RFC 9110 IMF-fixdate), made once per second.
+enum HTTPDate {
+    private static let cache = Mutex<(second: Int, text: String)>((-1, ""))
+
+    static func now() -> String {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let second = ts.tv_sec
+        return cache.withLock { c in
+            if c.second == second { return c.text }
+            var t = tm()
+            var s = time_t(second)
+            gmtime_r(&s, &t)
+            let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+            let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+            let text = String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(t.tm_wday)], t.tm_mday, months[Int(t.tm_mon)],
+                              Int(t.tm_year) + 1900, t.tm_hour, t.tm_min, t.tm_sec)
+            c = (second, text)
+            return text
+        }
+    }
+}
