@@ -123,6 +123,23 @@ public struct LogEntry: Sendable, Equatable {
         }
     }
 
+    /// The encoding with index, term and timestamp replaced (no decode and encode): a Raft
+    /// leader stamps a client's entry, and a node stores what the wire carried.
+    public static func restamped(_ bytes: [UInt8], index: UInt64, term: UInt64, timestamp: Int64) throws(StorageError) -> [UInt8] {
+        guard bytes.count >= 25 && (bytes[0] == 1 || bytes[0] == 2) else { throw .corrupt("not an encoded log entry") }
+        var out = bytes
+        setHeader(&out, index: index, term: term, timestamp: timestamp)
+        return out
+    }
+
+    /// The timestamp field of an encoded entry.
+    public static func timestamp(of bytes: [UInt8]) throws(StorageError) -> Int64 {
+        guard bytes.count >= 25 && (bytes[0] == 1 || bytes[0] == 2) else { throw .corrupt("not an encoded log entry") }
+        var v: UInt64 = 0
+        for k in 17..<25 { v = v << 8 | UInt64(bytes[k]) }
+        return Int64(bitPattern: v)
+    }
+
     public init(decoding bytes: [UInt8]) throws(StorageError) {
         var r = ByteReader(bytes)
         let format = try r.u8()

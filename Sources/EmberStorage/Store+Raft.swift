@@ -11,12 +11,14 @@ import EmberCore
 /// applies them once committed. `submit` is the single-node shortcut that does both at once.
 /// Hard state (`term`, `votedFor`) is persisted with `setHardState` before answering votes.
 extension EmberStore {
-    public func append(entries: [LogEntry]) async throws {
+    /// `encoded`, when given, holds each entry's encoding (a Raft host has it from the wire:
+    /// the entry is then not encoded again).
+    public func append(entries: [LogEntry], encoded: [[UInt8]]? = nil) async throws {
         for e in entries {
             try KeyCodec.validateNamespace(e.namespace)
             _ = try validate(namespace: e.namespace, operation: e.operation)
         }
-        try await perform { w in try w.append(entries) }
+        try await perform { w in try w.append(entries, encoded: encoded) }
     }
 
     /// Applies log entries up to `index` (bounded by the last log index); returns their results.
@@ -38,12 +40,12 @@ extension EmberStore {
     /// of the apply in ONE transaction: a Raft host's turn then costs one fsync instead of two.
     /// Entries are appended first, so `index` may reach into them.
     @discardableResult
-    public func appendAndApply(entries: [LogEntry], through index: UInt64) async throws -> [WriteResult] {
+    public func appendAndApply(entries: [LogEntry], encoded: [[UInt8]]? = nil, through index: UInt64) async throws -> [WriteResult] {
         for e in entries {
             try KeyCodec.validateNamespace(e.namespace)
             _ = try validate(namespace: e.namespace, operation: e.operation)
         }
-        return try await perform { w in try w.appendAndApply(entries, through: index) }
+        return try await perform { w in try w.appendAndApply(entries, encoded: encoded, through: index) }
     }
 
     public func setHardState(_ h: HardState) async throws {
@@ -219,7 +221,7 @@ extension Writer {
 extension Writer {
     /// One transaction: replace the log from `entries[0].index` on (as `append`), then apply up to
     /// `target` (at most `maxBatchEntries`; any rest goes through `applyCommitted`).
-    func appendAndApply(_ entries: [LogEntry], through target: UInt64) throws -> [WriteResult] {
+    func appendAndApply(_ entries: [LogEntry], encoded: [[UInt8]]? = nil, through target: UInt64) throws -> [WriteResult] {
         guard let first = entries.first, let last = entries.last else { return try applyCommitted(through: target) }
         for (a, b) in zip(entries, entries.dropFirst()) where b.index != a.index + 1 {
             throw StorageError.logMismatch("entries are not contiguous at \(b.index)")
@@ -228,7 +230,7 @@ extension Writer {
         guard first.index <= lastIndex + 1 else { throw StorageError.logMismatch("gap: last is \(lastIndex), got \(first.index)") }
         let stop = min(target, last.index, applied + UInt64(store.options.maxBatchEntries))
         guard stop > applied else {
-            try append(entries)
+            try append(entries, encoded: encoded)
             return []
         }
         var results: [WriteResult] = []
@@ -239,7 +241,7 @@ extension Writer {
             return try writeTxn { t in
                 var i = first.index
                 while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
-                for e in entries { try t.put(tables.log, Self.logKey(e.index), e.encoded()) }
+                try putLog(t, entries, encoded)
                 try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts)
                 return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
             }

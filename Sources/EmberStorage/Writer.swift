@@ -340,7 +340,20 @@ final class Writer: @unchecked Sendable {
 
     // MARK: - Raft primitives
 
-    func append(_ entries: [LogEntry]) throws {
+    /// Puts entries into the log table, with their given encodings when there are some.
+    func putLog(_ t: Txn, _ entries: [LogEntry], _ encoded: [[UInt8]]?) throws {
+        precondition(encoded == nil || encoded!.count == entries.count, "one encoding per entry")
+        for (i, e) in entries.enumerated() {
+            if let bytes = encoded?[i] {
+                assert(bytes == e.encoded(), "a given encoding differs from the entry's")
+                try t.put(tables.log, Self.logKey(e.index), bytes)
+            } else {
+                try t.put(tables.log, Self.logKey(e.index), e.encoded())
+            }
+        }
+    }
+
+    func append(_ entries: [LogEntry], encoded: [[UInt8]]? = nil) throws {
         guard let first = entries.first else { return }
         for (a, b) in zip(entries, entries.dropFirst()) where b.index != a.index + 1 {
             throw StorageError.logMismatch("entries are not contiguous at \(b.index)")
@@ -352,7 +365,7 @@ final class Writer: @unchecked Sendable {
             // Replace any conflicting suffix.
             var i = first.index
             while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
-            for e in entries { try t.put(tables.log, Self.logKey(e.index), e.encoded()) }
+            try putLog(t, entries, encoded)
             try tables.putMetaU64(t, "lastIndex", last.index)
             try tables.putMetaU64(t, "lastTerm", last.term)
         }

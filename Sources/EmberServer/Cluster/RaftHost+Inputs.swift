@@ -67,12 +67,14 @@ extension RaftHost {
     /// Forwarded writes are validated again here: an entry the store would refuse to append
     /// must never reach the log (appending is fail-stop).
     func stamp(_ payload: [UInt8], validate: Bool = true) throws -> [UInt8] {
-        var entry = try EmberStorage.LogEntry(decoding: payload)
-        if validate { _ = try store.validate(namespace: entry.namespace, operation: entry.operation) }
+        if validate {
+            let entry = try EmberStorage.LogEntry(decoding: payload)
+            _ = try store.validate(namespace: entry.namespace, operation: entry.operation)
+        }
         let wall = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         lastStamp = max(lastStamp, wall)
-        entry.timestamp = lastStamp
-        return entry.encoded()
+        // Only the header changes: the entry is encoded once, by the node the client wrote to.
+        return try EmberStorage.LogEntry.restamped(payload, index: 0, term: 0, timestamp: lastStamp)
     }
 
     /// A follower of an earlier version forwarded one client write to us (this version forwards

@@ -380,10 +380,11 @@ final class RaftHost: @unchecked Sendable {
             if !fresh.isEmpty {
                 do {
                     let entries = try fresh.map(RaftPersistence.storageEntry)
+                    let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
                     // A future leader keeps server timestamps monotonic across the log.
                     lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
-                    if index > 0 { return try await store.appendAndApply(entries: entries, through: index) }
-                    try await store.append(entries: entries)
+                    if index > 0 { return try await store.appendAndApply(entries: entries, encoded: encoded, through: index) }
+                    try await store.append(entries: entries, encoded: encoded)
                 } catch {
                     fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index), apply through \(index)", error)
                 }

@@ -37,6 +37,13 @@ enum RaftPersistence {
         }
     }
 
+    /// What the store keeps for `e` (decoded as `entry`): a client entry's bytes as the wire
+    /// carried them with index and term filled in — not encoded again.
+    static func storageEncoding(_ e: EmberRaft.LogEntry, _ entry: EmberStorage.LogEntry) throws -> [UInt8] {
+        guard e.kind == .normal else { return entry.encoded() }
+        return try EmberStorage.LogEntry.restamped(e.data, index: e.index, term: e.term, timestamp: entry.timestamp)
+    }
+
     static func raftEntry(_ e: EmberStorage.LogEntry) -> EmberRaft.LogEntry {
         if case .noop = e.operation { return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .noop) }
         if e.namespace == MemberDirectory.namespace, case .set(_, .string(let text), _) = e.operation,

@@ -119,6 +119,10 @@ struct RequestBook {
     }
 
     private mutating func remember(_ r: WriteResult) {
+        // Kept to answer a forwarded write whose reply comes after its apply: the outcome, not
+        // the change set listeners were fed from (the bulk of a result, and already published).
+        var r = r
+        r.changeSet = ChangeSet(namespace: r.namespace, changes: [])
         if recentOrder.count < recentLimit {
             recentOrder.append(r.index)
         } else {
