@@ -54,10 +54,31 @@ var package = Package(
         .target(name: "EmberRules", dependencies: ["EmberCore"]),
         // REST URL / query parsing and wire-protocol framing: pure, so the fuzz targets build it alone.
         .target(name: "EmberProtocol", dependencies: ["EmberCore"]),
+        // The node's data port (the `DataStore` the fronts talk to) and its single-node LMDB
+        // implementation, with the identities and errors they share.
+        .target(
+            name: "EmberNodeStore",
+            dependencies: [
+                "EmberCore", "EmberStorage", "EmberRules", "EmberRaft",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // The cluster runtime: the Raft host over LMDB, the peer transport over mutual TLS, and
+        // the replicated `DataStore` the fronts use on a cluster member.
+        .target(
+            name: "EmberCluster",
+            dependencies: [
+                "EmberCore", "EmberStorage", "EmberRules", "EmberRaft", "EmberNodeStore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .target(
             name: "EmberServer",
             dependencies: [
-                "EmberCore", "EmberStorage", "EmberRules", "EmberProtocol",
+                "EmberCore", "EmberStorage", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -136,7 +157,7 @@ var package = Package(
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft", "EmberRaftSim"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
         .testTarget(name: "EmberServerTests", dependencies: [
-            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol",
+            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster",
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
@@ -149,7 +170,7 @@ var package = Package(
 )
 
 if light {
-    let heavy: Set<String> = ["EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests", "EmberClient", "EmberClientTests"]
+    let heavy: Set<String> = ["EmberNodeStore", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests", "EmberClient", "EmberClientTests"]
     package.targets.removeAll { heavy.contains($0.name) }
     package.products.removeAll { heavy.contains($0.name) }
     package.dependencies.removeAll()

@@ -2,6 +2,8 @@ import EmberCore
 import Foundation
 import JWTKit
 import Testing
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// Mints tokens the way an issuer does: jwt-kit signs, the verifier under test checks.

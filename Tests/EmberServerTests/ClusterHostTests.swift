@@ -3,6 +3,8 @@ import EmberRaft
 import Foundation
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 @testable import EmberStorage
 

@@ -2,6 +2,8 @@ import Logging
 import Synchronization
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// The HTTP server's log handler: metadata set per request reaches logged messages only.

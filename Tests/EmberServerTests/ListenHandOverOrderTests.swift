@@ -1,6 +1,8 @@
 import EmberCore
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// Messages on one connection never go back in time: a listen's initial data includes the changes

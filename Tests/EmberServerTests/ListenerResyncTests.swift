@@ -4,6 +4,8 @@ import Foundation
 import Logging
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// A follower installing a snapshot keeps its listeners: a real node over a real LMDB store gets

@@ -1,5 +1,7 @@
 import EmberCore
 import Testing
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 @Suite struct OnDisconnectCancelTests {

@@ -7,6 +7,8 @@ import Logging
 import NIOCore
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// The operations endpoints and metrics of a real node (EmberNode over a real LMDB store).

@@ -2,6 +2,8 @@ import EmberRaft
 import Foundation
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 @Suite struct PeerFrameTests {

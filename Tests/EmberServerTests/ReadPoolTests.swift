@@ -6,6 +6,8 @@ import NIOCore
 import Synchronization
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// Clients' reads run on the node's `ReadPool` (real EmberNode over a real LMDB store): while every

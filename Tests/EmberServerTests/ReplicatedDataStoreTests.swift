@@ -8,6 +8,8 @@ import Testing
 import Glibc
 #endif
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// Three `ReplicatedDataStore`s in one process, talking over real mutual TLS on loopback.

@@ -1,4 +1,6 @@
 import Testing
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 struct RequestRateByAddressTests {

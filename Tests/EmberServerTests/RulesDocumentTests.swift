@@ -1,6 +1,8 @@
 import EmberCore
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 @Suite struct RulesDocumentTests {

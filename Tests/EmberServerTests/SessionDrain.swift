@@ -1,4 +1,6 @@
 import EmberCore
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// The next `count` messages queued on a wire session, parsed (for tests that drive a

@@ -2,6 +2,8 @@ import EmberCore
 import EmberProtocol
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// Encode once, send many: the frames a publish shares between listens are byte for byte the

@@ -1,6 +1,8 @@
 import EmberCore
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// SSE fan-out builds each event's text once per listened location; every stream still gets

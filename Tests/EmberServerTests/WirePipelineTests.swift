@@ -4,6 +4,8 @@ import Foundation
 import Logging
 import Testing
 
+@testable import EmberCluster
+@testable import EmberNodeStore
 @testable import EmberServer
 
 /// Pipelined wire writes on a real node (EmberNode over a real LMDB store): a connection's `p`/`m`

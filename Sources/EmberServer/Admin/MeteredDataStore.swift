@@ -15,7 +15,7 @@ final class MeteredDataStore: DataStore {
         self.metrics = metrics
     }
 
-    func write(_ request: WriteRequest) async throws -> WriteOutcome {
+    func write(_ request: WriteRequest) async throws -> EmberNodeStore.WriteOutcome {
         let start = ContinuousClock.now
         do {
             let outcome = try await inner.write(request)
@@ -50,20 +50,14 @@ final class MeteredDataStore: DataStore {
     func linearizableBarrier() async throws { try await inner.linearizableBarrier() }
     func nodeStatus() async throws -> JSON { try await inner.nodeStatus() }
     var memberDirectory: MemberDirectory? { inner.memberDirectory }
+    var storageEngine: EmberStore? { inner.storageEngine }
+    var cluster: (any ClusterControl)? { inner.cluster }
     func shutdown() async { await inner.shutdown() }
     func onStateReplaced(_ handler: @escaping @Sendable () -> Void) { inner.onStateReplaced(handler) }
     func setRules(namespace: String, text: String) async throws { try await inner.setRules(namespace: namespace, text: text) }
     func storedRules(namespace: String) -> StoredRules? { inner.storedRules(namespace: namespace) }
     func setDefaultRules(_ engine: RulesEngine) { inner.setDefaultRules(engine) }
     func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { inner.onRulesChanged(handler) }
-}
-
-extension MeteredDataStore {
-    /// The store a metrics wrapper decorates (or `store` itself): for code that needs the concrete
-    /// store, such as the cluster admin endpoints.
-    static func unwrap(_ store: any DataStore) -> any DataStore {
-        (store as? MeteredDataStore)?.inner ?? store
-    }
 }
 
 /// Pipelined writes with the same metrics as `write`: latency from queueing to the outcome.
@@ -102,7 +96,7 @@ struct MeteredPipelinedWriter: PipelinedWriter {
             for _ in 0..<n { metrics.recordWrite(since: start, ok: false) }
         }
 
-        func completed(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]) {
+        func completed(_ outcomes: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)]) {
             let times = starts.withLock { s in (0..<outcomes.count).map { _ in s.isEmpty ? ContinuousClock.now : s.removeFirst() } }
             for (o, t) in zip(outcomes, times) {
                 if case .success = o.outcome { metrics.recordWrite(since: t, ok: true) } else { metrics.recordWrite(since: t, ok: false) }

@@ -188,13 +188,13 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     // MARK: - Answers
 
     /// Outcomes from the store (its commit thread or the cluster driver): onto the loop.
-    func completed(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]) {
+    func completed(_ outcomes: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)]) {
         eventLoop?.execute {
             for (tag, outcome) in outcomes { self.fill(tag, outcome) }
         }
     }
 
-    private func fill(_ tag: UInt64, _ outcome: Result<WriteOutcome, any Error>) {
+    private func fill(_ tag: UInt64, _ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) {
         guard let first = answers.first?.tag, tag >= first else { return }  // the connection went away
         let i = answers.index(answers.startIndex, offsetBy: Int(tag - first))
         guard i < answers.endIndex else { return }

@@ -59,6 +59,7 @@ public final class RestHandler: Sendable {
         case let e as RestError: return e
         case let e as EmberError: return RestError(e)
         case let e as StoreUnavailable: return RestError(503, e.message)
+        case let e as StoreRefusal: return RestError(e.status, e.message)
         case is PermissionDenied: return RestError(401, PermissionDenied.message)
         default: return RestError(500, "Internal error: \(error)")
         }
@@ -393,7 +394,7 @@ enum WriteEcho: Sendable {
     case name(String)
     case parts([Path])
 
-    func answer(_ outcome: WriteOutcome) -> JSON {
+    func answer(_ outcome: EmberNodeStore.WriteOutcome) -> JSON {
         switch self {
         case .value: return outcome.value.toJSON()
         case .null: return .null
@@ -409,8 +410,3 @@ enum WriteEcho: Sendable {
 /// An SSE reader fell more than the queue limit behind; its connection is closed.
 struct StreamOverflow: Error {}
 
-/// The store cannot take writes right now (e.g. its queue is full); clients may retry.
-public struct StoreUnavailable: Error, Sendable {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-}

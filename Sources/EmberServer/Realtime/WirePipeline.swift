@@ -73,7 +73,7 @@ final class WireResponses: WriteOutcomeSink {
         }
     }
 
-    func completed(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]) {
+    func completed(_ outcomes: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)]) {
         state.withLock { s in
             guard let first = s.slots.first?.seq else { return }
             for (seq, outcome) in outcomes {
@@ -102,7 +102,7 @@ final class WireResponses: WriteOutcomeSink {
     }
 
     /// nil: the plain `ok` (sent as a prebuilt frame).
-    static func response(_ slot: Slot, _ outcome: Result<WriteOutcome, any Error>) -> JSON? {
+    static func response(_ slot: Slot, _ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) -> JSON? {
         switch outcome {
         case .success(let o) where o.applied: return nil
         case .success:

@@ -3,22 +3,6 @@ import EmberRules
 import EmberStorage
 
 /// The rules refused a read or a write. REST 401 `Permission denied`; wire `permission_denied`.
-public struct PermissionDenied: Error, Sendable {
-    public init() {}
-    public static let message = "Permission denied"
-}
-
-extension Identity {
-    /// How a log entry carries this identity (anonymous is `auth == null`).
-    var writeAuth: WriteAuth {
-        switch self {
-        case .admin: return .admin
-        case .user(let claims, _): return .user(claims)
-        case .anonymous: return .user(nil)
-        }
-    }
-}
-
 /// Read decisions at the node that serves the read, by the rules in force for the namespace
 /// (stored through the log, else the node's default). Writes are judged in the store, at apply.
 struct RulesGate: Sendable {

@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberRaft
 
 /// "You are not a member": how a node removed while it was down learns of it.

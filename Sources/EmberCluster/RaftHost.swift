@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberRaft
 import EmberStorage
 import Foundation
@@ -99,7 +100,7 @@ final class RaftHost: @unchecked Sendable {
         node = RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied)
         persistedHard = state.hardState
         published = Mutex(node.status)
-        directory = MemberDirectory(config: config)
+        directory = MemberDirectory(peers: config.peers)
         publishedDirectory = Mutex(directory)
         inbox = Mutex(Inbox())
         staging = SnapshotStaging(path: Self.snapshotPath(store, "incoming"))

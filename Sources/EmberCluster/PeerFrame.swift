@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberRaft
 
 // The peer channel's messages and their compact binary encoding.

@@ -41,8 +41,8 @@ public struct MemberDirectory: Sendable, Hashable {
     }
 
     /// From the static configuration (`--peers`): addresses only.
-    public init(config: ClusterConfiguration) {
-        members = config.peers.mapValues { Member(peer: $0.description) }
+    public init(peers: [NodeID: PeerAddress]) {
+        members = peers.mapValues { Member(peer: $0.description) }
     }
 
     private struct Wire: Codable {

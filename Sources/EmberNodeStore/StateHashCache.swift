@@ -9,11 +9,12 @@ import Synchronization
 /// Computed on one serial queue, off Swift's cooperative threads: one scan at a time, and the
 /// callers queued behind it take its result. (A 200 MB tree takes seconds to hash; status polls
 /// every 50 ms used to start a scan each on the cooperative threads, which starved the node.)
-final class StateHashCache: Sendable {
+public final class StateHashCache: Sendable {
+    public init() {}
     private let cached = Mutex<(index: UInt64, hash: String)?>(nil)
     private let queue = DispatchQueue(label: "ember-state-hash")
 
-    func hash(of store: EmberStore) async throws -> String {
+    public func hash(of store: EmberStore) async throws -> String {
         if let c = cached.withLock({ $0 }), c.index == store.appliedIndex { return c.hash }
         return try await withCheckedThrowingContinuation { (done: CheckedContinuation<String, any Error>) in
             queue.async { done.resume(with: Result { try self.compute(store) }) }

@@ -1,4 +1,5 @@
 import EmberCore
+import EmberStorage
 import Foundation
 
 /// Who makes a request, as rules see it. Resolved once per REST request and once per wire
@@ -68,11 +69,11 @@ public struct EmulatorTokenVerifier: TokenVerifier {
 }
 
 /// Reads the claims of a JWT without checking its signature (protected mode only).
-enum JWTClaims {
+public enum JWTClaims {
     /// Claims larger than this are refused: a token is a header, not a payload.
-    static let maxClaimsBytes = 16_384
+    public static let maxClaimsBytes = 16_384
 
-    static func decodeUnverified(_ token: String) -> JSON? {
+    public static func decodeUnverified(_ token: String) -> JSON? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[1].utf8.count <= maxClaimsBytes else { return nil }
         guard let bytes = base64URLDecode(parts[1]), let claims = try? JSON.parse(bytes), case .object = claims else { return nil }
@@ -80,9 +81,21 @@ enum JWTClaims {
     }
 
     /// Unpadded base64url (RFC 7515 §2), as JWT segments are written.
-    static func base64URLDecode(_ text: Substring) -> [UInt8]? {
+    public static func base64URLDecode(_ text: Substring) -> [UInt8]? {
         var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while b64.utf8.count % 4 != 0 { b64 += "=" }
         return Data(base64Encoded: b64).map { Array($0) }
     }
 }
+
+extension Identity {
+    /// How a log entry carries this identity (anonymous is `auth == null`).
+    public var writeAuth: WriteAuth {
+        switch self {
+        case .admin: return .admin
+        case .user(let claims, _): return .user(claims)
+        case .anonymous: return .user(nil)
+        }
+    }
+}
+

@@ -22,6 +22,7 @@ public final class LMDBDataStore: DataStore {
 
     public var appliedIndex: UInt64 { store.appliedIndex }
     public var storage: EmberStore { store }
+    public var storageEngine: EmberStore? { store }
 
     public func read(namespace: String, path: Path) throws -> ReadResult {
         do {
@@ -78,7 +79,7 @@ public final class LMDBDataStore: DataStore {
     }
 
     /// The storage operation a front write request becomes.
-    static func operation(for request: WriteRequest) -> WriteOperation {
+    public static func operation(for request: WriteRequest) -> WriteOperation {
         let condition: EmberStorage.WriteCondition? = request.condition.map {
             switch $0 {
             case .etag(let e): return .ifMatch(e)
@@ -93,7 +94,7 @@ public final class LMDBDataStore: DataStore {
     }
 
     /// The front's answer for an applied entry (on a replica: the local apply's result).
-    static func outcome(of result: WriteResult) throws -> WriteOutcome {
+    public static func outcome(of result: WriteResult) throws -> WriteOutcome {
         switch result.outcome {
         case .applied, .noop:
             // For a set this is the value now at the path; for an update, the resolved parts
@@ -159,12 +160,12 @@ public final class LMDBDataStore: DataStore {
     }
 
     /// Storage errors as client errors: bad input is 400, a full queue is 503 (retryable).
-    static func translate(_ e: StorageError) -> Error {
+    public static func translate(_ e: StorageError) -> Error {
         switch e {
         case .invalid(let inner): return inner
         case .queueFull, .closed: return StoreUnavailable("\(e)")
         case .invalidNamespace, .entryTooLarge, .tooManyIndexes, .invalidRules, .readTooLarge:
-            return RestError.badRequest("\(e)")
+            return StoreRefusal.badRequest("\(e)")
         default: return e
         }
     }

@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberStorage
 import Synchronization
 
@@ -33,7 +34,7 @@ final class ClusterPipelineSink: @unchecked Sendable {
     let turn: SinkTurn
     /// Called with the number of outcomes handed over (admission control's count of pending writes).
     let released: @Sendable (Int) -> Void
-    private var buffered: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)] = []
+    private var buffered: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)] = []
 
     init(sink: any WriteOutcomeSink, turn: SinkTurn, released: @escaping @Sendable (Int) -> Void) {
         self.sink = sink
@@ -41,7 +42,7 @@ final class ClusterPipelineSink: @unchecked Sendable {
         self.released = released
     }
 
-    func add(_ tag: UInt64, _ outcome: Result<WriteOutcome, any Error>) {
+    func add(_ tag: UInt64, _ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) {
         if buffered.isEmpty { turn.due.append(self) }
         buffered.append((tag, outcome))
     }
@@ -70,7 +71,7 @@ extension ClusterError {
     /// What a client is told: a refused write is its own fault (400), the rest are retryable (503).
     static func clientError(_ e: any Error) -> any Error {
         guard let c = e as? ClusterError else { return e }
-        if case .refused(let why) = c { return RestError.badRequest(why) }
+        if case .refused(let why) = c { return StoreRefusal.badRequest(why) }
         return StoreUnavailable(c.description)
     }
 }

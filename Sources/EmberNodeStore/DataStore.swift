@@ -131,6 +131,10 @@ public protocol DataStore: AnyObject, Sendable {
     /// The cluster's current members as this node knows them, with the client URLs operators
     /// gave when adding them (cheap: read on every WebSocket handshake); nil for a single node.
     var memberDirectory: MemberDirectory? { get }
+    /// The LMDB store under this one (storage figures for `/metrics`; nil for test doubles).
+    var storageEngine: EmberStore? { get }
+    /// The cluster port of a cluster member (nil on a single node).
+    var cluster: (any ClusterControl)? { get }
     /// Orderly stop (waits for background work); `close()` is the synchronous fallback.
     func shutdown() async
     /// Called when the whole state was replaced (a cluster follower installed a snapshot), so
@@ -180,6 +184,8 @@ extension DataStore {
         ])
     }
     public var memberDirectory: MemberDirectory? { nil }
+    public var storageEngine: EmberStore? { nil }
+    public var cluster: (any ClusterControl)? { nil }
     public func shutdown() async { close() }
     public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {}
 }

@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberCore
 import EmberRaft
 import EmberStorage
@@ -259,14 +260,14 @@ extension RaftHost {
         syncedDeparting = departing
         if changed {
             if m.voters.isEmpty {
-                directory = MemberDirectory(config: config)
+                directory = MemberDirectory(peers: config.peers)
             } else if let context = node.membershipContext, let d = MemberDirectory(context: context) {
                 directory = d
             } else if let d = try? RaftPersistence.storedDirectory(store), d.voters == m.voters {
                 directory = d
             } else {
                 // Bootstrap membership: the flags' addresses.
-                directory = MemberDirectory(members: MemberDirectory(config: config).members.filter { m.contains($0.key) })
+                directory = MemberDirectory(members: MemberDirectory(peers: config.peers).members.filter { m.contains($0.key) })
             }
             let d = directory
             publishedDirectory.withLock { $0 = d }

@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberCore
 import EmberRaft
 import EmberRules
@@ -17,7 +18,7 @@ import Synchronization
 /// - Reads, queries, SSE and WebSocket listeners use the local LMDB state; listeners are fed by
 ///   the store's commit hook, so followers fan out changes too. `linearizableBarrier()` (REST
 ///   `?consistency=linearizable`) waits for a Raft ReadIndex first.
-public final class ReplicatedDataStore: DataStore {
+public final class ReplicatedDataStore: DataStore, ClusterControl {
     let local: LMDBDataStore
     let host: RaftHost
     let transport: PeerTransport
@@ -61,7 +62,7 @@ public final class ReplicatedDataStore: DataStore {
     /// The member directory lives in a reserved namespace; clients may not touch it.
     static func refuseReserved(_ namespace: String) throws {
         if namespace == MemberDirectory.namespace {
-            throw RestError(403, "Namespace \(namespace) is reserved for cluster membership; use /.ember/status")
+            throw StoreRefusal.forbidden("Namespace \(namespace) is reserved for cluster membership; use /.ember/status")
         }
     }
 
@@ -102,7 +103,7 @@ public final class ReplicatedDataStore: DataStore {
         host.stateReplacedHandlers.withLock { $0.append(handler) }
     }
 
-    public func write(_ request: WriteRequest) async throws -> WriteOutcome {
+    public func write(_ request: WriteRequest) async throws -> EmberNodeStore.WriteOutcome {
         try LMDBDataStore.outcome(of: try await propose(try payload(for: request)))
     }
 
@@ -133,7 +134,7 @@ public final class ReplicatedDataStore: DataStore {
     /// Proposes an entry through Raft; cluster failures become client errors (400 / 503).
     func propose(_ payload: [UInt8]) async throws -> WriteResult {
         do { return try await submit(payload) } catch let e as ClusterError {
-            if case .refused(let why) = e { throw RestError.badRequest(why) }
+            if case .refused(let why) = e { throw StoreRefusal.badRequest(why) }
             throw StoreUnavailable(e.description)
         }
     }
@@ -208,6 +209,30 @@ public final class ReplicatedDataStore: DataStore {
         } catch let e as ClusterError {
             throw StoreUnavailable(e.description)
         }
+    }
+
+    public var storageEngine: EmberStore? { local.storage }
+    public var cluster: (any ClusterControl)? { self }
+
+    public func probe() -> ClusterProbe {
+        let s = host.status
+        var peers: [String: ClusterProbe.Peer] = [:]
+        for (id, l) in transport.linkStats() {
+            peers[id] = ClusterProbe.Peer(connected: l.connected, queuedFrames: l.queued, droppedFrames: l.dropped)
+        }
+        if s.role == .leader {
+            for (id, p) in s.progress where id != s.id {
+                var peer = peers[id, default: ClusterProbe.Peer(connected: false, queuedFrames: 0, droppedFrames: 0)]
+                peer.lagEntries = s.lastIndex > p.matchIndex ? s.lastIndex - p.matchIndex : 0
+                let lag = FollowerLag(p, commitIndex: s.commitIndex, tickMillis: config.tickMillis)
+                peer.commitLag = lag.entries
+                peer.lagStalledSeconds = lag.stalledSeconds
+                peers[id] = peer
+            }
+        }
+        return ClusterProbe(id: s.id, role: s.role == .preCandidate ? "candidate" : s.role.rawValue, leader: s.leaderID,
+                            term: s.term, commitIndex: s.commitIndex, appliedIndex: local.appliedIndex,
+                            lastIndex: s.lastIndex, peers: peers)
     }
 
     public var memberDirectory: MemberDirectory? {

@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberRaft
 import Logging
 import NIOCore
