@@ -99,7 +99,7 @@ extension RaftHost {
                 answer(a, .error(409, "The cluster already has \(MemberDirectory.maxMembers) members (the limit)"))
                 return []
             }
-            var next = directory
+            var next = members.directory
             next.members[id] = MemberDirectory.Member(peer: peer.description, url: url)
             return proposeChange(.addVoter(id), next, a)
         case .removeMember(let id):
@@ -118,7 +118,7 @@ extension RaftHost {
                 logger.info("removing the leader: handing leadership over first", metadata: ["to": "\(target)"])
                 return startTransfer(to: target, a, then: a)
             }
-            var next = directory
+            var next = members.directory
             next.members[id] = nil
             return proposeChange(.removeVoter(id), next, a)
         case .transferLeadership(let to):
@@ -254,30 +254,30 @@ extension RaftHost {
     func syncMembership() {
         let m = node.membership
         let departing = node.departingPeers
-        guard m != syncedMembership || departing != syncedDeparting else { return }
-        let changed = m != syncedMembership
-        syncedMembership = m
-        syncedDeparting = departing
+        guard m != members.synced || departing != members.syncedDeparting else { return }
+        let changed = m != members.synced
+        members.synced = m
+        members.syncedDeparting = departing
         if changed {
             if m.voters.isEmpty {
-                directory = MemberDirectory(peers: config.peers)
+                members.directory = MemberDirectory(peers: config.peers)
             } else if let context = node.membershipContext, let d = MemberDirectory(context: context) {
-                directory = d
+                members.directory = d
             } else if let d = try? RaftPersistence.storedDirectory(store), d.voters == m.voters {
-                directory = d
+                members.directory = d
             } else {
                 // Bootstrap membership: the flags' addresses.
-                directory = MemberDirectory(members: MemberDirectory(peers: config.peers).members.filter { m.contains($0.key) })
+                members.directory = MemberDirectory(members: MemberDirectory(peers: config.peers).members.filter { m.contains($0.key) })
             }
-            let d = directory
+            let d = members.directory
             publishedDirectory.withLock { $0 = d }
             logger.info("membership", metadata: [
                 "voters": "\(m)", "member": "\(m.voters.isEmpty || m.contains(config.nodeID))"])
         }
-        var addresses = m.voters.isEmpty ? config.peers : directory.addresses
-        knownAddresses.merge(addresses) { _, new in new }
+        var addresses = m.voters.isEmpty ? config.peers : members.directory.addresses
+        members.known.merge(addresses) { _, new in new }
         // A removed peer stays reachable until its removal commits, so it learns of it.
-        for id in departing { addresses[id] = knownAddresses[id] }
+        for id in departing { addresses[id] = members.known[id] }
         transport.setMembers(addresses)
     }
 }

@@ -40,11 +40,11 @@ extension RaftHost {
 
     /// Writes a snapshot file off the loop (at most one at a time).
     func prepareSnapshot() {
-        guard !preparingSnapshot else { return }
-        preparingSnapshot = true
+        guard !snapshots.preparing else { return }
+        snapshots.preparing = true
         let store = self.store, logger = self.logger
         let path = Self.snapshotPath(store, "outgoing")
-        snapshotTask = Task.detached {
+        snapshots.task = Task.detached {
             let started = ContinuousClock.now
             do {
                 let info = try store.writeSnapshotFile(path: path, maxChunkBytes: RaftConfig.defaultSnapshotChunkSize)
@@ -61,20 +61,20 @@ extension RaftHost {
     /// The file is ready: serve it from now on (an older one stays readable through its open
     /// handle until replaced here) and tell Raft what it holds.
     func snapshotPrepared(_ info: SnapshotFileInfo?) -> [Action] {
-        preparingSnapshot = false
+        snapshots.preparing = false
         guard let info else { return [] }  // Raft asks again on the next heartbeat round
         guard let handle = FileHandle(forReadingAtPath: Self.snapshotPath(store, "outgoing")) else {
             logger.error("snapshot file vanished")
             return []
         }
-        try? outgoingSnapshot?.handle.close()
-        outgoingSnapshot = OutgoingSnapshot(info: info, handle: handle, lastUse: .now)
+        try? snapshots.outgoing?.handle.close()
+        snapshots.outgoing = OutgoingSnapshot(info: info, handle: handle, lastUse: .now)
         return step(.snapshotReady(index: info.index, size: info.size))
     }
 
     /// Reads one chunk of the snapshot file and sends it.
     func sendSnapshotChunk(_ request: SnapshotChunkRequest) {
-        guard var out = outgoingSnapshot, out.info.index == request.metadata.index, out.info.size == request.totalSize else {
+        guard var out = snapshots.outgoing, out.info.index == request.metadata.index, out.info.size == request.totalSize else {
             prepareSnapshot()  // not the file Raft means (deleted or replaced): Raft restarts on the new one
             return
         }
@@ -91,22 +91,22 @@ extension RaftHost {
             return
         }
         out.lastUse = .now
-        outgoingSnapshot = out
+        snapshots.outgoing = out
         transport.send(.raft(request.message(data: [UInt8](data))), to: request.to)
     }
 
     /// Deletes the snapshot file once no follower has asked for it in a while.
     func expireSnapshotFile(now: ContinuousClock.Instant) {
-        guard let out = outgoingSnapshot, !preparingSnapshot,
+        guard let out = snapshots.outgoing, !snapshots.preparing,
               now - out.lastUse > .seconds(Self.snapshotFileIdleSeconds) else { return }
         try? out.handle.close()
-        outgoingSnapshot = nil
+        snapshots.outgoing = nil
         try? FileManager.default.removeItem(atPath: Self.snapshotPath(store, "outgoing"))
     }
 
     func closeSnapshotFiles() {
-        try? outgoingSnapshot?.handle.close()
-        outgoingSnapshot = nil
+        try? snapshots.outgoing?.handle.close()
+        snapshots.outgoing = nil
         staging.close()
     }
 

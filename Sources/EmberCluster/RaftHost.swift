@@ -37,31 +37,21 @@ final class RaftHost: @unchecked Sendable {
     private var loopTask: Task<Void, Never>?
     private var tickTask: Task<Void, Never>?
 
-    // Owned by the loop.
+    // Owned by the loop, in parts: Raft's state machine, the persists a turn buffers, client
+    // requests (RequestBook), admin operations (AdminBook), the member directory and snapshot
+    // transfers — each part a value of its own, handled in its own file.
     var node: RaftNode
-    var persistedHard: EmberRaft.HardState
-    var bufferedEntries: [EmberRaft.LogEntry] = []
-    var bufferedHard: EmberRaft.HardState?
-    /// The last entry a flush made durable, to report with `Event.persisted` after the turn.
-    var persistedReport: (index: UInt64, term: UInt64)?
+    var persist: PersistBuffer
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
     /// Membership changes and leadership transfers in progress (RaftHost+Admin).
     var admin = AdminBook()
-    /// Where every member is reached (from the latest config entry, the stored directory, or the
-    /// flags); `syncedMembership` is the voter set it was last computed for.
-    var directory: MemberDirectory
-    var syncedMembership: Membership?
-    var syncedDeparting: [NodeID] = []
-    /// Every peer address seen (flags and directories), to keep departing peers reachable.
-    var knownAddresses: [NodeID: PeerAddress] = [:]
+    /// Where every member is reached (RaftHost+Admin `syncMembership`).
+    var members: DirectoryBook
     let publishedDirectory: Mutex<MemberDirectory>
-    /// Snapshot transfers (RaftHost+Snapshots): the image file served to followers, the one being
-    /// written off the loop (awaited on stop: it reads the store), and this node's staging file.
-    var outgoingSnapshot: OutgoingSnapshot?
-    var preparingSnapshot = false
-    var snapshotTask: Task<Void, Never>?
+    /// Snapshot transfers (RaftHost+Snapshots).
+    var snapshots = SnapshotBook()
     let staging: SnapshotStaging
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
@@ -98,10 +88,10 @@ final class RaftHost: @unchecked Sendable {
         let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
                                     randomSeed: UInt64.random(in: 0...UInt64.max))
         node = RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied)
-        persistedHard = state.hardState
+        persist = PersistBuffer(hard: state.hardState)
         published = Mutex(node.status)
-        directory = MemberDirectory(peers: config.peers)
-        publishedDirectory = Mutex(directory)
+        members = DirectoryBook(directory: MemberDirectory(peers: config.peers))
+        publishedDirectory = Mutex(members.directory)
         inbox = Mutex(Inbox())
         staging = SnapshotStaging(path: Self.snapshotPath(store, "incoming"))
         Self.removeSnapshotFiles(store)  // leftovers of a previous run are never resumed
@@ -142,7 +132,7 @@ final class RaftHost: @unchecked Sendable {
         tickTask?.cancel()
         enqueue(.stop, force: true)
         await loopTask?.value
-        await snapshotTask?.value  // the loop has ended: nothing starts another
+        await snapshots.task?.value  // the loop has ended: nothing starts another
         closeSnapshotFiles()
     }
 
@@ -183,8 +173,8 @@ final class RaftHost: @unchecked Sendable {
                 await execute(actions)
                 // Our own entries count for Raft once durable (HOST CONTRACT 2b); a commit this
                 // enables is performed at once (its apply, the new commit index to followers).
-                while let report = persistedReport {
-                    persistedReport = nil
+                while let report = persist.report {
+                    persist.report = nil
                     await execute(step(.persisted(through: report.index, term: report.term)))
                 }
                 syncMembership()
@@ -243,15 +233,13 @@ final class RaftHost: @unchecked Sendable {
         var applyThrough: UInt64 = 0
         for action in actions {
             switch action {
-            case .persistHardState(let hs): bufferedHard = hs
-            case .persistEntries(let entries): buffer(entries)
+            case .persistHardState(let hs): persist.pendingHard = hs
+            case .persistEntries(let entries): persist.buffer(entries)
             case .apply(let entries): applyThrough = max(applyThrough, entries.last?.index ?? 0)
             default: break
             }
         }
-        let mustPersist = !bufferedEntries.isEmpty
-            || bufferedHard.map { $0.term != persistedHard.term || $0.votedFor != persistedHard.votedFor } == true
-        if mustPersist {
+        if persist.mustPersist {
             var afterWrite: [Message] = []
             for case .send(let message) in actions {
                 if message.payload.isReplication {
@@ -289,9 +277,9 @@ final class RaftHost: @unchecked Sendable {
         for action in actions {
             switch action {
             case .persistHardState(let hs):
-                bufferedHard = hs
+                persist.pendingHard = hs
             case .persistEntries(let entries):
-                buffer(entries)
+                persist.buffer(entries)
             case .persistSnapshot(let snapshot, let discardLog):
                 await flush()
                 // Compaction needs nothing here: the store is durable at its applied index and
@@ -324,93 +312,6 @@ final class RaftHost: @unchecked Sendable {
             }
         }
         await flush()
-    }
-
-    /// Later persists replace earlier ones from their first index on (Action.swift).
-    func buffer(_ entries: [EmberRaft.LogEntry]) {
-        guard let first = entries.first else { return }
-        bufferedEntries.removeAll { $0.index >= first.index }
-        bufferedEntries += entries
-    }
-
-    /// Applies committed entries (already durable in the store's log) and answers their requests.
-    func applyCommitted(through index: UInt64) async {
-        let results: [WriteResult]
-        do { results = try await store.applyCommitted(through: index) } catch {
-            fatalStorage("apply through \(index)", error)
-        }
-        answer(results)
-    }
-
-    func answer(_ results: [WriteResult]) {
-        for r in results {
-            requests.applied(r)
-            adminApplied(r)
-        }
-    }
-
-    /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
-    func flush() async {
-        _ = await flush(applyingThrough: 0)
-    }
-
-    /// `flush()`, and when `index` > 0 also applies committed entries through `index` in the same
-    /// store transaction as the append (one fsync for both); returns the apply's results.
-    func flush(applyingThrough index: UInt64) async -> [WriteResult] {
-        // Term and vote first: a log never holds entries of a term the node could forget it saw.
-        if let hs = bufferedHard {
-            bufferedHard = nil
-            // The store keeps term and vote; the commit index is volatile there (recomputed
-            // from the applied index on restart), so commit-only changes cost no fsync.
-            if hs.term != persistedHard.term || hs.votedFor != persistedHard.votedFor {
-                do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
-                    fatalStorage("hard state", error)
-                }
-            }
-            persistedHard = hs
-        }
-        if !bufferedEntries.isEmpty {
-            // Entries at or below the applied index are committed and, by Log Matching, equal to
-            // what the store holds; the store refuses to rewrite applied entries.
-            let applied = store.appliedIndex
-            let fresh = bufferedEntries.filter { $0.index > applied }
-            // Entries at or below the applied index are already durable: report them too.
-            let last = bufferedEntries[bufferedEntries.count - 1]
-            persistedReport = (last.index, last.term)
-            bufferedEntries = []
-            if !fresh.isEmpty {
-                do {
-                    let entries = try fresh.map(RaftPersistence.storageEntry)
-                    let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
-                    // A future leader keeps server timestamps monotonic across the log.
-                    lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
-                    if index > 0 { return try await store.appendAndApply(entries: entries, encoded: encoded, through: index) }
-                    try await store.append(entries: entries, encoded: encoded)
-                } catch {
-                    fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index), apply through \(index)", error)
-                }
-            }
-        }
-        guard index > 0 else { return [] }
-        do { return try await store.applyCommitted(through: index) } catch {
-            fatalStorage("apply through \(index)", error)
-        }
-    }
-
-    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the
-    /// prefix the store covers. Nothing is serialized: the tree is the snapshot.
-    func compactIfDue() {
-        // While a snapshot file is being written, keep the entries after it (a follower
-        // installing it needs them).
-        guard !preparingSnapshot, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
-        _ = step(.compact(index: node.appliedIndex))  // only `.persistSnapshot(discardLog: false)`: nothing to do
-    }
-
-    /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so
-    /// the node stops (fail-stop) and recovers from disk on restart.
-    func fatalStorage(_ what: String, _ error: any Error) -> Never {
-        logger.critical("storage failure; stopping", metadata: ["operation": "\(what)", "error": "\(error)"])
-        fatalError("storage failure in \(what): \(error)")
     }
 }
 

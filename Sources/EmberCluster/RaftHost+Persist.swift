@@ -1,0 +1,88 @@
+import EmberNodeStore
+import EmberRaft
+import EmberStorage
+import Foundation
+
+/// Making a turn's persists durable, applying committed entries, compaction, and the fail-stop
+/// on storage errors.
+extension RaftHost {
+    /// Applies committed entries (already durable in the store's log) and answers their requests.
+    func applyCommitted(through index: UInt64) async {
+        let results: [WriteResult]
+        do { results = try await store.applyCommitted(through: index) } catch {
+            fatalStorage("apply through \(index)", error)
+        }
+        answer(results)
+    }
+
+    func answer(_ results: [WriteResult]) {
+        for r in results {
+            requests.applied(r)
+            adminApplied(r)
+        }
+    }
+
+    /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
+    func flush() async {
+        _ = await flush(applyingThrough: 0)
+    }
+
+    /// `flush()`, and when `index` > 0 also applies committed entries through `index` in the same
+    /// store transaction as the append (one fsync for both); returns the apply's results.
+    func flush(applyingThrough index: UInt64) async -> [WriteResult] {
+        // Term and vote first: a log never holds entries of a term the node could forget it saw.
+        if let hs = persist.pendingHard {
+            persist.pendingHard = nil
+            // The store keeps term and vote; the commit index is volatile there (recomputed
+            // from the applied index on restart), so commit-only changes cost no fsync.
+            if hs.term != persist.hard.term || hs.votedFor != persist.hard.votedFor {
+                do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
+                    fatalStorage("hard state", error)
+                }
+            }
+            persist.hard = hs
+        }
+        if !persist.entries.isEmpty {
+            // Entries at or below the applied index are committed and, by Log Matching, equal to
+            // what the store holds; the store refuses to rewrite applied entries.
+            let applied = store.appliedIndex
+            let fresh = persist.entries.filter { $0.index > applied }
+            // Entries at or below the applied index are already durable: report them too.
+            let last = persist.entries[persist.entries.count - 1]
+            persist.report = (last.index, last.term)
+            persist.entries = []
+            if !fresh.isEmpty {
+                do {
+                    let entries = try fresh.map(RaftPersistence.storageEntry)
+                    let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
+                    // A future leader keeps server timestamps monotonic across the log.
+                    lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+                    if index > 0 { return try await store.appendAndApply(entries: entries, encoded: encoded, through: index) }
+                    try await store.append(entries: entries, encoded: encoded)
+                } catch {
+                    fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index), apply through \(index)", error)
+                }
+            }
+        }
+        guard index > 0 else { return [] }
+        do { return try await store.applyCommitted(through: index) } catch {
+            fatalStorage("apply through \(index)", error)
+        }
+    }
+
+    /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the
+    /// prefix the store covers. Nothing is serialized: the tree is the snapshot.
+    func compactIfDue() {
+        // While a snapshot file is being written, keep the entries after it (a follower
+        // installing it needs them).
+        guard !snapshots.preparing, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
+        _ = step(.compact(index: node.appliedIndex))  // only `.persistSnapshot(discardLog: false)`: nothing to do
+    }
+
+    /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so
+    /// the node stops (fail-stop) and recovers from disk on restart.
+    func fatalStorage(_ what: String, _ error: any Error) -> Never {
+        logger.critical("storage failure; stopping", metadata: ["operation": "\(what)", "error": "\(error)"])
+        fatalError("storage failure in \(what): \(error)")
+    }
+}
