@@ -45,14 +45,8 @@ public struct ForwardRequest: Sendable, Hashable {
 }
 
 public struct ForwardReply: Sendable, Hashable {
-    public enum Result: Sendable, Hashable {
-        /// Appended at `index` in `term`; it took effect iff the entry applied there has `term`.
-        case accepted(index: UInt64, term: UInt64)
-        /// The receiver is not the leader; `hint` is the leader it knows of.
-        case notLeader(hint: NodeID?)
-        /// Refused for good (invalid payload): retrying elsewhere will not help.
-        case refused(String)
-    }
+    /// Accepted at an index and term, bounced (not the leader), or refused for good.
+    public typealias Result = ForwardResult
 
     public var from: NodeID
     public var requestID: UInt64

@@ -10,8 +10,7 @@ extension RaftHost {
         switch input {
         case .tick:
             var actions = step(.tick)
-            requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds,
-                            forwardReplyTimeout: .milliseconds(Int64(config.forwardReplyTimeoutSeconds * 1000)))
+            requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds)
             expireAdmin(now: now)
             actions += retryAdmin()
             if node.leaderID != nil {

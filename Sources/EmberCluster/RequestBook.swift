@@ -1,7 +1,6 @@
 import EmberNodeStore
 import EmberRaft
 import EmberStorage
-import NIOCore
 
 /// A client write waiting for the cluster. `payload` is an encoded storage `LogEntry` with the
 /// namespace and operation; the leader fixes its timestamp when proposing.
@@ -32,13 +31,9 @@ struct PendingRead: Sendable {
 /// pipelined writes stay in order even across leader changes: a bounced batch goes back to the
 /// head of the queue).
 struct RequestBook {
-    /// Writes not yet proposed (leader) or forwarded (follower), oldest first.
-    var queue = CircularBuffer<PendingWrite>()
-    /// The batch a follower forwarded and the leader has not answered yet.
-    var inFlight: ForwardBatchInFlight?
-    var nextForwardID: UInt64 = 1
-    /// Not before this is a batch sent again after a leader bounced one without naming another.
-    var forwardPausedUntil: ContinuousClock.Instant?
+    /// Writes not yet proposed (leader) or forwarded (follower), oldest first, and the batch a
+    /// follower has at the leader (EmberRaft's ForwardQueue: one batch in flight at a time).
+    var forwarding = ForwardQueue<PendingWrite, ContinuousClock.Instant>()
     var waiters: [UInt64: [(term: UInt64, write: PendingWrite)]] = [:]
 
     var reads: [UInt64: PendingRead] = [:]
@@ -60,40 +55,7 @@ struct RequestBook {
         self.recentLimit = recentLimit
     }
 
-    mutating func park(_ w: PendingWrite) { queue.append(w) }
-
-    /// Puts writes back at the head of the queue, keeping their order (a bounced batch).
-    mutating func requeueFront(_ ws: some BidirectionalCollection<PendingWrite>) {
-        for w in ws.reversed() { queue.prepend(w) }
-    }
-
-    /// Takes writes from the head of the queue for one forwarded batch: at least one, then while
-    /// within both limits.
-    mutating func takeBatch(maxWrites: Int, maxBytes: Int) -> [PendingWrite] {
-        precondition(maxWrites > 0 && maxBytes > 0, "batch limits must be positive")
-        var batch: [PendingWrite] = []
-        var bytes = 0
-        while let w = queue.first, batch.isEmpty || (batch.count < maxWrites && bytes + w.payload.count <= maxBytes) {
-            bytes += w.payload.count
-            batch.append(queue.removeFirst())
-        }
-        return batch
-    }
-
-    mutating func sent(_ batch: [PendingWrite], to leader: NodeID, now: ContinuousClock.Instant) -> UInt64 {
-        assert(inFlight == nil, "one forwarded batch at a time keeps the writes in order")
-        let id = nextForwardID
-        nextForwardID += 1
-        inFlight = ForwardBatchInFlight(id: id, to: leader, writes: batch, sentAt: now)
-        return id
-    }
-
-    /// The in-flight batch with this id, taken out (nil: a late or unknown reply).
-    mutating func takeInFlight(_ id: UInt64) -> ForwardBatchInFlight? {
-        guard let b = inFlight, b.id == id else { return nil }
-        inFlight = nil
-        return b
-    }
+    mutating func park(_ w: PendingWrite) { forwarding.enqueue(w) }
 
     /// The write was appended at `index` in `term`; answer it when that index is applied here.
     mutating func awaitApply(index: UInt64, term: UInt64, _ w: PendingWrite, appliedIndex: UInt64) {
@@ -163,17 +125,14 @@ struct RequestBook {
     // MARK: - Deadlines
 
     /// Fails every request past its deadline.
-    mutating func expire(now: ContinuousClock.Instant, noLeaderSeconds: Double, forwardReplyTimeout: Duration = .seconds(3)) {
-        if queue.contains(where: { now >= $0.leaderDeadline }) {
-            var keep = CircularBuffer<PendingWrite>(initialCapacity: queue.count)
-            for w in queue {
-                if now >= w.leaderDeadline { w.reply.resume(throwing: ClusterError.noLeader(seconds: noLeaderSeconds)) } else { keep.append(w) }
+    mutating func expire(now: ContinuousClock.Instant, noLeaderSeconds: Double) {
+        if forwarding.waiting.contains(where: { now >= $0.leaderDeadline }) {
+            for w in forwarding.removeAll(where: { now >= $0.leaderDeadline }) {
+                w.reply.resume(throwing: ClusterError.noLeader(seconds: noLeaderSeconds))
             }
-            queue = keep
         }
-        if let b = inFlight, now - b.sentAt >= forwardReplyTimeout {
-            inFlight = nil
-            for w in b.writes { w.reply.resume(throwing: ClusterError.outcomeUnknown("the leader did not answer")) }
+        for w in forwarding.expire(now: now) {
+            w.reply.resume(throwing: ClusterError.outcomeUnknown("the leader did not answer"))
         }
         for (index, ws) in waiters {
             let (late, keep) = (ws.filter { now >= $0.write.deadline }, ws.filter { now < $0.write.deadline })
@@ -189,18 +148,10 @@ struct RequestBook {
     }
 
     mutating func failAll(_ error: any Error) {
-        for w in queue { w.reply.resume(throwing: error) }
-        for w in inFlight?.writes ?? [] { w.reply.resume(throwing: error) }
+        for w in forwarding.drain() { w.reply.resume(throwing: error) }
         for ws in waiters.values { for w in ws { w.write.reply.resume(throwing: error) } }
         for r in reads.values { r.reply.resume(throwing: error) }
-        queue = []; inFlight = nil; waiters = [:]; reads = [:]; readIssuedAt = [:]
+        waiters = [:]; reads = [:]; readIssuedAt = [:]
     }
 }
 
-/// A follower's batch of client writes at the leader.
-struct ForwardBatchInFlight {
-    let id: UInt64
-    let to: NodeID
-    var writes: [PendingWrite]
-    let sentAt: ContinuousClock.Instant
-}

@@ -158,40 +158,9 @@ import Testing
                 var book = RequestBook(recentLimit: 2)
                 book.park(write(c, leaderIn: .zero))
                 book.expire(now: .now, noLeaderSeconds: 5)
-                #expect(book.queue.isEmpty)
+                #expect(book.forwarding.isEmpty)
             }
         }
-    }
-
-    func queued(_ n: Int, bytes: Int = 10) -> [PendingWrite] {
-        // Never resumed in these tests: a sink reply needs no awaiting task.
-        let sink = ClusterPipelineSink(sink: NullSink(), turn: SinkTurn()) { _ in }
-        return (0..<n).map { i in
-            PendingWrite(payload: [UInt8](repeating: UInt8(i & 0xFF), count: bytes), reply: .sink(tag: UInt64(i), sink),
-                         leaderDeadline: .now + .seconds(5), deadline: .now + .seconds(10))
-        }
-    }
-
-    @Test func batchesTakeTheQueueHeadWithinBothLimits() {
-        var book = RequestBook(recentLimit: 2)
-        for w in queued(10, bytes: 100) { book.park(w) }
-        #expect(book.takeBatch(maxWrites: 4, maxBytes: 10_000).map(\.tag) == [0, 1, 2, 3])
-        #expect(book.takeBatch(maxWrites: 100, maxBytes: 250).map(\.tag) == [4, 5])
-        // A write larger than the byte limit still goes, alone.
-        #expect(book.takeBatch(maxWrites: 100, maxBytes: 1).map(\.tag) == [6])
-        #expect(book.queue.map(\.tag) == [7, 8, 9])
-    }
-
-    @Test func aBouncedBatchGoesBackAheadOfLaterWritesInOrder() {
-        var book = RequestBook(recentLimit: 2)
-        for w in queued(6) { book.park(w) }
-        let batch = book.takeBatch(maxWrites: 4, maxBytes: 1 << 20)
-        let id = book.sent(batch, to: "n1", now: .now)
-        #expect(book.takeInFlight(id + 1) == nil, "a reply to another batch is ignored")
-        let back = book.takeInFlight(id)!
-        #expect(book.inFlight == nil)
-        book.requeueFront(back.writes[1...])  // the leader accepted write 0, bounced the rest
-        #expect(book.queue.map(\.tag) == [1, 2, 3, 4, 5])
     }
 
     @Test func anUnansweredBatchFailsAsUnknownAfterTheTimeout() {
@@ -204,11 +173,11 @@ import Testing
                                    deadline: .now + .seconds(10)))
         }
         let start = ContinuousClock.now
-        _ = book.sent(book.takeBatch(maxWrites: 2, maxBytes: 100), to: "n1", now: start)
-        book.expire(now: start + .seconds(1), noLeaderSeconds: 5, forwardReplyTimeout: .seconds(3))
-        #expect(book.inFlight != nil)
-        book.expire(now: start + .seconds(3), noLeaderSeconds: 5, forwardReplyTimeout: .seconds(3))
-        #expect(book.inFlight == nil && book.queue.map(\.tag) == [2])
+        _ = book.forwarding.nextBatch(to: "n1", now: start, deadline: start + .seconds(3), maxWrites: 2, maxBytes: 100) { $0.payload.count }
+        book.expire(now: start + .seconds(1), noLeaderSeconds: 5)
+        #expect(book.forwarding.inFlight != nil)
+        book.expire(now: start + .seconds(3), noLeaderSeconds: 5)
+        #expect(book.forwarding.inFlight == nil && book.forwarding.waiting.map(\.tag) == [2])
         turn.flushAll()
         #expect(outcomes.tags == [0, 1])
         #expect(outcomes.failures == 2)
@@ -226,8 +195,3 @@ final class CollectingSink: WriteOutcomeSink, @unchecked Sendable {
         }
     }
 }
-
-final class NullSink: WriteOutcomeSink {
-    func completed(_ outcomes: [(tag: UInt64, outcome: Result<EmberServer.WriteOutcome, any Error>)]) {}
-}
-
