@@ -24,7 +24,8 @@ extension SimCluster {
     }
 
     private func pickNode(_ c: Int) -> Int? {
-        if let hint = clients[c].leaderHint, let i = hostIndex(hint), hosts[i].node != nil { return i }
+        // With forwarding, clients write wherever they are connected: followers forward.
+        if !options.forwarding, let hint = clients[c].leaderHint, let i = hostIndex(hint), hosts[i].node != nil { return i }
         let up = hosts.indices.filter { hosts[$0].node != nil }
         return up.isEmpty ? nil : up[rng.below(up.count)]
     }
@@ -65,8 +66,14 @@ extension SimCluster {
         let historyID = history.invoke(client: c, key: key, input: input)
         clients[c].busy = (historyID, now)
         pendingKinds[historyID] = kind
+        let payload = KVCommand(opID: nextOpID, op: op).encoded()
+        if options.forwarding {
+            // Queued at the node it reached; proposed or forwarded in order (runForwarding).
+            enqueueForward(target, SimWrite(opID: nextOpID, historyID: historyID, client: c, payload: payload))
+            return
+        }
         proposing = (historyID, c, nextOpID)
         defer { proposing = nil }
-        try step(target, .propose(KVCommand(opID: nextOpID, op: op).encoded()))
+        try step(target, .propose(payload))
     }
 }

@@ -79,6 +79,7 @@ extension SimCluster {
         hosts[i].checkedCommit = 0
         hosts[i].pendingWrites = [:]
         hosts[i].pendingReads = [:]
+        hosts[i].forwards = ForwardQueue()  // volatile: its clients' writes become unknown
         hosts[i].staging = nil
         hosts[i].snapshotImage = nil
         hosts[i].pendingEvents = []

@@ -17,6 +17,8 @@ struct SimHost {
     var disk: SimDisk
     var kv = KVStore()
     var kvApplied: UInt64 = 0
+    /// Client writes waiting to be proposed or forwarded (`SimOptions.forwarding`).
+    var forwards = ForwardQueue<SimWrite, Int>()
     /// Proposed writes awaiting apply, by log index.
     var pendingWrites: [UInt64: (term: UInt64, opID: UInt64, historyID: Int, client: Int)] = [:]
     /// Reads awaiting `.readReady`, by read id.
@@ -51,7 +53,17 @@ public final class SimCluster {
     public let options: SimOptions
     var rng: SplitMix64
     var hosts: [SimHost] = []
-    var network = SimNetwork()
+    var network = SimNetwork<Message>()
+    /// Client writes forwarded by followers and the leader's answers (SimCluster+Forwarding).
+    var forwardNet: SimNetwork<SimForward> = {
+        var n = SimNetwork<SimForward>()
+        n.fifo = true
+        return n
+    }()
+    /// Log index each client write was applied at (a write applied twice is a failure).
+    var appliedOps: [UInt64: UInt64] = [:]
+    /// The outcome of the last `.propose` stepped (for a forwarded batch served by the leader).
+    var lastProposal: ForwardResult?
     var clients: [SimClient]
     public internal(set) var history = History()
     public internal(set) var now = 0
@@ -120,6 +132,7 @@ public final class SimCluster {
                 try step(i, .tick)
             }
             if faultsEnabled { try runClients() }
+            if options.forwarding { try runForwarding() }
             now += 1
         }
         try checkConverged()
@@ -287,10 +300,12 @@ public final class SimCluster {
                     clients[r.client].leaderHint = nil
                 }
             case .proposalAccepted(let index, let term):
+                lastProposal = .accepted(index: index, term: term)
                 if let p = proposing {
                     hosts[i].pendingWrites[index] = (term, p.opID, p.historyID, p.client)
                 }
             case .proposalRejected(let reason):
+                if case .notLeader(let hint) = reason { lastProposal = .notLeader(hint: hint) } else { lastProposal = .notLeader(hint: nil) }
                 if let p = proposing {
                     history.discard(p.historyID)
                     clients[p.client].busy = nil
@@ -315,6 +330,11 @@ public final class SimCluster {
             guard let cmd = KVCommand(decoding: e.data) else { throw fail("undecodable command at \(e.index)") }
             casResult = hosts[i].kv.apply(cmd)
             opID = cmd.opID
+            // Every replica applies the same log: one write, one index (never proposed twice).
+            if let at = appliedOps[cmd.opID], at != e.index {
+                throw fail("client write \(cmd.opID) applied twice, at \(at) and \(e.index)")
+            }
+            appliedOps[cmd.opID] = e.index
         }
         hosts[i].kvApplied = e.index
         try invariants.recordState(index: e.index, fingerprint: hosts[i].kv.fingerprint, node: hosts[i].id, time: now)

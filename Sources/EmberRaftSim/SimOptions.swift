@@ -34,6 +34,16 @@ public struct SimOptions: Sendable, Hashable {
     /// the fsync (the window thesis 10.2.1 opens; random crashes rarely land in it).
     public var crashBeforeFsyncRate = 0.0
 
+    /// Clients write to any node; followers forward writes to the leader in batches
+    /// (EmberRaft's ForwardQueue, as the cluster runtime does) over FIFO links.
+    public var forwarding = false
+    /// A forwarded batch unanswered this long is given up (its writes' outcome unknown).
+    public var forwardTimeout = 150
+    public var maxForwardBatch = 8
+    /// Deliberately wrong (checker sanity tests only): a follower sends a timed-out batch again
+    /// instead of reporting its writes' outcome unknown, so a write can be proposed twice.
+    public var unsafeForwardRetry = false
+
     public init() {}
 
     public static func randomized(seed: UInt64, nodeCount: Int) -> SimOptions {
@@ -52,6 +62,10 @@ public struct SimOptions: Sendable, Hashable {
         var fsyncRng = SplitMix64(seed: seed ^ 0x5EED_F5C0)
         o.maxFsyncDelay = [0, 3, 15, 40][fsyncRng.below(4)]
         o.crashBeforeFsyncRate = [0, 0.002, 0.01][fsyncRng.below(3)]
+        // Its own stream too: seeds without forwarding run exactly as before.
+        var forwardRng = SplitMix64(seed: seed ^ 0xF0_2A2D)
+        o.forwarding = forwardRng.below(2) == 0
+        o.maxForwardBatch = [1, 3, 16][forwardRng.below(3)]
         let preVote = rng.below(4) != 0
         // Removed servers that never learn of their removal keep campaigning; without PreVote that
         // is a known liveness hazard (thesis 4.2.3), so churn membership only with PreVote on.

@@ -21,6 +21,12 @@ public struct SimStats: Sendable, Hashable {
     public var sendsBeforeFsync = 0
     public var persistedReports = 0
     public var crashesBeforeFsync = 0
+    /// Forwarding (`SimOptions.forwarding`): batches sent, writes in them, batches bounced by a
+    /// node that did not lead, the largest batch.
+    public var forwardedBatches = 0
+    public var forwardedWrites = 0
+    public var bouncedBatches = 0
+    public var largestForwardBatch = 0
 }
 
 public struct SimReport: Sendable, CustomStringConvertible {
