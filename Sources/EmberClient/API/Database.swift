@@ -33,7 +33,74 @@ public final class Database: Sendable {
     var websocketURL: String { websocketURLs[0] }
     /// Every node's WebSocket URL, in the order they are tried.
     let websocketURLs: [String]
-    let repo: Repo
+    private let configuration: DatabaseConfiguration
+
+    /// What may still change before first use, and the Repo once it exists. The Repo (and with it
+    /// the connection and the disk cache) is made on first use, as in the SDK, so that
+    /// `isPersistenceEnabled` can be set after the instance is obtained but before it is used.
+    private struct Setup {
+        var persistence = PersistenceSettings()
+        var callbackQueue: DispatchQueue
+        var repo: Repo?
+    }
+    private let setup: Mutex<Setup>
+
+    var repo: Repo {
+        setup.withLock { s in
+            if let repo = s.repo { return repo }
+            let queue = s.callbackQueue
+            let persistence = s.persistence.enabled
+                ? PersistenceManager.open(databaseURL: url, settings: s.persistence) : nil
+            let repo = Repo(websocketURLs: websocketURLs, transport: configuration.transport,
+                            policy: configuration.reconnectPolicy, callbackQueue: queue,
+                            authToken: configuration.authToken, authTokenProvider: configuration.authTokenProvider,
+                            persistence: persistence)
+            repo.database = self
+            s.repo = repo
+            return repo
+        }
+    }
+
+    /// Changes a setting that only applies before first use; after it, a programming error (the
+    /// SDK raises an exception).
+    private func beforeFirstUse(_ name: String, _ change: (inout Setup) -> Void) {
+        setup.withLock { s in
+            precondition(s.repo == nil, "Calls to \(name) must be made before any other usage of the Database instance.")
+            change(&s)
+        }
+    }
+
+    /// Keeps synced data and queued writes on disk (SDK `isPersistenceEnabled`), so an app started
+    /// offline shows its last data and sends the writes it made before it stopped. Default false.
+    /// Set it before the first reference is used; setting it later stops the program.
+    public var isPersistenceEnabled: Bool {
+        get { setup.withLock { $0.persistence.enabled } }
+        set { beforeFirstUse("isPersistenceEnabled") { $0.persistence.enabled = newValue } }
+    }
+
+    /// The disk cache's size before least-recently-used data nobody listens to is pruned (SDK
+    /// `persistenceCacheSizeBytes`): default 10 MB, allowed 1 MB to 100 MB. Set before first use.
+    public var persistenceCacheSizeBytes: UInt {
+        get { UInt(setup.withLock { $0.persistence.cacheSizeBytes }) }
+        set {
+            precondition(newValue >= PersistenceLimits.minimumCacheSizeBytes && newValue <= PersistenceLimits.maximumCacheSizeBytes,
+                         "persistenceCacheSizeBytes must be between 1 MB (1048576) and 100 MB (104857600), not \(newValue)")
+            beforeFirstUse("persistenceCacheSizeBytes") { $0.persistence.cacheSizeBytes = Int(newValue) }
+        }
+    }
+
+    /// Where the cache file lives (one file per database URL). Default: Application Support/ember
+    /// on Apple platforms, `$XDG_DATA_HOME/ember` or `~/.local/share/ember` elsewhere. Set before
+    /// first use.
+    public var persistenceDirectory: URL {
+        get { setup.withLock { $0.persistence.directory } ?? PersistenceSettings.defaultDirectory }
+        set { beforeFirstUse("persistenceDirectory") { $0.persistence.directory = newValue } }
+    }
+
+    /// The cache file this database uses when persistence is enabled.
+    public var persistenceFile: URL {
+        persistenceDirectory.appendingPathComponent(PersistenceSettings.fileName(forDatabaseURL: url))
+    }
 
     private static let shared = Mutex<[String: Database]>([:])
 
@@ -80,14 +147,11 @@ public final class Database: Sendable {
         }
         self.url = urls[0]
         websocketURLs = sockets
-        let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
-        repo = Repo(websocketURLs: sockets, transport: configuration.transport, policy: configuration.reconnectPolicy,
-                    callbackQueue: queue, authToken: configuration.authToken,
-                    authTokenProvider: configuration.authTokenProvider)
-        repo.database = self
+        self.configuration = configuration
+        setup = Mutex(Setup(callbackQueue: configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")))
     }
 
-    deinit { repo.shutdown() }
+    deinit { setup.withLock { $0.repo }?.shutdown() }
 
     /// `http://host:port?ns=x` → `ws://host:port/.ws?v=5&ns=x` (reference §6.1).
     static func websocketURL(for url: String) -> String? {
@@ -102,8 +166,14 @@ public final class Database: Sendable {
 
     /// Where callbacks run. Set it before observing; defaults to a private serial queue.
     public var callbackQueue: DispatchQueue {
-        get { repo.callbackQueue }
-        set { repo.callbackQueue = newValue }
+        get { setup.withLock { s in s.repo?.callbackQueue ?? s.callbackQueue } }
+        set {
+            let repo: Repo? = setup.withLock { s in
+                if s.repo == nil { s.callbackQueue = newValue }
+                return s.repo
+            }
+            repo?.callbackQueue = newValue
+        }
     }
 
     public func reference() -> DatabaseReference { DatabaseReference(database: self, path: .root) }
@@ -141,7 +211,7 @@ public final class Database: Sendable {
 
     /// Closes the connection for good (tests; the SDK ties this to the app's lifetime).
     public func shutdown() {
-        repo.shutdown()
+        setup.withLock { $0.repo }?.shutdown()
         Database.shared.withLock { instances in
             if instances[url] === self { instances[url] = nil }
         }

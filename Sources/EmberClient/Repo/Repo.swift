@@ -24,6 +24,8 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     var onDisconnectSets: [(path: Path, data: JSON)] = []
     var keptSynced: [SyncQuery: UInt] = [:]
     private let forwarder: ListenForwarder
+    /// The disk cache, when the app turned persistence on.
+    let persistence: PersistenceManager?
 
     // Readable from any thread.
     private let timeOffset = Mutex<Int64>(0)
@@ -32,15 +34,20 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     private(set) var connection: PersistentConnection!
 
     init(websocketURLs: [String], transport: any WireTransport, policy: ReconnectPolicy, callbackQueue: DispatchQueue,
-         authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil) {
+         authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil, persistence: PersistenceManager? = nil) {
         forwarder = ListenForwarder()
         syncTree = SyncTree(listenProvider: forwarder)
+        self.persistence = persistence
         callbackQueueBox = Mutex(callbackQueue)
         forwarder.repo = self
         updateInfo("connected", Node(.bool(false)))
         updateInfo("serverTimeOffset", Node(.int(0)))
         connection = PersistentConnection(urls: websocketURLs, transport: transport, policy: policy, delegate: self,
                                           authToken: authToken, tokenProvider: authTokenProvider)
+        if persistence != nil {
+            // The first work on the queue: restored writes go out before any new one.
+            queue.async { [self] in startPersistence() }
+        }
     }
 
     var callbackQueue: DispatchQueue {
@@ -112,6 +119,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     func keepSynced(_ query: SyncQuery, _ on: Bool) {
         let handle = handles.allocate()
         queue.async { [self] in
+            persistence?.keepSynced(query, on)
             if on, keptSynced[query] == nil {
                 keptSynced[query] = handle
                 let reg = Registration(handle: handle, query: query, eventType: .value, onEvent: { _, _ in }, onCancel: nil)
@@ -170,6 +178,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                 guard let self else { return }
                 self.queue.async {
                     if status == "ok" {
+                        self.persistence?.listenComplete(query)
                         let events = tag.map { self.syncTree.applyTaggedListenComplete(path, tag: $0) }
                             ?? self.syncTree.applyListenComplete(path)
                         self.raise(events)
@@ -179,11 +188,13 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     }
                 }
             })
+        persistence?.listenStarted(query)
         connection.submit(.listen(entry))
     }
 
     func stopServerListen(_ query: SyncQuery, tag: Int?) {
         connection.submit(.unlisten(path: query.path, tag: tag))
+        persistence?.listenStopped(query)
     }
 
     // MARK: - ConnectionDelegate (called from the connection; hop onto `queue` in order)
@@ -199,10 +210,13 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     children.append((rel, node))
                 }
                 if children.isEmpty { return }
+                // Filtered queries' windows are not persisted (README, "Offline persistence").
+                if tag == nil { persistence?.serverMerge(path, children) }
                 events = tag.map { syncTree.applyTaggedQueryMerge(path, children, tag: $0) }
                     ?? syncTree.applyServerMerge(path, children)
             } else {
                 guard let node = try? Node(json: data) else { return }
+                if tag == nil { persistence?.serverOverwrite(path, node) }
                 events = tag.map { syncTree.applyTaggedQueryOverwrite(path, node, tag: $0) }
                     ?? syncTree.applyServerOverwrite(path, node)
             }
@@ -251,6 +265,10 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     self.deliver { completion(.success(result)) }
                 } else if let cached = self.syncTree.calcCompleteEventCache(query.path) {
                     let result = query.spec.apply(to: cached)
+                    self.deliver { completion(.success(result)) }
+                } else if let stored = self.persistence?.cachedServerData(at: query.path) {
+                    // Offline with nothing in memory: the disk cache, with pending writes applied.
+                    let result = query.spec.apply(to: self.syncTree.calcEventCache(query.path, serverCache: stored))
                     self.deliver { completion(.success(result)) }
                 } else {
                     let error = DatabaseError.from(status: status, data: data)

@@ -1,0 +1,181 @@
+import EmberCore
+import EmberSyncTree
+import Foundation
+import Testing
+@testable import EmberClient
+
+/// The disk cache itself, on real SQLite files in a temporary directory.
+@Suite struct PersistentStoreTests {
+    let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-store-test-" + UUID().uuidString)
+    var file: URL { dir.appendingPathComponent("cache.sqlite") }
+
+    func p(_ s: String) throws -> Path { try Path(s) }
+    func n(_ json: String) throws -> Node { try Node(json: try JSON.parse(json)) }
+
+    @Test func overwritesAndMergesAtAnyDepthReadBackAcrossReopen() throws {
+        do {
+            let store = try PersistentStore(file: file)
+            try store.overwriteServerCache(at: p("users/ada"), with: n(#"{"name":"Ada","born":1815}"#))
+            try store.overwriteServerCache(at: p("users/alan"), with: n(#"{"name":"Alan"}"#))
+            // A write inside an existing row, and a merge across rows.
+            try store.overwriteServerCache(at: p("users/ada/born"), with: n("1816"))
+            try store.mergeServerCache(at: p("users"), [(try p("alan/born"), try n("1912")), (try p("grace"), try n(#"{"name":"Grace"}"#))])
+            #expect(try store.serverCache(at: p("users/ada/born")) == n("1816"))
+            #expect(try store.serverCache(at: p("nobody")) == nil)
+        }
+        // A new store on the same file sees the same data.
+        let store = try PersistentStore(file: file)
+        #expect(try store.serverCache(at: p("users")) == n(#"{"ada":{"name":"Ada","born":1816},"alan":{"name":"Alan","born":1912},"grace":{"name":"Grace"}}"#))
+        // A write above rows replaces them; a deletion inside a row removes the child.
+        try store.overwriteServerCache(at: p("users"), with: n(#"{"bob":{"name":"Bob"}}"#))
+        #expect(try store.serverCache(at: p("users/ada")) == .empty)
+        try store.overwriteServerCache(at: p("users/bob/name"), with: .empty)
+        #expect(try store.serverCache(at: p("users")) == .empty)
+        // Known-empty is still known.
+        #expect(try store.serverCache(at: p("users")) != nil)
+        // Priorities survive.
+        try store.overwriteServerCache(at: p("ranked"), with: n(#"{".value":"x",".priority":3}"#))
+        #expect(try store.serverCache(at: p("ranked"))?.priority != nil)
+    }
+
+    @Test func rootWritesAndKeysWithUnusualCharactersStayApart() throws {
+        let store = try PersistentStore(file: file)
+        try store.overwriteServerCache(at: .root, with: n(#"{"a":{"x":1},"a b":{"y":2},"a0":3,"ä":4}"#))
+        try store.overwriteServerCache(at: p("a b/y"), with: n("5"))
+        try store.overwriteServerCache(at: p("a"), with: n(#"{"x":9}"#))
+        #expect(try store.serverCache(at: .root) == n(#"{"a":{"x":9},"a b":{"y":5},"a0":3,"ä":4}"#))
+        try store.overwriteServerCache(at: .root, with: .empty)
+        try store.overwriteServerCache(at: p("a"), with: n("1"))
+        try store.overwriteServerCache(at: p("a0"), with: n("2"))
+        // `a`'s range must not take `a0` with it.
+        try store.overwriteServerCache(at: p("a"), with: n("3"))
+        #expect(try store.serverCache(at: p("a0")) == n("2"))
+    }
+
+    @Test func queuedWritesKeepTheirOrderAndLeaveWhenFinished() throws {
+        do {
+            let store = try PersistentStore(file: file)
+            try store.saveWrite(StoredWrite(id: 1, path: try p("a"), kind: .set, data: .int(1)))
+            try store.saveWrite(StoredWrite(id: 2, path: .root, kind: .merge, data: .object(["a/b": .int(2), "c": .object([".sv": .string("timestamp")])])))
+            try store.saveWrite(StoredWrite(id: 3, path: try p("d"), kind: .set, data: .null))
+            try store.removeWrite(id: 1)
+        }
+        let store = try PersistentStore(file: file)
+        let writes = try store.writes()
+        #expect(writes.map(\.id) == [2, 3])
+        // Server values stay placeholders, to be resolved by the server.
+        #expect(writes[0].data == .object(["a/b": .int(2), "c": .object([".sv": .string("timestamp")])]))
+        #expect(writes[1] == StoredWrite(id: 3, path: try p("d"), kind: .set, data: .null))
+    }
+
+    @Test func completenessComesFromCompleteQueriesAtOrAboveAPath() throws {
+        let store = try PersistentStore(file: file)
+        let users = SyncQuery(path: try p("users"))
+        try store.touchQuery(users, active: true)
+        #expect(try store.isComplete(at: p("users/ada")) == false)
+        try store.setQueryComplete(users)
+        #expect(try store.isComplete(at: p("users/ada")))
+        #expect(try store.isComplete(at: p("users")))
+        #expect(try store.isComplete(at: .root) == false)
+        // Reopening: nothing is active in the new run, completeness is kept.
+        let again = try PersistentStore(file: file)
+        let tracked = try again.trackedQueries()
+        #expect(tracked.count == 1 && tracked[0].complete && !tracked[0].active)
+    }
+
+    @Test func pruningDropsLeastRecentlyUsedDataButNeverListenedOrKeptPaths() throws {
+        let store = try PersistentStore(file: file)
+        let big = String(repeating: "x", count: 1000)
+        for name in ["old", "kept", "listened", "recent"] {
+            // `old/child` is data below a pruned path that a listener uses: it stays.
+            let node = name == "old" ? Node(children: ["big": Node(.string(big)), "child": Node(.string("small"))])
+                : Node(.string(big))
+            try store.overwriteServerCache(at: p(name), with: node)
+            try store.touchQuery(SyncQuery(path: try p(name)), active: true)
+            try store.setQueryComplete(SyncQuery(path: try p(name)))
+        }
+        try store.setKeepSynced(SyncQuery(path: try p("kept")), true)
+        for name in ["old", "kept", "listened", "recent"] { try store.touchQuery(SyncQuery(path: try p(name)), active: false) }
+        try store.touchQuery(SyncQuery(path: try p("recent")), active: false)
+
+        // Under the limit nothing happens.
+        #expect(try store.pruneIfNeeded(limit: 10_000, protected: []).prunedQueries.isEmpty)
+        let result = try store.pruneIfNeeded(limit: 3100, protected: [try p("listened"), try p("old/child")])
+        #expect(result.prunedQueries == [try p("old")])
+        #expect(result.sizeBefore > 4000 && result.sizeAfter <= 3100)
+        #expect(try store.serverCache(at: p("old")) == n(#"{"child":"small"}"#))
+        #expect(try store.isComplete(at: p("old")) == false)
+        #expect(try store.serverCache(at: p("kept")) == Node(.string(big)))
+        #expect(try store.serverCache(at: p("listened")) == Node(.string(big)))
+        // Tighter: `recent` goes too; kept and listened data never does, even over the limit.
+        let tight = try store.pruneIfNeeded(limit: 100, protected: [try p("listened")])
+        #expect(tight.prunedQueries == [try p("recent")])
+        #expect(try store.serverCache(at: p("recent")) == nil)
+        #expect(try store.serverCache(at: p("kept")) != nil)
+        #expect(try store.serverCache(at: p("listened")) != nil)
+        // A listened path keeps its completeness too.
+        #expect(try store.isComplete(at: p("listened")))
+    }
+
+    @Test func unreadableFileIsMovedAsideAndReplaced() throws {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        try Data("this is not a database, not even close to one".utf8).write(to: file)
+        let store = try #require(PersistentStore.openRecovering(file: file, logger: .init(label: "test")))
+        try store.overwriteServerCache(at: p("a"), with: n("1"))
+        #expect(try store.serverCache(at: p("a")) == n("1"))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+        #expect(names.contains { $0.hasPrefix("cache.sqlite.corrupt-") })
+    }
+
+    @Test func damagedFileKeepsItsReadableQueuedWrites() throws {
+        do {
+            let store = try PersistentStore(file: file)
+            try store.saveWrite(StoredWrite(id: 7, path: try p("a"), kind: .set, data: .string("keep me")))
+            // A lost table: the file is unusable as a whole, but its queue can still be read.
+            try store.db.write { db in try db.execute(sql: "DROP TABLE server_cache") }
+        }
+        #expect(throws: (any Error).self) { try PersistentStore(file: file) }
+        let store = try #require(PersistentStore.openRecovering(file: file, logger: .init(label: "test")))
+        #expect(try store.serverCache(at: p("a")) == nil)
+        #expect(try store.writes() == [StoredWrite(id: 7, path: try p("a"), kind: .set, data: .string("keep me"))])
+    }
+
+    @Test func fileFromANewerClientIsNotMisread() throws {
+        do {
+            let store = try PersistentStore(file: file)
+            try store.db.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99')") }
+        }
+        #expect(throws: PersistentStore.StoreError.self) { try PersistentStore(file: file) }
+    }
+
+    @Test func fileNamesDifferPerDatabaseURL() {
+        let a = PersistenceSettings.fileName(forDatabaseURL: "http://127.0.0.1:9000?ns=a")
+        let b = PersistenceSettings.fileName(forDatabaseURL: "http://127.0.0.1:9000?ns=b")
+        let c = PersistenceSettings.fileName(forDatabaseURL: "http://127.0.0.1:9000?ns=a/")
+        #expect(Set([a, b, c]).count == 3)
+        #expect(a == PersistenceSettings.fileName(forDatabaseURL: "http://127.0.0.1:9000?ns=a"))
+        #expect(!a.contains("/") && a.hasSuffix(".sqlite"))
+    }
+
+    @Test func settingsAfterFirstUseOrOutOfRangeStopTheProgram() async {
+        await #expect(processExitsWith: .failure) {
+            let db = Database(url: "http://127.0.0.1:1?ns=x")
+            _ = db.reference(withPath: "a").observe(.value) { _ in }
+            db.isPersistenceEnabled = true
+        }
+        await #expect(processExitsWith: .failure) {
+            let db = Database(url: "http://127.0.0.1:1?ns=x")
+            db.persistenceCacheSizeBytes = 512 * 1024
+        }
+        await #expect(processExitsWith: .failure) {
+            let db = Database(url: "http://127.0.0.1:1?ns=x")
+            db.persistenceCacheSizeBytes = 101 * 1024 * 1024
+        }
+        let db = Database(url: "http://127.0.0.1:1?ns=x")
+        #expect(db.persistenceCacheSizeBytes == 10 * 1024 * 1024)
+        db.persistenceCacheSizeBytes = 1024 * 1024
+        db.isPersistenceEnabled = true
+        #expect(db.isPersistenceEnabled)
+        db.shutdown()
+    }
+}
