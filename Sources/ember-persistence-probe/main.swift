@@ -43,6 +43,7 @@ struct Probe: Sendable {
     static func json(_ value: Any?) -> String {
         guard let value, !(value is NSNull) else { return "null" }
         if let s = value as? String { return "\"\(s)\"" }
+        if let b = value as? Bool, type(of: value) == Bool.self { return b ? "true" : "false" }
         if !(value is [Any]), !(value is [String: Any]), let n = value as? NSNumber { return "\(n)" }
         guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else { return "?" }
         return String(decoding: data, as: UTF8.self)

@@ -89,6 +89,7 @@ import Testing
         // getData waits for a connection first (3 s), then answers from the cache with the
         // queued write applied.
         #expect(try await second.waitForLine("GET", timeout: .seconds(15)) == "GET 10")
+        #expect(second.lines.contains("CONNECTED false"))
         #expect(!second.lines.contains("CONNECTED true"))
         #expect(second.lines.filter { $0.hasPrefix("VALUE") } == [#"VALUE {"a":10,"b":2,"c":3}"#])
 

@@ -33,39 +33,37 @@ public final class Database: Sendable {
     var websocketURL: String { websocketURLs[0] }
     /// Every node's WebSocket URL, in the order they are tried.
     let websocketURLs: [String]
-    private let configuration: DatabaseConfiguration
+    /// The connection and sync tree, made with the instance (so the connection opens at once, as
+    /// before); the disk cache is attached at first use.
+    private let liveRepo: Repo
 
-    /// What may still change before first use, and the Repo once it exists. The Repo (and with it
-    /// the connection and the disk cache) is made on first use, as in the SDK, so that
-    /// `isPersistenceEnabled` can be set after the instance is obtained but before it is used.
+    /// Settings that may change until the first use (SDK: any reference or operation).
     private struct Setup {
         var persistence = PersistenceSettings()
-        var callbackQueue: DispatchQueue
-        var repo: Repo?
+        var used = false
     }
-    private let setup: Mutex<Setup>
+    private let setup = Mutex(Setup())
 
+    /// The Repo, for every operation: the first call fixes the settings and, with persistence on,
+    /// attaches the disk cache. The attach is queued on the Repo before the operation, so cached
+    /// data and the restored write queue are in place before the first listener or write.
     var repo: Repo {
         setup.withLock { s in
-            if let repo = s.repo { return repo }
-            let queue = s.callbackQueue
-            let persistence = s.persistence.enabled
-                ? PersistenceManager.open(databaseURL: url, settings: s.persistence) : nil
-            let repo = Repo(websocketURLs: websocketURLs, transport: configuration.transport,
-                            policy: configuration.reconnectPolicy, callbackQueue: queue,
-                            authToken: configuration.authToken, authTokenProvider: configuration.authTokenProvider,
-                            persistence: persistence)
-            repo.database = self
-            s.repo = repo
-            return repo
+            guard !s.used else { return }
+            s.used = true
+            guard s.persistence.enabled else { return }
+            if let manager = PersistenceManager.open(databaseURL: url, settings: s.persistence) {
+                liveRepo.attachPersistence(manager)
+            }
         }
+        return liveRepo
     }
 
     /// Changes a setting that only applies before first use; after it, a programming error (the
     /// SDK raises an exception).
     private func beforeFirstUse(_ name: String, _ change: (inout Setup) -> Void) {
         setup.withLock { s in
-            precondition(s.repo == nil, "Calls to \(name) must be made before any other usage of the Database instance.")
+            precondition(!s.used, "Calls to \(name) must be made before any other usage of the Database instance.")
             change(&s)
         }
     }
@@ -147,11 +145,14 @@ public final class Database: Sendable {
         }
         self.url = urls[0]
         websocketURLs = sockets
-        self.configuration = configuration
-        setup = Mutex(Setup(callbackQueue: configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")))
+        let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
+        liveRepo = Repo(websocketURLs: sockets, transport: configuration.transport, policy: configuration.reconnectPolicy,
+                        callbackQueue: queue, authToken: configuration.authToken,
+                        authTokenProvider: configuration.authTokenProvider)
+        liveRepo.database = self
     }
 
-    deinit { setup.withLock { $0.repo }?.shutdown() }
+    deinit { liveRepo.shutdown() }
 
     /// `http://host:port?ns=x` → `ws://host:port/.ws?v=5&ns=x` (reference §6.1).
     static func websocketURL(for url: String) -> String? {
@@ -166,14 +167,8 @@ public final class Database: Sendable {
 
     /// Where callbacks run. Set it before observing; defaults to a private serial queue.
     public var callbackQueue: DispatchQueue {
-        get { setup.withLock { s in s.repo?.callbackQueue ?? s.callbackQueue } }
-        set {
-            let repo: Repo? = setup.withLock { s in
-                if s.repo == nil { s.callbackQueue = newValue }
-                return s.repo
-            }
-            repo?.callbackQueue = newValue
-        }
+        get { liveRepo.callbackQueue }
+        set { liveRepo.callbackQueue = newValue }
     }
 
     public func reference() -> DatabaseReference { DatabaseReference(database: self, path: .root) }
@@ -211,7 +206,7 @@ public final class Database: Sendable {
 
     /// Closes the connection for good (tests; the SDK ties this to the app's lifetime).
     public func shutdown() {
-        setup.withLock { $0.repo }?.shutdown()
+        liveRepo.shutdown()
         Database.shared.withLock { instances in
             if instances[url] === self { instances[url] = nil }
         }

@@ -6,8 +6,8 @@ import Logging
 /// The Repo's view of the disk cache (SDK `FPersistenceManager`): turns sync events into store
 /// calls and store failures into log lines. A failing disk never stops the app: the data stays
 /// in memory for this run, and a lost queued write is always logged as an error.
-/// Confined to the Repo's queue.
-final class PersistenceManager: ServerCacheSource {
+/// Confined to the Repo's queue (handed to it once, hence `@unchecked Sendable`).
+final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
     let store: PersistentStore
     let cacheSizeBytes: Int
     let logger: Logger

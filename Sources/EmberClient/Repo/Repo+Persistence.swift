@@ -8,7 +8,17 @@ import Foundation
 /// write. As in the SDK, completion blocks do not survive a restart: a restored write completes
 /// silently, and a rejection of one is logged.
 extension Repo {
-    func startPersistence() {
+    /// Called once, at the database's first use and before the work of that use is queued: the
+    /// restored writes go out before any new one, and views see the cache from the first.
+    func attachPersistence(_ manager: PersistenceManager) {
+        queue.async { [self] in
+            precondition(persistence == nil, "persistence is attached once")
+            persistence = manager
+            startPersistence()
+        }
+    }
+
+    private func startPersistence() {
         guard let persistence else { return }
         syncTree.serverCacheSource = persistence
         // Called on `queue` (from the manager, itself confined to it).

@@ -24,8 +24,8 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     var onDisconnectSets: [(path: Path, data: JSON)] = []
     var keptSynced: [SyncQuery: UInt] = [:]
     private let forwarder: ListenForwarder
-    /// The disk cache, when the app turned persistence on.
-    let persistence: PersistenceManager?
+    /// The disk cache, when the app turned persistence on (attached before first use).
+    var persistence: PersistenceManager?
 
     // Readable from any thread.
     private let timeOffset = Mutex<Int64>(0)
@@ -34,20 +34,15 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     private(set) var connection: PersistentConnection!
 
     init(websocketURLs: [String], transport: any WireTransport, policy: ReconnectPolicy, callbackQueue: DispatchQueue,
-         authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil, persistence: PersistenceManager? = nil) {
+         authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil) {
         forwarder = ListenForwarder()
         syncTree = SyncTree(listenProvider: forwarder)
-        self.persistence = persistence
         callbackQueueBox = Mutex(callbackQueue)
         forwarder.repo = self
         updateInfo("connected", Node(.bool(false)))
         updateInfo("serverTimeOffset", Node(.int(0)))
         connection = PersistentConnection(urls: websocketURLs, transport: transport, policy: policy, delegate: self,
                                           authToken: authToken, tokenProvider: authTokenProvider)
-        if persistence != nil {
-            // The first work on the queue: restored writes go out before any new one.
-            queue.async { [self] in startPersistence() }
-        }
     }
 
     var callbackQueue: DispatchQueue {
