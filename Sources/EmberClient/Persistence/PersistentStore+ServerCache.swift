@@ -2,9 +2,14 @@ import EmberCore
 import Foundation
 import GRDB
 
-/// The server data of synced paths (SDK server cache). Rows hold whole subtrees and never nest;
-/// a write inside an existing row rewrites that row, a write above rows replaces them.
+/// The server data of synced paths (SDK server cache). Rows hold subtrees and never nest; a
+/// subtree whose JSON is larger than `splitBytes` is stored as one row per child (recursively), so
+/// a small server update rewrites a small row, not the whole listened tree. A write inside an
+/// existing row rewrites that row, a write above rows replaces them.
 extension PersistentStore {
+    /// Largest JSON (bytes) kept in one row when the node could be split into its children.
+    static let splitBytes = 16 * 1024
+
     /// The cached server data at `path`, nil when nothing at or below it is cached. Whether it is
     /// complete is the tracked queries' business (`isComplete(at:)`).
     func serverCache(at path: Path) throws -> Node? {
@@ -50,13 +55,25 @@ extension PersistentStore {
     static func overwrite(_ db: GRDB.Database, _ path: Path, _ node: Node) throws {
         if let (rowPath, text) = try ancestorRow(db, of: path) {
             let updated = try decode(text, at: rowPath).setting(node, at: rowPath.relative(path)!)
-            try db.execute(sql: "UPDATE server_cache SET json = ? WHERE path = ?", arguments: [encode(updated), key(rowPath)])
+            try db.execute(sql: "DELETE FROM server_cache WHERE path = ?", arguments: [key(rowPath)])
+            try insert(db, rowPath, updated)
             return
         }
         let k = key(path)
         try db.execute(sql: "DELETE FROM server_cache WHERE path >= ? AND path < ?", arguments: [k, upperBound(k)])
-        // An empty node is stored too: "the server has nothing here" is data a listener shows.
-        try db.execute(sql: "INSERT INTO server_cache (path, json) VALUES (?, ?)", arguments: [k, encode(node)])
+        try insert(db, path, node)
+    }
+
+    /// Stores `node` at `path` (no rows may be at or below it), split into child rows if large.
+    /// An empty node is stored too: "the server has nothing here" is data a listener shows.
+    private static func insert(_ db: GRDB.Database, _ path: Path, _ node: Node) throws {
+        let text = encode(node)
+        // A priority or a leaf belongs to the node itself, so only plain objects are split.
+        if text.utf8.count > splitBytes, node.leaf == nil, node.priority == nil, node.hasChildren {
+            for (key, child) in node.children { try insert(db, path.child(key), child) }
+            return
+        }
+        try db.execute(sql: "INSERT INTO server_cache (path, json) VALUES (?, ?)", arguments: [key(path), text])
     }
 
     /// Drops the cached data at `path` except the subtrees at `keeping` (paths below `path`).
@@ -69,14 +86,13 @@ extension PersistentStore {
         }
         if let (rowPath, text) = try ancestorRow(db, of: path) {
             let updated = try decode(text, at: rowPath).setting(kept, at: rowPath.relative(path)!)
-            try db.execute(sql: "UPDATE server_cache SET json = ? WHERE path = ?", arguments: [encode(updated), key(rowPath)])
+            try db.execute(sql: "DELETE FROM server_cache WHERE path = ?", arguments: [key(rowPath)])
+            if !updated.isEmpty { try insert(db, rowPath, updated) }
             return
         }
         let k = key(path)
         try db.execute(sql: "DELETE FROM server_cache WHERE path >= ? AND path < ?", arguments: [k, upperBound(k)])
-        if !kept.isEmpty {
-            try db.execute(sql: "INSERT INTO server_cache (path, json) VALUES (?, ?)", arguments: [k, encode(kept)])
-        }
+        if !kept.isEmpty { try insert(db, path, kept) }
     }
 
     /// The row whose path is a strict ancestor of `path` (at most one: rows never nest).
