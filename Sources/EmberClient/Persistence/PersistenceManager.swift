@@ -15,6 +15,7 @@ final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
     var protectedPaths: () -> [Path] = { [] }
     /// Server cache writes since the last size check; the size is checked every so many.
     private var writesSinceSizeCheck = 0
+    private var reportedOverLimit = false
     static let sizeCheckInterval = 16
 
     init(store: PersistentStore, cacheSizeBytes: Int, logger: Logger) {
@@ -73,9 +74,12 @@ final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
         if !result.prunedQueries.isEmpty {
             logger.debug("ember persistence: pruned \(result.prunedQueries.count) queries, \(result.sizeBefore) → \(result.sizeAfter) bytes")
         }
-        if result.sizeAfter > cacheSizeBytes {
+        // Said once each time the cache goes over, not at every check while it stays there.
+        let over = result.sizeAfter > cacheSizeBytes
+        if over && !reportedOverLimit {
             logger.info("ember persistence: cache holds \(result.sizeAfter) bytes, over \(cacheSizeBytes), all of it listened to or kept synced")
         }
+        reportedOverLimit = over
     }
 
     // MARK: - Tracked queries

@@ -67,7 +67,11 @@ final class ProbeProcess: @unchecked Sendable {
     /// Kills the probe the hard way (no cleanup runs in it) and waits for it to be gone.
     func kill() {
         guard process.isRunning else { return }
+        #if canImport(Glibc)
         _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        #else
+        _ = Darwin.kill(process.processIdentifier, SIGKILL)
+        #endif
         process.waitUntilExit()
     }
 
