@@ -7,6 +7,12 @@ import Foundation
 /// the views are built on top of them) and sent again, in their original order, before any new
 /// write. As in the SDK, completion blocks do not survive a restart: a restored write completes
 /// silently, and a rejection of one is logged.
+///
+/// Delivery matches the SDK: a write leaves the disk queue when its acknowledgement is processed,
+/// so it is sent once per run until then. If the app dies after the server applied a write but
+/// before the acknowledgement reached the disk, the write is sent again at the next start (at
+/// least once, not exactly once): sets and updates write the same values again, which is harmless
+/// unless another client changed the data in between; server values are evaluated again.
 extension Repo {
     /// Called once, at the database's first use and before the work of that use is queued: the
     /// restored writes go out before any new one, and views see the cache from the first.
