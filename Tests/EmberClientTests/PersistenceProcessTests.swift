@@ -63,6 +63,37 @@ import Testing
         #expect(try store.writes().isEmpty)
     }
 
+    /// Restored writes the server refuses are rolled back and dropped from the queue, each with an
+    /// error in the log; the others land.
+    @Test func restoredWritesTheServerRejectsAreLoggedAndDropped() async throws {
+        let rules = #"""
+        {"rules": {"log": {".read": true, ".write": true}, "multi": {".read": true, ".write": true},
+                   "counter": {".read": true, ".write": false}, "markers": {".write": true}}}
+        """#
+        let server = try EmberServerProcess(rules: rules)
+        let url = server.databaseURL(ns: "rejected")
+        let dir = Self.tempDir()
+        let first = try ProbeProcess("queue-writes", url: url, cacheDir: dir, ["5"])
+        try await first.waitForLine("QUEUED")
+        first.kill()
+
+        try await server.start()
+        defer { server.stop() }
+        let second = try ProbeProcess("show", url: url, cacheDir: dir, ["log"])
+        try await second.waitForLine("ACKED")
+        func rejections(_ text: String) -> Int {
+            text.components(separatedBy: "\n").filter { $0.contains("rejected write") && $0.contains("/counter") }.count
+        }
+        try await second.waitForStderr { rejections($0) >= 5 }
+        second.kill()
+        #expect(rejections(second.stderr) == 5, "\(second.stderr)")
+        #expect(try await server.restGet("log", ns: "rejected").objectValue?.count == 5)
+        #expect(try await server.restGet("multi", ns: "rejected") == .object(["a": .int(4), "b": .int(4)]))
+        #expect(try await server.restGet("counter", ns: "rejected") == .null)
+        let store = try PersistentStore(file: Self.cacheFile(dir: dir, url: url))
+        #expect(try store.writes().isEmpty)
+    }
+
     @Test func restartedOfflineClientShowsCachedDataAndQueuedLocalWritesAtOnce() async throws {
         let server = try EmberServerProcess()
         try await server.start()
@@ -111,8 +142,7 @@ import Testing
         defer { probe.kill() }
         #expect(try await probe.waitForLine("VALUE") == #"VALUE {"a":1,"b":2}"#)
         try await probe.waitForLine("ACKED")
-        #expect(probe.stderr.contains("is unreadable"))
-        #expect(probe.stderr.contains("could not be read"))
+        try await probe.waitForStderr { $0.contains("is unreadable") && $0.contains("could not be read") }
         let names = try FileManager.default.contentsOfDirectory(atPath: dir)
         let aside = try #require(names.first { $0.hasPrefix(file.lastPathComponent + ".corrupt-") })
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir).appendingPathComponent(aside)) == Data(repeating: 0x5A, count: 4096))

@@ -64,6 +64,16 @@ final class ProbeProcess: @unchecked Sendable {
         throw TestFailure("probe printed no \(prefix) line; stdout: \(lines); stderr: \(stderr)")
     }
 
+    /// Waits until stderr (read through its own pipe, so it may lag stdout) satisfies `condition`.
+    func waitForStderr(timeout: Duration = .seconds(10), _ condition: (String) -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition(stderr) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestFailure("probe stderr never matched: \(stderr)")
+    }
+
     /// Kills the probe the hard way (no cleanup runs in it) and waits for it to be gone.
     func kill() {
         guard process.isRunning else { return }
