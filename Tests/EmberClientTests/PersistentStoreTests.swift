@@ -1,6 +1,8 @@
 import EmberCore
 import EmberSyncTree
 import Foundation
+import Logging
+import Synchronization
 import Testing
 @testable import EmberClient
 
@@ -192,6 +194,45 @@ import Testing
         #expect(throws: PersistentStore.StoreError.self) { try PersistentStore(file: file) }
     }
 
+    /// The file damaged under a running client: logged, never a crash, the cache is left alone
+    /// for the rest of the run, and the next start replaces it.
+    @Test func fileDamagedWhileInUseTurnsTheCacheOffWithAnError() throws {
+        let log = CapturedLog()
+        let store = try PersistentStore(file: file)
+        let manager = PersistenceManager(store: store, cacheSizeBytes: 1 << 20, logger: log.logger)
+        manager.serverOverwrite(try p("a"), try n(#"{"x":1}"#))
+        manager.saveWrite(StoredWrite(id: 1, path: try p("a"), kind: .set, data: .int(1)))
+        // Garbage over the whole file, header included, behind SQLite's back.
+        let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as! Int
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: max(size, 4096)))
+        try handle.close()
+        // The write-ahead log and its index too, so SQLite cannot serve the pages from them.
+        for suffix in ["-wal", "-shm"] {
+            let path = file.path + suffix
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+            guard size > 0 else { continue }
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            try handle.write(contentsOf: Data(repeating: suffix == "-shm" ? 0 : 0xA5, count: size))
+            try handle.close()
+        }
+
+        var damaged = false
+        for i in 0..<5 where !damaged {
+            manager.serverOverwrite(try p("b\(i)"), try n("1"))
+            _ = manager.completeServerCache(for: SyncQuery(path: try p("a")))
+            damaged = manager.isBroken
+        }
+        #expect(damaged, "\(log.all)")
+        #expect(log.all.contains { $0.hasPrefix("error") && $0.contains("is damaged") })
+        // Writes from now on are not kept, and the log says so.
+        manager.saveWrite(StoredWrite(id: 2, path: try p("c"), kind: .set, data: .int(2)))
+        #expect(log.all.contains { $0.hasPrefix("error") && $0.contains("save the write to /c") })
+        // The next start replaces the file.
+        let fresh = try #require(PersistentStore.openRecovering(file: file, logger: log.logger))
+        #expect(try fresh.serverCache(at: p("a")) == nil)
+    }
+
     @Test func fileNamesDifferPerDatabaseURL() {
         let a = PersistenceSettings.fileName(forDatabaseURL: "http://127.0.0.1:9000?ns=a")
         let b = PersistenceSettings.fileName(forDatabaseURL: "http://127.0.0.1:9000?ns=b")
@@ -234,5 +275,30 @@ struct SeededRandom: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// Keeps what a logger was told, for tests that check the log.
+final class CapturedLog: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    func add(_ line: String) { lines.withLock { $0.append(line) } }
+
+    var logger: Logger {
+        Logger(label: "test") { _ in Handler(log: self) }
+    }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+                 file: String, function: String, line: UInt) {
+            log.add("\(level) \(message)")
+        }
     }
 }

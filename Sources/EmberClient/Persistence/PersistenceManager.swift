@@ -1,6 +1,7 @@
 import EmberCore
 import EmberSyncTree
 import Foundation
+import GRDB
 import Logging
 
 /// The Repo's view of the disk cache (SDK `FPersistenceManager`): turns sync events into store
@@ -116,11 +117,29 @@ final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
         attempt("remove acknowledged write \(id) (it may be sent again after a restart)") { try store.removeWrite(id: id) }
     }
 
+    /// Set when the file turned out damaged while in use: the store is left alone for the rest of
+    /// the run (the next start checks the file and replaces it).
+    private(set) var isBroken = false
+
     /// Runs a store call; failures are logged as errors and yield nil.
     @discardableResult
     private func attempt<T>(_ what: String, _ body: () throws -> T) -> T? {
+        guard !isBroken else {
+            if what.hasPrefix("save the write") {
+                logger.error("ember persistence: the cache is off after damage; could not \(what)")
+            }
+            return nil
+        }
         do { return try body() } catch {
             logger.error("ember persistence: could not \(what): \(error)")
+            if let db = error as? GRDB.DatabaseError, db.resultCode == .SQLITE_CORRUPT || db.resultCode == .SQLITE_NOTADB {
+                isBroken = true
+                logger.error("""
+                    ember persistence: \(store.file.path) is damaged; the disk cache is off for this run \
+                    (data stays in memory), writes made from now on are not kept on disk, and the file \
+                    is checked and replaced at the next start
+                    """)
+            }
             return nil
         }
     }
