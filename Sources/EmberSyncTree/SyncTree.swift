@@ -188,6 +188,12 @@ public final class SyncTree {
         pendingWrites.calcCompleteEventCache(path, serverCache) ?? serverCache
     }
 
+    /// The server data `query`'s view holds, complete or not (a filtering query's window).
+    public func serverCacheNode(for query: SyncQuery) -> (node: Node, complete: Bool)? {
+        guard let cache = syncPoints.get(query.path)?.view(for: query.spec)?.viewCache.serverCache else { return nil }
+        return (cache.node, cache.fullyInitialized)
+    }
+
     /// The hash of the server data cached for `query`'s view (sent as `h` with its listen).
     public func serverHash(for query: SyncQuery) -> String {
         syncPoints.get(query.path)?.view(for: query.spec)?.serverCacheNode.firebaseHash ?? ""

@@ -39,8 +39,10 @@ final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
 
     func completeServerCache(for query: SyncQuery) -> Node? {
         attempt("read the cache at \(query.path)") {
-            guard try store.isComplete(at: query.path), let node = try store.serverCache(at: query.path) else { return nil }
-            return node
+            if try store.isComplete(at: query.path), let node = try store.serverCache(at: query.path) { return node }
+            // A filtering query without whole data above it: its own last window.
+            if !query.spec.loadsAllData { return try store.completeQueryWindow(query) }
+            return nil
         } ?? nil
     }
 
@@ -58,6 +60,12 @@ final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
 
     func serverMerge(_ path: Path, _ children: [(Path, Node)]) {
         attempt("cache server data at \(path)") { try store.mergeServerCache(at: path, children) }
+        afterCacheWrite()
+    }
+
+    /// A filtering query's window after the server changed it.
+    func queryWindow(_ query: SyncQuery, _ node: Node) {
+        attempt("cache the window of \(query)") { try store.saveQueryWindow(query, node) }
         afterCacheWrite()
     }
 

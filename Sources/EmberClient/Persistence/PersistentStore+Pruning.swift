@@ -32,6 +32,12 @@ extension PersistentStore {
                 try db.execute(sql: "DELETE FROM tracked_query WHERE path = ? AND spec = ?",
                                arguments: [Self.key(query.path), query.spec])
                 result.prunedQueries.append(query.path)
+                if !query.loadsAllData {
+                    // A filtering query's data is its own window.
+                    try Self.removeQueryWindow(db, path: query.path, spec: query.spec)
+                    size = try Self.size(db)
+                    continue
+                }
                 let keepBelow = kept.filter { query.path.contains($0) }
                 try Self.removeData(db, at: query.path, keeping: keepBelow)
                 // Queries above lost part of their data; those below (unless kept) lost all of it.

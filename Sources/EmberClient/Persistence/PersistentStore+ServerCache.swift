@@ -27,13 +27,15 @@ extension PersistentStore {
         }
     }
 
-    /// Bytes of cached JSON (what `persistenceCacheSizeBytes` limits).
+    /// Bytes of cached JSON, query windows included (what `persistenceCacheSizeBytes` limits).
     func serverCacheSize() throws -> Int {
         try db.read { db in try Self.size(db) }
     }
 
+    /// Server cache and query windows together.
     static func size(_ db: GRDB.Database) throws -> Int {
-        try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(LENGTH(CAST(json AS BLOB))), 0) FROM server_cache") ?? 0
+        (try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(LENGTH(CAST(json AS BLOB))), 0) FROM server_cache") ?? 0)
+            + (try windowsSize(db))
     }
 
     static func node(_ db: GRDB.Database, at path: Path) throws -> Node? {

@@ -24,7 +24,7 @@ final class PersistentStore {
         }
     }
 
-    static let tables = ["server_cache", "tracked_query", "pending_write"]
+    static let tables = ["server_cache", "tracked_query", "pending_write", "query_window"]
 
     /// Opens (creating if needed) the store at `file`; throws if the file is not a readable,
     /// intact Ember cache.
@@ -81,6 +81,14 @@ final class PersistentStore {
                     path TEXT NOT NULL,
                     kind TEXT NOT NULL,
                     data TEXT NOT NULL);
+                """)
+        }
+        m.registerMigration("v2") { db in
+            // The last window of each filtering query (limits, ranges): kept apart from the
+            // server cache, which holds only whole data of plain listens.
+            try db.execute(sql: """
+                CREATE TABLE query_window (path TEXT NOT NULL, spec TEXT NOT NULL, json TEXT NOT NULL,
+                                           PRIMARY KEY (path, spec));
                 """)
         }
         return m

@@ -205,7 +205,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     children.append((rel, node))
                 }
                 if children.isEmpty { return }
-                // Filtered queries' windows are not persisted (README, "Offline persistence").
+                // Filtering queries' windows are stored whole below, not in the server cache.
                 if tag == nil { persistence?.serverMerge(path, children) }
                 events = tag.map { syncTree.applyTaggedQueryMerge(path, children, tag: $0) }
                     ?? syncTree.applyServerMerge(path, children)
@@ -216,6 +216,11 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     ?? syncTree.applyServerOverwrite(path, node)
             }
             raise(events)
+            // A filtering query's window is stored whole, as its view now holds it.
+            if let persistence, let tag, let query = syncTree.query(forTag: tag),
+               let window = syncTree.serverCacheNode(for: query) {
+                persistence.queryWindow(query, window.node)
+            }
             // New server data may change what pending transactions should run on.
             rerunTransactionsIfNeeded()
         }
