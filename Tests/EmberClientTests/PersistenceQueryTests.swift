@@ -38,6 +38,10 @@ import Testing
         query.observe(.childAdded) { s in again.add("added \(s.key)") }
         await again.wait { $0.contains("b,c") && $0.contains("added b") && $0.contains("added c") }
         #expect(!again.all.contains("added a") && !again.all.contains("added d"))
+        // getData on a fresh query object of the same window falls back to the stored window
+        // once the connection attempt times out.
+        let read = try await offline.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2).getData()
+        #expect(read.children.map { ($0 as! DataSnapshot).key } == ["b", "c"])
         // A plain listener at the path has no complete data: no value event from the window.
         let plain = Recorder()
         offline.reference(withPath: "scores").observe(.value) { s in plain.add("\(s.childrenCount)") }

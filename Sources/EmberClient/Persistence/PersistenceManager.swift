@@ -46,11 +46,6 @@ final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
         } ?? nil
     }
 
-    /// Complete cached server data at `path` (for `getData` offline).
-    func cachedServerData(at path: Path) -> Node? {
-        completeServerCache(for: SyncQuery(path: path))
-    }
-
     // MARK: - Server data
 
     func serverOverwrite(_ path: Path, _ node: Node) {

@@ -266,8 +266,9 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                 } else if let cached = self.syncTree.calcCompleteEventCache(query.path) {
                     let result = query.spec.apply(to: cached)
                     self.deliver { completion(.success(result)) }
-                } else if let stored = self.persistence?.cachedServerData(at: query.path) {
-                    // Offline with nothing in memory: the disk cache, with pending writes applied.
+                } else if let stored = self.persistence?.completeServerCache(for: query) {
+                    // Offline with nothing in memory: the disk cache (whole data, or this query's
+                    // last window), with pending writes applied.
                     let result = query.spec.apply(to: self.syncTree.calcEventCache(query.path, serverCache: stored))
                     self.deliver { completion(.success(result)) }
                 } else {
