@@ -20,6 +20,7 @@ import Testing
         let server = try EmberServerProcess()
         let url = server.databaseURL(ns: "killed")
         let dir = Self.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         let count = 20
 
         // 1. The node is down: the writes can only be queued. Then the app is killed.
@@ -73,6 +74,7 @@ import Testing
         let server = try EmberServerProcess(rules: rules)
         let url = server.databaseURL(ns: "rejected")
         let dir = Self.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         let first = try ProbeProcess("queue-writes", url: url, cacheDir: dir, ["5"])
         try await first.waitForLine("QUEUED")
         first.kill()
@@ -101,6 +103,7 @@ import Testing
         let url = server.databaseURL(ns: "restart")
         try await server.restPut("items", ns: "restart", json: #"{"a":1,"b":2}"#)
         let dir = Self.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
 
         // 1. Synced online, then offline with two local writes, then killed.
         let first = try ProbeProcess("seed-then-offline", url: url, cacheDir: dir)
@@ -135,6 +138,7 @@ import Testing
         let url = server.databaseURL(ns: "corrupt")
         try await server.restPut("items", ns: "corrupt", json: #"{"a":1,"b":2}"#)
         let dir = Self.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         let file = Self.cacheFile(dir: dir, url: url)
         try Data(repeating: 0x5A, count: 4096).write(to: file)
 

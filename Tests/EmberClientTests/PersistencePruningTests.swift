@@ -20,6 +20,7 @@ import Testing
         let ns = "prune"
         for name in ["p1", "p2", "p3", "p4"] { try await server.restPut("big/\(name)", ns: ns, json: Self.bigJSON) }
         let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-prune-test-" + UUID().uuidString)
+        defer { try? FileManager.default.removeItem(at: dir) }
 
         let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)
         db.isPersistenceEnabled = true

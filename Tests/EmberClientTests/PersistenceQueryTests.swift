@@ -12,6 +12,7 @@ import Testing
         let ns = "window"
         try await server.restPut("scores", ns: ns, json: #"{"a":{"n":1},"b":{"n":2},"c":{"n":3},"d":{"n":0}}"#)
         let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-window-test-" + UUID().uuidString)
+        defer { try? FileManager.default.removeItem(at: dir) }
 
         func open() -> Database {
             let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)

@@ -7,8 +7,9 @@ import Testing
 @testable import EmberClient
 
 /// The disk cache itself, on real SQLite files in a temporary directory.
-@Suite struct PersistentStoreTests {
+@Suite final class PersistentStoreTests {
     let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-store-test-" + UUID().uuidString)
+    deinit { try? FileManager.default.removeItem(at: dir) }
     var file: URL { dir.appendingPathComponent("cache.sqlite") }
 
     func p(_ s: String) throws -> Path { try Path(s) }
