@@ -4,9 +4,10 @@ import GRDB
 import Logging
 
 /// The disk cache of one database (SDK persistence storage engine), an SQLite file through GRDB:
-/// the server data of synced paths (`server_cache`), the queries tracked and whether their data is
-/// complete (`tracked_query`), and the writes not yet acknowledged, in order (`pending_write`).
-/// Not thread-safe by design: the Repo confines it to its queue. Every method throws; the
+/// the server data of synced paths (`server_cache`), the last window of each filtering query
+/// (`query_window`), the queries tracked and whether their data is complete (`tracked_query`), and
+/// the writes not yet acknowledged, in order (`pending_write`).
+/// Used from the Repo's queue (GRDB serializes access anyway). Every method throws; the
 /// `PersistenceManager` decides what an error means for the app.
 final class PersistentStore {
     let file: URL
