@@ -68,6 +68,9 @@ struct Probe: Sendable {
                 db.reference(withPath: "counter").setValue(i)
                 db.reference().updateChildValues(["multi/a": i, "multi/b": i])
             }
+            // Server values stay placeholders in the queue: the server resolves them when it
+            // finally gets the write.
+            db.reference(withPath: "stamp").setValue(ServerValue.timestamp())
             // Local events follow the disk writes on the client's queue: once they show all N,
             // all N are on disk. (Child events: with no server data `log` is not complete, so
             // a value event would wait for the server.)

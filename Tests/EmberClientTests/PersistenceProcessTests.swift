@@ -30,9 +30,10 @@ import Testing
         do {
             let store = try PersistentStore(file: Self.cacheFile(dir: dir, url: url))
             let writes = try store.writes()
-            #expect(writes.count == 3 * count)
+            #expect(writes.count == 3 * count + 1)
             #expect(writes.map(\.id) == writes.map(\.id).sorted())
-            #expect(writes.last?.path == .root && writes.last?.kind == .merge)
+            #expect(writes[writes.count - 2].path == .root && writes[writes.count - 2].kind == .merge)
+            #expect(writes.last?.data == .object([".sv": .string("timestamp")]))
         }
 
         // 2. The node is up; an observer records every value /counter takes on the server.
@@ -48,6 +49,7 @@ import Testing
         await counter.wait { $0 == ["none"] }
 
         // 3. The app starts again: the writes from the last run go out, in order, once.
+        let restartedAt = Int64(Date().timeIntervalSince1970 * 1000)
         let second = try ProbeProcess("show", url: url, cacheDir: dir, ["log"])
         try await second.waitForLine("ACKED")
         await counter.wait(timeout: .seconds(15)) { $0.last == "\(count - 1)" }
@@ -58,6 +60,10 @@ import Testing
         let ns = log.keys.sorted().map { log[$0]?["n"] }
         #expect(ns == (0..<count).map { JSON.int(Int64($0)) })
         #expect(try await server.restGet("multi", ns: "killed") == .object(["a": .int(Int64(count - 1)), "b": .int(Int64(count - 1))]))
+        // Resolved by the server after the restart, not when the write was queued.
+        let stamp = try await server.restGet("stamp", ns: "killed")
+        guard case .int(let ms) = stamp else { Issue.record("stamp is \(stamp)"); return }
+        #expect(ms >= restartedAt)
         second.kill()
         // Every write was acknowledged before the marker: nothing is left to send again.
         let store = try PersistentStore(file: Self.cacheFile(dir: dir, url: url))
