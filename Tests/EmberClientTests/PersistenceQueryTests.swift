@@ -23,7 +23,7 @@ import Testing
         let online = open()
         let rec = Recorder()
         let top = online.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2)
-        top.observe(.value) { s in rec.add(s.children.map { ($0 as! DataSnapshot).key }.joined(separator: ",")) }
+        top.observe(.value) { s in rec.add(s.children.map { $0.key }.joined(separator: ",")) }
         await rec.wait { $0.contains("b,c") }
         // Acknowledged after the listen completed: the window is on disk and complete.
         try await online.reference(withPath: "markers/window").setValue(true)
@@ -35,14 +35,14 @@ import Testing
         defer { offline.shutdown() }
         let again = Recorder()
         let query = offline.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2)
-        query.observe(.value) { s in again.add(s.children.map { ($0 as! DataSnapshot).key }.joined(separator: ",")) }
+        query.observe(.value) { s in again.add(s.children.map { $0.key }.joined(separator: ",")) }
         query.observe(.childAdded) { s in again.add("added \(s.key)") }
         await again.wait { $0.contains("b,c") && $0.contains("added b") && $0.contains("added c") }
         #expect(!again.all.contains("added a") && !again.all.contains("added d"))
         // getData on a fresh query object of the same window falls back to the stored window
         // once the connection attempt times out.
         let read = try await offline.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2).getData()
-        #expect(read.children.map { ($0 as! DataSnapshot).key } == ["b", "c"])
+        #expect(read.children.map { $0.key } == ["b", "c"])
         // A plain listener at the path has no complete data: no value event from the window.
         let plain = Recorder()
         offline.reference(withPath: "scores").observe(.value) { s in plain.add("\(s.childrenCount)") }

@@ -297,9 +297,8 @@ final class CapturedLog: Sendable {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-                 file: String, function: String, line: UInt) {
-            log.add("\(level) \(message)")
+        func log(event: LogEvent) {
+            log.add("\(event.level) \(event.message)")
         }
     }
 }
