@@ -38,6 +38,8 @@ var package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         // Client token verification (HS256/RS256/ES256 JWTs, JWKS).
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        // The client's offline persistence (issue 14): SQLite, system library on Apple, libsqlite3 on Linux.
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         .systemLibrary(
@@ -108,6 +110,14 @@ var package = Package(
                 "EmberCore", "EmberSyncTree",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
+        // A client process the persistence tests start and SIGKILL (Tests/EmberClientTests/PersistenceProcessTests).
+        .executableTarget(
+            name: "ember-persistence-probe",
+            dependencies: [
+                "EmberClient",
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
             name: "emberd",
@@ -170,7 +180,8 @@ var package = Package(
 )
 
 if light {
-    let heavy: Set<String> = ["EmberNodeStore", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests", "EmberClient", "EmberClientTests"]
+    let heavy: Set<String> = ["EmberNodeStore", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests",
+                              "EmberClient", "EmberClientTests", "ember-persistence-probe"]
     package.targets.removeAll { heavy.contains($0.name) }
     package.products.removeAll { heavy.contains($0.name) }
     package.dependencies.removeAll()

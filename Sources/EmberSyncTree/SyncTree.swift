@@ -10,6 +10,8 @@ public final class SyncTree {
     private var queryToTag: [SyncQuery: Int] = [:]
     private var nextTag = 1
     private let listenProvider: any ListenProvider
+    /// Consulted for a new view's initial server data when the tree has none (disk cache).
+    public var serverCacheSource: (any ServerCacheSource)?
 
     public init(listenProvider: any ListenProvider) {
         self.listenProvider = listenProvider
@@ -92,6 +94,9 @@ public final class SyncTree {
         var point = syncPoints.get(path) ?? SyncPoint()
         foundAncestorDefaultView = foundAncestorDefaultView || point.hasCompleteView
         serverCache = serverCache ?? point.completeServerCache(.root)
+        if serverCache == nil, !point.viewExists(for: query.spec) {
+            serverCache = serverCacheSource?.completeServerCache(for: query)
+        }
 
         let serverCacheComplete = serverCache != nil
         if serverCache == nil {
@@ -175,6 +180,18 @@ public final class SyncTree {
             return nil
         }
         return pendingWrites.calcCompleteEventCache(path, serverCache, excluding: writeIds, includeHiddenWrites: true)
+    }
+
+    /// `serverCache` (complete server data from elsewhere, e.g. the disk cache) with the pending
+    /// visible writes at `path` applied: what a read shows when no view holds the data.
+    public func calcEventCache(_ path: Path, serverCache: Node) -> Node {
+        pendingWrites.calcCompleteEventCache(path, serverCache) ?? serverCache
+    }
+
+    /// The server data `query`'s view holds, complete or not (a filtering query's window).
+    public func serverCacheNode(for query: SyncQuery) -> (node: Node, complete: Bool)? {
+        guard let cache = syncPoints.get(query.path)?.view(for: query.spec)?.viewCache.serverCache else { return nil }
+        return (cache.node, cache.fullyInitialized)
     }
 
     /// The hash of the server data cached for `query`'s view (sent as `h` with its listen).

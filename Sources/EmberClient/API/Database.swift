@@ -33,7 +33,72 @@ public final class Database: Sendable {
     var websocketURL: String { websocketURLs[0] }
     /// Every node's WebSocket URL, in the order they are tried.
     let websocketURLs: [String]
-    let repo: Repo
+    /// The connection and sync tree, made with the instance (so the connection opens at once, as
+    /// before); the disk cache is attached at first use.
+    private let liveRepo: Repo
+
+    /// Settings that may change until the first use (SDK: any reference or operation).
+    private struct Setup {
+        var persistence = PersistenceSettings()
+        var used = false
+    }
+    private let setup = Mutex(Setup())
+
+    /// The Repo, for every operation: the first call fixes the settings and, with persistence on,
+    /// attaches the disk cache. The attach is queued on the Repo before the operation, so cached
+    /// data and the restored write queue are in place before the first listener or write.
+    var repo: Repo {
+        setup.withLock { s in
+            guard !s.used else { return }
+            s.used = true
+            guard s.persistence.enabled else { return }
+            if let manager = PersistenceManager.open(databaseURL: url, settings: s.persistence) {
+                liveRepo.attachPersistence(manager)
+            }
+        }
+        return liveRepo
+    }
+
+    /// Changes a setting that only applies before first use; after it, a programming error (the
+    /// SDK raises an exception).
+    private func beforeFirstUse(_ name: String, _ change: (inout Setup) -> Void) {
+        setup.withLock { s in
+            precondition(!s.used, "Calls to \(name) must be made before any other usage of the Database instance.")
+            change(&s)
+        }
+    }
+
+    /// Keeps synced data and queued writes on disk (SDK `isPersistenceEnabled`), so an app started
+    /// offline shows its last data and sends the writes it made before it stopped. Default false.
+    /// Set it before the first reference is used; setting it later stops the program.
+    public var isPersistenceEnabled: Bool {
+        get { setup.withLock { $0.persistence.enabled } }
+        set { beforeFirstUse("isPersistenceEnabled") { $0.persistence.enabled = newValue } }
+    }
+
+    /// The disk cache's size before least-recently-used data nobody listens to is pruned (SDK
+    /// `persistenceCacheSizeBytes`): default 10 MB, allowed 1 MB to 100 MB. Set before first use.
+    public var persistenceCacheSizeBytes: UInt {
+        get { UInt(setup.withLock { $0.persistence.cacheSizeBytes }) }
+        set {
+            precondition(newValue >= PersistenceLimits.minimumCacheSizeBytes && newValue <= PersistenceLimits.maximumCacheSizeBytes,
+                         "persistenceCacheSizeBytes must be between 1 MB (1048576) and 100 MB (104857600), not \(newValue)")
+            beforeFirstUse("persistenceCacheSizeBytes") { $0.persistence.cacheSizeBytes = Int(newValue) }
+        }
+    }
+
+    /// Where the cache file lives (one file per database URL). Default: Application Support/ember
+    /// on Apple platforms, `$XDG_DATA_HOME/ember` or `~/.local/share/ember` elsewhere. Set before
+    /// first use.
+    public var persistenceDirectory: URL {
+        get { setup.withLock { $0.persistence.directory } ?? PersistenceSettings.defaultDirectory }
+        set { beforeFirstUse("persistenceDirectory") { $0.persistence.directory = newValue } }
+    }
+
+    /// The cache file this database uses when persistence is enabled.
+    public var persistenceFile: URL {
+        persistenceDirectory.appendingPathComponent(PersistenceSettings.fileName(forDatabaseURL: url))
+    }
 
     private static let shared = Mutex<[String: Database]>([:])
 
@@ -81,13 +146,13 @@ public final class Database: Sendable {
         self.url = urls[0]
         websocketURLs = sockets
         let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
-        repo = Repo(websocketURLs: sockets, transport: configuration.transport, policy: configuration.reconnectPolicy,
-                    callbackQueue: queue, authToken: configuration.authToken,
-                    authTokenProvider: configuration.authTokenProvider)
-        repo.database = self
+        liveRepo = Repo(websocketURLs: sockets, transport: configuration.transport, policy: configuration.reconnectPolicy,
+                        callbackQueue: queue, authToken: configuration.authToken,
+                        authTokenProvider: configuration.authTokenProvider)
+        liveRepo.database = self
     }
 
-    deinit { repo.shutdown() }
+    deinit { liveRepo.shutdown() }
 
     /// `http://host:port?ns=x` → `ws://host:port/.ws?v=5&ns=x` (reference §6.1).
     static func websocketURL(for url: String) -> String? {
@@ -102,8 +167,8 @@ public final class Database: Sendable {
 
     /// Where callbacks run. Set it before observing; defaults to a private serial queue.
     public var callbackQueue: DispatchQueue {
-        get { repo.callbackQueue }
-        set { repo.callbackQueue = newValue }
+        get { liveRepo.callbackQueue }
+        set { liveRepo.callbackQueue = newValue }
     }
 
     public func reference() -> DatabaseReference { DatabaseReference(database: self, path: .root) }
@@ -141,7 +206,7 @@ public final class Database: Sendable {
 
     /// Closes the connection for good (tests; the SDK ties this to the app's lifetime).
     public func shutdown() {
-        repo.shutdown()
+        liveRepo.shutdown()
         Database.shared.withLock { instances in
             if instances[url] === self { instances[url] = nil }
         }

@@ -23,6 +23,8 @@ extension Repo {
             }
             let writeID = nextWriteID
             nextWriteID += 1
+            // On disk before it goes to the connection: a write the app saw applied survives a kill.
+            persistence?.saveWrite(StoredWrite(id: writeID, path: path, kind: .set, data: json))
             raise(syncTree.applyUserOverwrite(path, node, writeId: writeID))
             // A set overrides transactions running at or below it (SDK: abort with "set").
             abortTransactions(overlapping: path, reason: .set)
@@ -50,17 +52,21 @@ extension Repo {
             }
             let writeID = nextWriteID
             nextWriteID += 1
+            persistence?.saveWrite(StoredWrite(id: writeID, path: path, kind: .merge, data: .object(wire)))
             raise(syncTree.applyUserMerge(path, children, writeId: writeID))
             for (rel, _) in parts { abortTransactions(overlapping: path.appending(rel), reason: .set) }
             sendWrite("m", path: path, data: .object(wire), writeID: writeID, completion: completion)
         }
     }
 
-    private func sendWrite(_ action: String, path: Path, data: JSON, writeID: Int, completion: WriteCompletion?) {
+    func sendWrite(_ action: String, path: Path, data: JSON, writeID: Int, completion: WriteCompletion?) {
         connection.submit(.write(action: action, path: path, data: data, hash: nil) { [weak self] status, reply in
             guard let self else { return }
             self.queue.async {
                 let ok = status == "ok"
+                // Acknowledged or rejected, it is no longer outstanding (a rejection is reported
+                // to the completion, or logged for a write restored from the last run).
+                self.persistence?.writeFinished(id: writeID)
                 // A rejected write is rolled back: observers see the server's data again.
                 self.raise(self.syncTree.ackUserWrite(writeID, revert: !ok))
                 self.rerunTransactionsIfNeeded()

@@ -24,6 +24,8 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     var onDisconnectSets: [(path: Path, data: JSON)] = []
     var keptSynced: [SyncQuery: UInt] = [:]
     private let forwarder: ListenForwarder
+    /// The disk cache, when the app turned persistence on (attached before first use).
+    var persistence: PersistenceManager?
 
     // Readable from any thread.
     private let timeOffset = Mutex<Int64>(0)
@@ -112,6 +114,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     func keepSynced(_ query: SyncQuery, _ on: Bool) {
         let handle = handles.allocate()
         queue.async { [self] in
+            persistence?.keepSynced(query, on)
             if on, keptSynced[query] == nil {
                 keptSynced[query] = handle
                 let reg = Registration(handle: handle, query: query, eventType: .value, onEvent: { _, _ in }, onCancel: nil)
@@ -170,6 +173,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                 guard let self else { return }
                 self.queue.async {
                     if status == "ok" {
+                        self.persistence?.listenComplete(query)
                         let events = tag.map { self.syncTree.applyTaggedListenComplete(path, tag: $0) }
                             ?? self.syncTree.applyListenComplete(path)
                         self.raise(events)
@@ -179,11 +183,13 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     }
                 }
             })
+        persistence?.listenStarted(query)
         connection.submit(.listen(entry))
     }
 
     func stopServerListen(_ query: SyncQuery, tag: Int?) {
         connection.submit(.unlisten(path: query.path, tag: tag))
+        persistence?.listenStopped(query)
     }
 
     // MARK: - ConnectionDelegate (called from the connection; hop onto `queue` in order)
@@ -199,14 +205,22 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     children.append((rel, node))
                 }
                 if children.isEmpty { return }
+                // Filtering queries' windows are stored whole below, not in the server cache.
+                if tag == nil { persistence?.serverMerge(path, children) }
                 events = tag.map { syncTree.applyTaggedQueryMerge(path, children, tag: $0) }
                     ?? syncTree.applyServerMerge(path, children)
             } else {
                 guard let node = try? Node(json: data) else { return }
+                if tag == nil { persistence?.serverOverwrite(path, node) }
                 events = tag.map { syncTree.applyTaggedQueryOverwrite(path, node, tag: $0) }
                     ?? syncTree.applyServerOverwrite(path, node)
             }
             raise(events)
+            // A filtering query's window is stored whole, as its view now holds it.
+            if let persistence, let tag, let query = syncTree.query(forTag: tag),
+               let window = syncTree.serverCacheNode(for: query) {
+                persistence.queryWindow(query, window.node)
+            }
             // New server data may change what pending transactions should run on.
             rerunTransactionsIfNeeded()
         }
@@ -251,6 +265,11 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
                     self.deliver { completion(.success(result)) }
                 } else if let cached = self.syncTree.calcCompleteEventCache(query.path) {
                     let result = query.spec.apply(to: cached)
+                    self.deliver { completion(.success(result)) }
+                } else if let stored = self.persistence?.completeServerCache(for: query) {
+                    // Offline with nothing in memory: the disk cache (whole data, or this query's
+                    // last window), with pending writes applied.
+                    let result = query.spec.apply(to: self.syncTree.calcEventCache(query.path, serverCache: stored))
                     self.deliver { completion(.success(result)) }
                 } else {
                     let error = DatabaseError.from(status: status, data: data)

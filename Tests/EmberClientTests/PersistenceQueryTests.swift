@@ -1,0 +1,52 @@
+import EmberCore
+import Foundation
+import Testing
+@testable import EmberClient
+
+/// Filtering queries (limits, ranges) across a restart: their last window comes from the disk.
+@Suite(.timeLimit(.minutes(1))) struct PersistenceQueryTests {
+    @Test func limitQueryShowsItsLastWindowWhenRestartedOffline() async throws {
+        let server = try EmberServerProcess()
+        try await server.start()
+        defer { server.stop() }
+        let ns = "window"
+        try await server.restPut("scores", ns: ns, json: #"{"a":{"n":1},"b":{"n":2},"c":{"n":3},"d":{"n":0}}"#)
+        let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-window-test-" + UUID().uuidString)
+        defer { try? FileManager.default.removeItem(at: dir) }
+
+        func open() -> Database {
+            let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)
+            db.isPersistenceEnabled = true
+            db.persistenceDirectory = dir
+            return db
+        }
+        let online = open()
+        let rec = Recorder()
+        let top = online.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2)
+        top.observe(.value) { s in rec.add(s.children.map { $0.key }.joined(separator: ",")) }
+        await rec.wait { $0.contains("b,c") }
+        // Acknowledged after the listen completed: the window is on disk and complete.
+        try await online.reference(withPath: "markers/window").setValue(true)
+        online.shutdown()
+        server.stop()
+
+        // Node down: the window, in query order, at once; nothing else of `scores` is known.
+        let offline = open()
+        defer { offline.shutdown() }
+        let again = Recorder()
+        let query = offline.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2)
+        query.observe(.value) { s in again.add(s.children.map { $0.key }.joined(separator: ",")) }
+        query.observe(.childAdded) { s in again.add("added \(s.key)") }
+        await again.wait { $0.contains("b,c") && $0.contains("added b") && $0.contains("added c") }
+        #expect(!again.all.contains("added a") && !again.all.contains("added d"))
+        // getData on a fresh query object of the same window falls back to the stored window
+        // once the connection attempt times out.
+        let read = try await offline.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2).getData()
+        #expect(read.children.map { $0.key } == ["b", "c"])
+        // A plain listener at the path has no complete data: no value event from the window.
+        let plain = Recorder()
+        offline.reference(withPath: "scores").observe(.value) { s in plain.add("\(s.childrenCount)") }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(plain.all.isEmpty)
+    }
+}
