@@ -83,13 +83,10 @@ enum ClusterProbe {
             })
         }
         var samples: [Double] = []
-        var pending = ""
+        var lines = LineSplitter()
         reading: for try await chunk in stream.body {
             let now = micros()
-            pending += String(buffer: chunk)
-            while let nl = pending.firstIndex(of: "\n") {
-                let line = pending[..<nl]
-                pending = String(pending[pending.index(after: nl)...])
+            for line in lines.feed(chunk) {
                 // `data: {"path":"/p7","data":1732260000000000}` (the initial put is the whole map)
                 guard line.hasPrefix("data: "),
                       let obj = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any],
@@ -144,14 +141,11 @@ enum ClusterProbe {
             })
         }
         var samples: [Double] = []
-        var pending = ""
+        var lines = LineSplitter()
         reading: for try await chunk in stream.body {
             let now = micros()
-            pending += String(buffer: chunk)
             // The gateway streams one JSON object per watch response, newline-separated.
-            while let nl = pending.firstIndex(of: "\n") {
-                let line = pending[..<nl]
-                pending = String(pending[pending.index(after: nl)...])
+            for line in lines.feed(chunk) {
                 guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                       let result = obj["result"] as? [String: Any], let events = result["events"] as? [[String: Any]] else { continue }
                 for e in events {
@@ -165,5 +159,18 @@ enum ClusterProbe {
         }
         let w = await writer.value
         return Latency(samples: samples.sorted(), acknowledged: w.acked, errors: w.errors, lateSends: w.late)
+    }
+}
+
+/// Complete lines of a streamed body (SSE events, the etcd gateway's watch responses).
+struct LineSplitter {
+    private var pending = ""
+
+    mutating func feed(_ chunk: ByteBuffer) -> [Substring] {
+        pending += String(buffer: chunk)
+        guard let last = pending.lastIndex(of: "\n") else { return [] }
+        let complete = pending[..<last]
+        pending = String(pending[pending.index(after: last)...])
+        return complete.split(separator: "\n", omittingEmptySubsequences: false)
     }
 }
