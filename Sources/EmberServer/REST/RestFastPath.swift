@@ -57,6 +57,9 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     private var held: [HTTPRequestPart] = []
     private var holding = false
     private var readPending = false
+    /// Graceful shutdown asked the connection to quiesce while writes here were unanswered: the
+    /// event goes on (and the connection closes) once they are.
+    private var quiescePending = false
 
     struct Incoming {
         let request: RestRequest
@@ -131,6 +134,16 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
 
     func channelReadComplete(context: ChannelHandlerContext) {
         context.fireChannelReadComplete()
+    }
+
+    /// Hummingbird closes a quiescing connection that has no request of its own in progress; the
+    /// writes taken here are answered first (they are committed whatever happens).
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent && !answers.isEmpty {
+            quiescePending = true
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     /// The write this head starts, if it is one the fast path takes.
@@ -228,6 +241,10 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
         }
         if wrote { context.flush() }
         if answers.isEmpty && holding { release(context) }
+        if answers.isEmpty && quiescePending {
+            quiescePending = false
+            context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        }
     }
 
     private func release(_ context: ChannelHandlerContext) {
