@@ -31,9 +31,10 @@ public final class Database: Sendable {
     public let url: String
     /// The WebSocket URL the client connects to first.
     var websocketURL: String { websocketURLs[0] }
-    /// Every node's WebSocket URL, in the order they are tried.
-    let websocketURLs: [String]
-    let repo: Repo
+    /// Every node's WebSocket URL, in the order they are tried (the emulator's once `useEmulator`).
+    var websocketURLs: [String] { setup.withLock { $0.websocketURLs } }
+    /// What the connection is made from, and the Repo once made (see Database+Setup).
+    let setup: Mutex<DatabaseSetup>
 
     private static let shared = Mutex<[String: Database]>([:])
 
@@ -42,6 +43,7 @@ public final class Database: Sendable {
         shared.withLock { instances in
             if let db = instances[url] { return db }
             let db = Database(url: url)
+            db.applyEmulatorEnvironment()
             instances[url] = db
             return db
         }
@@ -79,15 +81,10 @@ public final class Database: Sendable {
             sockets.append(ws)
         }
         self.url = urls[0]
-        websocketURLs = sockets
-        let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
-        repo = Repo(websocketURLs: sockets, transport: configuration.transport, policy: configuration.reconnectPolicy,
-                    callbackQueue: queue, authToken: configuration.authToken,
-                    authTokenProvider: configuration.authTokenProvider)
-        repo.database = self
+        setup = Mutex(DatabaseSetup(urls: urls, websocketURLs: sockets, configuration: configuration))
     }
 
-    deinit { repo.shutdown() }
+    deinit { setup.withLock { $0.repo }?.shutdown() }
 
     /// `http://host:port?ns=x` → `ws://host:port/.ws?v=5&ns=x` (reference §6.1).
     static func websocketURL(for url: String) -> String? {
@@ -102,8 +99,13 @@ public final class Database: Sendable {
 
     /// Where callbacks run. Set it before observing; defaults to a private serial queue.
     public var callbackQueue: DispatchQueue {
-        get { repo.callbackQueue }
-        set { repo.callbackQueue = newValue }
+        get { setup.withLock { $0.repo?.callbackQueue ?? $0.callbackQueue } }
+        set {
+            setup.withLock { s in
+                s.callbackQueue = newValue
+                s.repo?.callbackQueue = newValue
+            }
+        }
     }
 
     public func reference() -> DatabaseReference { DatabaseReference(database: self, path: .root) }
@@ -141,7 +143,8 @@ public final class Database: Sendable {
 
     /// Closes the connection for good (tests; the SDK ties this to the app's lifetime).
     public func shutdown() {
-        repo.shutdown()
+        // A database never used has no connection to close.
+        setup.withLock { $0.repo }?.shutdown()
         Database.shared.withLock { instances in
             if instances[url] === self { instances[url] = nil }
         }
