@@ -7,9 +7,15 @@ import PackageDescription
 // which keeps edit-build-test loops on the pure layers to seconds.
 let light = Context.environment["EMBER_LIGHT"] == "1"
 
+// Platforms: the server targets are built for macOS 15 (and Linux). The client library's floor on
+// Apple platforms is set by Synchronization's Mutex/Atomic (macOS 15, iOS 18, tvOS 18) above its
+// WebSocket dependency's (hummingbird-websocket: macOS 14, iOS 17, tvOS 17) and GRDB 7's (iOS 13).
+// No watchOS or visionOS: hummingbird-websocket does not support them. Apple builds are not
+// exercised here (Linux only); see README "Client library".
+
 var package = Package(
     name: "Ember",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18)],
     products: [
         .library(name: "EmberCore", targets: ["EmberCore"]),
         .library(name: "EmberClient", targets: ["EmberClient"]),
@@ -176,12 +182,15 @@ var package = Package(
             // Mints signed tokens for the auth tests.
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
+        // The Swift snippets of the seed documents (../shared/seeds), compiled against the public
+        // client API (plain `import EmberClient`) and run against a real emberd.
+        .testTarget(name: "EmberSeedSnippetTests", dependencies: ["EmberClient"]),
     ]
 )
 
 if light {
     let heavy: Set<String> = ["EmberNodeStore", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests",
-                              "EmberClient", "EmberClientTests", "ember-persistence-probe"]
+                              "EmberClient", "EmberClientTests", "ember-persistence-probe", "EmberSeedSnippetTests"]
     package.targets.removeAll { heavy.contains($0.name) }
     package.products.removeAll { heavy.contains($0.name) }
     package.dependencies.removeAll()

@@ -101,7 +101,7 @@ struct Probe: Sendable {
             db.reference(withPath: path).child("b").observeSingleEvent(of: .value) { snap in say("SINGLE", snap.value) }
             db.reference(withPath: path).observe(.value) { snap in say("VALUE", snap.value) }
             db.reference(withPath: path).child("a").getData { error, snap in
-                if let snap { say("GET", snap.value) } else { say("GETERR", error.map { "\($0)" }) }
+                if let error { say("GETERR", "\(error)") } else { say("GET", snap.value) }
             }
 
         default:

@@ -70,6 +70,8 @@ import Testing
             try await Self.mint(sub: "u2", expiresIn: 3600, secret: force ? Self.secret : "wrong-secret-0123456789abcdef-xyz")
         }
         defer { db.shutdown() }
+        // The connection starts on first use, as in the SDK: start it now.
+        _ = db.repo
         let seen = await calls.wait { $0.contains("force=true") }
         #expect(seen.first == "force=false")
         try await db.reference(withPath: "b").setValue("ok")

@@ -144,6 +144,8 @@ import Testing
         let transport = FakeTransport()
         let db = database(transport)
         defer { db.shutdown() }
+        // The connection starts on first use, as in the SDK: start it now.
+        _ = db.repo
         let s = try await transport.socket(0)
         s.hello()
         let ref = db.reference(withPath: "n")

@@ -11,10 +11,16 @@ enum SyncPointSpec {
     }
 
     static let specURL: URL = {
-        // Tests/EmberClientTests/<file> → package root → ../shared/conformance/
-        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        // Tests/EmberSyncTreeTests/<file> → package root → the nearest ancestor's shared/conformance/
+        // (../shared for a checkout at /work/main, ../../shared for a worktree at /work/wt/NAME).
+        var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        return packageRoot.deletingLastPathComponent().appendingPathComponent("shared/conformance/syncPointSpec.json")
+        for _ in 0..<4 {
+            dir = dir.deletingLastPathComponent()
+            let candidate = dir.appendingPathComponent("shared/conformance/syncPointSpec.json")
+            if FileManager.default.fileExists(atPath: candidate.path) { return candidate }
+        }
+        return dir.appendingPathComponent("shared/conformance/syncPointSpec.json")
     }()
 
     static let cases: [Case] = {

@@ -42,11 +42,12 @@ public struct DataSnapshot: Sendable, CustomStringConvertible {
         return DataSnapshot(node: node.child(at: p), ref: ref.child(atPath: p), index: .priority)
     }
 
-    /// Direct children in the query's order (priority order for plain locations).
-    public var children: [DataSnapshot] {
-        QuerySpec(index: index).sortedChildren(of: node).map {
+    /// Direct children in the query's order (priority order for plain locations), enumerated
+    /// like the SDK's `NSEnumerator` (see `DatabaseEnumerator`).
+    public var children: DatabaseEnumerator<DataSnapshot> {
+        DatabaseEnumerator(QuerySpec(index: index).sortedChildren(of: node).map {
             DataSnapshot(node: $0.node, ref: ref.child(atPath: Path(validated: [$0.key])), index: .priority)
-        }
+        })
     }
 
     /// The data as JSON text (export format), handy for logs and tests.

@@ -31,42 +31,10 @@ public final class Database: Sendable {
     public let url: String
     /// The WebSocket URL the client connects to first.
     var websocketURL: String { websocketURLs[0] }
-    /// Every node's WebSocket URL, in the order they are tried.
-    let websocketURLs: [String]
-    /// The connection and sync tree, made with the instance (so the connection opens at once, as
-    /// before); the disk cache is attached at first use.
-    private let liveRepo: Repo
-
-    /// Settings that may change until the first use (SDK: any reference or operation).
-    private struct Setup {
-        var persistence = PersistenceSettings()
-        var used = false
-    }
-    private let setup = Mutex(Setup())
-
-    /// The Repo, for every operation: the first call fixes the settings and, with persistence on,
-    /// attaches the disk cache. The attach is queued on the Repo before the operation, so cached
-    /// data and the restored write queue are in place before the first listener or write.
-    var repo: Repo {
-        setup.withLock { s in
-            guard !s.used else { return }
-            s.used = true
-            guard s.persistence.enabled else { return }
-            if let manager = PersistenceManager.open(databaseURL: url, settings: s.persistence) {
-                liveRepo.attachPersistence(manager)
-            }
-        }
-        return liveRepo
-    }
-
-    /// Changes a setting that only applies before first use; after it, a programming error (the
-    /// SDK raises an exception).
-    private func beforeFirstUse(_ name: String, _ change: (inout Setup) -> Void) {
-        setup.withLock { s in
-            precondition(!s.used, "Calls to \(name) must be made before any other usage of the Database instance.")
-            change(&s)
-        }
-    }
+    /// Every node's WebSocket URL, in the order they are tried (the emulator's once `useEmulator`).
+    var websocketURLs: [String] { setup.withLock { $0.websocketURLs } }
+    /// What the connection is made from, and the Repo once made (see Database+Setup).
+    let setup: Mutex<DatabaseSetup>
 
     /// Keeps synced data and queued writes on disk (SDK `isPersistenceEnabled`), so an app started
     /// offline shows its last data and sends the writes it made before it stopped. Default false.
@@ -107,6 +75,7 @@ public final class Database: Sendable {
         shared.withLock { instances in
             if let db = instances[url] { return db }
             let db = Database(url: url)
+            db.applyEmulatorEnvironment()
             instances[url] = db
             return db
         }
@@ -144,15 +113,10 @@ public final class Database: Sendable {
             sockets.append(ws)
         }
         self.url = urls[0]
-        websocketURLs = sockets
-        let queue = configuration.callbackQueue ?? DispatchQueue(label: "ember.client.callbacks")
-        liveRepo = Repo(websocketURLs: sockets, transport: configuration.transport, policy: configuration.reconnectPolicy,
-                        callbackQueue: queue, authToken: configuration.authToken,
-                        authTokenProvider: configuration.authTokenProvider)
-        liveRepo.database = self
+        setup = Mutex(DatabaseSetup(urls: urls, websocketURLs: sockets, configuration: configuration))
     }
 
-    deinit { liveRepo.shutdown() }
+    deinit { setup.withLock { $0.repo }?.shutdown() }
 
     /// `http://host:port?ns=x` → `ws://host:port/.ws?v=5&ns=x` (reference §6.1).
     static func websocketURL(for url: String) -> String? {
@@ -167,8 +131,13 @@ public final class Database: Sendable {
 
     /// Where callbacks run. Set it before observing; defaults to a private serial queue.
     public var callbackQueue: DispatchQueue {
-        get { liveRepo.callbackQueue }
-        set { liveRepo.callbackQueue = newValue }
+        get { setup.withLock { $0.repo?.callbackQueue ?? $0.callbackQueue } }
+        set {
+            setup.withLock { s in
+                s.callbackQueue = newValue
+                s.repo?.callbackQueue = newValue
+            }
+        }
     }
 
     public func reference() -> DatabaseReference { DatabaseReference(database: self, path: .root) }
@@ -206,7 +175,8 @@ public final class Database: Sendable {
 
     /// Closes the connection for good (tests; the SDK ties this to the app's lifetime).
     public func shutdown() {
-        liveRepo.shutdown()
+        // A database never used has no connection to close.
+        setup.withLock { $0.repo }?.shutdown()
         Database.shared.withLock { instances in
             if instances[url] === self { instances[url] = nil }
         }

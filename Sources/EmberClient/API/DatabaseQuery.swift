@@ -90,13 +90,15 @@ public class DatabaseQuery: @unchecked Sendable {
     public func removeAllObservers() { repo.removeAllObservers(syncQuery) }
 
     /// The server's current data (falling back to the local cache when offline; error otherwise).
-    public func getData(completion: @escaping @Sendable ((any Error)?, DataSnapshot?) -> Void) {
+    /// The snapshot is never nil, as the seeds' `_Nonnull` block has it (`snapshot.exists()`):
+    /// with an error it is an empty snapshot of the location.
+    public func getData(completion: @escaping @Sendable ((any Error)?, DataSnapshot) -> Void) {
         let ref = ref
         let index = spec.index
         repo.get(syncQuery) { result in
             switch result {
             case .success(let node): completion(nil, DataSnapshot(node: node, ref: ref, index: index))
-            case .failure(let error): completion(error, nil)
+            case .failure(let error): completion(error, DataSnapshot(node: .empty, ref: ref, index: index))
             }
         }
     }
@@ -104,7 +106,7 @@ public class DatabaseQuery: @unchecked Sendable {
     public func getData() async throws -> DataSnapshot {
         try await awaitCompletion { done in
             getData { error, snap in
-                if let snap { done(.success(snap)) } else { done(.failure(error ?? DatabaseError(code: .other, message: "no data"))) }
+                if let error { done(.failure(error)) } else { done(.success(snap)) }
             }
         }
     }

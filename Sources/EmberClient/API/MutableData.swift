@@ -43,6 +43,8 @@ public final class MutableData: CustomStringConvertible {
     /// The result as written (sent to the server).
     var rawRoot: JSON { box.raw }
     private var node: Node { root.child(at: path) }
+    /// The value at this location, server values estimated (what `value` reads).
+    var currentNode: Node { node }
 
     /// Read: see `DataSnapshot.value`. Write: the same types `setValue` accepts; invalid data
     /// is a programming error, as in the SDK.
@@ -100,8 +102,9 @@ public final class MutableData: CustomStringConvertible {
         return MutableData(box: box, path: self.path.appending(p))
     }
 
-    public var children: [MutableData] {
-        QuerySpec.default.sortedChildren(of: node).map { MutableData(box: box, path: path.child($0.key)) }
+    /// Direct children in priority order, enumerated like the SDK's `NSEnumerator`.
+    public var children: DatabaseEnumerator<MutableData> {
+        DatabaseEnumerator(QuerySpec.default.sortedChildren(of: node).map { MutableData(box: box, path: path.child($0.key)) })
     }
 
     public var description: String { "MutableData (\(key ?? "")) \(node.exportJSON().serialized())" }

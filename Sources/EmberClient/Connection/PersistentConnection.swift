@@ -36,6 +36,8 @@ actor PersistentConnection {
         /// `p`/`m`/`o`/`om`/`oc`: writes and onDisconnect operations, kept until acknowledged.
         case write(action: String, path: Path, data: JSON, hash: String?, onComplete: RequestCompletion)
         case get(path: Path, queryWire: JSON?, onComplete: RequestCompletion)
+        /// Fails every queued write (and onDisconnect operation) with `write_canceled`.
+        case purgeWrites
         /// The credential sent on every connect (nil: none, `unauth` when connected).
         case setAuthToken(String?)
         /// Where credentials come from: asked before every connect, and with `forceRefresh` after
@@ -246,6 +248,11 @@ actor PersistentConnection {
             nextWriteID += 1
             writes[nextWriteID] = PendingWrite(action: action, path: path, data: data, hash: hash, onComplete: onComplete)
             if isConnected { sendWrite(nextWriteID) }
+        case .purgeWrites:
+            // Replies to writes already sent find nothing to complete; the server may still apply them.
+            let purged = writes.sorted { $0.key < $1.key }
+            writes.removeAll()
+            for (_, write) in purged { write.onComplete("write_canceled", .string("Write cancelled by user")) }
         case .get(let path, let queryWire, let onComplete):
             nextGetID += 1
             let id = nextGetID
@@ -317,6 +324,7 @@ actor PersistentConnection {
         let id = connectionCounter
         reassembler = ClientReassembler()
         let inbox = inbox
+        ClientLog.log("Connecting to \(url)")
         let socket = transport.open(url: url) { event in inbox.yield(.transport(connectionID: id, event)) }
         state = .connecting(id: id, socket)
         let timeout = handshakeTimeout
@@ -339,6 +347,7 @@ actor PersistentConnection {
         var connectedFor: Duration? = nil
         if case .connected(_, _, let since) = state { connectedFor = ContinuousClock.now - since }
         state = .disconnected
+        ClientLog.log("Disconnected from \(url)")
         callbacks.removeAll()
         // Next node (round-robin): a dead node's address would only fail again.
         nodes.advance()
@@ -374,6 +383,7 @@ actor PersistentConnection {
     // MARK: - Receiving
 
     private func receive(_ text: String) {
+        ClientLog.log("< \(text.prefix(1000))")
         guard let message = ServerMessage.parse(text) else { return }
         switch message {
         case .hello(let timestamp, _, _, let nodes):
@@ -432,6 +442,8 @@ actor PersistentConnection {
         nextRequest += 1
         callbacks[r] = callback
         let text = ClientMessage.request(r, action: action, body: body)
+        // Credentials stay out of the log.
+        ClientLog.log(action.hasSuffix("auth") ? "> \(action) request \(r)" : "> \(text.prefix(1000))")
         for frame in ClientFraming.split(text) { socket.send(frame) }
         lastSend = .now
     }

@@ -1,0 +1,138 @@
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One emberd for the seed snippets, and the process-wide setup the snippets' unchanged
+/// `Database.database()` needs: `EMBER_DATABASE_URL` names this node and a namespace of its own.
+enum SeedNode {
+    struct Node: Sendable {
+        let port: Int
+        let ns: String
+        var baseURL: String { "http://127.0.0.1:\(port)" }
+    }
+
+    private static let node = Task { () throws -> Node in
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let port = try freePort()
+        let dataDir = NSTemporaryDirectory() + "ember-seed-snippets-" + UUID().uuidString
+        let p = Process()
+        p.executableURL = packageRoot.appendingPathComponent(".build/debug/emberd")
+        p.arguments = ["--data", dataDir, "--port", String(port), "--log-level", "error"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // Stops the node when the test process ends, however it ends.
+        let watchdog = Process()
+        watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
+        let me = ProcessInfo.processInfo.processIdentifier, child = p.processIdentifier
+        watchdog.arguments = ["-c", "while kill -0 \(me) 2>/dev/null && kill -0 \(child) 2>/dev/null; do sleep 0.5; done; kill \(child) 2>/dev/null"]
+        try? watchdog.run()
+        let node = Node(port: port, ns: "seeds\(UInt32.random(in: 0...UInt32.max))")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if (try? await http("GET", "\(node.baseURL)/.json"))?.0 == 200 {
+                setenv("EMBER_DATABASE_URL", "\(node.baseURL)?ns=\(node.ns)", 1)
+                return node
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw SeedFailure("emberd did not start on port \(port)")
+    }
+
+    static func get() async throws -> Node { try await node.value }
+
+    /// The stored data at `path` as JSON text (`null` when none).
+    static func rest(_ path: String) async throws -> Any? {
+        let n = try await get()
+        let (status, body) = try await http("GET", "\(n.baseURL)/\(path).json?ns=\(n.ns)")
+        guard status == 200 else { throw SeedFailure("GET \(path) → \(status)") }
+        let value = try JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed])
+        return value is NSNull ? nil : value
+    }
+
+    /// Writes JSON text at `path` of namespace `ns` (REST PUT; `null` deletes).
+    static func put(_ path: String, ns: String, json: String) async throws {
+        let n = try await get()
+        let (status, body) = try await http("PUT", "\(n.baseURL)/\(path).json?ns=\(ns)", body: json)
+        guard status == 200 else { throw SeedFailure("PUT \(path) → \(status) \(body)") }
+    }
+
+    static func http(_ method: String, _ url: String, body: String? = nil) async throws -> (Int, String) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.timeoutInterval = 5
+        if let body { request.httpBody = Data(body.utf8) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// A port nothing listens on: bind to port 0 and read what the kernel chose.
+private func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw SeedFailure("socket failed") }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+    }
+    guard ok else { throw SeedFailure("bind failed") }
+    return Int(UInt16(bigEndian: addr.sin_port))
+}
+
+struct SeedFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// What the snippets printed: this module's `print` shadows the standard library's, so the
+/// snippets' own `print` calls can be checked without changing them.
+enum Printed {
+    static let lines = Mutex<[String]>([])
+    static var all: [String] { lines.withLock { $0 } }
+    static func clear() { lines.withLock { $0.removeAll() } }
+
+    /// Waits until exactly `expected` was printed (in order); true if it was.
+    static func wait(for expected: [String], timeout: Duration = .seconds(10)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if all == expected { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    /// Waits until a line satisfying `match` was printed.
+    static func wait(timeout: Duration = .seconds(10), _ match: (String) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if all.contains(where: match) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+}
+
+func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
+    let line = items.map { "\($0)" }.joined(separator: separator)
+    Printed.lines.withLock { $0.append(line) }
+    Swift.print(line, terminator: terminator)
+}
+
+/// Polls until `condition` holds (10 s).
+func eventually(_ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+}
