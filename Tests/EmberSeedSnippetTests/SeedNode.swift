@@ -31,6 +31,10 @@ enum SeedNode {
         watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
         let me = ProcessInfo.processInfo.processIdentifier, child = p.processIdentifier
         watchdog.arguments = ["-c", "while kill -0 \(me) 2>/dev/null && kill -0 \(child) 2>/dev/null; do sleep 0.5; done; kill \(child) 2>/dev/null"]
+        // Not the test's output: `swift test` waits for that to close before it reaps the test
+        // process, and the watchdog waits for the test process to go.
+        watchdog.standardOutput = FileHandle.nullDevice
+        watchdog.standardError = FileHandle.nullDevice
         try? watchdog.run()
         let node = Node(port: port, ns: "seeds\(UInt32.random(in: 0...UInt32.max))")
         let deadline = ContinuousClock.now + .seconds(20)
