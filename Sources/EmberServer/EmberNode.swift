@@ -21,6 +21,8 @@ public final class EmberNode: Sendable {
     let admin: AdminFront
     /// Clients' reads of stored data run here, off Swift's cooperative threads.
     public let reads: ReadPool
+    /// Committed changes on their way from the storage writer to the listeners, in order.
+    public let feed: ChangeFeed
 
     public init(config: NodeConfiguration, store: any DataStore, logger: Logger) throws {
         self.config = config
@@ -30,8 +32,10 @@ public final class EmberNode: Sendable {
         let metered = MeteredDataStore(store, metrics: metrics)
         self.store = metered
         self.logger = logger
+        let feed = ChangeFeed()
+        self.feed = feed
         self.hub = StreamHub(limits: config.streamLimits)
-        self.realtime = RealtimeHub(limits: config.realtimeLimits)
+        self.realtime = RealtimeHub(limits: config.realtimeLimits, feed: feed)
         self.reads = ReadPool(limits: config.readPool)
         self.rest = RestHandler(store: metered, hub: hub, config: config, reads: reads)
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
@@ -41,14 +45,17 @@ public final class EmberNode: Sendable {
         store.setDefaultRules(config.rules.engine)
         let hub = self.hub
         let realtime = self.realtime
-        store.onCommit { change in
+        // The writer thread only queues the change; the feed's thread finds its listeners and
+        // builds their events, while the writer goes on with the next commit.
+        feed.start { change in
             hub.publish(change)
             realtime.publish(change)
         }
+        store.onCommit { change in feed.publish(change) }
         // A rules change judges open listens again; those that lost read access are cancelled.
         let gate = RulesGate(store: store, defaults: config.rules)
         let clock = rest.clock
-        store.onRulesChanged { ns in
+        store.onRulesChanged { ns in feed.enqueue {
             let now = clock()
             hub.revoke(namespace: ns) { path, identity in
                 (try? gate.canRead(ns, path, identity, query: nil, now: now)) ?? false
@@ -56,11 +63,20 @@ public final class EmberNode: Sendable {
             realtime.revoke(namespace: ns) { path, query, identity in
                 (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
             }
-        }
+        } }
         // No change set describes a replaced state: every listener gets its location's complete
         // new data in place, in order with later changes (the hook runs after the install and
         // before later entries are applied, outside any write transaction).
-        store.onStateReplaced { [weak self] in self?.resyncListeners() }
+        // It runs on the feed after every earlier change was delivered, while the caller (which
+        // applies later entries) waits.
+        store.onStateReplaced { [weak self] in
+            guard let self else { return }
+            self.feed.sync { self.resyncListeners() }
+        }
+    }
+
+    deinit {
+        feed.stop()
     }
 
     /// Resynchronises every SSE stream and WebSocket listen with the store's current state, as
@@ -122,6 +138,7 @@ public final class EmberNode: Sendable {
         // Reads still running finish before the store closes under them.
         await reads.shutdown()
         await store.shutdown()
+        feed.stop()
         try result.get()
     }
 }

@@ -53,6 +53,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Messages queued per WebSocket connection before a slow client is disconnected.")
     var wsQueueLimit = 10_000
 
+    @Option(help: "Bytes queued for one WebSocket connection's socket and not yet written before the client is cut off as a slow consumer.")
+    var wsOutboundBytes = RealtimeSession.Limits().maxOutboundBytes
+
     @Option(help: "WebSocket connections per node.")
     var maxConnections = 100_000
 
@@ -173,6 +176,7 @@ struct Emberd: AsyncParsableCommand {
         config.streamLimits.queueLimit = sseQueueLimit
         config.streamLimits.maxStreams = maxSseStreams
         config.realtimeLimits.session.outboundQueue = wsQueueLimit
+        config.realtimeLimits.session.maxOutboundBytes = max(1024, wsOutboundBytes)
         config.realtimeLimits.maxConnections = maxConnections
         config.realtimeLimits.session.maxListens = maxListens
         config.maxConnectionsPerAddress = max(0, maxConnectionsPerAddress)

@@ -112,6 +112,9 @@ final class AdminFront: Sendable {
         s["streams"] = .int(Int64(hub.count))
         s["connections"] = .int(Int64(realtime.connectionCount + hub.count))
         s["listeners"] = .int(Int64(realtime.listenCount + hub.count))
+        s["slowConsumerDisconnects"] = .int(Int64(realtime.slowConsumerCutOffs.count.load(ordering: .relaxed)
+                                                   + hub.overflowClosures.load(ordering: .relaxed)))
+        s["fanoutBacklog"] = .int(Int64(realtime.feed?.backlog ?? 0))
         let ops = config.operations
         let ownID: String
         if case .string(let id)? = s["id"] { ownID = id } else { ownID = "single" }

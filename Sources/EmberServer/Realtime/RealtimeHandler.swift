@@ -188,11 +188,14 @@ struct RealtimeHandler: Sendable {
         // `p` to `<path>/.priority` (the SDKs' setPriority) sets the priority alone.
         if let raw = b["p"]?.stringValue, let node = try PriorityWrite.target(ofRawPath: raw) {
             _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store)
+            await session.feed?.barrier()
             return ("ok", .string(""))
         }
         let request = try setRequest(b)
         let path = request.path
         let outcome = try await store.write(request)
+        // The change is on the node's feed: the response waits until the listeners have it.
+        await session.feed?.barrier()
         // A failed compare-and-set: the current value reached the client's listens before this
         // response, because pushes and responses share the session's ordered queue.
         return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))
@@ -203,6 +206,7 @@ struct RealtimeHandler: Sendable {
         let parts = try mergeParts(path, b["d"])
         _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
                                                identity: session.identity))
+        await session.feed?.barrier()
         return ("ok", .string(""))
     }
 

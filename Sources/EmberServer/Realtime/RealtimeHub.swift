@@ -10,29 +10,40 @@ public final class RealtimeHub: Sendable {
         public init() {}
     }
 
-    private let sessions = Mutex<[String: [String: RealtimeSession]]>([:])
-    /// The sessions with at least one listen, by namespace: the only ones a change can concern
-    /// (writers that do not listen cost the fan-out nothing).
-    private let listening = Mutex<[String: [String: RealtimeSession]]>([:])
-    public let limits: Limits
+    /// One listen of one session in the index.
+    struct ListenRef: Hashable, Sendable {
+        let session: ObjectIdentifier
+        let key: String
+    }
 
-    public init(limits: Limits = Limits()) {
+    private let sessions = Mutex<[String: [String: RealtimeSession]]>([:])
+    /// Every listen by namespace and path: a change visits only the listens on its paths
+    /// (writers that do not listen, and listens elsewhere, cost the fan-out nothing).
+    private let index = Mutex<[String: PathIndex<ListenRef, RealtimeSession>]>([:])
+    public let limits: Limits
+    /// Connections cut off because they stopped reading (`RealtimeSession.cutOff`).
+    public let slowConsumerCutOffs = SlowConsumerCount()
+    /// The node's change feed (nil for a hub published to directly, as in tests).
+    let feed: ChangeFeed?
+
+    public init(limits: Limits = Limits(), feed: ChangeFeed? = nil) {
         self.limits = limits
+        self.feed = feed
     }
 
     public var connectionCount: Int { sessions.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
-    /// Listens across all sessions (for status and metrics; walks every session).
-    public var listenCount: Int {
-        let all = sessions.withLock { $0.values.flatMap(\.values) }
-        return all.reduce(0) { $0 + $1.listenCount }
-    }
+    /// Listens across all sessions (for status and metrics).
+    public var listenCount: Int { index.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
     func open(id: String, namespace: String, address: String? = nil, base: Identity = .anonymous) -> RealtimeSession? {
         sessions.withLock { all in
             guard all.values.reduce(0, { $0 + $1.count }) < limits.maxConnections else { return nil }
-            let s = RealtimeSession(id: id, namespace: namespace, address: address, base: base, limits: limits.session)
-            s.listeningChanged.withLock { $0 = { [weak self] session, on in self?.setListening(session, on) } }
+            let s = RealtimeSession(id: id, namespace: namespace, address: address, base: base, limits: limits.session,
+                                    slowConsumers: slowConsumerCutOffs, feed: feed)
+            s.listenIndexChanged.withLock {
+                $0 = { [weak self] session, path, key, added in self?.indexListen(session, path, key, added) }
+            }
             all[namespace, default: [:]][id] = s
             return s
         }
@@ -43,26 +54,41 @@ public final class RealtimeHub: Sendable {
             all[session.namespace]?.removeValue(forKey: session.id)
             if all[session.namespace]?.isEmpty == true { all.removeValue(forKey: session.namespace) }
         }
-        setListening(session, false)
+        session.removeFromIndex()
     }
 
-    private func setListening(_ session: RealtimeSession, _ on: Bool) {
-        listening.withLock { all in
+    /// Keeps the index in step with a session's listens (under the session's lock).
+    private func indexListen(_ session: RealtimeSession, _ path: Path, _ key: String, _ added: Bool) {
+        let ref = ListenRef(session: ObjectIdentifier(session), key: key)
+        index.withLock { all in
             let ns = session.namespace
-            if on {
-                all[ns, default: [:]][session.id] = session
-            } else if all[ns]?.removeValue(forKey: session.id) != nil, all[ns]?.isEmpty == true {
+            if added {
+                all[ns, default: PathIndex()].insert(session, for: ref, at: path)
+            } else if all[ns]?.remove(ref, at: path) != nil, all[ns]?.isEmpty == true {
                 all.removeValue(forKey: ns)
             }
         }
     }
 
-    /// Called by the store in commit order.
+    /// Called in commit order (by the node's `ChangeFeed`). Visits only the listens the index
+    /// finds on the change's paths, each session once with all of its listens there.
     public func publish(_ change: CommittedChange) {
-        let targets = listening.withLock { $0[change.namespace].map { Array($0.values) } ?? [] }
-        guard !targets.isEmpty else { return }
+        let matched = index.withLock { $0[change.namespace]?.matching(change) ?? [] }
+        guard !matched.isEmpty else { return }
         let shared = SharedFrames(change: change)
-        for s in targets { s.deliver(shared) }
+        var slot: [ObjectIdentifier: Int] = [:]
+        var targets: [(session: RealtimeSession, keys: [String])] = []
+        for (_, listens) in matched {
+            for (ref, session) in listens {
+                if let i = slot[ref.session] {
+                    targets[i].keys.append(ref.key)
+                } else {
+                    slot[ref.session] = targets.count
+                    targets.append((session, [ref.key]))
+                }
+            }
+        }
+        for t in targets { t.session.deliver(shared, keys: t.keys) }
     }
 
     /// After a rules change: every session of `namespace` drops the listens it may no longer read.
@@ -76,7 +102,8 @@ public final class RealtimeHub: Sendable {
     /// later changes are published; each location is read once, outside the sessions' locks.
     func resync(stillAllowed: (String, Path, QuerySpec, Identity) -> Bool,
                 read: (String, Path) throws -> ReadResult) {
-        let targets = listening.withLock { $0.flatMap { ns, sessions in sessions.values.map { (ns, $0) } } }
+        let targets = sessions.withLock { $0.flatMap { ns, sessions in sessions.values.map { (ns, $0) } } }
+            .filter { $0.1.listenCount > 0 }
         var reads: [String: [Path: ReadResult]] = [:]
         let paths = targets.map { $0.1.listenedPaths }
         for ((ns, _), listened) in zip(targets, paths) {

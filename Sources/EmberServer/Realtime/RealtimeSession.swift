@@ -1,5 +1,7 @@
 import EmberCore
 import Foundation
+import NIOCore
+import NIOWebSocket
 import Synchronization
 
 /// One WebSocket connection speaking the Firebase wire protocol v5 (reference §6). Requests are
@@ -7,8 +9,12 @@ import Synchronization
 /// pushes and responses keep commit order and a client that cannot keep up is disconnected.
 public final class RealtimeSession: Sendable {
     public struct Limits: Sendable {
-        /// Messages queued for one connection before it is closed as too slow.
+        /// Messages queued for one connection before it is closed as too slow (a session
+        /// without a socket, whose frames wait in memory for a reader).
         public var outboundQueue = 10_000
+        /// Bytes queued for one connection's socket and not yet written to it (encoded here or
+        /// waiting in the channel) before the connection is cut off as a slow consumer.
+        public var maxOutboundBytes = 64 << 20
         /// Largest reassembled inbound message.
         public var maxMessageBytes = 16 * 1024 * 1024
         /// Listens one connection may hold.
@@ -38,6 +44,14 @@ public final class RealtimeSession: Sendable {
         var frames: [String] = []
         /// The socket writer waiting for frames (`nextFrames`).
         var frameWaiter: CheckedContinuation<[String]?, Never>?
+        /// Set once the session writes straight to its socket (`attach`): frames are encoded
+        /// into it and flushed on the event loop instead of queued in `frames`.
+        var outbox: ConnectionOutbox?
+        /// Runs once when the session ends (`attach`): starts the connection's close. No task
+        /// waits per connection meanwhile.
+        var onFinish: (@Sendable () -> Void)?
+        /// Cleared when the hub forgets the session; later listens are not indexed.
+        var indexed = true
     }
 
     public let id: String
@@ -52,11 +66,18 @@ public final class RealtimeSession: Sendable {
     /// Runs after the identity changed or expired (the rules layer re-judges the listens); takes
     /// the session so it does not keep itself alive.
     private let identityChangedHook = Mutex<(@Sendable (RealtimeSession) -> Void)?>(nil)
-    /// Listens went from none to some (true) or back (false): the hub fans out only to
-    /// sessions that listen.
-    let listeningChanged = Mutex<(@Sendable (RealtimeSession, Bool) -> Void)?>(nil)
+    /// A listen began (true) or ended (false): the hub keeps its index of listens by path
+    /// (`PathIndex`) in step. Called under the state lock, so the index sees them in order.
+    let listenIndexChanged = Mutex<(@Sendable (RealtimeSession, Path, String, Bool) -> Void)?>(nil)
+    /// Connections cut off for not reading (the hub's counter; for status and metrics).
+    let slowConsumers: SlowConsumerCount?
+    /// The node's ordered change feed: write acknowledgements follow the changes on it.
+    let feed: ChangeFeed?
 
-    init(id: String, namespace: String, address: String? = nil, base: Identity = .anonymous, limits: Limits) {
+    init(id: String, namespace: String, address: String? = nil, base: Identity = .anonymous, limits: Limits,
+         slowConsumers: SlowConsumerCount? = nil, feed: ChangeFeed? = nil) {
+        self.slowConsumers = slowConsumers
+        self.feed = feed
         self.id = id
         self.namespace = namespace
         self.address = address
@@ -78,6 +99,10 @@ public final class RealtimeSession: Sendable {
     /// `frame` must be one whole frame (at most `WireFraming.maxFrameCharacters` characters).
     private func enqueue(_ s: inout State, frame: String) {
         guard !s.closed else { return }
+        if s.outbox != nil {
+            enqueueToSocket(&s, frame: frame)
+            return
+        }
         guard s.frames.count < limits.outboundQueue else {
             s.closed = true
             s.closeReason = "outbound queue over \(limits.outboundQueue) messages: client too slow"
@@ -112,8 +137,97 @@ public final class RealtimeSession: Sendable {
                 s.closeReason = reason
                 if let w = s.frameWaiter { s.frameWaiter = nil; w.resume(returning: nil) }
             }
+            if let f = s.onFinish { s.onFinish = nil; f() }
         }
     }
+
+    // MARK: - Writing to a socket
+
+    /// From now on frames go straight to `channel` (see `ConnectionOutbox`); frames queued so
+    /// far go first. `onFinish` runs once when the session ends (it may run at once).
+    func attach(channel: any Channel, onFinish: @escaping @Sendable () -> Void) {
+        state.withLock { s in
+            precondition(s.outbox == nil, "a session is attached to one socket")
+            s.outbox = ConnectionOutbox(channel: channel)
+            if s.closed { onFinish() } else { s.onFinish = onFinish }
+            let queued = s.frames
+            s.frames = []
+            for f in queued { enqueueToSocket(&s, frame: f) }
+        }
+    }
+
+    private func enqueueToSocket(_ s: inout State, frame: String) {
+        let size = ConnectionOutbox.encodedSize(frame)
+        guard s.outbox!.queuedBytes + size <= limits.maxOutboundBytes else {
+            cutOff(&s)
+            return
+        }
+        s.outbox!.append(frame)
+        guard !s.outbox!.flushScheduled else { return }
+        s.outbox!.flushScheduled = true
+        s.outbox!.channel.eventLoop.execute { self.flushOutbox() }
+    }
+
+    /// A client that stops reading: past `maxOutboundBytes` its connection is closed at once
+    /// (its queued bytes dropped), without waiting for a close handshake it would not read.
+    private func cutOff(_ s: inout State) {
+        s.closed = true
+        s.closeReason = "outbound queue over \(limits.maxOutboundBytes) bytes: client not reading (slow consumer)"
+        s.outbox!.discard()
+        slowConsumers?.count.add(1, ordering: .relaxed)
+        if let f = s.onFinish { s.onFinish = nil; f() }
+        s.outbox!.channel.close(promise: nil)
+    }
+
+    /// Writes and flushes what is pending, once (on the channel's event loop). Written just below
+    /// the channel's WebSocket frame encoder, through any TLS.
+    private func flushOutbox() {
+        let taken = state.withLock { s -> (ByteBuffer, any Channel)? in
+            guard s.outbox != nil else { return nil }
+            s.outbox!.flushScheduled = false
+            guard let buffer = s.outbox!.take() else { return nil }
+            return (buffer, s.outbox!.channel)
+        }
+        guard let (buffer, channel) = taken else { return }
+        Self.write(buffer, to: channel) { [self] n in
+            state.withLock { s in s.outbox?.inFlight -= n }
+        }
+    }
+
+    /// Writes `buffer` below the WebSocket encoder and flushes; `done` gets its size once the
+    /// write completed or failed. On the channel's event loop.
+    private static func write(_ buffer: ByteBuffer, to channel: any Channel, done: @escaping @Sendable (Int) -> Void) {
+        let n = buffer.readableBytes
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.whenComplete { _ in done(n) }
+        do {
+            let encoder = try channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+            encoder.writeAndFlush(NIOAny(buffer), promise: promise)
+        } catch {
+            promise.fail(error)
+        }
+    }
+
+    /// After `finish`: writes what is still pending and returns once it is written (the closer
+    /// then sends the close frame behind it). Nothing for a connection that was cut off.
+    func flushRemaining() async {
+        let taken = state.withLock { s -> (ByteBuffer, any Channel)? in
+            guard s.outbox != nil, let buffer = s.outbox!.take() else { return nil }
+            return (buffer, s.outbox!.channel)
+        }
+        guard let (buffer, channel) = taken else { return }
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        channel.eventLoop.execute {
+            Self.write(buffer, to: channel) { [self] n in
+                state.withLock { s in s.outbox?.inFlight -= n }
+                written.succeed(())
+            }
+        }
+        try? await written.futureResult.get()
+    }
+
+    /// Bytes queued for the socket and not yet written (tests, status).
+    var outboundBytes: Int { state.withLock { $0.outbox?.queuedBytes ?? 0 } }
 
     /// The frames queued so far (at most `max`), oldest first, waiting while there is none; nil
     /// once the session is closed and its queue is empty. One consumer (the socket writer).
@@ -169,6 +283,20 @@ public final class RealtimeSession: Sendable {
         }
     }
 
+    /// The change for the listens `keys` only (those the hub's index found on the change's
+    /// paths); a listen ended meanwhile is skipped.
+    func deliver(_ shared: SharedFrames, keys: [String]) {
+        state.withLock { s in
+            guard !s.closed else { return }
+            for key in keys where s.listens[key] != nil {
+                for frame in s.listens[key]!.applyFrames(shared.change, shared: shared) {
+                    enqueue(&s, frame: frame)
+                    if s.closed { return }
+                }
+            }
+        }
+    }
+
     // MARK: - Listens
 
     enum ListenStart {
@@ -183,14 +311,23 @@ public final class RealtimeSession: Sendable {
             if s.listens[key] != nil { return .duplicate }
             guard s.listens.count < limits.maxListens else { return .tooMany }
             s.listens[key] = WireListen(path: path, query: query, queryWire: queryWire, tag: tag)
-            if s.listens.count == 1 { notifyListening(true) }
+            notifyIndex(&s, path, key, true)
             return .started
         }
     }
 
-    /// Called under the state lock, so transitions reach the hub in order.
-    private func notifyListening(_ on: Bool) {
-        if let hook = listeningChanged.withLock({ $0 }) { hook(self, on) }
+    /// Called under the state lock, so the hub's index sees a session's listens in order.
+    private func notifyIndex(_ s: inout State, _ path: Path, _ key: String, _ added: Bool) {
+        guard s.indexed else { return }
+        if let hook = listenIndexChanged.withLock({ $0 }) { hook(self, path, key, added) }
+    }
+
+    /// The hub forgets the session: its listens leave the index, and later ones stay out of it.
+    func removeFromIndex() {
+        state.withLock { s in
+            for (key, l) in s.listens { notifyIndex(&s, l.path, key, false) }
+            s.indexed = false
+        }
     }
 
     /// Sends the initial data, then the `ok` (clients mark their cache complete on `ok`).
@@ -205,9 +342,8 @@ public final class RealtimeSession: Sendable {
 
     func endListen(path: Path, queryWire: JSON?, tag: Int64?) {
         state.withLock { s in
-            if s.listens.removeValue(forKey: WireListen.key(path: path, queryWire: queryWire, tag: tag)) != nil, s.listens.isEmpty {
-                notifyListening(false)
-            }
+            let key = WireListen.key(path: path, queryWire: queryWire, tag: tag)
+            if s.listens.removeValue(forKey: key) != nil { notifyIndex(&s, path, key, false) }
         }
     }
 
@@ -323,11 +459,17 @@ public final class RealtimeSession: Sendable {
                 let l = s.listens[key]!
                 guard !stillAllowed(l.path, l.query, s.identity) else { continue }
                 s.listens.removeValue(forKey: key)
-                if s.listens.isEmpty { notifyListening(false) }
+                notifyIndex(&s, l.path, key, false)
                 var b: [String: JSON] = ["p": .string(WireMessages.wirePath(l.path))]
                 if let q = l.queryWire { b["q"] = q }
                 enqueue(&s, .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(b)])]))
             }
         }
     }
+}
+
+/// Connections cut off as slow consumers, counted across a hub's sessions.
+public final class SlowConsumerCount: Sendable {
+    public let count = Atomic<Int>(0)
+    public init() {}
 }

@@ -50,37 +50,32 @@ enum WebSocketGlue {
                                       addressRate: node.rest.addressRequestRate,
                                       pipeline: WirePipeline(store: node.store, session: session))
         let nodes = node.config.operations.handshakeClientURLs(directory: node.store.memberDirectory)
-        session.send(WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id, nodes: nodes))
-        await withTaskGroup(of: Void.self) { group in
-            // Writer: drains the session's ordered queue to the socket.
-            group.addTask {
-                while let frames = await session.nextFrames() {
-                    do {
-                        if let channel { try await writeFrames(frames, to: channel) } else {
-                            for frame in frames { try await outbound.write(.text(frame)) }
-                        }
-                    } catch { break }
-                }
-                let reason = session.closeReason ?? "closed"
-                try? await outbound.close(.normalClosure, reason: String(reason.prefix(120)))
+        let hello = WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id, nodes: nodes)
+        if let channel {
+            // Frames go straight to the socket from whichever thread produces them (one flush per
+            // event-loop turn, `ConnectionOutbox`): no task runs per message, and none waits per
+            // idle connection; the close starts when the session ends.
+            session.attach(channel: channel) {
+                Task { await closeSocket(of: session, outbound: outbound, logger: logger) }
             }
-            // Reader: handles requests in arrival order.
-            var reassembler = WireReassembler(maxMessageBytes: session.limits.maxMessageBytes)
-            do {
-                for try await message in inbound.messages(maxSize: session.limits.maxMessageBytes) {
-                    guard case .text(let frame) = message else { continue }
-                    let out: WireReassembler.Output
-                    do { out = try reassembler.feed(frame) } catch {
-                        session.finish(reason: "message too large")
-                        break
-                    }
-                    if case .message(let text) = out { await handler.handle(text) }
-                }
-            } catch {
-                logger.debug("websocket read ended", metadata: ["error": "\(error)"])
-            }
+            session.send(hello)
+            await readRequests(inbound: inbound, session: session, handler: handler, logger: logger)
             session.finish(reason: session.closeReason)
-            group.cancelAll()
+        } else {
+            session.send(hello)
+            await withTaskGroup(of: Void.self) { group in
+                // Writer: drains the session's ordered queue to the socket.
+                group.addTask {
+                    while let frames = await session.nextFrames() {
+                        do { for frame in frames { try await outbound.write(.text(frame)) } } catch { break }
+                    }
+                    let reason = session.closeReason ?? "closed"
+                    try? await outbound.close(.normalClosure, reason: String(reason.prefix(120)))
+                }
+                await readRequests(inbound: inbound, session: session, handler: handler, logger: logger)
+                session.finish(reason: session.closeReason)
+                group.cancelAll()
+            }
         }
         node.realtime.close(session)
         // Pipelined writes still queued are ordered before the onDisconnect writes anyway (one
@@ -98,41 +93,34 @@ enum WebSocketGlue {
         }
     }
 
-    /// Writes a batch of text frames as one buffer with one hop to the event loop and one flush
-    /// (one socket write for a whole commit's acks), and returns when it is written: the next
-    /// batch waits, so a slow client backs up into the session's bounded queue. The frames are
-    /// encoded here (RFC 6455: FIN + text opcode, unmasked as a server's are; no extensions are
-    /// configured) and written just below the channel's WebSocket frame encoder, through any TLS.
-    static func writeFrames(_ frames: [String], to channel: any Channel) async throws {
-        guard !frames.isEmpty else { return }
-        let done = channel.eventLoop.makePromise(of: Void.self)
-        channel.eventLoop.execute {
-            do {
-                let encoder = try channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
-                var size = 0
-                for f in frames { size += f.utf8.count + 10 }
-                var buffer = channel.allocator.buffer(capacity: size)
-                for f in frames { appendTextFrame(f, to: &buffer) }
-                encoder.writeAndFlush(NIOAny(buffer), promise: done)
-            } catch {
-                done.fail(error)
+    /// Handles requests in arrival order until the client closes, the connection fails or the
+    /// session ends.
+    static func readRequests(inbound: WebSocketInboundStream, session: RealtimeSession, handler: RealtimeHandler,
+                             logger: Logger) async {
+        var reassembler = WireReassembler(maxMessageBytes: session.limits.maxMessageBytes)
+        do {
+            for try await message in inbound.messages(maxSize: session.limits.maxMessageBytes) {
+                guard case .text(let frame) = message else { continue }
+                let out: WireReassembler.Output
+                do { out = try reassembler.feed(frame) } catch {
+                    session.finish(reason: "message too large")
+                    break
+                }
+                if case .message(let text) = out { await handler.handle(text) }
             }
+        } catch {
+            logger.debug("websocket read ended", metadata: ["error": "\(error)"])
         }
-        try await done.futureResult.get()
     }
 
-    static func appendTextFrame(_ text: String, to buffer: inout ByteBuffer) {
-        let n = text.utf8.count
-        buffer.writeInteger(UInt8(0x81))
-        if n < 126 {
-            buffer.writeInteger(UInt8(n))
-        } else if n <= 0xFFFF {
-            buffer.writeInteger(UInt8(126))
-            buffer.writeInteger(UInt16(n))
-        } else {
-            buffer.writeInteger(UInt8(127))
-            buffer.writeInteger(UInt64(n))
+    /// The session ended: what is still queued goes out, then the close frame with the reason
+    /// (a connection cut off as a slow consumer is already closed; only the log says why).
+    static func closeSocket(of session: RealtimeSession, outbound: WebSocketOutboundWriter, logger: Logger) async {
+        await session.flushRemaining()
+        let reason = session.closeReason ?? "closed"
+        if reason.contains("slow consumer") {
+            logger.warning("websocket cut off", metadata: ["reason": "\(reason)", "session": "\(session.id)"])
         }
-        buffer.writeString(text)
+        try? await outbound.close(.normalClosure, reason: String(reason.prefix(120)))
     }
 }

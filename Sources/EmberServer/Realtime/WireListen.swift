@@ -19,6 +19,10 @@ struct WireListen {
     /// A read of the replaced state taken while the initial read was under way (`resync`): the
     /// initial data starts from whichever read is newer.
     var resyncRead: ReadResult?
+    /// The last log index the listen's data includes (its read, and changes folded into it):
+    /// a change up to it that reaches the listen later (published after the read saw it) is
+    /// already in the client's data and is not sent again.
+    var sentThrough: UInt64 = 0
 
     var isTagged: Bool { tag != nil }
 
@@ -44,7 +48,9 @@ struct WireListen {
         resyncRead = nil
         var data = read.node
         var version = read.version
+        sentThrough = read.appliedIndex
         for change in pending ?? [] where change.index > read.appliedIndex {
+            sentThrough = max(sentThrough, change.index)
             for ev in ChangeRouting.events(for: change, at: path) {
                 switch ev {
                 case .put(let rel, let node): data.set(node, at: rel)
@@ -80,6 +86,7 @@ struct WireListen {
     /// The messages a committed change produces for this listen (none when unaffected).
     mutating func apply(_ change: CommittedChange) -> [JSON] {
         guard affects(change) else { return [] }
+        if pending == nil, change.index <= sentThrough { return [] }
         if pending != nil {
             pending!.append(change)
             return []
@@ -92,6 +99,7 @@ struct WireListen {
     /// once per path for all listens there).
     mutating func applyFrames(_ change: CommittedChange, shared: SharedFrames) -> [String] {
         guard affects(change) else { return [] }
+        if pending == nil, change.index <= sentThrough { return [] }
         if pending != nil {
             pending!.append(change)
             return []

@@ -17,7 +17,10 @@ struct WirePipeline: Sendable {
     /// nil when the store has no pipelined writes (a cluster): writes are awaited one by one.
     init?(store: any DataStore, session: RealtimeSession) {
         let responses = WireResponses(session: session, limit: session.limits.maxPipelinedWrites)
-        guard let writer = store.pipelinedWriter(sink: responses) else { return nil }
+        // Behind the commit's changes on the node's feed: a listener hears of a write before
+        // its writer's ack (both share the session's ordered queue).
+        let sink: any WriteOutcomeSink = session.feed.map { FeedOrderedSink(feed: $0, sink: responses) } ?? responses
+        guard let writer = store.pipelinedWriter(sink: sink) else { return nil }
         self.writer = writer
         self.responses = responses
     }
@@ -129,4 +132,28 @@ final class WireResponses: WriteOutcomeSink {
             }
         }
     }
+}
+
+/// Hands a commit's outcomes to `sink` on the change feed, after the commit's changes.
+final class FeedOrderedSink: WriteOutcomeSink {
+    let feed: ChangeFeed
+    let sink: any WriteOutcomeSink
+
+    init(feed: ChangeFeed, sink: any WriteOutcomeSink) {
+        self.feed = feed
+        self.sink = sink
+    }
+
+    func completed(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]) {
+        let sink = self.sink
+        // Results hold `any Error`, not `Sendable`: boxed for the hop to the feed's thread.
+        let box = UncheckedOutcomes(outcomes)
+        feed.enqueue { sink.completed(box.outcomes) }
+    }
+}
+
+/// The outcomes of one commit crossing to the feed's thread (read there once, never shared).
+struct UncheckedOutcomes: @unchecked Sendable {
+    let outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]
+    init(_ outcomes: [(tag: UInt64, outcome: Result<WriteOutcome, any Error>)]) { self.outcomes = outcomes }
 }

@@ -20,7 +20,26 @@ public final class StreamHub: Sendable {
         let continuation: AsyncStream<(UInt64, String)>.Continuation
     }
 
-    private let entries = Mutex<[Int: Entry]>([:])
+    /// Open streams by id, and the same streams by namespace and path (`PathIndex`): a change
+    /// visits only the streams at, above and below its path.
+    struct Registry {
+        var entries: [Int: Entry] = [:]
+        var byNamespace: [String: PathIndex<Int, Entry>] = [:]
+
+        mutating func insert(_ id: Int, _ e: Entry) {
+            entries[id] = e
+            byNamespace[e.namespace, default: PathIndex()].insert(e, for: id, at: e.path)
+        }
+
+        mutating func remove(_ id: Int) -> Entry? {
+            guard let e = entries.removeValue(forKey: id) else { return nil }
+            byNamespace[e.namespace]?.remove(id, at: e.path)
+            if byNamespace[e.namespace]?.isEmpty == true { byNamespace.removeValue(forKey: e.namespace) }
+            return e
+        }
+    }
+
+    private let registry = Mutex(Registry())
     /// Streams closed for falling behind; their readers stop at once instead of draining.
     private let overflowed = Mutex<Set<Int>>([])
     private let nextID = Atomic<Int>(0)
@@ -32,7 +51,7 @@ public final class StreamHub: Sendable {
         self.limits = limits
     }
 
-    public var count: Int { entries.withLock { $0.count } }
+    public var count: Int { registry.withLock { $0.entries.count } }
 
     /// Registers a stream; events arrive tagged with their log index so the caller can skip
     /// those already contained in its initial read.
@@ -40,9 +59,9 @@ public final class StreamHub: Sendable {
         let (stream, continuation) = AsyncStream<(UInt64, String)>.makeStream(
             bufferingPolicy: .bufferingOldest(limits.queueLimit))
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        let ok = entries.withLock { e -> Bool in
-            guard e.count < limits.maxStreams else { return false }
-            e[id] = Entry(namespace: namespace, path: path, identity: identity, continuation: continuation)
+        let ok = registry.withLock { r -> Bool in
+            guard r.entries.count < limits.maxStreams else { return false }
+            r.insert(id, Entry(namespace: namespace, path: path, identity: identity, continuation: continuation))
             return true
         }
         guard ok else { return nil }
@@ -61,48 +80,43 @@ public final class StreamHub: Sendable {
     }
 
     public func unregister(_ id: Int) {
-        let entry = entries.withLock { $0.removeValue(forKey: id) }
+        let entry = registry.withLock { $0.remove(id) }
         entry?.continuation.finish()
     }
 
     /// Queues a keep-alive on one stream (index `.max` is never skipped by readers).
     public func keepAlive(id: Int) {
-        let entry = entries.withLock { $0[id] }
+        let entry = registry.withLock { $0.entries[id] }
         _ = entry?.continuation.yield((UInt64.max, ChangeRouting.keepAliveText))
     }
 
     /// Fans a committed change out to the streams it affects, in commit order (called from the
-    /// store's single commit callback).
+    /// node's `ChangeFeed`). Only the streams the change concerns are visited (`PathIndex`).
     public func publish(_ change: CommittedChange) {
-        let targets = entries.withLock { e in
-            e.filter { $0.value.namespace == change.namespace
-                && ($0.value.path.contains(change.path) || change.path.contains($0.value.path)) }
-        }
+        let targets = registry.withLock { $0.byNamespace[change.namespace]?.matching(change) ?? [] }
         // Encode once per listened location: a stream's events depend only on the change and its
         // path, so streams on the same path get the same text (one JSON serialisation, not one each).
-        var texts: [Path: [String]] = [:]
-        for (id, entry) in targets {
-            let lines: [String]
-            if let known = texts[entry.path] {
-                lines = known
-            } else {
-                lines = ChangeRouting.events(for: change, at: entry.path).map(ChangeRouting.sseText)
-                texts[entry.path] = lines
-            }
-            for text in lines {
-                if case .dropped = entry.continuation.yield((change.index, text)) {
-                    overflowClosures.add(1, ordering: .relaxed)
-                    overflowed.withLock { _ = $0.insert(id) }
-                    unregister(id)
-                    break
-                }
+        for (path, streams) in targets {
+            let lines = ChangeRouting.events(for: change, at: path).map(ChangeRouting.sseText)
+            for (id, entry) in streams { deliver(lines, index: change.index, id: id, entry: entry) }
+        }
+    }
+
+    /// Queues a change's texts on one stream; a stream whose queue is full is closed.
+    private func deliver(_ lines: [String], index: UInt64, id: Int, entry: Entry) {
+        for text in lines {
+            if case .dropped = entry.continuation.yield((index, text)) {
+                overflowClosures.add(1, ordering: .relaxed)
+                overflowed.withLock { _ = $0.insert(id) }
+                unregister(id)
+                break
             }
         }
     }
 
     /// Ends a stream whose credential expired, telling the reader why (`auth_revoked`).
     public func revokeAuth(id: Int) {
-        let entry = entries.withLock { $0.removeValue(forKey: id) }
+        let entry = registry.withLock { $0.remove(id) }
         guard let entry else { return }
         _ = entry.continuation.yield((UInt64.max, ChangeRouting.authRevokedText))
         entry.continuation.finish()
@@ -114,8 +128,8 @@ public final class StreamHub: Sendable {
     /// After a rules change: streams of `namespace` whose read is no longer allowed get `cancel`
     /// and end. Called on the commit path, so no event after the change reaches them first.
     func revoke(namespace: String, stillAllowed: (Path, Identity) -> Bool) {
-        let streams = entries.withLock { e in e.filter { $0.value.namespace == namespace } }
-        for (id, entry) in streams where !stillAllowed(entry.path, entry.identity) {
+        let streams = registry.withLock { $0.entries.filter { $0.value.namespace == namespace } }
+        for (id, entry) in streams.sorted(by: { $0.key < $1.key }) where !stillAllowed(entry.path, entry.identity) {
             _ = entry.continuation.yield((UInt64.max, Self.cancelText))
             unregister(id)
         }
@@ -129,7 +143,7 @@ public final class StreamHub: Sendable {
     /// already saw the new state skips it (see `RestHandler.stream`).
     func resync(stillAllowed: (String, Path, Identity) -> Bool,
                 read: (String, Path) throws -> ReadResult) {
-        let streams = entries.withLock { $0 }
+        let streams = registry.withLock { $0.entries }
         // One read per listened location, however many streams share it.
         var reads: [String: ReadResult?] = [:]
         for (id, entry) in streams.sorted(by: { $0.key < $1.key }) {
@@ -140,7 +154,7 @@ public final class StreamHub: Sendable {
             }
             let key = entry.namespace + "|" + entry.path.description
             if reads[key] == nil { reads[key] = .some(try? read(entry.namespace, entry.path)) }
-            guard let result = reads[key]!, entries.withLock({ $0[id] != nil }) else {
+            guard let result = reads[key]!, registry.withLock({ $0.entries[id] != nil }) else {
                 // Unreadable now (cannot happen short of a storage failure): end rather than leave
                 // the client with the old state.
                 unregister(id)
@@ -156,9 +170,9 @@ public final class StreamHub: Sendable {
     }
 
     public func closeAll() {
-        let all = entries.withLock { e -> [Entry] in
-            defer { e.removeAll() }
-            return Array(e.values)
+        let all = registry.withLock { r -> [Entry] in
+            defer { r = Registry() }
+            return Array(r.entries.values)
         }
         for e in all { e.continuation.finish() }
     }
