@@ -27,11 +27,11 @@ struct RealtimeBench: AsyncParsableCommand {
     @Option(help: "Latency phase: seconds of writes.")
     var duration = 10.0
 
-    @Option(help: "Fan-out phase: listeners on one location (0 skips the phase).")
-    var fanout = 10_000
+    @Option(help: "Fan-out phase: listeners on one location, one run per comma-separated size (0 skips the phase).")
+    var fanout = "10000"
 
-    @Option(help: "Fan-out phase: writes, each waited for at every listener.")
-    var fanoutRepeats = 5
+    @Option(help: "Fan-out phase: writes (rounds) per size, each waited for at every listener.")
+    var fanoutRepeats = 20
 
     @Option(help: "Memory phase: idle connections, each after hello and one listen (0 skips the phase).")
     var idleConnections = 10_000
@@ -57,9 +57,17 @@ struct RealtimeBench: AsyncParsableCommand {
 
     func runAll(_ http: HTTPClient) async throws {
         print("ember-bench realtime: emberd \(emberd), load average \(loadAverage())")
+        // Tens of thousands of sockets in this one process.
+        raiseOpenFileLimit()
+        let sizes = try fanout.split(separator: ",").map { part -> Int in
+            guard let n = Int(part.trimmingCharacters(in: .whitespaces)), n >= 0 else {
+                throw ValidationError("--fanout takes listener counts separated by commas, got \(part)")
+            }
+            return n
+        }
         if idleConnections > 0 { try await memoryPhase(http) }
         if listeners > 0 { try await latencyPhase(http) }
-        if fanout > 0 { try await fanoutPhase(http) }
+        for size in sizes where size > 0 { try await fanoutPhase(http, listeners: size) }
     }
 
     // MARK: phases
@@ -127,7 +135,7 @@ struct RealtimeBench: AsyncParsableCommand {
         await set.close()
     }
 
-    func fanoutPhase(_ http: HTTPClient) async throws {
+    func fanoutPhase(_ http: HTTPClient, listeners fanout: Int) async throws {
         let node = try await EmberdInstance.start(emberd, http: http, namespace: namespace)
         defer { node.stop() }
         let stats = Stats()
@@ -137,6 +145,8 @@ struct RealtimeBench: AsyncParsableCommand {
         print(String(format: "fan-out: %d listeners open in %.1f s", opened, (ContinuousClock.now - t0).seconds))
         try await Task.sleep(for: .seconds(2))
         var times: [Double] = []
+        var serverCPU: [Double] = []
+        var benchCPU: [Double] = []
         for round in 0..<fanoutRepeats {
             let value = nowMicros()
             stats.lock.withLock { $0.round = (value: value, count: 0, last: 0) }
@@ -144,6 +154,7 @@ struct RealtimeBench: AsyncParsableCommand {
             r.method = .PUT
             r.body = .bytes(ByteBuffer(string: "\(value)"))
             let cpu0 = node.cpuSeconds()
+            let own0 = ownCPUSeconds()
             let sent = nowMicros()
             let resp = try await http.execute(r, timeout: .seconds(30))
             _ = try await resp.body.collect(upTo: 1 << 16)
@@ -157,17 +168,24 @@ struct RealtimeBench: AsyncParsableCommand {
             }
             let ms = Double(last - sent) / 1000
             let cpu = node.cpuSeconds() - cpu0
-            print(String(format: "fan-out round %d: %d/%d listeners got the event; last one %.1f ms after the PUT was sent; emberd CPU %.0f ms",
-                         round + 1, got, opened, ms, cpu * 1000))
+            let own = ownCPUSeconds() - own0
+            print(String(format: "fan-out round %d: %d/%d listeners got the event; last one %.1f ms after the PUT was sent; emberd CPU %.0f ms (%.2f µs per event); ember-bench CPU %.0f ms",
+                         round + 1, got, opened, ms, cpu * 1000, cpu * 1e6 / Double(max(1, got)), own * 1000))
             if got >= opened { times.append(ms) }
+            serverCPU.append(cpu)
+            benchCPU.append(own)
             try await Task.sleep(for: .seconds(1))
         }
         times.sort()
         if times.isEmpty {
             print("fan-out: no complete round")
         } else {
-            print(String(format: "fan-out to %d listeners: min %.1f ms, median %.1f ms, max %.1f ms over %d rounds",
-                         opened, times[0], times[times.count / 2], times[times.count - 1], times.count))
+            func pct(_ p: Double) -> Double { times[min(times.count - 1, Int(Double(times.count) * p))] }
+            let meanCPU = serverCPU.reduce(0, +) / Double(max(1, serverCPU.count))
+            let meanOwn = benchCPU.reduce(0, +) / Double(max(1, benchCPU.count))
+            print(String(format: "fan-out to %d listeners: last listener has it p50 %.1f ms, p99 %.1f ms (min %.1f, max %.1f) over %d rounds; emberd CPU %.0f ms per round (%.2f µs per delivered event); ember-bench's own CPU %.0f ms per round",
+                         opened, pct(0.5), pct(0.99), times[0], times[times.count - 1], times.count,
+                         meanCPU * 1000, meanCPU * 1e6 / Double(max(1, opened)), meanOwn * 1000))
         }
         await set.close()
     }
@@ -432,6 +450,23 @@ func nowMicros() -> Int {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
     return ts.tv_sec * 1_000_000 + ts.tv_nsec / 1000
+}
+
+/// CPU seconds (user + system) this process has used so far.
+func ownCPUSeconds() -> Double {
+    var u = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &u)
+    return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6
+        + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+}
+
+/// Raises this process's open-file limit to its hard limit.
+func raiseOpenFileLimit() {
+    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    var l = rlimit()
+    guard getrlimit(resource, &l) == 0, l.rlim_cur < l.rlim_max else { return }
+    l.rlim_cur = l.rlim_max
+    _ = setrlimit(resource, &l)
 }
 
 func loadAverage() -> String {

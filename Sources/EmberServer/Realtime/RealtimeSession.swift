@@ -176,7 +176,10 @@ public final class RealtimeSession: Sendable {
         s.outbox!.discard()
         slowConsumers?.count.add(1, ordering: .relaxed)
         if let f = s.onFinish { s.onFinish = nil; f() }
-        s.outbox!.channel.close(promise: nil)
+        // Later on the event loop: closing fails the pending writes, whose callbacks take this
+        // session's lock, held here.
+        let channel = s.outbox!.channel
+        channel.eventLoop.execute { channel.close(promise: nil) }
     }
 
     /// Writes and flushes what is pending, once (on the channel's event loop). Written just below
