@@ -71,12 +71,15 @@ extension RaftHost {
     }
 
     /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the
-    /// prefix the store covers. Nothing is serialized: the tree is the snapshot.
+    /// prefix the store covers, but for the last `snapshotCatchUpEntries` (between those two
+    /// counts stay in memory). Nothing is serialized: the tree is the snapshot.
     func compactIfDue() {
         // While a snapshot file is being written, keep the entries after it (a follower
         // installing it needs them).
-        guard !snapshots.preparing, node.appliedIndex >= node.log.snapshotIndex + config.snapshotEveryEntries else { return }
-        _ = step(.compact(index: node.appliedIndex))  // only `.persistSnapshot(discardLog: false)`: nothing to do
+        guard !snapshots.preparing,
+              let index = config.compactionIndex(applied: node.appliedIndex, snapshotIndex: node.log.snapshotIndex) else { return }
+        // Only `.persistSnapshot(discardLog: false)` comes back: nothing to do.
+        _ = step(.compact(index: index))
     }
 
     /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so

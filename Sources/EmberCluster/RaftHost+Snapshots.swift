@@ -137,6 +137,7 @@ extension RaftHost {
         } catch {
             fatalStorage("install snapshot at \(snapshot.index)", error)
         }
+        requests.replacedBySnapshot(through: snapshot.index)
         logger.info("installed snapshot from leader", metadata: [
             "index": "\(snapshot.index)", "seconds": "\(ContinuousClock.now - started)"])
         for handler in stateReplacedHandlers.withLock({ $0 }) { handler() }

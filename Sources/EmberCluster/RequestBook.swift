@@ -70,6 +70,18 @@ struct RequestBook {
         waiters[index, default: []].append((term, w))
     }
 
+    /// The state was replaced by a snapshot through `index`: writes waiting for an index it covers
+    /// will never see their apply here. Their entries are in the snapshot or were overwritten
+    /// before it; which one is not known here, so they fail as outcome unknown now rather than at
+    /// their deadline. Remembered results stay valid: they are of committed entries.
+    mutating func replacedBySnapshot(through index: UInt64) {
+        for i in waiters.keys where i <= index {
+            for (_, w) in waiters.removeValue(forKey: i)! {
+                w.reply.resume(throwing: ClusterError.outcomeUnknown("a snapshot from the leader replaced this node's state before its apply"))
+            }
+        }
+    }
+
     mutating func applied(_ r: WriteResult) {
         if let ws = waiters.removeValue(forKey: r.index) {
             for (term, w) in ws { resolve(w, with: r, term: term) }

@@ -83,6 +83,12 @@ struct ClusterBench: AsyncParsableCommand {
     func runAll(_ bench: HTTPLoad, _ http: HTTPClient, _ processes: ProcessSet) async throws {
         let dir = NSTemporaryDirectory() + "ember-cluster-bench-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // Data of both clusters (each run leaves hundreds of MB otherwise).
+        defer {
+            processes.stopAll()
+            processes.waitAll()
+            try? FileManager.default.removeItem(atPath: dir)
+        }
         let ids = (1...Self.nodes).map { "n\($0)" }
         try makeCertificates(dir, ids)
         let base = 20_000 + Int.random(in: 0..<1000) * 10
@@ -303,6 +309,8 @@ final class ProcessSet: @unchecked Sendable {
     private var processes: [Process] = []
     func add(_ p: Process) { processes.append(p) }
     func stopAll() { for p in processes where p.isRunning { p.terminate() } }
+    /// Waits for every process to exit (after `stopAll`; emberd and etcd exit on SIGTERM).
+    func waitAll() { for p in processes { p.waitUntilExit() } }
 }
 
 /// CPU (user + system) each server process spends over a run, per acknowledged write.

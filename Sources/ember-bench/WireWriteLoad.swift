@@ -64,17 +64,20 @@ struct WireWriteLoad {
         }
         var lat: [Double] = []
         var errors = 0, total = 0
+        var firstError: String?
         for f in futures {
             do {
                 let o = try await f.get()
                 lat += o.latencies
                 errors += o.errors
                 total += o.ok
+                firstError = firstError ?? o.firstError
             } catch {
                 print("  connection failed: \(error)")
                 errors += 1
             }
         }
+        if let e = firstError { print("  \(name): first refused write's answer: \(e)") }
         lat.sort()
         func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
         return HTTPLoad.Result(name: name, count: lat.count, errors: errors, seconds: duration, p50: pct(0.5), p99: pct(0.99), total: total)
@@ -94,6 +97,8 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
         var latencies: [Double] = []  // ms
         var errors = 0
         var ok = 0
+        /// The first refused answer's text (cut to 300 bytes), so a run's errors say what they were.
+        var firstError: String?
     }
 
     let host: String
@@ -219,6 +224,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
             }
         } else {
             outcome.errors += 1
+            if outcome.firstError == nil { outcome.firstError = String(buffer: payload.getSlice(at: payload.readerIndex, length: min(300, payload.readableBytes))!) }
         }
         if now < timing.end {
             sendWrite(context)

@@ -146,6 +146,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: applied entries between Raft log compactions (snapshots).")
     var snapshotEntries: UInt64 = 10_000
 
+    @Option(help: "Cluster: applied entries a compaction keeps in the log, so a follower briefly behind catches up without a snapshot (default: --snapshot-entries).")
+    var snapshotCatchUpEntries: UInt64?
+
     // Operations (issue 5): see README "Operations".
     @Option(help: "This node's client URL as clients and `ember status` reach it (default http://HOST:PORT).")
     var advertiseUrl: String?
@@ -315,6 +318,7 @@ extension Emberd {
                                           tlsCertificatePath: cert, tlsKeyPath: key, tlsCAPath: ca)
         guard snapshotEntries > 0 else { throw ValidationError("--snapshot-entries must be positive") }
         config.snapshotEveryEntries = snapshotEntries
+        config.snapshotCatchUpEntries = snapshotCatchUpEntries ?? snapshotEntries
         config.join = join
         return config
     }

@@ -163,6 +163,40 @@ import Testing
         }
     }
 
+    @Test func compactionLeavesTheCatchUpEntriesInTheLog() {
+        var config = ClusterConfiguration(nodeID: "n1", peerListen: PeerAddress(host: "127.0.0.1", port: 1), peers: [:],
+                                          tlsCertificatePath: "", tlsKeyPath: "", tlsCAPath: "")
+        config.snapshotEveryEntries = 100
+        config.snapshotCatchUpEntries = 40
+        #expect(config.compactionIndex(applied: 139, snapshotIndex: 0) == nil)
+        #expect(config.compactionIndex(applied: 140, snapshotIndex: 0) == 100)
+        #expect(config.compactionIndex(applied: 239, snapshotIndex: 100) == nil)
+        #expect(config.compactionIndex(applied: 500, snapshotIndex: 100) == 460)
+        config.snapshotCatchUpEntries = 0  // the old rule: compact at the applied index
+        #expect(config.compactionIndex(applied: 100, snapshotIndex: 0) == 100)
+    }
+
+    @Test func aSnapshotInstallFailsTheWritesItCoversAtOnceAndKeepsLaterOnes() {
+        let turn = SinkTurn()
+        let outcomes = CollectingSink()
+        let sink = ClusterPipelineSink(sink: outcomes, turn: turn) { _ in }
+        var book = RequestBook(recentLimit: 2)
+        for index in UInt64(5)...8 {
+            book.awaitApply(index: index, term: 2, PendingWrite(payload: [1], reply: .sink(tag: index, sink), leaderDeadline: .now + .seconds(5),
+                                                                deadline: .now + .seconds(10)), appliedIndex: 4)
+        }
+        // A snapshot through 6 replaced the state: 5 and 6 can never be applied here.
+        book.replacedBySnapshot(through: 6)
+        turn.flushAll()
+        #expect(outcomes.tags == [5, 6] && outcomes.failures == 2)
+        // 7 and 8 are still answered by their applies.
+        book.applied(result(7, 2))
+        book.applied(result(8, 2))
+        turn.flushAll()
+        #expect(outcomes.tags == [5, 6, 7, 8] && outcomes.failures == 2)
+        #expect(book.waiters.isEmpty)
+    }
+
     @Test func anUnansweredBatchFailsAsUnknownAfterTheTimeout() {
         let turn = SinkTurn()
         let outcomes = CollectingSink()
