@@ -49,4 +49,44 @@ import Testing
         try await Task.sleep(for: .milliseconds(300))
         #expect(plain.all.isEmpty)
     }
+
+    @Test func getDataAnswersAreKeptForAnOfflineRestart() async throws {
+        let server = try EmberServerProcess()
+        try await server.start()
+        defer { server.stop() }
+        let ns = "readcache"
+        try await server.restPut("profile", ns: ns, json: #"{"name":"ada","age":36}"#)
+        try await server.restPut("scores", ns: ns, json: #"{"a":{"n":1},"b":{"n":2},"c":{"n":3}}"#)
+        let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-readcache-test-" + UUID().uuidString)
+        defer { try? FileManager.default.removeItem(at: dir) }
+
+        func open() -> Database {
+            let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)
+            db.isPersistenceEnabled = true
+            db.persistenceDirectory = dir
+            return db
+        }
+        // Online: two one-time reads, no listener anywhere.
+        let online = open()
+        let profile = try await online.reference(withPath: "profile").getData()
+        #expect(profile.childSnapshot(forPath: "name").value as? String == "ada")
+        let top = try await online.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 1).getData()
+        #expect(top.children.map { $0.key } == ["c"])
+        online.shutdown()
+        server.stop()
+
+        // Node down: both answers come from the disk.
+        let offline = open()
+        defer { offline.shutdown() }
+        let again = try await offline.reference(withPath: "profile").getData()
+        #expect(again.childSnapshot(forPath: "age").value as? Int == 36)
+        let window = try await offline.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 1).getData()
+        #expect(window.children.map { $0.key } == ["c"])
+        // The whole data read at `profile` is complete: a listener gets it at once, also below.
+        let rec = Recorder()
+        offline.reference(withPath: "profile/name").observe(.value) { s in rec.add("\(s.value ?? "nil")") }
+        await rec.wait { $0.contains("ada") }
+        // The window is not whole data at `scores`: a plain read there has nothing to answer with.
+        await #expect(throws: (any Error).self) { _ = try await offline.reference(withPath: "scores").getData() }
+    }
 }

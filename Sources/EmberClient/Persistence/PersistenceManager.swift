@@ -58,6 +58,21 @@ final class PersistenceManager: ServerCacheSource, @unchecked Sendable {
         afterCacheWrite()
     }
 
+    /// A getData answer, kept as the SDK keeps it: whole data at the path for a query that loads
+    /// all data, else the query's window; either way complete, so a later offline read or
+    /// listener finds it. Pruned like any inactive query.
+    func readAnswered(_ query: SyncQuery, _ node: Node) {
+        attempt("cache the answer at \(query.path)") {
+            if query.spec.loadsAllData {
+                try store.overwriteServerCache(at: query.path, with: node)
+            } else {
+                try store.saveQueryWindow(query, node)
+            }
+            try store.trackAnsweredRead(query)
+        }
+        afterCacheWrite()
+    }
+
     /// A filtering query's window after the server changed it.
     func queryWindow(_ query: SyncQuery, _ node: Node) {
         attempt("cache the window of \(query)") { try store.saveQueryWindow(query, node) }

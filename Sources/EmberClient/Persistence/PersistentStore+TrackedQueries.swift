@@ -33,6 +33,18 @@ extension PersistentStore {
         }
     }
 
+    /// A one-time read (getData) of `query` was answered: tracked as complete, inactive unless a
+    /// listener already made it active (which stays as it is).
+    func trackAnsweredRead(_ query: SyncQuery) throws {
+        try db.write { db in
+            let use = try Self.nextUse(db)
+            try db.execute(sql: """
+                INSERT INTO tracked_query (path, spec, loads_all, active, complete, last_use) VALUES (?, ?, ?, 0, 1, ?)
+                ON CONFLICT (path, spec) DO UPDATE SET complete = 1, last_use = excluded.last_use
+                """, arguments: [Self.key(query.path), Self.specKey(query), query.spec.loadsAllData, use])
+        }
+    }
+
     /// The server sent all of `query`'s data.
     func setQueryComplete(_ query: SyncQuery) throws {
         try db.write { db in

@@ -262,6 +262,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
             self.queue.async {
                 if status == "ok", let node = try? Node(json: data) {
                     let result = query.spec.apply(to: node)
+                    self.persistence?.readAnswered(query, result)
                     self.deliver { completion(.success(result)) }
                 } else if let cached = self.syncTree.calcCompleteEventCache(query.path) {
                     let result = query.spec.apply(to: cached)
