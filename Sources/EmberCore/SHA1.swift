@@ -1,6 +1,18 @@
 /// SHA-1 and base64, needed bit-for-bit for the wire protocol's data hash (reference §6.8).
 /// Kept here so the pure model has no dependencies; SHA-1 is used for compatibility, not security.
 public enum SHA1 {
+    /// The digest as 40 lowercase hex digits.
+    public static func hexDigest(_ message: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(40)
+        for b in digest(message) {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     public static func digest(_ message: [UInt8]) -> [UInt8] {
         var h0: UInt32 = 0x67452301, h1: UInt32 = 0xEFCDAB89, h2: UInt32 = 0x98BADCFE
         var h3: UInt32 = 0x10325476, h4: UInt32 = 0xC3D2E1F0

@@ -33,7 +33,8 @@ function headers(extra = {}) {
   return h;
 }
 
-async function answer(r) {
+// The body parsed as JSON (or the text itself when `raw`); a refusal throws the server's error.
+async function answer(r, raw = false) {
   const text = await r.text();
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch (e) { body = text; }
@@ -41,14 +42,17 @@ async function answer(r) {
     const msg = body && typeof body === 'object' && body.error ? body.error : (typeof body === 'string' && body ? body : r.statusText);
     throw new ApiError(r.status, `${r.status}: ${msg}`);
   }
-  return body;
+  return raw ? text : body;
 }
 
-export async function request(method, url, body, extraHeaders = {}) {
+export async function request(method, url, body, extraHeaders = {}, raw = false) {
   const init = { method, headers: headers(extraHeaders) };
   if (body !== undefined) { init.body = typeof body === 'string' ? body : JSON.stringify(body); init.headers['Content-Type'] = 'application/json'; }
-  return answer(await fetch(url, init));
+  return answer(await fetch(url, init), raw);
 }
+
+// A document as its text, not parsed (the rules keep their comments and layout).
+export const getText = (url) => request('GET', url, undefined, {}, true);
 
 export const getData = (path, params) => request('GET', dataURL(path, params));
 // Strings passed to request() go as they are (rules text); data is always sent as JSON.

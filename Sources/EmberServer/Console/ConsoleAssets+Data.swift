@@ -89,8 +89,14 @@ function setValue(e, value) {
   e.toggle.textContent = leaf ? '' : (e.expanded ? '▾' : '▸');
 }
 
+// Forgets the drawn entries below `path` (and `path` itself when `inclusive`).
+function dropBelow(path, inclusive) {
+  const prefix = path === '/' ? '/' : path + '/';
+  for (const p of [...entries.keys()]) if ((inclusive && p === path) || (p !== path && p.startsWith(prefix))) entries.delete(p);
+}
+
 function removeEntry(e) {
-  for (const p of [...entries.keys()]) if (p === e.path || p.startsWith(e.path === '/' ? '/' : e.path + '/')) entries.delete(p);
+  dropBelow(e.path, true);
   e.wrap.remove();
 }
 
@@ -112,7 +118,7 @@ async function expand(e) {
 
 function collapse(e) {
   e.expanded = false;
-  for (const p of [...entries.keys()]) if (p !== e.path && p.startsWith(e.path === '/' ? '/' : e.path + '/')) entries.delete(p);
+  dropBelow(e.path, false);
   e.children.replaceChildren();
   e.more.replaceChildren();
   e.keys = [];

@@ -42,7 +42,7 @@ export function show() {
     /// Rules: edit and publish (errors shown at their line), and the Rules Playground (evaluated
     /// by the server's `/.ember/rules/simulate`, which writes nothing).
     static let rulesJS = #"""
-import { request, withNs } from './api.js';
+import { request, getText, withNs } from './api.js';
 
 const $ = (id) => document.getElementById(id);
 let loaded = false;
@@ -64,20 +64,12 @@ function rulesStatus(text, isError) { const s = $('rules-status'); s.textContent
 
 async function load() {
   try {
-    const r = await fetch(withNs('/.settings/rules.json'), { headers: authHeaders() });
-    const text = await r.text();
-    if (!r.ok) { let m = text; try { m = JSON.parse(text).error; } catch (e) {} throw new Error(`${r.status}: ${m}`); }
-    $('rules-text').value = text;
+    $('rules-text').value = await getText(withNs('/.settings/rules.json'));
     badLine = 0;
     rulesStatus('loaded');
     loaded = true;
   } catch (err) { rulesStatus(err.message + ' (sign in with the admin token)', true); }
   drawLines();
-}
-
-function authHeaders() {
-  const t = sessionStorage.getItem('ember.token');
-  return t ? { Authorization: 'Bearer ' + t } : {};
 }
 
 async function save() {

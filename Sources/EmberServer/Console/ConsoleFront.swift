@@ -18,7 +18,7 @@ enum ConsoleFront {
         init(_ contentType: String, _ text: String) {
             self.contentType = contentType
             bytes = Array(text.utf8)
-            etag = "\"" + SHA1.digest(bytes).map { String($0, radix: 16).leftPadded(2) }.joined() + "\""
+            etag = "\"" + SHA1.hexDigest(bytes) + "\""
         }
     }
 
@@ -89,8 +89,4 @@ enum ConsoleFront {
             return String(url[..<scheme.upperBound]) + host
         }).sorted()
     }
-}
-
-extension String {
-    fileprivate func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
 }

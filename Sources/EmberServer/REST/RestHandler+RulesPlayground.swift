@@ -42,9 +42,10 @@ extension RestHandler {
         case .object?: auth = o["auth"]
         default: throw RestError.badRequest("\"auth\" must be an object (the auth variable) or null")
         }
+        let ns = req.namespace ?? config.defaultNamespace
         let engine: RulesEngine
         switch o["rules"] {
-        case nil, .null?: engine = gate.engine(req.namespace ?? config.defaultNamespace)
+        case nil, .null?: engine = gate.engine(ns)
         case .string(let text)?: engine = try RulesDocument(text: text).engine
         default: throw RestError.badRequest("\"rules\" must be the rules text (a string)")
         }
@@ -61,7 +62,6 @@ extension RestHandler {
             guard case .object(let parts) = value else { throw RestError.badRequest("An update's \"data\" must be an object") }
             updateParts = try validation.updateParts(base: path, parts)
         }
-        let ns = req.namespace ?? config.defaultNamespace
         let decision: RulesDecision = try store.withRulesData(namespace: ns) { data in
             func node(_ j: JSON, at p: Path) throws -> Node {
                 let resolved = ServerValues.containsPlaceholder(j) ? try ServerValues.resolve(j, existing: data.node(at: p), now: now) : j
