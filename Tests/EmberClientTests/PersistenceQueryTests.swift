@@ -5,21 +5,28 @@ import Testing
 
 /// Filtering queries (limits, ranges) across a restart: their last window comes from the disk.
 @Suite(.timeLimit(.minutes(1))) struct PersistenceQueryTests {
+    static func cacheDirectory(_ name: String) -> URL {
+        URL(fileURLWithPath: NSTemporaryDirectory() + "ember-\(name)-test-" + UUID().uuidString)
+    }
+
+    /// A database with its disk cache in `dir`: opened again on the same `dir`, it is the same
+    /// app restarted.
+    static func persistentDatabase(_ server: EmberServerProcess, ns: String, dir: URL) -> Database {
+        let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)
+        db.isPersistenceEnabled = true
+        db.persistenceDirectory = dir
+        return db
+    }
+
     @Test func limitQueryShowsItsLastWindowWhenRestartedOffline() async throws {
         let server = try EmberServerProcess()
         try await server.start()
         defer { server.stop() }
         let ns = "window"
         try await server.restPut("scores", ns: ns, json: #"{"a":{"n":1},"b":{"n":2},"c":{"n":3},"d":{"n":0}}"#)
-        let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-window-test-" + UUID().uuidString)
+        let dir = Self.cacheDirectory("window")
         defer { try? FileManager.default.removeItem(at: dir) }
-
-        func open() -> Database {
-            let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)
-            db.isPersistenceEnabled = true
-            db.persistenceDirectory = dir
-            return db
-        }
+        func open() -> Database { Self.persistentDatabase(server, ns: ns, dir: dir) }
         let online = open()
         let rec = Recorder()
         let top = online.reference(withPath: "scores").queryOrdered(byChild: "n").queryLimited(toLast: 2)
@@ -57,15 +64,9 @@ import Testing
         let ns = "readcache"
         try await server.restPut("profile", ns: ns, json: #"{"name":"ada","age":36}"#)
         try await server.restPut("scores", ns: ns, json: #"{"a":{"n":1},"b":{"n":2},"c":{"n":3}}"#)
-        let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-readcache-test-" + UUID().uuidString)
+        let dir = Self.cacheDirectory("readcache")
         defer { try? FileManager.default.removeItem(at: dir) }
-
-        func open() -> Database {
-            let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)
-            db.isPersistenceEnabled = true
-            db.persistenceDirectory = dir
-            return db
-        }
+        func open() -> Database { Self.persistentDatabase(server, ns: ns, dir: dir) }
         // Online: two one-time reads, no listener anywhere.
         let online = open()
         let profile = try await online.reference(withPath: "profile").getData()
