@@ -75,7 +75,7 @@ struct RequestBook {
     /// before it; which one is not known here, so they fail as outcome unknown now rather than at
     /// their deadline. Remembered results stay valid: they are of committed entries.
     mutating func replacedBySnapshot(through index: UInt64) {
-        for i in waiters.keys where i <= index {
+        for i in waiters.keys.filter({ $0 <= index }).sorted() {
             for (_, w) in waiters.removeValue(forKey: i)! {
                 w.reply.resume(throwing: ClusterError.outcomeUnknown("a snapshot from the leader replaced this node's state before its apply"))
             }
