@@ -2,7 +2,9 @@
 """The fault campaign (issue 16): a local 3- or 5-node cluster behind the userspace proxy,
 concurrent REST and wire-protocol clients on a small key set, SSE and wire listeners, and a
 seeded nemesis (kill -9, SIGSTOP pauses, partitions: one node, the leader, minority/majority and
-a bridge, leader transfer, a follower restarted with its data wiped). Every operation goes to a
+a bridge, leader transfer, a follower restarted with its data wiped, a follower removed from the
+membership and added back with its data wiped, slow disks: an LD_PRELOAD library, slowdisk.c,
+delays every sync of one node). Every operation goes to a
 history file (invoke / ok / fail / info with times); the checkers run on it at the end.
 
     python3 Tests/robustness/campaign.py --nodes 3 --seconds 120 --seed 7 --out /tmp/run
@@ -28,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from checkers.run import check_all, report  # noqa: E402
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, build_slowdisk  # noqa: E402
 
 ROOT_PATH = "rb"
 REGISTERS = ["r0", "r1", "r2"]
@@ -321,7 +323,8 @@ class WireWorker(threading.Thread):
 
 # --- nemesis ------------------------------------------------------------------------------------
 
-FAULTS = ["kill", "pause", "partition-one", "partition-leader", "partition-majority", "bridge", "transfer", "wipe"]
+FAULTS = ["kill", "pause", "partition-one", "partition-leader", "partition-majority", "bridge", "transfer", "wipe",
+          "member", "slow-disk"]
 
 
 def current_leader(c):
@@ -387,10 +390,28 @@ def nemesis(c, h, rng, stop, faults):
             c.kill9(victim)
             time.sleep(duration / 2)
             c.wipe(victim)
+        elif kind == "slow-disk":
+            # Every sync of one node (the leader half the time) takes this much longer.
+            lead = current_leader(c)
+            if lead and rng.random() < 0.5:
+                victim = lead
+            ms = rng.choice([20, 100, 500, 1500])
+            rec["nodes"] = [victim]
+            rec["ms"] = ms
+            c.slow_disk(victim, ms)
+        elif kind == "member":
+            # Removed from the membership, wiped, started with --join; added back at the heal.
+            lead = current_leader(c)
+            victim = rng.choice([i for i in ids if i != lead])
+            rec["nodes"] = [victim]
+            rec["code"] = c.rejoin(victim)
         h.write(rec)
         stop.wait(duration)
         c.heal_all()
-        h.write(dict(type="nemesis-heal", action=kind))
+        heal = dict(type="nemesis-heal", action=kind)
+        if kind == "member":
+            heal["readded"] = c.readded.get(rec["nodes"][0])
+        h.write(heal)
         stop.wait(rng.uniform(1.0, 3.0))
 
 
@@ -436,7 +457,13 @@ def run(args):
     h = History(hist_path)
     h.write(dict(type="meta", seed=args.seed, nodes=args.nodes, seconds=args.seconds,
                  groups=[url_of(GROUP)], counters=[url_of(COUNTER)], txn_keys=[url_of(TXN)], lists=[url_of(LIST)]))
-    c = Cluster(os.path.join(args.out, "cluster"), n=args.nodes, extra=["--snapshot-entries", str(args.snapshot_entries)])
+    faults = [f for f in FAULTS if f in args.faults.split(",")] if args.faults else FAULTS
+    slowdisk = build_slowdisk(args.out) if "slow-disk" in faults else None
+    if "slow-disk" in faults and not slowdisk:
+        print("campaign: no C compiler for slowdisk.c; running without slow disks", file=sys.stderr)
+        faults = [f for f in faults if f != "slow-disk"]
+    c = Cluster(os.path.join(args.out, "cluster"), n=args.nodes, extra=["--snapshot-entries", str(args.snapshot_entries)],
+                slowdisk=slowdisk)
     # Writers stop first; listeners stay connected until the final state is recorded.
     stop, nem_stop, listen_stop = threading.Event(), threading.Event(), threading.Event()
     try:
@@ -446,7 +473,6 @@ def run(args):
         workers += [WireWorker(f"w{i}", rng.getrandbits(64), c, h, listen_stop, k, stop) for i, k in enumerate([REGISTERS[0], GROUP])]
         for w in workers:
             w.start()
-        faults = [f for f in FAULTS if f in args.faults.split(",")] if args.faults else FAULTS
         nem = threading.Thread(target=nemesis, args=(c, h, random.Random(rng.getrandbits(64)), nem_stop, faults), daemon=True)
         nem.start()
         time.sleep(args.seconds)
