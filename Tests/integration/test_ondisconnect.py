@@ -8,6 +8,8 @@ writes are deleted from the log's state when they run, so once that count is 0 n
 them again.
 """
 import asyncio
+import os
+import sys
 import time
 import uuid
 
@@ -184,3 +186,42 @@ def test_clean_disconnect_from_a_follower_runs_once_and_the_lease_adds_nothing(l
     c.wait_converged()
     for n in c.nodes:
         assert_ran_once(c.url(n["id"]), ns, "u2")
+
+
+def test_presence_is_right_when_the_clients_node_is_cut_off(tmp_path):
+    """The client's node is partitioned away (blackholed): past the lease the leader runs its
+    sessions' writes; once the partition heals the node learns it was sealed, drops its
+    connections, and its clients register again under its new incarnation."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "robustness"))
+    from cluster import Cluster as ProxiedCluster  # every peer link through its own proxy
+
+    c = ProxiedCluster(tmp_path / "c", n=3, extra=["--ondisconnect-lease", str(LEASE)])
+    try:
+        leader = c.leader()
+        victim = next(i for i in c.ids if i != leader)
+        others = [i for i in c.ids if i != victim]
+        ns = "t" + uuid.uuid4().hex[:12]
+
+        async def go():
+            client = await register_presence(c.url(victim), ns, "u3")
+            wait_for("the leader has the client online", lambda: get(c.url(leader), "presence/u3/online", ns) is True)
+            c.partition([[victim], others])
+            for s in others:
+                wait_for(f"{s} sees the client offline", lambda: get(c.url(s), "presence/u3/online", ns) is False)
+            assert_ran_once(c.url(leader), ns, "u3")
+            c.heal()
+            # The node finds its sessions sealed and drops the connection...
+            await asyncio.wait_for(client.ws.wait_closed(), WAIT)
+            # ...and its clients register again, under its new incarnation.
+            again = await register_presence(c.url(victim), ns, "u4")
+            wait_for("the leader has the new client online", lambda: get(c.url(leader), "presence/u4/online", ns) is True)
+            await again.close()
+
+        asyncio.run(go())
+        wait_for("nothing left pending", lambda: pending_sessions(c.url(c.leader())) == 0)
+        c.wait_converged()
+        for i in c.ids:
+            assert_ran_once(c.url(i), ns, "u3")
+            assert_ran_once(c.url(i), ns, "u4")
+    finally:
+        c.down()
