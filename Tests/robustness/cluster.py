@@ -156,15 +156,19 @@ class Cluster:
                 pass
 
     def admin(self, method, path, body=None):
-        """An admin request to the first node that answers (a follower forwards it)."""
+        """An admin request to the first node that answers it (a follower forwards it to the
+        leader; a node that knows no leader, e.g. one waiting to be added, answers 503)."""
+        code = None
         for i in self.ids:
             if not self.alive(i) or i in self.paused:
                 continue
             try:
-                return requests.request(method, self.url(i) + path, json=body, headers=OWNER, timeout=15).status_code
+                code = requests.request(method, self.url(i) + path, json=body, headers=OWNER, timeout=15).status_code
             except requests.RequestException:
                 continue
-        return None
+            if code != 503:
+                return code
+        return code
 
     def remove_member(self, i):
         return self.admin("DELETE", f"/.ember/members/{i}")
@@ -191,9 +195,9 @@ class Cluster:
             if code == 200:
                 break
             try:
-                if i in self.status(self.leader(timeout=10))["voters"]:
+                if any(i in self.status(j)["voters"] for j in self.ids if j != i and self.alive(j)):
                     break
-            except (requests.RequestException, ValueError, RuntimeError):
+            except (requests.RequestException, ValueError, KeyError):
                 pass
             time.sleep(0.5)
         self.removed.discard(i)
