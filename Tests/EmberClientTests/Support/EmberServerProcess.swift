@@ -68,8 +68,15 @@ final class EmberServerProcess: @unchecked Sendable {
     func stop() {
         guard let p = process else { return }
         process = nil
+        guard p.isRunning else { return }
+        p.terminate()
+        // Bounded, then SIGKILL: emberd's graceful shutdown waits for its WebSocket clients to
+        // close, and a client in this process may need the cooperative threads this wait holds
+        // (two tests stopping at once held both, and the suite hung).
+        let deadline = ContinuousClock.now + .seconds(5)
+        while p.isRunning && ContinuousClock.now < deadline { usleep(20_000) }
         if p.isRunning {
-            p.terminate()
+            kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
         }
     }
