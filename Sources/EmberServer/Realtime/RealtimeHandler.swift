@@ -14,8 +14,6 @@ struct RealtimeHandler: Sendable {
     var addressRate: RequestRateByAddress? = nil
     /// Pipelined writes (single node); nil: each write is awaited before the next request.
     var pipeline: WirePipeline? = nil
-    /// Where onDisconnect writes are registered (nil: the node keeps none, `o` is refused).
-    var onDisconnect: OnDisconnectKeeper? = nil
     var gate: RulesGate { RulesGate(store: store, defaults: config.rules) }
 
     /// Handles one reassembled message.
@@ -108,18 +106,16 @@ struct RealtimeHandler: Sendable {
             let data = b["d"] ?? .null
             try WriteValidation(config).validateFully(data, at: path)
             guard try gate.canWrite(session.namespace, path, .set(data), session.identity, now: clock()) else { throw PermissionDenied() }
-            try await registerOnDisconnect(path, .set(data))
+            guard session.addOnDisconnect(path, .set(data)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
         case "om":
             let path = try wirePath(b)
             let parts = try mergeParts(path, b["d"], full: true)
             guard try gate.canWrite(session.namespace, path, .update(parts), session.identity, now: clock()) else { throw PermissionDenied() }
-            try await registerOnDisconnect(path, .update(parts))
+            guard session.addOnDisconnect(path, .update(parts)) else { throw RestError(429, "Too many onDisconnect operations") }
             return ("ok", .string(""))
         case "oc":
-            let path = try wirePath(b)
-            try await onDisconnect?.cancel(at: path, for: session)
-            session.cancelOnDisconnect(at: path)
+            session.cancelOnDisconnect(at: try wirePath(b))
             return ("ok", .string(""))
         case "auth", "gauth": return auth(b)
         case "unauth":
@@ -129,20 +125,6 @@ struct RealtimeHandler: Sendable {
             return ("ok", .string(""))
         default:
             return ("invalid_request", .string("Unknown action \(action)"))
-        }
-    }
-
-    /// Logs the write to run when this connection ends (checked by the rules when registered,
-    /// as Firebase does, and judged again when it runs).
-    func registerOnDisconnect(_ path: Path, _ kind: WriteRequest.Kind) async throws {
-        guard let onDisconnect else { throw StoreUnavailable("This node keeps no onDisconnect operations") }
-        let write = WriteRequest(namespace: session.namespace, path: path, kind: kind, identity: session.identity)
-        guard session.addOnDisconnect(LMDBDataStore.operation(for: write)) else {
-            throw RestError(429, "Too many onDisconnect operations")
-        }
-        do { try await onDisconnect.register(write, for: session) } catch {
-            session.removeLastOnDisconnect()
-            throw error
         }
     }
 

@@ -48,8 +48,7 @@ enum WebSocketGlue {
         session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: gate, now: clock()) }
         let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock, reads: node.reads,
                                       addressRate: node.rest.addressRequestRate,
-                                      pipeline: WirePipeline(store: node.store, session: session),
-                                      onDisconnect: node.onDisconnect)
+                                      pipeline: WirePipeline(store: node.store, session: session))
         let nodes = node.config.operations.handshakeClientURLs(directory: node.store.memberDirectory)
         let hello = WireMessages.hello(timestamp: node.rest.clock(), host: host, session: id, nodes: nodes)
         if let channel {
@@ -79,12 +78,19 @@ enum WebSocketGlue {
             }
         }
         node.realtime.close(session)
-        // Pipelined writes still queued are ordered before the onDisconnect run anyway (one
-        // queue); waiting keeps their outcomes from racing it.
+        // Pipelined writes still queued are ordered before the onDisconnect writes anyway (one
+        // queue); waiting keeps their outcomes from racing the connection's last identity.
         await handler.pipeline?.drained()
-        // The session's onDisconnect writes run through the log, each as the user who
-        // registered it (a node that dies first leaves them to the leader: OnDisconnectKeeper).
-        await node.onDisconnect.ended(session)
+        // onDisconnect operations run in log order like any write, after the connection is gone,
+        // judged by the rules as the connection's last identity.
+        let identity = session.identity
+        for (path, kind) in session.takeOnDisconnect() {
+            do {
+                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind, identity: identity))
+            } catch {
+                logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
+        }
     }
 
     /// Handles requests in arrival order until the client closes, the connection fails or the
