@@ -37,7 +37,7 @@
 //
 // Log compaction: entries older than `logRetention` (and applied) are deleted during later write
 // transactions (bounded per transaction); `firstLogIndex` is recorded in meta. Opening a store
-// does not replay anything.
+// does not replay anything, so a single node (retention 0) writes no log rows at all.
 //
 // Raft: see `EmberStore.append(entries:)`, `applyCommitted(through:)`, `setHardState`,
 // `snapshot(maxChunkBytes:_:)` and `installSnapshot(chunks:)`.

@@ -9,7 +9,11 @@ public struct StoreOptions: Sendable {
     /// LMDB map size (sparse file; the upper bound of the database size).
     public var mapSize: Int = 64 << 30
     /// Log entries kept after they are applied; older ones are deleted during later writes.
+    /// 0: none (`submit` then writes no log rows at all, see `singleNodeLogRetention`).
     public var logRetention: UInt64 = 10_000
+    /// A single node's retention: it restarts from its applied state (tree, versions and the
+    /// log position in meta) and has no follower to feed, so applied entries are dead weight.
+    public static let singleNodeLogRetention: UInt64 = 0
     /// At most this many old log entries are deleted per write transaction.
     public var compactionPerCommit: Int = 4_096
     /// Group commit: at most this many entries per LMDB transaction… (a commit's page write-out
