@@ -154,7 +154,7 @@ struct Applier {
         }
         if leafAncestor == nil && Self.identical(node, old) { return false }
         // Before the tree changes: the index entries of children this write lies below.
-        let below = try entriesBelow(ns: ns, path: path)
+        let below = try entriesBelow(ns: ns, path: path, old: old)
         // A leaf written at its own path keeps its version in its tree record (not the root's:
         // the root's version row is read by every version lookup anyway).
         let ownVersion = node.leaf != nil && !path.isRoot
@@ -255,30 +255,41 @@ struct Applier {
     }
 
     /// For each definition whose location lies strictly above `path`: the child on the path and
-    /// its index row now (read from the tree before the write changes it). There is no reverse
-    /// table: the stale row's key is derived from the child's old value, so it must be read
-    /// before the write, in the same transaction (earlier parts of an update and earlier entries
-    /// of the batch are already in the tree).
-    mutating func entriesBelow(ns: String, path: Path) throws -> [ChildEntry] {
+    /// its index row now, before the write changes the tree. There is no reverse table: the
+    /// stale row's key is derived from the child's old value, so it must be read before the
+    /// write, in the same transaction (earlier parts of an update and earlier entries of the
+    /// batch are already in the tree). A write at the child itself has that value: `old`, read
+    /// in this transaction before the write (no other part of its update lies at, above or
+    /// below it); deeper writes read the child's indexed value from the tree.
+    mutating func entriesBelow(ns: String, path: Path, old: Node) throws -> [ChildEntry] {
         let defs = try defs(ns)
         if defs.isEmpty { return [] }
         var out: [ChildEntry] = []
         for d in defs where path.count > d.pattern.count && d.matchesPrefix(path.segments.prefix(d.pattern.count)) {
             let loc = Path(validated: Array(path.segments.prefix(d.pattern.count)))
             let childKey = path.segments[d.pattern.count]
-            out.append(ChildEntry(def: d, location: loc, childKey: childKey,
-                                  before: try entryRow(ns: ns, def: d, location: loc, childKey: childKey)))
+            let before = path.count == d.pattern.count + 1
+                ? Self.row(ns: ns, def: d, location: loc, childKey: childKey, child: old)
+                : try entryRow(ns: ns, def: d, location: loc, childKey: childKey)
+            out.append(ChildEntry(def: d, location: loc, childKey: childKey, before: before))
         }
         return out
+    }
+
+    /// The index row of a child whose whole value is `child` (nil when it is empty: no child).
+    static func row(ns: String, def d: IndexDef, location: Path, childKey: String, child: Node) -> IndexRow? {
+        child.isEmpty ? nil : indexRow(ns: ns, def: d, location: location, childKey: childKey, value: d.index.indexValue(of: child))
     }
 
     /// After a write at `path` (of `node`): the rows of the children it lies below are replaced
     /// when they changed; the rows of every location at or below `path` are re-derived from `node`.
     mutating func maintainIndexes(ns: String, path: Path, node: Node, below: [ChildEntry]) throws {
         for e in below {
-            // Always re-read (a few point reads): even a write beside the indexed child path can
-            // create or remove the child itself.
-            let after = try entryRow(ns: ns, def: e.def, location: e.location, childKey: e.childKey)
+            // A write at the child replaced it with `node`; below it, re-read (a few point
+            // reads): even a write beside the indexed child path can create or remove the child.
+            let after = path.count == e.location.count + 1
+                ? Self.row(ns: ns, def: e.def, location: e.location, childKey: e.childKey, child: node)
+                : try entryRow(ns: ns, def: e.def, location: e.location, childKey: e.childKey)
             if after == e.before { continue }
             if let old = e.before { try t.delete(tables.idxS, old.key) }
             if let new = after { try t.put(tables.idxS, new.key, new.value) }
