@@ -139,10 +139,12 @@ extension EmberStore {
         }
         if depth.isEmpty { return }
         try t.scan(tables.idxS, prefix: []) { k, v in
-            guard v.count >= 2, let zero = k.firstIndex(of: 0), k.count >= zero + 9,
-                  let levels = depth[Array(k[0..<zero + 9])] else {
-                throw StorageError.corrupt("index row without its definition")
+            guard v.count >= 2, let zero = k.firstIndex(of: 0), k.count >= zero + 9 else {
+                throw StorageError.corrupt("index row")
             }
+            // A row without its definition cannot be mapped; this version does not need it, so
+            // the snapshot goes on (build and drop keep rows and definitions together).
+            guard let levels = depth[Array(k[0..<zero + 9])] else { return true }
             let offset = Int(v[0]) << 8 | Int(v[1])
             var i = zero + 9
             for _ in 0..<levels {
