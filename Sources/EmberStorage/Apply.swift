@@ -153,6 +153,8 @@ struct Applier {
             leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
         }
         if leafAncestor == nil && Self.identical(node, old) { return false }
+        // Before the tree changes: the index entries of children this write lies below.
+        let below = try entriesBelow(ns: ns, path: path, old: old)
         // A leaf written at its own path keeps its version in its tree record (not the root's:
         // the root's version row is read by every version lookup anyway).
         let ownVersion = node.leaf != nil && !path.isRoot
@@ -200,7 +202,7 @@ struct Applier {
             }
         }
 
-        try maintainIndexes(ns: ns, path: path, node: node)
+        try maintainIndexes(ns: ns, path: path, node: node, below: below)
         return true
     }
 
@@ -237,26 +239,67 @@ struct Applier {
 
     // MARK: - Indexes
 
-    mutating func maintainIndexes(ns: String, path: Path, node: Node) throws {
+    /// One index row: `ns\0 + def id + location + index value + child segment` → the child
+    /// segment's offset (u16) + the exact index value.
+    struct IndexRow: Equatable {
+        var key: [UInt8]
+        var value: [UInt8]
+    }
+
+    /// The index entry of one child of an index location, as it was before a write below it.
+    struct ChildEntry {
+        let def: IndexDef
+        let location: Path
+        let childKey: String
+        let before: IndexRow?
+    }
+
+    /// For each definition whose location lies strictly above `path`: the child on the path and
+    /// its index row now, before the write changes the tree. There is no reverse table: the
+    /// stale row's key is derived from the child's old value, so it must be read before the
+    /// write, in the same transaction (earlier parts of an update and earlier entries of the
+    /// batch are already in the tree). A write at the child itself has that value: `old`, read
+    /// in this transaction before the write (no other part of its update lies at, above or
+    /// below it); deeper writes read the child's indexed value from the tree.
+    mutating func entriesBelow(ns: String, path: Path, old: Node) throws -> [ChildEntry] {
+        let defs = try defs(ns)
+        if defs.isEmpty { return [] }
+        var out: [ChildEntry] = []
+        for d in defs where path.count > d.pattern.count && d.matchesPrefix(path.segments.prefix(d.pattern.count)) {
+            let loc = Path(validated: Array(path.segments.prefix(d.pattern.count)))
+            let childKey = path.segments[d.pattern.count]
+            let before = path.count == d.pattern.count + 1
+                ? Self.row(ns: ns, def: d, location: loc, childKey: childKey, child: old)
+                : try entryRow(ns: ns, def: d, location: loc, childKey: childKey)
+            out.append(ChildEntry(def: d, location: loc, childKey: childKey, before: before))
+        }
+        return out
+    }
+
+    /// The index row of a child whose whole value is `child` (nil when it is empty: no child).
+    static func row(ns: String, def d: IndexDef, location: Path, childKey: String, child: Node) -> IndexRow? {
+        child.isEmpty ? nil : indexRow(ns: ns, def: d, location: location, childKey: childKey, value: d.index.indexValue(of: child))
+    }
+
+    /// After a write at `path` (of `node`): the rows of the children it lies below are replaced
+    /// when they changed; the rows of every location at or below `path` are re-derived from `node`.
+    mutating func maintainIndexes(ns: String, path: Path, node: Node, below: [ChildEntry]) throws {
+        for e in below {
+            // A write at the child replaced it with `node`; below it, re-read (a few point
+            // reads): even a write beside the indexed child path can create or remove the child.
+            let after = path.count == e.location.count + 1
+                ? Self.row(ns: ns, def: e.def, location: e.location, childKey: e.childKey, child: node)
+                : try entryRow(ns: ns, def: e.def, location: e.location, childKey: e.childKey)
+            if after == e.before { continue }
+            if let old = e.before { try t.delete(tables.idxS, old.key) }
+            if let new = after { try t.put(tables.idxS, new.key, new.value) }
+        }
         let defs = try defs(ns)
         if defs.isEmpty { return }
         let nsp = KeyCodec.namespacePrefix(ns)
-        for d in defs {
-            let depth = d.pattern.count
-            if path.count > depth {
-                guard d.matchesPrefix(path.segments.prefix(depth)) else { continue }
-                let loc = Path(validated: Array(path.segments.prefix(depth)))
-                let childKey = path.segments[depth]
-                // Always refreshed (a few point reads): even a write beside the indexed child path
-                // can create or remove the child itself.
-                try refreshEntry(ns: ns, def: d, location: loc, childKey: childKey)
-            } else {
-                guard d.matchesPrefix(path.segments[...]) else { continue }
-                let prefix = nsp + d.id + KeyCodec.encode(path)
-                try t.deletePrefix(tables.idxS, prefix)
-                try t.deletePrefix(tables.idxrevS, prefix)
-                try addEntries(ns: ns, def: d, at: path, node: node)
-            }
+        for d in defs where path.count <= d.pattern.count && d.matchesPrefix(path.segments[...]) {
+            try t.deletePrefix(tables.idxS, nsp + d.id + KeyCodec.encode(path))
+            try addEntries(ns: ns, def: d, at: path, node: node)
         }
     }
 
@@ -265,7 +308,8 @@ struct Applier {
         if node.isEmpty { return }
         if path.count == d.pattern.count {
             for (k, child) in node.children {
-                try putEntry(ns: ns, def: d, location: path, childKey: k, value: d.index.indexValue(of: child))
+                let row = Self.indexRow(ns: ns, def: d, location: path, childKey: k, value: d.index.indexValue(of: child))
+                try t.put(tables.idxS, row.key, row.value)
             }
             return
         }
@@ -278,11 +322,14 @@ struct Applier {
 
     /// Builds a new index from the stored tree.
     func build(ns: String, def d: IndexDef) throws {
+        try drop(ns: ns, def: d)
         func walk(_ path: Path) throws {
             let key = Tables.treeKey(ns, path)
             if path.count == d.pattern.count {
                 for k in try tables.childKeys(t, base: key) {
-                    try refreshEntry(ns: ns, def: d, location: path, childKey: k)
+                    if let row = try entryRow(ns: ns, def: d, location: path, childKey: k) {
+                        try t.put(tables.idxS, row.key, row.value)
+                    }
                 }
                 return
             }
@@ -296,20 +343,13 @@ struct Applier {
     }
 
     func drop(ns: String, def d: IndexDef) throws {
-        let prefix = KeyCodec.namespacePrefix(ns) + d.id
-        try t.deletePrefix(tables.idxS, prefix)
-        try t.deletePrefix(tables.idxrevS, prefix)
+        try t.deletePrefix(tables.idxS, KeyCodec.namespacePrefix(ns) + d.id)
     }
 
-    /// Recomputes the entry of one child from the stored tree.
-    func refreshEntry(ns: String, def d: IndexDef, location: Path, childKey: String) throws {
+    /// The index row of one child as the stored tree holds it now; nil when there is no such child.
+    func entryRow(ns: String, def d: IndexDef, location: Path, childKey: String) throws -> IndexRow? {
         let childTreeKey = Tables.treeKey(ns, location.child(childKey))
-        let revKey = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location) + KeyCodec.segment(childKey)
-        if let oldKey = try t.get(tables.idxrevS, revKey) {
-            try t.delete(tables.idxS, oldKey)
-            try t.delete(tables.idxrevS, revKey)
-        }
-        guard try tables.exists(t, key: childTreeKey) else { return }
+        guard try tables.exists(t, key: childTreeKey) else { return nil }
         let value: IndexValue
         switch d.index {
         case .child(let p):
@@ -317,20 +357,18 @@ struct Applier {
         default:
             value = try tables.indexValue(t, key: childTreeKey) ?? .null
         }
-        try putEntry(ns: ns, def: d, location: location, childKey: childKey, value: value)
+        return Self.indexRow(ns: ns, def: d, location: location, childKey: childKey, value: value)
     }
 
-    func putEntry(ns: String, def d: IndexDef, location: Path, childKey: String, value: IndexValue) throws {
-        let locPrefix = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location)
-        var key = locPrefix
+    static func indexRow(ns: String, def d: IndexDef, location: Path, childKey: String, value: IndexValue) -> IndexRow {
+        var key = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location)
         KeyCodec.appendIndexValue(value, to: &key)
         let offset = key.count
         KeyCodec.appendSegment(childKey, to: &key)
         var w = ByteWriter()
         w.u8(UInt8(offset >> 8)); w.u8(UInt8(offset & 0xFF))
         w.indexValue(value)
-        try t.put(tables.idxS, key, w.bytes)
-        try t.put(tables.idxrevS, locPrefix + KeyCodec.segment(childKey), key)
+        return IndexRow(key: key, value: w.bytes)
     }
 }
 

@@ -1,8 +1,8 @@
 // EmberStorage — LMDB-backed durable storage for Ember's JSON trees.
 //
 // Layout: one LMDB environment per node (a data directory) with named databases `tree`, `ver`,
-// `idx`, `idxrev`, `log`, `meta` (see `Tables`), and overflow twins `treex`, `verx`, `idxx`,
-// `idxrevx` for keys longer than 480 bytes (`SplitTable`). Every key of the tree, versions and
+// `idx`, `log`, `meta` (see `Tables`), and overflow twins `treex`, `verx`, `idxx` for keys longer
+// than 480 bytes (`SplitTable`). Every key of the tree, versions and
 // indexes starts with the namespace (1–64 chars of A–Z a–z 0–9 - _) and a 0x00 byte.
 //
 // Tree: leaves are stored under the order-preserving encoding of their path (`KeyCodec`), so a
@@ -31,13 +31,14 @@
 //
 // Indexes (`.indexOn`): `setIndexes` builds new definitions from the data and drops removed ones;
 // every write refreshes only the entries of the children it touches (or, for a write at or above
-// an index location, re-derives that location's entries from the written value). Index keys are
+// an index location, re-derives that location's entries from the written value). A child's stale
+// entry is found from its value before the write (no reverse table). Index keys are
 // `def id + location + order-preserving index value + child key`; strings longer than 64 encoded
 // bytes are truncated in the key and re-sorted exactly when read.
 //
 // Log compaction: entries older than `logRetention` (and applied) are deleted during later write
 // transactions (bounded per transaction); `firstLogIndex` is recorded in meta. Opening a store
-// does not replay anything.
+// does not replay anything, so a single node (retention 0) writes no log rows at all.
 //
 // Raft: see `EmberStore.append(entries:)`, `applyCommitted(through:)`, `setHardState`,
 // `snapshot(maxChunkBytes:_:)` and `installSnapshot(chunks:)`.

@@ -15,7 +15,7 @@ public struct StorageFootprint: Sendable, Equatable {
     }
 
     public let pageSize: Int
-    /// tree, versions, index, index-reverse (each with its overflow twin for long keys), log, meta.
+    /// tree, versions, index (each with its overflow twin for long keys), log, meta.
     public let tables: [Table]
     /// Pages on the free list, reusable by later writes.
     public let freePages: Int
@@ -52,7 +52,7 @@ extension EmberStore {
     public func footprint() throws -> StorageFootprint {
         let t = tables
         let groups: [(String, [MDB_dbi])] = [("tree", [t.tree, t.treex]), ("versions", [t.ver, t.verx]),
-                                             ("index", [t.idx, t.idxx]), ("indexReverse", [t.idxrev, t.idxrevx]),
+                                             ("index", [t.idx, t.idxx]),
                                              ("log", [t.log]), ("meta", [t.meta])]
         let fileBytes = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
         return try withRead { txn in
@@ -78,7 +78,7 @@ extension EmberStore {
 
     /// Pages on LMDB's free list: table 0, each value a list of page numbers led by its count.
     static func freePages(_ txn: Txn) throws -> Int {
-        var c = try txn.cursor(0)
+        let c = try txn.cursor(0)
         defer { c.close() }
         var total = 0
         var row = try c.first()

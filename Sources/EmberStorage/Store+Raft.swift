@@ -80,8 +80,10 @@ extension EmberStore {
     /// Streams the whole state (trees, versions, indexes, index definitions, applied index and
     /// term) from one read transaction as chunks of about `maxChunkBytes`. Chunk format: a
     /// sequence of records `[table u8][varint key length][key][varint value length][value]`; the
-    /// first record (table 0xFF) is the header: applied index and term. Tables: 0–3 tree, ver,
-    /// idx, idxrev; 5 meta; 6–9 their overflow twins (long keys, `SplitTable`), row for row.
+    /// first record (table 0xFF) is the header: applied index and term. Tables: 0–2 tree, ver,
+    /// idx; 5 meta; 6–8 their overflow twins (long keys, `SplitTable`), row for row; 3 and 9 the
+    /// reverse index of the format before (`legacyReverseIndexRows`: nodes still running it
+    /// need them; this version ignores them on install).
     public func snapshot(maxChunkBytes: Int = 1 << 20, _ body: ([UInt8]) throws -> Void) throws {
         try withRead { t in
             var chunk: [UInt8] = []
@@ -96,13 +98,14 @@ extension EmberStore {
             h.u64(try tables.metaU64(t, "applied")); h.u64(try tables.metaU64(t, "appliedTerm"))
             h.u64(try tables.metaU64(t, "lastTimestamp"))
             try add(0xFF, [], h.bytes)
-            for (tag, dbi) in [(UInt8(0), tables.tree), (1, tables.ver), (2, tables.idx), (3, tables.idxrev)] {
+            for (tag, dbi) in [(UInt8(0), tables.tree), (1, tables.ver), (2, tables.idx)] {
                 try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
             }
             // Overflow twins (long keys), copied row for row: their keys are deterministic.
             for (tag, dbi) in Self.overflowSnapshotTags(tables) {
                 try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
             }
+            try Self.legacyReverseIndexRows(tables, t) { tag, k, v in try add(tag, k, v) }
             try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
             try t.scan(tables.meta, prefix: StoredRules.metaPrefix) { k, v in try add(5, k, v); return true }
             if !chunk.isEmpty { try body(chunk) }
@@ -115,9 +118,47 @@ extension EmberStore {
         try await perform { w in try w.installSnapshot(chunks) }
     }
 
-    /// Snapshot tags of the overflow tables (`SplitTable`); 0–3 are their main twins, 5 meta.
+    /// Snapshot tags of the overflow tables (`SplitTable`); 0–2 are their main twins, 5 meta.
     static func overflowSnapshotTags(_ tables: Tables) -> [(UInt8, MDB_dbi)] {
-        [(6, tables.treex), (7, tables.verx), (8, tables.idxx), (9, tables.idxrevx)]
+        [(6, tables.treex), (7, tables.verx), (8, tables.idxx)]
+    }
+
+    /// The rows of the reverse index table that the format before kept (`idxrev`, tag 3, and
+    /// its overflow twin `idxrevx`, tag 9), derived from the index rows: for a row
+    /// `location prefix + value + child segment`, `location prefix + child segment` → that key.
+    /// A follower still running that format installs a snapshot from this version with them
+    /// and maintains its index as before. Costs the snapshot what it cost before (not the disk).
+    static func legacyReverseIndexRows(_ tables: Tables, _ t: Txn, _ body: (UInt8, [UInt8], [UInt8]) throws -> Void) throws {
+        // Location depth of every definition, by namespace prefix + definition id.
+        var depth: [[UInt8]: Int] = [:]
+        let metaPrefix = Array("indexes/".utf8)
+        try t.scan(tables.meta, prefix: metaPrefix) { k, v in
+            let nsp = KeyCodec.namespacePrefix(String(decoding: k.dropFirst(metaPrefix.count), as: UTF8.self))
+            for d in try IndexDef.decodeList(v) { depth[nsp + d.id] = d.pattern.count }
+            return true
+        }
+        if depth.isEmpty { return }
+        try t.scan(tables.idxS, prefix: []) { k, v in
+            guard v.count >= 2, let zero = k.firstIndex(of: 0), k.count >= zero + 9 else {
+                throw StorageError.corrupt("index row")
+            }
+            // A row without its definition cannot be mapped; this version does not need it, so
+            // the snapshot goes on (build and drop keep rows and definitions together).
+            guard let levels = depth[Array(k[0..<zero + 9])] else { return true }
+            let offset = Int(v[0]) << 8 | Int(v[1])
+            var i = zero + 9
+            for _ in 0..<levels {
+                guard KeyCodec.readSegment(k, &i) != nil else { throw StorageError.corrupt("index row location") }
+            }
+            guard offset >= i, offset < k.count else { throw StorageError.corrupt("index row child offset") }
+            let rev = Array(k[0..<i]) + k[offset...]
+            if rev.count <= SplitTable.inlineBytes {
+                try body(3, rev, k)
+            } else {
+                try body(9, SplitTable.overflowKey(rev), SplitTable.overflowRow(rev, k))
+            }
+            return true
+        }
     }
 
     // MARK: - State hash
@@ -167,7 +208,7 @@ extension Writer {
         var sawHeader = false
         var rules: [String: StoredRules] = [:]
         try writeTxn { t in
-            for dbi in [tables.tree, tables.ver, tables.idx, tables.idxrev, tables.log] {
+            for dbi in [tables.tree, tables.ver, tables.idx, tables.log] {
                 try check(mdb_drop(t.ptr, dbi, 0))
             }
             for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try check(mdb_drop(t.ptr, dbi, 0)) }
@@ -187,8 +228,8 @@ extension Writer {
                     case 0: try t.put(tables.tree, k, v)
                     case 1: try t.put(tables.ver, k, v)
                     case 2: try t.put(tables.idx, k, v)
-                    case 3: try t.put(tables.idxrev, k, v)
-                    case 6...9: try t.put(EmberStore.overflowSnapshotTags(tables)[Int(tag) - 6].1, k, v)
+                    case 3, 9: break  // the reverse index of the format before: derived now
+                    case 6...8: try t.put(EmberStore.overflowSnapshotTags(tables)[Int(tag) - 6].1, k, v)
                     case 5:
                         try t.put(tables.meta, k, v)
                     case 0xFF:

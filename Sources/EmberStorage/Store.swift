@@ -9,7 +9,11 @@ public struct StoreOptions: Sendable {
     /// LMDB map size (sparse file; the upper bound of the database size).
     public var mapSize: Int = 64 << 30
     /// Log entries kept after they are applied; older ones are deleted during later writes.
+    /// 0: none (`submit` then writes no log rows at all, see `singleNodeLogRetention`).
     public var logRetention: UInt64 = 10_000
+    /// A single node's retention: it restarts from its applied state (tree, versions and the
+    /// log position in meta) and has no follower to feed, so applied entries are dead weight.
+    public static let singleNodeLogRetention: UInt64 = 0
     /// At most this many old log entries are deleted per write transaction.
     public var compactionPerCommit: Int = 4_096
     /// Group commit: at most this many entries per LMDB transaction… (a commit's page write-out
@@ -119,7 +123,7 @@ public final class EmberStore: @unchecked Sendable {
         guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
         do {
             try check(mdb_env_set_mapsize(e, options.mapSize))
-            // 10 named databases today (see `Tables`); headroom so later tables open in old data directories.
+            // 8 named databases today (see `Tables`) plus the legacy ones an old directory still has while it opens; headroom for later tables.
             try check(mdb_env_set_maxdbs(e, 16))
             try check(mdb_env_set_maxreaders(e, options.maxReaders))
             var flags = flag(MDB_NOTLS)
@@ -138,11 +142,12 @@ public final class EmberStore: @unchecked Sendable {
                 try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
                 return dbi
             }
-            // Tables missing in an older data directory (the overflow twins) are created here.
+            // Tables missing in an older data directory (the overflow twins) are created here,
+            // tables it has and this version does not use are dropped.
             tables = Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
-                            idxrev: try open("idxrev"), log: try open("log"), meta: try open("meta"),
-                            treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
-                            idxrevx: try open("idxrevx"))
+                            log: try open("log"), meta: try open("meta"),
+                            treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"))
+            _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))
             try check(mdb_txn_commit(t))
         } catch {

@@ -7,37 +7,54 @@ import EmberCore
 /// * `ver`:    ns\0 + path encoding → sub (u64) + at (u64), see `version` (a leaf written at its own
 ///   path keeps both in its tree record instead: `TreeRecord.leaf(_:_:version:)`)
 /// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → child key offset (u16) + exact index value
-/// * `idxrev`: ns\0 + def id (8) + location encoding + child segment → the `idx` key (to find the old entry)
+///   (no reverse table: a write finds a child's old row from its old value, `Applier.entriesBelow`;
+///   data directories from before keep an `idxrev` table, dropped when they open: `dropLegacyTables`)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`
 /// * `meta`:   named slots (applied index, last log index/term, first log index, hard state, index definitions)
 ///
-/// `tree`, `ver`, `idx` and `idxrev` keep keys of up to 480 bytes; longer keys (long paths: Firebase
-/// allows 32 levels of 768-byte keys) go to their overflow twins `treex`, `verx`, `idxx`, `idxrevx`
+/// `tree`, `ver` and `idx` keep keys of up to 480 bytes; longer keys (long paths: Firebase
+/// allows 32 levels of 768-byte keys) go to their overflow twins `treex`, `verx`, `idxx`
 /// (see `SplitTable`). Everything below reads and writes the pairs through `treeS`, `verS`, …
 struct Tables {
     let tree: MDB_dbi
     let ver: MDB_dbi
     let idx: MDB_dbi
-    let idxrev: MDB_dbi
     let log: MDB_dbi
     let meta: MDB_dbi
     let treex: MDB_dbi
     let verx: MDB_dbi
     let idxx: MDB_dbi
-    let idxrevx: MDB_dbi
 
-    let overflowUse = [OverflowUse(false), OverflowUse(false), OverflowUse(false), OverflowUse(false)]
+    let overflowUse = [OverflowUse(false), OverflowUse(false), OverflowUse(false)]
 
     var treeS: SplitTable { SplitTable(main: tree, over: treex, used: overflowUse[0]) }
     var verS: SplitTable { SplitTable(main: ver, over: verx, used: overflowUse[1]) }
     var idxS: SplitTable { SplitTable(main: idx, over: idxx, used: overflowUse[2]) }
-    var idxrevS: SplitTable { SplitTable(main: idxrev, over: idxrevx, used: overflowUse[3]) }
 
     /// Marks the overflow tables that hold rows as used (on open, after installing a snapshot).
     func noteOverflowRows(_ t: Txn) throws {
-        for (dbi, use) in zip([treex, verx, idxx, idxrevx], overflowUse) where try t.overflowRows(dbi) > 0 {
+        for (dbi, use) in zip([treex, verx, idxx], overflowUse) where try t.overflowRows(dbi) > 0 {
             use.markUsed()
         }
+    }
+
+    /// Tables of earlier formats, dropped when a data directory opens (their pages go to the
+    /// free list; `ember compact` gives the disk back): `idxrev`/`idxrevx`, the reverse index
+    /// (child → its `idx` key) kept until the old row's key was derived from the old value.
+    static let legacyTables = ["idxrev", "idxrevx"]
+
+    /// Drops the `legacyTables` present in `txn` (a write transaction); returns their names.
+    static func dropLegacyTables(_ txn: OpaquePointer) throws -> [String] {
+        var dropped: [String] = []
+        for name in legacyTables {
+            var dbi: MDB_dbi = 0
+            let rc = mdb_dbi_open(txn, name, 0, &dbi)
+            if rc == MDB_NOTFOUND { continue }
+            try check(rc)
+            try check(mdb_drop(txn, dbi, 1))
+            dropped.append(name)
+        }
+        return dropped
     }
 
     static func treeKey(_ ns: String, _ path: Path) -> [UInt8] {

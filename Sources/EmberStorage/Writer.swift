@@ -227,17 +227,30 @@ final class Writer: @unchecked Sendable {
         if last > retain {
             let upTo = min(a, last - retain)
             var n = 0
-            while first <= upTo && n < store.options.compactionPerCommit {
-                try t.delete(tables.log, Self.logKey(first))
-                first += 1
-                n += 1
+            if first <= upTo {
+                // A cursor walk over the rows that exist: with `logRetention` 0 a single node
+                // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
+                let c = try t.cursor(tables.log)
+                defer { c.close() }
+                var k = try c.seekKey(Self.logKey(first))
+                first = upTo + 1
+                while let key = k, let i = Self.logIndex(key), i <= upTo {
+                    if n == store.options.compactionPerCommit { first = i; break }
+                    try c.deleteCurrent()
+                    n += 1
+                    // After `mdb_cursor_del` MDB_NEXT returns the record that followed.
+                    k = try c.nextKey()
+                }
             }
-            if n > 0 {
-                try tables.putMetaU64(t, "firstIndex", first)
-                store.metricsState.withLock { $0.compactedEntries += UInt64(n) }
-            }
+            if first != firstIndex { try tables.putMetaU64(t, "firstIndex", first) }
+            if n > 0 { store.metricsState.withLock { $0.compactedEntries += UInt64(n) } }
         }
         return first
+    }
+
+    static func logIndex(_ key: [UInt8]) -> UInt64? {
+        guard key.count == 8 else { return nil }
+        return key.reduce(0) { ($0 << 8) | UInt64($1) }
     }
 
     static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
@@ -250,6 +263,7 @@ final class Writer: @unchecked Sendable {
         var idx = lastIndex
         var ts = lastTimestamp
         var bytes = 0
+        let keepLog = store.options.logRetention > 0
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
@@ -272,7 +286,9 @@ final class Writer: @unchecked Sendable {
                     var encoded = prepared.encoded
                     LogEntry.setHeader(&encoded, index: idx, term: term, timestamp: ts)
                     assert(encoded == e.encoded(), "patched log entry differs from its encoding")
-                    try t.put(tables.log, Self.logKey(idx), encoded)
+                    // Without retention the entry would be trimmed in this very transaction:
+                    // a single node restarts from its applied state, never from the log.
+                    if keepLog { try t.put(tables.log, Self.logKey(idx), encoded) }
                     results.append(try applyEntry(e, in: t, mode: mode, prebuilt: prepared.nodes))
                 }
                 try pendingVersions?.flush(tables, t)

@@ -41,7 +41,8 @@ struct FootprintRun {
         let f = try store.footprint()
         let mb = { (b: Int) in String(format: "%.1f MB", Double(b) / 1e6) }
         print("footprint: \(children) children {score, name}\(index ? " with .indexOn score" : ", no index"), "
-              + "\(children / Self.batch + (children % Self.batch > 0 ? 1 : 0)) updates in \(String(format: "%.1f", seconds)) s; "
+              + "\(children / Self.batch + (children % Self.batch > 0 ? 1 : 0)) updates in \(String(format: "%.1f", seconds)) s, "
+              + "log retention \(store.options.logRetention); "
               + "load average \(loadAverage())")
         print("JSON \(mb(jsonBytes)); data.mdb \(mb(f.fileBytes)) = \(String(format: "%.2f", Double(f.fileBytes) / Double(jsonBytes))) bytes per JSON byte "
               + "(live \(mb(f.liveBytes)) = \(String(format: "%.2f", Double(f.liveBytes) / Double(jsonBytes))))")

@@ -57,6 +57,9 @@ struct StorageBench: AsyncParsableCommand {
     @Flag(help: "With --footprint: no .indexOn.")
     var noIndex = false
 
+    @Option(help: "Log entries kept after they are applied (default: as a single emberd, none; a cluster keeps 10000).")
+    var logRetain: UInt64 = StoreOptions.singleNodeLogRetention
+
     func validate() throws {
         guard submitters >= 1, pipeline >= 1 else { throw ValidationError("--submitters and --pipeline must be at least 1") }
         guard reads >= 0, queries >= 0 else { throw ValidationError("--reads and --queries must not be negative") }
@@ -79,6 +82,7 @@ struct StorageBench: AsyncParsableCommand {
         var options = StoreOptions()
         options.maxBatchEntries = maxBatchEntries
         options.durable = !noSync
+        options.logRetention = logRetain
         let store = try EmberStore(directory: dir, options: options)
         defer { store.close() }
         // Counted runs write each key once, so one value serves; timed runs rewrite keys (`benchValue`).

@@ -29,8 +29,8 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Largest request body in bytes.")
     var maxBodyBytes = 32 * 1024 * 1024
 
-    @Option(help: "Log entries kept after compaction (the tail followers can catch up from).")
-    var logRetain = 10_000
+    @Option(help: "Log entries kept after they are applied: in a cluster the tail followers can catch up from (default 10000); a single node needs none to restart (default 0).")
+    var logRetain: Int?
 
     @Option(help: "Largest read in MiB of stored data (keys with full paths + values); larger reads get 400. Use shallow=true or queries below it.")
     var maxReadMb = 512
@@ -235,11 +235,11 @@ struct Emberd: AsyncParsableCommand {
         let store: any DataStore
         if let cluster = clusterSettings {
             var options = StoreOptions()
-            options.logRetention = UInt64(max(0, logRetain))
+            options.logRetention = UInt64(max(0, logRetain ?? 10_000))
             options.maxReadBytes = maxReadMb << 20
             store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, logger: logger)
         } else {
-            store = try StoreFactory.open(directory: data, logRetain: logRetain, maxReadBytes: maxReadMb << 20, logger: logger)
+            store = try StoreFactory.open(directory: data, logRetain: logRetain ?? Int(StoreOptions.singleNodeLogRetention), maxReadBytes: maxReadMb << 20, logger: logger)
         }
         let node = try EmberNode(config: config, store: store, logger: logger)
         logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",

@@ -41,7 +41,7 @@ import Testing
         #expect(try s.hasIndex(namespace: "t", path: p("/dinos"), index: .child(p("height"))) == false)
         // Without the index the query is evaluated from the node (server answers "Index not defined").
         #expect(keys(try s.query(namespace: "t", path: p("/dinos"), spec: byHeight)) == ["q"])
-        let raw = try s.withRead { t in try t.hasPrefix(s.tables.idx, []) || t.hasPrefix(s.tables.idxrev, []) }
+        let raw = try s.withRead { t in try t.hasPrefix(s.tables.idx, []) }
         #expect(raw == false)
     }
 

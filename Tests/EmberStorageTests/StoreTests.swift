@@ -168,6 +168,46 @@ import Testing
         #expect(s.metrics.compactedEntries == 30)
     }
 
+    /// A single node (retention 0) keeps no applied entries, and restarts from its applied state
+    /// to the same data, versions and log position (new writes continue the index: ETags stay
+    /// unique). A directory that kept a tail under a larger retention drops it on its next commit.
+    @Test func singleNodeKeepsNoAppliedEntriesAndRestarts() async throws {
+        let dir = tempDir()
+        var keep = smallOptions()
+        keep.logRetention = 100
+        do {
+            let s = try openStore(dir, keep)
+            for i in 0..<30 { try await s.set("/old/k\(i % 7)", "\(i)") }
+            #expect(try s.entries(from: 1).count == 30)
+            s.close()
+        }
+        var o = smallOptions()
+        o.logRetention = StoreOptions.singleNodeLogRetention
+        var hash = ""
+        do {
+            let s = try openStore(dir, o)
+            #expect(s.firstLogIndex == 1 && s.lastLogIndex == 30)
+            try await withThrowingTaskGroup(of: Void.self) { g in
+                for i in 0..<200 { g.addTask { try await s.set("/w/k\(i % 40)", #"{"v": \#(i)}"#) } }
+                try await g.waitForAll()
+            }
+            try await s.update("/w", [("k1/v", "-1"), ("k2", "null")])
+            #expect(s.lastLogIndex == 231 && s.appliedIndex == 231 && s.firstLogIndex == 232)
+            #expect(try s.entries(from: 1).isEmpty)
+            #expect(try s.footprint().tables.first { $0.name == "log" }?.entries == 0)
+            #expect(try s.ver("/w/k1") == 231 && s.ver("/old") == 30 && s.ver("/old/k2") == 24)
+            hash = try s.stateHash()
+            s.close()
+        }
+        let s = try openStore(dir, o)
+        #expect(s.appliedIndex == 231 && s.lastLogIndex == 231 && s.firstLogIndex == 232)
+        #expect(try s.stateHash() == hash)
+        #expect(try s.get("/w/k1") == n(#"{"v": -1}"#) && s.get("/w/k2").isEmpty && s.ver("/w/k1") == 231)
+        let r = try await s.set("/w/k1/v", "5")
+        #expect(r.index == 232 && r.version == 232 && s.firstLogIndex == 233)
+        #expect(try s.entries(from: 1).isEmpty)
+    }
+
     @Test func groupCommit() async throws {
         let s = try openStore()
         let before = s.metrics
