@@ -96,6 +96,8 @@ var package = Package(
                 // Pipelined wire responses are written as WebSocket frames straight to the channel.
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                // HTTP/1 parts as HTTPTypes on connections that are not upgraded to the wire protocol (WireServerChannel).
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "EmberRaft",
