@@ -26,6 +26,9 @@ public final class RealtimeSession: Sendable {
         public var maxPipelinedWrites = 1_000
         /// Requests per second one connection may make; over it, requests get `too_many_requests`.
         public var requestRate = RequestRateLimit()
+        /// Seconds between the server's pings (`WireConnection`); a connection whose previous
+        /// ping got no pong by the next one is closed.
+        public var pingIntervalSeconds: Double = 30
         public init() {}
     }
 

@@ -24,9 +24,6 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         /// Requests read and not yet handled; past it the socket is not read until half are
         /// handled (TCP backpressure on a client that sends faster than it is served).
         static let maxQueuedRequests = 64
-        /// A ping goes out this long after the previous one; a connection whose previous ping got
-        /// no pong by then is closed (a peer that vanished without closing).
-        static let pingInterval: TimeAmount = .seconds(30)
         /// After the server's close frame, how long the client has to answer with its own
         /// before the socket is closed anyway.
         static let closeTimeout: TimeAmount = .seconds(10)
@@ -133,7 +130,9 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         let nodes = services.config.operations.handshakeClientURLs(directory: services.store.memberDirectory)
         session.send(WireMessages.hello(timestamp: services.clock(), host: host, session: id, nodes: nodes))
         let loop = channel.eventLoop
-        pinger = loop.scheduleRepeatedTask(initialDelay: Limits.pingInterval, delay: Limits.pingInterval) { _ in self.ping() }
+        // A peer that vanished without closing is found by its missing pong.
+        let interval = TimeAmount.nanoseconds(Int64(node.realtime.limits.session.pingIntervalSeconds * 1e9))
+        pinger = loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in self.ping() }
         // Requests that arrived while the session opened.
         startHandlingIfQueued()
     }
@@ -287,7 +286,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
 
     // MARK: - Liveness
 
-    /// Every `pingInterval`: the previous ping must have been answered.
+    /// Every `Limits.pingIntervalSeconds` of the session: the previous ping must have been answered.
     private func ping() {
         guard !closing else { return }
         if awaitingPong {
