@@ -115,7 +115,8 @@ var package = Package(
         .target(
             name: "EmberClient",
             dependencies: [
-                "EmberCore", "EmberSyncTree",
+                // EmberProtocol: the wire framing shared with the server (pure, no server code).
+                "EmberCore", "EmberSyncTree", "EmberProtocol",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -180,7 +181,7 @@ var package = Package(
         ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
         .testTarget(name: "EmberClientTests", dependencies: [
-            "EmberClient", "EmberCore", "EmberSyncTree",
+            "EmberClient", "EmberCore", "EmberSyncTree", "EmberProtocol",
             // Mints signed tokens for the auth tests.
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
