@@ -96,6 +96,8 @@ var package = Package(
                 // Pipelined wire responses are written as WebSocket frames straight to the channel.
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                // HTTP/1 parts as HTTPTypes on connections that are not upgraded to the wire protocol (WireServerChannel).
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "EmberRaft",
@@ -113,7 +115,8 @@ var package = Package(
         .target(
             name: "EmberClient",
             dependencies: [
-                "EmberCore", "EmberSyncTree",
+                // EmberProtocol: the wire framing shared with the server (pure, no server code).
+                "EmberCore", "EmberSyncTree", "EmberProtocol",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -178,7 +181,7 @@ var package = Package(
         ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
         .testTarget(name: "EmberClientTests", dependencies: [
-            "EmberClient", "EmberCore", "EmberSyncTree",
+            "EmberClient", "EmberCore", "EmberSyncTree", "EmberProtocol",
             // Mints signed tokens for the auth tests.
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),

@@ -113,11 +113,10 @@ public final class EmberNode: Sendable {
             let rest = self.rest, metrics = self.metrics
             http1.additionalChannelHandlers = { [RestFastPath(rest: rest, metrics: metrics)] }
         }
-        let upgrade = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: .init(maxFrameSize: WireFraming.maxFrameCharacters * 4))
-        var server = HTTPServerBuilder { [self] responder in
-            RequestHeadLimitChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgrade) { head, channel, _ in
-                WebSocketGlue.shouldUpgrade(head: head, channel: channel, node: self)
-            })
+        // `/.ws` upgrades to the wire protocol, served by a channel handler per connection (WireServerChannel).
+        var server = HTTPServerBuilder { [self, http1] responder in
+            RequestHeadLimitChannel(base: WireServerChannel(responder: responder, http1: http1,
+                                                            maxFrameSize: WireFraming.maxFrameCharacters * 4, node: self))
         }
         if let tls = config.clientTLS { server = try .tls(server, tlsConfiguration: try tls.serverConfiguration()) }
         let app = Application(

@@ -1,15 +1,14 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import HummingbirdWSClient
-import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
 
 /// Realtime (WebSocket protocol v5) benchmark: write→event latency, fan-out of one write to many
 /// listeners, and emberd memory per idle WebSocket connection. Clients are raw WebSocket
-/// connections with minimal JSON scanning (no EmberClient), so 10k of them fit in one process.
+/// connections with minimal JSON scanning (`ConnectionSet`: no EmberClient, no task per
+/// connection), so tens of thousands of them fit in one process.
 struct RealtimeBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "realtime",
@@ -39,8 +38,30 @@ struct RealtimeBench: AsyncParsableCommand {
     @Option(help: "Connections handshaking at once while opening connections.")
     var connectWindow = 200
 
+    @Option(help: "Memory phase: connections per listener process. Larger sets are opened by child processes (this binary), each from its own source address 127.0.0.N (one address has ~28,000 ports toward one server port) and under its own open-file limit.")
+    var connectionsPerProcess = 15_000
+
     @Option(help: "Namespace (ns= parameter).")
     var namespace = "bench"
+
+    @Flag(help: "Run every phase on a 3-node local cluster: writes at the leader, listeners on a follower, the follower's CPU and memory measured.")
+    var cluster = false
+
+    @Option(help: "openssl binary (--cluster: the peers' certificates).")
+    var openssl = "/usr/bin/openssl"
+
+    func validate() throws {
+        guard connectionsPerProcess >= 1 && connectionsPerProcess <= 28_000 else {
+            throw ValidationError("--connections-per-process must be 1...28000 (ports per source address)")
+        }
+        guard idleConnections <= 250 * connectionsPerProcess else {
+            throw ValidationError("--idle-connections needs at most 250 listener processes (source addresses 127.0.0.2-251)")
+        }
+    }
+
+    func startNodes(_ http: HTTPClient) async throws -> RealtimeNodes {
+        try await RealtimeNodes.start(cluster: cluster, emberd: emberd, openssl: openssl, http: http, namespace: namespace)
+    }
 
     func run() async throws {
         let http = HTTPClient(
@@ -56,7 +77,7 @@ struct RealtimeBench: AsyncParsableCommand {
     }
 
     func runAll(_ http: HTTPClient) async throws {
-        print("ember-bench realtime: emberd \(emberd), load average \(loadAverage())")
+        print("ember-bench realtime: emberd \(emberd)\(cluster ? ", 3-node cluster (writes at the leader, listeners on a follower)" : ""), load average \(loadAverage())")
         // Tens of thousands of sockets in this one process.
         raiseOpenFileLimit()
         let sizes = try fanout.split(separator: ",").map { part -> Int in
@@ -73,25 +94,43 @@ struct RealtimeBench: AsyncParsableCommand {
     // MARK: phases
 
     func memoryPhase(_ http: HTTPClient) async throws {
-        let node = try await EmberdInstance.start(emberd, http: http, namespace: namespace)
-        defer { node.stop() }
+        let nodes = try await startNodes(http)
+        defer { nodes.stop() }
+        let node = nodes.listener
+        if let limit = node.openFileLimit(), idleConnections + 64 > limit {
+            print("  note: \(nodes.listenerRole)'s open-file limit is \(limit) (its hard limit here: LimitNOFILE / ulimit -Hn), "
+                  + "so at most about \(limit - 64) of the \(idleConnections) connections can be open")
+        }
         try await Task.sleep(for: .seconds(1))
         let before = node.rssKiB()
-        let set = ConnectionSet(url: node.wsURL, stats: Stats())
         let t0 = ContinuousClock.now
-        let opened = try await set.open(count: idleConnections, window: connectWindow) { "rt/idle/c\($0)" }
+        let opened: Int
+        var children: ListenerProcesses?
+        var set: ConnectionSet?
+        if idleConnections <= connectionsPerProcess {
+            set = ConnectionSet(url: node.wsURL, stats: Stats())
+            opened = try await set!.open(count: idleConnections, window: connectWindow) { "rt/idle/c\($0)" }
+        } else {
+            let c = try ListenerProcesses.start(url: node.wsURL, total: idleConnections, perProcess: connectionsPerProcess,
+                                                window: connectWindow)
+            children = c
+            opened = await c.waitReady()
+        }
         let openTime = ContinuousClock.now - t0
         try await Task.sleep(for: .seconds(2))
         let after = node.rssKiB()
-        print(String(format: "idle connections: %d opened (hello + listen each) in %.1f s; emberd VmRSS %.1f MiB -> %.1f MiB; %.1f KiB per connection",
-                     opened, openTime.seconds, Double(before) / 1024, Double(after) / 1024,
+        print(String(format: "idle connections: %d opened (hello + listen each) in %.1f s; %@ VmRSS %.1f MiB -> %.1f MiB; %.1f KiB per connection",
+                     opened, openTime.seconds, nodes.listenerRole, Double(before) / 1024, Double(after) / 1024,
                      opened > 0 ? Double(after - before) / Double(opened) : 0))
-        await set.close()
+        if let children { children.printCPU() }
+        await set?.close()
+        await children?.stop()
     }
 
     func latencyPhase(_ http: HTTPClient) async throws {
-        let node = try await EmberdInstance.start(emberd, http: http, namespace: namespace)
-        defer { node.stop() }
+        let nodes = try await startNodes(http)
+        defer { nodes.stop() }
+        let node = nodes.listener
         let stats = Stats()
         let set = ConnectionSet(url: node.wsURL, stats: stats)
         let opened = try await set.open(count: listeners, window: connectWindow) { _ in "rt/lat" }
@@ -108,7 +147,7 @@ struct RealtimeBench: AsyncParsableCommand {
                 let due = start + .seconds(Double(i) / rate)
                 try? await Task.sleep(until: due, clock: .continuous)
                 group.addTask {
-                    var r = HTTPClientRequest(url: "\(node.httpBase)/rt/lat.json?ns=\(namespace)&print=silent")
+                    var r = HTTPClientRequest(url: "\(nodes.writer.httpBase)/rt/lat.json?ns=\(namespace)&print=silent")
                     r.method = .PUT
                     // Unique per write: two writes of the same value are one change (the second
                     // changes nothing, so Firebase semantics send no event for it).
@@ -128,16 +167,17 @@ struct RealtimeBench: AsyncParsableCommand {
         lat.sort()
         let writes = Int(rate * duration)
         func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] / 1000 }
-        print(String(format: "latency: %d listeners, %.0f writes/s target (%d writes in %.1f s incl. %.0f s warm-up, %d errors); %d events measured of %d expected; write→event p50 %.2f ms, p99 %.2f ms, max %.2f ms; emberd CPU %.2f s (%.1f µs per event delivered)",
+        print(String(format: "latency: %d listeners, %.0f writes/s target (%d writes in %.1f s incl. %.0f s warm-up, %d errors); %d events measured of %d expected; write→event p50 %.2f ms, p99 %.2f ms, max %.2f ms; %@ CPU %.2f s (%.1f µs per event delivered)",
                      opened, rate, total, sendTime, warmup, errors.value.load(ordering: .relaxed),
                      lat.count, writes * opened, pct(0.5), pct(0.99), lat.last.map { $0 / 1000 } ?? 0,
-                     cpu, cpu * 1e6 / Double(max(1, total * opened))))
+                     nodes.listenerRole, cpu, cpu * 1e6 / Double(max(1, total * opened))))
         await set.close()
     }
 
     func fanoutPhase(_ http: HTTPClient, listeners fanout: Int) async throws {
-        let node = try await EmberdInstance.start(emberd, http: http, namespace: namespace)
-        defer { node.stop() }
+        let nodes = try await startNodes(http)
+        defer { nodes.stop() }
+        let node = nodes.listener
         let stats = Stats()
         let set = ConnectionSet(url: node.wsURL, stats: stats)
         let t0 = ContinuousClock.now
@@ -150,7 +190,7 @@ struct RealtimeBench: AsyncParsableCommand {
         for round in 0..<fanoutRepeats {
             let value = nowMicros()
             stats.lock.withLock { $0.round = (value: value, count: 0, last: 0) }
-            var r = HTTPClientRequest(url: "\(node.httpBase)/rt/fan.json?ns=\(namespace)&print=silent")
+            var r = HTTPClientRequest(url: "\(nodes.writer.httpBase)/rt/fan.json?ns=\(namespace)&print=silent")
             r.method = .PUT
             r.body = .bytes(ByteBuffer(string: "\(value)"))
             let cpu0 = node.cpuSeconds()
@@ -169,8 +209,8 @@ struct RealtimeBench: AsyncParsableCommand {
             let ms = Double(last - sent) / 1000
             let cpu = node.cpuSeconds() - cpu0
             let own = ownCPUSeconds() - own0
-            print(String(format: "fan-out round %d: %d/%d listeners got the event; last one %.1f ms after the PUT was sent; emberd CPU %.0f ms (%.2f µs per event); ember-bench CPU %.0f ms",
-                         round + 1, got, opened, ms, cpu * 1000, cpu * 1e6 / Double(max(1, got)), own * 1000))
+            print(String(format: "fan-out round %d: %d/%d listeners got the event; last one %.1f ms after the PUT was sent; %@ CPU %.0f ms (%.2f µs per event); ember-bench CPU %.0f ms",
+                         round + 1, got, opened, ms, nodes.listenerRole, cpu * 1000, cpu * 1e6 / Double(max(1, got)), own * 1000))
             if got >= opened { times.append(ms) }
             serverCPU.append(cpu)
             benchCPU.append(own)
@@ -183,9 +223,9 @@ struct RealtimeBench: AsyncParsableCommand {
             func pct(_ p: Double) -> Double { times[min(times.count - 1, Int(Double(times.count) * p))] }
             let meanCPU = serverCPU.reduce(0, +) / Double(max(1, serverCPU.count))
             let meanOwn = benchCPU.reduce(0, +) / Double(max(1, benchCPU.count))
-            print(String(format: "fan-out to %d listeners: last listener has it p50 %.1f ms, p99 %.1f ms (min %.1f, max %.1f) over %d rounds; emberd CPU %.0f ms per round (%.2f µs per delivered event); ember-bench's own CPU %.0f ms per round",
+            print(String(format: "fan-out to %d listeners: last listener has it p50 %.1f ms, p99 %.1f ms (min %.1f, max %.1f) over %d rounds; %@ CPU %.0f ms per round (%.2f µs per delivered event); ember-bench's own CPU %.0f ms per round",
                          opened, pct(0.5), pct(0.99), times[0], times[times.count - 1], times.count,
-                         meanCPU * 1000, meanCPU * 1e6 / Double(max(1, opened)), meanOwn * 1000))
+                         nodes.listenerRole, meanCPU * 1000, meanCPU * 1e6 / Double(max(1, opened)), meanOwn * 1000))
         }
         await set.close()
     }
@@ -202,26 +242,46 @@ struct EmberdInstance: Sendable {
 
     static func start(_ path: String, http: HTTPClient, namespace: String) async throws -> EmberdInstance {
         let port = 19_000 + Int.random(in: 0..<1000)
-        let dir = NSTemporaryDirectory() + "ember-rtbench-\(UUID().uuidString)"
+        let node = try launch(path, port: port, namespace: namespace, dir: NSTemporaryDirectory() + "ember-rtbench-\(UUID().uuidString)")
+        do { try await node.waitReady(http) } catch {
+            node.stop()
+            throw error
+        }
+        return node
+    }
+
+    static func launch(_ path: String, port: Int, namespace: String, dir: String, extra: [String] = []) throws -> EmberdInstance {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = ["--data", dir, "--port", "\(port)", "--log-level", "warning", "--namespace", namespace,
                        // One machine plays many clients: per-client limits off.
-                       "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
+                       "--max-connections-per-address", "0", "--max-requests-per-second", "0"] + extra
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
-        let node = EmberdInstance(process: p, port: port, namespace: namespace)
+        return EmberdInstance(process: p, port: port, namespace: namespace)
+    }
+
+    func waitReady(_ http: HTTPClient) async throws {
         for _ in 0..<300 {
-            if let r = try? await http.execute(HTTPClientRequest(url: node.httpBase + "/.json"), timeout: .seconds(1)),
-               r.status == .ok { return node }
+            if let r = try? await http.execute(HTTPClientRequest(url: httpBase + "/.json"), timeout: .seconds(1)),
+               r.status == .ok { return }
             try await Task.sleep(for: .milliseconds(100))
         }
-        p.terminate()
         throw ValidationError("emberd did not become ready on port \(port)")
     }
 
+    /// emberd's soft open-file limit (each connection holds one descriptor).
+    func openFileLimit() -> Int? {
+        guard let s = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8) else { return nil }
+        for line in s.split(separator: "\n") where line.hasPrefix("Max open files") {
+            return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first.flatMap { Int($0) }
+        }
+        return nil
+    }
+
     func stop() {
+        guard process.isRunning else { return }
         process.terminate()
         process.waitUntilExit()
     }
@@ -269,7 +329,6 @@ final class Stats: Sendable {
     }
 }
 
-final class AtomicFlag: Sendable { let value = Atomic<Bool>(false) }
 final class AtomicCounter: Sendable { let value = Atomic<Int>(0) }
 
 /// Send times in µs that never repeat. When the schedule falls behind under load, several write
@@ -283,120 +342,6 @@ final class UniqueStamps: Sendable {
             let v = max(nowMicros(), prev + 1)
             if last.compareExchange(expected: prev, desired: v, ordering: .relaxed).exchanged { return v }
         }
-    }
-}
-
-/// Resumes every waiter when opened.
-final class Gate: Sendable {
-    let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { s -> Bool in
-                if s.open { return true }
-                s.waiters.append(c)
-                return false
-            }
-            if resumeNow { c.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.open = true
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        for w in waiters { w.resume() }
-    }
-}
-
-/// A group of raw protocol-v5 WebSocket connections, each listening to one path.
-final class ConnectionSet: @unchecked Sendable {
-    let url: String
-    let stats: Stats
-    let gate = Gate()
-    private var tasks: [Task<Void, Never>] = []
-
-    init(url: String, stats: Stats) {
-        self.url = url
-        self.stats = stats
-    }
-
-    /// Opens `count` connections (at most `window` handshaking at once) and returns when each
-    /// has completed hello + listen or failed; returns the number that succeeded.
-    func open(count: Int, window: Int, path: (Int) -> String) async throws -> Int {
-        var log = Logger(label: "rtbench")
-        log.logLevel = .critical
-        let logger = log
-        for i in 0..<count {
-            while true {
-                let done = stats.lock.withLock { $0.ready + $0.failed }
-                if i - done < window { break }
-                try await Task.sleep(for: .milliseconds(1))
-            }
-            let p = path(i)
-            let (url, stats, gate) = (self.url, self.stats, self.gate)
-            tasks.append(Task {
-                let readyCounted = AtomicFlag()
-                do {
-                    try await WebSocketClient.connect(
-                        url: url, configuration: .init(maxFrameSize: 1 << 16), logger: logger
-                    ) { inbound, outbound, _ in
-                        let closer = Task {
-                            await gate.wait()
-                            try? await outbound.close(.normalClosure, reason: nil)
-                        }
-                        defer { closer.cancel() }
-                        var listenSent = false
-                        for try await message in inbound.messages(maxSize: 1 << 20) {
-                            guard case .text(let text) = message else { continue }
-                            let now = nowMicros()
-                            if !listenSent {  // first message: the server hello
-                                listenSent = true
-                                try await outbound.write(.text(#"{"t":"d","d":{"r":1,"a":"q","b":{"p":"\#(p)","h":""}}}"#))
-                                continue
-                            }
-                            let bytes = Array(text.utf8)
-                            if !readyCounted.value.load(ordering: .relaxed), isListenOK(bytes) {
-                                readyCounted.value.store(true, ordering: .relaxed)
-                                stats.lock.withLock { $0.ready += 1 }
-                                continue
-                            }
-                            if let v = numberData(bytes) { stats.received(v, at: now) }
-                        }
-                    }
-                } catch {}
-                if !readyCounted.value.load(ordering: .relaxed) {
-                    readyCounted.value.store(true, ordering: .relaxed)
-                    stats.lock.withLock { $0.failed += 1 }
-                }
-            })
-        }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            let (ready, failed) = stats.lock.withLock { ($0.ready, $0.failed) }
-            if ready + failed >= count { break }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        let (ready, failed) = stats.lock.withLock { ($0.ready, $0.failed) }
-        if failed > 0 || ready < count { print("  (\(ready) of \(count) connections ready, \(failed) failed)") }
-        return ready
-    }
-
-    /// Closes every connection (client close frame) and waits up to 30 s for them to end.
-    func close() async {
-        gate.open()
-        let all = tasks
-        let waiter = Task { for t in all { await t.value } }
-        let timeout = Task {
-            try? await Task.sleep(for: .seconds(30))
-            waiter.cancel()
-            for t in all { t.cancel() }
-        }
-        await waiter.value
-        timeout.cancel()
-        tasks = []
     }
 }
 

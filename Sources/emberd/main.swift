@@ -56,6 +56,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Bytes queued for one WebSocket connection's socket and not yet written before the client is cut off as a slow consumer.")
     var wsOutboundBytes = RealtimeSession.Limits().maxOutboundBytes
 
+    @Option(help: "Seconds between the server's pings on a WebSocket connection; one left without a pong by the next ping closes the connection.")
+    var wsPingInterval = RealtimeSession.Limits().pingIntervalSeconds
+
     @Option(help: "WebSocket connections per node.")
     var maxConnections = 100_000
 
@@ -180,6 +183,7 @@ struct Emberd: AsyncParsableCommand {
         config.streamLimits.maxStreams = maxSseStreams
         config.realtimeLimits.session.outboundQueue = wsQueueLimit
         config.realtimeLimits.session.maxOutboundBytes = max(1024, wsOutboundBytes)
+        config.realtimeLimits.session.pingIntervalSeconds = min(max(0.05, wsPingInterval), 3600)
         config.realtimeLimits.maxConnections = maxConnections
         config.realtimeLimits.session.maxListens = maxListens
         config.maxConnectionsPerAddress = max(0, maxConnectionsPerAddress)

@@ -1,21 +1,28 @@
 import EmberCore
+import EmberProtocol
 import Testing
 @testable import EmberClient
 
 @Suite struct WireAndBackoffTests {
-    @Test func framingSplitsLongMessagesAndReassembles() {
+    @Test func framingSplitsLongMessagesAndReassembles() throws {
         let long = String(repeating: "é", count: 40_000)
-        let frames = ClientFraming.split(long)
+        // The client frames and reassembles with EmberProtocol's code, as the server does.
+        let frames = WireFraming.split(long)
         #expect(frames.first == "3")
         #expect(frames.count == 4)
-        var r = ClientReassembler()
+        var r = WireReassembler(maxMessageBytes: PersistentConnection.maxInboundMessageBytes)
         var out: [String] = []
-        for f in frames { if let m = r.feed(f) { out.append(m) } }
+        for f in frames { if case .message(let m) = try r.feed(f) { out.append(m) } }
         #expect(out == [long])
-        #expect(ClientFraming.split("{\"t\":\"d\"}") == ["{\"t\":\"d\"}"])
-        var r2 = ClientReassembler()
-        #expect(r2.feed("0") == nil)  // keep-alive / empty count
-        #expect(r2.feed("{}") == "{}")
+        #expect(WireFraming.split("{\"t\":\"d\"}") == ["{\"t\":\"d\"}"])
+        var r2 = WireReassembler(maxMessageBytes: PersistentConnection.maxInboundMessageBytes)
+        #expect(try r2.feed("0") == .none)  // keep-alive / empty count
+        #expect(try r2.feed("{}") == .message("{}"))
+        // A count announcing more than the bound is refused.
+        var r3 = WireReassembler(maxMessageBytes: 1_000)
+        var refused: WireReassembler.Failure?
+        do { _ = try r3.feed("999") } catch { refused = error }
+        #expect(refused == .tooLarge(limit: 1_000))
     }
 
     @Test func parsesServerMessages() {

@@ -1,4 +1,5 @@
 import EmberCore
+import EmberProtocol
 import Foundation
 
 /// What the connection reports to the Repo. Called from the connection's isolation in protocol
@@ -114,7 +115,10 @@ actor PersistentConnection {
     private var reconnectGeneration = 0
     private var interrupted = false
     private var killed = false
-    private var reassembler = ClientReassembler()
+    /// Frames reassembled into messages (EmberProtocol's, shared with the server).
+    private var reassembler = WireReassembler(maxMessageBytes: maxInboundMessageBytes)
+    /// Largest server message the client reassembles: Firebase's largest read (256 MB).
+    static let maxInboundMessageBytes = 256 << 20
     private var nextRequest: Int64 = 1
     private var callbacks: [Int64: (String, JSON) -> Void] = [:]
     private var listens: [String: ListenEntry] = [:]
@@ -177,7 +181,17 @@ actor PersistentConnection {
             guard id == currentConnectionID else { return }
             switch event {
             case .message(let frame):
-                if let text = reassembler.feed(frame) { receive(text) }
+                do {
+                    if case .message(let text) = try reassembler.feed(frame) { receive(text) }
+                } catch {
+                    // A server message past the bound (or a bad count frame): the connection is
+                    // dropped and made again rather than its stream read out of step.
+                    ClientLog.log("Bad message from \(url) (\(error)); reconnecting")
+                    switch state {
+                    case .connecting(_, let socket), .connected(_, let socket, _): socket.close()
+                    case .disconnected: break
+                    }
+                }
             case .closed:
                 onClosed()
             }
@@ -322,7 +336,7 @@ actor PersistentConnection {
         guard !interrupted, !killed else { return }
         connectionCounter += 1
         let id = connectionCounter
-        reassembler = ClientReassembler()
+        reassembler = WireReassembler(maxMessageBytes: Self.maxInboundMessageBytes)
         let inbox = inbox
         ClientLog.log("Connecting to \(url)")
         let socket = transport.open(url: url) { event in inbox.yield(.transport(connectionID: id, event)) }
@@ -444,7 +458,7 @@ actor PersistentConnection {
         let text = ClientMessage.request(r, action: action, body: body)
         // Credentials stay out of the log.
         ClientLog.log(action.hasSuffix("auth") ? "> \(action) request \(r)" : "> \(text.prefix(1000))")
-        for frame in ClientFraming.split(text) { socket.send(frame) }
+        for frame in WireFraming.split(text) { socket.send(frame) }
         lastSend = .now
     }
 

@@ -78,7 +78,9 @@ struct MeteredPipelinedWriter: PipelinedWriter {
     final class Recorder: WriteOutcomeSink {
         let sink: any WriteOutcomeSink
         let metrics: NodeMetrics
-        private let starts = Mutex(CircularBuffer<ContinuousClock.Instant>())
+        /// One per wire connection: starts small (NIO's default is 16 slots, ~400 B per idle
+        /// connection) and grows with the connection's writes in flight.
+        private let starts = Mutex(CircularBuffer<ContinuousClock.Instant>(initialCapacity: 2))
 
         init(sink: any WriteOutcomeSink, metrics: NodeMetrics) {
             self.sink = sink

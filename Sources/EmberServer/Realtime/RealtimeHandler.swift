@@ -4,17 +4,52 @@ import Foundation
 /// Handles the requests of one wire-protocol session (reference §6.3): listens, gets, writes,
 /// onDisconnect, auth. Every request gets a response carrying its `r`.
 struct RealtimeHandler: Sendable {
+    /// What every connection of a node shares: held once per node, not copied per connection
+    /// (the configuration alone is hundreds of bytes).
+    final class Services: Sendable {
+        let store: any DataStore
+        let config: NodeConfiguration
+        let clock: @Sendable () -> Int64
+        /// Where the initial data of listens and gets is read (not on Swift's cooperative threads).
+        let reads: ReadPool
+        /// The per-address budget shared with REST (`--max-requests-per-second-per-address`).
+        let addressRate: RequestRateByAddress?
+        let gate: RulesGate
+
+        init(store: any DataStore, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64, reads: ReadPool,
+             addressRate: RequestRateByAddress?) {
+            self.store = store
+            self.config = config
+            self.clock = clock
+            self.reads = reads
+            self.addressRate = addressRate
+            gate = RulesGate(store: store, defaults: config.rules)
+        }
+    }
+
     let session: RealtimeSession
-    let store: any DataStore
-    let config: NodeConfiguration
-    let clock: @Sendable () -> Int64
-    /// Where the initial data of listens and gets is read (not on Swift's cooperative threads).
-    let reads: ReadPool
-    /// The per-address budget shared with REST (`--max-requests-per-second-per-address`).
-    var addressRate: RequestRateByAddress? = nil
+    let services: Services
     /// Pipelined writes (single node); nil: each write is awaited before the next request.
     var pipeline: WirePipeline? = nil
-    var gate: RulesGate { RulesGate(store: store, defaults: config.rules) }
+
+    var store: any DataStore { services.store }
+    var config: NodeConfiguration { services.config }
+    var clock: @Sendable () -> Int64 { services.clock }
+    var reads: ReadPool { services.reads }
+    var addressRate: RequestRateByAddress? { services.addressRate }
+    var gate: RulesGate { services.gate }
+
+    init(session: RealtimeSession, services: Services, pipeline: WirePipeline?) {
+        self.session = session
+        self.services = services
+        self.pipeline = pipeline
+    }
+
+    init(session: RealtimeSession, store: any DataStore, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64,
+         reads: ReadPool, addressRate: RequestRateByAddress? = nil, pipeline: WirePipeline? = nil) {
+        self.init(session: session, services: Services(store: store, config: config, clock: clock, reads: reads, addressRate: addressRate),
+                  pipeline: pipeline)
+    }
 
     /// Handles one reassembled message.
     func handle(_ text: String) async {

@@ -26,6 +26,9 @@ public final class RealtimeSession: Sendable {
         public var maxPipelinedWrites = 1_000
         /// Requests per second one connection may make; over it, requests get `too_many_requests`.
         public var requestRate = RequestRateLimit()
+        /// Seconds between the server's pings (`WireConnection`); a connection whose previous
+        /// ping got no pong by the next one is closed.
+        public var pingIntervalSeconds: Double = 30
         public init() {}
     }
 
@@ -211,22 +214,18 @@ public final class RealtimeSession: Sendable {
         }
     }
 
-    /// After `finish`: writes what is still pending and returns once it is written (the closer
-    /// then sends the close frame behind it). Nothing for a connection that was cut off.
-    func flushRemaining() async {
+    /// After `finish`, on the channel's event loop: writes what is still pending at once, so the
+    /// close frame written next follows it. Nothing for a connection that was cut off.
+    func flushPendingNow() {
         let taken = state.withLock { s -> (ByteBuffer, any Channel)? in
             guard s.outbox != nil, let buffer = s.outbox!.take() else { return nil }
             return (buffer, s.outbox!.channel)
         }
         guard let (buffer, channel) = taken else { return }
-        let written = channel.eventLoop.makePromise(of: Void.self)
-        channel.eventLoop.execute {
-            Self.write(buffer, to: channel) { [self] n in
-                state.withLock { s in s.outbox?.inFlight -= n }
-                written.succeed(())
-            }
+        channel.eventLoop.preconditionInEventLoop()
+        Self.write(buffer, to: channel) { [self] n in
+            state.withLock { s in s.outbox?.inFlight -= n }
         }
-        try? await written.futureResult.get()
     }
 
     /// Bytes queued for the socket and not yet written (tests, status).

@@ -50,7 +50,9 @@ final class WireResponses: WriteOutcomeSink {
     }
     struct State {
         /// Unanswered writes in request order, and answered ones behind an unanswered one.
-        var slots = CircularBuffer<Slot>()
+        /// Starts small (NIO's default is 16 slots, ~800 B per idle connection); grows with
+        /// the writes in flight.
+        var slots = CircularBuffer<Slot>(initialCapacity: 2)
         var nextSeq: UInt64 = 0
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
         var roomWaiter: CheckedContinuation<Void, Never>?

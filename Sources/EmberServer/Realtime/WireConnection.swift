@@ -1,0 +1,376 @@
+import EmberCore
+import EmberProtocol
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOWebSocket
+import Synchronization
+
+/// One WebSocket connection speaking the wire protocol (`ws://HOST:PORT/.ws?v=5&ns=NS`), as the
+/// channel handler the upgrade installs. An idle connection is its socket, its pipeline, this
+/// handler and its `RealtimeSession`: no Swift task waits per connection. Requests are handled in
+/// arrival order by a task that runs only while some are queued; frames to the client go straight
+/// to the socket through the session (`ConnectionOutbox`).
+///
+/// Threading: everything but `requests` is touched on the channel's event loop only; `requests`
+/// is shared with the task handling them (under its lock). `started` is set on the loop before
+/// any request task starts and never changes after.
+final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    /// Named limits of a connection's inbound side.
+    enum Limits {
+        /// Requests read and not yet handled; past it the socket is not read until half are
+        /// handled (TCP backpressure on a client that sends faster than it is served).
+        static let maxQueuedRequests = 64
+        /// After the server's close frame, how long the client has to answer with its own
+        /// before the socket is closed anyway.
+        static let closeTimeout: TimeAmount = .seconds(10)
+    }
+
+    private let channel: any Channel
+    private let node: EmberNode
+    private let services: RealtimeHandler.Services
+    private let namespace: String
+    private let host: String
+    private let address: String?
+    private let logger: Logger
+
+    private struct Started {
+        let session: RealtimeSession
+        let handler: RealtimeHandler
+    }
+    private var started: Started?
+
+    // Event-loop state.
+    private var reassembler: WireReassembler
+    /// A message arriving in WebSocket fragments (text only; binary messages are ignored).
+    private var fragments: ByteBuffer?
+    private var fragmentIsText = false
+    private var inFragments = false
+    private var awaitingPong = false
+    private var pinger: RepeatedTask?
+    /// The server's close frame is sent; the socket closes on the client's answer or a timeout.
+    private var closing = false
+    private var holdsAddress = false
+
+    private struct Requests {
+        var queue = CircularBuffer<String>(initialCapacity: 1)
+        /// A task is handling the queue.
+        var running = false
+        /// Reading is paused (`Limits.maxQueuedRequests`).
+        var paused = false
+        /// The socket closed: the connection is torn down once its last request is handled.
+        var ended = false
+        var tornDown = false
+    }
+    private let requests = Mutex(Requests())
+
+    init(channel: any Channel, head: HTTPRequestHead, node: EmberNode, services: RealtimeHandler.Services, logger: Logger) {
+        self.channel = channel
+        self.node = node
+        self.services = services
+        let target = Self.target(of: head) ?? Substring("/.ws")
+        var namespace = node.config.defaultNamespace
+        if let q = target.firstIndex(of: "?"), let items = PercentDecoding.queryItems(target[target.index(after: q)...]) {
+            for (k, v) in items where k == "ns" && Key.isValid(v) { namespace = v }
+        }
+        self.namespace = namespace
+        host = head.headers.first(name: "host") ?? "\(node.config.host):\(node.config.port)"
+        address = ClientCredentials.address(of: channel)
+        self.logger = logger
+        reassembler = WireReassembler(maxMessageBytes: node.realtime.limits.session.maxMessageBytes)
+    }
+
+    /// The request target when it is the wire protocol's endpoint (`/.ws`, `/.ws?...`, `/.ws/...`).
+    static func target(of head: HTTPRequestHead) -> Substring? {
+        let t = Substring(head.uri)
+        return t == "/.ws" || t.hasPrefix("/.ws?") || t.hasPrefix("/.ws/") ? t : nil
+    }
+
+    // MARK: - Opening
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let perAddress = node.rest.connectionsPerAddress
+        guard perAddress.acquire(address) else {
+            refuse(.policyViolation, reason: perAddress.refusal)
+            return
+        }
+        holdsAddress = true
+        guard node.config.clientTLS?.clientCAPath != nil else {
+            open(base: .anonymous)
+            return
+        }
+        // An admin client certificate makes the connection admin (read from the TLS handshake,
+        // done by now); the task ends once it is read.
+        let (channel, config) = (self.channel, node.config)
+        Task {
+            let base = await ClientCertificate.baseIdentity(of: channel, config: config)
+            channel.eventLoop.execute { self.open(base: base) }
+        }
+    }
+
+    private func open(base: Identity) {
+        guard channel.isActive, !closing else { return }
+        let id = Self.sessionID()
+        guard let session = node.realtime.open(id: id, namespace: namespace, address: address, base: base) else {
+            refuse(.unexpectedServerError, reason: "too many connections")
+            return
+        }
+        // A new identity (another user, unauth, an expired token) may read less: listens it may
+        // no longer read end with `c`. (The closures capture one shared object or this handler:
+        // no allocation per connection for their contexts.)
+        let services = self.services
+        session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: services.gate, now: services.clock()) }
+        let handler = RealtimeHandler(session: session, services: services,
+                                      pipeline: WirePipeline(store: services.store, session: session))
+        started = Started(session: session, handler: handler)
+        session.attach(channel: channel) { self.channel.eventLoop.execute { self.sessionEnded() } }
+        let nodes = services.config.operations.handshakeClientURLs(directory: services.store.memberDirectory)
+        session.send(WireMessages.hello(timestamp: services.clock(), host: host, session: id, nodes: nodes))
+        let loop = channel.eventLoop
+        // A peer that vanished without closing is found by its missing pong.
+        let interval = TimeAmount.nanoseconds(Int64(node.realtime.limits.session.pingIntervalSeconds * 1e9))
+        pinger = loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in self.ping() }
+        // Requests that arrived while the session opened.
+        startHandlingIfQueued()
+    }
+
+    /// 15 random hex digits: unique enough for a connection, and short enough for Swift to keep
+    /// inline in the string (no allocation per connection).
+    static func sessionID() -> String {
+        String(UInt64.random(in: 0..<(1 << 60)), radix: 16)
+    }
+
+    /// Closes before a session exists: the close frame with the reason, then the socket.
+    private func refuse(_ code: WebSocketErrorCode, reason: String) {
+        sendClose(code, reason: reason)
+    }
+
+    // MARK: - Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            guard !inFragments else { return protocolError("a new message before the last one ended") }
+            if frame.fin {
+                if frame.opcode == .text { text(frame.unmaskedData) }
+            } else {
+                inFragments = true
+                fragmentIsText = frame.opcode == .text
+                fragments = fragmentIsText ? frame.unmaskedData : nil
+            }
+        case .continuation:
+            guard inFragments else { return protocolError("a continuation without a message") }
+            if fragmentIsText {
+                var part = frame.unmaskedData
+                guard fragments!.readableBytes + part.readableBytes <= reassembler.maxMessageBytes else {
+                    return tooLarge()
+                }
+                fragments!.writeBuffer(&part)
+            }
+            if frame.fin {
+                inFragments = false
+                if let whole = fragments { text(whole) }
+                fragments = nil
+            }
+        case .ping:
+            guard frame.fin else { return protocolError("a fragmented ping") }
+            guard !closing else { return }
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), promise: nil)
+        case .pong:
+            awaitingPong = false
+        case .connectionClose:
+            if closing {
+                channel.close(promise: nil)
+            } else {
+                // The client closes: answered with its code, then the socket closes.
+                var data = frame.unmaskedData
+                let code = data.readWebSocketErrorCode() ?? .normalClosure
+                closing = true
+                var reply = channel.allocator.buffer(capacity: 2)
+                reply.write(webSocketErrorCode: code)
+                let channel = self.channel
+                channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: reply)).whenComplete { _ in
+                    channel.close(promise: nil)
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    private func text(_ buffer: ByteBuffer) {
+        guard !closing else { return }
+        let out: WireReassembler.Output
+        do { out = try reassembler.feed(String(buffer: buffer)) } catch {
+            return tooLarge()
+        }
+        guard case .message(let message) = out else { return }
+        let (start, pause) = requests.withLock { r -> (Bool, Bool) in
+            r.queue.append(message)
+            var pause = false
+            if r.queue.count >= Limits.maxQueuedRequests, !r.paused {
+                r.paused = true
+                pause = true
+            }
+            guard started != nil, !r.running else { return (false, pause) }
+            r.running = true
+            return (true, pause)
+        }
+        if pause { channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+        if start { startTask() }
+    }
+
+    private func startHandlingIfQueued() {
+        let start = requests.withLock { r -> Bool in
+            guard !r.queue.isEmpty, !r.running else { return false }
+            r.running = true
+            return true
+        }
+        if start { startTask() }
+    }
+
+    private func startTask() {
+        guard let started else { return }
+        Task { await self.handleQueued(started.handler) }
+    }
+
+    /// Handles queued requests one at a time until none is left; tears the connection down
+    /// after the last one when the socket has closed meanwhile.
+    private func handleQueued(_ handler: RealtimeHandler) async {
+        while true {
+            let (next, resume, tearDown) = requests.withLock { r -> (String?, Bool, Bool) in
+                guard let m = r.queue.popFirst() else {
+                    r.running = false
+                    let tear = r.ended && !r.tornDown
+                    if tear { r.tornDown = true }
+                    return (nil, false, tear)
+                }
+                var resume = false
+                if r.paused, r.queue.count <= Limits.maxQueuedRequests / 2 {
+                    r.paused = false
+                    resume = true
+                }
+                return (m, resume, false)
+            }
+            if resume {
+                let channel = self.channel
+                channel.eventLoop.execute { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+            }
+            guard let next else {
+                if tearDown { await tearDownSession() }
+                return
+            }
+            await handler.handle(next)
+        }
+    }
+
+    private func tooLarge() {
+        if let session = started?.session {
+            session.finish(reason: "message too large")
+        } else {
+            sendClose(.messageTooLarge, reason: "message too large")
+        }
+    }
+
+    private func protocolError(_ what: String) {
+        if let session = started?.session {
+            session.finish(reason: "protocol error: \(what)")
+        } else {
+            sendClose(.protocolError, reason: what)
+        }
+    }
+
+    // MARK: - Liveness
+
+    /// Every `Limits.pingIntervalSeconds` of the session: the previous ping must have been answered.
+    private func ping() {
+        guard !closing else { return }
+        if awaitingPong {
+            started?.session.finish(reason: "ping timeout")
+            channel.close(promise: nil)
+            return
+        }
+        awaitingPong = true
+        var data = channel.allocator.buffer(capacity: 8)
+        data.writeInteger(UInt64.random(in: 0...UInt64.max))
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: data), promise: nil)
+    }
+
+    // MARK: - Closing
+
+    /// The session ended on the server's side (a limit, shutdown, a bad message): what it still
+    /// has queued goes out, then the close frame with the reason. A connection cut off as a slow
+    /// consumer is already closed; only the log says why.
+    private func sessionEnded() {
+        guard let session = started?.session, channel.isActive, !closing else { return }
+        let reason = session.closeReason ?? "closed"
+        if reason.contains("slow consumer") {
+            logger.warning("websocket cut off", metadata: ["reason": "\(reason)", "session": "\(session.id)"])
+            return
+        }
+        session.flushPendingNow()
+        sendClose(.normalClosure, reason: reason)
+    }
+
+    private func sendClose(_ code: WebSocketErrorCode, reason: String) {
+        guard !closing, channel.isActive else { return }
+        closing = true
+        pinger?.cancel()
+        pinger = nil
+        let text = String(reason.prefix(120))
+        var data = channel.allocator.buffer(capacity: 2 + text.utf8.count)
+        data.write(webSocketErrorCode: code)
+        data.writeString(text)
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data), promise: nil)
+        let channel = self.channel
+        channel.eventLoop.scheduleTask(in: Limits.closeTimeout) { channel.close(promise: nil) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("websocket error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        pinger?.cancel()
+        pinger = nil
+        guard let started else {
+            if holdsAddress { node.rest.connectionsPerAddress.release(address) }
+            holdsAddress = false
+            context.fireChannelInactive()
+            return
+        }
+        started.session.finish(reason: started.session.closeReason)
+        let tearDown = requests.withLock { r -> Bool in
+            r.ended = true
+            guard !r.running, !r.tornDown else { return false }
+            r.tornDown = true
+            return true
+        }
+        if tearDown { Task { await self.tearDownSession() } }
+        context.fireChannelInactive()
+    }
+
+    /// After the socket closed and the last request was handled: the session leaves the hub,
+    /// queued writes are answered, then the onDisconnect writes run (in log order like any
+    /// write, judged by the rules as the connection's last identity).
+    private func tearDownSession() async {
+        guard let started else { return }
+        let session = started.session
+        node.realtime.close(session)
+        await started.handler.pipeline?.drained()
+        let identity = session.identity
+        for (path, kind) in session.takeOnDisconnect() {
+            do {
+                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind, identity: identity))
+            } catch {
+                logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
+        }
+        if holdsAddress { node.rest.connectionsPerAddress.release(address) }
+    }
+}
