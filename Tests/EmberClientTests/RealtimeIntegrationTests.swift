@@ -162,8 +162,15 @@ import Testing
         // Shown at once, without the server.
         await rec.wait { $0.last == #"{"keep":1,"state":"offline"}"# }
         db.goOnline()
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(try await t.server.restGet("presence/me", ns: t.ns) == .object(["keep": .int(1), "state": .string("offline")]))
+        // The server runs them once it has seen the connection close: wait for that (bounded).
+        let want = JSON.object(["keep": .int(1), "state": .string("offline")])
+        var onServer = try await t.server.restGet("presence/me", ns: t.ns)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while onServer != want && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            onServer = try await t.server.restGet("presence/me", ns: t.ns)
+        }
+        #expect(onServer == want)
     }
 
     @Test func eventsAsAsyncSequence() async throws {
