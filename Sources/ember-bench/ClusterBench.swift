@@ -90,7 +90,7 @@ struct ClusterBench: AsyncParsableCommand {
             try? FileManager.default.removeItem(atPath: dir)
         }
         let ids = (1...Self.nodes).map { "n\($0)" }
-        try makeCertificates(dir, ids)
+        try makePeerCertificates(openssl: openssl, dir: dir, ids: ids)
         let base = 20_000 + Int.random(in: 0..<1000) * 10
         let peers = ids.enumerated().map { "\($1)=127.0.0.1:\(base + 5 + $0)" }.joined(separator: ",")
         var nodes: [ServerProcess] = []
@@ -239,28 +239,6 @@ struct ClusterBench: AsyncParsableCommand {
                      name, lat.samples.count, expected, lat.p50, lat.p99, lat.samples.last ?? 0, lat.errors, lat.lateSends))
         let perWrite = cpu.report(writes: lat.acknowledged)
         return RunFigures(rate: Double(lat.samples.count) / duration, p50: lat.p50, p99: lat.p99, cpuPerWrite: perWrite)
-    }
-
-    func makeCertificates(_ dir: String, _ ids: [String]) throws {
-        func run(_ args: [String]) throws {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: openssl)
-            p.arguments = args
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            p.waitUntilExit()
-            guard p.terminationStatus == 0 else { throw ValidationError("openssl \(args.first ?? "") failed") }
-        }
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try run(["req", "-x509"] + ec + ["-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem", "-days", "30", "-subj", "/CN=bench-ca"])
-        for id in ids {
-            try "subjectAltName=DNS:\(id)\nextendedKeyUsage=serverAuth,clientAuth\n".write(
-                toFile: "\(dir)/\(id).ext", atomically: true, encoding: .utf8)
-            try run(["req"] + ec + ["-keyout", "\(dir)/\(id).key", "-out", "\(dir)/\(id).csr", "-subj", "/CN=\(id)"])
-            try run(["x509", "-req", "-in", "\(dir)/\(id).csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key",
-                     "-CAcreateserial", "-out", "\(dir)/\(id).pem", "-days", "30", "-extfile", "\(dir)/\(id).ext"])
-        }
     }
 
     /// Probe writes between listener-latency samples during a closed-loop run.
