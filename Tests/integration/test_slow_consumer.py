@@ -1,52 +1,23 @@
 """A WebSocket client that stops reading is cut off once its outbound queue passes the bound
 (`--ws-outbound-bytes`); every other listener keeps getting every event (issue 13)."""
 import asyncio
-import base64
 import json
-import os
 import socket
-import struct
 import time
 
 import requests
 
 from conftest import Node
-from wire import WireClient
+from wire import WireClient, upgraded_socket, ws_frame
 
 BOUND = 1 << 20
 VALUE = "v" * 100_000
 WRITES = 120
 
 
-def ws_frame(text):
-    """A masked client text frame (RFC 6455)."""
-    payload = text.encode()
-    mask = os.urandom(4)
-    n = len(payload)
-    head = bytes([0x81])
-    if n < 126:
-        head += bytes([0x80 | n])
-    elif n <= 0xFFFF:
-        head += bytes([0x80 | 126]) + struct.pack(">H", n)
-    else:
-        head += bytes([0x80 | 127]) + struct.pack(">Q", n)
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-
-
 def raw_listener(port, ns, path):
     """A WebSocket with a tiny receive buffer that listens at `path`, then never reads again."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall((f"GET /.ws?v=5&ns={ns} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = s.recv(1)
-        assert chunk, "connection closed during the upgrade"
-        head += chunk
-    assert head.startswith(b"HTTP/1.1 101"), head
+    s = upgraded_socket(port, ns, receive_buffer=4096)
     s.sendall(ws_frame(json.dumps({"t": "d", "d": {"r": 1, "a": "q", "b": {"p": path, "h": ""}}})))
     return s
 

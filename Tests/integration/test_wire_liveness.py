@@ -2,17 +2,14 @@
 longer answers, keeps one that does, answers a client's close with the client's code, and ends
 its own close with the reason."""
 import asyncio
-import base64
 import json
-import os
 import socket
 import struct
 
 import websockets
 
 from conftest import Node
-from test_slow_consumer import ws_frame
-from wire import WireClient
+from wire import WireClient, upgraded_socket, ws_frame
 
 PING = 0.3  # --ws-ping-interval for these nodes (seconds)
 
@@ -36,21 +33,6 @@ def read_frame(s):
     elif n == 127:
         n = struct.unpack(">Q", exactly(8))[0]
     return head[0] & 0x0F, exactly(n) if n else b""
-
-
-def upgraded_socket(port, ns):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.connect(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall((f"GET /.ws?v=5&ns={ns} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = s.recv(1)
-        assert chunk, "connection closed during the upgrade"
-        head += chunk
-    assert head.startswith(b"HTTP/1.1 101"), head
-    return s
 
 
 def test_a_peer_that_never_answers_pings_is_closed(tmp_path, ns):

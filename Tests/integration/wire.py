@@ -1,8 +1,46 @@
 """A minimal Firebase wire-protocol (v5) client for tests: raw frames over a WebSocket."""
 import asyncio
+import base64
 import json
+import os
+import socket
+import struct
 
 import websockets
+
+
+def ws_frame(text):
+    """A masked client text frame (RFC 6455)."""
+    payload = text.encode()
+    mask = os.urandom(4)
+    n = len(payload)
+    head = bytes([0x81])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n <= 0xFFFF:
+        head += bytes([0x80 | 126]) + struct.pack(">H", n)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack(">Q", n)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def upgraded_socket(port, ns, receive_buffer=None):
+    """A plain socket upgraded to a WebSocket at /.ws (no library: the test controls every byte
+    and when it reads). `receive_buffer` sets SO_RCVBUF before connecting."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if receive_buffer is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    s.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /.ws?v=5&ns={ns} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1)
+        assert chunk, "connection closed during the upgrade"
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
 
 
 class WireClient:
