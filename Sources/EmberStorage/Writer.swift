@@ -409,24 +409,6 @@ final class Writer: @unchecked Sendable {
     }
 
     func applyCommitted(through target: UInt64) throws -> [WriteResult] {
-        // These transactions only apply entries that are durable in the log already: if a system
-        // crash undid the last of them, the node would apply those entries again at its restart.
-        // So they skip LMDB's second fsync (the meta page's; MDB_NOMETASYNC keeps the file
-        // consistent, the meta page reaches the disk with the next synced commit). On a follower
-        // this apply is on the path from a write at the leader to the follower's listeners.
-        try withoutMetaSync { try applyCommittedBatches(through: target) }
-    }
-
-    /// Runs `body` with MDB_NOMETASYNC set (a durable store only). The writer thread is the only
-    /// one that changes the environment's flags.
-    private func withoutMetaSync<T>(_ body: () throws -> T) throws -> T {
-        guard store.options.durable else { return try body() }
-        try check(mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 1))
-        defer { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 0) }
-        return try body()
-    }
-
-    private func applyCommittedBatches(through target: UInt64) throws -> [WriteResult] {
         let end = min(target, lastIndex)
         var all: [WriteResult] = []
         while applied < end {
