@@ -11,6 +11,10 @@ public struct ClusterConfiguration: Sendable {
     /// The initial members (this node is added). Once the cluster has changed membership at run
     /// time (`POST /.ember/members`), the replicated member directory takes precedence.
     public var peers: [NodeID: PeerAddress]
+    /// Where this node dials some members instead of their directory address (`--peer-dial`):
+    /// local, never replicated. For a network where members reach each other by different
+    /// addresses (NAT, per-pair proxies in the fault campaign).
+    public var dialOverrides: [NodeID: PeerAddress] = [:]
     /// Start as a node to be added at run time: no initial voters, it waits for a leader to
     /// replicate to it (only matters while its data directory is empty). `peers` then lists the
     /// current members, whose certificates it accepts until it learns the membership.

@@ -275,6 +275,7 @@ extension RaftHost {
                 "voters": "\(m)", "member": "\(m.voters.isEmpty || m.contains(config.nodeID))"])
         }
         var addresses = m.voters.isEmpty ? config.peers : members.directory.addresses
+        for (id, address) in config.dialOverrides where addresses[id] != nil { addresses[id] = address }
         members.known.merge(addresses) { _, new in new }
         // A removed peer stays reachable until its removal commits, so it learns of it.
         for id in departing { addresses[id] = members.known[id] }

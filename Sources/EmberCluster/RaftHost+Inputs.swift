@@ -28,6 +28,7 @@ extension RaftHost {
             return issueRead(requests.addRead(r), now: now)
         case .frame(.raft(let m)):
             guard m.to == node.id else { return [] }  // misaddressed: the state machine traps on those
+            lastHeard.withLock { $0[m.from] = now }
             return step(.receive(m))
         case .frame(.forward(let req)):
             return serveForward(req)

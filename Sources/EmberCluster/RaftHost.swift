@@ -32,6 +32,9 @@ final class RaftHost: @unchecked Sendable {
     let stateReplacedHandlers = Mutex<[@Sendable () -> Void]>([])
     /// Pipelined writers with outcomes from this turn, handed over at its end.
     let sinkTurn = SinkTurn()
+    /// When a Raft message last came from each peer: a leader's view of which members respond
+    /// (onDisconnect's lease reads it through `probe`).
+    let lastHeard = Mutex<[NodeID: ContinuousClock.Instant]>([:])
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
     private var loopTask: Task<Void, Never>?

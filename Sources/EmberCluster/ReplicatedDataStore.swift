@@ -64,6 +64,7 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         if namespace == MemberDirectory.namespace {
             throw StoreRefusal.forbidden("Namespace \(namespace) is reserved for cluster membership; use /.ember/status")
         }
+        try LMDBDataStore.refuseReserved(namespace)
     }
 
     public func read(namespace: String, path: Path) throws -> ReadResult {
@@ -148,6 +149,22 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         if case .rejected(let e) = try await propose(payload).outcome { throw LMDBDataStore.translate(e) }
     }
 
+    public func logOnDisconnect(_ op: OnDisconnectOperation, namespace: String, identity: Identity) async throws -> Bool {
+        if case .register = op { try Self.refuseReserved(namespace) }
+        if isRemoved {
+            throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; connect to a member")
+        }
+        let operation = WriteOperation.onDisconnect(op)
+        do { _ = try local.storage.validate(namespace: namespace, operation: operation) } catch let e as StorageError {
+            throw LMDBDataStore.translate(e)
+        }
+        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0,
+                                            auth: identity.writeAuth).encoded()
+        return try LMDBDataStore.onDisconnectOutcome(try await propose(payload))
+    }
+
+    public var onDisconnectBook: OnDisconnectBook? { local.onDisconnectBook }
+
     public func storedRules(namespace: String) -> StoredRules? { local.storedRules(namespace: namespace) }
     public func setDefaultRules(_ engine: RulesEngine) { local.setDefaultRules(engine) }
     public func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { local.onRulesChanged(handler) }
@@ -219,6 +236,13 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         var peers: [String: ClusterProbe.Peer] = [:]
         for (id, l) in transport.linkStats() {
             peers[id] = ClusterProbe.Peer(connected: l.connected, queuedFrames: l.queued, droppedFrames: l.dropped)
+        }
+        let now = ContinuousClock.now
+        for (id, at) in host.lastHeard.withLock({ $0 }) where id != s.id {
+            var peer = peers[id, default: ClusterProbe.Peer(connected: false, queuedFrames: 0, droppedFrames: 0)]
+            let silent = now - at
+            peer.secondsSinceHeard = Double(silent.components.seconds) + Double(silent.components.attoseconds) / 1e18
+            peers[id] = peer
         }
         if s.role == .leader {
             for (id, p) in s.progress where id != s.id {

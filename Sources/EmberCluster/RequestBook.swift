@@ -98,6 +98,7 @@ struct RequestBook {
         // the change set listeners were fed from (the bulk of a result, and already published).
         var r = r
         r.changeSet = ChangeSet(namespace: r.namespace, changes: [])
+        r.ran = []
         if recentOrder.count < recentLimit {
             recentOrder.append(r.index)
         } else {

@@ -21,6 +21,9 @@ public struct ClusterProbe: Sendable {
         /// how long that has been nonzero without the peer's match index advancing.
         public var commitLag: UInt64?
         public var lagStalledSeconds: Double?
+        /// Seconds since a Raft message last came from this peer (nil: none since this node
+        /// started). On a leader: how long a member has not answered.
+        public var secondsSinceHeard: Double?
 
         public init(connected: Bool, queuedFrames: Int, droppedFrames: UInt64, lagEntries: UInt64? = nil,
                     commitLag: UInt64? = nil, lagStalledSeconds: Double? = nil) {

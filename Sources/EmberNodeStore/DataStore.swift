@@ -154,6 +154,15 @@ public protocol DataStore: AnyObject, Sendable {
 
     /// See `PipelinedWriter`; the default is nil.
     func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)?
+
+    // MARK: onDisconnect (replicated: `WriteOperation.onDisconnect` entries)
+
+    /// Logs onDisconnect bookkeeping for a session of `namespace`; a `register` carries
+    /// `identity`, whom the rules judge its write as when it runs. Returns once applied here;
+    /// false when a `register` found its incarnation no longer holding the node's sessions.
+    func logOnDisconnect(_ op: OnDisconnectOperation, namespace: String, identity: Identity) async throws -> Bool
+    /// The onDisconnect bookkeeping this node has applied (nil: the store keeps none).
+    var onDisconnectBook: OnDisconnectBook? { get }
 }
 
 /// Receives the outcomes of pipelined writes (`PipelinedWriter.enqueue`), each only after its
@@ -188,6 +197,10 @@ extension DataStore {
     public var cluster: (any ClusterControl)? { nil }
     public func shutdown() async { close() }
     public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {}
+    public func logOnDisconnect(_ op: OnDisconnectOperation, namespace: String, identity: Identity) async throws -> Bool {
+        throw StoreUnavailable("This store keeps no onDisconnect operations")
+    }
+    public var onDisconnectBook: OnDisconnectBook? { nil }
 }
 
 /// ETags are derived from path versions: opaque to clients, cheap to compare at apply time.

@@ -25,6 +25,7 @@ public final class LMDBDataStore: DataStore {
     public var storageEngine: EmberStore? { store }
 
     public func read(namespace: String, path: Path) throws -> ReadResult {
+        try Self.refuseReserved(namespace)
         do {
             let r = try store.readSnapshot(namespace: namespace, path: path)
             return ReadResult(node: r.node, version: r.version, appliedIndex: r.applied)
@@ -32,16 +33,22 @@ public final class LMDBDataStore: DataStore {
     }
 
     public func shallowKeys(namespace: String, path: Path, after: String?, limit: Int) throws -> [String] {
+        try Self.refuseReserved(namespace)
         do { return try store.shallowKeys(namespace: namespace, path: path, after: after, limit: limit) } catch let e as StorageError { throw Self.translate(e) }
     }
 
     public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
+        try Self.refuseReserved(namespace)
         do { return try store.withRulesData(namespace: namespace, body) } catch let e as StorageError { throw Self.translate(e) }
     }
 
-    public func prepareQueries(namespace: String) async throws { try await ensureIndexes(namespace) }
+    public func prepareQueries(namespace: String) async throws {
+        try Self.refuseReserved(namespace)
+        try await ensureIndexes(namespace)
+    }
 
     public func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult {
+        try Self.refuseReserved(namespace)
         do {
             let children = try store.query(namespace: namespace, path: path, spec: query)
             var kids: [String: Node] = [:]
@@ -65,6 +72,7 @@ public final class LMDBDataStore: DataStore {
     }
 
     public func write(_ request: WriteRequest) async throws -> WriteOutcome {
+        try Self.refuseReserved(request.namespace)
         let result: WriteResult
         do {
             // The store fixes the entry's timestamp itself (monotonic across the log).
@@ -109,9 +117,39 @@ public final class LMDBDataStore: DataStore {
         }
     }
 
+    /// The onDisconnect bookkeeping namespace is the store's own: clients never read or write it.
+    public static func refuseReserved(_ namespace: String) throws {
+        if namespace == OnDisconnectTable.namespace {
+            throw StoreRefusal.forbidden("Namespace \(namespace) is reserved for onDisconnect bookkeeping")
+        }
+    }
+
+    // MARK: - onDisconnect
+
+    public func logOnDisconnect(_ op: OnDisconnectOperation, namespace: String, identity: Identity) async throws -> Bool {
+        let result: WriteResult
+        do {
+            result = try await store.submit(namespace: namespace, .onDisconnect(op), auth: identity.writeAuth)
+        } catch let e as StorageError { throw Self.translate(e) }
+        return try Self.onDisconnectOutcome(result)
+    }
+
+    /// False: a `register` whose incarnation no longer holds its node's sessions.
+    public static func onDisconnectOutcome(_ result: WriteResult) throws -> Bool {
+        switch result.outcome {
+        case .conditionFailed: return false
+        case .rejected(let e): throw translate(e)
+        case .denied: throw PermissionDenied()
+        case .applied, .noop: return true
+        }
+    }
+
+    public var onDisconnectBook: OnDisconnectBook? { OnDisconnectBook(store: store) }
+
     // MARK: - Rules
 
     public func setRules(namespace: String, text: String) async throws {
+        try Self.refuseReserved(namespace)
         let result: WriteResult
         do { result = try await store.submit(namespace: namespace, .setRules(text: text)) } catch let e as StorageError {
             throw Self.translate(e)
@@ -132,8 +170,9 @@ public final class LMDBDataStore: DataStore {
     public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) {
         store.onCommit { results in
             for r in results {
-                guard let change = Self.change(from: r) else { continue }
-                handler(change)
+                if let change = Self.change(from: r) { handler(change) }
+                // An onDisconnect run: each write it ran is a change of its own.
+                for ran in r.ran { if let change = Self.change(from: ran) { handler(change) } }
             }
         }
     }

@@ -9,12 +9,20 @@ struct LMDBPipelinedWriter: PipelinedWriter {
     let sink: OutcomeAdapter
 
     func enqueue(_ writes: [(tag: UInt64, request: WriteRequest)]) -> [(tag: UInt64, error: any Error)] {
+        var reserved: [(tag: UInt64, error: any Error)] = []
+        let writes = writes.filter { w in
+            do { try LMDBDataStore.refuseReserved(w.request.namespace); return true } catch {
+                reserved.append((w.tag, error))
+                return false
+            }
+        }
+        guard !writes.isEmpty else { return reserved }
         let batch = writes.map { w in
             PipelinedWrite(namespace: w.request.namespace, operation: LMDBDataStore.operation(for: w.request),
                            auth: w.request.identity.writeAuth, tag: w.tag)
         }
         let refused = store.enqueue(batch, sink: sink)
-        return refused.map { r in (r.tag, (r.error as? StorageError).map(LMDBDataStore.translate) ?? r.error) }
+        return reserved + refused.map { r in (r.tag, (r.error as? StorageError).map(LMDBDataStore.translate) ?? r.error) }
     }
 
     /// Storage results as front outcomes (the same translation as `LMDBDataStore.write`).

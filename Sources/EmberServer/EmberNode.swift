@@ -23,6 +23,8 @@ public final class EmberNode: Sendable {
     public let reads: ReadPool
     /// Committed changes on their way from the storage writer to the listeners, in order.
     public let feed: ChangeFeed
+    /// Durable onDisconnect: this node's sessions' writes in the log, and the leader's lease.
+    public let onDisconnect: OnDisconnectKeeper
 
     public init(config: NodeConfiguration, store: any DataStore, logger: Logger) throws {
         self.config = config
@@ -37,6 +39,7 @@ public final class EmberNode: Sendable {
         self.hub = StreamHub(limits: config.streamLimits)
         self.realtime = RealtimeHub(limits: config.realtimeLimits, feed: feed)
         self.reads = ReadPool(limits: config.readPool)
+        self.onDisconnect = OnDisconnectKeeper(store: store, realtime: realtime, settings: config.onDisconnect, logger: logger)
         self.rest = RestHandler(store: metered, hub: hub, config: config, reads: reads)
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
                                  logger: logger)
@@ -130,8 +133,10 @@ public final class EmberNode: Sendable {
         let group = ServiceGroup(configuration: .init(
             services: [app, StreamCloser(hub: hub, realtime: realtime)],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        onDisconnect.start()
         let result: Result<Void, any Error>
         do { try await group.run(); result = .success(()) } catch { result = .failure(error) }
+        await onDisconnect.stop()
         realtime.dropAll(reason: "node shutting down")
         hub.closeAll()
         // Reads still running finish before the store closes under them.

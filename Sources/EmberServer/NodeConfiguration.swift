@@ -40,6 +40,8 @@ public struct NodeConfiguration: Sendable {
     public var readPool = ReadPool.Limits()
     /// Health, readiness, metrics, status and backup endpoints (Admin/).
     public var operations = OperationsConfiguration()
+    /// Durable onDisconnect: the lease after which the leader runs a silent node's sessions' writes.
+    public var onDisconnect = OnDisconnectKeeper.Settings()
 
     public init() {}
 }

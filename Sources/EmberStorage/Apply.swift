@@ -44,6 +44,9 @@ struct Applier {
             try applyRules(e, text: text)
             result.rulesChanged = true
             return result
+        case .onDisconnect(let op):
+            try applyOnDisconnect(e, op, into: &result)
+            return result
         case .set(let path, let json, let cond):
             let key = EncodedPath(ns, path)
             let old = try tables.readNode(t, key: key.bytes)

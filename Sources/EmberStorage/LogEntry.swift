@@ -22,18 +22,21 @@ public enum WriteOperation: Sendable, Equatable {
     /// Replaces the namespace's security rules (a rules document's text, checked before it is
     /// logged). Replicated like data so every replica judges later entries by the same rules.
     case setRules(text: String)
+    /// onDisconnect bookkeeping (`OnDisconnectOperation`): kept in the replicated state so any
+    /// replica can run a session's operations when the node holding the session is gone.
+    indirect case onDisconnect(OnDisconnectOperation)
 
     public var path: Path {
         switch self {
         case .set(let p, _, _), .update(let p, _, _): return p
-        case .noop, .setRules: return .root
+        case .noop, .setRules, .onDisconnect: return .root
         }
     }
 
     public var condition: WriteCondition? {
         switch self {
         case .set(_, _, let c), .update(_, _, let c): return c
-        case .noop, .setRules: return nil
+        case .noop, .setRules, .onDisconnect: return nil
         }
     }
 
@@ -44,6 +47,7 @@ public enum WriteOperation: Sendable, Equatable {
             return p1 == p2 && c1 == c2 && u1.count == u2.count && zip(u1, u2).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         case (.noop, .noop): return true
         case let (.setRules(a), .setRules(b)): return a == b
+        case let (.onDisconnect(a), .onDisconnect(b)): return a == b
         default: return false
         }
     }
@@ -92,25 +96,7 @@ public struct LogEntry: Sendable, Equatable {
         case .user(nil): w.u8(1)
         case .user(let claims?): w.u8(2); w.json(claims)
         }
-        func cond(_ c: WriteCondition?) {
-            switch c {
-            case nil: w.u8(0)
-            case .ifVersion(let v)?: w.u8(1); w.u64(v)
-            case .ifHash(let h)?: w.u8(2); w.string(h)
-            case .ifMatch(let e)?: w.u8(3); w.string(e)
-            }
-        }
-        switch operation {
-        case .noop: w.u8(0)
-        case .set(let p, let v, let c):
-            w.u8(1); w.string(p.description); cond(c); w.json(v)
-        case .update(let p, let vs, let c):
-            w.u8(2); w.string(p.description); cond(c)
-            w.varint(vs.count)
-            for (rp, v) in vs { w.string(rp.description); w.json(v) }
-        case .setRules(let text):
-            w.u8(3); w.string(text)
-        }
+        Self.encode(operation, into: &w)
         return w.bytes
     }
 
@@ -155,9 +141,37 @@ public struct LogEntry: Sendable, Equatable {
             default: throw .corrupt("log entry auth")
             }
         }
-        func path(_ s: String) throws(StorageError) -> Path {
-            do { return try Path(s) } catch { throw .corrupt("log entry path") }
+        operation = try Self.decodeOperation(&r, limit: bytes.count)
+    }
+
+    static func encode(_ operation: WriteOperation, into w: inout ByteWriter) {
+        func cond(_ c: WriteCondition?) {
+            switch c {
+            case nil: w.u8(0)
+            case .ifVersion(let v)?: w.u8(1); w.u64(v)
+            case .ifHash(let h)?: w.u8(2); w.string(h)
+            case .ifMatch(let e)?: w.u8(3); w.string(e)
+            }
         }
+        switch operation {
+        case .noop: w.u8(0)
+        case .set(let p, let v, let c):
+            w.u8(1); w.string(p.description); cond(c); w.json(v)
+        case .update(let p, let vs, let c):
+            w.u8(2); w.string(p.description); cond(c)
+            w.varint(vs.count)
+            for (rp, v) in vs { w.string(rp.description); w.json(v) }
+        case .setRules(let text):
+            w.u8(3); w.string(text)
+        case .onDisconnect(let op):
+            w.u8(4); op.encode(into: &w)
+        }
+    }
+
+    /// `limit`: the entry's size, which bounds every count read from it. `nested`: the write
+    /// an onDisconnect registration carries, which holds no bookkeeping of its own (so decoding
+    /// never recurses deeper than one level).
+    static func decodeOperation(_ r: inout ByteReader, limit: Int, nested: Bool = false) throws(StorageError) -> WriteOperation {
         func cond() throws(StorageError) -> WriteCondition? {
             switch try r.u8() {
             case 0: return nil
@@ -168,25 +182,30 @@ public struct LogEntry: Sendable, Equatable {
             }
         }
         switch try r.u8() {
-        case 0: operation = .noop
+        case 0: return .noop
         case 1:
-            let p = try path(try r.string())
+            let p = try decodePath(try r.string())
             let c = try cond()
-            operation = .set(path: p, value: try r.json(), condition: c)
+            return .set(path: p, value: try r.json(), condition: c)
         case 2:
-            let p = try path(try r.string())
+            let p = try decodePath(try r.string())
             let c = try cond()
             let n = try r.varint()
-            guard n <= bytes.count else { throw .corrupt("update count") }
+            guard n <= limit else { throw .corrupt("update count") }
             var vs: [(Path, JSON)] = []
             for _ in 0..<n {
-                let rp = try path(try r.string())
+                let rp = try decodePath(try r.string())
                 vs.append((rp, try r.json()))
             }
-            operation = .update(path: p, values: vs, condition: c)
-        case 3: operation = .setRules(text: try r.string())
+            return .update(path: p, values: vs, condition: c)
+        case 3: return .setRules(text: try r.string())
+        case 4 where !nested: return .onDisconnect(try OnDisconnectOperation(decoding: &r, limit: limit))
         default: throw .corrupt("log entry operation")
         }
+    }
+
+    static func decodePath(_ s: String) throws(StorageError) -> Path {
+        do { return try Path(s) } catch { throw .corrupt("log entry path") }
     }
 }
 
@@ -239,6 +258,9 @@ public struct WriteResult: Sendable, Equatable {
     public var changeSet: ChangeSet
     /// A `.setRules` entry took effect: open listens must be judged again.
     public var rulesChanged = false
+    /// An onDisconnect `run` entry: the results of the session's operations, in the order they
+    /// ran, each as if it were an entry of its own at this index (listeners get one change each).
+    public var ran: [WriteResult] = []
 
     public var isApplied: Bool { if case .applied = outcome { return true } else { return false } }
     public var etag: String { value.isEmpty ? EmberStore.nullETag : EmberStore.etag(version: version) }

@@ -302,6 +302,21 @@ public final class EmberStore: @unchecked Sendable {
         switch operation {
         case .noop: nodes = nil
         case .setRules(let text): nodes = nil; _ = try StoredRules(text: text)
+        case .onDisconnect(let op):
+            nodes = nil
+            if case .register = op, namespace == OnDisconnectTable.namespace {
+                throw StorageError.invalid(.invalidData("onDisconnect writes cannot target a reserved namespace"))
+            }
+            guard op.names.allSatisfy(OnDisconnectSession.isValidName) else {
+                throw StorageError.invalid(.invalidData("onDisconnect names are 1-\(OnDisconnectSession.maxNameBytes) characters of A-Z a-z 0-9 - _ ."))
+            }
+            if case .register(_, let write) = op {
+                guard OnDisconnectOperation.isRegistrable(write) else {
+                    throw StorageError.invalid(.invalidData("onDisconnect registers an unconditional set or update"))
+                }
+                // The write is checked as it will be applied when it runs.
+                _ = try prepare(namespace: namespace, operation: write, auth: auth)
+            }
         case .set(let p, let v, _): try check(p, v)
         case .update(let p, let parts, _):
             guard parts.count <= options.maxUpdateParts else {

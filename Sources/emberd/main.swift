@@ -146,6 +146,9 @@ struct Emberd: AsyncParsableCommand {
     @Flag(help: "Cluster: start as a new member to be added at run time (POST /.ember/members); --peers lists the current members.")
     var join = false
 
+    @Option(help: "Cluster: id=host:port,... where this node dials those members instead of their address in the member directory (local; e.g. NAT, or per-pair proxies in tests).")
+    var peerDial: String?
+
     @Option(help: "Cluster: applied entries between Raft log compactions (snapshots).")
     var snapshotEntries: UInt64 = 10_000
 
@@ -167,6 +170,9 @@ struct Emberd: AsyncParsableCommand {
 
     @Flag(help: "Do not serve the web console (/.ember/console/); its paths answer 404.")
     var noConsole = false
+
+    @Option(name: .customLong("ondisconnect-lease"), help: "Cluster: seconds the leader waits for a silent member before running the onDisconnect writes of its clients' sessions.")
+    var onDisconnectLease: Double = 10
 
     func run() async throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
@@ -230,6 +236,8 @@ struct Emberd: AsyncParsableCommand {
             : OperationsFlags.checkClientURLs(configFile?.clientUrls ?? [:])
         config.operations.readyMaxLagEntries = readyMaxLag
         config.operations.console = !noConsole
+        guard (1...3600).contains(onDisconnectLease) else { throw ValidationError("--ondisconnect-lease must be 1...3600 seconds") }
+        config.onDisconnect.leaseSeconds = onDisconnectLease
         let clusterSettings = try clusterConfiguration(file: configFile)
         if checkConfig {
             print(try OperationsFlags.check(config: config, cluster: clusterSettings))
@@ -324,6 +332,7 @@ extension Emberd {
         config.snapshotEveryEntries = snapshotEntries
         config.snapshotCatchUpEntries = snapshotCatchUpEntries ?? snapshotEntries
         config.join = join
+        if let peerDial { config.dialOverrides = try ClusterConfiguration.parsePeers(peerDial) }
         return config
     }
 }

@@ -2,7 +2,10 @@
 """The fault campaign (issue 16): a local 3- or 5-node cluster behind the userspace proxy,
 concurrent REST and wire-protocol clients on a small key set, SSE and wire listeners, and a
 seeded nemesis (kill -9, SIGSTOP pauses, partitions: one node, the leader, minority/majority and
-a bridge, leader transfer, a follower restarted with its data wiped). Every operation goes to a
+a bridge, leader transfer, a follower restarted with its data wiped, a follower removed from the
+membership and added back with its data wiped, slow disks: an LD_PRELOAD library, slowdisk.c,
+delays every sync of one node). Presence clients register onDisconnect writes, which must run
+once however their session ends. Every operation goes to a
 history file (invoke / ok / fail / info with times); the checkers run on it at the end.
 
     python3 Tests/robustness/campaign.py --nodes 3 --seconds 120 --seed 7 --out /tmp/run
@@ -28,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from checkers.run import check_all, report  # noqa: E402
-from cluster import Cluster  # noqa: E402
+from cluster import Cluster, build_slowdisk  # noqa: E402
 
 ROOT_PATH = "rb"
 REGISTERS = ["r0", "r1", "r2"]
@@ -36,6 +39,10 @@ GROUP = "m"                 # multi-path updates set m/a and m/b together
 COUNTER = "cnt"
 TXN = "t0"
 LIST = "list"
+PRESENCE = "presence"       # presence/<session>: true while connected, false by onDisconnect
+PRUNS = "pruns"             # pruns/<session>: onDisconnect increments (runs of its writes)
+MAX_PRESENCE_SESSIONS = 100_000  # sessions one presence worker opens at most
+ONDISCONNECT_LEASE = 3      # seconds (--ondisconnect-lease): shorter than the longest fault
 REQUEST_TIMEOUT = 5.0       # seconds; a request not answered by then has an unknown outcome
 MAX_EVENTS_PER_LISTENER = 200_000  # bound on what one listener records
 
@@ -319,9 +326,73 @@ class WireWorker(threading.Thread):
             await asyncio.sleep(0.01)
 
 
+class PresenceWorker(threading.Thread):
+    """Presence as the SDK docs write it, over the wire: each session registers
+    `onDisconnect().set(false)` on presence/<sid> and an onDisconnect increment of pruns/<sid>,
+    sets presence/<sid> to true, keeps the connection a while (a fault may end it), then closes.
+    The onDisconnect writes must run once however the session ends (checkers/presence.py)."""
+
+    def __init__(self, name, seed, cluster, history, stop):
+        super().__init__(daemon=True)
+        self.name, self.rng, self.c, self.h, self.stop = name, random.Random(seed), cluster, history, stop
+
+    def run(self):
+        asyncio.run(self.main())
+
+    async def main(self):
+        from websockets.protocol import State
+        from wire import WireClient
+        k = 0
+        while not self.stop.is_set() and k < MAX_PRESENCE_SESSIONS:
+            k += 1
+            sid = f"{self.name}-{k}"
+            node = self.rng.choice(self.c.ids)
+            hold = self.rng.uniform(0.2, 2.0)
+            op = self.h.invoke(client=self.name, f="presence", key=sid, node=node, via="wire")
+            statuses, client = [], None
+            try:
+                client = await asyncio.wait_for(WireClient.connect(self.c.url(node), "default"), 5)
+                for action, body in [("o", {"p": f"/{url_of(PRESENCE)}/{sid}", "d": False}),
+                                     ("o", {"p": f"/{url_of(PRUNS)}/{sid}", "d": {".sv": {"increment": 1}}}),
+                                     ("p", {"p": f"/{url_of(PRESENCE)}/{sid}", "d": True})]:
+                    _, resp = await client.request(action, body, timeout=REQUEST_TIMEOUT)
+                    statuses.append(resp.get("s"))
+                    if statuses[-1] != "ok":
+                        break
+            except Exception as e:  # noqa: BLE001 - the answer was lost: unknown
+                statuses.append(type(e).__name__)
+            registered = statuses[1:2] == ["ok"]
+            online = statuses == ["ok", "ok", "ok"]
+            self.h.done(op, "ok" if online else "info", registered=registered, online=online, statuses=statuses)
+            if client is not None:
+                await asyncio.sleep(hold)
+                if client.ws.state is State.OPEN:
+                    self.h.write(dict(type="presence-end", sid=sid))
+                try:
+                    await asyncio.wait_for(client.close(), 3)
+                except Exception:  # noqa: BLE001
+                    pass
+            else:
+                await asyncio.sleep(0.3)
+
+
+def wait_ondisconnect_drained(c, timeout=90):
+    """Until no node has onDisconnect writes pending (every ended session's writes ran)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if all(c.status(i)["onDisconnect"]["pendingSessions"] == 0 for i in c.ids):
+                return True
+        except (requests.RequestException, ValueError, KeyError):
+            pass
+        time.sleep(0.5)
+    return False
+
+
 # --- nemesis ------------------------------------------------------------------------------------
 
-FAULTS = ["kill", "pause", "partition-one", "partition-leader", "partition-majority", "bridge", "transfer", "wipe"]
+FAULTS = ["kill", "pause", "partition-one", "partition-leader", "partition-majority", "bridge", "transfer", "wipe",
+          "member", "slow-disk"]
 
 
 def current_leader(c):
@@ -387,10 +458,28 @@ def nemesis(c, h, rng, stop, faults):
             c.kill9(victim)
             time.sleep(duration / 2)
             c.wipe(victim)
+        elif kind == "slow-disk":
+            # Every sync of one node (the leader half the time) takes this much longer.
+            lead = current_leader(c)
+            if lead and rng.random() < 0.5:
+                victim = lead
+            ms = rng.choice([20, 100, 500, 1500])
+            rec["nodes"] = [victim]
+            rec["ms"] = ms
+            c.slow_disk(victim, ms)
+        elif kind == "member":
+            # Removed from the membership, wiped, started with --join; added back at the heal.
+            lead = current_leader(c)
+            victim = rng.choice([i for i in ids if i != lead])
+            rec["nodes"] = [victim]
+            rec["code"] = c.rejoin(victim)
         h.write(rec)
         stop.wait(duration)
         c.heal_all()
-        h.write(dict(type="nemesis-heal", action=kind))
+        heal = dict(type="nemesis-heal", action=kind)
+        if kind == "member":
+            heal["readded"] = c.readded.get(rec["nodes"][0])
+        h.write(heal)
         stop.wait(rng.uniform(1.0, 3.0))
 
 
@@ -405,7 +494,7 @@ def final_state(c, h):
         except Exception as e:  # noqa: BLE001
             h.write(dict(type="final", node=i, hash=f"unreachable: {e!r}", values={}))
             continue
-        values = {url_of(k): data.get(k) for k in REGISTERS + [COUNTER, TXN, LIST, GROUP]}
+        values = {url_of(k): data.get(k) for k in REGISTERS + [COUNTER, TXN, LIST, GROUP, PRESENCE, PRUNS]}
         for child in ("a", "b"):
             values[url_of(f"{GROUP}/{child}")] = (data.get(GROUP) or {}).get(child)
         h.write(dict(type="final", node=i, hash=st["stateHash"], appliedIndex=st["appliedIndex"], values=values))
@@ -435,8 +524,16 @@ def run(args):
     hist_path = os.path.join(args.out, "history.jsonl")
     h = History(hist_path)
     h.write(dict(type="meta", seed=args.seed, nodes=args.nodes, seconds=args.seconds,
-                 groups=[url_of(GROUP)], counters=[url_of(COUNTER)], txn_keys=[url_of(TXN)], lists=[url_of(LIST)]))
-    c = Cluster(os.path.join(args.out, "cluster"), n=args.nodes, extra=["--snapshot-entries", str(args.snapshot_entries)])
+                 groups=[url_of(GROUP)], counters=[url_of(COUNTER)], txn_keys=[url_of(TXN)], lists=[url_of(LIST)],
+                 presence=[url_of(PRESENCE), url_of(PRUNS)]))
+    faults = [f for f in FAULTS if f in args.faults.split(",")] if args.faults else FAULTS
+    slowdisk = build_slowdisk(args.out) if "slow-disk" in faults else None
+    if "slow-disk" in faults and not slowdisk:
+        print("campaign: no C compiler for slowdisk.c; running without slow disks", file=sys.stderr)
+        faults = [f for f in faults if f != "slow-disk"]
+    c = Cluster(os.path.join(args.out, "cluster"), n=args.nodes,
+                extra=["--snapshot-entries", str(args.snapshot_entries), "--ondisconnect-lease", str(ONDISCONNECT_LEASE)],
+                slowdisk=slowdisk)
     # Writers stop first; listeners stay connected until the final state is recorded.
     stop, nem_stop, listen_stop = threading.Event(), threading.Event(), threading.Event()
     try:
@@ -444,9 +541,9 @@ def run(args):
         workers = [RestClient(f"c{i}", rng.getrandbits(64), c, h, stop) for i in range(args.clients)]
         workers += [SseListener(f"sse-{k}", rng.getrandbits(64), c, h, listen_stop, k) for k in REGISTERS + [GROUP]]
         workers += [WireWorker(f"w{i}", rng.getrandbits(64), c, h, listen_stop, k, stop) for i, k in enumerate([REGISTERS[0], GROUP])]
+        workers += [PresenceWorker(f"p{i}", rng.getrandbits(64), c, h, stop) for i in range(2)]
         for w in workers:
             w.start()
-        faults = [f for f in FAULTS if f in args.faults.split(",")] if args.faults else FAULTS
         nem = threading.Thread(target=nemesis, args=(c, h, random.Random(rng.getrandbits(64)), nem_stop, faults), daemon=True)
         nem.start()
         time.sleep(args.seconds)
@@ -459,9 +556,11 @@ def run(args):
         time.sleep(2)
         stop.set()
         for w in workers:
-            if isinstance(w, RestClient):
-                w.join(REQUEST_TIMEOUT + 5)
+            if isinstance(w, (RestClient, PresenceWorker)):
+                w.join(REQUEST_TIMEOUT + 15)
         time.sleep(REQUEST_TIMEOUT + 1)  # the wire writers' last requests
+        # Every session has ended: the onDisconnect writes of all of them run (some by a lease).
+        h.write(dict(type="ondisconnect-drained", ok=wait_ondisconnect_drained(c)))
         converged = c.wait_converged(timeout=120)
         time.sleep(3)  # listeners receive the last events
         final_state(c, h)

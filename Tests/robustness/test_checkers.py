@@ -4,7 +4,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from checkers import counters, linearizable, listeners, pushes, state, transactions  # noqa: E402
+from checkers import counters, linearizable, listeners, presence, pushes, state, transactions  # noqa: E402
 from checkers.history import pair  # noqa: E402
 from checkers.run import check_all  # noqa: E402
 
@@ -299,3 +299,52 @@ def test_repeat_right_after_a_snapshot_install_is_counted_not_hidden():
     repeats = []
     assert listeners.check(h.records, h.ops, {"r": {"n1": "a"}}, repeats=repeats) == []
     assert len(repeats) == 1
+
+
+# --- presence (durable onDisconnect) ------------------------------------------------------------
+
+def presence_history():
+    """s1: registered, online, closed cleanly at 3 with no fault; s2: registered, its node killed
+    (fault 4..6); s3: registration unknown."""
+    h = H()
+    h.op("presence", 1, 2, key="s1", registered=True, online=True)
+    h.op("presence", 3.5, 4, key="s2", registered=True, online=True)
+    h.op("presence", 7, 8, status="info", key="s3", registered=False, online=False)
+    h.records.append(dict(type="presence-end", sid="s1", t=3))
+    h.records.append(dict(type="nemesis", action="kill", t=4.5))
+    h.records.append(dict(type="nemesis-heal", action="kill", t=6))
+    return h
+
+
+def test_presence_runs_once_passes():
+    h = presence_history()
+    faults = presence.fault_windows(h.records)
+    assert faults == [(4.5, 6)]
+    ends = {"s1": 3}
+    assert presence.check(h.ops, {"s1": False, "s2": False, "s3": True}, {"s1": 1, "s2": 1}, ends, faults) == []
+    # An unknown registration may have run once, or not at all.
+    assert presence.check(h.ops, {"s1": False, "s2": False}, {"s1": 1, "s2": 1, "s3": 1}, ends, faults) == []
+
+
+def test_presence_double_run_is_caught():
+    h = presence_history()
+    found = presence.check(h.ops, {"s1": False, "s2": False}, {"s1": 1, "s2": 2}, {"s1": 3}, presence.fault_windows(h.records))
+    assert [a.kind for a in found] == ["onDisconnect ran more than once"]
+    found = presence.check(h.ops, {"s1": False, "s2": False}, {"s1": 1, "s2": 1, "s3": 2}, {"s1": 3}, [])
+    assert [a.kind for a in found] == ["onDisconnect ran more than once"]
+
+
+def test_presence_lost_run_is_caught():
+    h = presence_history()
+    # s2's node died and nobody ran its writes: still online, never counted.
+    found = presence.check(h.ops, {"s1": False, "s2": True}, {"s1": 1}, {"s1": 3}, presence.fault_windows(h.records))
+    assert [a.kind for a in found] == ["registered onDisconnect never ran"]
+
+
+def test_presence_offline_write_lost_on_a_quiet_clean_close_is_caught_but_excused_under_a_fault():
+    h = presence_history()
+    found = presence.check(h.ops, {"s1": True, "s2": False}, {"s1": 1, "s2": 1}, {"s1": 3}, presence.fault_windows(h.records))
+    assert [a.kind for a in found] == ["offline write lost"]
+    # The same session overlapping a fault is not judged on its final value.
+    found = presence.check(h.ops, {"s1": True, "s2": False}, {"s1": 1, "s2": 1}, {"s1": 3}, [(2.5, 2.8)])
+    assert found == []

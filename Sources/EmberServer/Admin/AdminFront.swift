@@ -125,8 +125,20 @@ final class AdminFront: Sendable {
         s["clientURLs"] = .object(members.mapValues { .string($0) })
         // Bytes per table, free pages and the file (a few mdb_stat calls and the free list).
         if let storage = NodeProbe.storage(of: store) { s["storage"] = try storage.footprint().json() }
+        if let book = store.onDisconnectBook {
+            // Which incarnation holds each node's sessions, and sessions whose writes wait to run.
+            let pending = try book.sessions(limit: Self.maxCountedOnDisconnectSessions) { _, _, _, _ in true }.count
+            s["onDisconnect"] = .object([
+                "holders": .object(try book.holders().mapValues { .string($0) }),
+                "pendingSessions": .int(Int64(pending)),
+            ])
+        }
         return .object(s)
     }
+
+    /// Sessions with pending onDisconnect writes counted for the status at most (a larger
+    /// count shows as this number).
+    static let maxCountedOnDisconnectSessions = 100_000
 
     // MARK: - Admin
 

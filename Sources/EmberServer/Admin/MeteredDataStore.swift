@@ -58,6 +58,10 @@ final class MeteredDataStore: DataStore {
     func storedRules(namespace: String) -> StoredRules? { inner.storedRules(namespace: namespace) }
     func setDefaultRules(_ engine: RulesEngine) { inner.setDefaultRules(engine) }
     func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { inner.onRulesChanged(handler) }
+    func logOnDisconnect(_ op: OnDisconnectOperation, namespace: String, identity: Identity) async throws -> Bool {
+        try await inner.logOnDisconnect(op, namespace: namespace, identity: identity)
+    }
+    var onDisconnectBook: OnDisconnectBook? { inner.onDisconnectBook }
 }
 
 /// Pipelined writes with the same metrics as `write`: latency from queueing to the outcome.

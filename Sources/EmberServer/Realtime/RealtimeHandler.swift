@@ -15,10 +15,13 @@ struct RealtimeHandler: Sendable {
         /// The per-address budget shared with REST (`--max-requests-per-second-per-address`).
         let addressRate: RequestRateByAddress?
         let gate: RulesGate
+        /// Where onDisconnect writes are registered (nil: the node keeps none, `o` is refused).
+        let onDisconnect: OnDisconnectKeeper?
 
         init(store: any DataStore, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64, reads: ReadPool,
-             addressRate: RequestRateByAddress?) {
+             addressRate: RequestRateByAddress?, onDisconnect: OnDisconnectKeeper? = nil) {
             self.store = store
+            self.onDisconnect = onDisconnect
             self.config = config
             self.clock = clock
             self.reads = reads
@@ -38,6 +41,8 @@ struct RealtimeHandler: Sendable {
     var reads: ReadPool { services.reads }
     var addressRate: RequestRateByAddress? { services.addressRate }
     var gate: RulesGate { services.gate }
+    /// Where onDisconnect writes are registered (nil: the node keeps none, `o` is refused).
+    var onDisconnect: OnDisconnectKeeper? { services.onDisconnect }
 
     init(session: RealtimeSession, services: Services, pipeline: WirePipeline?) {
         self.session = session
@@ -46,8 +51,10 @@ struct RealtimeHandler: Sendable {
     }
 
     init(session: RealtimeSession, store: any DataStore, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64,
-         reads: ReadPool, addressRate: RequestRateByAddress? = nil, pipeline: WirePipeline? = nil) {
-        self.init(session: session, services: Services(store: store, config: config, clock: clock, reads: reads, addressRate: addressRate),
+         reads: ReadPool, addressRate: RequestRateByAddress? = nil, pipeline: WirePipeline? = nil,
+         onDisconnect: OnDisconnectKeeper? = nil) {
+        self.init(session: session, services: Services(store: store, config: config, clock: clock, reads: reads, addressRate: addressRate,
+                                                       onDisconnect: onDisconnect),
                   pipeline: pipeline)
     }
 
@@ -141,16 +148,18 @@ struct RealtimeHandler: Sendable {
             let data = b["d"] ?? .null
             try WriteValidation(config).validateFully(data, at: path)
             guard try gate.canWrite(session.namespace, path, .set(data), session.identity, now: clock()) else { throw PermissionDenied() }
-            guard session.addOnDisconnect(path, .set(data)) else { throw RestError(429, "Too many onDisconnect operations") }
+            try await registerOnDisconnect(path, .set(data))
             return ("ok", .string(""))
         case "om":
             let path = try wirePath(b)
             let parts = try mergeParts(path, b["d"], full: true)
             guard try gate.canWrite(session.namespace, path, .update(parts), session.identity, now: clock()) else { throw PermissionDenied() }
-            guard session.addOnDisconnect(path, .update(parts)) else { throw RestError(429, "Too many onDisconnect operations") }
+            try await registerOnDisconnect(path, .update(parts))
             return ("ok", .string(""))
         case "oc":
-            session.cancelOnDisconnect(at: try wirePath(b))
+            let path = try wirePath(b)
+            try await onDisconnect?.cancel(at: path, for: session)
+            session.cancelOnDisconnect(at: path)
             return ("ok", .string(""))
         case "auth", "gauth": return auth(b)
         case "unauth":
@@ -160,6 +169,20 @@ struct RealtimeHandler: Sendable {
             return ("ok", .string(""))
         default:
             return ("invalid_request", .string("Unknown action \(action)"))
+        }
+    }
+
+    /// Logs the write to run when this connection ends (checked by the rules when registered,
+    /// as Firebase does, and judged again when it runs).
+    func registerOnDisconnect(_ path: Path, _ kind: WriteRequest.Kind) async throws {
+        guard let onDisconnect else { throw StoreUnavailable("This node keeps no onDisconnect operations") }
+        let write = WriteRequest(namespace: session.namespace, path: path, kind: kind, identity: session.identity)
+        guard session.addOnDisconnect(LMDBDataStore.operation(for: write)) else {
+            throw RestError(429, "Too many onDisconnect operations")
+        }
+        do { try await onDisconnect.register(write, for: session) } catch {
+            session.removeLastOnDisconnect()
+            throw error
         }
     }
 

@@ -49,6 +49,12 @@ public final class RealtimeHub: Sendable {
         }
     }
 
+    /// Whether the session `id` of `namespace` is still open here (onDisconnect's sweep of
+    /// sessions that ended without their writes running).
+    func isOpen(namespace: String, id: String) -> Bool {
+        sessions.withLock { $0[namespace]?[id] != nil }
+    }
+
     func close(_ session: RealtimeSession) {
         sessions.withLock { all in
             all[session.namespace]?.removeValue(forKey: session.id)

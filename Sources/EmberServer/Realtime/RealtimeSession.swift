@@ -1,4 +1,5 @@
 import EmberCore
+import EmberStorage
 import Foundation
 import NIOCore
 import NIOWebSocket
@@ -34,7 +35,10 @@ public final class RealtimeSession: Sendable {
 
     struct State {
         var listens: [String: WireListen] = [:]
-        var onDisconnect: [(Path, WriteRequest.Kind)] = []
+        /// The onDisconnect writes registered (the log holds them; this copy counts them against
+        /// `maxOnDisconnect`), and the name the log knows the session by, once it registered one.
+        var onDisconnect: [WriteOperation] = []
+        var onDisconnectSession: OnDisconnectSession?
         /// Who the connection speaks for (`auth`/`gauth`); anonymous until then and after expiry.
         var identity: Identity = .anonymous
         /// Bumped on every identity change, so a stale expiry timer does nothing.
@@ -351,24 +355,27 @@ public final class RealtimeSession: Sendable {
 
     // MARK: - onDisconnect
 
-    func addOnDisconnect(_ path: Path, _ kind: WriteRequest.Kind) -> Bool {
+    func addOnDisconnect(_ write: WriteOperation) -> Bool {
         state.withLock { s in
             guard s.onDisconnect.count < limits.maxOnDisconnect else { return false }
-            s.onDisconnect.append((path, kind))
+            s.onDisconnect.append(write)
             return true
         }
     }
 
-    func cancelOnDisconnect(at path: Path) {
-        state.withLock { s in s.onDisconnect = OnDisconnectCancel.apply(s.onDisconnect, cancel: path) }
+    /// A registration that failed: its write was the last added (requests are handled in order).
+    func removeLastOnDisconnect() {
+        state.withLock { s in _ = s.onDisconnect.popLast() }
     }
 
-    /// Taken once when the connection ends.
-    func takeOnDisconnect() -> [(Path, WriteRequest.Kind)] {
-        state.withLock { s in
-            defer { s.onDisconnect = [] }
-            return s.onDisconnect
-        }
+    func cancelOnDisconnect(at path: Path) {
+        state.withLock { s in s.onDisconnect = OnDisconnectCancel.apply(s.onDisconnect, cancel: path).compactMap { $0 } }
+    }
+
+    /// How the log names this session (set by its first registration).
+    var onDisconnectSession: OnDisconnectSession? {
+        get { state.withLock { $0.onDisconnectSession } }
+        set { state.withLock { $0.onDisconnectSession = newValue } }
     }
 
     // MARK: - Identity and request rate

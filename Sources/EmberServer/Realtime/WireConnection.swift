@@ -356,21 +356,16 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     }
 
     /// After the socket closed and the last request was handled: the session leaves the hub,
-    /// queued writes are answered, then the onDisconnect writes run (in log order like any
-    /// write, judged by the rules as the connection's last identity).
+    /// queued writes are answered (they are ordered before the onDisconnect run anyway, one
+    /// queue; waiting keeps their outcomes from racing it), then the session's onDisconnect
+    /// writes run through the log, each as the user who registered it (a node that dies first
+    /// leaves them to the leader: OnDisconnectKeeper).
     private func tearDownSession() async {
         guard let started else { return }
         let session = started.session
         node.realtime.close(session)
         await started.handler.pipeline?.drained()
-        let identity = session.identity
-        for (path, kind) in session.takeOnDisconnect() {
-            do {
-                _ = try await node.store.write(WriteRequest(namespace: namespace, path: path, kind: kind, identity: identity))
-            } catch {
-                logger.warning("onDisconnect write failed", metadata: ["path": "\(path)", "error": "\(error)"])
-            }
-        }
+        await node.onDisconnect.ended(session)
         if holdsAddress { node.rest.connectionsPerAddress.release(address) }
     }
 }

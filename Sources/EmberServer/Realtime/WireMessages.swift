@@ -31,6 +31,8 @@ enum WireMessages {
             return response(r, status: e.status == 429 ? "too_many_requests" : "invalid_data", data: .string(e.message))
         case let e as StoreUnavailable: return response(r, status: "unavailable", data: .string(e.message))
         case is PermissionDenied: return response(r, status: "permission_denied", data: .string(PermissionDenied.message))
+        case let e as StoreRefusal:
+            return response(r, status: e.status == 403 ? "permission_denied" : "invalid_data", data: .string(e.message))
         default: return response(r, status: "internal_error", data: .string("\(error)"))
         }
     }

@@ -43,7 +43,7 @@ struct WireServerChannel: ServerChildChannel, HTTPChannelHandler {
         self.maxFrameSize = maxFrameSize
         self.node = node
         services = RealtimeHandler.Services(store: node.store, config: node.config, clock: node.rest.clock, reads: node.reads,
-                                            addressRate: node.rest.addressRequestRate)
+                                            addressRate: node.rest.addressRequestRate, onDisconnect: node.onDisconnect)
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {

@@ -3,7 +3,7 @@ Tests/robustness). Prints one line per checker and each anomaly; exits 1 on any 
 import sys
 from collections import Counter
 
-from . import counters, linearizable, listeners, pushes, state, transactions
+from . import counters, linearizable, listeners, presence, pushes, state, transactions
 from .history import load, of, pair
 
 
@@ -32,6 +32,13 @@ def check_all(records, budget=linearizable.DEFAULT_BUDGET):
     excused, repeats = [], []
     results["listeners"] = listeners.check(records, ops, finals, groups=groups, excused=excused, repeats=repeats)
     results["state"] = state.check(of(records, "final"))
+    # Presence keys hold one child per session; any node's final value (the state checker
+    # compares the nodes).
+    pkey, rkey = meta.get("presence", [None, None])
+    def first(key):
+        return next((v for v in (finals.get(key) or {}).values() if v is not None), None) or {}
+    ends = {r["sid"]: r["t"] for r in records if r.get("type") == "presence-end"}
+    results["presence"] = presence.check(ops, first(pkey), first(rkey), ends, presence.fault_windows(records))
     summary = {
         "operations": len(ops),
         "by_status": dict(Counter(o.status for o in ops)),
@@ -43,6 +50,9 @@ def check_all(records, budget=linearizable.DEFAULT_BUDGET):
         "listener_gaps_across_snapshot_installs": len(excused),
         "listener_repeats_after_snapshot_installs": len(repeats),
         "snapshot_installs": sum(1 for r in records if r.get("type") == "install"),
+        "presence_sessions": sum(1 for o in ops if o.f == "presence"),
+        "presence_registered": sum(1 for o in ops if o.f == "presence" and o.extra.get("registered")),
+        "presence_clean_closes": len(ends),
     }
     return results, summary
 
