@@ -120,7 +120,7 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
             throw LMDBDataStore.translate(e)
         }
         return EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0,
-                                     auth: request.identity.writeAuth).encoded()
+                                     auth: request.identity.writeAuth, writer: request.writer).encoded()
     }
 
     /// Wire-protocol bursts go to the driver without a task or a wait per write; their outcomes

@@ -28,13 +28,17 @@ public struct WriteRequest: Sendable {
     /// Who writes: the entry carries it and the rules judge it when the entry is applied.
     /// Required: a default would silently make a forgotten identity an admin write.
     public var identity: Identity
+    /// The client's name for the write (exactly-once across resends: `WriterStamp`), if it gave one.
+    public var writer: WriterStamp?
 
-    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil, identity: Identity) {
+    public init(namespace: String, path: Path, kind: Kind, condition: WriteCondition? = nil, identity: Identity,
+                writer: WriterStamp? = nil) {
         self.namespace = namespace
         self.path = path
         self.kind = kind
         self.condition = condition
         self.identity = identity
+        self.writer = writer
     }
 }
 
@@ -47,12 +51,15 @@ public struct WriteOutcome: Sendable {
     /// paths. When not applied: the current value.
     public var value: Node
     public var version: UInt64
+    /// A stamped write its writer had already run: answered as the first time, not applied again.
+    public var duplicate = false
 
-    public init(index: UInt64, applied: Bool, value: Node, version: UInt64) {
+    public init(index: UInt64, applied: Bool, value: Node, version: UInt64, duplicate: Bool = false) {
         self.index = index
         self.applied = applied
         self.value = value
         self.version = version
+        self.duplicate = duplicate
     }
 }
 

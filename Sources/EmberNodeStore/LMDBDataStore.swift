@@ -77,7 +77,7 @@ public final class LMDBDataStore: DataStore {
         do {
             // The store fixes the entry's timestamp itself (monotonic across the log).
             result = try await store.submit(namespace: request.namespace, Self.operation(for: request),
-                                            auth: request.identity.writeAuth)
+                                            auth: request.identity.writeAuth, writer: request.writer)
         } catch let e as StorageError { throw Self.translate(e) }
         return try Self.outcome(of: result)
     }
@@ -107,7 +107,8 @@ public final class LMDBDataStore: DataStore {
         case .applied, .noop:
             // For a set this is the value now at the path; for an update, the resolved parts
             // at their relative paths (what REST echoes for PATCH).
-            return WriteOutcome(index: result.index, applied: true, value: result.value, version: result.version)
+            return WriteOutcome(index: result.index, applied: true, value: result.value, version: result.version,
+                                duplicate: result.duplicate)
         case .conditionFailed(let current, let version):
             return WriteOutcome(index: result.index, applied: false, value: current, version: version)
         case .rejected(let e):
@@ -121,6 +122,9 @@ public final class LMDBDataStore: DataStore {
     public static func refuseReserved(_ namespace: String) throws {
         if namespace == OnDisconnectTable.namespace {
             throw StoreRefusal.forbidden("Namespace \(namespace) is reserved for onDisconnect bookkeeping")
+        }
+        if namespace == WriterTable.namespace {
+            throw StoreRefusal.forbidden("Namespace \(namespace) is reserved for the log's record of writers (exactly-once)")
         }
     }
 

@@ -19,7 +19,7 @@ struct LMDBPipelinedWriter: PipelinedWriter {
         guard !writes.isEmpty else { return reserved }
         let batch = writes.map { w in
             PipelinedWrite(namespace: w.request.namespace, operation: LMDBDataStore.operation(for: w.request),
-                           auth: w.request.identity.writeAuth, tag: w.tag)
+                           auth: w.request.identity.writeAuth, writer: w.request.writer, tag: w.tag)
         }
         let refused = store.enqueue(batch, sink: sink)
         return reserved + refused.map { r in (r.tag, (r.error as? StorageError).map(LMDBDataStore.translate) ?? r.error) }

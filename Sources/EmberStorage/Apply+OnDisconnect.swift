@@ -85,7 +85,11 @@ extension Applier {
 
     /// Replaces the reserved namespace's subtree at `path` (bookkeeping: no listener sees it).
     mutating func put(_ path: Path, _ node: Node, index: UInt64) throws -> Bool {
-        let ns = OnDisconnectTable.namespace
+        try putReserved(OnDisconnectTable.namespace, path, node, index: index)
+    }
+
+    /// Writes bookkeeping of the log itself into a reserved namespace (no rules, no condition).
+    mutating func putReserved(_ ns: String, _ path: Path, _ node: Node, index: UInt64) throws -> Bool {
         let key = EncodedPath(ns, path)
         let old = try tables.readNode(t, key: key.bytes)
         return try write(ns: ns, path: path, key: key, node: node, old: old, index: index)

@@ -33,6 +33,12 @@ struct Applier {
     /// `prebuilt`: the entry's nodes as `EmberStore.prepare` built them (writes without server
     /// values), so they are not converted from JSON again.
     mutating func apply(_ e: LogEntry, prebuilt: [Node]? = nil) throws -> WriteResult {
+        guard let stamp = e.writer else { return try applyOperation(e, prebuilt: prebuilt) }
+        return try applyStamped(e, stamp, prebuilt: prebuilt)
+    }
+
+    /// Applies the entry's operation (no writer stamp involved).
+    mutating func applyOperation(_ e: LogEntry, prebuilt: [Node]? = nil) throws -> WriteResult {
         let ns = e.namespace
         let base = e.operation.path
         var result = WriteResult(index: e.index, term: e.term, namespace: ns, path: base, outcome: .noop,

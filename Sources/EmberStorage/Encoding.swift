@@ -126,9 +126,12 @@ public enum KeyCodec {
     /// A namespace is 1–64 characters of `A–Z a–z 0–9 - _`; its key prefix is its bytes then 0x00.
     public static func validateNamespace(_ ns: String) throws(StorageError) {
         let u = ns.utf8
-        guard !u.isEmpty, u.count <= 64, u.allSatisfy({ b in
-            (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95
-        }) else { throw .invalidNamespace(ns) }
+        guard !u.isEmpty, u.count <= 64, u.allSatisfy(isNamespaceByte) else { throw .invalidNamespace(ns) }
+    }
+
+    /// `A–Z a–z 0–9 - _`: the bytes of namespaces (and of writer ids, `WriterStamp`).
+    public static func isNamespaceByte(_ b: UInt8) -> Bool {
+        (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95
     }
 
     static func namespacePrefix(_ ns: String) -> [UInt8] {

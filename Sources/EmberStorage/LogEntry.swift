@@ -71,21 +71,25 @@ public struct LogEntry: Sendable, Equatable {
     public var operation: WriteOperation
     public var timestamp: Int64
     public var auth: WriteAuth
+    /// The client's name for this write (exactly-once: `WriterTable`); nil for writes without one.
+    public var writer: WriterStamp?
 
     public init(index: UInt64, term: UInt64, namespace: String, operation: WriteOperation, timestamp: Int64,
-                auth: WriteAuth = .admin) {
+                auth: WriteAuth = .admin, writer: WriterStamp? = nil) {
         self.index = index
         self.term = term
         self.namespace = namespace
         self.operation = operation
         self.timestamp = timestamp
         self.auth = auth
+        self.writer = writer
     }
 
     /// Deterministic binary encoding (format 2): index, term, timestamp, namespace, auth,
     /// operation. Binary rather than JSON text so an integral double stays a double on every
     /// replica. Format 1 (no auth) decodes as an admin entry: it was written before rules were
-    /// judged.
+    /// judged. A writer stamp follows the operation as an optional trailer (tag 1, id, number):
+    /// a node that predates stamps reads the entry and ignores the trailer.
     public func encoded() -> [UInt8] {
         var w = ByteWriter()
         w.u8(2)
@@ -97,8 +101,15 @@ public struct LogEntry: Sendable, Equatable {
         case .user(let claims?): w.u8(2); w.json(claims)
         }
         Self.encode(operation, into: &w)
+        if let writer {
+            w.u8(Self.writerTrailer)
+            w.string(writer.writer)
+            w.u64(writer.seq)
+        }
         return w.bytes
     }
+
+    static let writerTrailer: UInt8 = 1
 
     /// Writes index, term and timestamp into an entry encoded with zeros there (the header has a
     /// fixed layout: format byte, then three 8-byte fields), so a write is encoded only once.
@@ -142,6 +153,11 @@ public struct LogEntry: Sendable, Equatable {
             }
         }
         operation = try Self.decodeOperation(&r, limit: bytes.count)
+        writer = nil
+        if !r.atEnd {
+            guard try r.u8() == Self.writerTrailer else { throw .corrupt("log entry trailer") }
+            writer = WriterStamp(writer: try r.string(), seq: try r.u64())
+        }
     }
 
     static func encode(_ operation: WriteOperation, into w: inout ByteWriter) {
@@ -261,6 +277,8 @@ public struct WriteResult: Sendable, Equatable {
     /// An onDisconnect `run` entry: the results of the session's operations, in the order they
     /// ran, each as if it were an entry of its own at this index (listeners get one change each).
     public var ran: [WriteResult] = []
+    /// A stamped write its writer had already run (`WriterTable`): answered, not applied again.
+    public var duplicate = false
 
     public var isApplied: Bool { if case .applied = outcome { return true } else { return false } }
     public var etag: String { value.isEmpty ? EmberStore.nullETag : EmberStore.etag(version: version) }

@@ -12,13 +12,16 @@ public struct PipelinedWrite: Sendable {
     public var namespace: String
     public var operation: WriteOperation
     public var auth: WriteAuth
+    /// The client's name for the write (exactly-once), if it gave one.
+    public var writer: WriterStamp?
     /// Handed back with the result (the caller's request id).
     public var tag: UInt64
 
-    public init(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, tag: UInt64) {
+    public init(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil, tag: UInt64) {
         self.namespace = namespace
         self.operation = operation
         self.auth = auth
+        self.writer = writer
         self.tag = tag
     }
 }
@@ -36,9 +39,9 @@ extension EmberStore {
         jobs.reserveCapacity(writes.count)
         for w in writes {
             do {
-                let prepared = try prepare(namespace: w.namespace, operation: w.operation, auth: w.auth)
-                jobs.append(.submit(Submission(namespace: w.namespace, operation: w.operation, auth: w.auth, prepared: prepared,
-                                                completion: .sink(sink, w.tag))))
+                let prepared = try prepare(namespace: w.namespace, operation: w.operation, auth: w.auth, writer: w.writer)
+                jobs.append(.submit(Submission(namespace: w.namespace, operation: w.operation, auth: w.auth, writer: w.writer,
+                                                prepared: prepared, completion: .sink(sink, w.tag))))
             } catch {
                 refused.append((w.tag, error))
             }

@@ -285,7 +285,7 @@ public final class EmberStore: @unchecked Sendable {
     /// The one full check of a write (keys, depth, sizes, server values),
     /// keeping what it computed so the writer does not redo it: the encoded entry and, when the
     /// write holds no server values, the nodes to write.
-    func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin) throws -> PreparedWrite {
+    func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil) throws -> PreparedWrite {
         try KeyCodec.validateNamespace(namespace)
         var nodes: [Node]? = []
         func check(_ path: Path, _ json: JSON) throws {
@@ -328,7 +328,8 @@ public final class EmberStore: @unchecked Sendable {
             }
             for (rel, v) in parts { try check(p.appending(rel), v) }
         }
-        let encoded = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth).encoded()
+        let encoded = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth,
+                               writer: writer).encoded()
         guard encoded.count <= options.maxEntryBytes else {
             throw StorageError.entryTooLarge(bytes: encoded.count, limit: options.maxEntryBytes)
         }
@@ -338,14 +339,15 @@ public final class EmberStore: @unchecked Sendable {
     /// Leader-less single-node write: validates, queues for group commit, assigns the next log
     /// index and the current term, and returns after the commit is durable. `auth` is who the
     /// rules judge the entry as, when it is applied.
-    public func submit(namespace: String, _ operation: WriteOperation, auth: WriteAuth = .admin) async throws -> WriteResult {
-        let prepared = try prepare(namespace: namespace, operation: operation, auth: auth)
+    public func submit(namespace: String, _ operation: WriteOperation, auth: WriteAuth = .admin,
+                       writer: WriterStamp? = nil) async throws -> WriteResult {
+        let prepared = try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer)
         return try await withCheckedThrowingContinuation { cont in
             let (err, wake): (StorageError?, Bool) = core.queue.withLock { q in
                 if q.closed { return (.closed, false) }
                 if q.pending.count >= options.maxPendingWrites { return (.queueFull(limit: options.maxPendingWrites), false) }
-                q.pending.append(.submit(Submission(namespace: namespace, operation: operation, auth: auth, prepared: prepared,
-                                                    completion: .resume(cont))))
+                q.pending.append(.submit(Submission(namespace: namespace, operation: operation, auth: auth, writer: writer,
+                                                    prepared: prepared, completion: .resume(cont))))
                 return (nil, q.takeWake())
             }
             if let err {
@@ -462,13 +464,16 @@ final class StoreCore: @unchecked Sendable {
         let namespace: String
         let operation: WriteOperation
         let auth: WriteAuth
+        let writer: WriterStamp?
         let prepared: PreparedWrite
         let completion: Completion
 
-        init(namespace: String, operation: WriteOperation, auth: WriteAuth, prepared: PreparedWrite, completion: Completion) {
+        init(namespace: String, operation: WriteOperation, auth: WriteAuth, writer: WriterStamp?, prepared: PreparedWrite,
+             completion: Completion) {
             self.namespace = namespace
             self.operation = operation
             self.auth = auth
+            self.writer = writer
             self.prepared = prepared
             self.completion = completion
         }

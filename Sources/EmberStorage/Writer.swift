@@ -281,7 +281,7 @@ final class Writer: @unchecked Sendable {
                     bytes += prepared.encoded.count
                     idx += 1
                     ts = max(ts, Self.nowMs())
-                    let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts, auth: auth)
+                    let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts, auth: auth, writer: sub.writer)
                     // The entry was encoded once, when validated; only its header is new.
                     var encoded = prepared.encoded
                     LogEntry.setHeader(&encoded, index: idx, term: term, timestamp: ts)

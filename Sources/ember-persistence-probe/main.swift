@@ -104,6 +104,26 @@ struct Probe: Sendable {
                 if let error { say("GETERR", "\(error)") } else { say("GET", snap.value) }
             }
 
+        case "increments":
+            // Once connected, waits for the test's go file, then makes N increments (sets and
+            // multi-path updates) and says SENT. The test mutes the node's answers in between:
+            // the node applies them, this client never hears they were acknowledged.
+            let count = Int(rest[0])!, go = rest[1]
+            let once = Tally()
+            db.reference(withPath: ".info/connected").observe(.value) { snap in
+                guard snap.value as? Bool == true, once.next() == 1 else { return }
+                say("CONNECTED")
+                while !FileManager.default.fileExists(atPath: go) { usleep(10_000) }
+                for i in 0..<count {
+                    if i % 2 == 0 {
+                        db.reference(withPath: "count").setValue(ServerValue.increment(1))
+                    } else {
+                        db.reference().updateChildValues(["count": ServerValue.increment(1), "last": i])
+                    }
+                }
+                say("SENT", count)
+            }
+
         default:
             FileHandle.standardError.write(Data("unknown command \(command)\n".utf8))
             exit(2)

@@ -70,6 +70,45 @@ import Testing
         #expect(try store.writes().isEmpty)
     }
 
+    /// The worst moment to die: the node applied the writes, the app never heard so (the node's
+    /// answers are muted by a proxy), and it is killed with the writes still queued on disk. The
+    /// next run sends them again with their stamps; the node answers without applying them twice.
+    @Test func writesTheNodeAppliedButTheAppNeverSawAcknowledgedCountOnceAfterAKill() async throws {
+        let server = try EmberServerProcess()
+        try await server.start()
+        defer { server.stop() }
+        let proxy = try ReplyMutingProxy(target: server.port)
+        defer { proxy.close() }
+        let url = "http://127.0.0.1:\(proxy.port)?ns=lostacks"
+        let dir = Self.tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let go = dir + "/go"
+        let count = 12
+
+        let first = try ProbeProcess("increments", url: url, cacheDir: dir, [String(count), go])
+        try await first.waitForLine("CONNECTED")
+        proxy.muteReplies()
+        FileManager.default.createFile(atPath: go, contents: Data())
+        try await first.waitForLine("SENT")
+        let deadline = ContinuousClock.now + .seconds(15)
+        while try await server.restGet("count", ns: "lostacks") != .int(Int64(count)), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(try await server.restGet("count", ns: "lostacks") == .int(Int64(count)))
+        first.kill()
+        // Every write is still queued: the app never saw an acknowledgement.
+        #expect(try PersistentStore(file: Self.cacheFile(dir: dir, url: url)).writes().count == count)
+
+        proxy.cutAndPass()
+        let second = try ProbeProcess("show", url: url, cacheDir: dir, ["count"])
+        defer { second.kill() }
+        try await second.waitForLine("ACKED")
+        #expect(try await server.restGet("count", ns: "lostacks") == .int(Int64(count)))
+        #expect(try await server.restGet("last", ns: "lostacks") == .int(Int64(count - 1)))
+        second.kill()
+        #expect(try PersistentStore(file: Self.cacheFile(dir: dir, url: url)).writes().isEmpty)
+    }
+
     /// Restored writes the server refuses are rolled back and dropped from the queue, each with an
     /// error in the log; the others land.
     @Test func restoredWritesTheServerRejectsAreLoggedAndDropped() async throws {

@@ -877,3 +877,35 @@ def test_pipelined_wire_writes_at_a_follower_apply_once_and_in_order(cluster):
     for n in cluster.nodes:
         assert requests.get(n["url"] + f"/items.json?ns={ns}", timeout=10).json() == expected, n["id"]
         assert requests.get(n["url"] + f"/last.json?ns={ns}", timeout=10).json() == total - 1, n["id"]
+
+
+def test_a_stamped_write_sent_again_to_another_node_applies_once(cluster):
+    """A client that lost the answer of a write made through a follower sends it again to the
+    leader (and to the other follower) with the same stamp: the log applies it once, every
+    replica agrees, and every copy is answered ok."""
+    import asyncio
+    sys.path.insert(0, os.path.dirname(__file__))
+    from wire import WireClient
+    ns = "once" + uuid.uuid4().hex[:8]
+    inc = {".sv": {"increment": 1}}
+    f1, f2 = cluster.followers()[:2]
+    leader = cluster.leader()
+
+    async def send(node_id, n):
+        c = await WireClient.connect(cluster.url(node_id), ns)
+        _, resp = await c.request("m", {"p": "/", "d": {"c": inc, "last": n}, "w": {"id": "dev-1", "n": n}})
+        await c.close()
+        return resp["s"]
+
+    async def go():
+        answers = []
+        for n in range(1, 6):
+            for node_id in (f1, leader, f2):
+                answers.append(await send(node_id, n))
+        return answers
+
+    answers = asyncio.run(go())
+    assert answers == ["ok"] * 15, answers
+    cluster.wait_converged()
+    for n in cluster.nodes:
+        assert requests.get(n["url"] + f"/.json?ns={ns}", timeout=10).json() == {"c": 5, "last": 5}, n["id"]

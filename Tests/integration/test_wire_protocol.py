@@ -228,3 +228,50 @@ def test_pipelined_writes_are_acknowledged_in_order(node, ns):
         await c.close()
         await listener.close()
     run(go())
+
+
+def test_stamped_writes_sent_again_are_answered_not_applied_twice(node, ns):
+    """Ember extension: `w` {id, n} names a write; the same stamp again (another connection, as a
+    client that reconnected after losing the answer) gets the first answer and changes nothing."""
+    inc = {".sv": {"increment": 1}}
+
+    async def go():
+        a = await WireClient.connect(node.url, ns)
+        b = await WireClient.connect(node.url, ns)
+        await b.request("q", {"p": "/c", "h": ""})
+        _, resp = await a.request("p", {"p": "c", "d": inc, "w": {"id": "app1", "n": 1}})
+        assert resp["s"] == "ok"
+        _, resp = await a.request("m", {"p": "/", "d": {"c": inc}, "w": {"id": "app1", "n": 2}})
+        assert resp["s"] == "ok"
+        await a.close()
+        a = await WireClient.connect(node.url, ns)
+        # Both sent again on the new connection, pipelined: answered ok, not applied.
+        _, r1 = await a.request("p", {"p": "c", "d": inc, "w": {"id": "app1", "n": 1}})
+        _, r2 = await a.request("m", {"p": "/", "d": {"c": inc}, "w": {"id": "app1", "n": 2}})
+        assert r1["s"] == "ok" and r2["s"] == "ok"
+        assert requests.get(f"{node.url}/c.json?ns={ns}").json() == 2
+        # Another writer, and unstamped writes, count as usual.
+        await a.request("p", {"p": "c", "d": inc, "w": {"id": "app2", "n": 1}})
+        await a.request("p", {"p": "c", "d": inc})
+        assert requests.get(f"{node.url}/c.json?ns={ns}").json() == 4
+        # The listener heard each value once: 1, 2, 3, 4 (nothing for the resends).
+        values = []
+        try:
+            while True:
+                push = await b.next_push(timeout=1)
+                d = push["b"]["d"]
+                values.append(d.get("c") if isinstance(d, dict) else d)
+        except asyncio.TimeoutError:
+            pass
+        assert values == [1, 2, 3, 4], values
+        # Bad stamps are refused and write nothing.
+        for bad in ({"id": "a/b", "n": 1}, {"id": "ok", "n": 0}, {"id": "x" * 65, "n": 1}, {"id": "ok"}, "app1:1"):
+            _, resp = await a.request("p", {"p": "bad", "d": 1, "w": bad})
+            assert resp["s"] != "ok", bad
+        assert requests.get(f"{node.url}/bad.json?ns={ns}").json() is None
+        # The writers' record is not a namespace clients may write.
+        r = requests.put(f"{node.url}/x.json?ns=_ember_writers", data="1")
+        assert r.status_code in (400, 403) and "error" in r.json()
+        await a.close()
+        await b.close()
+    run(go())

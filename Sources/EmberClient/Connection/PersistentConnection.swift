@@ -35,7 +35,7 @@ actor PersistentConnection {
         case listen(ListenEntry)
         case unlisten(path: Path, tag: Int?)
         /// `p`/`m`/`o`/`om`/`oc`: writes and onDisconnect operations, kept until acknowledged.
-        case write(action: String, path: Path, data: JSON, hash: String?, onComplete: RequestCompletion)
+        case write(action: String, path: Path, data: JSON, hash: String?, stamp: WriteStamp? = nil, onComplete: RequestCompletion)
         case get(path: Path, queryWire: JSON?, onComplete: RequestCompletion)
         /// Fails every queued write (and onDisconnect operation) with `write_canceled`.
         case purgeWrites
@@ -72,6 +72,7 @@ actor PersistentConnection {
         var path: Path
         var data: JSON
         var hash: String?
+        var stamp: WriteStamp?
         var onComplete: RequestCompletion
         var sent = false
     }
@@ -258,9 +259,9 @@ actor PersistentConnection {
                 }
                 sendRequest("n", body) { _, _ in }
             }
-        case .write(let action, let path, let data, let hash, let onComplete):
+        case .write(let action, let path, let data, let hash, let stamp, let onComplete):
             nextWriteID += 1
-            writes[nextWriteID] = PendingWrite(action: action, path: path, data: data, hash: hash, onComplete: onComplete)
+            writes[nextWriteID] = PendingWrite(action: action, path: path, data: data, hash: hash, stamp: stamp, onComplete: onComplete)
             if isConnected { sendWrite(nextWriteID) }
         case .purgeWrites:
             // Replies to writes already sent find nothing to complete; the server may still apply them.
@@ -502,6 +503,7 @@ actor PersistentConnection {
         writes[id] = write
         var body: [String: JSON] = ["p": .string(ClientMessage.wirePath(write.path)), "d": write.data]
         if let h = write.hash { body["h"] = .string(h) }
+        if let stamp = write.stamp { body["w"] = stamp.wire }
         sendRequest(write.action, body) { status, data in self.writeResponded(id: id, status: status, data: data) }
     }
 

@@ -17,6 +17,9 @@ struct StoredWrite: Equatable, Sendable {
     var path: Path
     var kind: Kind
     var data: JSON
+    /// The writer id the write was (or will be) sent under (`WriteStamp`); nil for writes queued
+    /// by a version that did not stamp them.
+    var writer: String? = nil
 }
 
 /// The queue of outstanding writes (SDK `userWrites`). A write is saved before it is handed to the
@@ -24,8 +27,8 @@ struct StoredWrite: Equatable, Sendable {
 extension PersistentStore {
     func saveWrite(_ write: StoredWrite) throws {
         try db.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO pending_write (id, path, kind, data) VALUES (?, ?, ?, ?)",
-                           arguments: [write.id, Self.key(write.path), write.kind.rawValue, write.data.serialized()])
+            try db.execute(sql: "INSERT OR REPLACE INTO pending_write (id, path, kind, data, writer) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [write.id, Self.key(write.path), write.kind.rawValue, write.data.serialized(), write.writer])
         }
     }
 
@@ -43,13 +46,13 @@ extension PersistentStore {
     }
 
     static func fetchWrites(_ db: GRDB.Database) throws -> [StoredWrite] {
-        try Row.fetchAll(db, sql: "SELECT id, path, kind, data FROM pending_write ORDER BY id").map { row in
+        try Row.fetchAll(db, sql: "SELECT id, path, kind, data, writer FROM pending_write ORDER BY id").map { row in
             let kindText: String = row["kind"]
             guard let kind = StoredWrite.Kind(rawValue: kindText) else {
                 throw StoreError.corrupt("write \(row["id"] as Int) has unknown kind \(kindText)")
             }
             return StoredWrite(id: row["id"], path: path(fromKey: row["path"]), kind: kind,
-                               data: try JSON.parse(row["data"] as String))
+                               data: try JSON.parse(row["data"] as String), writer: row["writer"])
         }
     }
 }

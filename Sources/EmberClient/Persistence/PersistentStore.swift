@@ -92,6 +92,10 @@ final class PersistentStore {
                                            PRIMARY KEY (path, spec));
                 """)
         }
+        m.registerMigration("v3") { db in
+            // The writer id each queued write is sent under (exactly-once across restarts).
+            try db.execute(sql: "ALTER TABLE pending_write ADD COLUMN writer TEXT")
+        }
         return m
     }
 

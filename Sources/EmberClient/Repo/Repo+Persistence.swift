@@ -8,11 +8,12 @@ import Foundation
 /// write. As in the SDK, completion blocks do not survive a restart: a restored write completes
 /// silently, and a rejection of one is logged.
 ///
-/// Delivery matches the SDK: a write leaves the disk queue when its acknowledgement is processed,
-/// so it is sent once per run until then. If the app dies after the server applied a write but
-/// before the acknowledgement reached the disk, the write is sent again at the next start (at
-/// least once, not exactly once): sets and updates write the same values again, which is harmless
-/// unless another client changed the data in between; server values are evaluated again.
+/// A write leaves the disk queue when its acknowledgement is processed, so it is sent once per
+/// run until then (as in the SDK). If the app dies after the server applied a write but before
+/// the acknowledgement reached the disk, the write is sent again at the next start — with the
+/// stamp it was first sent with (writer id of that run, write id), and Ember's log answers it
+/// without applying it again (exactly once; the SDK against Firebase applies it twice). Writes
+/// queued by a version without stamps are sent unstamped (at least once).
 extension Repo {
     /// Called once, at the database's first use and before the work of that use is queued: the
     /// restored writes go out before any new one, and views see the cache from the first.
@@ -56,11 +57,12 @@ extension Repo {
             guard let error, let self else { return }
             self.persistence?.logger.error("ember persistence: the server rejected write \(id) to \(write.path) queued in an earlier run: \(error)")
         }
+        let stamp = write.writer.map { WriteStamp(writer: $0, writeID: id) }
         switch write.kind {
         case .set:
             let node = try localNode(write.data, at: write.path)
             raise(syncTree.applyUserOverwrite(write.path, node, writeId: id))
-            sendWrite("p", path: write.path, data: write.data, writeID: id, completion: onFinish)
+            sendWrite("p", path: write.path, data: write.data, writeID: id, stamp: stamp, completion: onFinish)
         case .merge:
             guard case .object(let wire) = write.data else { throw PersistentStore.StoreError.corrupt("merge data is not an object") }
             var children: [(Path, Node)] = []
@@ -69,7 +71,7 @@ extension Repo {
                 children.append((rel, try localNode(json, at: write.path.appending(rel))))
             }
             raise(syncTree.applyUserMerge(write.path, children, writeId: id))
-            sendWrite("m", path: write.path, data: write.data, writeID: id, completion: onFinish)
+            sendWrite("m", path: write.path, data: write.data, writeID: id, stamp: stamp, completion: onFinish)
         }
     }
 }

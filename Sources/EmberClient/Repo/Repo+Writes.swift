@@ -24,11 +24,12 @@ extension Repo {
             let writeID = nextWriteID
             nextWriteID += 1
             // On disk before it goes to the connection: a write the app saw applied survives a kill.
-            persistence?.saveWrite(StoredWrite(id: writeID, path: path, kind: .set, data: json))
+            persistence?.saveWrite(StoredWrite(id: writeID, path: path, kind: .set, data: json, writer: writerID))
             raise(syncTree.applyUserOverwrite(path, node, writeId: writeID))
             // A set overrides transactions running at or below it (SDK: abort with "set").
             abortTransactions(overlapping: path, reason: .set)
-            sendWrite("p", path: path, data: json, writeID: writeID, completion: completion)
+            sendWrite("p", path: path, data: json, writeID: writeID, stamp: WriteStamp(writer: writerID, writeID: writeID),
+                      completion: completion)
         }
     }
 
@@ -52,15 +53,16 @@ extension Repo {
             }
             let writeID = nextWriteID
             nextWriteID += 1
-            persistence?.saveWrite(StoredWrite(id: writeID, path: path, kind: .merge, data: .object(wire)))
+            persistence?.saveWrite(StoredWrite(id: writeID, path: path, kind: .merge, data: .object(wire), writer: writerID))
             raise(syncTree.applyUserMerge(path, children, writeId: writeID))
             for (rel, _) in parts { abortTransactions(overlapping: path.appending(rel), reason: .set) }
-            sendWrite("m", path: path, data: .object(wire), writeID: writeID, completion: completion)
+            sendWrite("m", path: path, data: .object(wire), writeID: writeID, stamp: WriteStamp(writer: writerID, writeID: writeID),
+                      completion: completion)
         }
     }
 
-    func sendWrite(_ action: String, path: Path, data: JSON, writeID: Int, completion: WriteCompletion?) {
-        connection.submit(.write(action: action, path: path, data: data, hash: nil) { [weak self] status, reply in
+    func sendWrite(_ action: String, path: Path, data: JSON, writeID: Int, stamp: WriteStamp?, completion: WriteCompletion?) {
+        connection.submit(.write(action: action, path: path, data: data, hash: nil, stamp: stamp) { [weak self] status, reply in
             guard let self else { return }
             self.queue.async {
                 let ok = status == "ok"

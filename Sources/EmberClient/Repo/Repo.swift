@@ -18,6 +18,10 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     var infoRoot = Node.empty
     var registrations: [UInt: Registration] = [:]
     var nextWriteID = 1
+    /// This run's name for its writes (exactly-once: each `p`/`m` carries it with the write id,
+    /// so a write sent again after a lost acknowledgement is not applied twice). Writes restored
+    /// from an earlier run keep the name they were first sent under.
+    let writerID = WriteStamp.newWriter()
     var transactions: [TransactionRecord] = []
     var nextTransactionOrder = 0
     /// Acknowledged onDisconnect sets, oldest first (merges are stored per child).

@@ -1,4 +1,5 @@
 import EmberCore
+import struct EmberStorage.WriterStamp
 import Foundation
 
 /// Handles the requests of one wire-protocol session (reference §6.3): listens, gets, writes,
@@ -115,7 +116,7 @@ struct RealtimeHandler: Sendable {
         if action == "m" {
             let path = try wirePath(b)
             return WriteRequest(namespace: session.namespace, path: path, kind: .update(try mergeParts(path, b["d"])),
-                                identity: session.identity)
+                                identity: session.identity, writer: try writerStamp(b))
         }
         if let raw = b["p"]?.stringValue, try PriorityWrite.target(ofRawPath: raw) != nil { return nil }
         return try setRequest(b)
@@ -129,7 +130,18 @@ struct RealtimeHandler: Sendable {
         var condition: WriteCondition?
         if let h = b["h"]?.stringValue { condition = .hash(h) }
         if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
-        return WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition, identity: session.identity)
+        return WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition, identity: session.identity,
+                            writer: try writerStamp(b))
+    }
+
+    /// Ember extension of `p`/`m`: `"w": {"id": "<writer>", "n": <seq>}` names the write for
+    /// exactly-once across resends (`WriterStamp`). Absent: an ordinary write.
+    func writerStamp(_ b: [String: JSON]) throws -> WriterStamp? {
+        guard let w = b["w"] else { return nil }
+        guard case .string(let id)? = w["id"], case .int(let n)? = w["n"], let stamp = WriterStamp(validating: id, seq: n) else {
+            throw EmberError.invalidData("w must be {\"id\": 1-64 characters of A-Z a-z 0-9 - _, \"n\": a positive integer}")
+        }
+        return stamp
     }
 
     /// Returns the response (status, data), or nil status when the response was already queued.
@@ -263,7 +275,7 @@ struct RealtimeHandler: Sendable {
         let path = try wirePath(b)
         let parts = try mergeParts(path, b["d"])
         _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
-                                               identity: session.identity))
+                                               identity: session.identity, writer: try writerStamp(b)))
         await session.feed?.barrier()
         return ("ok", .string(""))
     }
