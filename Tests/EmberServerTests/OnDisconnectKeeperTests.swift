@@ -25,6 +25,16 @@ import Testing
         OnDisconnectKeeper(store: store, realtime: hub, settings: .init(), logger: Logger(label: "test"))
     }
 
+    /// A fresh store and keeper with one session that registered `/p/u1` = false.
+    func startedSession() async throws -> (LMDBDataStore, RealtimeHub, OnDisconnectKeeper, RealtimeSession) {
+        let store = try Self.openStore(NSTemporaryDirectory() + "ember-odc-\(UUID().uuidString)")
+        let hub = RealtimeHub()
+        let k = keeper(store, hub)
+        let session = try #require(hub.open(id: "s-1", namespace: Self.ns))
+        try await register(k, session, "/p/u1", .bool(false))
+        return (store, hub, k, session)
+    }
+
     func value(_ store: any DataStore, _ path: String) throws -> Node {
         try store.read(namespace: Self.ns, path: p(path)).node
     }
@@ -35,12 +45,8 @@ import Testing
     }
 
     @Test func aCleanEndRunsTheWritesOnce() async throws {
-        let store = try Self.openStore(NSTemporaryDirectory() + "ember-odc-\(UUID().uuidString)")
+        let (store, hub, k, session) = try await startedSession()
         defer { store.close() }
-        let hub = RealtimeHub()
-        let k = keeper(store, hub)
-        let session = try #require(hub.open(id: "s-1", namespace: Self.ns))
-        try await register(k, session, "/p/u1", .bool(false))
         try await register(k, session, "/runs", .object([".sv": .object(["increment": .int(1)])]))
         let book = try #require(store.onDisconnectBook)
         #expect(try book.holders() == ["single": k.incarnation])
@@ -93,12 +99,8 @@ import Testing
     }
 
     @Test func aSealedIncarnationRegistersNothingAndDropsItsConnections() async throws {
-        let store = try Self.openStore(NSTemporaryDirectory() + "ember-odc-\(UUID().uuidString)")
+        let (store, hub, k, session) = try await startedSession()
         defer { store.close() }
-        let hub = RealtimeHub()
-        let k = keeper(store, hub)
-        let session = try #require(hub.open(id: "s-1", namespace: Self.ns))
-        try await register(k, session, "/p/u1", .bool(false))
         let sealed = k.incarnation
         // As a leader does when this node was silent past the lease.
         #expect(try await store.logOnDisconnect(.seal(node: "single", incarnation: sealed),
