@@ -136,6 +136,55 @@ import Testing
         #expect(session.listenCount == 3)
     }
 
+    /// A follower's state and the leader's snapshot share one log: a location the snapshot did
+    /// not change keeps its version, and its streams and listens get no repeated event.
+    @Test func locationsTheSnapshotDidNotChangeGetNoRepeatedEvent() async throws {
+        let leader = try Self.openStore("leader")
+        defer { leader.close() }
+        let local = try Self.openStore("node")
+        defer { local.close() }
+        try await set(leader, "u", #"{"same":1}"#)
+        try await set(leader, "w", "1")
+        try await install(leader, into: local)
+        let node = try EmberNode(config: NodeConfiguration(), store: local, logger: Logger(label: "test"))
+
+        var streams: [(id: Int, events: AsyncStream<(UInt64, String)>, initial: ReadResult)] = []
+        let session = try #require(node.realtime.open(id: "s", namespace: Self.ns))
+        for (r, path) in ["u", "w"].enumerated() {
+            let (id, events) = try #require(node.hub.register(namespace: Self.ns, path: p(path)))
+            let read = try node.store.read(namespace: Self.ns, path: p(path))
+            node.hub.noteInitialRead(id: id, version: read.version)
+            streams.append((id, events, read))
+            #expect(session.beginListen(path: p(path), query: .default, queryWire: nil, tag: nil) == .started)
+            session.completeListen(path: p(path), queryWire: nil, tag: nil, read: read,
+                                   response: WireMessages.response(Int64(r + 1), status: "ok", data: .object([:])))
+        }
+        defer { for s in streams { node.hub.release(s.id) } }
+        _ = await drain(session, 4)
+
+        // The leader goes on: /w changes, /u does not (a write beside it, one of equal value).
+        try await set(leader, "w", "2")
+        try await set(leader, "v", "9")
+        try await set(leader, "u/same", "1")
+        try await install(leader, into: local)
+        node.resyncListeners()
+        try await set(node.store, "u/later", "true")
+
+        // /u: the next event is the later change (no repeated put of unchanged data); /w: the new value.
+        var first: [String] = []
+        for s in streams {
+            for await (index, text) in s.events where index > s.initial.appliedIndex {
+                first.append(text)
+                break
+            }
+        }
+        #expect(first == [ChangeRouting.sseText(.put(path: p("later"), data: n("true"))),
+                          ChangeRouting.sseText(.put(path: .root, data: n("2")))])
+        let pushes = await drain(session, 2)
+        #expect(pushes.map { body($0)["p"] } == [.string("w"), .string("u/later")])
+        #expect(body(pushes[0])["d"] == .int(2))
+    }
+
     @Test func aStreamWhoseInitialReadSawTheNewStateSkipsTheResyncPut() async throws {
         let local = try Self.openStore("node")
         let node = try EmberNode(config: NodeConfiguration(), store: local, logger: Logger(label: "test"))

@@ -202,12 +202,13 @@ public final class RestHandler: Sendable {
         }
         // The first event (the whole location) is read and serialized on the read pool.
         let store = self.store
-        let initial: (text: String, appliedIndex: UInt64)
+        let initial: (text: String, appliedIndex: UInt64, version: UInt64)
         do {
             initial = try await reads.run {
                 let r = try store.read(namespace: ns, path: path)
-                return (ChangeRouting.sseText(.put(path: .root, data: r.node)), r.appliedIndex)
+                return (ChangeRouting.sseText(.put(path: .root, data: r.node)), r.appliedIndex, r.version)
             }
+            hub.noteInitialRead(id: id, version: initial.version)
         } catch {
             hub.unregister(id)
             connectionsPerAddress.release(address)

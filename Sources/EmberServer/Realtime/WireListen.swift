@@ -23,6 +23,9 @@ struct WireListen {
     /// a change up to it that reaches the listen later (published after the read saw it) is
     /// already in the client's data and is not sent again.
     var sentThrough: UInt64 = 0
+    /// The location's version the client's data is at (the read's, then each change delivered):
+    /// after a snapshot install an unchanged version means unchanged data, and nothing is sent.
+    var sentVersion: UInt64 = 0
 
     var isTagged: Bool { tag != nil }
 
@@ -60,6 +63,7 @@ struct WireListen {
             version = max(version, change.index)
         }
         pending = nil
+        sentVersion = version
         if isTagged {
             cache = data
             window = currentWindow()
@@ -79,18 +83,32 @@ struct WireListen {
             pending = []
             return []
         }
+        // Any change to the location's data raises its version (deletes leave theirs), so the
+        // same version is the same data: the client already has it (no repeated event).
+        if read.version == sentVersion {
+            sentThrough = max(sentThrough, read.appliedIndex)
+            return []
+        }
         pending = []
         return activate(with: read)
     }
 
-    /// The messages a committed change produces for this listen (none when unaffected).
-    mutating func apply(_ change: CommittedChange) -> [JSON] {
-        guard affects(change) else { return [] }
-        if pending == nil, change.index <= sentThrough { return [] }
+    /// True when `change` goes to the client now; false when unaffected, already in the
+    /// client's data, or held until the initial read is done.
+    private mutating func admit(_ change: CommittedChange) -> Bool {
+        guard affects(change) else { return false }
+        if pending == nil, change.index <= sentThrough { return false }
         if pending != nil {
             pending!.append(change)
-            return []
+            return false
         }
+        sentVersion = change.index
+        return true
+    }
+
+    /// The messages a committed change produces for this listen (none when unaffected).
+    mutating func apply(_ change: CommittedChange) -> [JSON] {
+        guard admit(change) else { return [] }
         if !isTagged { return Self.untaggedMessages(for: change, at: path) }
         return applyTagged(change)
     }
@@ -98,12 +116,7 @@ struct WireListen {
     /// The frames `change` produces for this listen, untagged ones taken from `shared` (built
     /// once per path for all listens there).
     mutating func applyFrames(_ change: CommittedChange, shared: SharedFrames) -> [String] {
-        guard affects(change) else { return [] }
-        if pending == nil, change.index <= sentThrough { return [] }
-        if pending != nil {
-            pending!.append(change)
-            return []
-        }
+        guard admit(change) else { return [] }
         if !isTagged { return shared.untagged(at: path) }
         return applyTagged(change).flatMap { WireFraming.split($0.serialized()) }
     }

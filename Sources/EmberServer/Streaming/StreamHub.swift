@@ -43,6 +43,10 @@ public final class StreamHub: Sendable {
     /// Streams closed for falling behind; their readers stop at once instead of draining.
     private let overflowed = Mutex<Set<Int>>([])
     private let nextID = Atomic<Int>(0)
+    /// Per stream, the newest version of its location its client holds (its initial read's, then
+    /// each change sent): a resync after a snapshot install skips a stream whose location's
+    /// version did not move, instead of sending the same data again.
+    private let seenVersions = Mutex<[Int: UInt64]>([:])
     public let limits: Limits
     /// Streams closed because their reader fell behind.
     public let overflowClosures = Atomic<Int>(0)
@@ -81,7 +85,13 @@ public final class StreamHub: Sendable {
 
     public func unregister(_ id: Int) {
         let entry = registry.withLock { $0.remove(id) }
+        seenVersions.withLock { _ = $0.removeValue(forKey: id) }
         entry?.continuation.finish()
+    }
+
+    /// The stream's first event holds its location at `version` (`RestHandler.stream`).
+    public func noteInitialRead(id: Int, version: UInt64) {
+        seenVersions.withLock { v in if registry.withLock({ $0.entries[id] != nil }) { v[id] = max(v[id] ?? 0, version) } }
     }
 
     /// Queues a keep-alive on one stream (index `.max` is never skipped by readers).
@@ -99,6 +109,10 @@ public final class StreamHub: Sendable {
         for (path, streams) in targets {
             let lines = ChangeRouting.events(for: change, at: path).map(ChangeRouting.sseText)
             for (id, entry) in streams { deliver(lines, index: change.index, id: id, entry: entry) }
+        }
+        // A change raises the version of every location it reaches (changes come in log order).
+        seenVersions.withLock { v in
+            for (_, streams) in targets { for (id, _) in streams where v[id] != nil { v[id] = max(v[id]!, change.index) } }
         }
     }
 
@@ -160,6 +174,13 @@ public final class StreamHub: Sendable {
                 unregister(id)
                 continue
             }
+            // Same version, same data (any change raises it; deletes leave theirs): no repeat.
+            let unchanged = seenVersions.withLock { v -> Bool in
+                guard let seen = v[id] else { return false }
+                v[id] = result.version
+                return seen == result.version
+            }
+            if unchanged { continue }
             let text = ChangeRouting.sseText(.put(path: .root, data: result.node))
             if case .dropped = entry.continuation.yield((result.appliedIndex, text)) {
                 overflowClosures.add(1, ordering: .relaxed)
