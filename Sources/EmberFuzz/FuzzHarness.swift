@@ -94,7 +94,10 @@ public enum FuzzHarness {
         for frame in s.split(separator: "\n", omittingEmptySubsequences: false) {
             let out: WireReassembler.Output
             do { out = try reassembler.feed(String(frame)) } catch { reassembler = WireReassembler(maxMessageBytes: 4096); continue }
-            if case .message(let text) = out { decodeMessage(text) }
+            if case .message(let text) = out {
+                decodeMessage(text)
+                try typedRoundTrip(text)
+            }
         }
         // A message that is all digits (≤ 6) reads as a frame count, by the protocol's own rule;
         // real messages are JSON objects, so the round trip is checked for everything else.
@@ -107,6 +110,17 @@ public enum FuzzHarness {
             } catch { throw fail("own framing refused: \(error)") }
         }
         try check(got == s, "framing round trip lost the message")
+    }
+
+    /// The shared typed messages: whatever parses as a message re-encodes to text that parses
+    /// back to the same message (both directions).
+    static func typedRoundTrip(_ text: String) throws(FuzzViolation) {
+        if case .success(let m) = WireClientMessage.parse(text), m != .ignored {
+            try check(WireClientMessage.parse(m.text) == .success(m), "client message round trip changed \(m)")
+        }
+        if let m = WireServerMessage.parse(text), m != .ignored {
+            try check(WireServerMessage.parse(m.text) == m, "server message round trip changed \(m)")
+        }
     }
 
     static func isCountFrame(_ s: String) -> Bool {

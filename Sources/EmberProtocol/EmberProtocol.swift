@@ -1,4 +1,5 @@
 // EmberProtocol: the parts of Firebase's REST and wire protocols that read input from outside —
 // request URLs and query parameters (`RestRequest`), percent-decoding, the error shape, and the
-// wire protocol's frame splitting and reassembly. Pure (no I/O, no network packages), so the fuzz
+// wire protocol's frame splitting and reassembly, and its typed messages in both directions
+// (`WireServerMessage`, `WireClientMessage`), which emberd and EmberClient share. Pure (no I/O, no network packages), so the fuzz
 // harnesses build it alone; EmberServer re-exports it.

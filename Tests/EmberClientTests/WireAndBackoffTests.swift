@@ -26,20 +26,40 @@ import Testing
     }
 
     @Test func parsesServerMessages() {
-        #expect(ServerMessage.parse(#"{"t":"c","d":{"t":"h","d":{"ts":1700000000000,"v":"5","h":"x:1","s":"abc"}}}"#)
+        #expect(WireServerMessage.parse(#"{"t":"c","d":{"t":"h","d":{"ts":1700000000000,"v":"5","h":"x:1","s":"abc"}}}"#)
                 == .hello(timestamp: 1_700_000_000_000, host: "x:1", sessionID: "abc", nodes: nil))
         // Ember's extension: the cluster's client URLs (non-strings are skipped); other unknown
         // fields are ignored, as Firebase SDKs do.
-        #expect(ServerMessage.parse(#"{"t":"c","d":{"t":"h","d":{"ts":1,"v":"5","h":"x:1","s":"abc","en":["http://a:1",7,"http://b:2"],"zz":{"future":1}}}}"#)
+        #expect(WireServerMessage.parse(#"{"t":"c","d":{"t":"h","d":{"ts":1,"v":"5","h":"x:1","s":"abc","en":["http://a:1",7,"http://b:2"],"zz":{"future":1}}}}"#)
                 == .hello(timestamp: 1, host: "x:1", sessionID: "abc", nodes: ["http://a:1", "http://b:2"]))
-        #expect(ServerMessage.parse(#"{"t":"d","d":{"r":7,"b":{"s":"datastale","d":"changed"}}}"#)
+        #expect(WireServerMessage.parse(#"{"t":"d","d":{"r":7,"b":{"s":"datastale","d":"changed"}}}"#)
                 == .response(r: 7, status: "datastale", data: .string("changed")))
-        #expect(ServerMessage.parse(#"{"t":"d","d":{"a":"m","b":{"p":"a/b","d":{"c":1},"t":3,"v":9}}}"#)
-                == .dataPush(path: try! Path("a/b"), data: .object(["c": .int(1)]), isMerge: true, tag: 3))
-        #expect(ServerMessage.parse(#"{"t":"d","d":{"a":"d","b":{"p":"","d":null}}}"#)
-                == .dataPush(path: .root, data: .null, isMerge: false, tag: nil))
-        #expect(ServerMessage.parse(#"{"t":"c","d":{"t":"s","d":"bye"}}"#) == .shutdown("bye"))
-        #expect(ServerMessage.parse("not json") == nil)
+        #expect(WireServerMessage.parse(#"{"t":"d","d":{"a":"m","b":{"p":"a/b","d":{"c":1},"t":3,"v":9}}}"#)
+                == .dataPush(path: try! Path("a/b"), data: .object(["c": .int(1)]), isMerge: true, tag: 3, version: 9))
+        #expect(WireServerMessage.parse(#"{"t":"d","d":{"a":"d","b":{"p":"","d":null}}}"#)
+                == .dataPush(path: .root, data: .null, isMerge: false, tag: nil, version: nil))
+        #expect(WireServerMessage.parse(#"{"t":"c","d":{"t":"s","d":"bye"}}"#) == .shutdown("bye"))
+        #expect(WireServerMessage.parse("not json") == nil)
+    }
+
+    /// One definition for both ends: every message emberd sends parses back to itself, and so
+    /// does every message the client sends, as the server parses it.
+    @Test func sharedTypedMessagesRoundTrip() throws {
+        let server: [WireServerMessage] = [
+            .hello(timestamp: 5, host: "h:1", sessionID: "s", nodes: ["http://a:1"]),
+            .pong, .shutdown("bye"), .protocolError("Invalid message"),
+            .response(r: 3, status: "ok", data: .string("")),
+            .dataPush(path: try Path("a/b"), data: .object(["c": .int(1)]), isMerge: true, tag: 7, version: 12),
+            .dataPush(path: .root, data: .null, isMerge: false, tag: nil, version: nil),
+            .listenRevoked(path: try Path("x"), query: .object(["l": .int(1)])),
+            .authRevoked(status: "expired_token", reason: "Auth token is expired."),
+        ]
+        for m in server { #expect(WireServerMessage.parse(m.text) == m) }
+        let client: [WireClientMessage] = [.ping, .request(r: 9, action: "m", body: ["p": .string("a"), "d": .object(["b": .int(1)])])]
+        for m in client { #expect(try WireClientMessage.parse(m.text).get() == m) }
+        #expect(WireClientMessage.parse("[1]") == .failure(.notProtocol))
+        #expect(WireClientMessage.parse(#"{"t":"d","d":{"a":"p"}}"#) == .failure(.missingRequestFields))
+        #expect(try WireClientMessage.parse(#"{"t":"c","d":{"t":"n"}}"#).get() == .ignored)
     }
 
     @Test func requestsAreEncodedWithRequestNumbers() throws {

@@ -1,4 +1,5 @@
 import EmberCore
+import EmberProtocol
 import Foundation
 
 /// Operations the server performs when this client's connection drops (reference §6.9).
@@ -21,7 +22,7 @@ extension DatabaseReference {
                                               withCompletionBlock block: (@Sendable ((any Error)?, DatabaseReference) -> Void)? = nil) {
         do {
             var obj: [String: JSON] = [:]
-            for (rel, json) in try Self.parseUpdate(values, at: path) { obj[ClientMessage.wirePath(rel)] = json }
+            for (rel, json) in try Self.parseUpdate(values, at: path) { obj[rel.wireText] = json }
             repo.onDisconnect("om", at: path, data: .object(obj), completion: completion(block))
         } catch {
             if let block { repo.deliver { block(error, self) } }

@@ -252,7 +252,7 @@ actor PersistentConnection {
             let key = Self.listenKey(path, tag)
             guard let entry = listens.removeValue(forKey: key) else { return }
             if isConnected {
-                var body: [String: JSON] = ["p": .string(ClientMessage.wirePath(path))]
+                var body: [String: JSON] = ["p": .string(path.wireText)]
                 if let tag = entry.tag {
                     body["t"] = .int(Int64(tag))
                     if let q = entry.queryWire { body["q"] = q }
@@ -399,7 +399,7 @@ actor PersistentConnection {
 
     private func receive(_ text: String) {
         ClientLog.log("< \(text.prefix(1000))")
-        guard let message = ServerMessage.parse(text) else { return }
+        guard let message = WireServerMessage.parse(text) else { return }
         switch message {
         case .hello(let timestamp, _, _, let nodes):
             guard case .connecting(let id, let socket) = state else { return }
@@ -413,8 +413,8 @@ actor PersistentConnection {
             restoreState()
         case .response(let r, let status, let data):
             callbacks.removeValue(forKey: r)?(status, data)
-        case .dataPush(let path, let data, let isMerge, let tag):
-            delegate?.connection(didReceive: data, at: path, isMerge: isMerge, tag: tag)
+        case .dataPush(let path, let data, let isMerge, let tag, _):
+            delegate?.connection(didReceive: data, at: path, isMerge: isMerge, tag: tag.map { Int(truncatingIfNeeded: $0) })
         case .listenRevoked(let path, _):
             for (key, entry) in listens where entry.path == path {
                 listens[key] = nil
@@ -427,7 +427,9 @@ actor PersistentConnection {
         case .shutdown:
             killed = true
             closeCurrent()
-        case .ignored:
+        case .pong, .protocolError, .ignored:
+            // Pongs only prove liveness (any message does); a protocol error is the server
+            // saying this client sent garbage, which a request's own response also reports.
             break
         }
     }
@@ -481,7 +483,7 @@ actor PersistentConnection {
 
     private func sendListen(_ key: String) {
         guard let entry = listens[key] else { return }
-        var body: [String: JSON] = ["p": .string(ClientMessage.wirePath(entry.path)), "h": .string(entry.hash())]
+        var body: [String: JSON] = ["p": .string(entry.path.wireText), "h": .string(entry.hash())]
         if let tag = entry.tag {
             body["t"] = .int(Int64(tag))
             body["q"] = entry.queryWire ?? .object([:])
@@ -501,7 +503,7 @@ actor PersistentConnection {
         guard var write = writes[id], !write.sent else { return }
         write.sent = true
         writes[id] = write
-        var body: [String: JSON] = ["p": .string(ClientMessage.wirePath(write.path)), "d": write.data]
+        var body: [String: JSON] = ["p": .string(write.path.wireText), "d": write.data]
         if let h = write.hash { body["h"] = .string(h) }
         if let stamp = write.stamp { body["w"] = stamp.wire }
         sendRequest(write.action, body) { status, data in self.writeResponded(id: id, status: status, data: data) }
@@ -516,7 +518,7 @@ actor PersistentConnection {
         guard var get = gets[id], !get.sent else { return }
         get.sent = true
         gets[id] = get
-        var body: [String: JSON] = ["p": .string(ClientMessage.wirePath(get.path))]
+        var body: [String: JSON] = ["p": .string(get.path.wireText)]
         body["q"] = get.queryWire ?? .object([:])
         sendRequest("g", body) { status, data in self.getResponded(id: id, status: status, data: data) }
     }

@@ -1,4 +1,5 @@
 import EmberCore
+import EmberProtocol
 import EmberSyncTree
 import Foundation
 
@@ -45,7 +46,7 @@ extension Repo {
             do {
                 for (rel, json) in parts {
                     children.append((rel, try localNode(json, at: path.appending(rel))))
-                    wire[ClientMessage.wirePath(rel)] = json
+                    wire[rel.wireText] = json
                 }
             } catch {
                 if let completion { deliver { completion(DatabaseError.invalid(error)) } }

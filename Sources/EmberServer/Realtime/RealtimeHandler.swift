@@ -61,20 +61,22 @@ struct RealtimeHandler: Sendable {
 
     /// Handles one reassembled message.
     func handle(_ text: String) async {
-        guard let json = try? JSON.parse(text), case .object(let envelope) = json,
-              case .object(let d)? = envelope["d"] else {
-            session.send(.object(["t": .string("c"), "d": .object(["t": .string("e"), "d": .string("Invalid message")])]))
+        let r: Int64, action: String, body: [String: JSON]
+        switch WireClientMessage.parse(text) {
+        case .failure(.notProtocol):
+            session.send(WireServerMessage.protocolError("Invalid message").json)
             return
-        }
-        if envelope["t"]?.stringValue == "c" {
-            if d["t"]?.stringValue == "p" { session.send(WireMessages.pong) }
+        case .failure(.missingRequestFields):
+            session.send(WireServerMessage.protocolError("Request without r or a").json)
             return
-        }
-        guard case .int(let r)? = d["r"], let action = d["a"]?.stringValue else {
-            session.send(.object(["t": .string("c"), "d": .object(["t": .string("e"), "d": .string("Request without r or a")])]))
+        case .success(.ping):
+            session.send(WireMessages.pong)
             return
+        case .success(.ignored):
+            return
+        case .success(.request(let rr, let a, let b)):
+            (r, action, body) = (rr, a, b)
         }
-        let body = d["b"]?.objectValue ?? [:]
         guard session.admitRequest(now: clock()) else {
             session.send(WireMessages.response(r, status: "too_many_requests",
                                                data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))

@@ -1,20 +1,20 @@
 import EmberCore
+import EmberProtocol
 
-/// Builders for server→client messages of the wire protocol (reference §6.2–§6.5).
+/// The server's names for server→client messages (`WireServerMessage`, shared with the client):
+/// the JSON of each, and the status each kind of failure gets.
 enum WireMessages {
     /// `nodes`: the client URLs of the cluster's members (`--client-urls`), sent as the Ember
     /// extension `en` (only when there are some) so a client given one URL learns where to go
     /// when its node dies. Firebase SDKs read `ts`, `v`, `h`, `s` and ignore other fields.
     static func hello(timestamp: Int64, host: String, session: String, nodes: [String] = []) -> JSON {
-        var d: [String: JSON] = ["ts": .int(timestamp), "v": .string("5"), "h": .string(host), "s": .string(session)]
-        if !nodes.isEmpty { d["en"] = .array(nodes.map { .string($0) }) }
-        return .object(["t": .string("c"), "d": .object(["t": .string("h"), "d": .object(d)])])
+        WireServerMessage.hello(timestamp: timestamp, host: host, sessionID: session, nodes: nodes.isEmpty ? nil : nodes).json
     }
 
-    static let pong: JSON = .object(["t": .string("c"), "d": .object(["t": .string("o"), "d": .object([:])])])
+    static let pong: JSON = WireServerMessage.pong.json
 
     static func response(_ r: Int64, status: String, data: JSON) -> JSON {
-        .object(["t": .string("d"), "d": .object(["r": .int(r), "b": .object(["s": .string(status), "d": data])])])
+        WireServerMessage.response(r: r, status: status, data: data).json
     }
 
     /// The response `{"s":"ok","d":""}` to request `r` as a frame, without building a JSON value
@@ -39,23 +39,19 @@ enum WireMessages {
 
     /// A data push: `d` (overwrite) or `m` (merge), optionally tagged, with Ember's version.
     static func push(action: String, path: Path, data: JSON, tag: Int64?, version: UInt64?) -> JSON {
-        var body: [String: JSON] = ["p": .string(wirePath(path)), "d": data]
-        if let tag { body["t"] = .int(tag) }
-        if let version { body["v"] = .int(Int64(clamping: version)) }
-        return .object(["t": .string("d"), "d": .object(["a": .string(action), "b": .object(body)])])
+        precondition(action == "d" || action == "m", "a data push is d or m")
+        return WireServerMessage.dataPush(path: path, data: data, isMerge: action == "m", tag: tag, version: version).json
     }
 
     static func listenRevoked(path: Path, query: JSON?) -> JSON {
-        var body: [String: JSON] = ["p": .string(wirePath(path))]
-        if let query { body["q"] = query }
-        return .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(body)])])
+        WireServerMessage.listenRevoked(path: path, query: query).json
     }
 
     /// `ac`: the credential is no longer valid; the client closes, refreshes its token and reconnects.
     static func authRevoked(status: String, reason: String) -> JSON {
-        .object(["t": .string("d"), "d": .object(["a": .string("ac"), "b": .object(["s": .string(status), "d": .string(reason)])])])
+        WireServerMessage.authRevoked(status: status, reason: reason).json
     }
 
     /// Paths on the wire have no leading slash (`a/b`; the root is "").
-    static func wirePath(_ p: Path) -> String { p.segments.joined(separator: "/") }
+    static func wirePath(_ p: Path) -> String { p.wireText }
 }
