@@ -108,6 +108,31 @@ struct WireListen {
         return applyTagged(change).flatMap { WireFraming.split($0.serialized()) }
     }
 
+    /// What `change` means for this listen, for a publish that shares untagged frames.
+    enum Delivery {
+        case nothing
+        /// The untagged frames of the listen's location (built once for all its listens).
+        case shared
+        /// A tagged listen's own window diff.
+        case own([JSON])
+    }
+
+    /// As `applyFrames`, without building anything for an untagged listen: the caller takes
+    /// the location's shared frames (already encoded for sockets). `matched`: the listen was
+    /// found by the hub's `PathIndex` for this change, which only finds listens it affects.
+    mutating func delivery(of change: CommittedChange, matched: Bool = false) -> Delivery {
+        assert(!matched || affects(change), "the index finds only listens a change affects")
+        guard matched || affects(change) else { return .nothing }
+        if pending == nil, change.index <= sentThrough { return .nothing }
+        if pending != nil {
+            pending!.append(change)
+            return .nothing
+        }
+        if !isTagged { return .shared }
+        let messages = applyTagged(change)
+        return messages.isEmpty ? .nothing : .own(messages)
+    }
+
     /// An untagged listen's pushes for `change`: a function of the change and the path only.
     static func untaggedMessages(for change: CommittedChange, at path: Path) -> [JSON] {
         ChangeRouting.events(for: change, at: path).map { ev in
