@@ -5,12 +5,20 @@ import NIOCore
 /// schedules one flush on the channel's event loop, which writes the whole buffer at once: a
 /// connection that gets many events in one event-loop turn is written and flushed once.
 ///
+/// A fan-out frame arrives already encoded and shared by every listener of its location
+/// (`SharedFrames.encoded`): when nothing else is pending, the outbox keeps a reference to that
+/// very buffer (no copy, no allocation); a second frame in the same turn copies it once (the
+/// buffer is copy-on-write) and appends.
+///
 /// `queuedBytes` counts what is encoded here plus what was handed to the channel and not yet
 /// written to the socket; the session cuts the connection off once that passes its bound
 /// (`RealtimeSession.Limits.maxOutboundBytes`), so a client that stops reading holds at most
 /// that much memory.
 struct ConnectionOutbox {
     let channel: any Channel
+    /// The WebSocket frame encoder's context, below which the encoded bytes are written: looked
+    /// up on the first flush (on the event loop) instead of walking the pipeline per flush.
+    var encoderContext: ChannelHandlerContext?
     /// Encoded frames waiting for the next flush; allocated on first use, dropped after each
     /// flush (an idle connection holds no buffer).
     private(set) var pending: ByteBuffer?
@@ -31,6 +39,16 @@ struct ConnectionOutbox {
             pending = channel.allocator.buffer(capacity: Self.encodedSize(text))
         }
         Self.appendTextFrame(text, to: &pending!)
+    }
+
+    /// Appends frames already encoded (a shared fan-out buffer): kept as is when nothing is
+    /// pending, else copied behind what is.
+    mutating func append(encoded: ByteBuffer) {
+        if pending == nil {
+            pending = encoded
+        } else {
+            pending!.writeImmutableBuffer(encoded)
+        }
     }
 
     /// Takes the pending bytes for a write, counting them in flight until the write completes.

@@ -77,24 +77,19 @@ public final class RealtimeHub: Sendable {
     }
 
     /// Called in commit order (by the node's `ChangeFeed`). Visits only the listens the index
-    /// finds on the change's paths, each session once with all of its listens there.
+    /// finds on the change's paths. Each location's frames are built once (and encoded once for
+    /// sockets); every connection's frames are queued here, in commit order, and the socket
+    /// writes are handed to the event loops in groups (`FlushBatch`), not one task each.
     public func publish(_ change: CommittedChange) {
         let matched = index.withLock { $0[change.namespace]?.matching(change) ?? [] }
         guard !matched.isEmpty else { return }
         let shared = SharedFrames(change: change)
-        var slot: [ObjectIdentifier: Int] = [:]
-        var targets: [(session: RealtimeSession, keys: [String])] = []
-        for (_, listens) in matched {
-            for (ref, session) in listens {
-                if let i = slot[ref.session] {
-                    targets[i].keys.append(ref.key)
-                } else {
-                    slot[ref.session] = targets.count
-                    targets.append((session, [ref.key]))
-                }
-            }
+        let batch = FlushBatch()
+        defer { batch.submitAll() }
+        for (path, listens) in matched {
+            let frames = SharedPathFrames(shared, path: path)
+            for (ref, session) in listens { session.deliver(frames, key: ref.key, batch: batch) }
         }
-        for t in targets { t.session.deliver(shared, keys: t.keys) }
     }
 
     /// After a rules change: every session of `namespace` drops the listens it may no longer read.

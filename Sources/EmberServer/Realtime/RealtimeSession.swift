@@ -104,10 +104,12 @@ public final class RealtimeSession: Sendable {
     }
 
     /// `frame` must be one whole frame (at most `WireFraming.maxFrameCharacters` characters).
-    private func enqueue(_ s: inout State, frame: String) {
+    /// `batch`: the publish's flushes, grouped per event loop (nil: this connection's flush is
+    /// scheduled on its own).
+    private func enqueue(_ s: inout State, frame: String, batch: FlushBatch? = nil) {
         guard !s.closed else { return }
         if s.outbox != nil {
-            enqueueToSocket(&s, frame: frame)
+            enqueueToSocket(&s, frame: frame, batch: batch)
             return
         }
         guard s.frames.count < limits.outboundQueue else {
@@ -159,20 +161,41 @@ public final class RealtimeSession: Sendable {
             if s.closed { onFinish() } else { s.onFinish = onFinish }
             let queued = s.frames
             s.frames = []
-            for f in queued { enqueueToSocket(&s, frame: f) }
+            for f in queued { enqueueToSocket(&s, frame: f, batch: nil) }
         }
     }
 
-    private func enqueueToSocket(_ s: inout State, frame: String) {
+    private func enqueueToSocket(_ s: inout State, frame: String, batch: FlushBatch?) {
         let size = ConnectionOutbox.encodedSize(frame)
         guard s.outbox!.queuedBytes + size <= limits.maxOutboundBytes else {
             cutOff(&s)
             return
         }
         s.outbox!.append(frame)
+        scheduleFlush(&s, batch: batch)
+    }
+
+    /// Frames already encoded (a fan-out's shared buffer), queued without a copy.
+    private func enqueueToSocket(_ s: inout State, encoded: ByteBuffer, batch: FlushBatch?) {
+        guard s.outbox!.queuedBytes + encoded.readableBytes <= limits.maxOutboundBytes else {
+            cutOff(&s)
+            return
+        }
+        s.outbox!.append(encoded: encoded)
+        scheduleFlush(&s, batch: batch)
+    }
+
+    /// One flush per event-loop turn: the first frame after a flush schedules the next, with the
+    /// publish's other connections on the same loop when it comes from a publish.
+    private func scheduleFlush(_ s: inout State, batch: FlushBatch?) {
         guard !s.outbox!.flushScheduled else { return }
         s.outbox!.flushScheduled = true
-        s.outbox!.channel.eventLoop.execute { self.flushOutbox() }
+        let loop = s.outbox!.channel.eventLoop
+        if let batch {
+            batch.add(self, loop: loop)
+        } else {
+            loop.execute { self.flushOutbox() }
+        }
     }
 
     /// A client that stops reading: past `maxOutboundBytes` its connection is closed at once
@@ -191,45 +214,41 @@ public final class RealtimeSession: Sendable {
 
     /// Writes and flushes what is pending, once (on the channel's event loop). Written just below
     /// the channel's WebSocket frame encoder, through any TLS.
-    private func flushOutbox() {
-        let taken = state.withLock { s -> (ByteBuffer, any Channel)? in
-            guard s.outbox != nil else { return nil }
-            s.outbox!.flushScheduled = false
-            guard let buffer = s.outbox!.take() else { return nil }
-            return (buffer, s.outbox!.channel)
-        }
-        guard let (buffer, channel) = taken else { return }
-        Self.write(buffer, to: channel) { [self] n in
-            state.withLock { s in s.outbox?.inFlight -= n }
-        }
+    func flushOutbox() {
+        takeAndWrite(endingFlushTurn: true)
     }
 
-    /// Writes `buffer` below the WebSocket encoder and flushes; `done` gets its size once the
-    /// write completed or failed. On the channel's event loop.
-    private static func write(_ buffer: ByteBuffer, to channel: any Channel, done: @escaping @Sendable (Int) -> Void) {
-        let n = buffer.readableBytes
-        let promise = channel.eventLoop.makePromise(of: Void.self)
-        promise.futureResult.whenComplete { _ in done(n) }
-        do {
-            let encoder = try channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
-            encoder.writeAndFlush(NIOAny(buffer), promise: promise)
-        } catch {
-            promise.fail(error)
+    /// Takes the pending bytes and writes them below the channel's WebSocket encoder, then
+    /// flushes: one socket write for everything queued since the last flush. On the loop.
+    private func takeAndWrite(endingFlushTurn: Bool) {
+        let taken = state.withLock { s -> (ByteBuffer, any Channel, ChannelHandlerContext?)? in
+            guard s.outbox != nil else { return nil }
+            if endingFlushTurn { s.outbox!.flushScheduled = false }
+            guard let buffer = s.outbox!.take() else { return nil }
+            if s.outbox!.encoderContext == nil {
+                s.outbox!.encoderContext = try? s.outbox!.channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+            }
+            return (buffer, s.outbox!.channel, s.outbox!.encoderContext)
         }
+        guard let (buffer, channel, encoder) = taken else { return }
+        channel.eventLoop.preconditionInEventLoop()
+        let n = buffer.readableBytes
+        guard let encoder else {
+            // No encoder: the pipeline is being torn down. The bytes are dropped.
+            state.withLock { s in s.outbox?.inFlight -= n }
+            return
+        }
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.whenComplete { [self] _ in
+            state.withLock { s in s.outbox?.inFlight -= n }
+        }
+        encoder.writeAndFlush(NIOAny(buffer), promise: promise)
     }
 
     /// After `finish`, on the channel's event loop: writes what is still pending at once, so the
     /// close frame written next follows it. Nothing for a connection that was cut off.
     func flushPendingNow() {
-        let taken = state.withLock { s -> (ByteBuffer, any Channel)? in
-            guard s.outbox != nil, let buffer = s.outbox!.take() else { return nil }
-            return (buffer, s.outbox!.channel)
-        }
-        guard let (buffer, channel) = taken else { return }
-        channel.eventLoop.preconditionInEventLoop()
-        Self.write(buffer, to: channel) { [self] n in
-            state.withLock { s in s.outbox?.inFlight -= n }
-        }
+        takeAndWrite(endingFlushTurn: false)
     }
 
     /// Bytes queued for the socket and not yet written (tests, status).
@@ -289,14 +308,27 @@ public final class RealtimeSession: Sendable {
         }
     }
 
-    /// The change for the listens `keys` only (those the hub's index found on the change's
-    /// paths); a listen ended meanwhile is skipped.
-    func deliver(_ shared: SharedFrames, keys: [String]) {
+    /// The change for the listen `key` only (one the hub's index found at `frames.path`); a
+    /// listen ended meanwhile is skipped. An untagged listen on a socket queues the location's
+    /// shared, already encoded buffer; its flush joins `batch` (one task per event loop).
+    func deliver(_ frames: SharedPathFrames, key: String, batch: FlushBatch) {
         state.withLock { s in
-            guard !s.closed else { return }
-            for key in keys where s.listens[key] != nil {
-                for frame in s.listens[key]!.applyFrames(shared.change, shared: shared) {
-                    enqueue(&s, frame: frame)
+            guard !s.closed, let i = s.listens.index(forKey: key) else { return }
+            switch s.listens.values[i].delivery(of: frames.change, matched: true) {
+            case .nothing:
+                return
+            case .shared:
+                if s.outbox != nil {
+                    enqueueToSocket(&s, encoded: frames.encoded(for: s.outbox!.channel.eventLoop), batch: batch)
+                } else {
+                    for frame in frames.untagged {
+                        enqueue(&s, frame: frame)
+                        if s.closed { return }
+                    }
+                }
+            case .own(let messages):
+                for frame in messages.flatMap({ WireFraming.split($0.serialized()) }) {
+                    enqueue(&s, frame: frame, batch: batch)
                     if s.closed { return }
                 }
             }

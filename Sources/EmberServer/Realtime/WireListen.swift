@@ -95,8 +95,9 @@ struct WireListen {
 
     /// True when `change` goes to the client now; false when unaffected, already in the
     /// client's data, or held until the initial read is done.
-    private mutating func admit(_ change: CommittedChange) -> Bool {
-        guard affects(change) else { return false }
+    /// `matched`: the hub's `PathIndex` found the listen for this change (it affects it).
+    private mutating func admit(_ change: CommittedChange, matched: Bool = false) -> Bool {
+        guard matched || affects(change) else { return false }
         if pending == nil, change.index <= sentThrough { return false }
         if pending != nil {
             pending!.append(change)
@@ -119,6 +120,26 @@ struct WireListen {
         guard admit(change) else { return [] }
         if !isTagged { return shared.untagged(at: path) }
         return applyTagged(change).flatMap { WireFraming.split($0.serialized()) }
+    }
+
+    /// What `change` means for this listen, for a publish that shares untagged frames.
+    enum Delivery {
+        case nothing
+        /// The untagged frames of the listen's location (built once for all its listens).
+        case shared
+        /// A tagged listen's own window diff.
+        case own([JSON])
+    }
+
+    /// As `applyFrames`, without building anything for an untagged listen: the caller takes
+    /// the location's shared frames (already encoded for sockets). `matched`: the listen was
+    /// found by the hub's `PathIndex` for this change, which only finds listens it affects.
+    mutating func delivery(of change: CommittedChange, matched: Bool = false) -> Delivery {
+        assert(!matched || affects(change), "the index finds only listens a change affects")
+        guard admit(change, matched: matched) else { return .nothing }
+        if !isTagged { return .shared }
+        let messages = applyTagged(change)
+        return messages.isEmpty ? .nothing : .own(messages)
     }
 
     /// An untagged listen's pushes for `change`: a function of the change and the path only.
