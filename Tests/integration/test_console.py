@@ -254,6 +254,12 @@ def test_a_level_with_100000_children_opens_in_under_2_seconds(browser, console_
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, '.entry[data-path="/big"] > .node > .entry')) == 200)
     assert browser.find_elements(By.CSS_SELECTOR, '.entry[data-path="/big/k000199"]')
 
+    # Each drawn child is told from a leaf by reading at most one of its keys, never a listing
+    # of all of them (a child with 100,000 children kept a debug node busy for seconds).
+    reads = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    shallow = [u for u in reads if "shallow=true" in u]
+    assert shallow and all("limitToFirst=" in u for u in shallow), shallow
+
 
 def test_shallow_key_pages_over_rest(console_node):
     """The console's paging: shallow=true&orderBy="$key"&startAfter=K&limitToFirst=N (an Ember

@@ -7,7 +7,7 @@ import { session, getData, setData, pushData, deleteData, dataURL, transfer, str
 // Children drawn per page: a level with 1,000,000 children draws 100 rows, then more on demand.
 const PAGE = 100;
 // A shallow read answers `true` for every child, leaf or not: each drawn child's own shallow read
-// (this many at once) tells a leaf's value from a branch.
+// of at most one key (this many at once) tells a leaf's value from a branch.
 const RESOLVE_CONCURRENCY = 6;
 const entries = new Map();   // path -> entry of every row on the page
 let rootPath = '/';
@@ -157,7 +157,9 @@ async function resolveValues(list) {
       const c = list[next++];
       if (entries.get(c.path) !== c || c.expanded) continue;
       try {
-        const v = await getData(c.path, { shallow: 'true' });
+        // One key is enough to tell a branch from a leaf: a child with 1,000,000 children
+        // costs one seek, not a listing of all its keys.
+        const v = await getData(c.path, { shallow: 'true', limitToFirst: 1 });
         if (entries.get(c.path) !== c || c.expanded) continue;
         if (v === null) continue;
         if (!isObject(v)) { c.leaf = true; setValue(c, v); }
