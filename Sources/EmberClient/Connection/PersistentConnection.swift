@@ -14,9 +14,11 @@ protocol ConnectionDelegate: AnyObject, Sendable {
 /// client-side `disconnect` / `offline`) and its data.
 typealias RequestCompletion = @Sendable (_ status: String, _ data: JSON) -> Void
 
-/// The wire connection (JS/iOS `PersistentConnection`): owns the socket, request numbers, the
-/// active listens and the ordered queue of outstanding writes, and on every (re)connect restores
-/// listens (with fresh hashes), then writes, then gets. It knows nothing about the sync tree.
+/// The wire connection (JS/iOS `PersistentConnection`): owns the socket, timers, token fetches and
+/// the callbacks of what the Repo asked for; the protocol's rules — request numbers, which
+/// listens, writes and gets a connection was sent, what a reconnect sends again and in which order
+/// — are EmberProtocol's `WireClientSession`, a pure state machine this actor feeds and whose
+/// effects it carries out. It knows nothing about the sync tree.
 ///
 /// Inputs (Repo commands and socket events) go through one ordered inbox that a single loop
 /// drains, so the order in which the Repo submits writes is the order they reach the server.
@@ -28,7 +30,6 @@ actor PersistentConnection {
         /// Hash of the client's cached server data, read when the listen is (re)sent.
         var hash: @Sendable () -> String
         var onComplete: RequestCompletion
-        var order = 0
     }
 
     enum Command: Sendable {
@@ -67,23 +68,6 @@ actor PersistentConnection {
         case failed(String)
     }
 
-    private struct PendingWrite {
-        var action: String
-        var path: Path
-        var data: JSON
-        var hash: String?
-        var stamp: WriteStamp?
-        var onComplete: RequestCompletion
-        var sent = false
-    }
-
-    private struct PendingGet {
-        var path: Path
-        var queryWire: JSON?
-        var onComplete: RequestCompletion
-        var sent = false
-    }
-
     private enum State {
         case disconnected
         case connecting(id: Int, any TransportConnection)
@@ -98,7 +82,7 @@ actor PersistentConnection {
     /// The nodes of the database (one URL for a single node). The connection uses one at a time
     /// and moves to the next when a connection attempt fails or an established one drops, so a
     /// client of a cluster survives the death of its node; listens and pending writes are
-    /// re-sent on every connect (`restoreState`). Handshakes add the cluster's other nodes
+    /// re-sent on every connect (`WireClientSession`). Handshakes add the cluster's other nodes
     /// (`NodeList`), so one URL of a cluster is enough.
     private(set) var nodes: NodeList
     var urls: [String] { nodes.all }
@@ -120,19 +104,15 @@ actor PersistentConnection {
     private var reassembler = WireReassembler(maxMessageBytes: maxInboundMessageBytes)
     /// Largest server message the client reassembles: Firebase's largest read (256 MB).
     static let maxInboundMessageBytes = 256 << 20
-    private var nextRequest: Int64 = 1
-    private var callbacks: [Int64: (String, JSON) -> Void] = [:]
-    private var listens: [String: ListenEntry] = [:]
-    private var listenCounter = 0
-    private var writes: [Int: PendingWrite] = [:]
-    private var nextWriteID = 0
+    /// The protocol state; the dictionaries below hold the callbacks of its ids.
+    private var session: WireClientSession
+    private var listenHandlers: [WireClientSession.ListenID: ListenEntry] = [:]
+    private var writeHandlers: [WireClientSession.WriteID: RequestCompletion] = [:]
+    private var getHandlers: [WireClientSession.GetID: RequestCompletion] = [:]
     private var lastSend = ContinuousClock.now
-    private var authToken: String?
     private var tokenProvider: AuthTokenProvider?
     /// Set when the server revoked or refused the token: the next fetch asks for a new one.
     private var forceTokenRefresh = false
-    private var gets: [Int: PendingGet] = [:]
-    private var nextGetID = 0
 
     init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
          authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
@@ -147,7 +127,7 @@ actor PersistentConnection {
         precondition(!urls.isEmpty, "a connection needs at least one URL")
         nodes = NodeList(given: urls)
         self.handshakeTimeout = handshakeTimeout
-        self.authToken = authToken
+        session = WireClientSession(credential: authToken)
         self.tokenProvider = tokenProvider
         self.transport = transport
         self.delegate = delegate
@@ -211,25 +191,19 @@ actor PersistentConnection {
             guard generation == reconnectGeneration, case .disconnected = state else { return }
             switch fetch {
             case .token(let token):
-                authToken = token
+                run(session.setCredential(token))
                 establish()
             case .failed:
                 // Like JS: no connection without the credential the app asked for; try again later.
                 scheduleReconnect(connectedFor: nil)
             }
         case .tokenRefreshed(let token):
-            authToken = token
-            if isConnected {
-                if token == nil { sendRequest("unauth", [:]) { _, _ in } } else { sendAuth() }
-            }
+            run(session.setCredential(token))
         case .handshakeTimeout(let id):
             guard case .connecting(let current, _) = state, current == id else { return }
             closeCurrent()
         case .getTimeout(let id):
-            if let get = gets[id], !get.sent {
-                gets[id] = nil
-                get.onComplete("offline", .string("Client is offline."))
-            }
+            run(session.getTimedOut(id))
         }
     }
 
@@ -242,51 +216,29 @@ actor PersistentConnection {
 
     private func handle(_ command: Command) {
         switch command {
-        case .listen(var entry):
-            listenCounter += 1
-            entry.order = listenCounter
-            let key = Self.listenKey(entry.path, entry.tag)
-            listens[key] = entry
-            if isConnected { sendListen(key) }
+        case .listen(let entry):
+            let (id, replaced, effects) = session.listen(path: entry.path, query: entry.queryWire, tag: entry.tag,
+                                                         hash: { _ in entry.hash() })
+            if let replaced { listenHandlers[replaced] = nil }
+            listenHandlers[id] = entry
+            run(effects)
         case .unlisten(let path, let tag):
-            let key = Self.listenKey(path, tag)
-            guard let entry = listens.removeValue(forKey: key) else { return }
-            if isConnected {
-                var body: [String: JSON] = ["p": .string(path.wireText)]
-                if let tag = entry.tag {
-                    body["t"] = .int(Int64(tag))
-                    if let q = entry.queryWire { body["q"] = q }
-                }
-                sendRequest("n", body) { _, _ in }
-            }
+            let (removed, effects) = session.unlisten(path: path, tag: tag)
+            if let removed { listenHandlers[removed] = nil }
+            run(effects)
         case .write(let action, let path, let data, let hash, let stamp, let onComplete):
-            nextWriteID += 1
-            writes[nextWriteID] = PendingWrite(action: action, path: path, data: data, hash: hash, stamp: stamp, onComplete: onComplete)
-            if isConnected { sendWrite(nextWriteID) }
+            let (id, effects) = session.write(action: action, path: path, data: data, hash: hash, stamp: stamp?.wire)
+            writeHandlers[id] = onComplete
+            run(effects)
         case .purgeWrites:
-            // Replies to writes already sent find nothing to complete; the server may still apply them.
-            let purged = writes.sorted { $0.key < $1.key }
-            writes.removeAll()
-            for (_, write) in purged { write.onComplete("write_canceled", .string("Write cancelled by user")) }
+            run(session.purgeWrites())
         case .get(let path, let queryWire, let onComplete):
-            nextGetID += 1
-            let id = nextGetID
-            gets[id] = PendingGet(path: path, queryWire: queryWire, onComplete: onComplete)
-            if isConnected {
-                sendGet(id)
-            } else {
-                let inbox = inbox
-                Task {
-                    try? await Task.sleep(for: Self.getConnectTimeout)
-                    inbox.yield(.getTimeout(id: id))
-                }
-            }
+            let (id, effects) = session.get(path: path, query: queryWire)
+            getHandlers[id] = onComplete
+            run(effects)
         case .setAuthToken(let token):
-            authToken = token
             tokenProvider = nil
-            if isConnected {
-                if token == nil { sendRequest("unauth", [:]) { _, _ in } } else { sendAuth() }
-            }
+            run(session.setCredential(token))
         case .setAuthTokenProvider(let provider):
             tokenProvider = provider
             guard let provider else { return }
@@ -310,7 +262,72 @@ actor PersistentConnection {
         }
     }
 
-    static func listenKey(_ path: Path, _ tag: Int?) -> String { "\(path)|\(tag.map(String.init) ?? "")" }
+    // MARK: - Effects
+
+    /// Carries out the session's effects in order.
+    private func run(_ effects: [WireClientSession.Effect]) {
+        for effect in effects {
+            switch effect {
+            case .send(let message):
+                send(message)
+            case .connected(let serverTimeMs, let nodes):
+                guard case .connecting(let id, let socket) = state else { continue }
+                if let nodes { self.nodes.learn(clientURLs: nodes) }
+                state = .connected(id: id, socket, since: .now)
+                lastSend = .now
+                scheduleKeepAlive(id)
+                let localMs = Int64(Date().timeIntervalSince1970 * 1000)
+                delegate?.connection(didUpdateServerTimeOffset: serverTimeMs - localMs)
+                delegate?.connection(didChangeStatus: true)
+            case .listenCompleted(let id, let status, let data):
+                guard let entry = listenHandlers[id] else { continue }
+                if status != "ok" { listenHandlers[id] = nil }
+                entry.onComplete(status, data)
+            case .writeCompleted(let id, let status, let data):
+                writeHandlers.removeValue(forKey: id)?(status, data)
+            case .getCompleted(let id, let status, let data):
+                getHandlers.removeValue(forKey: id)?(status, data)
+            case .armGetTimeout(let id):
+                let inbox = inbox
+                Task {
+                    try? await Task.sleep(for: Self.getConnectTimeout)
+                    inbox.yield(.getTimeout(id: id))
+                }
+            case .data(let path, let data, let isMerge, let tag):
+                delegate?.connection(didReceive: data, at: path, isMerge: isMerge, tag: tag)
+            case .credentialRefused:
+                // A refused token from a provider is replaced: reconnect and ask for a fresh one
+                // (with the usual back-off, so a server that refuses every token is not hammered).
+                guard tokenProvider != nil, isConnected else { continue }
+                forceTokenRefresh = true
+                closeCurrent()
+            case .credentialRevoked:
+                // JS `onAuthRevoked_`: drop the connection and come back with a fresh token.
+                forceTokenRefresh = true
+                closeCurrent()
+            case .shutdown:
+                killed = true
+                closeCurrent()
+            }
+        }
+    }
+
+    private func send(_ message: WireClientMessage) {
+        let socket: any TransportConnection
+        switch state {
+        case .connecting(_, let s), .connected(_, let s, _): socket = s
+        case .disconnected: return
+        }
+        let text = message.text
+        // Credentials stay out of the log.
+        if case .request(let r, let action, _) = message, action.hasSuffix("auth") {
+            ClientLog.log("> \(action) request \(r)")
+        } else {
+            ClientLog.log("> \(text.prefix(1000))")
+        }
+        for frame in WireFraming.split(text) { socket.send(frame) }
+        lastSend = .now
+    }
 
     // MARK: - Connecting
 
@@ -342,6 +359,7 @@ actor PersistentConnection {
         ClientLog.log("Connecting to \(url)")
         let socket = transport.open(url: url) { event in inbox.yield(.transport(connectionID: id, event)) }
         state = .connecting(id: id, socket)
+        session.opened()
         let timeout = handshakeTimeout
         Task {
             try? await Task.sleep(for: timeout)
@@ -363,22 +381,9 @@ actor PersistentConnection {
         if case .connected(_, _, let since) = state { connectedFor = ContinuousClock.now - since }
         state = .disconnected
         ClientLog.log("Disconnected from \(url)")
-        callbacks.removeAll()
         // Next node (round-robin): a dead node's address would only fail again.
         nodes.advance()
-        // A compare-and-set that was sent may or may not have been applied: the transaction
-        // code must rerun it, so it fails with `disconnect` instead of being resent.
-        for id in writes.keys.sorted() {
-            guard var write = writes[id] else { continue }
-            if write.sent && write.hash != nil {
-                writes[id] = nil
-                write.onComplete("disconnect", .null)
-            } else {
-                write.sent = false
-                writes[id] = write
-            }
-        }
-        for id in gets.keys { gets[id]!.sent = false }
+        run(session.closed())
         if connectedFor != nil { delegate?.connection(didChangeStatus: false) }
         scheduleReconnect(connectedFor: connectedFor)
     }
@@ -400,50 +405,9 @@ actor PersistentConnection {
     private func receive(_ text: String) {
         ClientLog.log("< \(text.prefix(1000))")
         guard let message = WireServerMessage.parse(text) else { return }
-        switch message {
-        case .hello(let timestamp, _, _, let nodes):
-            guard case .connecting(let id, let socket) = state else { return }
-            if let nodes { self.nodes.learn(clientURLs: nodes) }
-            state = .connected(id: id, socket, since: .now)
-            lastSend = .now
-            scheduleKeepAlive(id)
-            let localMs = Int64(Date().timeIntervalSince1970 * 1000)
-            delegate?.connection(didUpdateServerTimeOffset: timestamp - localMs)
-            delegate?.connection(didChangeStatus: true)
-            restoreState()
-        case .response(let r, let status, let data):
-            callbacks.removeValue(forKey: r)?(status, data)
-        case .dataPush(let path, let data, let isMerge, let tag, _):
-            delegate?.connection(didReceive: data, at: path, isMerge: isMerge, tag: tag.map { Int(truncatingIfNeeded: $0) })
-        case .listenRevoked(let path, _):
-            for (key, entry) in listens where entry.path == path {
-                listens[key] = nil
-                entry.onComplete("permission_denied", .string("listen revoked"))
-            }
-        case .authRevoked:
-            // JS `onAuthRevoked_`: drop the connection and come back with a fresh token.
-            forceTokenRefresh = true
-            closeCurrent()
-        case .shutdown:
-            killed = true
-            closeCurrent()
-        case .pong, .protocolError, .ignored:
-            // Pongs only prove liveness (any message does); a protocol error is the server
-            // saying this client sent garbage, which a request's own response also reports.
-            break
-        }
+        let handlers = listenHandlers
+        run(session.receive(message, hash: { handlers[$0]?.hash() ?? "" }))
     }
-
-    /// After the handshake: listens first (so writes' results reach them), then writes in their
-    /// original order, then gets (JS `restoreState_`).
-    private func restoreState() {
-        if authToken != nil { sendAuth() }
-        for key in listens.keys.sorted(by: { listens[$0]!.order < listens[$1]!.order }) { sendListen(key) }
-        for id in writes.keys.sorted() { sendWrite(id) }
-        for id in gets.keys.sorted() { sendGet(id) }
-    }
-
-    // MARK: - Sending
 
     private func scheduleKeepAlive(_ id: Int) {
         let inbox = inbox
@@ -451,80 +415,5 @@ actor PersistentConnection {
             try? await Task.sleep(for: Self.keepAliveInterval / 3)
             inbox.yield(.keepAlive(connectionID: id))
         }
-    }
-
-    private func sendRequest(_ action: String, _ body: [String: JSON], _ callback: @escaping (String, JSON) -> Void) {
-        guard case .connected(_, let socket, _) = state else { return }
-        let r = nextRequest
-        nextRequest += 1
-        callbacks[r] = callback
-        let text = ClientMessage.request(r, action: action, body: body)
-        // Credentials stay out of the log.
-        ClientLog.log(action.hasSuffix("auth") ? "> \(action) request \(r)" : "> \(text.prefix(1000))")
-        for frame in WireFraming.split(text) { socket.send(frame) }
-        lastSend = .now
-    }
-
-    /// `auth` for a JWT, `gauth` for anything else (an admin/OAuth token such as `owner`), as
-    /// the JS SDK chooses. Sent before listens and writes; requests are handled in order.
-    private func sendAuth() {
-        guard let token = authToken else { return }
-        let isJWT = token.split(separator: ".", omittingEmptySubsequences: false).count == 3
-        sendRequest(isJWT ? "auth" : "gauth", ["cred": .string(token)]) { status, _ in self.authResponded(status) }
-    }
-
-    /// A refused token from a provider is replaced: reconnect and ask for a fresh one (with the
-    /// usual back-off, so a server that refuses every token is not hammered).
-    private func authResponded(_ status: String) {
-        guard status != "ok", tokenProvider != nil, isConnected else { return }
-        forceTokenRefresh = true
-        closeCurrent()
-    }
-
-    private func sendListen(_ key: String) {
-        guard let entry = listens[key] else { return }
-        var body: [String: JSON] = ["p": .string(entry.path.wireText), "h": .string(entry.hash())]
-        if let tag = entry.tag {
-            body["t"] = .int(Int64(tag))
-            body["q"] = entry.queryWire ?? .object([:])
-        }
-        let order = entry.order
-        // Only the listen this response belongs to (not a later one at the same key).
-        sendRequest("q", body) { status, data in self.listenResponded(key: key, order: order, status: status, data: data) }
-    }
-
-    private func listenResponded(key: String, order: Int, status: String, data: JSON) {
-        guard let entry = listens[key], entry.order == order else { return }
-        if status != "ok" { listens[key] = nil }
-        entry.onComplete(status, data)
-    }
-
-    private func sendWrite(_ id: Int) {
-        guard var write = writes[id], !write.sent else { return }
-        write.sent = true
-        writes[id] = write
-        var body: [String: JSON] = ["p": .string(write.path.wireText), "d": write.data]
-        if let h = write.hash { body["h"] = .string(h) }
-        if let stamp = write.stamp { body["w"] = stamp.wire }
-        sendRequest(write.action, body) { status, data in self.writeResponded(id: id, status: status, data: data) }
-    }
-
-    private func writeResponded(id: Int, status: String, data: JSON) {
-        guard let write = writes.removeValue(forKey: id) else { return }
-        write.onComplete(status, data)
-    }
-
-    private func sendGet(_ id: Int) {
-        guard var get = gets[id], !get.sent else { return }
-        get.sent = true
-        gets[id] = get
-        var body: [String: JSON] = ["p": .string(get.path.wireText)]
-        body["q"] = get.queryWire ?? .object([:])
-        sendRequest("g", body) { status, data in self.getResponded(id: id, status: status, data: data) }
-    }
-
-    private func getResponded(id: Int, status: String, data: JSON) {
-        guard let get = gets.removeValue(forKey: id) else { return }
-        get.onComplete(status, data)
     }
 }
