@@ -96,6 +96,10 @@ extension EmberStore {
             }
             keys.reverse()
         }
+        // No child record: an inline object keeps its children (a few leaves) in its own record.
+        if keys.isEmpty, let v = try t.get(tables.treeS, base), v.first == InlineObject.tag {
+            return spec.window(of: try InlineObject.decode(v).node)
+        }
         return try keys.map { k in (k, try tables.readNode(t, key: base + KeyCodec.segment(k))) }
     }
 

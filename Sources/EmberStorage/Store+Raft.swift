@@ -78,7 +78,8 @@ extension EmberStore {
     // MARK: - Snapshots
 
     /// Streams the whole state (trees, versions, indexes, index definitions, applied index and
-    /// term) from one read transaction as chunks of about `maxChunkBytes`. Chunk format: a
+    /// term) from one read transaction as chunks of about `maxChunkBytes`. Inline objects are
+    /// streamed in the per-leaf form (`InlineObject.records`), so any version installs it. Chunk format: a
     /// sequence of records `[table u8][varint key length][key][varint value length][value]`; the
     /// first record (table 0xFF) is the header: applied index and term. Tables: 0–2 tree, ver,
     /// idx; 5 meta; 6–8 their overflow twins (long keys, `SplitTable`), row for row; 3 and 9 the
@@ -98,7 +99,16 @@ extension EmberStore {
             h.u64(try tables.metaU64(t, "applied")); h.u64(try tables.metaU64(t, "appliedTerm"))
             h.u64(try tables.metaU64(t, "lastTimestamp"))
             try add(0xFF, [], h.bytes)
-            for (tag, dbi) in [(UInt8(0), tables.tree), (1, tables.ver), (2, tables.idx)] {
+            // Inline objects go out as the per-leaf records and version row they stand for: the
+            // stream is the format every version reads (a follower that predates them installs it).
+            try t.scan(tables.tree, prefix: []) { k, v in
+                guard v.first == InlineObject.tag else { try add(0, k, v); return true }
+                let o = try InlineObject.decode(v)
+                for (rk, rv) in o.records(at: k) { try add(0, rk, rv) }
+                try add(1, k, o.versionRow)
+                return true
+            }
+            for (tag, dbi) in [(UInt8(1), tables.ver), (2, tables.idx)] {
                 try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
             }
             // Overflow twins (long keys), copied row for row: their keys are deterministic.
@@ -173,13 +183,21 @@ extension EmberStore {
             var buf: [UInt8] = []
             var w = ByteWriter()
             // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
-            try t.scan(tables.treeS, prefix: prefix) { k, v in
+            func add(_ k: [UInt8], _ data: [UInt8]) {
                 w.bytes = buf
-                // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf.
-                let data = v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v
+                buf = []  // w must own the buffer alone, or every append copies it
                 w.varint(k.count); w.bytes += k; w.varint(data.count); w.bytes += data
                 buf = w.bytes
                 if buf.count >= 1 << 20 { digests += SHA1.digest(buf); buf = [] }
+            }
+            try t.scan(tables.treeS, prefix: prefix) { k, v in
+                // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf;
+                // an inline object as the per-leaf records it stands for (in the same key order).
+                if v.first == InlineObject.tag {
+                    for (rk, rv) in try InlineObject.decode(v).records(at: k) { add(rk, rv) }
+                } else {
+                    add(k, v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v)
+                }
                 return true
             }
             digests += SHA1.digest(buf)

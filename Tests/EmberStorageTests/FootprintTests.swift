@@ -19,7 +19,7 @@ import Testing
         try await fill(s, children: 500)
         let f = try s.footprint()
         let table = Dictionary(uniqueKeysWithValues: f.tables.map { ($0.name, $0) })
-        #expect(table["tree"]?.entries == 1000)  // two leaves per child
+        #expect(table["tree"]?.entries == 500)  // one inline object record per child
         #expect(table["log"]?.entries == 1)
         #expect(table["index"]?.entries == 0)
         #expect(f.tables.allSatisfy { $0.bytes == $0.pages * f.pageSize })
