@@ -283,8 +283,8 @@ struct Applier {
 
     // MARK: - Indexes
 
-    /// One index row: `ns\0 + def id + location + index value + child segment` → the child
-    /// segment's offset (u16) + the exact index value.
+    /// One index row: `ns\0 + def id + location + index value + child segment` → nothing, or
+    /// for a string cut in the key the child segment's offset (u16) + the exact value (`IndexRowValue`).
     struct IndexRow: Equatable {
         var key: [UInt8]
         var value: [UInt8]
@@ -406,13 +406,10 @@ struct Applier {
 
     static func indexRow(ns: String, def d: IndexDef, location: Path, childKey: String, value: IndexValue) -> IndexRow {
         var key = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location)
-        KeyCodec.appendIndexValue(value, to: &key)
+        let truncated = KeyCodec.appendIndexValue(value, to: &key)
         let offset = key.count
         KeyCodec.appendSegment(childKey, to: &key)
-        var w = ByteWriter()
-        w.u8(UInt8(offset >> 8)); w.u8(UInt8(offset & 0xFF))
-        w.indexValue(value)
-        return IndexRow(key: key, value: w.bytes)
+        return IndexRow(key: key, value: IndexRowValue.encode(key: key, offset: offset, value: value, truncated: truncated))
     }
 }
 

@@ -108,9 +108,7 @@ extension EmberStore {
         if limit == 0 { return [] }
         struct Hit { var ivKey: ArraySlice<UInt8>; var value: IndexValue; var key: String; var truncated: Bool }
         func decode(_ k: [UInt8], _ v: [UInt8]) throws -> Hit {
-            var r = ByteReader(v)
-            let off = Int(try r.u8()) << 8 | Int(try r.u8())
-            let value = try r.indexValue()
+            let (value, off) = try IndexRowValue.decode(key: k, value: v, valueStart: prefix.count)
             var i = off
             guard off <= k.count, let key = KeyCodec.readSegment(k, &i) else { throw StorageError.corrupt("index key") }
             let ivKey = k[prefix.count..<off]

@@ -7,7 +7,8 @@ import EmberCore
 ///   a small object written whole: one `InlineObject` record at its key, nothing below it)
 /// * `ver`:    ns\0 + path encoding → sub (u64) + at (u64), see `version` (a leaf written at its own
 ///   path keeps both in its tree record instead: `TreeRecord.leaf(_:_:version:)`)
-/// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → child key offset (u16) + exact index value
+/// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → nothing
+///   (the key holds the value), or for a string cut in the key: child key offset (u16) + exact value (`IndexRowValue`)
 ///   (no reverse table: a write finds a child's old row from its old value, `Applier.entriesBelow`;
 ///   data directories from before keep an `idxrev` table, dropped when they open: `dropLegacyTables`)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`
