@@ -160,19 +160,34 @@ struct Applier {
         // Data at `path` means its ancestors have a child: none of them is a leaf.
         if !node.isEmpty && !path.isRoot && old.isEmpty {
             leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
+            // An inline object above: stored per leaf first; then a leaf of it may be the ancestor.
+            if let (k, record) = leafAncestor, record.first == InlineObject.tag {
+                try explode(k, record)
+                leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
+            }
         }
         if leafAncestor == nil && Self.identical(node, old) { return false }
         // Before the tree changes: the index entries of children this write lies below.
         let below = try entriesBelow(ns: ns, path: path, old: old)
-        // A leaf written at its own path keeps its version in its tree record (not the root's:
-        // the root's version row is read by every version lookup anyway).
-        let ownVersion = node.leaf != nil && !path.isRoot
+        // A small object written at its own path is one record (`InlineObject`).
+        let inline = tables.inlineObjects && !path.isRoot && node.leaf == nil
+            ? InlineObject.record(for: node, key: key, version: index) : nil
+        // A leaf or inline object written at its own path keeps its version in its tree record
+        // (not the root's: the root's version row is read by every version lookup anyway).
+        let ownVersion = (node.leaf != nil && !path.isRoot) || inline != nil
 
         // `old` was read in this transaction: nothing at or below `key` when it is empty, only
         // `key` itself when it is a leaf (spares long keys a scan of their overflow group).
         if old.isEmpty {
         } else if old.leaf != nil {
-            try t.delete(tables.treeS, key)
+            // No record at `key`: the leaf is a child of an inline object, stored per leaf first.
+            if try !t.delete(tables.treeS, key) {
+                guard let (k, record) = try tables.inlineAbove(t, key: key) else {
+                    throw StorageError.corrupt("a leaf read without its record")
+                }
+                try explode(k, record)
+                try t.delete(tables.treeS, key)
+            }
         } else {
             try t.deletePrefix(tables.treeS, key)
         }
@@ -191,9 +206,11 @@ struct Applier {
             }
         } else if ownVersion, let leaf = node.leaf {
             try t.put(tables.treeS, key, TreeRecord.leaf(leaf, node.priority, version: index))
+        } else if let inline {
+            try t.put(tables.treeS, key, inline)
         } else {
             var k = key
-            try putRecords(node, key: &k)
+            try putRecords(node, key: &k, version: index)
         }
 
         // Versions: at[path] = sub[path] = index, sub of ancestors = index, descendants dropped
@@ -232,8 +249,11 @@ struct Applier {
         return true
     }
 
-    func putRecords(_ node: Node, key: inout [UInt8]) throws {
-        if let leaf = node.leaf {
+    /// Puts the records of `node` (an object) at `key`, written by the write with log index
+    /// `version`: its small leaf-only descendants as inline objects carrying that version (which
+    /// changes no version: the write's own `at` above them is the same index).
+    func putRecords(_ node: Node, key: inout [UInt8], version: UInt64) throws {
+        if let leaf = node.leaf {  // the root's value
             try t.put(tables.treeS, key, TreeRecord.leaf(leaf, node.priority).encoded)
             return
         }
@@ -241,15 +261,30 @@ struct Applier {
         for (k, child) in node.children {
             let n = key.count
             KeyCodec.appendSegment(k, to: &key)
-            try putRecords(child, key: &key)
+            if let leaf = child.leaf {
+                try t.put(tables.treeS, key, TreeRecord.leaf(leaf, child.priority).encoded)
+            } else if tables.inlineObjects, let record = InlineObject.record(for: child, key: key, version: version) {
+                try t.put(tables.treeS, key, record)
+            } else {
+                try putRecords(child, key: &key, version: version)
+            }
             key.removeSubrange(n...)
         }
     }
 
+    /// Replaces the inline object record at `key` by the per-leaf records and the version row
+    /// it stands for (before a write inside or below it), so every path keeps its version.
+    func explode(_ key: [UInt8], _ record: [UInt8]) throws {
+        let o = try InlineObject.decode(record)
+        if o.priority == nil { try t.delete(tables.treeS, key) }
+        for (k, v) in o.records(at: key) { try t.put(tables.treeS, k, v) }
+        try t.put(tables.verS, key, o.versionRow)
+    }
+
     // MARK: - Indexes
 
-    /// One index row: `ns\0 + def id + location + index value + child segment` → the child
-    /// segment's offset (u16) + the exact index value.
+    /// One index row: `ns\0 + def id + location + index value + child segment` → nothing, or
+    /// for a string cut in the key the child segment's offset (u16) + the exact value (`IndexRowValue`).
     struct IndexRow: Equatable {
         var key: [UInt8]
         var value: [UInt8]
@@ -371,13 +406,10 @@ struct Applier {
 
     static func indexRow(ns: String, def d: IndexDef, location: Path, childKey: String, value: IndexValue) -> IndexRow {
         var key = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location)
-        KeyCodec.appendIndexValue(value, to: &key)
+        let truncated = KeyCodec.appendIndexValue(value, to: &key)
         let offset = key.count
         KeyCodec.appendSegment(childKey, to: &key)
-        var w = ByteWriter()
-        w.u8(UInt8(offset >> 8)); w.u8(UInt8(offset & 0xFF))
-        w.indexValue(value)
-        return IndexRow(key: key, value: w.bytes)
+        return IndexRow(key: key, value: IndexRowValue.encode(key: key, offset: offset, value: value, truncated: truncated))
     }
 }
 

@@ -296,9 +296,12 @@ struct ByteReader {
 /// the version row it would need otherwise sits in another table, on another page, so a small
 /// write would dirty two B-tree leaves instead of one. Leaves written as part of an object
 /// (tag 1) have none: their version is their ancestor's.
+///
+/// A small object written whole (tag 4) is one record: `InlineObject`.
 enum TreeRecord {
     case leaf(Leaf, Priority?)
     case priority(Priority)
+    case inline(InlineObject)
 
     static func decode(_ b: [UInt8]) throws(StorageError) -> TreeRecord {
         var r = ByteReader(b)
@@ -309,6 +312,8 @@ enum TreeRecord {
         case 2:
             guard let p = try r.priority() else { throw .corrupt("empty priority record") }
             return .priority(p)
+        case InlineObject.tag:
+            return .inline(try InlineObject.decode(b))
         case let t: throw .corrupt("tree record tag \(t)")
         }
     }
@@ -318,6 +323,7 @@ enum TreeRecord {
         switch self {
         case .leaf(let l, let p): w.u8(1); w.leaf(l); w.priority(p)
         case .priority(let p): w.u8(2); w.priority(p)
+        case .inline(let o): return o.encoded
         }
         return w.bytes
     }
@@ -329,8 +335,9 @@ enum TreeRecord {
         return w.bytes
     }
 
-    /// The version a leaf record keeps (nil for other records).
+    /// The version a leaf or inline object record keeps (nil for other records).
     static func version(_ b: [UInt8]) throws(StorageError) -> UInt64? {
+        if b.first == InlineObject.tag { return try InlineObject.version(b) }
         guard b.first == 3 else { return nil }
         guard b.count >= 9 else { throw .corrupt("short leaf record") }
         var r = ByteReader(Array(b[(b.count - 8)...]))

@@ -96,6 +96,10 @@ extension EmberStore {
             }
             keys.reverse()
         }
+        // No child record: an inline object keeps its children (a few leaves) in its own record.
+        if keys.isEmpty, let v = try t.get(tables.treeS, base), v.first == InlineObject.tag {
+            return spec.window(of: try InlineObject.decode(v).node)
+        }
         return try keys.map { k in (k, try tables.readNode(t, key: base + KeyCodec.segment(k))) }
     }
 
@@ -104,9 +108,7 @@ extension EmberStore {
         if limit == 0 { return [] }
         struct Hit { var ivKey: ArraySlice<UInt8>; var value: IndexValue; var key: String; var truncated: Bool }
         func decode(_ k: [UInt8], _ v: [UInt8]) throws -> Hit {
-            var r = ByteReader(v)
-            let off = Int(try r.u8()) << 8 | Int(try r.u8())
-            let value = try r.indexValue()
+            let (value, off) = try IndexRowValue.decode(key: k, value: v, valueStart: prefix.count)
             var i = off
             guard off <= k.count, let key = KeyCodec.readSegment(k, &i) else { throw StorageError.corrupt("index key") }
             let ivKey = k[prefix.count..<off]

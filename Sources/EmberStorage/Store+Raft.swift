@@ -78,7 +78,9 @@ extension EmberStore {
     // MARK: - Snapshots
 
     /// Streams the whole state (trees, versions, indexes, index definitions, applied index and
-    /// term) from one read transaction as chunks of about `maxChunkBytes`. Chunk format: a
+    /// term) from one read transaction as chunks of about `maxChunkBytes`. Inline objects are
+    /// streamed in the per-leaf form (`InlineObject.records`) and index rows with full values
+    /// (`IndexRowValue.expanded`): the format every version installs. Chunk format: a
     /// sequence of records `[table u8][varint key length][key][varint value length][value]`; the
     /// first record (table 0xFF) is the header: applied index and term. Tables: 0–2 tree, ver,
     /// idx; 5 meta; 6–8 their overflow twins (long keys, `SplitTable`), row for row; 3 and 9 the
@@ -98,12 +100,31 @@ extension EmberStore {
             h.u64(try tables.metaU64(t, "applied")); h.u64(try tables.metaU64(t, "appliedTerm"))
             h.u64(try tables.metaU64(t, "lastTimestamp"))
             try add(0xFF, [], h.bytes)
-            for (tag, dbi) in [(UInt8(0), tables.tree), (1, tables.ver), (2, tables.idx)] {
-                try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
+            // Inline objects go out as the per-leaf records and version row they stand for: the
+            // stream is the format every version reads (a follower that predates them installs it).
+            try t.scan(tables.tree, prefix: []) { k, v in
+                guard v.first == InlineObject.tag else { try add(0, k, v); return true }
+                let o = try InlineObject.decode(v)
+                for (rk, rv) in o.records(at: k) { try add(0, rk, rv) }
+                try add(1, k, o.versionRow)
+                return true
             }
+            try t.scan(tables.ver, prefix: []) { k, v in try add(1, k, v); return true }
+            // Index rows with the values of the format before (`IndexRowValue`), for the same reason.
+            let depths = try IndexRowValue.depths(tables, t)
+            func fullIndexValue(_ k: [UInt8], _ v: [UInt8]) throws -> [UInt8] {
+                guard v.isEmpty, let start = try IndexRowValue.valueStart(k, depths) else { return v }
+                return try IndexRowValue.expanded(key: k, value: v, valueStart: start)
+            }
+            try t.scan(tables.idx, prefix: []) { k, v in try add(2, k, try fullIndexValue(k, v)); return true }
             // Overflow twins (long keys), copied row for row: their keys are deterministic.
             for (tag, dbi) in Self.overflowSnapshotTags(tables) {
-                try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
+                try t.scan(dbi, prefix: []) { k, v in
+                    guard dbi == tables.idxx else { try add(tag, k, v); return true }
+                    let (full, value) = try SplitTable.decodeRow(v)
+                    try add(tag, k, SplitTable.overflowRow(full, try fullIndexValue(full, value)))
+                    return true
+                }
             }
             try Self.legacyReverseIndexRows(tables, t) { tag, k, v in try add(tag, k, v) }
             try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
@@ -130,26 +151,13 @@ extension EmberStore {
     /// and maintains its index as before. Costs the snapshot what it cost before (not the disk).
     static func legacyReverseIndexRows(_ tables: Tables, _ t: Txn, _ body: (UInt8, [UInt8], [UInt8]) throws -> Void) throws {
         // Location depth of every definition, by namespace prefix + definition id.
-        var depth: [[UInt8]: Int] = [:]
-        let metaPrefix = Array("indexes/".utf8)
-        try t.scan(tables.meta, prefix: metaPrefix) { k, v in
-            let nsp = KeyCodec.namespacePrefix(String(decoding: k.dropFirst(metaPrefix.count), as: UTF8.self))
-            for d in try IndexDef.decodeList(v) { depth[nsp + d.id] = d.pattern.count }
-            return true
-        }
+        let depth = try IndexRowValue.depths(tables, t)
         if depth.isEmpty { return }
         try t.scan(tables.idxS, prefix: []) { k, v in
-            guard v.count >= 2, let zero = k.firstIndex(of: 0), k.count >= zero + 9 else {
-                throw StorageError.corrupt("index row")
-            }
             // A row without its definition cannot be mapped; this version does not need it, so
             // the snapshot goes on (build and drop keep rows and definitions together).
-            guard let levels = depth[Array(k[0..<zero + 9])] else { return true }
-            let offset = Int(v[0]) << 8 | Int(v[1])
-            var i = zero + 9
-            for _ in 0..<levels {
-                guard KeyCodec.readSegment(k, &i) != nil else { throw StorageError.corrupt("index row location") }
-            }
+            guard let i = try IndexRowValue.valueStart(k, depth) else { return true }
+            let offset = try IndexRowValue.decode(key: k, value: v, valueStart: i).offset
             guard offset >= i, offset < k.count else { throw StorageError.corrupt("index row child offset") }
             let rev = Array(k[0..<i]) + k[offset...]
             if rev.count <= SplitTable.inlineBytes {
@@ -173,13 +181,21 @@ extension EmberStore {
             var buf: [UInt8] = []
             var w = ByteWriter()
             // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
-            try t.scan(tables.treeS, prefix: prefix) { k, v in
+            func add(_ k: [UInt8], _ data: [UInt8]) {
                 w.bytes = buf
-                // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf.
-                let data = v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v
+                buf = []  // w must own the buffer alone, or every append copies it
                 w.varint(k.count); w.bytes += k; w.varint(data.count); w.bytes += data
                 buf = w.bytes
                 if buf.count >= 1 << 20 { digests += SHA1.digest(buf); buf = [] }
+            }
+            try t.scan(tables.treeS, prefix: prefix) { k, v in
+                // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf;
+                // an inline object as the per-leaf records it stands for (in the same key order).
+                if v.first == InlineObject.tag {
+                    for (rk, rv) in try InlineObject.decode(v).records(at: k) { add(rk, rv) }
+                } else {
+                    add(k, v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v)
+                }
                 return true
             }
             digests += SHA1.digest(buf)
@@ -227,9 +243,13 @@ extension Writer {
                     switch tag {
                     case 0: try t.put(tables.tree, k, v)
                     case 1: try t.put(tables.ver, k, v)
-                    case 2: try t.put(tables.idx, k, v)
+                    // Index rows come with full values (`IndexRowValue`): kept compact here.
+                    case 2: try t.put(tables.idx, k, try IndexRowValue.compacted(key: k, value: v))
                     case 3, 9: break  // the reverse index of the format before: derived now
-                    case 6...8: try t.put(EmberStore.overflowSnapshotTags(tables)[Int(tag) - 6].1, k, v)
+                    case 8:
+                        let (full, value) = try SplitTable.decodeRow(v)
+                        try t.put(tables.idxx, k, SplitTable.overflowRow(full, try IndexRowValue.compacted(key: full, value: value)))
+                    case 6, 7: try t.put(EmberStore.overflowSnapshotTags(tables)[Int(tag) - 6].1, k, v)
                     case 5:
                         try t.put(tables.meta, k, v)
                     case 0xFF:

@@ -39,6 +39,9 @@ public struct StoreOptions: Sendable {
     /// 256 MB; a read that large would hold a thread for seconds and gigabytes of memory here.
     /// Writes and rules reads are not limited (they must see the whole old value).
     public var maxReadBytes: Int = 512 << 20
+    /// Store small objects written whole as one tree record each (`InlineObject`). false writes
+    /// the per-leaf format of before (both are always read; tests use it for old directories).
+    public var inlineObjects: Bool = true
 
     public init() {}
 }
@@ -146,7 +149,8 @@ public final class EmberStore: @unchecked Sendable {
             // tables it has and this version does not use are dropped.
             tables = Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
                             log: try open("log"), meta: try open("meta"),
-                            treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"))
+                            treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
+                            inlineObjects: options.inlineObjects)
             _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))
             try check(mdb_txn_commit(t))

@@ -35,10 +35,15 @@ final class StoredRulesData: RulesDataSource {
     func shallow(at path: Path) -> (leaf: Leaf?, priority: Priority?) {
         let k = key(path)
         return attempt((nil, nil)) {
-            guard let v = try t.get(tables.treeS, k) else { return (nil, nil) }
+            guard let v = try t.get(tables.treeS, k) else {
+                // A child of an inline object has no record of its own.
+                let n = try tables.inlineLeaf(t, key: k)
+                return (n?.leaf, n?.priority)
+            }
             switch try TreeRecord.decode(v) {
             case .leaf(let l, let p): return (l, p)
             case .priority(let p): return (nil, p)
+            case .inline(let o): return (nil, o.priority)
             }
         }
     }
@@ -53,8 +58,9 @@ final class StoredRulesData: RulesDataSource {
         return attempt(false) {
             var c = try t.cursor(tables.treeS, within: k, keysOnly: true)
             defer { c.close() }
-            guard let found = try c.seekKey(k + [0x01]) else { return false }
-            return found.starts(with: k) && found.count > k.count
+            if let found = try c.seekKey(k + [0x01]), found.starts(with: k), found.count > k.count { return true }
+            // An inline object has children (at least one) in its own record.
+            return try t.get(tables.treeS, k)?.first == InlineObject.tag
         }
     }
 }

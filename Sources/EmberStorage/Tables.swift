@@ -3,10 +3,12 @@ import EmberCore
 
 /// Named databases of the environment and the record logic shared by readers and the writer.
 ///
-/// * `tree`:   ns\0 + path encoding → `TreeRecord` (leaves; interior priorities at the node's own key)
+/// * `tree`:   ns\0 + path encoding → `TreeRecord` (leaves; interior priorities at the node's own key;
+///   a small object written whole: one `InlineObject` record at its key, nothing below it)
 /// * `ver`:    ns\0 + path encoding → sub (u64) + at (u64), see `version` (a leaf written at its own
 ///   path keeps both in its tree record instead: `TreeRecord.leaf(_:_:version:)`)
-/// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → child key offset (u16) + exact index value
+/// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → nothing
+///   (the key holds the value), or for a string cut in the key: child key offset (u16) + exact value (`IndexRowValue`)
 ///   (no reverse table: a write finds a child's old row from its old value, `Applier.entriesBelow`;
 ///   data directories from before keep an `idxrev` table, dropped when they open: `dropLegacyTables`)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`
@@ -26,6 +28,9 @@ struct Tables {
     let idxx: MDB_dbi
 
     let overflowUse = [OverflowUse(false), OverflowUse(false), OverflowUse(false)]
+    /// Whether writes store small objects as `InlineObject` records (`StoreOptions.inlineObjects`).
+    /// Reads understand both forms either way.
+    var inlineObjects = true
 
     var treeS: SplitTable { SplitTable(main: tree, over: treex, used: overflowUse[0]) }
     var verS: SplitTable { SplitTable(main: ver, over: verx, used: overflowUse[1]) }
@@ -83,9 +88,16 @@ struct Tables {
         // A leaf has no descendants, so when there is one a point read answers: cheaper than a
         // cursor scan (no cursor, no builder) for the common overwrite of a leaf, and for a long
         // key it spares reading its whole overflow group.
-        if let v = try t.get(treeS, key), case .leaf(let l, let p) = try TreeRecord.decode(v) {
-            if key.count + v.count > maxBytes { throw StorageError.readTooLarge(limit: maxBytes) }
-            return Node(l, priority: p)
+        if let v = try t.get(treeS, key) {
+            switch try TreeRecord.decode(v) {
+            case .leaf(let l, let p):
+                if key.count + v.count > maxBytes { throw StorageError.readTooLarge(limit: maxBytes) }
+                return Node(l, priority: p)
+            case .inline(let o):
+                if key.count + v.count > maxBytes { throw StorageError.readTooLarge(limit: maxBytes) }
+                return o.node
+            case .priority: break
+            }
         }
         let root = Builder()
         var found = false
@@ -103,10 +115,42 @@ struct Tables {
             switch try TreeRecord.decode(v) {
             case .leaf(let l, let p): b.leaf = l; b.priority = p
             case .priority(let p): b.priority = p
+            case .inline(let o):
+                b.priority = o.priority
+                for c in o.children {
+                    let n = Builder()
+                    n.leaf = c.leaf; n.priority = c.priority
+                    b.kids[c.key] = n
+                }
             }
             return true
         }
-        return found ? root.node() : .empty
+        if found { return root.node() }
+        // Nothing at or below `key`: it may be a child of an inline object (or lie below one).
+        return try inlineLeaf(t, key: key) ?? .empty
+    }
+
+    // MARK: - Inline objects
+
+    /// The inline object record strictly above `key` (there is at most one, and nothing sorts
+    /// between it and `key`: one seek), as its key and value. Inline records are never in the
+    /// overflow table (`InlineObject`).
+    func inlineAbove(_ t: Txn, key: [UInt8]) throws -> ([UInt8], [UInt8])? {
+        let c = try t.cursor(tree)
+        defer { c.close() }
+        guard let (k, v) = try c.seekLastLT(key), v.first == InlineObject.tag, k.count < key.count,
+              bytesStart(key, with: k) else { return nil }
+        return (k, v)
+    }
+
+    /// The child of an inline object at `key` (as a leaf node), or nil when `key` is not one.
+    func inlineLeaf(_ t: Txn, key: [UInt8]) throws -> Node? {
+        guard let (k, v) = try inlineAbove(t, key: key) else { return nil }
+        var i = k.count
+        guard let s = KeyCodec.readSegment(key, &i) else { throw StorageError.corrupt("tree key") }
+        // Deeper than a child: below a leaf, nothing.
+        guard i == key.count, let c = try InlineObject.decode(v).child(s) else { return nil }
+        return Node(c.leaf, priority: c.priority)
     }
 
     func readNode(_ t: Txn, _ ns: String, _ path: Path) throws -> Node {
@@ -125,22 +169,34 @@ struct Tables {
             out.append(s)
             seek = Array(k[0..<i]) + [0xFF]
         }
+        // No record below `base`: an inline object keeps its children in its own record.
+        if out.isEmpty, limit > 0, let v = try t.get(treeS, base), v.first == InlineObject.tag {
+            let from = start ?? []
+            for child in try InlineObject.decode(v).children where out.count < limit {
+                var k = base
+                KeyCodec.appendSegment(child.key, to: &k)
+                if !bytesLess(k, from) { out.append(child.key) }
+            }
+        }
         return out
     }
 
     func exists(_ t: Txn, key: [UInt8]) throws -> Bool {
         if key.count > SplitTable.inlineBytes, try t.get(treeS, key) != nil { return true }
-        return try t.hasPrefix(treeS, key)
+        if try t.hasPrefix(treeS, key) { return true }
+        return try inlineLeaf(t, key: key) != nil
     }
 
     /// The index value of the node at `key` without reading its subtree.
     func indexValue(_ t: Txn, key: [UInt8]) throws -> IndexValue? {
         if let v = try t.get(treeS, key) {
+            if v.first == InlineObject.tag { return .object }
             if case .leaf(let l, _) = try TreeRecord.decode(v) { return IndexValue(node: Node(l)) }
         }
         var c = try t.cursor(treeS, within: key, keysOnly: true)
         defer { c.close() }
         if let k = try c.seekKey(key + [0x01]), k.starts(with: key) { return .object }
+        if let leaf = try inlineLeaf(t, key: key)?.leaf { return IndexValue(node: Node(leaf)) }
         return nil
     }
 
@@ -158,8 +214,9 @@ struct Tables {
         try t.put(verS, key, w.bytes)
     }
 
-    /// max(sub[P], at[A] for A = root … P): O(depth) point reads, plus one seek for a leaf on
-    /// the path that keeps its own `at` in its tree record (`TreeRecord.leaf(_:_:version:)`).
+    /// max(sub[P], at[A] for A = root … P): O(depth) point reads, plus one seek for a leaf or
+    /// inline object on the path that keeps its own `at` in its tree record
+    /// (`TreeRecord.leaf(_:_:version:)`, `InlineObject.version`).
     func version(_ t: Txn, _ ns: String, _ path: Path) throws -> UInt64 {
         try version(t, EncodedPath(ns, path))
     }
@@ -177,7 +234,8 @@ struct Tables {
         return best
     }
 
-    /// The leaf record on the path to `key` (there is at most one: a leaf has no descendants),
+    /// The leaf or inline object record on the path to `key` (there is at most one: neither has
+    /// descendant records),
     /// strictly above it or also at it, as its key and value. Between a leaf and its would-be
     /// descendant no record sorts, so for keys kept in `tree` it is the record just before (or
     /// at) `key` — one seek; ancestors whose keys overflow are point reads in `treex` (only for
@@ -187,7 +245,7 @@ struct Tables {
         let c = try t.cursor(tree)
         defer { c.close() }
         if let (k, v) = try includingSelf ? c.seekLastLE(key) : c.seekLastLT(key),
-           k.count >= encoded.ends[0], k.count <= key.count, bytesStart(key, with: k), v.first == 1 || v.first == 3 {
+           k.count >= encoded.ends[0], k.count <= key.count, bytesStart(key, with: k), v.first == 1 || v.first == 3 || v.first == InlineObject.tag {
             return (k, v)
         }
         guard key.count > SplitTable.inlineBytes else { return nil }

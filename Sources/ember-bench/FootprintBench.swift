@@ -52,5 +52,23 @@ struct FootprintRun {
                   + String(format: "%10d %10d %11@", t.entries, t.pages, mb(t.bytes)))
         }
         print("free".padding(toLength: 12, withPad: " ", startingAt: 0) + String(format: "%10@ %10d %11@", "-", f.freePages, mb(f.freeBytes)))
+        try queryLatency()
+    }
+
+    /// Queries the issue compares before and after: orderByChild("score") (or by key without the
+    /// index) + limitToLast(100) on the loaded /items, in process (no HTTP), one read transaction each.
+    func queryLatency(runs: Int = 200) throws {
+        let spec = QuerySpec(index: index ? .child(try Path("/score")) : .key, limit: 100, limitFromStart: false)
+        var ms: [Double] = []
+        for _ in 0..<runs {
+            let t = Date()
+            let r = try store.query(namespace: "bench", path: try Path("/items"), spec: spec)
+            ms.append(Date().timeIntervalSince(t) * 1000)
+            precondition(r.count == min(100, children), "query answered \(r.count) children")
+        }
+        ms.sort()
+        print("query \(index ? "orderByChild(score)" : "orderByKey") limitToLast(100), \(runs) runs in process: "
+              + String(format: "median %.3f ms, p90 %.3f ms, max %.3f ms", ms[runs / 2], ms[runs * 9 / 10], ms[runs - 1])
+              + "; load average \(loadAverage())")
     }
 }

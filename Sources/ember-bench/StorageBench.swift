@@ -57,6 +57,9 @@ struct StorageBench: AsyncParsableCommand {
     @Flag(help: "With --footprint: no .indexOn.")
     var noIndex = false
 
+    @Flag(help: "Store small objects per leaf, as before inline objects (StoreOptions.inlineObjects = false): the A/B of that format.")
+    var perLeaf = false
+
     @Option(help: "Log entries kept after they are applied (default: as a single emberd, none; a cluster keeps 10000).")
     var logRetain: UInt64 = StoreOptions.singleNodeLogRetention
 
@@ -83,6 +86,7 @@ struct StorageBench: AsyncParsableCommand {
         options.maxBatchEntries = maxBatchEntries
         options.durable = !noSync
         options.logRetention = logRetain
+        options.inlineObjects = !perLeaf
         let store = try EmberStore(directory: dir, options: options)
         defer { store.close() }
         // Counted runs write each key once, so one value serves; timed runs rewrite keys (`benchValue`).
