@@ -56,16 +56,22 @@ import Testing
 
     @Test func eachConnectionGetsExactlyItsEventsInOrderAcrossTwoEventLoops() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        // The clients get their own loop: sharing the server's group, their connects would take
+        // turns with the server's accepts in its round-robin, and all accepted channels could
+        // land on one loop.
+        let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
-            try await fanOut(on: group)
+            try await fanOut(on: group, clients: clientGroup)
         } catch {
             try? await group.shutdownGracefully()
+            try? await clientGroup.shutdownGracefully()
             throw error
         }
         try await group.shutdownGracefully()
+        try await clientGroup.shutdownGracefully()
     }
 
-    func fanOut(on group: MultiThreadedEventLoopGroup) async throws {
+    func fanOut(on group: MultiThreadedEventLoopGroup, clients clientGroup: MultiThreadedEventLoopGroup) async throws {
         let accepted = Mutex<[any Channel]>([])
         let server = try await ServerBootstrap(group: group)
             .childChannelInitializer { channel in
@@ -87,7 +93,7 @@ import Testing
         var clients: [(channel: any Channel, received: Received)] = []
         for _ in 0..<count {
             let received = Received()
-            let c = try await ClientBootstrap(group: group)
+            let c = try await ClientBootstrap(group: clientGroup)
                 .channelInitializer { ch in ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(received) } }
                 .connect(host: "127.0.0.1", port: port).get()
             clients.append((c, received))
@@ -102,7 +108,7 @@ import Testing
         // The server side of client i: the accepted channel whose peer port is the client's port.
         let byPeerPort = Dictionary(uniqueKeysWithValues: acceptedChannels.map { ($0.remoteAddress!.port!, $0) })
         let serverChannels = clients.map { byPeerPort[$0.channel.localAddress!.port!]! }
-        // The connections are spread over both loops (the group hands them out in turn).
+        // The connections are spread over both loops (the server's group hands accepts out in turn).
         #expect(Set(serverChannels.map { ObjectIdentifier($0.eventLoop) }).count == 2)
 
         let hub = RealtimeHub()
