@@ -2,6 +2,8 @@
 sorts after it when both came from the same node, and its millisecond timestamp is never earlier
 when they came from different nodes); and every acknowledged push is in the final list exactly
 once, with nothing there that no push could have created."""
+import bisect
+
 from .history import Anomaly
 
 TIME_PREFIX = 8  # push ids start with 8 characters of millisecond timestamp
@@ -17,18 +19,30 @@ def check(ops, finals):
         if o.result in ids:
             anomalies.append(Anomaly("pushes", "duplicate id", f"ops {ids[o.result].id} and {o.id} got {o.result}"))
         ids[o.result] = o
-    by_done = sorted(ok, key=lambda o: o.complete)
+    # Per (list, node): acknowledged pushes by completion time, with the running greatest id and
+    # timestamp prefix, so each push is checked against all pushes acknowledged before it began
+    # in O(nodes · log n) (a scan of every pair took hours on an hour-long history).
+    done = {}
+    for o in sorted(ok, key=lambda o: o.complete):
+        d = done.setdefault((o.key, o.node), {"t": [], "id": [], "ts": []})
+        d["t"].append(o.complete)
+        d["id"].append(max(o, d["id"][-1], key=lambda x: x.result) if d["id"] else o)
+        d["ts"].append(max(o, d["ts"][-1], key=lambda x: x.result[:TIME_PREFIX]) if d["ts"] else o)
     for b in ok:
-        # Acknowledged pushes finished before b began: b's id must not sort before theirs.
-        for a in by_done:
-            if a.complete >= b.invoke:
-                break
-            if a.key != b.key:
+        for (key, node), d in done.items():
+            if key != b.key:
                 continue
-            if a.node == b.node and not a.result < b.result:
-                anomalies.append(Anomaly("pushes", "out of order", f"op {b.id} ({b.result}) after op {a.id} ({a.result}) on {a.node}"))
-            elif a.result[:TIME_PREFIX] > b.result[:TIME_PREFIX]:
-                anomalies.append(Anomaly("pushes", "timestamp went back", f"op {b.id} ({b.result}) after op {a.id} ({a.result})"))
+            n = bisect.bisect_left(d["t"], b.invoke)  # pushes acknowledged before b began
+            if n == 0:
+                continue
+            if node == b.node:
+                a = d["id"][n - 1]
+                if not a.result < b.result:
+                    anomalies.append(Anomaly("pushes", "out of order", f"op {b.id} ({b.result}) after op {a.id} ({a.result}) on {a.node}"))
+            else:
+                a = d["ts"][n - 1]
+                if a.result[:TIME_PREFIX] > b.result[:TIME_PREFIX]:
+                    anomalies.append(Anomaly("pushes", "timestamp went back", f"op {b.id} ({b.result}) after op {a.id} ({a.result})"))
     for key, per_node in sorted(finals.items()):
         lists = {tuple(v) for v in per_node.values()}
         if len(lists) != 1:

@@ -29,8 +29,8 @@ def check_all(records, budget=linearizable.DEFAULT_BUDGET):
     results["transactions"] = transactions.check(ops, {k: v for k, v in finals.items() if k in meta.get("txn_keys", [])})
     results["pushes"] = pushes.check(ops, {k: {n: sorted((v or {}).keys()) for n, v in per.items()}
                                            for k, per in finals.items() if k in meta.get("lists", [])})
-    excused, repeats = [], []
-    results["listeners"] = listeners.check(records, ops, finals, groups=groups, excused=excused, repeats=repeats)
+    excused = []
+    results["listeners"] = listeners.check(records, ops, finals, groups=groups, excused=excused)
     results["state"] = state.check(of(records, "final"))
     # Presence keys hold one child per session; any node's final value (the state checker
     # compares the nodes).
@@ -48,7 +48,6 @@ def check_all(records, budget=linearizable.DEFAULT_BUDGET):
         "faults": dict(Counter(r["action"] for r in records if r.get("type") == "nemesis" and r["action"] != "end")),
         "events": sum(1 for r in records if r.get("type") == "event"),
         "listener_gaps_across_snapshot_installs": len(excused),
-        "listener_repeats_after_snapshot_installs": len(repeats),
         "snapshot_installs": sum(1 for r in records if r.get("type") == "install"),
         "presence_sessions": sum(1 for o in ops if o.f == "presence"),
         "presence_registered": sum(1 for o in ops if o.f == "presence" and o.extra.get("registered")),
