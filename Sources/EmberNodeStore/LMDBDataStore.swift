@@ -18,6 +18,10 @@ public final class LMDBDataStore: DataStore {
     public init(directory: String, options: StoreOptions, logger: Logger) throws {
         self.store = try EmberStore(directory: directory, options: options)
         self.logger = logger
+        if store.objectsInlinedOnOpen > 0 {
+            logger.notice("data directory migrated: small objects of the former layout rewritten as inline records",
+                          metadata: ["objects": "\(store.objectsInlinedOnOpen)", "directory": "\(directory)"])
+        }
     }
 
     public var appliedIndex: UInt64 { store.appliedIndex }

@@ -21,6 +21,12 @@ struct EncodedPath {
         ends = e
     }
 
+    init(bytes: [UInt8], ends: [Int]) {
+        assert(ends.last == bytes.count, "the last end is the whole key")
+        self.bytes = bytes
+        self.ends = ends
+    }
+
     func ancestor(_ level: Int) -> [UInt8] { Array(bytes[0..<ends[level]]) }
 }
 

@@ -93,6 +93,8 @@ extension EmberStore {
 
     /// Rewrites a stopped node's data directory without free pages (LMDB's compacting copy), in
     /// place or into `output` (a new directory). Refused while a store has `directory` open.
+    /// A directory of a former layout also gets its small objects rewritten as inline records
+    /// (`Reinline`), in a staging copy, so the source is only ever read.
     /// Returns the data file's size before and after.
     @discardableResult
     public static func compact(directory: String, output: String? = nil) throws -> (before: Int, after: Int) {
@@ -114,7 +116,11 @@ extension EmberStore {
             try check(mdb_env_set_mapsize(e, max(StoreOptions().mapSize, before)))
             try check(mdb_env_set_maxdbs(e, 16))
             try check(mdb_env_open(e, directory, flag(MDB_RDONLY) | flag(MDB_NOTLS), 0o644))
-            try check(mdb_env_copy2(e, target, UInt32(MDB_CP_COMPACT)))
+            if try Self.inlineLayoutDone(e) {
+                try check(mdb_env_copy2(e, target, UInt32(MDB_CP_COMPACT)))
+            } else {
+                try Self.compactReinlined(e, into: target, staging: directory + "/.compact-stage-\(UUID().uuidString)")
+            }
             mdb_env_close(e)
         } catch {
             mdb_env_close(e)
@@ -132,6 +138,45 @@ extension EmberStore {
             try? FileManager.default.removeItem(atPath: target)
         }
         return (before, after)
+    }
+}
+
+extension EmberStore {
+    /// Whether the (read-only) environment `e` has had its per-leaf objects rewritten (`Reinline`).
+    static func inlineLayoutDone(_ e: OpaquePointer) throws -> Bool {
+        var t: OpaquePointer?
+        try check(mdb_txn_begin(e, nil, flag(MDB_RDONLY), &t))
+        defer { mdb_txn_abort(t) }
+        var meta: MDB_dbi = 0
+        let rc = mdb_dbi_open(t, "meta", 0, &meta)
+        if rc == MDB_NOTFOUND { return false }
+        try check(rc)
+        return try Txn(ptr: t!).get(meta, Reinline.doneMetaKey) != nil
+    }
+
+    /// Compacting copy of `source` into `staging`, the per-leaf objects rewritten there, then a
+    /// compacting copy of that into `target` (the rewrite frees pages the second copy leaves out).
+    static func compactReinlined(_ source: OpaquePointer, into target: String, staging: String) throws {
+        try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: staging) }
+        try check(mdb_env_copy2(source, staging, UInt32(MDB_CP_COMPACT)))
+        var mapSize = StoreOptions().mapSize
+        var info = MDB_envinfo()
+        if mdb_env_info(source, &info) == 0 { mapSize = max(mapSize, info.me_mapsize) }
+        var e: OpaquePointer?
+        try check(mdb_env_create(&e))
+        guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
+        defer { mdb_env_close(e) }
+        try check(mdb_env_set_mapsize(e, mapSize))
+        try check(mdb_env_set_maxdbs(e, 16))
+        try check(mdb_env_open(e, staging, flag(MDB_NOTLS), 0o644))
+        var t: OpaquePointer?
+        try check(mdb_txn_begin(e, nil, 0, &t))
+        let tables: Tables
+        do { tables = try Tables.open(t!, inlineObjects: true) } catch { mdb_txn_abort(t); throw error }
+        try check(mdb_txn_commit(t))
+        _ = try Reinline.migrate(e, tables)
+        try check(mdb_env_copy2(e, target, UInt32(MDB_CP_COMPACT)))
     }
 }
 

@@ -269,6 +269,12 @@ extension Writer {
             try tables.putMetaU64(t, "firstIndex", a + 1)
             try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
             rules = try StoredRules.loadAll(tables, t)
+            // The stream is per leaf (every version installs it): small objects become inline
+            // records again, in this same transaction.
+            if tables.inlineObjects {
+                try Reinline.all(tables, t)
+                try t.put(tables.meta, Reinline.doneMetaKey, [1])
+            }
         }
         applied = a; appliedTerm = aTerm; lastIndex = a; lastTerm = aTerm; firstIndex = a + 1
         lastTimestamp = max(lastTimestamp, ts)

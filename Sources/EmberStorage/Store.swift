@@ -114,6 +114,8 @@ public final class EmberStore: @unchecked Sendable {
     let nextSubscriber = Atomic<UInt64>(0)
     /// Held (shared) while open, so `compact` refuses a directory a node is using.
     let directoryLock: DirectoryLock
+    /// Objects of a former layout rewritten as inline records when this store opened (`Reinline`).
+    public private(set) var objectsInlinedOnOpen = 0
 
     /// Opens (creating if needed) the store in `directory`. Opening does not replay the log:
     /// the tree and the applied index are already durable.
@@ -140,20 +142,14 @@ public final class EmberStore: @unchecked Sendable {
         let tables: Tables
         do {
             try check(mdb_txn_begin(e, nil, 0, &t))
-            func open(_ name: String) throws -> MDB_dbi {
-                var dbi: MDB_dbi = 0
-                try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
-                return dbi
-            }
-            // Tables missing in an older data directory (the overflow twins) are created here,
-            // tables it has and this version does not use are dropped.
-            tables = Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
-                            log: try open("log"), meta: try open("meta"),
-                            treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
-                            inlineObjects: options.inlineObjects)
+            tables = try Tables.open(t!, inlineObjects: options.inlineObjects)
             _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))
-            try check(mdb_txn_commit(t))
+            let opened = t
+            t = nil  // commit frees the transaction, failing or not
+            try check(mdb_txn_commit(opened))
+            // Small objects a former version stored per leaf become inline records, once.
+            if options.inlineObjects { objectsInlinedOnOpen = try Reinline.migrate(e, tables) }
         } catch {
             if t != nil { mdb_txn_abort(t) }
             mdb_env_close(e)

@@ -36,6 +36,20 @@ struct Tables {
     var verS: SplitTable { SplitTable(main: ver, over: verx, used: overflowUse[1]) }
     var idxS: SplitTable { SplitTable(main: idx, over: idxx, used: overflowUse[2]) }
 
+    /// Opens (creating what an older data directory lacks, such as the overflow twins) the
+    /// named databases in the write transaction `t`.
+    static func open(_ t: OpaquePointer, inlineObjects: Bool) throws -> Tables {
+        func open(_ name: String) throws -> MDB_dbi {
+            var dbi: MDB_dbi = 0
+            try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
+            return dbi
+        }
+        return Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
+                      log: try open("log"), meta: try open("meta"),
+                      treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
+                      inlineObjects: inlineObjects)
+    }
+
     /// Marks the overflow tables that hold rows as used (on open, after installing a snapshot).
     func noteOverflowRows(_ t: Txn) throws {
         for (dbi, use) in zip([treex, verx, idxx], overflowUse) where try t.overflowRows(dbi) > 0 {

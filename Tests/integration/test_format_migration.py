@@ -8,6 +8,7 @@ ETags — Ember's ETag is the location's version, so equal ETags mean versions c
 index, priority and shallow-paging queries). It was made by a script that wrote 300 children
 `{score, name}` under `/items` (`.indexOn score`) in one PATCH, users with a priority, a leaf, a
 deep path, a deleted path, a write inside one of the objects, and a second namespace.
+This emberd rewrites such small objects as inline records when the directory opens (`Reinline`).
 """
 import json
 import os
@@ -49,6 +50,11 @@ def test_a_directory_of_the_format_before_reads_the_same_and_takes_writes(tmp_pa
         assert got["export_other"] == expected["export_other"]
         assert got["etags"] == expected["etags"]
         assert got["queries"] == expected["queries"]
+        # Migrated on open: the 303 small objects the old format kept per leaf (two leaf records
+        # and a version row each for the 300 items) are one record each now, answering the same.
+        tables = requests.get(node.url + "/.ember/status", timeout=10).json()["storage"]["tables"]
+        assert tables["tree"]["entries"] == 308
+        assert tables["versions"]["entries"] == 11
 
         # Writes inside objects stored the old way, a whole new object (stored the new way), a
         # delete, and an index query that must see all of them.
