@@ -69,13 +69,14 @@ struct Txn {
         return result
     }
 
-    func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
+    /// `flags`: MDB_APPEND (as `DenseCopy` puts rows in key order) or 0.
+    func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8], flags: UInt32 = 0) throws {
         var rc: Int32 = 0
         key.withUnsafeBytes { kb in
             value.withUnsafeBytes { vb in
                 var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
                 var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
-                rc = mdb_put(ptr, dbi, &k, &v, 0)
+                rc = mdb_put(ptr, dbi, &k, &v, flags)
             }
         }
         try check(rc)

@@ -91,8 +91,8 @@ extension EmberStore {
         return total
     }
 
-    /// Rewrites a stopped node's data directory without free pages (LMDB's compacting copy), in
-    /// place or into `output` (a new directory). Refused while a store has `directory` open.
+    /// Rewrites a stopped node's data directory without free pages and with full pages
+    /// (`DenseCopy`: every table copied in key order), in place or into `output` (a new directory). Refused while a store has `directory` open.
     /// A directory of a former layout also gets its small objects rewritten as inline records
     /// (`Reinline`), in a staging copy, so the source is only ever read.
     /// Returns the data file's size before and after.
@@ -116,10 +116,11 @@ extension EmberStore {
             try check(mdb_env_set_mapsize(e, max(StoreOptions().mapSize, before)))
             try check(mdb_env_set_maxdbs(e, 16))
             try check(mdb_env_open(e, directory, flag(MDB_RDONLY) | flag(MDB_NOTLS), 0o644))
+            let mapSize = max(StoreOptions().mapSize, before)
             if try Self.inlineLayoutDone(e) {
-                try check(mdb_env_copy2(e, target, UInt32(MDB_CP_COMPACT)))
+                try DenseCopy.copy(e, into: target, mapSize: mapSize)
             } else {
-                try Self.compactReinlined(e, into: target, staging: directory + "/.compact-stage-\(UUID().uuidString)")
+                try Self.compactReinlined(e, into: target, staging: directory + "/.compact-stage-\(UUID().uuidString)", mapSize: mapSize)
             }
             mdb_env_close(e)
         } catch {
@@ -154,15 +155,12 @@ extension EmberStore {
         return try Txn(ptr: t!).get(meta, Reinline.doneMetaKey) != nil
     }
 
-    /// Compacting copy of `source` into `staging`, the per-leaf objects rewritten there, then a
-    /// compacting copy of that into `target` (the rewrite frees pages the second copy leaves out).
-    static func compactReinlined(_ source: OpaquePointer, into target: String, staging: String) throws {
+    /// Dense copy of `source` into `staging`, the per-leaf objects rewritten there, then a dense
+    /// copy of that into `target` (the rewrite frees and splits pages the second copy leaves out).
+    static func compactReinlined(_ source: OpaquePointer, into target: String, staging: String, mapSize: Int) throws {
         try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: staging) }
-        try check(mdb_env_copy2(source, staging, UInt32(MDB_CP_COMPACT)))
-        var mapSize = StoreOptions().mapSize
-        var info = MDB_envinfo()
-        if mdb_env_info(source, &info) == 0 { mapSize = max(mapSize, info.me_mapsize) }
+        try DenseCopy.copy(source, into: staging, mapSize: mapSize)
         var e: OpaquePointer?
         try check(mdb_env_create(&e))
         guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
@@ -176,7 +174,7 @@ extension EmberStore {
         do { tables = try Tables.open(t!, inlineObjects: true) } catch { mdb_txn_abort(t); throw error }
         try check(mdb_txn_commit(t))
         _ = try Reinline.migrate(e, tables)
-        try check(mdb_env_copy2(e, target, UInt32(MDB_CP_COMPACT)))
+        try DenseCopy.copy(e, into: target, mapSize: mapSize)
     }
 }
 

@@ -230,6 +230,8 @@ extension Writer {
             for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try check(mdb_drop(t.ptr, dbi, 0)) }
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
             try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
+            // Each table's rows come in key order (versions in two runs): full pages.
+            var ordered = DenseCopy.OrderedPuts()
             while let chunk = try next() {
                 var r = ByteReader(chunk)
                 while !r.atEnd {
@@ -241,10 +243,10 @@ extension Writer {
                     guard r.i + vn <= chunk.count else { throw StorageError.corrupt("snapshot value") }
                     let v = Array(chunk[r.i..<r.i + vn]); r.i += vn
                     switch tag {
-                    case 0: try t.put(tables.tree, k, v)
-                    case 1: try t.put(tables.ver, k, v)
+                    case 0: try ordered.put(t, tables.tree, k, v)
+                    case 1: try ordered.put(t, tables.ver, k, v)
                     // Index rows come with full values (`IndexRowValue`): kept compact here.
-                    case 2: try t.put(tables.idx, k, try IndexRowValue.compacted(key: k, value: v))
+                    case 2: try ordered.put(t, tables.idx, k, try IndexRowValue.compacted(key: k, value: v))
                     case 3, 9: break  // the reverse index of the format before: derived now
                     case 8:
                         let (full, value) = try SplitTable.decodeRow(v)
@@ -275,6 +277,8 @@ extension Writer {
                 try Reinline.all(tables, t)
                 try t.put(tables.meta, Reinline.doneMetaKey, [1])
             }
+            // The rewrite above thinned the tree and version pages: written again, full.
+            for dbi in [tables.tree, tables.ver] { try DenseCopy.rewrite(t, dbi) }
         }
         applied = a; appliedTerm = aTerm; lastIndex = a; lastTerm = aTerm; firstIndex = a + 1
         lastTimestamp = max(lastTimestamp, ts)
