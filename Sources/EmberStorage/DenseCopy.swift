@@ -32,14 +32,9 @@ enum DenseCopy {
     /// environment in `target` (a directory without a data file), each table in key order
     /// with MDB_APPEND, in transactions of `rowsPerTransaction` rows, synced once at the end.
     static func copy(_ source: OpaquePointer, into target: String, mapSize: Int) throws {
-        var e: OpaquePointer?
-        try check(mdb_env_create(&e))
-        guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
-        defer { mdb_env_close(e) }
-        try check(mdb_env_set_mapsize(e, mapSize))
-        try check(mdb_env_set_maxdbs(e, 16))
         // One sync at the end instead of one per transaction: a copy cut short is thrown away.
-        try check(mdb_env_open(e, target, flag(MDB_NOTLS) | flag(MDB_NOSYNC), 0o644))
+        let e = try openEnvironment(target, mapSize: mapSize, flags: flag(MDB_NOSYNC))
+        defer { mdb_env_close(e) }
         var r: OpaquePointer?
         try check(mdb_txn_begin(source, nil, flag(MDB_RDONLY), &r))
         defer { mdb_txn_abort(r) }

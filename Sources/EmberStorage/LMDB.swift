@@ -51,6 +51,22 @@ func lmdbError(_ rc: Int32) -> StorageError {
 
 /// A transaction handle with typed helpers. Not Sendable: it lives inside one call on one thread
 /// (read transactions use `MDB_NOTLS`, write transactions stay on the writer thread).
+/// Opens the environment in `directory` with room for Ember's named tables; the caller closes it.
+func openEnvironment(_ directory: String, mapSize: Int, flags: UInt32) throws -> OpaquePointer {
+    var e: OpaquePointer?
+    try check(mdb_env_create(&e))
+    guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
+    do {
+        try check(mdb_env_set_mapsize(e, mapSize))
+        try check(mdb_env_set_maxdbs(e, 16))
+        try check(mdb_env_open(e, directory, flags | flag(MDB_NOTLS), 0o644))
+    } catch {
+        mdb_env_close(e)
+        throw error
+    }
+    return e
+}
+
 struct Txn {
     let ptr: OpaquePointer
 

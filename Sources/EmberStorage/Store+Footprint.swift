@@ -108,15 +108,10 @@ extension EmberStore {
         if FileManager.default.fileExists(atPath: target + "/data.mdb") {
             throw StorageError.corrupt("\(target) already holds a data file")
         }
-        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
-        var e: OpaquePointer?
-        try check(mdb_env_create(&e))
-        guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
+        let mapSize = max(StoreOptions().mapSize, before)
+        let e = try openEnvironment(directory, mapSize: mapSize, flags: flag(MDB_RDONLY))
         do {
-            try check(mdb_env_set_mapsize(e, max(StoreOptions().mapSize, before)))
-            try check(mdb_env_set_maxdbs(e, 16))
-            try check(mdb_env_open(e, directory, flag(MDB_RDONLY) | flag(MDB_NOTLS), 0o644))
-            let mapSize = max(StoreOptions().mapSize, before)
+            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
             if try Self.inlineLayoutDone(e) {
                 try DenseCopy.copy(e, into: target, mapSize: mapSize)
             } else {
@@ -161,13 +156,8 @@ extension EmberStore {
         try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: staging) }
         try DenseCopy.copy(source, into: staging, mapSize: mapSize)
-        var e: OpaquePointer?
-        try check(mdb_env_create(&e))
-        guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
+        let e = try openEnvironment(staging, mapSize: mapSize, flags: 0)
         defer { mdb_env_close(e) }
-        try check(mdb_env_set_mapsize(e, mapSize))
-        try check(mdb_env_set_maxdbs(e, 16))
-        try check(mdb_env_open(e, staging, flag(MDB_NOTLS), 0o644))
         var t: OpaquePointer?
         try check(mdb_txn_begin(e, nil, 0, &t))
         let tables: Tables
