@@ -132,8 +132,15 @@ extension RaftHost {
                 throw StorageError.corrupt("snapshot file holds index \(store.appliedIndex), expected \(snapshot.index)")
             }
             staging.discard()
-            let tail = node.log.entries(from: snapshot.index + 1, through: node.log.lastIndex)
-            if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
+            // Raft's log may already be past this snapshot: the turn's inputs are all stepped
+            // before its actions run, so a newer snapshot from the leader (resent after a
+            // reconnect; small snapshots are one chunk) can be restored in the same turn. Its
+            // own `.persistSnapshot` comes later in this turn and installs it; the entries
+            // between the two are not in Raft's log any more and are not needed.
+            if node.log.snapshotIndex <= snapshot.index {
+                let tail = node.log.entries(from: snapshot.index + 1, through: node.log.lastIndex)
+                if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
+            }
         } catch {
             fatalStorage("install snapshot at \(snapshot.index)", error)
         }
