@@ -17,14 +17,8 @@ enum DenseCopy {
     static func tableNames(_ t: Txn) throws -> [String] {
         var main: MDB_dbi = 0
         try check(mdb_dbi_open(t.ptr, nil, 0, &main))
-        let c = try t.cursor(main)
-        defer { c.close() }
         var names: [String] = []
-        var row = try c.first()
-        while let (k, _) = row {
-            names.append(String(decoding: k, as: UTF8.self))
-            row = try c.next()
-        }
+        try t.scan(main, prefix: []) { k, _ in names.append(String(decoding: k, as: UTF8.self)); return true }
         return names
     }
 

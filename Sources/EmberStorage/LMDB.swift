@@ -49,16 +49,17 @@ func lmdbError(_ rc: Int32) -> StorageError {
     .lmdb(code: rc, message: String(cString: mdb_strerror(rc)))
 }
 
-/// A transaction handle with typed helpers. Not Sendable: it lives inside one call on one thread
-/// (read transactions use `MDB_NOTLS`, write transactions stay on the writer thread).
-/// Opens the environment in `directory` with room for Ember's named tables; the caller closes it.
-func openEnvironment(_ directory: String, mapSize: Int, flags: UInt32) throws -> OpaquePointer {
+/// Opens the environment in `directory` with room for Ember's named tables (8 today, see
+/// `Tables`, plus the legacy ones an old directory still has while it opens, and headroom);
+/// `maxReaders` as `StoreOptions.maxReaders` (nil: LMDB's default). The caller closes it.
+func openEnvironment(_ directory: String, mapSize: Int, flags: UInt32, maxReaders: UInt32? = nil) throws -> OpaquePointer {
     var e: OpaquePointer?
     try check(mdb_env_create(&e))
     guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
     do {
         try check(mdb_env_set_mapsize(e, mapSize))
         try check(mdb_env_set_maxdbs(e, 16))
+        if let maxReaders { try check(mdb_env_set_maxreaders(e, maxReaders)) }
         try check(mdb_env_open(e, directory, flags | flag(MDB_NOTLS), 0o644))
     } catch {
         mdb_env_close(e)
@@ -67,6 +68,8 @@ func openEnvironment(_ directory: String, mapSize: Int, flags: UInt32) throws ->
     return e
 }
 
+/// A transaction handle with typed helpers. Not Sendable: it lives inside one call on one thread
+/// (read transactions use `MDB_NOTLS`, write transactions stay on the writer thread).
 struct Txn {
     let ptr: OpaquePointer
 

@@ -30,6 +30,11 @@ enum Reinline {
         var children: [([UInt8], [UInt8])]
         /// False when a record below the parent other than its priority record came before the run.
         var clean: Bool
+
+        /// Whether the run is the whole object, given the record after it (nil: the end).
+        func isWholeObject(before next: [UInt8]?) -> Bool {
+            clean && children.count <= InlineObject.maxChildren && !(next.map { bytesStart($0, with: parent) } ?? false)
+        }
     }
 
     /// The migration a directory gets when it opens: every qualifying object rewritten, in write
@@ -96,7 +101,7 @@ enum Reinline {
                 if let parent, run != nil, run!.parent == parent, run!.children.count <= InlineObject.maxChildren {
                     run!.children.append((k, v))
                 } else {
-                    if let r = run, r.clean, !bytesStart(k, with: r.parent), r.children.count <= InlineObject.maxChildren {
+                    if let r = run, r.isWholeObject(before: k) {
                         candidates.append(r)
                         if candidates.count == maxObjects { resume = k; break }
                     }
@@ -112,7 +117,7 @@ enum Reinline {
                 prev = (k, v)
                 entry = try c.next()
             }
-            if resume == nil, let r = run, r.clean, r.children.count <= InlineObject.maxChildren { candidates.append(r) }
+            if resume == nil, let r = run, r.isWholeObject(before: nil) { candidates.append(r) }
         }
         var rewritten = 0
         for r in candidates where try rewrite(r, tables, t) { rewritten += 1 }
@@ -122,16 +127,8 @@ enum Reinline {
     /// The key of the parent of the record at `k`, or nil when that parent is a namespace root
     /// (never inline) or the key is not a tree key.
     static func parentKey(_ k: [UInt8]) -> [UInt8]? {
-        guard let nsEnd = k.firstIndex(of: 0).map({ $0 + 1 }) else { return nil }
-        var i = nsEnd
-        var last = nsEnd
-        var segments = 0
-        while i < k.count {
-            last = i
-            guard KeyCodec.readSegment(k, &i) != nil else { return nil }
-            segments += 1
-        }
-        return segments >= 2 ? Array(k[0..<last]) : nil
+        guard let path = EncodedPath(key: k), path.ends.count >= 3 else { return nil }
+        return path.ancestor(path.ends.count - 2)
     }
 
     /// Rewrites one run if it qualifies (the checks that need reads); returns whether it did.
@@ -140,26 +137,29 @@ enum Reinline {
         // by the record's invariant (nothing below it): such objects stay per leaf.
         if try t.hasPrefix(tables.verS, r.parent + [0x01]) || t.hasPrefix(tables.verS, r.parent + [0x02]) { return false }
         guard let parentPath = EncodedPath(key: r.parent) else { return false }
-        let version = try tables.version(t, parentPath)
-        // A path below the object that is not a child (nor below one) has, per leaf, the newest
-        // `at` of the object and its ancestors; inline it has the record's version. They agree
-        // unless the object's newest write lies below it (its `sub`: a child written or
-        // deleted later), which keeps it per leaf, as a write at its own path would have.
-        var newestAt = try tables.versionRecord(t, r.parent).at
+        // Versions (`Tables.version`), read once. No leaf or inline record lies on the path to the
+        // object (it has children) and no version row below it (checked above), so the object's
+        // version is max(newest `at` of it and its ancestors, its `sub`), a child's is max(that
+        // newest `at`, the child record's own version), and so is any empty path below it, without
+        // the child's. They are all one version — the record's — when neither the object's `sub`
+        // nor a child's own version is newer than that `at`: the object's newest write was at it
+        // (not a child written or deleted later), as a write at its own path would leave it.
+        let row = try tables.versionRecord(t, r.parent)
+        var newestAt = row.at
         for level in 0..<(parentPath.ends.count - 1) {
             newestAt = max(newestAt, try tables.versionRecord(t, parentPath.ancestor(level)).at)
         }
-        guard newestAt == version else { return false }
+        guard row.sub <= newestAt else { return false }
         var kids: [String: Node] = [:]
         kids.reserveCapacity(r.children.count)
         for (k, v) in r.children {
-            guard let childPath = EncodedPath(key: k), try tables.version(t, childPath) == version else { return false }
+            guard try (TreeRecord.version(v) ?? 0) <= newestAt else { return false }
             var i = r.parent.count
             guard let name = KeyCodec.readSegment(k, &i), case .leaf(let l, let p) = try TreeRecord.decode(v) else { return false }
             kids[name] = Node(l, priority: p)
         }
         let node = Node(children: kids, priority: r.priority)
-        guard let record = InlineObject.record(for: node, key: r.parent, version: version) else { return false }
+        guard let record = InlineObject.record(for: node, key: r.parent, version: newestAt) else { return false }
         for (k, _) in r.children { try t.delete(tables.treeS, k) }
         try t.put(tables.treeS, r.parent, record)  // replaces the object's priority record, if any
         _ = try t.delete(tables.verS, r.parent)

@@ -92,7 +92,8 @@ extension EmberStore {
     }
 
     /// Rewrites a stopped node's data directory without free pages and with full pages
-    /// (`DenseCopy`: every table copied in key order), in place or into `output` (a new directory). Refused while a store has `directory` open.
+    /// (`DenseCopy`: every table copied in key order), in place or into `output` (a new
+    /// directory). Refused while a store has `directory` open.
     /// A directory of a former layout also gets its small objects rewritten as inline records
     /// (`Reinline`), in a staging copy, so the source is only ever read.
     /// Returns the data file's size before and after.

@@ -274,11 +274,12 @@ extension Writer {
             // The stream is per leaf (every version installs it): small objects become inline
             // records again, in this same transaction.
             if tables.inlineObjects {
-                try Reinline.all(tables, t)
+                // Rewriting thins the tree and version pages (rows were put full): written again, full.
+                if try Reinline.all(tables, t) > 0 {
+                    for dbi in [tables.tree, tables.ver] { try DenseCopy.rewrite(t, dbi) }
+                }
                 try t.put(tables.meta, Reinline.doneMetaKey, [1])
             }
-            // The rewrite above thinned the tree and version pages: written again, full.
-            for dbi in [tables.tree, tables.ver] { try DenseCopy.rewrite(t, dbi) }
         }
         applied = a; appliedTerm = aTerm; lastIndex = a; lastTerm = aTerm; firstIndex = a + 1
         lastTimestamp = max(lastTimestamp, ts)

@@ -123,21 +123,8 @@ public final class EmberStore: @unchecked Sendable {
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         directoryLock = try DirectoryLock(directory: directory, exclusive: false)
-        var e: OpaquePointer?
-        try check(mdb_env_create(&e))
-        guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
-        do {
-            try check(mdb_env_set_mapsize(e, options.mapSize))
-            // 8 named databases today (see `Tables`) plus the legacy ones an old directory still has while it opens; headroom for later tables.
-            try check(mdb_env_set_maxdbs(e, 16))
-            try check(mdb_env_set_maxreaders(e, options.maxReaders))
-            var flags = flag(MDB_NOTLS)
-            if !options.durable { flags |= flag(MDB_NOSYNC) }
-            try check(mdb_env_open(e, directory, flags, 0o644))
-        } catch {
-            mdb_env_close(e)
-            throw error
-        }
+        let e = try openEnvironment(directory, mapSize: options.mapSize, flags: options.durable ? 0 : flag(MDB_NOSYNC),
+                                    maxReaders: options.maxReaders)
         var t: OpaquePointer?
         let tables: Tables
         do {
