@@ -44,6 +44,28 @@ final class ClusterProcesses: @unchecked Sendable {
         }
         let rules = "\(dir)/rules.json"
         try #"{"rules":{".read":true,".write":true}}"#.write(toFile: rules, atomically: true, encoding: .utf8)
+        // A port picked free can be taken by another test's server before the node binds it
+        // (suites run in parallel): a node that exits at start is a fresh cluster on new ports,
+        // up to `startAttempts` times. Each node's stderr is kept in `dir` to say why.
+        for attempt in 1...Self.startAttempts {
+            let exited = try await spawnAndAwaitLeader(rules: rules, peerPorts: peerPorts, attempt: attempt)
+            guard let exited else { return }
+            guard attempt < Self.startAttempts else { throw TestFailure("node \(exited) exited at start on every attempt") }
+            stop(keepingDirectory: true)
+            for id in ids {
+                try? FileManager.default.removeItem(atPath: "\(dir)/\(id)")
+                ports[id] = try EmberServerProcess.freePort()
+                peerPorts[id] = try EmberServerProcess.freePort()
+            }
+        }
+    }
+
+    /// Clusters started before one elected a leader (see `start`).
+    static let startAttempts = 3
+
+    /// Starts the nodes and waits up to 60 s for a leader all agree on; returns the id of a node
+    /// that exited meanwhile (nil: a leader was elected).
+    private func spawnAndAwaitLeader(rules: String, peerPorts: [String: Int], attempt: Int) async throws -> String? {
         let peers = ids.map { "\($0)=127.0.0.1:\(peerPorts[$0]!)" }.joined(separator: ",")
         // What the nodes tell clients in the handshake: where the other members serve them.
         let clientURLs = ids.map { "\($0)=http://127.0.0.1:\(ports[$0]!)" }.joined(separator: ",")
@@ -54,16 +76,20 @@ final class ClusterProcesses: @unchecked Sendable {
                            "--node-id", id, "--peers", peers, "--client-urls", clientURLs, "--peer-tls-cert", "\(dir)/\(id).pem",
                            "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem"]
             p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
+            let log = "\(dir)/\(id)-\(attempt).stderr"
+            FileManager.default.createFile(atPath: log, contents: nil)
+            p.standardError = FileHandle(forWritingAtPath: log)
             try p.run()
             processes[id] = p
         }
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
-            if let leader = try? await leader(among: ids), ids.contains(leader) { return }
+            if let leader = try? await leader(among: ids), ids.contains(leader) { return nil }
+            if let dead = ids.first(where: { processes[$0]?.isRunning == false }) { return dead }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw TestFailure("the cluster elected no leader")
+        let logs = ids.map { id in "\(id): " + ((try? String(contentsOfFile: "\(dir)/\(id)-\(attempt).stderr", encoding: .utf8)) ?? "").suffix(400) }
+        throw TestFailure("the cluster elected no leader; stderr: \(logs.joined(separator: " | "))")
     }
 
     /// The leader all of `among` agree on, or nil.
@@ -85,7 +111,7 @@ final class ClusterProcesses: @unchecked Sendable {
 
     /// SIGTERM, then SIGKILL for a node that has not exited within 15 s: a node whose graceful
     /// shutdown stalls fails the test (it prints the ids) instead of hanging the suite.
-    @discardableResult func stop() -> [String] {
+    @discardableResult func stop(keepingDirectory: Bool = false) -> [String] {
         var stuck: [String] = []
         for p in processes.values where p.isRunning { p.terminate() }
         let deadline = ContinuousClock.now + .seconds(15)
@@ -97,7 +123,7 @@ final class ClusterProcesses: @unchecked Sendable {
                 p.waitUntilExit()
             }
         }
-        try? FileManager.default.removeItem(atPath: dir)
+        if !keepingDirectory { try? FileManager.default.removeItem(atPath: dir) }
         return stuck
     }
 }
