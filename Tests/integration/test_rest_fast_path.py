@@ -6,7 +6,9 @@ each request twice, without and with that header, compares the two fronts on the
 node's `ember_rest_fast_path_requests_total` counter says which path answered."""
 import json
 import re
+import signal
 import socket
+import time
 import uuid
 
 import requests
@@ -137,3 +139,73 @@ def test_pipelined_requests_are_answered_in_order_across_both_paths(node, ns):
         f = s.makefile("rb")
         got = [read_response(f) for _ in expect]
     assert got == expect
+
+
+def raw_put(ns, i):
+    body = str(i)
+    return f"PUT /seq/k{i:04d}.json?ns={ns} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+
+
+def test_many_pipelined_writes_split_anywhere_are_answered_in_order(node, ns):
+    """More writes in one send than the byte-level fast path keeps unanswered (it stops reading
+    and goes on as they are answered), then writes cut at every byte boundary: all answered in
+    order, all stored."""
+    n = 600
+    with socket.create_connection(("127.0.0.1", node.port), timeout=30) as s:
+        s.sendall(b"".join(raw_put(ns, i) for i in range(n)))
+        f = s.makefile("rb")
+        got = [read_response(f) for _ in range(n)]
+        assert got == [(200, str(i)) for i in range(n)]
+        # One request a byte at a time, then three requests in uneven pieces.
+        for b in raw_put(ns, n):
+            s.sendall(bytes([b]))
+        assert read_response(f) == (200, str(n))
+        stream = b"".join(raw_put(ns, i) for i in range(n + 1, n + 4))
+        for at in range(0, len(stream), 13):
+            s.sendall(stream[at:at + 13])
+        assert [read_response(f) for _ in range(3)] == [(200, str(i)) for i in range(n + 1, n + 4)]
+    data = requests.get(f"{node.url}/seq.json?ns={ns}", timeout=10).json()
+    assert data == {f"k{i:04d}": i for i in range(n + 4)}
+
+
+def test_writes_then_a_malformed_request_are_answered_then_refused(node, ns):
+    """The full HTTP stack takes over at a request the fast path does not take, even a malformed
+    one: the writes before it are answered first, then its parser's 400 closes the connection."""
+    with socket.create_connection(("127.0.0.1", node.port), timeout=20) as s:
+        s.sendall(raw_put(ns, 1) + raw_put(ns, 2) + b"NOT A REQUEST\r\n\r\n")
+        f = s.makefile("rb")
+        assert [read_response(f) for _ in range(2)] == [(200, "1"), (200, "2")]
+        status, body = read_response(f)
+        assert status == 400 and "error" in json.loads(body)
+        assert f.read() == b"", "the connection closes after the refusal"
+    assert requests.get(f"{node.url}/seq.json?ns={ns}", timeout=10).json() == {"k0001": 1, "k0002": 2}
+
+
+def test_write_then_half_close_is_answered(node, ns):
+    with socket.create_connection(("127.0.0.1", node.port), timeout=20) as s:
+        s.sendall(raw_put(ns, 7))
+        s.shutdown(socket.SHUT_WR)
+        f = s.makefile("rb")
+        assert read_response(f) == (200, "7")
+        assert f.read() == b""
+    assert requests.get(f"{node.url}/seq/k0007.json?ns={ns}", timeout=10).json() == 7
+
+
+def test_graceful_shutdown_closes_a_connection_served_by_the_fast_path():
+    """An idle keep-alive connection whose requests were all plain writes does not hold the
+    node's graceful shutdown."""
+    from conftest import Node
+    n = Node().start()
+    try:
+        with socket.create_connection(("127.0.0.1", n.port), timeout=20) as s:
+            s.sendall(raw_put("gs", 1))
+            f = s.makefile("rb")
+            assert read_response(f) == (200, "1")
+            t0 = time.time()
+            n.proc.send_signal(signal.SIGTERM)
+            n.proc.wait(timeout=15)
+            assert n.proc.returncode == 0
+            assert time.time() - t0 < 10
+            assert f.read() == b""
+    finally:
+        n.stop()

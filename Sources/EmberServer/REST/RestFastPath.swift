@@ -45,15 +45,13 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     // Event loop only (`@unchecked Sendable`: `completed` hops onto the loop first).
     private var eventLoop: (any EventLoop)?
     private var context: ChannelHandlerContext?
-    private var writer: (any PipelinedWriter)?
     /// The write being read (head seen, body arriving).
     private var current: Incoming?
     /// Requests given to Hummingbird whose answer has not ended.
     private var withHummingbird = 0
     /// Taken writes, in request order, until answered.
-    private var answers = CircularBuffer<Answer>()
-    private var nextTag: UInt64 = 0
-    /// Parts of requests waiting for `answers` to drain (order against Hummingbird's answers).
+    private var queue = FastWriteQueue()
+    /// Parts of requests waiting for `queue` to drain (order against Hummingbird's answers).
     private var held: [HTTPRequestPart] = []
     private var holding = false
     private var readPending = false
@@ -66,13 +64,6 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
         let method: HTTPRequest.Method
         let headers: HTTPFields
         var body: ByteBuffer
-    }
-
-    struct Answer {
-        let tag: UInt64
-        var echo: WriteEcho = .null
-        let print: RestRequest.Print
-        var response: (HTTPResponse, ByteBuffer?)?
     }
 
     init(rest: RestHandler, metrics: NodeMetrics) {
@@ -92,8 +83,7 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        writer = nil  // the writer holds this sink: break the cycle
-        answers.removeAll()
+        queue.reset()  // the writer holds this sink: break the cycle
         held.removeAll()
     }
 
@@ -114,7 +104,7 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
                 current = incoming
                 return
             }
-            if !answers.isEmpty {
+            if !queue.isEmpty {
                 // Hummingbird would answer this before the writes ahead of it: wait for them.
                 holding = true
                 held.append(part)
@@ -139,7 +129,7 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     /// Hummingbird closes a quiescing connection that has no request of its own in progress; the
     /// writes taken here are answered first (they are committed whatever happens).
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent && !answers.isEmpty {
+        if event is ChannelShouldQuiesceEvent && !queue.isEmpty {
             quiescePending = true
             return
         }
@@ -167,35 +157,9 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
 
     /// Judges the write as the Hummingbird path does and queues it; a refusal is answered in turn.
     private func take(_ incoming: Incoming, _ context: ChannelHandlerContext) {
-        let tag = nextTag
-        nextTag += 1
-        var answer = Answer(tag: tag, print: incoming.request.print)
-        do {
-            let now = rest.clock()
-            guard rest.requestRate.admit(context.channel, now: now),
-                  rest.addressRequestRate.admit(ClientCredentials.address(of: context.channel), now: now) else {
-                throw RestError(429, "Too many requests")
-            }
-            let req = incoming.request
-            let ns = req.namespace ?? rest.config.defaultNamespace
-            let identity = try rest.resolveIdentity(req, headers: incoming.headers, channel: context.channel)
-            let json = try RestHandler.body(incoming.body.readableBytesView, method: incoming.method)
-            let (request, echo) = try rest.prepareWrite(namespace: ns, path: req.path, method: incoming.method, json: json,
-                                                        condition: nil, identity: identity)
-            answer.echo = echo
-            answers.append(answer)
-            if writer == nil { writer = rest.store.pipelinedWriter(sink: self) }
-            guard let writer else {
-                // A store without pipelined writes (none today): answer as unavailable, in turn.
-                fill(tag, .failure(StoreUnavailable("The store takes no pipelined writes")))
-                return
-            }
-            for refused in writer.enqueue([(tag, request)]) { fill(refused.tag, .failure(refused.error)) }
-        } catch {
-            answer.response = Self.render(error)
-            answers.append(answer)
-            sendAnswered()
-        }
+        queue.take(incoming.request, method: incoming.method, headers: incoming.headers, body: incoming.body,
+                   rest: rest, channel: context.channel, sink: self)
+        sendAnswered()
     }
 
     // MARK: - Answers
@@ -203,35 +167,16 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     /// Outcomes from the store (its commit thread or the cluster driver): onto the loop.
     func completed(_ outcomes: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)]) {
         eventLoop?.execute {
-            for (tag, outcome) in outcomes { self.fill(tag, outcome) }
+            for (tag, outcome) in outcomes { self.queue.fill(tag, outcome) }
+            self.sendAnswered()
         }
-    }
-
-    private func fill(_ tag: UInt64, _ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) {
-        guard let first = answers.first?.tag, tag >= first else { return }  // the connection went away
-        let i = answers.index(answers.startIndex, offsetBy: Int(tag - first))
-        guard i < answers.endIndex else { return }
-        assert(answers[i].tag == tag, "answers are kept in tag order")
-        switch outcome {
-        case .success(let o) where o.applied:
-            answers[i].response = answers[i].print == .silent
-                ? Self.silent()
-                : Self.json(answers[i].echo.answer(o), pretty: answers[i].print == .pretty, status: .ok)
-        case .success(let o):
-            // No condition is ever sent from here; kept for parity with the Hummingbird path.
-            answers[i].response = Self.json(o.value.toJSON(), pretty: false, status: .preconditionFailed)
-        case .failure(let e):
-            answers[i].response = Self.render(e)
-        }
-        sendAnswered()
     }
 
     /// Writes the answered prefix, in order, with one flush; then lets held requests through.
     private func sendAnswered() {
         guard let context else { return }
         var wrote = false
-        while let head = answers.first, let (response, body) = head.response {
-            answers.removeFirst()
+        while let (response, body) = queue.nextAnswered() {
             metrics.recordFastPathRequest()
             if response.status.code >= 400 { metrics.recordRejected(status: response.status.code) }
             context.write(wrapOutboundOut(.head(response)), promise: nil)
@@ -240,8 +185,8 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
             wrote = true
         }
         if wrote { context.flush() }
-        if answers.isEmpty && holding { release(context) }
-        if answers.isEmpty && quiescePending {
+        if queue.isEmpty && holding { release(context) }
+        if queue.isEmpty && quiescePending {
             quiescePending = false
             context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         }

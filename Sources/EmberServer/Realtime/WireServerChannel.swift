@@ -52,6 +52,10 @@ struct WireServerChannel: ServerChildChannel, HTTPChannelHandler {
             // buffer); NIO's first one is 2 KiB, held by every idle connection. Requests and wire
             // messages are mostly far smaller; a busy connection's reads still grow it.
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
+            // Plain data writes are read and answered as bytes until the first other request.
+            if RestFastPath.enabled(for: node.config) {
+                try channel.pipeline.syncOperations.addHandler(RawRestFastPath(rest: node.rest, metrics: node.metrics))
+            }
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let (node, services) = (self.node, self.services)
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(

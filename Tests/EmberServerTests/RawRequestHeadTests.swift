@@ -1,0 +1,111 @@
+import EmberCore
+import HTTPTypes
+import NIOCore
+import Testing
+
+@testable import EmberServer
+
+/// The byte-level reader of `RawRestFastPath`: it must take exactly the plain writes and leave
+/// every other request (and every head it does not fully understand) to the full HTTP stack.
+@Suite struct RawRequestHeadTests {
+    func parse(_ text: String) -> RawRequestHead.Parse { RawRequestHead.parse(ByteBuffer(string: text)) }
+
+    func write(_ text: String) -> RawRequestHead? {
+        if case .write(let head) = parse(text) { return head }
+        return nil
+    }
+
+    func isOther(_ text: String) -> Bool {
+        if case .other = parse(text) { return true }
+        return false
+    }
+
+    func isIncomplete(_ text: String) -> Bool {
+        if case .incomplete = parse(text) { return true }
+        return false
+    }
+
+    @Test func takesPlainWrites() throws {
+        let put = try #require(write("PUT /a/b.json?print=silent HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n{\"x\":1}"))
+        #expect(put.method == .put)
+        #expect(try put.request.target == .data(Path("a/b")))
+        #expect(put.request.print == .silent)
+        #expect(put.contentLength == 7)
+        #expect(put.headLength == "PUT /a/b.json?print=silent HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n".utf8.count)
+        #expect(put.headers[.authorization] == nil)
+
+        let patch = try #require(write("PATCH /a.json?ns=n1 HTTP/1.1\r\ncontent-LENGTH:   3 \r\nConnection: Keep-Alive\r\nAuthorization: Bearer owner\r\n\r\n"))
+        #expect(patch.method == .patch && patch.contentLength == 3)
+        #expect(patch.request.namespace == "n1")
+        #expect(patch.headers[.authorization] == "Bearer owner")
+
+        #expect(write("POST /list.json HTTP/1.1\r\nContent-Length: 1\r\n\r\n")?.method == .post)
+        // No headers at all, no body: a DELETE.
+        let delete = try #require(write("DELETE /a/d.json HTTP/1.1\r\n\r\n"))
+        #expect(delete.method == .delete && delete.contentLength == 0)
+    }
+
+    @Test func waitsForTheWholeHead() {
+        #expect(isIncomplete(""))
+        #expect(isIncomplete("PUT /a.json HTTP/1.1\r\nContent-Length: 1\r\n"))
+        #expect(isIncomplete("PUT /a.json HTTP/1.1\r\nContent-Length: 1\r\n\r"))
+        // A head longer than the limit without its end: the full stack's (which answers 414).
+        #expect(isOther("PUT /a.json HTTP/1.1\r\nX-Long: " + String(repeating: "a", count: RawRequestHead.maxHeadBytes)))
+    }
+
+    @Test func leavesEverythingElseToTheFullStack() {
+        let others = [
+            "GET /a.json HTTP/1.1\r\n\r\n",
+            "OPTIONS /a.json HTTP/1.1\r\n\r\n",
+            "put /a.json HTTP/1.1\r\n\r\n",  // methods are case-sensitive
+            "PUT /a.json HTTP/1.0\r\nContent-Length: 1\r\n\r\n",
+            "PUT a.json HTTP/1.1\r\n\r\n",
+            "PUT  /a.json HTTP/1.1\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nIf-Match: abc\r\nContent-Length: 1\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nX-Firebase-ETag: true\r\nContent-Length: 1\r\n\r\n",
+            "POST /a.json HTTP/1.1\r\nX-HTTP-Method-Override: PUT\r\nContent-Length: 1\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nConnection: close\r\nContent-Length: 1\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nContent-Length: +1\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nContent-Length: \r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nContent-Length: 1234567\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nContent-Length: \(RawRequestHead.maxBodyBytes + 1)\r\n\r\n",
+            "PUT /a.json HTTP/1.1\r\nContent-Length : 1\r\n\r\n",  // space before the colon
+            "PUT /a.json HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",  // obsolete line folding
+            "PUT /a.json HTTP/1.1\r\nNoColon\r\n\r\n",
+            "PUT /a.json HTTP/1.1\nContent-Length: 1\r\n\r\n",  // a bare LF
+            "PUT /a.json HTTP/1.1\r\nX: a\u{01}b\r\n\r\n",  // a control character in a value
+            "PUT /a/.b.json HTTP/1.1\r\n\r\n",  // an invalid path: Hummingbird answers it
+            "PUT /a.json?shallow=true HTTP/1.1\r\n\r\n",
+            "PUT /a.json?orderBy=%22%24key%22 HTTP/1.1\r\n\r\n",
+            "PUT /a.json?format=export HTTP/1.1\r\n\r\n",
+            "POST /a.json?x-http-method-override=PUT HTTP/1.1\r\n\r\n",
+            "PUT /a/.priority.json HTTP/1.1\r\n\r\n",
+            "PUT /.settings/rules.json HTTP/1.1\r\n\r\n",
+        ]
+        for text in others { #expect(isOther(text), "\(text.debugDescription)") }
+    }
+
+    @Test func encodesAnswersAsNIOWouldSendThem() {
+        var out = ByteBuffer()
+        RawRequestHead.encode(RestFastPath.finish(.ok, [.contentType: "application/json"], ByteBuffer(string: "1")), into: &out)
+        let text = String(buffer: out)
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1\r\nDate: "))
+        #expect(text.hasSuffix("\r\nServer: Ember\r\n\r\n1"))
+
+        // A status made from a bare code still gets its standard reason phrase.
+        out.clear()
+        RawRequestHead.encode(RestFastPath.render(RestError(429, "Too many requests")), into: &out)
+        let refused = String(buffer: out)
+        #expect(refused.hasPrefix("HTTP/1.1 429 Too Many Requests\r\n"))
+        #expect(refused.hasSuffix("\r\n\r\n{\n  \"error\" : \"Too many requests\"\n}\n"))
+
+        out.clear()
+        RawRequestHead.encode(RestFastPath.silent(), into: &out)
+        #expect(String(buffer: out).hasPrefix("HTTP/1.1 204 No Content\r\nAccess-Control-Allow-Origin: *\r\n"))
+        #expect(String(buffer: out).hasSuffix("Server: Ember\r\n\r\n"))
+    }
+}
