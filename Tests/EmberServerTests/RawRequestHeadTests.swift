@@ -108,4 +108,38 @@ import Testing
         #expect(String(buffer: out).hasPrefix("HTTP/1.1 204 No Content\r\nAccess-Control-Allow-Origin: *\r\n"))
         #expect(String(buffer: out).hasSuffix("Server: Ember\r\n\r\n"))
     }
+
+    /// Every prefix of a valid pipelined stream and many seeded mutations of it: the reader never
+    /// reads outside the bytes (this suite runs with bounds checks) and what it takes is well formed.
+    @Test func survivesMutatedAndCutInput() {
+        let valid = Array(("PUT /a/b.json?print=silent HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n"
+            + "Content-Length: 7\r\n\r\n{\"x\":1}PATCH /c.json HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}").utf8)
+        func check(_ bytes: [UInt8]) {
+            let parsed = bytes.withUnsafeBytes { RawRequestHead.parse($0) }
+            guard case .write(let head) = parsed else { return }
+            #expect(head.headLength <= bytes.count && head.headLength >= 4)
+            #expect(Array(bytes[(head.headLength - 4)..<head.headLength]) == Array("\r\n\r\n".utf8))
+            #expect(head.contentLength <= RawRequestHead.maxBodyBytes)
+        }
+        for n in 0...valid.count { check(Array(valid.prefix(n))) }
+        var seed: UInt64 = 0x5EED_1234
+        func next() -> Int {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            return Int(truncatingIfNeeded: seed >> 33)
+        }
+        let alphabet = Array(" :\r\n\t/?=.0123456789aZ\u{7F}".utf8) + [0, 0x80, 0xFF]
+        for _ in 0..<20_000 {
+            var bytes = valid
+            for _ in 0...(next() % 4) {
+                let at = next() % bytes.count
+                switch next() % 3 {
+                case 0: bytes[at] = alphabet[next() % alphabet.count]
+                case 1: bytes.remove(at: at)
+                default: bytes.insert(alphabet[next() % alphabet.count], at: at)
+                }
+            }
+            check(Array(bytes.prefix(next() % (bytes.count + 1))))
+            check(bytes)
+        }
+    }
 }
