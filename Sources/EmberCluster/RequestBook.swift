@@ -86,7 +86,9 @@ struct RequestBook {
         if let ws = waiters.removeValue(forKey: r.index) {
             for (term, w) in ws { resolve(w, with: r, term: term) }
         }
-        remember(r)
+        // Only a batch at the leader can be answered after its writes' apply (an answer to no
+        // batch in flight is dropped), so with none in flight nothing needs this result later.
+        if forwarding.inFlight != nil { remember(r) }
     }
 
     private func resolve(_ w: PendingWrite, with r: WriteResult, term: UInt64) {

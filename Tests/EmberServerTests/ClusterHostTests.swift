@@ -135,19 +135,44 @@ import Testing
         }
     }
 
+    /// A book with a forwarded batch at the leader (the only time a late answer can come).
+    func bookWithBatchInFlight(recentLimit: Int, _ c: CheckedContinuation<WriteResult, any Error>) -> RequestBook {
+        var book = RequestBook(recentLimit: recentLimit)
+        book.park(write(c))
+        _ = book.forwarding.nextBatch(to: "n2", now: .now, deadline: .now + .seconds(5), maxWrites: 8, maxBytes: 1024) { _ in 1 }
+        return book
+    }
+
     @Test func lateReplyIsAnsweredFromRecentResults() async throws {
         let r = try await withCheckedThrowingContinuation { c in
-            var book = RequestBook(recentLimit: 2)
+            var book = bookWithBatchInFlight(recentLimit: 2, c)
             for i in UInt64(1)...3 { book.applied(result(i, 1)) }
-            book.awaitApply(index: 3, term: 1, write(c), appliedIndex: 3)
+            let batch = book.forwarding.inFlight!
+            let answer = book.forwarding.answered(batch: batch.id, from: "n2", results: [.accepted(index: 3, term: 1)])!
+            book.awaitApply(index: 3, term: 1, answer.accepted[0].write, appliedIndex: 3)
         }
         #expect(r.index == 3)
         // Index 1 fell out of the ring of 2: the outcome is unknown, not guessed.
         await #expect(throws: ClusterError.self) {
             _ = try await withCheckedThrowingContinuation { c in
-                var book = RequestBook(recentLimit: 2)
+                var book = bookWithBatchInFlight(recentLimit: 2, c)
                 for i in UInt64(1)...3 { book.applied(result(i, 1)) }
-                book.awaitApply(index: 1, term: 1, write(c), appliedIndex: 3)
+                let batch = book.forwarding.inFlight!
+                let answer = book.forwarding.answered(batch: batch.id, from: "n2", results: [.accepted(index: 1, term: 1)])!
+                book.awaitApply(index: 1, term: 1, answer.accepted[0].write, appliedIndex: 3)
+            }
+        }
+    }
+
+    @Test func resultsAreNotKeptWithNoBatchAtTheLeader() async {
+        // Applied while nothing was forwarded: no answer can refer to them later, so they are
+        // not kept (the leader's own writes wait for their index before it is applied).
+        await #expect(throws: ClusterError.self) {
+            _ = try await withCheckedThrowingContinuation { c in
+                var book = RequestBook(recentLimit: 4)
+                for i in UInt64(1)...3 { book.applied(result(i, 1)) }
+                #expect(book.recent.isEmpty)
+                book.awaitApply(index: 3, term: 1, write(c), appliedIndex: 3)
             }
         }
     }
