@@ -223,6 +223,7 @@ extension Writer {
         var a: UInt64 = 0, aTerm: UInt64 = 0, ts: Int64 = 0
         var sawHeader = false
         var rules: [String: StoredRules] = [:]
+        decoded.removeAll()  // the log is replaced
         try writeTxn { t in
             for dbi in [tables.tree, tables.ver, tables.idx, tables.log] {
                 try check(mdb_drop(t.ptr, dbi, 0))
@@ -314,12 +315,15 @@ extension Writer {
                 var i = first.index
                 while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
                 try putLog(t, entries, encoded)
-                try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts)
+                try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts,
+                                fresh: entries)
                 return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
             }
         }
         lastIndex = last.index; lastTerm = last.term
         applied = stop; appliedTerm = aTerm; firstIndex = newFirst; lastTimestamp = ts
+        decoded.appended(entries)
+        decoded.applied(through: stop)
         publishRules()
         publishState()
         store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }

@@ -20,6 +20,8 @@ final class Writer: @unchecked Sendable {
     var storedRules: [String: StoredRules] = [:]
     /// Set while a flat transaction runs (`withApplyRetry`).
     var pendingVersions: PendingVersions?
+    /// Appended, unapplied entries as decoded when appended (`DecodedTail`).
+    var decoded = DecodedTail()
 
     init(core: StoreCore) {
         self.store = core
@@ -387,19 +389,31 @@ final class Writer: @unchecked Sendable {
         }
         lastIndex = last.index
         lastTerm = last.term
+        decoded.appended(entries)
         publishState()
     }
 
     /// Applies the logged entries `from...through` inside `t` (in `mode`, see `ApplyMode`),
     /// collecting their results and the last applied term and latest timestamp.
+    /// `fresh`: entries logged in `t` itself (contiguous); they and those `decoded` keeps are not
+    /// read back from the log.
     func applyLogged(_ t: Txn, from: UInt64, through: UInt64, mode: ApplyMode, results: inout [WriteResult],
-                     term: inout UInt64, timestamp: inout Int64) throws {
+                     term: inout UInt64, timestamp: inout Int64, fresh: [LogEntry] = []) throws {
         var i = from
+        let freshFirst = fresh.first?.index ?? 0
         while i <= through {
-            guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
-                throw StorageError.logMismatch("entry \(i) is not in the log")
+            let e: LogEntry
+            if !fresh.isEmpty && i >= freshFirst && i - freshFirst < UInt64(fresh.count) {
+                e = fresh[Int(i - freshFirst)]
+            } else if let kept = decoded.entry(at: i) {
+                e = kept
+            } else {
+                guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
+                    throw StorageError.logMismatch("entry \(i) is not in the log")
+                }
+                e = try LogEntry(decoding: bytes)
             }
-            let e = try LogEntry(decoding: bytes)
+            assert(e.index == i, "entry \(e.index) applied at \(i)")
             results.append(try applyEntry(e, in: t, mode: mode))
             term = e.term
             timestamp = max(timestamp, e.timestamp)
@@ -424,6 +438,7 @@ final class Writer: @unchecked Sendable {
                 }
             }
             applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
+            decoded.applied(through: stop)
             publishRules()
             publishState()
             store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }
