@@ -142,4 +142,30 @@ import Testing
             check(bytes)
         }
     }
+
+    /// The byte templates answer exactly as the HTTPTypes rendering encoded would.
+    @Test func templatedAnswersEqualTheRenderedOnes() throws {
+        let replies: [FastWriteQueue.Reply] = [
+            .silent,
+            .json(.null, pretty: false, status: .ok),
+            .json(try JSON.parse(#"{"name":"-N1","é":[1,2.5,"x"]}"#), pretty: false, status: .ok),
+            .json(try JSON.parse(#"{"a":{"b":true}}"#), pretty: true, status: .ok),
+            .json(try JSON.parse("3"), pretty: false, status: .preconditionFailed),
+            .error(RestError(403, "Permission denied")),
+        ]
+        for reply in replies {
+            // Retried if the second (the Date header) turned between the two renderings.
+            for attempt in 0..<3 {
+                var answers = RawAnswers()
+                var templated = ByteBuffer()
+                let status = answers.write(reply, into: &templated)
+                var rendered = ByteBuffer()
+                RawRequestHead.encode(reply.response, into: &rendered)
+                if templated != rendered && attempt < 2 { continue }
+                #expect(String(buffer: templated) == String(buffer: rendered))
+                #expect(status == reply.response.0.status.code)
+                break
+            }
+        }
+    }
 }

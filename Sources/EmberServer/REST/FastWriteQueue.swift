@@ -8,11 +8,28 @@ import NIOCore
 /// as the Hummingbird path (`RestHandler.prepareWrite`, `resolveIdentity`, the rate limits,
 /// `restError`), so both fronts answer alike byte for byte. Event loop only.
 struct FastWriteQueue {
+    /// What a write is answered with; each front renders it (HTTPTypes parts, or bytes).
+    enum Reply {
+        /// `print=silent`: 204 with no body.
+        case silent
+        case json(JSON, pretty: Bool, status: HTTPResponse.Status)
+        case error(any Error)
+
+        /// As Hummingbird would answer (the same headers and bodies as RestHandler.json / error).
+        var response: (HTTPResponse, ByteBuffer?) {
+            switch self {
+            case .silent: RestFastPath.silent()
+            case .json(let value, let pretty, let status): RestFastPath.json(value, pretty: pretty, status: status)
+            case .error(let e): RestFastPath.render(e)
+            }
+        }
+    }
+
     struct Answer {
         let tag: UInt64
         var echo: WriteEcho = .null
         let print: RestRequest.Print
-        var response: (HTTPResponse, ByteBuffer?)?
+        var reply: Reply?
     }
 
     private var answers = CircularBuffer<Answer>()
@@ -51,7 +68,7 @@ struct FastWriteQueue {
             }
             for refused in writer.enqueue([(tag, request)]) { fill(refused.tag, .failure(refused.error)) }
         } catch {
-            answer.response = RestFastPath.render(error)
+            answer.reply = .error(error)
             answers.append(answer)
         }
     }
@@ -65,22 +82,22 @@ struct FastWriteQueue {
         assert(answers[i].tag == tag, "answers are kept in tag order")
         switch outcome {
         case .success(let o) where o.applied:
-            answers[i].response = answers[i].print == .silent
-                ? RestFastPath.silent()
-                : RestFastPath.json(answers[i].echo.answer(o), pretty: answers[i].print == .pretty, status: .ok)
+            answers[i].reply = answers[i].print == .silent
+                ? .silent
+                : .json(answers[i].echo.answer(o), pretty: answers[i].print == .pretty, status: .ok)
         case .success(let o):
             // No condition is ever sent from a fast path; kept for parity with the Hummingbird path.
-            answers[i].response = RestFastPath.json(o.value.toJSON(), pretty: false, status: .preconditionFailed)
+            answers[i].reply = .json(o.value.toJSON(), pretty: false, status: .preconditionFailed)
         case .failure(let e):
-            answers[i].response = RestFastPath.render(e)
+            answers[i].reply = .error(e)
         }
     }
 
     /// The oldest write's answer once it is answered (in request order), removed from the queue.
-    mutating func nextAnswered() -> (HTTPResponse, ByteBuffer?)? {
-        guard let response = answers.first?.response else { return nil }
+    mutating func nextAnswered() -> Reply? {
+        guard let reply = answers.first?.reply else { return nil }
         answers.removeFirst()
-        return response
+        return reply
     }
 
     /// The connection went away: forget the writes (they are committed whatever happens) and let

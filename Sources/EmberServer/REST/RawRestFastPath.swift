@@ -32,6 +32,7 @@ final class RawRestFastPath: ChannelDuplexHandler, RemovableChannelHandler, Writ
     private var eventLoop: (any EventLoop)?
     private var context: ChannelHandlerContext?
     private var queue = FastWriteQueue()
+    private var answers = RawAnswers()
     /// Bytes read and not yet taken (a partial request, or what waits for the HTTP stack).
     private var pending: ByteBuffer?
     /// A request not taken here has arrived: everything goes to the HTTP stack once `queue` drains.
@@ -121,16 +122,15 @@ final class RawRestFastPath: ChannelDuplexHandler, RemovableChannelHandler, Writ
     /// Writes the answered prefix, in order, with one flush; then hands over, closes or reads on.
     private func sendAnswered() {
         guard let context else { return }
-        var wrote = false
-        while let response = queue.nextAnswered() {
+        // Every answer ready now leaves in one buffer, one write.
+        var out: ByteBuffer?
+        while let reply = queue.nextAnswered() {
+            if out == nil { out = context.channel.allocator.buffer(capacity: 384) }
+            let status = answers.write(reply, into: &out!)
             metrics.recordFastPathRequest()
-            if response.0.status.code >= 400 { metrics.recordRejected(status: response.0.status.code) }
-            var out = context.channel.allocator.buffer(capacity: 256 + (response.1?.readableBytes ?? 0))
-            RawRequestHead.encode(response, into: &out)
-            context.write(wrapOutboundOut(.byteBuffer(out)), promise: nil)
-            wrote = true
+            if status >= 400 { metrics.recordRejected(status: status) }
         }
-        if wrote { context.flush() }
+        if let out { context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil) }
         guard queue.isEmpty else { return }
         if handingOver {
             handOver(context)

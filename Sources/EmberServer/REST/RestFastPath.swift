@@ -176,7 +176,8 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     private func sendAnswered() {
         guard let context else { return }
         var wrote = false
-        while let (response, body) = queue.nextAnswered() {
+        while let reply = queue.nextAnswered() {
+            let (response, body) = reply.response
             metrics.recordFastPathRequest()
             if response.status.code >= 400 { metrics.recordRejected(status: response.status.code) }
             context.write(wrapOutboundOut(.head(response)), promise: nil)

@@ -1,0 +1,57 @@
+import EmberCore
+import Foundation
+import HTTPTypes
+import NIOCore
+
+/// `RawRestFastPath`'s answers as bytes. Nearly every write is answered with one of two shapes —
+/// 204 for `print=silent`, 200 with the JSON echo — which are written from templates (made from
+/// the HTTPTypes rendering itself, once per second for the `Date` line) instead of building header
+/// fields per answer; anything else is rendered as the Hummingbird path would and encoded.
+/// One per connection (event loop only).
+struct RawAnswers {
+    private var second = -1
+    /// `\r\nDate: …\r\nServer: Ember\r\n\r\n` for `second`: what ends a 200 answer's head.
+    private var dateTail = ByteBuffer()
+    /// The whole 204 answer for `second`.
+    private var silent = ByteBuffer()
+
+    /// The head of a 200 JSON answer up to its Content-Length value (RestFastPath.json's fields,
+    /// in order).
+    static let jsonHead = ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
+        + "Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\nContent-Length: ")
+
+    /// Writes `reply` to `out`; returns its status code.
+    mutating func write(_ reply: FastWriteQueue.Reply, into out: inout ByteBuffer) -> Int {
+        switch reply {
+        case .silent:
+            refresh()
+            out.writeImmutableBuffer(silent)
+            return 204
+        case .json(let value, let pretty, let status) where status == .ok:
+            refresh()
+            var body = value.serializedBytes(pretty: pretty)
+            if pretty { body.append(0x0A) }
+            out.writeImmutableBuffer(Self.jsonHead)
+            out.writeString(String(body.count))
+            out.writeImmutableBuffer(dateTail)
+            out.writeBytes(body)
+            return 200
+        default:
+            let response = reply.response
+            RawRequestHead.encode(response, into: &out)
+            return response.0.status.code
+        }
+    }
+
+    /// Re-renders the templates when the second (the `Date` header) changed.
+    private mutating func refresh() {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        guard ts.tv_sec != second else { return }
+        second = ts.tv_sec
+        let date = HTTPDate.now()
+        dateTail = ByteBuffer(string: "\r\nDate: \(date)\r\nServer: Ember\r\n\r\n")
+        silent = ByteBuffer()
+        RawRequestHead.encode(RestFastPath.silent(), into: &silent)
+    }
+}
