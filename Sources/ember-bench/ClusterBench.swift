@@ -179,12 +179,10 @@ struct ClusterBench: AsyncParsableCommand {
         let result: HTTPLoad.Result
         switch `protocol` {
         case .rest:
-            let bench = HTTPLoad(clients: clients, duration: duration)
-            result = try await bench.load(http, name: "ember (3 nodes)") { worker, i in
-                var r = HTTPClientRequest(url: "\(targets[worker % targets.count])/bench/w\(worker)/\(benchKey(i, inserts: false)).json?print=silent")
-                r.method = .PUT
-                r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
-                return r
+            // Connection w talks to targets[w % targets.count].
+            result = try await RawHTTPLoad(bases: targets, clients: clients, duration: duration).run(name: "ember (3 nodes)") { worker, i in
+                RawHTTPRequest(method: "PUT", target: "/bench/w\(worker)/\(benchKey(i, inserts: false)).json?print=silent",
+                               body: "\"\(benchValue(i, size: valueSize))\"")
             }
         case .ws:
             let urls = targets.map { $0.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=bench" }
@@ -208,21 +206,11 @@ struct ClusterBench: AsyncParsableCommand {
             print("etcd: \(etcdClients) HTTP/1.1 clients (= \(clients) x \(pipeline) outstanding writes), one POST /v3/kv/put per request")
         }
         let targets = leaderOnly ? [etcdLeader] : members.map(\.url)
-        let driver = HTTPLoad(clients: etcdClients, duration: duration)
-        let http = driver.makeClient()
         let cpu = CPUMeter(members)
-        let result: HTTPLoad.Result
-        do {
-            result = try await driver.load(http, name: "etcd (3 members)") { worker, i in
-                etcdPut(targets[worker % targets.count],
-                        key: "/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: false))",
-                        value: "\"" + benchValue(i, size: valueSize) + "\"")
-            }
-        } catch {
-            try? await http.shutdown()
-            throw error
+        let result = try await RawHTTPLoad(bases: targets, clients: etcdClients, duration: duration).run(name: "etcd (3 members)") { worker, i in
+            etcdPutRequest(key: "/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: false))",
+                           value: "\"" + benchValue(i, size: valueSize) + "\"")
         }
-        try await http.shutdown()
         result.print()
         let perWrite = cpu.report(writes: result.total)
         return RunFigures(rate: result.rate, p50: result.p50, p99: result.p99, cpuPerWrite: perWrite)

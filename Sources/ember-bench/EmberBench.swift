@@ -8,7 +8,7 @@ import NIOPosix
 struct EmberBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ember-bench", abstract: "Ember benchmarks.",
-        subcommands: [WriteBench.self, RealtimeBench.self, ClusterBench.self, StorageBench.self, RealtimeListenersChild.self], defaultSubcommand: WriteBench.self)
+        subcommands: [WriteBench.self, RealtimeBench.self, ClusterBench.self, StorageBench.self, RealtimeListenersChild.self, HTTPLoadCheck.self], defaultSubcommand: WriteBench.self)
 }
 
 /// The load shape and binaries every write benchmark shares (`write`, `cluster`).
@@ -125,11 +125,9 @@ struct WriteBench: AsyncParsableCommand {
         let ember: HTTPLoad.Result
         switch `protocol` {
         case .rest:
-            ember = try await driver.load(http, name: "ember") { worker, i in
-                var r = HTTPClientRequest(url: "\(base)/bench/w\(worker)/\(benchKey(i, inserts: inserts)).json?print=silent\(authParam)")
-                r.method = .PUT
-                r.body = .bytes(ByteBuffer(string: "\"\(benchValue(i, size: valueSize))\""))
-                return r
+            ember = try await RawHTTPLoad(bases: [base], clients: clients, duration: duration).run(name: "ember") { worker, i in
+                RawHTTPRequest(method: "PUT", target: "/bench/w\(worker)/\(benchKey(i, inserts: inserts)).json?print=silent\(authParam)",
+                               body: "\"\(benchValue(i, size: valueSize))\"")
             }
         case .ws:
             let ws = base.replacingOccurrences(of: "http://", with: "ws://")
@@ -166,21 +164,12 @@ struct WriteBench: AsyncParsableCommand {
         if `protocol` == .ws {
             print("etcd: \(etcdClients) HTTP/1.1 clients (= \(clients) x \(pipeline) outstanding writes), one POST /v3/kv/put per request")
         }
-        let etcdDriver = HTTPLoad(clients: etcdClients, duration: duration)
-        let etcdHTTP = etcdDriver.makeClient()
         let etcdCPU0 = processCPUSeconds(etcdProcess.processIdentifier)
-        let etcdResult: HTTPLoad.Result
-        do {
-            etcdResult = try await etcdDriver.load(etcdHTTP, name: "etcd") { worker, i in
-                etcdPut("http://127.0.0.1:\(etcdPort)",
-                        key: "/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: inserts))",
-                        value: "\"" + benchValue(i, size: valueSize) + "\"")
+        let etcdResult = try await RawHTTPLoad(bases: ["http://127.0.0.1:\(etcdPort)"], clients: etcdClients, duration: duration)
+            .run(name: "etcd") { worker, i in
+                etcdPutRequest(key: "/bench/w\(worker % clients)/\(benchKey(i * pipeline + worker / clients, inserts: inserts))",
+                               value: "\"" + benchValue(i, size: valueSize) + "\"")
             }
-        } catch {
-            try? await etcdHTTP.shutdown()
-            throw error
-        }
-        try await etcdHTTP.shutdown()
         etcdResult.print()
         let etcdCPU = processCPUSeconds(etcdProcess.processIdentifier) - etcdCPU0
         print(String(format: "etcd CPU %.2f s over the run = %.1f µs per acknowledged write; load average %@",
@@ -218,9 +207,14 @@ struct MachineCPU {
 func etcdPut(_ base: String, key: String, value: String) -> HTTPClientRequest {
     var r = HTTPClientRequest(url: base + "/v3/kv/put")
     r.method = .POST
-    let k = Data(key.utf8).base64EncodedString(), v = Data(value.utf8).base64EncodedString()
-    r.body = .bytes(ByteBuffer(string: #"{"key":"\#(k)","value":"\#(v)"}"#))
+    r.body = .bytes(ByteBuffer(string: etcdPutRequest(key: key, value: value).body))
     return r
+}
+
+/// The same put for `RawHTTPLoad`.
+func etcdPutRequest(key: String, value: String) -> RawHTTPRequest {
+    let k = Data(key.utf8).base64EncodedString(), v = Data(value.utf8).base64EncodedString()
+    return RawHTTPRequest(method: "POST", target: "/v3/kv/put", body: #"{"key":"\#(k)","value":"\#(v)"}"#)
 }
 
 func processCPUSeconds(_ pid: Int32) -> Double {
@@ -231,7 +225,8 @@ func processCPUSeconds(_ pid: Int32) -> Double {
     return (u + k) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
-/// N concurrent HTTP/1.1 keep-alive clients, each sending one request at a time.
+/// What the HTTP loads share: the AsyncHTTPClient for setup calls (readiness, status, prefill,
+/// probes; the measured loads use `RawHTTPLoad`), a load's result, and starting a server.
 struct HTTPLoad: Sendable {
     var clients: Int
     var duration: Double
@@ -258,48 +253,6 @@ struct HTTPLoad: Sendable {
             Swift.print(String(format: "%@: %d writes in %.1f s = %.0f writes/s, p50 %.2f ms, p99 %.2f ms, %d errors",
                                name, count, seconds, rate, p50, p99, errors))
         }
-    }
-
-    func load(_ http: HTTPClient, name: String,
-              request: @escaping @Sendable (Int, Int) -> HTTPClientRequest) async throws -> Result {
-        let warmup = 1.0
-        let total = warmup + duration
-        let start = ContinuousClock.now
-        let measureFrom = start + .seconds(warmup)
-        let end = start + .seconds(total)
-        let perWorker = try await withThrowingTaskGroup(of: ([Double], Int, Int).self) { group in
-            for w in 0..<clients {
-                group.addTask {
-                    var lat: [Double] = []
-                    var errors = 0
-                    var ok = 0
-                    var i = 0
-                    while ContinuousClock.now < end {
-                        let t0 = ContinuousClock.now
-                        do {
-                            let resp = try await http.execute(request(w, i), timeout: .seconds(30))
-                            _ = try await resp.body.collect(upTo: 1 << 20)
-                            if (200..<300).contains(Int(resp.status.code)) { ok += 1 } else { errors += 1 }
-                        } catch { errors += 1 }
-                        let t1 = ContinuousClock.now
-                        if t0 >= measureFrom && t1 <= end {
-                            let d = t1 - t0
-                            lat.append(Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15)
-                        }
-                        i += 1
-                    }
-                    return (lat, errors, ok)
-                }
-            }
-            var all: [([Double], Int, Int)] = []
-            for try await r in group { all.append(r) }
-            return all
-        }
-        var lat = perWorker.flatMap(\.0)
-        lat.sort()
-        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
-        return Result(name: name, count: lat.count, errors: perWorker.map(\.1).reduce(0, +),
-                      seconds: duration, p50: pct(0.5), p99: pct(0.99), total: perWorker.map(\.2).reduce(0, +))
     }
 
     static func launch(_ path: String, _ args: [String]) throws -> Process {
