@@ -134,6 +134,7 @@ final class RawLoadConnection: @unchecked Sendable {
     private var failuresInARow = 0
     private var finished = false
     private var opened = false
+    private var drainDeadline: Scheduled<Void>?
 
     init(worker: Int, host: String, port: Int, loop: any EventLoop, timing: Timing,
          request: @escaping @Sendable (Int, Int) -> RawHTTPRequest) {
@@ -149,7 +150,7 @@ final class RawLoadConnection: @unchecked Sendable {
 
     func start() {
         loop.assertInEventLoop()
-        loop.scheduleTask(deadline: timing.end + RawHTTPLoad.drainTimeout) { [self] in
+        drainDeadline = loop.scheduleTask(deadline: timing.end + RawHTTPLoad.drainTimeout) { [self] in
             guard !finished else { return }
             if sentAt != nil { failed("no answer within \(RawHTTPLoad.drainTimeout) of the run's end") }
             finish()
@@ -242,7 +243,7 @@ final class RawLoadConnection: @unchecked Sendable {
 
     private func retry() {
         guard !finished else { return }
-        guard failuresInARow <= RawHTTPLoad.maxConsecutiveFailures else {
+        guard failuresInARow < RawHTTPLoad.maxConsecutiveFailures else {
             if outcome.firstError != nil { outcome.firstError! += " (connection \(worker) gave up after \(failuresInARow) failures in a row)" }
             return finish()
         }
@@ -256,6 +257,7 @@ final class RawLoadConnection: @unchecked Sendable {
     private func finish() {
         guard !finished else { return }
         finished = true
+        drainDeadline?.cancel()
         channel?.close(promise: nil)
         channel = nil
         done.succeed(outcome)
