@@ -170,6 +170,7 @@ final class RawLoadConnection: @unchecked Sendable {
             }
             .connect(host: host, port: port)
             .whenFailure { [self] error in
+                guard !finished else { return }
                 // Counts as the write it would have carried.
                 failed("connect to \(hostHeader): \(error)")
                 retry()
@@ -287,11 +288,11 @@ final class RawLoadHandler: ChannelInboundHandler {
         guard !ended else { return }
         var incoming = unwrapInboundIn(data)
         // Most reads hold one whole answer: parse them in place, copy only a partial answer's rest.
-        if var b = buffer, b.readableBytes > 0 {
+        if var b = buffer {
+            buffer = nil  // b is then the only reference: appended to in place
             b.writeBuffer(&incoming)
             incoming = b
         }
-        buffer = nil
         do {
             while let response = try reader.next(&incoming) {
                 guard connection.answered(context, response) else {
