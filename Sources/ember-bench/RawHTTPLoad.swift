@@ -104,18 +104,8 @@ struct RawHTTPLoad {
 /// One client of a `RawHTTPLoad`: its counters and the channel it currently uses, re-opened after
 /// a failure. Every method runs on `loop` (the channel's loop too).
 final class RawLoadConnection: @unchecked Sendable {
-    struct Timing {
-        let measureFrom: NIODeadline
-        let end: NIODeadline
-    }
-    struct Outcome: Sendable {
-        var latencies: [Double] = []  // ms
-        var errors = 0
-        var ok = 0
-        var reconnects = 0
-        /// What the first failure was (status and start of the body, or the transport error).
-        var firstError: String?
-    }
+    typealias Timing = LoadTiming
+    typealias Outcome = LoadOutcome
 
     let worker: Int
     let host: String

@@ -89,17 +89,8 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    struct Timing {
-        let measureFrom: NIODeadline
-        let end: NIODeadline
-    }
-    struct Outcome: Sendable {
-        var latencies: [Double] = []  // ms
-        var errors = 0
-        var ok = 0
-        /// The first refused answer's text (cut to 300 bytes), so a run's errors say what they were.
-        var firstError: String?
-    }
+    typealias Timing = LoadTiming
+    typealias Outcome = LoadOutcome
 
     let host: String
     let target: String
