@@ -79,7 +79,7 @@ bench:
 	./.build/release/ember-bench storage --submitters 16 --pipeline 64
 
 # libFuzzer runs of every harness (README "Fuzzing"); the default suite only replays the corpus.
-FUZZ_TARGETS = JSON Path REST Wire Rules
+FUZZ_TARGETS = JSON Path REST Wire Rules HTTPHead
 FUZZ_RUNS ?= 1000000
 # 0 lets libFuzzer pick a seed; the smoke run fixes one so a given commit fuzzes the same way in
 # CI and on a developer's machine (a crash it finds is then reproducible, not a coin toss).

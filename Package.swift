@@ -170,6 +170,7 @@ var package = Package(
         .executableTarget(name: "FuzzREST", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/REST"),
         .executableTarget(name: "FuzzWire", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Wire"),
         .executableTarget(name: "FuzzRules", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Rules"),
+        .executableTarget(name: "FuzzHTTPHead", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/HTTPHead"),
         .testTarget(name: "EmberFuzzTests", dependencies: ["EmberFuzz"], exclude: ["Corpus"]),
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules"]),

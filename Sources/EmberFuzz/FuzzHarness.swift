@@ -14,7 +14,7 @@ public enum FuzzHarness {
     public static let maxInputBytes = 64 * 1024
 
     public static let targets: [String: @Sendable ([UInt8]) throws(FuzzViolation) -> Void] = [
-        "json": json, "path": path, "rest": rest, "wire": wire, "rules": rules,
+        "json": json, "path": path, "rest": rest, "wire": wire, "rules": rules, "httphead": httpHead,
     ]
 
     // MARK: - JSON parser and the data model
@@ -81,6 +81,31 @@ public enum FuzzHarness {
         try check(req.path.count <= Limits.maxPathDepth, "accepted a path deeper than the limit: \(uri)")
         if let t = req.timeoutMillis { try check(t > 0 && t <= RestRequest.maxTimeoutMillis, "accepted timeout \(t)") }
         if let q = req.query { _ = q.wireObject.serialized() }
+    }
+
+    // MARK: - HTTP request heads (the node's byte-level REST front)
+
+    /// Read a request head as `RawRestFastPath` does: never outside the bytes; a write it takes
+    /// has a head that ends with the blank line, within both limits; no prefix cutting that head
+    /// is taken (a head is taken only once whole); bytes after it change nothing.
+    public static func httpHead(_ data: [UInt8]) throws(FuzzViolation) {
+        let bytes = Array(data.prefix(maxInputBytes))
+        guard case .write(let head) = RawWriteHead.parse(bytes) else { return }
+        let n = head.headLength
+        try check(n >= 4 && n <= bytes.count, "head length \(n) of \(bytes.count) bytes")
+        try check(Array(bytes[(n - 4)..<n]) == Array("\r\n\r\n".utf8), "a taken head does not end with a blank line")
+        try check(n - 4 <= RawWriteHead.maxHeadBytes, "took a head of \(n) bytes")
+        try check(head.contentLength <= RawWriteHead.maxBodyBytes, "took a body of \(head.contentLength) bytes")
+        for cut in stride(from: 0, to: n, by: max(1, n / 32)) {
+            guard case .incomplete = RawWriteHead.parse(Array(bytes[..<cut])) else {
+                throw fail("a head cut at \(cut) of \(n) bytes was not waited for: \(text(Array(bytes[..<n])))")
+            }
+        }
+        guard case .write(let again) = RawWriteHead.parse(bytes + Array("PUT /x.json HTTP/1.1\r\n".utf8)),
+              again.headLength == n, again.contentLength == head.contentLength, again.method == head.method,
+              again.authorization == head.authorization else {
+            throw fail("bytes after a head changed how it reads: \(text(Array(bytes[..<n])))")
+        }
     }
 
     // MARK: - Wire protocol: frames and messages

@@ -15,7 +15,7 @@ struct CorpusReplayTests {
         return names.sorted().map { dir.appendingPathComponent($0) }
     }
 
-    @Test("every committed input holds the harness properties", arguments: ["json", "path", "rest", "wire", "rules"])
+    @Test("every committed input holds the harness properties", arguments: ["json", "path", "rest", "wire", "rules", "httphead"])
     func replay(target: String) throws {
         let files = Self.inputs(target)
         #expect(files.count >= 5, "corpus of \(target) has \(files.count) inputs")

@@ -2,6 +2,7 @@ import EmberCore
 import Foundation
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 
 /// `RawRestFastPath`'s answers as bytes. Nearly every write is answered with one of two shapes —
 /// 204 for `print=silent`, 200 with the JSON echo — which are written from templates (made from
@@ -38,7 +39,7 @@ struct RawAnswers {
             return 200
         default:
             let response = reply.response
-            RawRequestHead.encode(response, into: &out)
+            Self.encode(response, into: &out)
             return response.0.status.code
         }
     }
@@ -52,6 +53,29 @@ struct RawAnswers {
         let date = HTTPDate.now()
         dateTail = ByteBuffer(string: "\r\nDate: \(date)\r\nServer: Ember\r\n\r\n")
         silent = ByteBuffer()
-        RawRequestHead.encode(RestFastPath.silent(), into: &silent)
+        Self.encode(RestFastPath.silent(), into: &silent)
+    }
+}
+
+extension RawAnswers {
+    /// An answer as HTTP/1.1 bytes: what NIO's response encoder writes for the same HTTPTypes
+    /// response (status line with the reason phrase, the fields in order as named, then the body).
+    static func encode(_ response: (HTTPResponse, ByteBuffer?), into out: inout ByteBuffer) {
+        let (head, body) = response
+        out.writeStaticString("HTTP/1.1 ")
+        out.writeString(String(head.status.code))
+        out.writeStaticString(" ")
+        // A status made from a bare code has no phrase; NIO's encoder then writes the standard one.
+        let reason = head.status.reasonPhrase
+        out.writeString(reason.isEmpty ? HTTPResponseStatus(statusCode: head.status.code).reasonPhrase : reason)
+        out.writeStaticString("\r\n")
+        for field in head.headerFields {
+            out.writeString(field.name.rawName)
+            out.writeStaticString(": ")
+            out.writeString(field.value)
+            out.writeStaticString("\r\n")
+        }
+        out.writeStaticString("\r\n")
+        if let body { out.writeImmutableBuffer(body) }
     }
 }

@@ -1,9 +1,10 @@
 import EmberProtocol
+import HTTPTypes
 import NIOCore
 
 /// REST data writes read and answered as bytes, in front of the HTTP stack: no NIO HTTP parse,
 /// no HTTPTypes conversion, no response encoder. On a small write those were over a third of a
-/// node's CPU (BENCHMARKS "REST writes"); this reads the head itself (`RawRequestHead`), judges
+/// node's CPU (BENCHMARKS "REST writes"); this reads the head itself (`RawWriteHead`), judges
 /// and queues the write like `RestFastPath` (`FastWriteQueue`), and writes the answer's bytes.
 ///
 /// It is the first handler after TLS on a new HTTP connection, and takes requests while they are
@@ -78,7 +79,7 @@ final class RawRestFastPath: ChannelDuplexHandler, RemovableChannelHandler, Writ
     /// Takes every whole write in `pending`, in order, until a request is not one to take.
     private func takeRequests(_ context: ChannelHandlerContext) {
         while !handingOver && !closing && queue.count < Self.maxUnanswered, let buffer = pending, buffer.readableBytes > 0 {
-            switch RawRequestHead.parse(buffer) {
+            switch buffer.withUnsafeReadableBytes({ RawWriteHead.parse($0) }) {
             case .incomplete:
                 return
             case .other:
@@ -88,7 +89,9 @@ final class RawRestFastPath: ChannelDuplexHandler, RemovableChannelHandler, Writ
                 guard buffer.readableBytes >= total else { return }
                 let body = buffer.getSlice(at: buffer.readerIndex + head.headLength, length: head.contentLength)!
                 pending!.moveReaderIndex(forwardBy: total)
-                queue.take(head.request, method: head.method, headers: head.headers, body: body,
+                var headers = HTTPFields()
+                if let authorization = head.authorization { headers[.authorization] = authorization }
+                queue.take(head.request, method: Self.method(head.method), headers: headers, body: body,
                            rest: rest, channel: context.channel, sink: self)
             }
         }
@@ -104,6 +107,15 @@ final class RawRestFastPath: ChannelDuplexHandler, RemovableChannelHandler, Writ
             sendAnswered()
         } else {
             context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    static func method(_ m: RawWriteHead.Method) -> HTTPRequest.Method {
+        switch m {
+        case .put: .put
+        case .patch: .patch
+        case .post: .post
+        case .delete: .delete
         }
     }
 

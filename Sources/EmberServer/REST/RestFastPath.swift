@@ -35,7 +35,7 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     typealias OutboundOut = HTTPResponsePart
 
     /// Largest body taken here (larger writes go to Hummingbird, which applies the node's limit).
-    static let maxBodyBytes = 64 * 1024
+    static let maxBodyBytes = RawWriteHead.maxBodyBytes
     /// Requests held behind unanswered writes before the connection stops being read.
     static let maxHeldParts = 256
 

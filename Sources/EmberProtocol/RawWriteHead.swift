@@ -1,47 +1,44 @@
-import EmberProtocol
-import HTTPTypes
-import NIOCore
-import NIOHTTP1
-
-/// The head of an HTTP/1.1 request read straight from the connection's bytes, for the requests
-/// `RawRestFastPath` can take: plain data writes. It only has to recognise those exactly; any
+/// The head of an HTTP/1.1 request read straight from a connection's bytes, for the requests the
+/// node's byte-level REST front (`RawRestFastPath`) can take: plain data writes. It only has to recognise those exactly; any
 /// head it does not fully understand is `.other`, and the request goes to the full HTTP stack
 /// (NIO's parser, Hummingbird), which answers it or refuses it as always. So the rules here are
 /// strict (RFC 9112 grammar, no leniency): a request line `METHOD SP target SP HTTP/1.1`, header
 /// lines `name: value` with a token name, one `Content-Length` of digits, CRLF line ends.
-struct RawRequestHead {
-    let method: HTTPRequest.Method
-    let request: RestRequest
-    /// Bytes of the request line and headers, through the blank line.
-    let headLength: Int
-    let contentLength: Int
-    /// The request's `Authorization` header, the only one judging a write reads.
-    let headers: HTTPFields
+public struct RawWriteHead: Sendable {
+    public enum Method: Sendable { case put, patch, post, delete }
 
-    enum Parse {
+    public let method: Method
+    public let request: RestRequest
+    /// Bytes of the request line and headers, through the blank line.
+    public let headLength: Int
+    public let contentLength: Int
+    /// The request's `Authorization` header, the only one judging a write reads.
+    public let authorization: String?
+
+    public enum Parse: Sendable {
         /// The head has not fully arrived.
         case incomplete
         /// Not a write this path takes (or not a head it understands): the full stack's.
         case other
-        case write(RawRequestHead)
+        case write(RawWriteHead)
     }
 
-    /// Largest body taken (larger writes go to Hummingbird, which applies the node's limit).
-    static let maxBodyBytes = RestFastPath.maxBodyBytes
+    /// Largest body taken (larger writes go to the full stack, which applies the node's limit).
+    public static let maxBodyBytes = 64 * 1024
     /// Longest head looked at; a longer one goes to the full stack (whose limit answers 414).
-    static let maxHeadBytes = 16 * 1024
+    public static let maxHeadBytes = 16 * 1024
 
-    static func parse(_ buffer: ByteBuffer) -> Parse {
-        buffer.withUnsafeReadableBytes { parse($0) }
+    public static func parse(_ bytes: [UInt8]) -> Parse {
+        bytes.withUnsafeBytes { parse($0) }
     }
 
-    static func parse(_ b: UnsafeRawBufferPointer) -> Parse {
+    public static func parse(_ b: UnsafeRawBufferPointer) -> Parse {
         guard let end = headEnd(b) else { return b.count > maxHeadBytes ? .other : .incomplete }
         // Request line.
         guard let requestLineEnd = lineEnd(b, from: 0, to: end + 1), let sp1 = index(of: 0x20, in: b, from: 0, to: requestLineEnd),
               let sp2 = index(of: 0x20, in: b, from: sp1 + 1, to: requestLineEnd), sp2 > sp1 + 1,
               equals(b, sp2 + 1, requestLineEnd, "HTTP/1.1") else { return .other }
-        let method: HTTPRequest.Method
+        let method: Method
         if equals(b, 0, sp1, "PUT") { method = .put }
         else if equals(b, 0, sp1, "PATCH") { method = .patch }
         else if equals(b, 0, sp1, "POST") { method = .post }
@@ -51,7 +48,7 @@ struct RawRequestHead {
         let target = String(decoding: UnsafeRawBufferPointer(rebasing: b[(sp1 + 1)..<sp2]), as: UTF8.self)
         // Headers.
         var contentLength: Int?
-        var headers = HTTPFields()
+        var authorization: String?
         var at = requestLineEnd + 2
         while at < end {
             guard let e = lineEnd(b, from: at, to: end + 2), let colon = index(of: UInt8(ascii: ":"), in: b, from: at, to: e),
@@ -70,8 +67,8 @@ struct RawRequestHead {
                 }
                 contentLength = n
             case 13 where equalsLowercased(b, at, colon, "authorization"):
-                headers.append(HTTPField(name: .authorization,
-                                         value: String(decoding: UnsafeRawBufferPointer(rebasing: b[vs..<ve]), as: UTF8.self)))
+                guard authorization == nil else { return .other }  // repeated: the full stack's
+                authorization = String(decoding: UnsafeRawBufferPointer(rebasing: b[vs..<ve]), as: UTF8.self)
             case 10 where equalsLowercased(b, at, colon, "connection"):
                 guard equalsLowercased(b, vs, ve, "keep-alive") else { return .other }
             case 6 where equalsLowercased(b, at, colon, "expect"),
@@ -90,7 +87,8 @@ struct RawRequestHead {
         let length = contentLength ?? 0
         guard length <= maxBodyBytes, let req = try? RestRequest.parse(uri: target), case .data = req.target,
               !req.shallow, req.query == nil, !req.export, req.methodOverride == nil else { return .other }
-        return .write(RawRequestHead(method: method, request: req, headLength: end + 4, contentLength: length, headers: headers))
+        return .write(RawWriteHead(method: method, request: req, headLength: end + 4, contentLength: length,
+                                   authorization: authorization))
     }
 
     /// Where the blank line ending the head starts (the index of its CRLFCRLF), if it has arrived.
@@ -158,28 +156,5 @@ struct RawRequestHead {
             }
         }
         return true
-    }
-}
-
-extension RawRequestHead {
-    /// An answer as HTTP/1.1 bytes: what NIO's response encoder writes for the same HTTPTypes
-    /// response (status line with the reason phrase, the fields in order as named, then the body).
-    static func encode(_ response: (HTTPResponse, ByteBuffer?), into out: inout ByteBuffer) {
-        let (head, body) = response
-        out.writeStaticString("HTTP/1.1 ")
-        out.writeString(String(head.status.code))
-        out.writeStaticString(" ")
-        // A status made from a bare code has no phrase; NIO's encoder then writes the standard one.
-        let reason = head.status.reasonPhrase
-        out.writeString(reason.isEmpty ? HTTPResponseStatus(statusCode: head.status.code).reasonPhrase : reason)
-        out.writeStaticString("\r\n")
-        for field in head.headerFields {
-            out.writeString(field.name.rawName)
-            out.writeStaticString(": ")
-            out.writeString(field.value)
-            out.writeStaticString("\r\n")
-        }
-        out.writeStaticString("\r\n")
-        if let body { out.writeImmutableBuffer(body) }
     }
 }
