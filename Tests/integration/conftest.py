@@ -36,6 +36,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_ports(count):
+    """`count` distinct free ports: every probe stays open until all are picked (a probe closed at
+    once can be handed out again by the next bind, and two nodes of a cluster got the same port)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 class Node:
     """One emberd process with its own data directory."""
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import EMBERD, Node, free_port
+from conftest import EMBERD, Node, free_port, free_ports
 from test_cluster import Cluster, script
 
 EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
@@ -216,7 +216,7 @@ def test_readyz_fails_without_a_leader(tmp_path):
     """A member started alone (its peers never come up) is alive but not ready."""
     certs = tmp_path / "certs"
     ember("certs", "init", "--out", str(certs), "--nodes", "a1,a2,a3")
-    peers = {i: free_port() for i in ("a1", "a2", "a3")}
+    peers = dict(zip(("a1", "a2", "a3"), free_ports(3)))
     node = Node(data_dir=str(tmp_path / "a1"), extra_args=[
         "--node-id", "a1", "--peers", ",".join(f"{i}=127.0.0.1:{p}" for i, p in peers.items()),
         "--peer-tls-cert", str(certs / "a1.pem"), "--peer-tls-key", str(certs / "a1.key"), "--peer-tls-ca", str(certs / "ca.pem")])

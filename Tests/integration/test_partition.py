@@ -16,7 +16,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import EMBERD, RULES, free_port
+from conftest import EMBERD, RULES, free_ports
 from netproxy import Proxy
 from test_cluster import assert_no_acknowledged_write_lost, lc
 
@@ -35,8 +35,9 @@ class ProxiedCluster:
         rules = os.path.join(self.dir, "rules.json")
         with open(rules, "w") as f:
             json.dump(RULES, f)
-        self.port = {i: free_port() for i in self.ids}
-        peer = {i: free_port() for i in self.ids}
+        ports = free_ports(2 * len(self.ids))
+        self.port = dict(zip(self.ids, ports))
+        peer = dict(zip(self.ids, ports[len(self.ids):]))
         self.proxy = Proxy()
         self.links = {(a, b): self.proxy.link(f"{a}->{b}", peer[b]) for a in self.ids for b in self.ids if a != b}
         self.procs = {}

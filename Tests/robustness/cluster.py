@@ -60,8 +60,9 @@ class Cluster:
         self.rules = os.path.join(self.dir, "rules.json")
         with open(self.rules, "w") as f:
             json.dump(RULES, f)
-        self.port = {i: free_port() for i in self.ids}
-        self.peer_port = {i: free_port() for i in self.ids}
+        ports = lc.free_ports(2 * len(self.ids))  # distinct (local-cluster's free_ports)
+        self.port = dict(zip(self.ids, ports))
+        self.peer_port = dict(zip(self.ids, ports[len(self.ids):]))
         self.proxy = Proxy()
         self.links = {(a, b): self.proxy.link(f"{a}->{b}", self.peer_port[b])
                       for a in self.ids for b in self.ids if a != b}
