@@ -1,9 +1,10 @@
 /// The head of an HTTP/1.1 request read straight from a connection's bytes, for the requests the
-/// node's byte-level REST front (`RawRestFastPath`) can take: plain data writes. It only has to recognise those exactly; any
-/// head it does not fully understand is `.other`, and the request goes to the full HTTP stack
-/// (NIO's parser, Hummingbird), which answers it or refuses it as always. So the rules here are
-/// strict (RFC 9112 grammar, no leniency): a request line `METHOD SP target SP HTTP/1.1`, header
-/// lines `name: value` with a token name, one `Content-Length` of digits, CRLF line ends.
+/// node's byte-level REST front (`RawRestFastPath`) can take: plain data writes. It only has to
+/// recognise those exactly; any head it does not fully understand is `.other`, and the request
+/// goes to the full HTTP stack (NIO's parser, Hummingbird), which answers it or refuses it as
+/// always. So the rules here are strict (RFC 9112 grammar, no leniency): a request line
+/// `METHOD SP target SP HTTP/1.1`, header lines `name: value` with a token name, one
+/// `Content-Length` of digits, CRLF line ends.
 public struct RawWriteHead: Sendable {
     public enum Method: Sendable { case put, patch, post, delete }
 
@@ -85,8 +86,7 @@ public struct RawWriteHead: Sendable {
             at = e + 2
         }
         let length = contentLength ?? 0
-        guard length <= maxBodyBytes, let req = try? RestRequest.parse(uri: target), case .data = req.target,
-              !req.shallow, req.query == nil, !req.export, req.methodOverride == nil else { return .other }
+        guard length <= maxBodyBytes, let req = RestRequest.plainDataWrite(uri: target) else { return .other }
         return .write(RawWriteHead(method: method, request: req, headLength: end + 4, contentLength: length,
                                    authorization: authorization))
     }

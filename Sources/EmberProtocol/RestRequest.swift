@@ -53,6 +53,15 @@ public struct RestRequest: Sendable, Equatable {
 
     public init(target: Target) { self.target = target }
 
+    /// The request a target names when it is a plain data write's: a data path, no query, shallow,
+    /// export or method override (what the REST fast paths take; nil for anything else, including
+    /// a target that does not parse, which the full path answers).
+    public static func plainDataWrite(uri: String) -> RestRequest? {
+        guard let req = try? parse(uri: uri), case .data = req.target, !req.shallow, req.query == nil, !req.export,
+              req.methodOverride == nil else { return nil }
+        return req
+    }
+
     /// Parses the raw request target (`/a/b.json?x=y`), still percent-encoded.
     public static func parse(uri: String) throws(RestError) -> RestRequest {
         let qIndex = uri.firstIndex(of: "?")

@@ -11,15 +11,12 @@ import NIOHTTP1
 /// One per connection (event loop only).
 struct RawAnswers {
     private var second = -1
-    /// `\r\nDate: …\r\nServer: Ember\r\n\r\n` for `second`: what ends a 200 answer's head.
-    private var dateTail = ByteBuffer()
+    /// The head of a 200 JSON answer up to its Content-Length value, for `second`.
+    private var jsonHead = ByteBuffer()
+    /// What follows that value to the end of the head (the `Date` and `Server` lines), for `second`.
+    private var jsonTail = ByteBuffer()
     /// The whole 204 answer for `second`.
     private var silent = ByteBuffer()
-
-    /// The head of a 200 JSON answer up to its Content-Length value (RestFastPath.json's fields,
-    /// in order).
-    static let jsonHead = ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
-        + "Cache-Control: no-cache\r\nAccess-Control-Allow-Origin: *\r\nContent-Length: ")
 
     /// Writes `reply` to `out`; returns its status code.
     mutating func write(_ reply: FastWriteQueue.Reply, into out: inout ByteBuffer) -> Int {
@@ -30,11 +27,10 @@ struct RawAnswers {
             return 204
         case .json(let value, let pretty, let status) where status == .ok:
             refresh()
-            var body = value.serializedBytes(pretty: pretty)
-            if pretty { body.append(0x0A) }
-            out.writeImmutableBuffer(Self.jsonHead)
+            let body = RestFastPath.jsonBody(value, pretty: pretty)
+            out.writeImmutableBuffer(jsonHead)
             out.writeString(String(body.count))
-            out.writeImmutableBuffer(dateTail)
+            out.writeImmutableBuffer(jsonTail)
             out.writeBytes(body)
             return 200
         default:
@@ -50,8 +46,18 @@ struct RawAnswers {
         clock_gettime(CLOCK_REALTIME, &ts)
         guard ts.tv_sec != second else { return }
         second = ts.tv_sec
-        let date = HTTPDate.now()
-        dateTail = ByteBuffer(string: "\r\nDate: \(date)\r\nServer: Ember\r\n\r\n")
+        // A 200 answer rendered whole, split around its Content-Length value (the one field that
+        // differs between answers of that second).
+        var rendered = ByteBuffer()
+        Self.encode(RestFastPath.json(.null, pretty: false, status: .ok), into: &rendered)
+        let text = String(buffer: rendered)
+        guard let length = text.range(of: "\r\nContent-Length: "),
+              let valueEnd = text.range(of: "\r\n", range: length.upperBound..<text.endIndex)?.lowerBound,
+              let headEnd = text.range(of: "\r\n\r\n") else {
+            preconditionFailure("a rendered JSON answer has a Content-Length and a head")
+        }
+        jsonHead = ByteBuffer(substring: text[..<length.upperBound])
+        jsonTail = ByteBuffer(substring: text[valueEnd..<headEnd.upperBound])
         silent = ByteBuffer()
         Self.encode(RestFastPath.silent(), into: &silent)
     }

@@ -147,9 +147,9 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
               h[.transferEncoding] == nil else { return nil }
         if let c = h[.connection], c.lowercased() != "keep-alive" { return nil }
         let length = h[.contentLength].map { Int($0) ?? Int.max } ?? 0
-        guard length <= Self.maxBodyBytes, let target = head.path,
-              let req = try? RestRequest.parse(uri: target), case .data = req.target,
-              !req.shallow, req.query == nil, !req.export, req.methodOverride == nil else { return nil }
+        guard length <= Self.maxBodyBytes, let target = head.path, let req = RestRequest.plainDataWrite(uri: target) else {
+            return nil
+        }
         var body = context!.channel.allocator.buffer(capacity: length)
         body.clear()
         return Incoming(request: req, method: head.method, headers: h, body: body)
@@ -225,13 +225,19 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
     // MARK: - Rendering (the same headers and bodies as RestHandler.json / error / cors)
 
     static func json(_ value: JSON, pretty: Bool, status: HTTPResponse.Status) -> (HTTPResponse, ByteBuffer?) {
-        var bytes = value.serializedBytes(pretty: pretty)
-        if pretty { bytes.append(0x0A) }
+        let bytes = jsonBody(value, pretty: pretty)
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-cache"
         headers[.accessControlAllowOrigin] = "*"
         return finish(status, headers, ByteBuffer(bytes: bytes))
+    }
+
+    /// A JSON answer's body (a pretty one ends with a newline, as RestHandler.json's does).
+    static func jsonBody(_ value: JSON, pretty: Bool) -> [UInt8] {
+        var bytes = value.serializedBytes(pretty: pretty)
+        if pretty { bytes.append(0x0A) }
+        return bytes
     }
 
     static func render(_ error: any Error) -> (HTTPResponse, ByteBuffer?) {
