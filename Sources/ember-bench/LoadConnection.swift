@@ -5,6 +5,13 @@ import NIOCore
 struct LoadTiming: Sendable {
     let measureFrom: NIODeadline
     let end: NIODeadline
+
+    /// From now: `warmup` seconds unmeasured, then `duration` measured.
+    init(warmup: Double, duration: Double) {
+        let start = NIODeadline.now()
+        measureFrom = start + .nanoseconds(Int64(warmup * 1e9))
+        end = start + .nanoseconds(Int64((warmup + duration) * 1e9))
+    }
 }
 
 /// What one load connection (wire protocol or raw HTTP) saw over a run.
@@ -17,4 +24,15 @@ struct LoadOutcome: Sendable {
     /// The first refused answer's text (status and start of the body, or the transport error),
     /// so a run's errors say what they were.
     var firstError: String?
+}
+
+extension HTTPLoad.Result {
+    /// A load's figures from its connections' outcomes; `failedConnections` count as one error each.
+    init(name: String, outcomes: [LoadOutcome], failedConnections: Int = 0, seconds: Double) {
+        var lat = outcomes.flatMap(\.latencies)
+        lat.sort()
+        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
+        self.init(name: name, count: lat.count, errors: outcomes.map(\.errors).reduce(0, +) + failedConnections,
+                  seconds: seconds, p50: pct(0.5), p99: pct(0.99), total: outcomes.map(\.ok).reduce(0, +))
+    }
 }

@@ -64,30 +64,24 @@ struct RawHTTPLoad {
     /// Runs the load and summarises it as the other loads do.
     func run(name: String, request: @escaping @Sendable (_ worker: Int, _ i: Int) -> RawHTTPRequest) async throws -> HTTPLoad.Result {
         let outcomes = try await runConnections(request: request)
-        var lat = outcomes.flatMap(\.latencies)
-        lat.sort()
         if let e = outcomes.lazy.compactMap(\.firstError).first { print("  \(name): first error: \(e)") }
         let reconnects = outcomes.map(\.reconnects).reduce(0, +)
         if reconnects > 0 { print("  \(name): \(reconnects) connections re-opened") }
-        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
-        return HTTPLoad.Result(name: name, count: lat.count, errors: outcomes.map(\.errors).reduce(0, +), seconds: duration,
-                               p50: pct(0.5), p99: pct(0.99), total: outcomes.map(\.ok).reduce(0, +))
+        return HTTPLoad.Result(name: name, outcomes: outcomes, seconds: duration)
     }
 
     /// Runs the load; one outcome per connection, in connection order.
-    func runConnections(request: @escaping @Sendable (Int, Int) -> RawHTTPRequest) async throws -> [RawLoadConnection.Outcome] {
+    func runConnections(request: @escaping @Sendable (Int, Int) -> RawHTTPRequest) async throws -> [LoadOutcome] {
         let endpoints = try bases.map { base -> (host: String, port: Int) in
             guard let u = URL(string: base), u.scheme == "http", let host = u.host, let port = u.port else {
                 throw ValidationError("bad server URL \(base) (http://host:port)")
             }
             return (host, port)
         }
-        let start = NIODeadline.now()
-        let timing = RawLoadConnection.Timing(measureFrom: start + .nanoseconds(Int64(Self.warmup * 1e9)),
-                                              end: start + .nanoseconds(Int64((Self.warmup + duration) * 1e9)))
+        let timing = LoadTiming(warmup: Self.warmup, duration: duration)
         // System.coreCount loops (shared with AsyncHTTPClient's setup calls); connections round-robin.
         let group = MultiThreadedEventLoopGroup.singleton
-        var futures: [EventLoopFuture<RawLoadConnection.Outcome>] = []
+        var futures: [EventLoopFuture<LoadOutcome>] = []
         for w in 0..<clients {
             let (host, port) = endpoints[w % endpoints.count]
             let loop = group.next()
@@ -95,7 +89,7 @@ struct RawHTTPLoad {
             futures.append(connection.done.futureResult)
             loop.execute { connection.start() }
         }
-        var outcomes: [RawLoadConnection.Outcome] = []
+        var outcomes: [LoadOutcome] = []
         for f in futures { outcomes.append(try await f.get()) }
         return outcomes
     }
@@ -104,19 +98,16 @@ struct RawHTTPLoad {
 /// One client of a `RawHTTPLoad`: its counters and the channel it currently uses, re-opened after
 /// a failure. Every method runs on `loop` (the channel's loop too).
 final class RawLoadConnection: @unchecked Sendable {
-    typealias Timing = LoadTiming
-    typealias Outcome = LoadOutcome
-
     let worker: Int
     let host: String
     let port: Int
     let hostHeader: String
     let loop: any EventLoop
-    let timing: Timing
+    let timing: LoadTiming
     let request: @Sendable (Int, Int) -> RawHTTPRequest
-    let done: EventLoopPromise<Outcome>
+    let done: EventLoopPromise<LoadOutcome>
 
-    private var outcome = Outcome()
+    private var outcome = LoadOutcome()
     private var next = 0
     /// When the outstanding request was sent; nil when none is.
     private var sentAt: NIODeadline?
@@ -126,7 +117,7 @@ final class RawLoadConnection: @unchecked Sendable {
     private var opened = false
     private var drainDeadline: Scheduled<Void>?
 
-    init(worker: Int, host: String, port: Int, loop: any EventLoop, timing: Timing,
+    init(worker: Int, host: String, port: Int, loop: any EventLoop, timing: LoadTiming,
          request: @escaping @Sendable (Int, Int) -> RawHTTPRequest) {
         self.worker = worker
         self.host = host
@@ -135,7 +126,7 @@ final class RawLoadConnection: @unchecked Sendable {
         self.loop = loop
         self.timing = timing
         self.request = request
-        self.done = loop.makePromise(of: Outcome.self)
+        self.done = loop.makePromise(of: LoadOutcome.self)
     }
 
     func start() {

@@ -42,15 +42,13 @@ struct WireWriteLoad {
             if let q = u.query { target += "?" + q }
             endpoints.append((host, port, target))
         }
-        let start = NIODeadline.now()
-        let timing = WireLoadHandler.Timing(measureFrom: start + .seconds(1),
-                                            end: start + .nanoseconds(Int64((1 + duration) * 1e9)))
+        let timing = LoadTiming(warmup: 1, duration: duration)
         let group = MultiThreadedEventLoopGroup.singleton
-        var futures: [EventLoopFuture<WireLoadHandler.Outcome>] = []
+        var futures: [EventLoopFuture<LoadOutcome>] = []
         for c in 0..<connections {
             let (host, port, target) = endpoints[c % endpoints.count]
             let loop = group.next()
-            let promise = loop.makePromise(of: WireLoadHandler.Outcome.self)
+            let promise = loop.makePromise(of: LoadOutcome.self)
             let handler = WireLoadHandler(host: "\(host):\(port)", target: target, connection: c, pipeline: pipeline,
                                           valueSize: valueSize, inserts: inserts, timing: timing, done: promise)
             let connect = ClientBootstrap(group: loop)
@@ -62,25 +60,16 @@ struct WireWriteLoad {
             loop.scheduleTask(deadline: timing.end + .seconds(30)) { promise.fail(ValidationError("connection \(c) did not finish")) }
             futures.append(promise.futureResult.always { _ in connect.whenSuccess { $0.close(promise: nil) } })
         }
-        var lat: [Double] = []
-        var errors = 0, total = 0
-        var firstError: String?
+        var outcomes: [LoadOutcome] = []
+        var failed = 0
         for f in futures {
-            do {
-                let o = try await f.get()
-                lat += o.latencies
-                errors += o.errors
-                total += o.ok
-                firstError = firstError ?? o.firstError
-            } catch {
+            do { outcomes.append(try await f.get()) } catch {
                 print("  connection failed: \(error)")
-                errors += 1
+                failed += 1
             }
         }
-        if let e = firstError { print("  \(name): first refused write's answer: \(e)") }
-        lat.sort()
-        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] }
-        return HTTPLoad.Result(name: name, count: lat.count, errors: errors, seconds: duration, p50: pct(0.5), p99: pct(0.99), total: total)
+        if let e = outcomes.lazy.compactMap(\.firstError).first { print("  \(name): first refused write's answer: \(e)") }
+        return HTTPLoad.Result(name: name, outcomes: outcomes, failedConnections: failed, seconds: duration)
     }
 }
 
@@ -89,17 +78,14 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    typealias Timing = LoadTiming
-    typealias Outcome = LoadOutcome
-
     let host: String
     let target: String
     let connection: Int
     let pipeline: Int
     let valueSize: Int
     let inserts: Bool
-    let timing: Timing
-    let done: EventLoopPromise<Outcome>
+    let timing: LoadTiming
+    let done: EventLoopPromise<LoadOutcome>
 
     private var handshaken = false
     private var started = false
@@ -108,11 +94,11 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     private var nextR: Int64 = 1
     /// Requests in flight, oldest first: (r, send time).
     private var inflight = CircularBuffer<(Int64, NIODeadline)>()
-    private var outcome = Outcome()
+    private var outcome = LoadOutcome()
     private var needsFlush = false
 
-    init(host: String, target: String, connection: Int, pipeline: Int, valueSize: Int, inserts: Bool, timing: Timing,
-         done: EventLoopPromise<Outcome>) {
+    init(host: String, target: String, connection: Int, pipeline: Int, valueSize: Int, inserts: Bool, timing: LoadTiming,
+         done: EventLoopPromise<LoadOutcome>) {
         self.host = host
         self.target = target
         self.connection = connection
