@@ -6,8 +6,8 @@ fresh data directory and a free port; it is ready when GET /.json answers 200.
 import json
 import os
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -16,6 +16,10 @@ import pytest
 import requests
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import local_cluster  # noqa: E402  (scripts/local_cluster.py: deploy/local-cluster as a module)
+
+_local_cluster = local_cluster.load()
 EMBERD = os.environ.get("EMBERD", os.path.join(ROOT, ".build", "debug", "emberd"))
 
 RULES = {
@@ -30,25 +34,9 @@ RULES = {
 }
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_ports(count):
-    """`count` distinct free ports: every probe stays open until all are picked (a probe closed at
-    once can be handed out again by the next bind, and two nodes of a cluster got the same port)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+# Port picking is local-cluster's (every probe held open until all are picked, so ports are distinct).
+free_port = _local_cluster.free_port
+free_ports = _local_cluster.free_ports
 
 
 class Node:
