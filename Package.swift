@@ -171,24 +171,26 @@ var package = Package(
         .executableTarget(name: "FuzzWire", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Wire"),
         .executableTarget(name: "FuzzRules", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Rules"),
         .executableTarget(name: "FuzzHTTPHead", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/HTTPHead"),
+        // Free ports for the suites that start servers and clusters (one picker, not a copy each).
+        .target(name: "EmberTestPorts", path: "Tests/EmberTestPorts"),
         .testTarget(name: "EmberFuzzTests", dependencies: ["EmberFuzz"], exclude: ["Corpus"]),
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft", "EmberRaftSim"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
         .testTarget(name: "EmberServerTests", dependencies: [
-            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster",
+            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster", "EmberTestPorts",
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
         .testTarget(name: "EmberClientTests", dependencies: [
-            "EmberClient", "EmberCore", "EmberSyncTree", "EmberProtocol",
+            "EmberClient", "EmberCore", "EmberSyncTree", "EmberProtocol", "EmberTestPorts",
             // Mints signed tokens for the auth tests.
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         // The Swift snippets of the seed documents (../shared/seeds), compiled against the public
         // client API (plain `import EmberClient`) and run against a real emberd.
-        .testTarget(name: "EmberSeedSnippetTests", dependencies: ["EmberClient"]),
+        .testTarget(name: "EmberSeedSnippetTests", dependencies: ["EmberClient", "EmberTestPorts"]),
     ]
 )
 

@@ -1,6 +1,7 @@
 import EmberCore
 import Foundation
 import Testing
+import EmberTestPorts
 @testable import EmberClient
 #if canImport(Glibc)
 import Glibc
@@ -29,6 +30,15 @@ final class ClusterProcesses: @unchecked Sendable {
         guard p.terminationStatus == 0 else { throw TestFailure("openssl \(args.first ?? "") failed") }
     }
 
+    /// Client and peer ports for every node, all distinct (one pick, every probe held open).
+    private func pickPorts(_ peerPorts: inout [String: Int]) throws {
+        let picked = try FreePorts.pick(2 * ids.count)
+        for (i, id) in ids.enumerated() {
+            ports[id] = picked[2 * i]
+            peerPorts[id] = picked[2 * i + 1]
+        }
+    }
+
     func start() async throws {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
@@ -39,9 +49,8 @@ final class ClusterProcesses: @unchecked Sendable {
             try run(["req"] + ec + ["-keyout", "\(dir)/\(id).key", "-out", "\(dir)/\(id).csr", "-subj", "/CN=\(id)"])
             try run(["x509", "-req", "-in", "\(dir)/\(id).csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key",
                      "-CAcreateserial", "-out", "\(dir)/\(id).pem", "-days", "30", "-extfile", "\(dir)/\(id).ext"])
-            ports[id] = try EmberServerProcess.freePort()
-            peerPorts[id] = try EmberServerProcess.freePort()
         }
+        try pickPorts(&peerPorts)
         let rules = "\(dir)/rules.json"
         try #"{"rules":{".read":true,".write":true}}"#.write(toFile: rules, atomically: true, encoding: .utf8)
         // A port picked free can be taken by another test's server before the node binds it
@@ -52,11 +61,8 @@ final class ClusterProcesses: @unchecked Sendable {
             guard let exited else { return }
             guard attempt < Self.startAttempts else { throw TestFailure("node \(exited) exited at start on every attempt") }
             stop(keepingDirectory: true)
-            for id in ids {
-                try? FileManager.default.removeItem(atPath: "\(dir)/\(id)")
-                ports[id] = try EmberServerProcess.freePort()
-                peerPorts[id] = try EmberServerProcess.freePort()
-            }
+            for id in ids { try? FileManager.default.removeItem(atPath: "\(dir)/\(id)") }
+            try pickPorts(&peerPorts)
         }
     }
 

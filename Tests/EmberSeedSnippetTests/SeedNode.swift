@@ -1,4 +1,5 @@
 import Foundation
+import EmberTestPorts
 import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -18,7 +19,7 @@ enum SeedNode {
 
     private static let node = Task { () throws -> Node in
         let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let port = try freePort()
+        let port = try FreePorts.one()
         let dataDir = NSTemporaryDirectory() + "ember-seed-snippets-" + UUID().uuidString
         let p = Process()
         p.executableURL = packageRoot.appendingPathComponent(".build/debug/emberd")
@@ -74,22 +75,6 @@ enum SeedNode {
         let (data, response) = try await URLSession.shared.data(for: request)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
-}
-
-/// A port nothing listens on: bind to port 0 and read what the kernel chose.
-private func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw SeedFailure("socket failed") }
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let ok = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-    }
-    guard ok else { throw SeedFailure("bind failed") }
-    return Int(UInt16(bigEndian: addr.sin_port))
 }
 
 struct SeedFailure: Error, CustomStringConvertible {

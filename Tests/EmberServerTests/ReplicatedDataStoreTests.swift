@@ -3,6 +3,7 @@ import EmberStorage
 import Foundation
 import Logging
 import Testing
+import EmberTestPorts
 
 #if canImport(Glibc)
 import Glibc
@@ -39,18 +40,6 @@ import Glibc
         }
     }
 
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
-
     func leader(of nodes: [ReplicatedDataStore], timeout: Duration = .seconds(60)) async throws -> ReplicatedDataStore {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -71,7 +60,7 @@ import Glibc
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
             Thread.detachNewThread { c.resume(with: Result { try Self.makeCerts(dir, ids: ids) }) }
         }
-        let peers = Dictionary(uniqueKeysWithValues: ids.map { ($0, PeerAddress(host: "127.0.0.1", port: Self.freePort())) })
+        let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
         var logger = Logger(label: "rds-test")
         logger.logLevel = .error
         var options = StoreOptions()

@@ -1,5 +1,6 @@
 import EmberCore
 import Foundation
+import EmberTestPorts
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -105,25 +106,7 @@ final class EmberServerProcess: @unchecked Sendable {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
 
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed") }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = 0
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
-        }
-        guard bound == 0 else { throw TestFailure("bind failed") }
-        let named = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        guard named == 0 else { throw TestFailure("getsockname failed") }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    static func freePort() throws -> Int { try FreePorts.one() }
 }
 
 struct TestFailure: Error, CustomStringConvertible {
