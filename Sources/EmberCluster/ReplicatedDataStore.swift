@@ -94,9 +94,10 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
 
     public func setIndexes(_ defs: [IndexDefinition]) throws { try local.setIndexes(defs) }
 
-    public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) {
-        local.onCommit { change in
-            if change.namespace != MemberDirectory.namespace { handler(change) }
+    public func onCommit(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
+        local.onCommit { changes in
+            let clients = changes.filter { $0.namespace != MemberDirectory.namespace }
+            if !clients.isEmpty { handler(clients) }
         }
     }
 

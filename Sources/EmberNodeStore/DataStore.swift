@@ -126,8 +126,9 @@ public protocol DataStore: AnyObject, Sendable {
     /// `now` is the time server values see when the store does not fix it in the entry itself.
     func write(_ request: WriteRequest) async throws -> WriteOutcome
     func setIndexes(_ defs: [IndexDefinition]) throws
-    /// Called for every committed write, in log order, after it is durable. Must not block.
-    func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void)
+    /// Called once per commit with its writes' changes (none empty), in log order, after they are
+    /// durable. Must not block.
+    func onCommit(_ handler: @escaping @Sendable ([CommittedChange]) -> Void)
     var appliedIndex: UInt64 { get }
     func close()
     /// Returns once a read on this node reflects every write acknowledged (anywhere) before the

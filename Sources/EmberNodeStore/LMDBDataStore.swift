@@ -175,13 +175,16 @@ public final class LMDBDataStore: DataStore {
         }
     }
 
-    public func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) {
+    public func onCommit(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
         store.onCommit { results in
+            var changes: [CommittedChange] = []
+            changes.reserveCapacity(results.count)
             for r in results {
-                if let change = Self.change(from: r) { handler(change) }
+                if let change = Self.change(from: r) { changes.append(change) }
                 // An onDisconnect run: each write it ran is a change of its own.
-                for ran in r.ran { if let change = Self.change(from: ran) { handler(change) } }
+                for ran in r.ran { if let change = Self.change(from: ran) { changes.append(change) } }
             }
+            if !changes.isEmpty { handler(changes) }
         }
     }
 

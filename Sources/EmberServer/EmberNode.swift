@@ -54,7 +54,7 @@ public final class EmberNode: Sendable {
             hub.publish(change)
             realtime.publish(change)
         }
-        store.onCommit { change in feed.publish(change) }
+        store.onCommit { changes in feed.publish(changes) }
         // A rules change judges open listens again; those that lost read access are cancelled.
         let gate = RulesGate(store: store, defaults: config.rules)
         let clock = rest.clock

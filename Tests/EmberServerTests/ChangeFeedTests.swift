@@ -91,6 +91,49 @@ import Testing
         feed.stop()
     }
 
+    /// A commit's changes go in as one item: delivered in order with singles and work around
+    /// them, and counted change by change against the bound (`backlog`).
+    @Test func aCommitsChangesArePublishedAtOnceAndCountedOneByOne() async throws {
+        let feed = ChangeFeed(maxQueued: 5)
+        let gate = DispatchSemaphore(value: 0)
+        let seen = Shared<[UInt64]>([])
+        let holding = Shared(false)
+        feed.start { c in
+            if c.index == 1 {
+                holding.update { $0 = true }
+                gate.wait()
+            }
+            seen.update { $0.append(c.index) }
+        }
+        feed.publish(change(1))
+        while !holding.value { try await Task.sleep(for: .milliseconds(1)) }
+        feed.publish((2...4).map(change))
+        feed.publish([])
+        let ran = Shared(false)
+        feed.enqueue { ran.update { $0 = true } }
+        #expect(feed.backlog == 4, "three changes and one work item")
+        let published = Shared(false)
+        let producer = Thread {
+            // 4 queued < 5: this commit goes in whole (the bound may be passed by one commit)...
+            feed.publish((5...7).map(change))
+            // ...and this one waits until the feed takes what is queued.
+            feed.publish(change(8))
+            published.update { $0 = true }
+        }
+        producer.start()
+        while feed.backlog < 7 { try await Task.sleep(for: .milliseconds(1)) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!published.value, "the producer waits once the bound is reached")
+        #expect(feed.backlog == 7)
+        gate.signal()
+        while !published.value { try await Task.sleep(for: .milliseconds(1)) }
+        await feed.barrier()
+        #expect(seen.value == (1...8).map { UInt64($0) })
+        #expect(ran.value)
+        #expect(feed.backlog == 0)
+        feed.stop()
+    }
+
     /// The awaited write path (a cluster, a priority write): the response waits for the feed, so
     /// a listener on the same connection has the change before the writer has its answer.
     @Test func anAwaitedWriteIsAnsweredAfterItsPush() async throws {

@@ -44,7 +44,7 @@ final class MeteredDataStore: DataStore {
         try inner.query(namespace: namespace, path: path, query: query)
     }
     func setIndexes(_ defs: [IndexDefinition]) throws { try inner.setIndexes(defs) }
-    func onCommit(_ handler: @escaping @Sendable (CommittedChange) -> Void) { inner.onCommit(handler) }
+    func onCommit(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) { inner.onCommit(handler) }
     var appliedIndex: UInt64 { inner.appliedIndex }
     func close() { inner.close() }
     func linearizableBarrier() async throws { try await inner.linearizableBarrier() }
