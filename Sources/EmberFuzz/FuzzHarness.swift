@@ -77,7 +77,12 @@ public enum FuzzHarness {
     /// Parse a request target as the REST front does; accepted requests stay within the limits.
     public static func rest(_ data: [UInt8]) throws(FuzzViolation) {
         let uri = String(decoding: data.prefix(maxInputBytes), as: UTF8.self)
-        guard let req = try? RestRequest.parse(uri: uri) else { return }
+        let full = try? RestRequest.parse(uri: uri)
+        // The one-pass reading of common write targets answers only what the full parse answers.
+        if let simple = RestRequest.simpleDataTarget(uri) {
+            try check(simple == full, "simpleDataTarget differs from parse for \(uri)")
+        }
+        guard let req = full else { return }
         try check(req.path.count <= Limits.maxPathDepth, "accepted a path deeper than the limit: \(uri)")
         if let t = req.timeoutMillis { try check(t > 0 && t <= RestRequest.maxTimeoutMillis, "accepted timeout \(t)") }
         if let q = req.query { _ = q.wireObject.serialized() }

@@ -6,6 +6,53 @@ import Testing
 @testable import EmberServer
 
 @Suite struct RestRequestTests {
+    /// `simpleDataTarget` (the fast paths' one-pass reading) takes the common write targets and
+    /// gives exactly what `parse` gives; anything else it leaves to `parse`.
+    @Test func simpleTargetsReadInOnePassEqualTheFullParse() throws {
+        let taken = ["/a.json", "/a/b.json", "/bench/w3/k0042.json?print=silent", "/a//b/.json?print=pretty",
+                     "/A-b_9/c.json", "/x/y/z/.json"]
+        for uri in taken {
+            let simple = try #require(RestRequest.simpleDataTarget(uri), "\(uri)")
+            #expect(simple == (try RestRequest.parse(uri: uri)), "\(uri)")
+            #expect(RestRequest.plainDataWrite(uri: uri) == simple)
+        }
+        let left = ["/.json", "/a.json?print=silent&x=1", "/a.json?print=loud", "/a.json?", "/a%20b.json", "/a.b.json",
+                    "/.settings/rules.json", "/a/.priority.json", "/.ember/status", "/a", "a/b.json", "/é.json",
+                    "/a.json?ns=foo", "/a$.json", "/" + String(repeating: "k/", count: 40) + ".json",
+                    "/" + String(repeating: "k", count: 769) + ".json"]
+        for uri in left { #expect(RestRequest.simpleDataTarget(uri) == nil, "\(uri)") }
+        // Seeded targets over an alphabet with every byte class the grammar cares about.
+        var seed: UInt64 = 0x5eed
+        func next() -> UInt64 {
+            seed &+= 0x9E37_79B9_7F4A_7C15
+            var z = seed
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        let pieces = ["a", "Z", "0", "-", "_", "/", ".", "%20", "%2F", "?", "=", "&", "print=silent", "print=pretty",
+                      ".json", "$", "é", " ", "\u{7f}", "ns=x"]
+        var simpleCount = 0
+        for _ in 0..<20_000 {
+            var uri = "/"
+            for _ in 0..<Int(next() % 8) { uri += pieces[Int(next() % UInt64(pieces.count))] }
+            if next() % 2 == 0 { uri += ".json" }
+            if next() % 3 == 0 { uri += "?print=silent" }
+            let full = try? RestRequest.parse(uri: uri)
+            if let simple = RestRequest.simpleDataTarget(uri) {
+                simpleCount += 1
+                #expect(simple == full, "\(uri)")
+            }
+            // The fast paths' answer is the same with or without the one-pass reading.
+            let slow: RestRequest? = full.flatMap { r in
+                if case .data = r.target, !r.shallow, r.query == nil, !r.export, r.methodOverride == nil { return r }
+                return nil
+            }
+            #expect(RestRequest.plainDataWrite(uri: uri) == slow, "\(uri)")
+        }
+        #expect(simpleCount > 300, "the generator reaches the one-pass reading")
+    }
+
     @Test func pathsAndTrailingSlashes() throws {
         #expect(try RestRequest.parse(uri: "/.json").target == .data(.root))
         #expect(try RestRequest.parse(uri: "/a/b.json").target == .data(Path("a/b")))
