@@ -31,73 +31,51 @@ enum ClusterProbe {
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
     }
 
-    /// Sends `rate` writes/s for `seconds`, then the stop write; `send(i, micros)` says whether
-    /// the write was acknowledged.
-    static func openLoop(rate: Int, seconds: Double, maxInFlight: Int,
-                         send: @escaping @Sendable (Int, Int64) async -> Bool,
-                         stop: @escaping @Sendable () async -> Void) async -> (acked: Int, errors: Int, late: Int) {
-        let start = ContinuousClock.now
-        let total = Int(Double(rate) * seconds)
-        let interval = Duration.nanoseconds(Int64(1e9 / Double(rate)))
-        var acked = 0, errors = 0, late = 0
-        await withTaskGroup(of: Bool.self) { group in
-            var inFlight = 0
-            for i in 0..<total {
-                let due = start + interval * i
-                if due > .now { try? await Task.sleep(until: due, clock: .continuous) }
-                if ContinuousClock.now - due > .milliseconds(1) { late += 1 }
-                while inFlight >= maxInFlight, let ok = await group.next() {
-                    inFlight -= 1
-                    if ok { acked += 1 } else { errors += 1 }
-                }
-                inFlight += 1
-                group.addTask { await send(i, micros()) }
-            }
-            for await ok in group { if ok { acked += 1 } else { errors += 1 } }
-        }
-        await stop()
-        return (acked, errors, late)
-    }
-
     // MARK: - Ember: PUT at the leader, SSE on a follower
 
     static func emberLatency(_ http: HTTPClient, writeTo: String, listenOn: String, rate: Int, seconds: Double,
                              maxInFlight: Int) async throws -> Latency {
-        var request = HTTPClientRequest(url: listenOn + "/probe.json")
-        request.headers.add(name: "Accept", value: "text/event-stream")
-        let stream = try await http.execute(request, timeout: .seconds(Int64(seconds) + 30))
-        let writer = Task {
-            await openLoop(rate: rate, seconds: seconds, maxInFlight: maxInFlight, send: { i, sent in
-                var put = HTTPClientRequest(url: "\(writeTo)/probe/p\(i % keys).json?print=silent")
-                put.method = .PUT
-                put.body = .bytes(ByteBuffer(string: "\(sent)"))
-                guard let r = try? await http.execute(put, timeout: .seconds(10)) else { return false }
-                _ = try? await r.body.collect(upTo: 1 << 16)
-                return r.status.code / 100 == 2
-            }, stop: {
-                // Ends the reader (the stream is otherwise quiet until its next keep-alive).
-                var stop = HTTPClientRequest(url: "\(writeTo)/probe/stop.json?print=silent")
-                stop.method = .PUT
-                stop.body = .bytes(ByteBuffer(string: "0"))
-                _ = try? await http.execute(stop, timeout: .seconds(10))
-            })
-        }
-        var samples: [Double] = []
-        var lines = LineSplitter()
-        reading: for try await chunk in stream.body {
-            let now = micros()
-            for line in lines.feed(chunk) {
-                // `data: {"path":"/p7","data":1732260000000000}` (the initial put is the whole map)
-                guard line.hasPrefix("data: "),
-                      let obj = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any],
-                      let path = obj["path"] as? String else { continue }
-                if path == "/stop" { break reading }
-                guard path.hasPrefix("/p"), let sent = (obj["data"] as? NSNumber)?.int64Value else { continue }
-                samples.append(Double(now - sent) / 1000)
+        let stream = try RawProbe.Socket(url: listenOn)
+        try stream.send(RawHTTPRequest(method: "GET", target: "/probe.json", body: "", accept: "text/event-stream"))
+        let listener = Task {
+            try await RawProbe.onThread("probe-listener") {
+                var samples: [Double] = []
+                try RawProbe.streamLines(stream) { line, now in
+                    // `data: {"path":"/p7","data":1732260000000000}` (the initial put is the whole map)
+                    guard line.hasPrefix("data: "),
+                          let obj = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any],
+                          let path = obj["path"] as? String else { return true }
+                    if path == "/stop" { return false }
+                    if path.hasPrefix("/p"), let sent = (obj["data"] as? NSNumber)?.int64Value {
+                        samples.append(Double(now - sent) / 1000)
+                    }
+                    return true
+                }
+                return samples
             }
         }
-        let w = await writer.value
+        // The stream is open once its first event (the initial state) can arrive: give it a moment.
+        try await Task.sleep(for: .milliseconds(200))
+        let w = try await RawProbe.onThread("probe-writer") {
+            try RawProbe.openLoopWrites(url: writeTo, rate: rate, seconds: seconds, maxInFlight: maxInFlight,
+                                        request: { i, sent in
+                                            RawHTTPRequest(method: "PUT", target: "/probe/p\(i % keys).json?print=silent", body: "\(sent)")
+                                        },
+                                        stop: RawHTTPRequest(method: "PUT", target: "/probe/stop.json?print=silent", body: "0"))
+        }
+        let samples = try await listenerResult(listener, stream)
         return Latency(samples: samples.sorted(), acknowledged: w.acked, errors: w.errors, lateSends: w.late)
+    }
+
+    /// The listener's samples; it ends at the stop write, or is cut off `drainSeconds` after the
+    /// writer finished (a lost stop write must not hang the bench).
+    static func listenerResult(_ listener: Task<[Double], any Error>, _ stream: RawProbe.Socket) async throws -> [Double] {
+        let cutoff = Task {
+            try await Task.sleep(for: .seconds(RawProbe.drainSeconds))
+            stream.shutdown()
+        }
+        defer { cutoff.cancel() }
+        return try await listener.value
     }
 
     // MARK: - etcd: put at the leader, watch on a follower (HTTP gateway)
@@ -124,53 +102,37 @@ enum ClusterProbe {
     static func etcdLatency(_ http: HTTPClient, writeTo: String, listenOn: String, rate: Int, seconds: Double,
                             maxInFlight: Int) async throws -> Latency {
         func b64(_ s: String) -> String { Data(s.utf8).base64EncodedString() }
-        var watch = HTTPClientRequest(url: listenOn + "/v3/watch")
-        watch.method = .POST
-        watch.body = .bytes(ByteBuffer(string: #"{"create_request":{"key":"\#(b64("/probe/"))","range_end":"\#(b64("/probe0"))"}}"#))
-        let stream = try await http.execute(watch, timeout: .seconds(Int64(seconds) + 30))
-        let writer = Task {
-            // The watch is created asynchronously: give it a moment before the first put.
-            try? await Task.sleep(for: .milliseconds(200))
-            return await openLoop(rate: rate, seconds: seconds, maxInFlight: maxInFlight, send: { i, sent in
-                guard let r = try? await http.execute(etcdPut(writeTo, key: "/probe/p\(i % keys)", value: "\(sent)"), timeout: .seconds(10))
-                else { return false }
-                _ = try? await r.body.collect(upTo: 1 << 16)
-                return r.status.code / 100 == 2
-            }, stop: {
-                _ = try? await http.execute(etcdPut(writeTo, key: "/probe/stop", value: "0"), timeout: .seconds(10))
-            })
-        }
-        var samples: [Double] = []
-        var lines = LineSplitter()
-        reading: for try await chunk in stream.body {
-            let now = micros()
-            // The gateway streams one JSON object per watch response, newline-separated.
-            for line in lines.feed(chunk) {
-                guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                      let result = obj["result"] as? [String: Any], let events = result["events"] as? [[String: Any]] else { continue }
-                for e in events {
-                    guard let kv = e["kv"] as? [String: Any], let k = kv["key"] as? String, let v = kv["value"] as? String,
-                          let key = Data(base64Encoded: k).flatMap({ String(data: $0, encoding: .utf8) }),
-                          let value = Data(base64Encoded: v).flatMap({ String(data: $0, encoding: .utf8) }) else { continue }
-                    if key == "/probe/stop" { break reading }
-                    if let sent = Int64(value) { samples.append(Double(now - sent) / 1000) }
+        let stream = try RawProbe.Socket(url: listenOn)
+        try stream.send(RawHTTPRequest(method: "POST", target: "/v3/watch",
+                                       body: #"{"create_request":{"key":"\#(b64("/probe/"))","range_end":"\#(b64("/probe0"))"}}"#,
+                                       json: true))
+        let listener = Task {
+            try await RawProbe.onThread("probe-listener") {
+                var samples: [Double] = []
+                // The gateway streams one JSON object per watch response, newline-separated.
+                try RawProbe.streamLines(stream) { line, now in
+                    guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                          let result = obj["result"] as? [String: Any], let events = result["events"] as? [[String: Any]] else { return true }
+                    for e in events {
+                        guard let kv = e["kv"] as? [String: Any], let k = kv["key"] as? String, let v = kv["value"] as? String,
+                              let key = Data(base64Encoded: k).flatMap({ String(data: $0, encoding: .utf8) }),
+                              let value = Data(base64Encoded: v).flatMap({ String(data: $0, encoding: .utf8) }) else { continue }
+                        if key == "/probe/stop" { return false }
+                        if let sent = Int64(value) { samples.append(Double(now - sent) / 1000) }
+                    }
+                    return true
                 }
+                return samples
             }
         }
-        let w = await writer.value
+        // The watch is created asynchronously: give it a moment before the first put.
+        try await Task.sleep(for: .milliseconds(200))
+        let w = try await RawProbe.onThread("probe-writer") {
+            try RawProbe.openLoopWrites(url: writeTo, rate: rate, seconds: seconds, maxInFlight: maxInFlight,
+                                        request: { i, sent in etcdPutRequest(key: "/probe/p\(i % keys)", value: "\(sent)") },
+                                        stop: etcdPutRequest(key: "/probe/stop", value: "0"))
+        }
+        let samples = try await listenerResult(listener, stream)
         return Latency(samples: samples.sorted(), acknowledged: w.acked, errors: w.errors, lateSends: w.late)
-    }
-}
-
-/// Complete lines of a streamed body (SSE events, the etcd gateway's watch responses).
-struct LineSplitter {
-    private var pending = ""
-
-    mutating func feed(_ chunk: ByteBuffer) -> [Substring] {
-        pending += String(buffer: chunk)
-        guard let last = pending.lastIndex(of: "\n") else { return [] }
-        let complete = pending[..<last]
-        pending = String(pending[pending.index(after: last)...])
-        return complete.split(separator: "\n", omittingEmptySubsequences: false)
     }
 }

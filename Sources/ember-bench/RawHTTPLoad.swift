@@ -11,6 +11,8 @@ struct RawHTTPRequest: Sendable {
     var body: String
     /// Send `Content-Type: application/json`.
     var json = false
+    /// An `Accept` header (the probe's event stream), if any.
+    var accept: String? = nil
 
     /// The request's bytes: request line, `Host`, optional `Content-Type`, `Content-Length`, body.
     func write(host: String, into out: inout ByteBuffer) {
@@ -20,6 +22,10 @@ struct RawHTTPRequest: Sendable {
         out.writeStaticString(" HTTP/1.1\r\nHost: ")
         out.writeString(host)
         if json { out.writeStaticString("\r\nContent-Type: application/json") }
+        if let accept {
+            out.writeStaticString("\r\nAccept: ")
+            out.writeString(accept)
+        }
         out.writeStaticString("\r\nContent-Length: ")
         out.writeString(String(body.utf8.count))
         out.writeStaticString("\r\n\r\n")
