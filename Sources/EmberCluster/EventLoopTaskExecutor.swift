@@ -8,13 +8,16 @@ import NIOCore
 /// round, such hand-offs were most of a node's CPU per write).
 ///
 /// Work the loop awaits elsewhere (the LMDB writer) resumes it here. Whatever runs on this
-/// executor must not block for long: it holds up peer I/O (snapshot work runs detached).
-final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
-    let eventLoop: any EventLoop
+/// executor must not block for long: it holds up the loop's I/O (snapshot work runs detached).
+/// The REST event streams use it too: an event resumes a stream's task on its connection's event
+/// loop, which writes it at once, instead of on a cooperative-pool thread that then hands the
+/// bytes to the event loop.
+public final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
+    public let eventLoop: any EventLoop
 
-    init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+    public init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }

@@ -246,10 +246,14 @@ public final class RestHandler: Sendable {
                 }
             }
             defer { expiry?.cancel() }
-            for await (index, text) in events where index > initial.appliedIndex {
-                // A stream that lost events must not go on with a gap: drop the connection.
-                if hub.hasOverflowed(id) { break }
-                try await writer.write(ByteBuffer(string: text))
+            // On the connection's event loop (`EventLoopTaskExecutor`): one hand-off per event.
+            let executor = channel.map { EventLoopTaskExecutor($0.eventLoop) }
+            try await withTaskExecutorPreference(executor) {
+                for await (index, text) in events where index > initial.appliedIndex {
+                    // A stream that lost events must not go on with a gap: drop the connection.
+                    if hub.hasOverflowed(id) { break }
+                    try await writer.write(ByteBuffer(string: text))
+                }
             }
             if hub.hasOverflowed(id) {
                 channel?.close(promise: nil)
