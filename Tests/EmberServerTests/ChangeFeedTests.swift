@@ -22,6 +22,23 @@ import Testing
         CommittedChange(index: UInt64(i), namespace: "ns", path: try! Path("k"), kind: .set(Node(.int(Int64(i)))))
     }
 
+    /// A started feed whose thread holds change 1 (`holding` says so) until `gate` is signalled;
+    /// `seen` records the indexes it delivered.
+    func heldFeed(maxQueued: Int) -> (ChangeFeed, DispatchSemaphore, Shared<[UInt64]>, Shared<Bool>) {
+        let feed = ChangeFeed(maxQueued: maxQueued)
+        let gate = DispatchSemaphore(value: 0)
+        let seen = Shared<[UInt64]>([])
+        let holding = Shared(false)
+        feed.start { c in
+            if c.index == 1 {
+                holding.update { $0 = true }
+                gate.wait()
+            }
+            seen.update { $0.append(c.index) }
+        }
+        return (feed, gate, seen, holding)
+    }
+
     @Test func changesAndWorkRunInQueueOrderOnTheFeedThread() async {
         let feed = ChangeFeed()
         let seen = Shared<[String]>([])
@@ -55,17 +72,7 @@ import Testing
     }
 
     @Test func theWriterWaitsOnlyWhenTheBoundIsReached() async throws {
-        let feed = ChangeFeed(maxQueued: 4)
-        let gate = DispatchSemaphore(value: 0)
-        let seen = Shared<[UInt64]>([])
-        let holding = Shared(false)
-        feed.start { c in
-            if c.index == 1 {
-                holding.update { $0 = true }
-                gate.wait()
-            }
-            seen.update { $0.append(c.index) }
-        }
+        let (feed, gate, seen, holding) = heldFeed(maxQueued: 4)
         let published = Shared(0)
         let changes = (1...20).map(change)
         feed.publish(changes[0])
@@ -94,17 +101,7 @@ import Testing
     /// A commit's changes go in as one item: delivered in order with singles and work around
     /// them, and counted change by change against the bound (`backlog`).
     @Test func aCommitsChangesArePublishedAtOnceAndCountedOneByOne() async throws {
-        let feed = ChangeFeed(maxQueued: 5)
-        let gate = DispatchSemaphore(value: 0)
-        let seen = Shared<[UInt64]>([])
-        let holding = Shared(false)
-        feed.start { c in
-            if c.index == 1 {
-                holding.update { $0 = true }
-                gate.wait()
-            }
-            seen.update { $0.append(c.index) }
-        }
+        let (feed, gate, seen, holding) = heldFeed(maxQueued: 5)
         feed.publish(change(1))
         while !holding.value { try await Task.sleep(for: .milliseconds(1)) }
         feed.publish((2...4).map(change))
