@@ -39,7 +39,12 @@ struct RequestBook {
     var reads: [UInt64: PendingRead] = [:]
     var readIssuedAt: [UInt64: ContinuousClock.Instant] = [:]
     var readsToRetry: Set<UInt64> = []
-    var nextReadID: UInt64 = 1
+    /// Read ids start at a random point in each process: a ReadIndex answer meant for a read of
+    /// this node's previous process (the leader answers late, and the peer link keeps frames
+    /// across the reconnect to the restarted node) must not match a new read that happens to have
+    /// the same number — it carries an old read index, and the new read would be served stale.
+    /// (A fault campaign found such a read on a wiped follower replaying its log.)
+    var nextReadID: UInt64 = UInt64.random(in: 1...(UInt64(1) << 62))
 
     /// Recent apply results by index, for forwarded writes whose reply arrives after the apply.
     var recent: [UInt64: WriteResult] = [:]

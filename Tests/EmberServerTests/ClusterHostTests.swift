@@ -116,6 +116,24 @@ import Testing
         PendingWrite(payload: [], reply: .waiter(c), leaderDeadline: .now + leaderIn, deadline: .now + .seconds(10))
     }
 
+    /// A restarted node's reads are numbered from a random point: a ReadIndex answer the leader
+    /// sends late to the previous process (the peer link delivers it to the new one) names no
+    /// read of the new process, so no new read is released at an old read index.
+    @Test func readIDsOfANewProcessDoNotRepeatThePreviousOnes() async throws {
+        var before = RequestBook(recentLimit: 4), after = RequestBook(recentLimit: 4)
+        var old: Set<UInt64> = [], new: Set<UInt64> = []
+        for _ in 0..<1_000 {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                old.insert(before.addRead(PendingRead(reply: c, deadline: .now + .seconds(1))))
+                new.insert(after.addRead(PendingRead(reply: c, deadline: .now + .seconds(1))))
+                c.resume()
+            }
+        }
+        #expect(old.count == 1_000 && new.count == 1_000)
+        #expect(old.isDisjoint(with: new), "a read of the new process shares an id with one of the old")
+        #expect(!old.contains(1) && !new.contains(1))
+    }
+
     @Test func sameTermAtTheIndexIsOurWrite() async throws {
         let r = try await withCheckedThrowingContinuation { c in
             var book = RequestBook(recentLimit: 4)
