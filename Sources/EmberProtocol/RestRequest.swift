@@ -72,7 +72,6 @@ public struct RestRequest: Sendable, Equatable {
     public static func simpleDataTarget(_ uri: String) -> RestRequest? {
         var uri = uri
         return uri.withUTF8 { u -> RestRequest? in
-            let suffix = Array(".json".utf8)
             // "/" + at least one key byte + ".json"
             guard u.count >= 7, u.count <= maxSimpleTargetBytes, u[0] == UInt8(ascii: "/") else { return nil }
             var end = u.count
@@ -88,7 +87,7 @@ public struct RestRequest: Sendable, Equatable {
                 }
                 end = q
             }
-            guard end >= 7, UnsafeBufferPointer(rebasing: u[(end - 5)..<end]).elementsEqual(suffix) else { return nil }
+            guard end >= 7, UnsafeBufferPointer(rebasing: u[(end - 5)..<end]).elementsEqual(".json".utf8) else { return nil }
             var segments: [String] = []
             segments.reserveCapacity(8)
             var start = 1

@@ -96,8 +96,9 @@ enum RawProbe {
         -> (acked: Int, errors: Int, late: Int) {
         let sockets = try (0..<writerConnections).map { _ in try Socket(url: url) }
         let acked = Atomic<Int>(0), errors = Atomic<Int>(0)
-        let readers = sockets.map { s in
-            let t = Thread {
+        // One reader thread per socket counts its answers; it ends when the socket is shut down.
+        for s in sockets {
+            Thread {
                 var reader = RawHTTPResponseReader()
                 var buffer = ByteBuffer()
                 while s.receive(into: &buffer) > 0 {
@@ -110,11 +111,8 @@ enum RawProbe {
                         return
                     }
                 }
-            }
-            t.start()
-            return t
+            }.start()
         }
-        _ = readers
         let answered = { acked.load(ordering: .relaxed) + errors.load(ordering: .relaxed) }
         let total = Int(Double(rate) * seconds)
         let interval = UInt64(1e9 / Double(rate))

@@ -63,13 +63,12 @@ public final class ChangeFeed: @unchecked Sendable {
         t.start()
     }
 
-    /// Queues a committed change (from the writer thread, in commit order). Waits only when
-    /// `maxQueued` items are queued.
-    public func publish(_ change: CommittedChange) {
-        append(.changes([change]), bounded: true)
-    }
+    /// Queues a committed change (from the writer thread, in commit order).
+    public func publish(_ change: CommittedChange) { publish([change]) }
 
-    /// Queues one commit's changes at once, in order (one item: the bound counts commits here).
+    /// Queues one commit's changes at once, in order (from the writer thread, in commit order).
+    /// Waits only while `maxQueued` changes and work items are queued; the bound counts each
+    /// change, and one commit may pass it.
     public func publish(_ changes: [CommittedChange]) {
         guard !changes.isEmpty else { return }
         append(.changes(changes), bounded: true)

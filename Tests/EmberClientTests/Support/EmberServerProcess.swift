@@ -23,7 +23,7 @@ final class EmberServerProcess: @unchecked Sendable {
 
     init(port: Int? = nil, dataDir: String? = nil, rules: String? = nil, extraArgs: [String] = []) throws {
         self.extraArgs = extraArgs
-        self.port = try port ?? Self.freePort()
+        self.port = try port ?? FreePorts.one()
         self.dataDir = dataDir ?? NSTemporaryDirectory() + "ember-client-test-" + UUID().uuidString
         if let rules {
             let file = self.dataDir + ".rules.json"
@@ -105,8 +105,6 @@ final class EmberServerProcess: @unchecked Sendable {
         let (data, response) = try await URLSession.shared.data(for: request)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
-
-    static func freePort() throws -> Int { try FreePorts.one() }
 }
 
 struct TestFailure: Error, CustomStringConvertible {
