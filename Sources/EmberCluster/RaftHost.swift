@@ -110,7 +110,9 @@ final class RaftHost: @unchecked Sendable {
     func start(transport: PeerTransport) {
         self.transport = transport
         syncMembership()
-        loopTask = Task { await self.loop() }
+        // On the peer transport's event loop (`EventLoopTaskExecutor`): inputs from peers and the
+        // frames a turn sends stay on one thread.
+        loopTask = Task(executorPreference: EventLoopTaskExecutor(transport.group.next())) { await self.loop() }
         let period = UInt64(config.tickMillis) * 1_000_000
         tickTask = Task {
             while !Task.isCancelled {
