@@ -147,6 +147,17 @@ extension RaftHost {
         requests.replacedBySnapshot(through: snapshot.index)
         logger.info("installed snapshot from leader", metadata: [
             "index": "\(snapshot.index)", "seconds": "\(ContinuousClock.now - started)"])
-        for handler in stateReplacedHandlers.withLock({ $0 }) { handler() }
+        // The handlers block until listeners are resynchronised (the fan-out feed's `sync`): on a
+        // thread of their own, so the loop's event loop goes on reading peers (heartbeats queue in
+        // order with the ticks) while the loop waits here and applies nothing later meanwhile.
+        let handlers = stateReplacedHandlers.withLock { $0 }
+        if !handlers.isEmpty {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    for handler in handlers { handler() }
+                    done.resume()
+                }
+            }
+        }
     }
 }
