@@ -126,7 +126,9 @@ extension RaftHost {
         guard snapshot.index > store.appliedIndex else { return }
         let started = ContinuousClock.now
         do {
-            try staging.finish()
+            // The staged file's fsync can take long for a big snapshot: off the loop's event loop.
+            let staging = self.staging
+            try await Self.offLoop { try staging.finish() }
             try await store.installSnapshot(file: staging.path)
             guard store.appliedIndex == snapshot.index else {
                 throw StorageError.corrupt("snapshot file holds index \(store.appliedIndex), expected \(snapshot.index)")
@@ -147,17 +149,18 @@ extension RaftHost {
         requests.replacedBySnapshot(through: snapshot.index)
         logger.info("installed snapshot from leader", metadata: [
             "index": "\(snapshot.index)", "seconds": "\(ContinuousClock.now - started)"])
-        // The handlers block until listeners are resynchronised (the fan-out feed's `sync`): on a
-        // thread of their own, so the loop's event loop goes on reading peers (heartbeats queue in
-        // order with the ticks) while the loop waits here and applies nothing later meanwhile.
+        // The handlers block until listeners are resynchronised (the fan-out feed's `sync`): off
+        // the loop's event loop, which goes on reading peers while the loop waits here (and
+        // applies nothing later meanwhile).
         let handlers = stateReplacedHandlers.withLock { $0 }
-        if !handlers.isEmpty {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread {
-                    for handler in handlers { handler() }
-                    done.resume()
-                }
-            }
+        if !handlers.isEmpty { try? await Self.offLoop { for handler in handlers { handler() } } }
+    }
+
+    /// Runs blocking `work` on a thread of its own while the loop awaits it: the loop runs on the
+    /// peer transport's event loop, which must go on reading peers meanwhile.
+    static func offLoop(_ work: @escaping @Sendable () throws -> Void) async throws {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            Thread.detachNewThread { done.resume(with: Result { try work() }) }
         }
     }
 }
