@@ -16,6 +16,11 @@ public struct StoreOptions: Sendable {
     public static let singleNodeLogRetention: UInt64 = 0
     /// At most this many old log entries are deleted per write transaction.
     public var compactionPerCommit: Int = 4_096
+    /// Old log entries are deleted once at least this many are due, not a few in every commit:
+    /// a deletion dirties the log's first leaf (and its branch), one or two of the ~6–10 pages a
+    /// small commit writes and fsyncs. The log then holds up to `logRetention` plus this many
+    /// applied entries. (Retention 0 writes no rows: nothing to batch there.)
+    public var compactionMinimum: UInt64 = 512
     /// Group commit: at most this many entries per LMDB transaction… (a commit's page write-out
     /// and fsync cost about the same for 1,024 or 4,096 small writes over a hot key range, so
     /// larger batches raise throughput under load; under light load batches stay small anyway)

@@ -229,7 +229,7 @@ final class Writer: @unchecked Sendable {
         if last > retain {
             let upTo = min(a, last - retain)
             var n = 0
-            if first <= upTo {
+            if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
                 // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
                 let c = try t.cursor(tables.log)

@@ -159,6 +159,7 @@ import Testing
     @Test func compactionKeepsTail() async throws {
         var o = smallOptions()
         o.logRetention = 10
+        o.compactionMinimum = 1
         let s = try openStore(tempDir(), o)
         for i in 0..<40 { try await s.set("/k", "\(i)") }
         #expect(s.lastLogIndex == 40)
@@ -166,6 +167,26 @@ import Testing
         #expect(try s.entries(from: 1).map(\.index) == Array(31...40))
         #expect(try s.term(at: 5) == nil && s.term(at: 35) == 0)
         #expect(s.metrics.compactedEntries == 30)
+    }
+
+    /// Old entries go in batches of at least `compactionMinimum`: at 18, 26 and 34 entries
+    /// (8 due each time), not at 40 (6 due); the log never holds more than retention + minimum.
+    @Test func compactionWaitsForAWholeBatch() async throws {
+        var o = smallOptions()
+        o.logRetention = 10
+        o.compactionMinimum = 8
+        let s = try openStore(tempDir(), o)
+        var longest: UInt64 = 0
+        for i in 0..<40 {
+            try await s.set("/k", "\(i)")
+            longest = max(longest, s.lastLogIndex - s.firstLogIndex + 1)
+            if i == 16 { #expect(s.firstLogIndex == 1) }
+            if i == 17 { #expect(s.firstLogIndex == 9) }
+        }
+        #expect(s.firstLogIndex == 25 && s.lastLogIndex == 40)
+        #expect(try s.entries(from: 1).map(\.index) == Array(25...40))
+        #expect(s.metrics.compactedEntries == 24)
+        #expect(longest <= 10 + 8)
     }
 
     /// A single node (retention 0) keeps no applied entries, and restarts from its applied state
