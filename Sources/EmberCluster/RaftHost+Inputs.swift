@@ -65,8 +65,9 @@ extension RaftHost {
 
     /// The leader fixes the entry's timestamp (what `{".sv":"timestamp"}` resolves to on every
     /// replica). Kept monotonic on this leader so server timestamps never go backwards here.
-    /// Forwarded writes are validated again here: an entry the store would refuse to append
-    /// must never reach the log (appending is fail-stop).
+    /// Forwarded writes are validated again here (the follower that took one may run another
+    /// version): this is the last check an entry gets, since every replica appends the leader's
+    /// entries unchecked (`append(validated:)`).
     func stamp(_ payload: [UInt8], validate: Bool = true) throws -> [UInt8] {
         if validate {
             let entry = try EmberStorage.LogEntry(decoding: payload)

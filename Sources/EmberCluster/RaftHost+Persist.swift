@@ -57,8 +57,12 @@ extension RaftHost {
                     let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
                     // A future leader keeps server timestamps monotonic across the log.
                     lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
-                    if index > 0 { return try await store.appendAndApply(entries: entries, encoded: encoded, through: index) }
-                    try await store.append(entries: entries, encoded: encoded)
+                    // Every entry was checked where it was proposed (`payload(for:)`, `stamp`):
+                    // not again here, nor on every follower.
+                    if index > 0 {
+                        return try await store.appendAndApply(entries: entries, encoded: encoded, through: index, validated: true)
+                    }
+                    try await store.append(entries: entries, encoded: encoded, validated: true)
                 } catch {
                     fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index), apply through \(index)", error)
                 }

@@ -117,11 +117,12 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
         }
         let op = LMDBDataStore.operation(for: request)
-        do { _ = try local.storage.validate(namespace: request.namespace, operation: op) } catch let e as StorageError {
+        do {
+            return try local.storage.validatedEntry(namespace: request.namespace, operation: op,
+                                                    auth: request.identity.writeAuth, writer: request.writer)
+        } catch let e as StorageError {
             throw LMDBDataStore.translate(e)
         }
-        return EmberStorage.LogEntry(index: 0, term: 0, namespace: request.namespace, operation: op, timestamp: 0,
-                                     auth: request.identity.writeAuth, writer: request.writer).encoded()
     }
 
     /// Wire-protocol bursts go to the driver without a task or a wait per write; their outcomes

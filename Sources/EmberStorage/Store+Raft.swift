@@ -12,13 +12,21 @@ import EmberCore
 /// Hard state (`term`, `votedFor`) is persisted with `setHardState` before answering votes.
 extension EmberStore {
     /// `encoded`, when given, holds each entry's encoding (a Raft host has it from the wire:
-    /// the entry is then not encoded again).
-    public func append(entries: [LogEntry], encoded: [[UInt8]]? = nil) async throws {
+    /// the entry is then not encoded again). `validated`: the caller has already checked every
+    /// entry's write as `validate` does (a Raft host checks a write once, where it is proposed;
+    /// its followers append the leader's entries unchecked). Otherwise each is checked here.
+    public func append(entries: [LogEntry], encoded: [[UInt8]]? = nil, validated: Bool = false) async throws {
+        try check(entries, validated: validated)
+        try await perform { w in try w.append(entries, encoded: encoded) }
+    }
+
+    /// The namespace of every entry (cheap; a bad one could not be stored), and unless
+    /// `validated` the whole write (building its nodes and encoding it: ~5 µs for a small one).
+    private func check(_ entries: [LogEntry], validated: Bool) throws {
         for e in entries {
             try KeyCodec.validateNamespace(e.namespace)
-            _ = try validate(namespace: e.namespace, operation: e.operation)
+            if !validated { _ = try validate(namespace: e.namespace, operation: e.operation) }
         }
-        try await perform { w in try w.append(entries, encoded: encoded) }
     }
 
     /// Applies log entries up to `index` (bounded by the last log index); returns their results.
@@ -40,11 +48,9 @@ extension EmberStore {
     /// of the apply in ONE transaction: a Raft host's turn then costs one fsync instead of two.
     /// Entries are appended first, so `index` may reach into them.
     @discardableResult
-    public func appendAndApply(entries: [LogEntry], encoded: [[UInt8]]? = nil, through index: UInt64) async throws -> [WriteResult] {
-        for e in entries {
-            try KeyCodec.validateNamespace(e.namespace)
-            _ = try validate(namespace: e.namespace, operation: e.operation)
-        }
+    public func appendAndApply(entries: [LogEntry], encoded: [[UInt8]]? = nil, through index: UInt64,
+                               validated: Bool = false) async throws -> [WriteResult] {
+        try check(entries, validated: validated)
         return try await perform { w in try w.appendAndApply(entries, encoded: encoded, through: index) }
     }
 

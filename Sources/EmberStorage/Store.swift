@@ -274,6 +274,13 @@ public final class EmberStore: @unchecked Sendable {
         try prepare(namespace: namespace, operation: operation).encoded.count
     }
 
+    /// `validate`, returning the checked write's log entry (index, term and timestamp 0, for
+    /// the leader to stamp): a cluster node checks and encodes a client write in one pass.
+    public func validatedEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
+                               writer: WriterStamp?) throws -> [UInt8] {
+        try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer).encoded
+    }
+
     /// The one full check of a write (keys, depth, sizes, server values),
     /// keeping what it computed so the writer does not redo it: the encoded entry and, when the
     /// write holds no server values, the nodes to write.

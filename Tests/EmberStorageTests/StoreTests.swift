@@ -340,6 +340,27 @@ import Testing
         #expect(try await leader.hardState() == HardState(term: 3, votedFor: "n1"))
     }
 
+    /// A Raft host checks a write once, where it is proposed, and appends unchecked
+    /// (`validated: true`); unchecked, `append` refuses a bad write and logs nothing. A bad
+    /// entry that is logged anyway is rejected when applied, the same way on every replica.
+    @Test func appendChecksEntriesUnlessTheCallerDid() async throws {
+        func entry(_ index: UInt64, _ value: String) -> LogEntry {
+            LogEntry(index: index, term: 1, namespace: "t", operation: .set(path: p("/k"), value: j(value), condition: nil), timestamp: 0)
+        }
+        let bad = #"{"a.b": 1}"#  // "." is not allowed in a key
+        let a = try openStore(), b = try openStore()
+        await #expect(throws: StorageError.self) { try await a.append(entries: [entry(1, bad)]) }
+        #expect(a.lastLogIndex == 0)
+        for s in [a, b] {
+            try await s.append(entries: [entry(1, "1"), entry(2, bad)], validated: true)
+            let results = try await s.appendAndApply(entries: [entry(3, "3")], through: 3, validated: true)
+            #expect(results.map(\.index) == [1, 2, 3])
+            guard case .rejected = results[1].outcome else { Issue.record("entry 2: \(results[1].outcome)"); continue }
+            #expect(try s.get("/k").leaf == .int(3))
+        }
+        #expect(try a.stateHash() == b.stateHash())
+    }
+
     @Test func concurrentReadersDuringWrites() async throws {
         let s = try openStore()
         try await s.set("/", #"{"n": 0}"#)
