@@ -7,9 +7,9 @@ import Foundation
 /// on storage errors.
 extension RaftHost {
     /// Applies committed entries (already durable in the store's log) and answers their requests.
-    func applyCommitted(through index: UInt64) async {
+    func applyCommitted(through index: UInt64, metaSync: Bool = true) async {
         let results: [WriteResult]
-        do { results = try await store.applyCommitted(through: index) } catch {
+        do { results = try await store.applyCommitted(through: index, metaSync: metaSync) } catch {
             fatalStorage("apply through \(index)", error)
         }
         answer(results)

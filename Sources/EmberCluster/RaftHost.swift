@@ -263,7 +263,13 @@ final class RaftHost: @unchecked Sendable {
             // out before the apply's fsync, so followers apply (and answer) in parallel with us.
             await flush()
             for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
-            if applyThrough > 0 { await applyCommitted(through: applyThrough) }
+            // With nothing else waiting (an idle node: this apply is most of the way from the
+            // commit to listeners), the apply's commit skips the meta page's sync; under load it
+            // syncs as every commit does (EmberStore.applyCommitted).
+            if applyThrough > 0 {
+                let idle = inbox.withLock { $0.items.isEmpty }
+                await applyCommitted(through: applyThrough, metaSync: !idle)
+            }
         }
         for action in actions {
             switch action {

@@ -422,7 +422,16 @@ final class Writer: @unchecked Sendable {
         try pendingVersions?.flush(tables, t)
     }
 
-    func applyCommitted(through target: UInt64) throws -> [WriteResult] {
+    /// `metaSync` false: the commits skip LMDB's meta-page sync (see `EmberStore.applyCommitted`).
+    func applyCommitted(through target: UInt64, metaSync: Bool = true) throws -> [WriteResult] {
+        guard !metaSync && store.options.durable else { return try applyCommittedBatches(through: target) }
+        // The writer thread is the only one that changes the environment's flags.
+        try check(mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 1))
+        defer { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 0) }
+        return try applyCommittedBatches(through: target)
+    }
+
+    private func applyCommittedBatches(through target: UInt64) throws -> [WriteResult] {
         let end = min(target, lastIndex)
         var all: [WriteResult] = []
         while applied < end {

@@ -1,3 +1,4 @@
+import CLMDB
 import EmberCore
 import Foundation
 import Testing
@@ -359,6 +360,39 @@ import Testing
             #expect(try s.get("/k").leaf == .int(3))
         }
         #expect(try a.stateHash() == b.stateHash())
+    }
+
+    /// An apply without the meta page's sync (`metaSync: false`, an idle Raft host's apply-only
+    /// commit) applies the same as a synced one, leaves the environment's flags as they were
+    /// (the next commit is fully synced), and its state is there after a reopen.
+    @Test func anApplyWithoutMetaSyncAppliesTheSameAndRestoresTheFlags() async throws {
+        func entries() -> [LogEntry] {
+            (1...6).map { LogEntry(index: UInt64($0), term: 1, namespace: "t", operation: .set(path: p("/k\($0 % 3)"), value: j("\($0)"), condition: nil), timestamp: 0) }
+        }
+        func flags(_ s: EmberStore) -> UInt32 {
+            var f: UInt32 = 0
+            _ = mdb_env_get_flags(s.env, &f)
+            return f
+        }
+        let dirA = tempDir()
+        var hash = ""
+        do {
+            let a = try openStore(dirA), b = try openStore()
+            let before = flags(a)
+            #expect(before & UInt32(MDB_NOMETASYNC) == 0)
+            for s in [a, b] { try await s.append(entries: entries()) }
+            let unsynced = try await a.applyCommitted(through: 4, metaSync: false)
+            let synced = try await b.applyCommitted(through: 4)
+            #expect(unsynced.map(\.index) == synced.map(\.index) && a.appliedIndex == 4)
+            #expect(flags(a) == before)
+            try await a.applyCommitted(through: 6, metaSync: false)
+            try await b.applyCommitted(through: 6)
+            #expect(try a.stateHash() == b.stateHash())
+            hash = try a.stateHash()
+            a.close()
+        }
+        let reopened = try openStore(dirA)
+        #expect(try reopened.appliedIndex == 6 && reopened.stateHash() == hash)
     }
 
     @Test func concurrentReadersDuringWrites() async throws {
