@@ -30,13 +30,13 @@ extension EmberStore {
     }
 
     /// Applies log entries up to `index` (bounded by the last log index); returns their results.
-    @discardableResult
     /// `metaSync` false: the transactions skip the meta page's sync (`MDB_NOMETASYNC`: the file
     /// stays consistent, the meta page reaches the disk with the next synced commit). Safe for
     /// entries already durable in the log: a system crash that undid the apply would have the
     /// node apply them again at restart. It shortens an idle follower's path from a commit to its
     /// listeners, but under load the unsynced meta page is written back with the next commit and
     /// can hold up the next write to its slot (REST in a cluster lost 9–17 %): for idle moments.
+    @discardableResult
     public func applyCommitted(through index: UInt64, metaSync: Bool = true) async throws -> [WriteResult] {
         try await perform { w in try w.applyCommitted(through: index, metaSync: metaSync) }
     }
