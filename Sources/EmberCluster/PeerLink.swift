@@ -110,8 +110,37 @@ final class PeerLink: Sendable {
         }
         if let moveTo { moveTo.eventLoop.execute { self.drain(moveTo) }; return }
         guard !frames.isEmpty else { return }
-        for frame in frames { channel.write(frame, promise: nil) }
+        for run in Self.coalesced(frames, allocator: channel.allocator) { channel.write(run, promise: nil) }
         channel.flush()
+    }
+
+    /// Bytes of small frames joined into one channel write. NIOSSL encrypts each write as its own
+    /// TLS record (one `SSL_write`, one AEAD seal, 29 bytes of framing); a turn's acks, appends and
+    /// results to one peer are a handful of small frames.
+    static let coalesceBytes = 64 << 10
+
+    /// `frames` in order, runs of small ones copied into one buffer each (at most `coalesceBytes`);
+    /// a frame at least that large stays a write of its own.
+    static func coalesced(_ frames: [ByteBuffer], allocator: ByteBufferAllocator) -> [ByteBuffer] {
+        guard frames.count > 1 else { return frames }
+        var out: [ByteBuffer] = []
+        var run: ByteBuffer? = nil
+        for frame in frames {
+            if frame.readableBytes >= coalesceBytes {
+                if let r = run { out.append(r); run = nil }
+                out.append(frame)
+                continue
+            }
+            if let r = run, r.readableBytes + frame.readableBytes > coalesceBytes {
+                out.append(r)
+                run = nil
+            }
+            if run == nil { run = allocator.buffer(capacity: min(coalesceBytes, frame.readableBytes * 4)) }
+            var f = frame
+            run!.writeBuffer(&f)
+        }
+        if let r = run { out.append(r) }
+        return out
     }
 
     func close() {

@@ -116,10 +116,15 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
         }
-        let op = LMDBDataStore.operation(for: request)
+        return try checkedEntry(namespace: request.namespace, operation: LMDBDataStore.operation(for: request),
+                                auth: request.identity.writeAuth, writer: request.writer)
+    }
+
+    /// One pass checks an operation and encodes its log entry; a refusal becomes the client's error.
+    func checkedEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
+                      writer: WriterStamp? = nil) throws -> [UInt8] {
         do {
-            return try local.storage.validatedEntry(namespace: request.namespace, operation: op,
-                                                    auth: request.identity.writeAuth, writer: request.writer)
+            return try local.storage.validatedEntry(namespace: namespace, operation: operation, auth: auth, writer: writer)
         } catch let e as StorageError {
             throw LMDBDataStore.translate(e)
         }
@@ -143,11 +148,7 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
     }
 
     public func setRules(namespace: String, text: String) async throws {
-        let op = WriteOperation.setRules(text: text)
-        do { _ = try local.storage.validate(namespace: namespace, operation: op) } catch let e as StorageError {
-            throw LMDBDataStore.translate(e)
-        }
-        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: namespace, operation: op, timestamp: 0).encoded()
+        let payload = try checkedEntry(namespace: namespace, operation: .setRules(text: text), auth: .admin)
         if case .rejected(let e) = try await propose(payload).outcome { throw LMDBDataStore.translate(e) }
     }
 
@@ -156,12 +157,7 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; connect to a member")
         }
-        let operation = WriteOperation.onDisconnect(op)
-        do { _ = try local.storage.validate(namespace: namespace, operation: operation) } catch let e as StorageError {
-            throw LMDBDataStore.translate(e)
-        }
-        let payload = EmberStorage.LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0,
-                                            auth: identity.writeAuth).encoded()
+        let payload = try checkedEntry(namespace: namespace, operation: .onDisconnect(op), auth: identity.writeAuth)
         return try LMDBDataStore.onDisconnectOutcome(try await propose(payload))
     }
 

@@ -76,8 +76,12 @@ extension RaftNode {
     }
 
     /// Peers the leader sends to: the voters, plus removed peers until their removal commits.
+    /// Sorted (replays stay deterministic); built without sets, as it runs on every broadcast.
     var replicationTargets: [NodeID] {
-        Set(membership.voters).union(progress.keys).subtracting([id]).sorted()
+        var out = progress.keys.filter { $0 != id }
+        for v in membership.voters where v != id && progress[v] == nil { out.append(v) }
+        out.sort()
+        return out
     }
 
     /// Leadership transfer (thesis 3.10): bring the target up to date, then send TimeoutNow.

@@ -1,5 +1,6 @@
 import EmberRaft
 import Foundation
+import NIOCore
 import Testing
 
 @testable import EmberCluster
@@ -102,6 +103,38 @@ import Testing
                 _ = try? PeerFrameCodec.decode(m)  // any result but a crash
             }
         }
+    }
+
+    /// A drain's frames joined into fewer writes: the byte stream (what the peer decodes) is the
+    /// same, small frames share a write up to the limit, a large frame is a write of its own.
+    @Test func coalescedFramesKeepTheStreamAndTheLimit() throws {
+        let allocator = ByteBufferAllocator()
+        let big = PeerFrame.forward(ForwardRequest(from: "n3", requestID: 1, payload: [UInt8](repeating: 7, count: PeerLink.coalesceBytes)))
+        let sequence = Self.frames + [big] + Self.frames + Self.frames + [big, big] + Self.frames
+        // Enough small frames to pass the limit between the large ones.
+        let frames = try (sequence + Array(repeating: Self.frames, count: 400).flatMap { $0 }).map {
+            allocator.buffer(bytes: try PeerFrameCodec.frame($0))
+        }
+        let runs = PeerLink.coalesced(frames, allocator: allocator)
+        #expect(runs.count < frames.count)
+        #expect(runs.flatMap { $0.readableBytesView } == frames.flatMap { $0.readableBytesView })
+        for run in runs {
+            // Either one frame (a large one alone) or a run within the limit.
+            #expect(run.readableBytes <= PeerLink.coalesceBytes || frames.contains(run))
+        }
+        #expect(runs.filter { $0.readableBytes > PeerLink.coalesceBytes }.count == 3)
+        // The peer's decoder reads the same frames back out of the joined stream.
+        var stream = runs.flatMap { $0.readableBytesView }[...]
+        var decoded: [PeerFrame] = []
+        while let n = try PeerFrameCodec.bodyLength(Array(stream.prefix(PeerFrameCodec.headerBytes))) {
+            let body = stream.dropFirst(PeerFrameCodec.headerBytes).prefix(n)
+            decoded.append(try PeerFrameCodec.decode(Array(body)))
+            stream = stream.dropFirst(PeerFrameCodec.headerBytes + n)
+        }
+        #expect(decoded.count == frames.count)
+        #expect(decoded.first == sequence.first && decoded.last == Self.frames.last)
+        // A single frame is passed through untouched.
+        #expect(PeerLink.coalesced([frames[0]], allocator: allocator) == [frames[0]])
     }
 
     @Test func oversizedLengthPrefixIsRejected() throws {
