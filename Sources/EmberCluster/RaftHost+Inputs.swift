@@ -70,8 +70,7 @@ extension RaftHost {
     /// entries unchecked (`append(validated:)`).
     func stamp(_ payload: [UInt8], validate: Bool = true) throws -> [UInt8] {
         if validate {
-            let entry = try EmberStorage.LogEntry(decoding: payload)
-            _ = try store.validate(namespace: entry.namespace, operation: entry.operation)
+            try store.validate(entry: try EmberStorage.LogEntry(decoding: payload), encodedBytes: payload.count)
         }
         let wall = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         lastStamp = max(lastStamp, wall)

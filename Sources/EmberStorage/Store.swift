@@ -285,9 +285,32 @@ public final class EmberStore: @unchecked Sendable {
     /// keeping what it computed so the writer does not redo it: the encoded entry and, when the
     /// write holds no server values, the nodes to write.
     func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil) throws -> PreparedWrite {
+        let nodes = try checkOperation(namespace: namespace, operation: operation)
+        let encoded = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth,
+                               writer: writer).encoded()
+        try checkSize(encoded.count)
+        return PreparedWrite(encoded: encoded, nodes: nodes)
+    }
+
+    /// The checks of `prepare` for an entry that arrives encoded (a write forwarded to the
+    /// leader): its size is the size it arrived with, so it is not encoded again.
+    public func validate(entry: LogEntry, encodedBytes: Int) throws {
+        _ = try checkOperation(namespace: entry.namespace, operation: entry.operation)
+        try checkSize(encodedBytes)
+    }
+
+    private func checkSize(_ bytes: Int) throws {
+        guard bytes <= options.maxEntryBytes else {
+            throw StorageError.entryTooLarge(bytes: bytes, limit: options.maxEntryBytes)
+        }
+    }
+
+    /// Everything but the entry's size; returns the nodes to write when the write holds no
+    /// server values (those are resolved at apply time).
+    private func checkOperation(namespace: String, operation: WriteOperation) throws -> [Node]? {
         try KeyCodec.validateNamespace(namespace)
         var nodes: [Node]? = []
-        func check(_ path: Path, _ json: JSON) throws {
+        func checkValue(_ path: Path, _ json: JSON) throws {
             do {
                 if ServerValues.containsPlaceholder(json) {
                     // Resolved again at apply time against the data there (with the entry's time).
@@ -313,10 +336,11 @@ public final class EmberStore: @unchecked Sendable {
                 guard OnDisconnectOperation.isRegistrable(write) else {
                     throw StorageError.invalid(.invalidData("onDisconnect registers an unconditional set or update"))
                 }
-                // The write is checked as it will be applied when it runs.
-                _ = try prepare(namespace: namespace, operation: write, auth: auth)
+                // The write is checked as it will be applied when it runs (the entry holding it
+                // is at least as large, so its size is checked with that entry's).
+                _ = try checkOperation(namespace: namespace, operation: write)
             }
-        case .set(let p, let v, _): try check(p, v)
+        case .set(let p, let v, _): try checkValue(p, v)
         case .update(let p, let parts, _):
             guard parts.count <= options.maxUpdateParts else {
                 throw StorageError.invalid(.tooLarge("An update may have at most \(options.maxUpdateParts) paths"))
@@ -325,14 +349,9 @@ public final class EmberStore: @unchecked Sendable {
             for (a, b) in zip(sorted, sorted.dropFirst()) where a.contains(b) {
                 throw StorageError.invalid(.invalidData("Path \(p.appending(a)) is an ancestor of \(p.appending(b)) in the same update"))
             }
-            for (rel, v) in parts { try check(p.appending(rel), v) }
+            for (rel, v) in parts { try checkValue(p.appending(rel), v) }
         }
-        let encoded = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth,
-                               writer: writer).encoded()
-        guard encoded.count <= options.maxEntryBytes else {
-            throw StorageError.entryTooLarge(bytes: encoded.count, limit: options.maxEntryBytes)
-        }
-        return PreparedWrite(encoded: encoded, nodes: nodes)
+        return nodes
     }
 
     /// Leader-less single-node write: validates, queues for group commit, assigns the next log

@@ -362,6 +362,41 @@ import Testing
         #expect(try a.stateHash() == b.stateHash())
     }
 
+    /// The leader's check of a forwarded entry (`validate(entry:encodedBytes:)`, no second
+    /// encoding) refuses exactly what the full check refuses, and judges size by the bytes given.
+    @Test func anEncodedEntryIsCheckedLikeTheWriteItCameFrom() throws {
+        var options = smallOptions()
+        options.maxUpdateParts = 2
+        let s = try openStore(tempDir(), options)
+        let operations: [(String, WriteOperation)] = [
+            ("t", .set(path: p("/k"), value: j(#"{"a": 1, "b": {".sv": "timestamp"}}"#), condition: nil)),
+            ("t", .set(path: p("/k"), value: j(#"{"a.b": 1}"#), condition: nil)),
+            ("t", .update(path: p("/u"), values: [(p("/a"), j("1")), (p("/b"), j("2"))], condition: nil)),
+            ("t", .update(path: p("/u"), values: [(p("/a"), j("1")), (p("/b"), j("2")), (p("/c"), j("3"))], condition: nil)),
+            ("t", .update(path: p("/u"), values: [(p("/a"), j("1")), (p("/a/b"), j("2"))], condition: nil)),
+            ("t", .setRules(text: #"{"rules": {".read": true}}"#)),
+            ("t", .setRules(text: #"{"rules": {".read": "auth."}}"#)),
+            ("bad/ns", .set(path: p("/k"), value: j("1"), condition: nil)),
+            ("t", .onDisconnect(.register(session: OnDisconnectSession(node: "n1", incarnation: "i1", id: "c-1"), write: .set(path: p("/k"), value: j(#"{"$x": 1}"#), condition: nil)))),
+        ]
+        var refused = 0
+        for (ns, op) in operations {
+            let entry = LogEntry(index: 0, term: 0, namespace: ns, operation: op, timestamp: 0)
+            let full = Result { try s.validate(namespace: ns, operation: op) }
+            let fromBytes = Result { try s.validate(entry: entry, encodedBytes: entry.encoded().count) }
+            switch (full, fromBytes) {
+            case (.success, .success): break
+            case (.failure(let a), .failure(let b)): refused += 1; #expect("\(a)" == "\(b)")
+            default: Issue.record("\(op): full check \(full), encoded check \(fromBytes)")
+            }
+        }
+        #expect(refused == 6)
+        let entry = LogEntry(index: 0, term: 0, namespace: "t", operation: operations[0].1, timestamp: 0)
+        #expect(throws: StorageError.entryTooLarge(bytes: options.maxEntryBytes + 1, limit: options.maxEntryBytes)) {
+            try s.validate(entry: entry, encodedBytes: options.maxEntryBytes + 1)
+        }
+    }
+
     /// An apply without the meta page's sync (`metaSync: false`, an idle Raft host's apply-only
     /// commit) applies the same as a synced one, leaves the environment's flags as they were
     /// (the next commit is fully synced), and its state is there after a reopen.
