@@ -31,55 +31,77 @@ extension RaftHost {
         transport.send(.forwardBatch(ForwardBatch(from: node.id, batchID: batch.id, payloads: batch.writes.map(\.payload))), to: leader)
     }
 
-    /// The leader proposes its queue in order; a refused proposal (a leadership transfer under
-    /// way) stops the run and keeps the rest queued for the next turn.
+    /// Most queued writes one proposal takes (a turn proposes the rest in further steps).
+    static let maxProposalBatch = 1_024
+
+    /// The leader proposes its queue in order, in batches (one step, one AppendEntries per
+    /// follower for many writes); a refused proposal (a leadership transfer under way) stops the
+    /// run and keeps the rest queued for the next turn.
     func proposeQueued() -> [Action] {
         var actions: [Action] = []
-        while let w = requests.forwarding.first {
-            let stamped: [UInt8]
-            // Validated by the front already (ReplicatedDataStore.write).
-            do { stamped = try stamp(w.payload, validate: false) } catch {
+        while !requests.forwarding.isEmpty {
+            var writes: [PendingWrite] = []
+            var stamped: [[UInt8]] = []
+            while writes.count < Self.maxProposalBatch, let w = requests.forwarding.first {
                 requests.forwarding.removeFirst()
-                w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
-                continue
+                // Validated by the front already (ReplicatedDataStore.write).
+                do { stamped.append(try stamp(w.payload, validate: false)) } catch {
+                    w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
+                    continue
+                }
+                writes.append(w)
             }
-            let stepped = step(.propose(stamped))
-            guard let (index, term) = stepped.acceptedProposal else { return actions + stepped }
-            requests.forwarding.removeFirst()
-            requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
+            guard !writes.isEmpty else { break }
+            let stepped = step(.proposeBatch(stamped))
+            let accepted = stepped.acceptedProposals
+            guard accepted.count == writes.count else {
+                assert(accepted.isEmpty, "a batch is proposed whole or not at all")
+                requests.forwarding.requeueFront(writes)
+                return actions + stepped
+            }
+            for (w, (index, term)) in zip(writes, accepted) {
+                requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
+            }
             actions += stepped
         }
         return actions
     }
 
-    /// A follower's batch: proposed in order, answered in one frame. Once one write is bounced
-    /// (not leading), every later one is too, so the follower resends them after it, in order.
+    /// A follower's batch: proposed in order as one Raft proposal, answered in one frame. If the
+    /// proposal is refused (not leading), every write is bounced and the follower resends them,
+    /// in order. A write that fails its check is refused alone.
     func serveForwardBatch(_ batch: ForwardBatch) -> [Action] {
-        var results: [ForwardResult] = []
-        results.reserveCapacity(batch.payloads.count)
+        var results: [ForwardResult?] = Array(repeating: nil, count: batch.payloads.count)
         var actions: [Action] = []
-        var bounced: ForwardResult? = node.role == .leader ? nil : .notLeader(hint: node.leaderID)
-        for payload in batch.payloads {
-            if let bounced {
-                results.append(bounced)
-                continue
+        if node.role == .leader {
+            var positions: [Int] = []
+            var stamped: [[UInt8]] = []
+            positions.reserveCapacity(batch.payloads.count)
+            stamped.reserveCapacity(batch.payloads.count)
+            for (k, payload) in batch.payloads.enumerated() {
+                do { stamped.append(try stamp(payload)) } catch {
+                    results[k] = .refused("invalid write: \(error)")
+                    continue
+                }
+                positions.append(k)
             }
-            let stamped: [UInt8]
-            do { stamped = try stamp(payload) } catch {
-                results.append(.refused("invalid write: \(error)"))
-                continue
+            // The frame's own limits bound the batch (ForwardQueue.nextBatch on the sender).
+            if !stamped.isEmpty {
+                let stepped = step(.proposeBatch(stamped))
+                let accepted = stepped.acceptedProposals
+                if accepted.count == positions.count {
+                    for (k, (index, term)) in zip(positions, accepted) { results[k] = .accepted(index: index, term: term) }
+                } else {
+                    assert(accepted.isEmpty, "a batch is proposed whole or not at all")
+                    let bounced = ForwardResult.notLeader(hint: stepped.rejectionHint)
+                    for k in positions { results[k] = bounced }
+                }
+                actions += stepped
             }
-            let stepped = step(.propose(stamped))
-            if let (index, term) = stepped.acceptedProposal {
-                results.append(.accepted(index: index, term: term))
-            } else {
-                let b = ForwardResult.notLeader(hint: stepped.rejectionHint)
-                bounced = b
-                results.append(b)
-            }
-            actions += stepped
         }
-        transport.send(.forwardBatchReply(ForwardBatchReply(from: node.id, batchID: batch.batchID, results: results)), to: batch.from)
+        let bounced = ForwardResult.notLeader(hint: node.leaderID)
+        transport.send(.forwardBatchReply(ForwardBatchReply(from: node.id, batchID: batch.batchID,
+                                                            results: results.map { $0 ?? bounced })), to: batch.from)
         return actions
     }
 
@@ -104,10 +126,11 @@ extension RaftHost {
 }
 
 extension Array where Element == Action {
-    /// The (index, term) a `propose` step appended at, if it did.
-    var acceptedProposal: (UInt64, UInt64)? {
-        for case .proposalAccepted(let index, let term) in self { return (index, term) }
-        return nil
+    /// The (index, term) of each command a `proposeBatch` step appended, in order.
+    var acceptedProposals: [(UInt64, UInt64)] {
+        var out: [(UInt64, UInt64)] = []
+        for case .proposalAccepted(let index, let term) in self { out.append((index, term)) }
+        return out
     }
 
     /// The leader a refused `propose` step named.

@@ -7,6 +7,11 @@ public enum Event: Sendable, Hashable {
     case receive(Message)
     /// Append an application command (leader only; otherwise rejected with a leader hint).
     case propose([UInt8])
+    /// Append several application commands, in order, as one proposal: one `.proposalAccepted`
+    /// per command (consecutive indexes), or one `.proposalRejected` per command when none could
+    /// be appended. Followers get them in one AppendEntries (as far as the message limits
+    /// allow) instead of one message per command, and answer once. Must not be empty.
+    case proposeBatch([[UInt8]])
     /// Propose a single-server membership change (leader only, one pending at a time).
     /// `context` is opaque host data stored in the config entry after the voter set (e.g. the
     /// members' addresses), so every replica learns it with the change; see `ConfigEntry`.

@@ -15,6 +15,23 @@ extension RaftNode {
         if role == .leader { broadcastAppend() }
     }
 
+    /// `Event.proposeBatch`: all of `batch` or none of it. One broadcast for the whole batch: a
+    /// proposal at a time would send each follower an AppendEntries per command (and get an
+    /// answer to each), which under load was most of a leader's Raft work.
+    mutating func propose(batch: [[UInt8]]) {
+        precondition(!batch.isEmpty, "an empty proposal batch")
+        let refusal: ProposalRejection? =
+            role != .leader ? .notLeader(leaderHint: leaderID) : leadTransferee != nil ? .transferInProgress : nil
+        if let refusal {
+            for _ in batch { out.other.append(.proposalRejected(refusal)) }
+            return
+        }
+        for entry in appendAsLeader(normal: batch) {
+            out.other.append(.proposalAccepted(index: entry.index, term: entry.term))
+        }
+        if role == .leader { broadcastAppend() }
+    }
+
     /// Single-server change (thesis 4.1): takes effect as soon as it is appended, and only one may
     /// be uncommitted at a time. The leader must also have committed an entry of its own term,
     /// which fixes the known single-server-change bug across leader changes.

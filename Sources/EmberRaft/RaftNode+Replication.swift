@@ -18,6 +18,23 @@ extension RaftNode {
         return entry
     }
 
+    /// Appends `.normal` entries for `batch`, in order: one log append, one persist action, one
+    /// commit check (as `appendAsLeader(kind:data:)` does for a single entry).
+    mutating func appendAsLeader(normal batch: [[UInt8]]) -> [LogEntry] {
+        assert(role == .leader)
+        let first = log.lastIndex + 1
+        var entries: [LogEntry] = []
+        entries.reserveCapacity(batch.count)
+        for (k, data) in batch.enumerated() {
+            entries.append(LogEntry(index: first + UInt64(k), term: term, kind: .normal, data: data))
+        }
+        log.truncateAndAppend(entries)
+        durableIndex = min(durableIndex, first - 1)
+        out.persists.append(.persistEntries(entries))
+        maybeCommit()
+        return entries
+    }
+
     /// Sends whatever each follower is missing (and the current commit index).
     mutating func broadcastAppend() {
         for peer in replicationTargets { replicate(to: peer, sendIfEmpty: true) }

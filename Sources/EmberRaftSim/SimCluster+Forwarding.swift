@@ -67,14 +67,24 @@ extension SimCluster {
         abandon(client: w.client, historyID: w.historyID)
     }
 
-    /// The leader proposes its own queue in order, stopping at the first refusal.
+    /// The leader proposes its own queue in order, as one `.proposeBatch` (as the host does),
+    /// keeping it queued when refused.
     private func proposeQueued(_ i: Int) throws {
-        while let w = hosts[i].forwards.first {
-            lastProposal = nil
-            try step(i, .propose(w.payload))
-            guard case .accepted(let index, let term)? = lastProposal else { return }
-            hosts[i].forwards.removeFirst()
-            hosts[i].pendingWrites[index] = (term, w.opID, w.historyID, w.client)
+        while !hosts[i].forwards.isEmpty {
+            let writes = Array(hosts[i].forwards.waiting.prefix(options.maxForwardBatch))
+            lastProposals = []
+            try step(i, .proposeBatch(writes.map(\.payload)))
+            let accepted: [(UInt64, UInt64)] = lastProposals.compactMap {
+                if case .accepted(let index, let term) = $0 { return (index, term) } else { return nil }
+            }
+            guard accepted.count == writes.count else {
+                guard accepted.isEmpty else { throw fail("a proposal batch was accepted in part") }
+                return
+            }
+            for (w, (index, term)) in zip(writes, accepted) {
+                _ = hosts[i].forwards.removeFirst()
+                hosts[i].pendingWrites[index] = (term, w.opID, w.historyID, w.client)
+            }
         }
     }
 
@@ -89,21 +99,22 @@ extension SimCluster {
                         rng: &rng, lossless: !faultsEnabled)
     }
 
-    /// The receiver of a batch proposes its writes in order if it leads; from the first write it
-    /// cannot propose on, every write is bounced.
+    /// The receiver of a batch proposes its writes as one `.proposeBatch` if it leads; when that
+    /// is refused, or it does not lead, every write is bounced.
     private func serve(_ i: Int, from: NodeID, id: UInt64, _ writes: [SimWrite]) throws {
-        var results: [ForwardResult] = []
-        var bounced: ForwardResult? = hosts[i].node?.role == .leader ? nil : .notLeader(hint: hosts[i].node?.leaderID)
-        for w in writes {
-            if let bounced {
-                results.append(bounced)
-                continue
+        var results: [ForwardResult] = Array(repeating: .notLeader(hint: hosts[i].node?.leaderID), count: writes.count)
+        if hosts[i].node?.role == .leader, !writes.isEmpty {
+            lastProposals = []
+            try step(i, .proposeBatch(writes.map(\.payload)))
+            guard lastProposals.count == writes.count else { throw fail("a proposal batch was answered in part") }
+            if lastProposals.contains(where: { if case .notLeader = $0 { return true } else { return false } }) {
+                guard case .notLeader(let hint) = lastProposals[0],
+                      lastProposals.allSatisfy({ if case .notLeader = $0 { return true } else { return false } })
+                else { throw fail("a proposal batch was accepted in part") }
+                results = Array(repeating: .notLeader(hint: hint), count: writes.count)
+            } else {
+                results = lastProposals
             }
-            lastProposal = nil
-            try step(i, .propose(w.payload))
-            let r = lastProposal ?? .notLeader(hint: nil)
-            if case .notLeader = r { bounced = r }
-            results.append(r)
         }
         forwardNet.send(.reply(from: hosts[i].id, to: from, id: id, results: results), now: now, options: options,
                         rng: &rng, lossless: !faultsEnabled)

@@ -62,8 +62,9 @@ public final class SimCluster {
     }()
     /// Log index each client write was applied at (a write applied twice is a failure).
     var appliedOps: [UInt64: UInt64] = [:]
-    /// The outcome of the last `.propose` stepped (for a forwarded batch served by the leader).
-    var lastProposal: ForwardResult?
+    /// The outcomes of the proposals stepped since it was last emptied, in order (a forwarded
+    /// batch or a queue the leader proposes as one `.proposeBatch`).
+    var lastProposals: [ForwardResult] = []
     var clients: [SimClient]
     public internal(set) var history = History()
     public internal(set) var now = 0
@@ -300,12 +301,12 @@ public final class SimCluster {
                     clients[r.client].leaderHint = nil
                 }
             case .proposalAccepted(let index, let term):
-                lastProposal = .accepted(index: index, term: term)
+                lastProposals.append(.accepted(index: index, term: term))
                 if let p = proposing {
                     hosts[i].pendingWrites[index] = (term, p.opID, p.historyID, p.client)
                 }
             case .proposalRejected(let reason):
-                if case .notLeader(let hint) = reason { lastProposal = .notLeader(hint: hint) } else { lastProposal = .notLeader(hint: nil) }
+                if case .notLeader(let hint) = reason { lastProposals.append(.notLeader(hint: hint)) } else { lastProposals.append(.notLeader(hint: nil)) }
                 if let p = proposing {
                     history.discard(p.historyID)
                     clients[p.client].busy = nil

@@ -5,6 +5,11 @@
 import EmberRaftSim
 import Testing
 
+extension Array where Element == Action {
+    /// Indexes of the accepted proposals among the actions, in order.
+    var acceptedIndexes: [UInt64] { compactMap { if case .proposalAccepted(let i, _) = $0 { return i } else { return nil } } }
+}
+
 @Suite struct ReplicationTests {
     @Test func replicatesAndAppliesInOrderEverywhere() {
         var c = TestCluster(3)
@@ -22,6 +27,54 @@ import Testing
         c.elect("n1")
         let actions = c.propose("n2", "x")
         #expect(actions == [.proposalRejected(.notLeader(leaderHint: "n1"))])
+    }
+
+    /// A batch is one log append and one AppendEntries per follower (within the message limits),
+    /// where proposing the same commands one at a time sends a message per command.
+    @Test func aProposalBatchIsOneAppendAndOneMessagePerFollower() {
+        func appendsPerFollower(_ actions: [Action]) -> [NodeID: [Int]] {
+            var out: [NodeID: [Int]] = [:]
+            for case .send(let m) in actions {
+                if case .appendEntries(let a) = m.payload { out[m.to, default: []].append(a.entries.count) }
+            }
+            return out
+        }
+        var c = TestCluster(3, config: TestCluster.config { $0.maxEntriesPerMessage = 4 })
+        c.elect("n1")
+        c.deliverAll()
+        let first = c["n1"].log.lastIndex + 1
+        let batch = (0..<10).map { Array("b\($0)".utf8) }
+        let actions = c.step("n1", .proposeBatch(batch))
+        #expect(actions.acceptedIndexes == (0..<10).map { first + UInt64($0) })
+        let persists = actions.compactMap { a -> [LogEntry]? in if case .persistEntries(let es) = a { return es } else { return nil } }
+        #expect(persists.count == 1 && persists.first?.map(\.data) == batch)
+        // 10 entries at 4 per message: 3 messages per follower, not 10.
+        #expect(appendsPerFollower(actions) == ["n2": [4, 4, 2], "n3": [4, 4, 2]])
+        c.deliverAll()
+        c.tickAll(2)
+        for id in c.ids {
+            #expect(c.payloads(id) == (0..<10).map { "b\($0)" })
+            #expect(c[id].commitIndex == c["n1"].log.lastIndex)
+        }
+        // The same commands proposed singly: one message per command and follower.
+        var singly: [Action] = []
+        for k in 0..<4 { singly += c.propose("n1", "s\(k)") }
+        #expect(appendsPerFollower(singly) == ["n2": [1, 1, 1, 1], "n3": [1, 1, 1, 1]])
+    }
+
+    @Test func aProposalBatchIsRefusedWhole() {
+        var c = TestCluster(3)
+        c.elect("n1")
+        c.deliverAll()
+        let batch = (0..<3).map { Array("r\($0)".utf8) }
+        let lastBefore = c["n2"].log.lastIndex
+        #expect(c.step("n2", .proposeBatch(batch)) == Array(repeating: .proposalRejected(.notLeader(leaderHint: "n1")), count: 3))
+        #expect(c["n2"].log.lastIndex == lastBefore)
+        c.isolate("n3")
+        c.step("n1", .transferLeadership(to: "n3"))
+        let leaderLast = c["n1"].log.lastIndex
+        #expect(c.step("n1", .proposeBatch(batch)) == Array(repeating: .proposalRejected(.transferInProgress), count: 3))
+        #expect(c["n1"].log.lastIndex == leaderLast)
     }
 
     @Test func conflictingFollowerSuffixIsOverwritten() {
