@@ -16,8 +16,12 @@ extension RaftHost {
     /// the next batch when a leader is known and no batch is at it; else they wait (and expire
     /// after `noLeaderTimeoutSeconds`).
     func routeQueued(now: ContinuousClock.Instant) -> [Action] {
+        if node.role == .leader { return proposeTurn() }
+        // Leadership was lost during the turn: the batches it held go back to their senders.
+        let held = requests.heldBatches
+        requests.heldBatches = []
+        for batch in held { bounce(batch) }
         guard !requests.forwarding.isEmpty else { return [] }
-        if node.role == .leader { return proposeQueued() }
         guard let leader = node.leaderID, leader != node.id else { return [] }
         sendBatch(to: leader, now: now)
         return []
@@ -31,6 +35,57 @@ extension RaftHost {
         transport.send(.forwardBatch(ForwardBatch(from: node.id, batchID: batch.id, payloads: batch.writes.map(\.payload))), to: leader)
     }
 
+    /// The turn's writes as one proposal: the followers' batches that came in during the turn,
+    /// then our own queue. One step appends them all and sends each follower one AppendEntries
+    /// (within the message limits) for the whole turn, where a proposal per batch sent one per
+    /// batch. Each batch is answered in its own frame; a write that fails its check is refused
+    /// alone; if the proposal is refused, the batches are bounced and our queue stays.
+    func proposeTurn() -> [Action] {
+        let batches = requests.heldBatches
+        requests.heldBatches = []
+        guard !batches.isEmpty else { return requests.forwarding.isEmpty ? [] : proposeQueued() }
+        var stamped: [[UInt8]] = []
+        var slots: [(batch: Int, write: Int)] = []
+        var results: [[ForwardResult?]] = batches.map { Array(repeating: nil, count: $0.payloads.count) }
+        for (b, batch) in batches.enumerated() {
+            for (k, payload) in batch.payloads.enumerated() {
+                do { stamped.append(try stamp(payload)) } catch {
+                    results[b][k] = .refused("invalid write: \(error)")
+                    continue
+                }
+                slots.append((b, k))
+            }
+        }
+        let (own, ownStamped) = takeQueued()
+        stamped += ownStamped
+        var actions: [Action] = []
+        var accepted: [(UInt64, UInt64)] = []
+        var hint = node.leaderID
+        if !stamped.isEmpty {
+            actions = step(.proposeBatch(stamped))
+            accepted = actions.acceptedProposals
+            assert(accepted.isEmpty || accepted.count == stamped.count, "a batch is proposed whole or not at all")
+            hint = actions.rejectionHint
+        }
+        for (n, slot) in slots.enumerated() {
+            results[slot.batch][slot.write] = accepted.isEmpty ? .notLeader(hint: hint)
+                : .accepted(index: accepted[n].0, term: accepted[n].1)
+        }
+        for (batch, answers) in zip(batches, results) {
+            transport.send(.forwardBatchReply(ForwardBatchReply(from: node.id, batchID: batch.batchID,
+                                                                results: answers.map { $0! })), to: batch.from)
+        }
+        guard !accepted.isEmpty else {
+            if !own.isEmpty { requests.forwarding.requeueFront(own) }
+            return actions
+        }
+        for (w, (index, term)) in zip(own, accepted[slots.count...]) {
+            requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
+        }
+        // A queue longer than one proposal: the rest goes as proposals of its own.
+        return requests.forwarding.isEmpty ? actions : actions + proposeQueued()
+    }
+
     /// Most queued writes one proposal takes (a turn proposes the rest in further steps).
     static let maxProposalBatch = 1_024
 
@@ -40,17 +95,7 @@ extension RaftHost {
     func proposeQueued() -> [Action] {
         var actions: [Action] = []
         while !requests.forwarding.isEmpty {
-            var writes: [PendingWrite] = []
-            var stamped: [[UInt8]] = []
-            while writes.count < Self.maxProposalBatch, let w = requests.forwarding.first {
-                requests.forwarding.removeFirst()
-                // Validated by the front already (ReplicatedDataStore.write).
-                do { stamped.append(try stamp(w.payload, validate: false)) } catch {
-                    w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
-                    continue
-                }
-                writes.append(w)
-            }
+            let (writes, stamped) = takeQueued()
             guard !writes.isEmpty else { break }
             let stepped = step(.proposeBatch(stamped))
             let accepted = stepped.acceptedProposals
@@ -67,42 +112,29 @@ extension RaftHost {
         return actions
     }
 
-    /// A follower's batch: proposed in order as one Raft proposal, answered in one frame. If the
-    /// proposal is refused (not leading), every write is bounced and the follower resends them,
-    /// in order. A write that fails its check is refused alone.
-    func serveForwardBatch(_ batch: ForwardBatch) -> [Action] {
-        var results: [ForwardResult?] = Array(repeating: nil, count: batch.payloads.count)
-        var actions: [Action] = []
-        if node.role == .leader {
-            var positions: [Int] = []
-            var stamped: [[UInt8]] = []
-            positions.reserveCapacity(batch.payloads.count)
-            stamped.reserveCapacity(batch.payloads.count)
-            for (k, payload) in batch.payloads.enumerated() {
-                do { stamped.append(try stamp(payload)) } catch {
-                    results[k] = .refused("invalid write: \(error)")
-                    continue
-                }
-                positions.append(k)
+    /// Up to `maxProposalBatch` writes from the head of our queue, with their stamped entries
+    /// (a write whose entry cannot be stamped is refused here).
+    func takeQueued() -> (writes: [PendingWrite], stamped: [[UInt8]]) {
+        var writes: [PendingWrite] = []
+        var stamped: [[UInt8]] = []
+        while writes.count < Self.maxProposalBatch, let w = requests.forwarding.first {
+            requests.forwarding.removeFirst()
+            // Validated by the front already (ReplicatedDataStore.write).
+            do { stamped.append(try stamp(w.payload, validate: false)) } catch {
+                w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
+                continue
             }
-            // The frame's own limits bound the batch (ForwardQueue.nextBatch on the sender).
-            if !stamped.isEmpty {
-                let stepped = step(.proposeBatch(stamped))
-                let accepted = stepped.acceptedProposals
-                if accepted.count == positions.count {
-                    for (k, (index, term)) in zip(positions, accepted) { results[k] = .accepted(index: index, term: term) }
-                } else {
-                    assert(accepted.isEmpty, "a batch is proposed whole or not at all")
-                    let bounced = ForwardResult.notLeader(hint: stepped.rejectionHint)
-                    for k in positions { results[k] = bounced }
-                }
-                actions += stepped
-            }
+            writes.append(w)
         }
+        return (writes, stamped)
+    }
+
+    /// A follower's batch that reached us while not leading: every write is bounced, naming the
+    /// leader we know of, and the follower resends them there, in order.
+    func bounce(_ batch: ForwardBatch) {
         let bounced = ForwardResult.notLeader(hint: node.leaderID)
         transport.send(.forwardBatchReply(ForwardBatchReply(from: node.id, batchID: batch.batchID,
-                                                            results: results.map { $0 ?? bounced })), to: batch.from)
-        return actions
+                                                            results: Array(repeating: bounced, count: batch.payloads.count))), to: batch.from)
     }
 
     /// The leader answered our batch: accepted writes wait for their apply here (read-your-

@@ -35,7 +35,9 @@ extension RaftHost {
         case .frame(.forwardReply):
             return []  // this node forwards batches only (an answer to a single forward is stale)
         case .frame(.forwardBatch(let batch)):
-            return serveForwardBatch(batch)
+            // A leader proposes it with the rest of the turn's writes (`proposeTurn`).
+            if node.role == .leader { requests.heldBatches.append(batch) } else { bounce(batch) }
+            return []
         case .frame(.forwardBatchReply(let reply)):
             batchAnswered(reply, now: now)
             return []
@@ -79,7 +81,7 @@ extension RaftHost {
     }
 
     /// A follower of an earlier version forwarded one client write to us (this version forwards
-    /// batches, `serveForwardBatch`); answered so a rolling upgrade keeps its writes flowing.
+    /// batches, `proposeTurn`); answered so a rolling upgrade keeps its writes flowing.
     func serveForward(_ req: ForwardRequest) -> [Action] {
         func reply(_ result: ForwardReply.Result) {
             transport.send(.forwardReply(ForwardReply(from: node.id, requestID: req.requestID, result: result)), to: req.from)

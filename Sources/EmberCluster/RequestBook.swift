@@ -34,6 +34,9 @@ struct RequestBook {
     /// Writes not yet proposed (leader) or forwarded (follower), oldest first, and the batch a
     /// follower has at the leader (EmberRaft's ForwardQueue: one batch in flight at a time).
     var forwarding = ForwardQueue<PendingWrite, ContinuousClock.Instant>()
+    /// Followers' batches that reached us (leading) this turn: proposed with our own queue when
+    /// the turn ends (`RaftHost.proposeTurn`), so never held across turns.
+    var heldBatches: [ForwardBatch] = []
     var waiters: [UInt64: [(term: UInt64, write: PendingWrite)]] = [:]
 
     var reads: [UInt64: PendingRead] = [:]
