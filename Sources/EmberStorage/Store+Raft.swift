@@ -16,16 +16,23 @@ extension EmberStore {
     /// entry's write as `validate` does (a Raft host checks a write once, where it is proposed;
     /// its followers append the leader's entries unchecked). Otherwise each is checked here.
     public func append(entries: [LogEntry], encoded: [[UInt8]]? = nil, validated: Bool = false) async throws {
-        try check(entries, validated: validated)
+        try check(entries, encoded: encoded, validated: validated)
         try await perform { w in try w.append(entries, encoded: encoded) }
     }
 
     /// The namespace of every entry (cheap; a bad one could not be stored), and unless
-    /// `validated` the whole write (building its nodes and encoding it: ~5 µs for a small one).
-    private func check(_ entries: [LogEntry], validated: Bool) throws {
-        for e in entries {
+    /// `validated` the whole write (building its nodes: ~5 µs for a small one) — its size judged
+    /// by the encoding given, or by encoding it when none is.
+    private func check(_ entries: [LogEntry], encoded: [[UInt8]]?, validated: Bool) throws {
+        precondition(encoded == nil || encoded!.count == entries.count, "one encoding per entry")
+        for (i, e) in entries.enumerated() {
             try KeyCodec.validateNamespace(e.namespace)
-            if !validated { _ = try validate(namespace: e.namespace, operation: e.operation) }
+            guard !validated else { continue }
+            if let encoded {
+                try validate(entry: e, encodedBytes: encoded[i].count)
+            } else {
+                _ = try validate(namespace: e.namespace, operation: e.operation)
+            }
         }
     }
 
@@ -56,7 +63,7 @@ extension EmberStore {
     @discardableResult
     public func appendAndApply(entries: [LogEntry], encoded: [[UInt8]]? = nil, through index: UInt64,
                                validated: Bool = false) async throws -> [WriteResult] {
-        try check(entries, validated: validated)
+        try check(entries, encoded: encoded, validated: validated)
         return try await perform { w in try w.appendAndApply(entries, encoded: encoded, through: index) }
     }
 

@@ -38,6 +38,14 @@ struct RawHTTPResponseReader {
         case trailers
     }
 
+    /// Largest body accepted; a streamed response (`onBody`) may lift it.
+    var maxBody = Self.maxBodyBytes
+    /// When set, body bytes are handed here as they arrive (a streamed response read a piece at
+    /// a time) instead of being skipped.
+    var onBody: ((ByteBuffer) -> Void)?
+    /// The status of the response being read (0 until its head is in).
+    var status: Int { current.status }
+
     private var state = State.head
     /// Bytes of the buffer already searched for the head's end (no rescans of a split head).
     private var scanned = 0
@@ -62,7 +70,7 @@ struct RawHTTPResponseReader {
                     if (100..<200).contains(response.status) { continue }
                     return finish()
                 case .length(let n):
-                    guard n <= Self.maxBodyBytes else { throw Malformed(description: "body of \(n) bytes") }
+                    guard n <= maxBody else { throw Malformed(description: "body of \(n) bytes") }
                     if n == 0 { return finish() }
                     state = .fixed(remaining: n)
                 case .chunked:
@@ -81,7 +89,7 @@ struct RawHTTPResponseReader {
                 guard !hex.isEmpty, hex.count <= 8, let size = Int(String(decoding: hex, as: UTF8.self), radix: 16) else {
                     throw Malformed(description: "bad chunk size line")
                 }
-                guard bodyBytes + size <= Self.maxBodyBytes else { throw Malformed(description: "chunked body over the limit") }
+                guard bodyBytes + size <= maxBody else { throw Malformed(description: "chunked body over the limit") }
                 state = size == 0 ? .trailers : .chunkData(remaining: size)
             case .chunkData(let remaining):
                 let n = min(remaining, buffer.readableBytes)
@@ -107,7 +115,9 @@ struct RawHTTPResponseReader {
     /// Consumes `n` body bytes, keeping the start of a non-2xx body.
     private mutating func take(_ buffer: inout ByteBuffer, _ n: Int) {
         let bytes = buffer.readSlice(length: n)!
-        if !(200..<300).contains(current.status) && current.bodyPrefix.utf8.count < Self.keptBodyBytes {
+        if let onBody {
+            onBody(bytes)
+        } else if !(200..<300).contains(current.status) && current.bodyPrefix.utf8.count < Self.keptBodyBytes {
             current.bodyPrefix += String(buffer: bytes.getSlice(at: bytes.readerIndex, length: min(n, Self.keptBodyBytes))!)
         }
         bodyBytes += n

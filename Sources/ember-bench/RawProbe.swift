@@ -139,63 +139,36 @@ enum RawProbe {
 
     /// Reads a streamed HTTP response (identity or chunked body) from `socket` and hands each
     /// complete body line to `line` with the time (µs, wall clock) its bytes were received, until
-    /// `line` returns false or the stream ends. Blocking.
+    /// `line` returns false or the stream ends. Blocking. The framing is `RawHTTPResponseReader`'s,
+    /// with the body handed over instead of skipped.
     static func streamLines(_ socket: Socket, line: (Substring, Int64) -> Bool) throws {
         var buffer = ByteBuffer()
-        var body = ByteBuffer()
-        var inHead = true, chunked = false, chunkLeft = 0, expectSize = true
+        let body = BodyBytes()
+        var reader = RawHTTPResponseReader()
+        reader.maxBody = .max  // a stream lasts the run
+        reader.onBody = { body.bytes.writeImmutableBuffer($0) }
         while socket.receive(into: &buffer) > 0 {
             let now = ClusterProbe.micros()
-            if inHead {
-                let view = buffer.readableBytesView
-                guard let end = view.firstRange(of: Array("\r\n\r\n".utf8)) else {
-                    guard buffer.readableBytes < RawHTTPResponseReader.maxHeadBytes else { throw Failure(description: "head too long") }
-                    continue
-                }
-                let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self).lowercased()
-                guard head.hasPrefix("http/1.1 2") else { throw Failure(description: "stream refused: \(head.prefix(80))") }
-                chunked = head.contains("transfer-encoding: chunked")
-                buffer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
-                inHead = false
-            }
-            if chunked {
-                // De-chunk: `<hex size>\r\n<data>\r\n`, repeated.
-                while buffer.readableBytes > 0 {
-                    if chunkLeft > 0 {
-                        let n = min(chunkLeft, buffer.readableBytes)
-                        var slice = buffer.readSlice(length: n)!
-                        body.writeBuffer(&slice)
-                        chunkLeft -= n
-                        if chunkLeft == 0 { expectSize = false }
-                        continue
-                    }
-                    let view = buffer.readableBytesView
-                    guard let crlf = view.firstRange(of: Array("\r\n".utf8)) else { break }
-                    let text = String(decoding: view[view.startIndex..<crlf.lowerBound], as: UTF8.self)
-                    buffer.moveReaderIndex(forwardBy: crlf.upperBound - view.startIndex)
-                    if !expectSize {
-                        // The CRLF that ends a chunk's data.
-                        expectSize = true
-                        continue
-                    }
-                    guard let size = Int(text.split(separator: ";").first ?? "", radix: 16) else {
-                        throw Failure(description: "bad chunk size \(text.prefix(20))")
-                    }
-                    if size == 0 { return }
-                    chunkLeft = size
-                }
-            } else {
-                body.writeBuffer(&buffer)
+            let ended = try reader.next(&buffer)
+            if reader.status != 0 && !(200..<300).contains(reader.status) {
+                throw Failure(description: "stream refused: HTTP \(reader.status)")
             }
             buffer.discardReadBytes()
             // Complete lines of the body so far.
-            let view = body.readableBytesView
-            guard let lastNewline = view.lastIndex(of: UInt8(ascii: "\n")) else { continue }
-            let text = String(decoding: view[view.startIndex..<lastNewline], as: UTF8.self)
-            body.moveReaderIndex(forwardBy: lastNewline + 1 - view.startIndex)
-            body.discardReadBytes()
-            for l in text.split(separator: "\n", omittingEmptySubsequences: true) where !line(l, now) { return }
+            let view = body.bytes.readableBytesView
+            if let lastNewline = view.lastIndex(of: UInt8(ascii: "\n")) {
+                let text = String(decoding: view[view.startIndex..<lastNewline], as: UTF8.self)
+                body.bytes.moveReaderIndex(forwardBy: lastNewline + 1 - view.startIndex)
+                body.bytes.discardReadBytes()
+                for l in text.split(separator: "\n", omittingEmptySubsequences: true) where !line(l, now) { return }
+            }
+            if ended != nil { return }
         }
+    }
+
+    /// The body a streamed response has delivered and `streamLines` has not yet split.
+    private final class BodyBytes {
+        var bytes = ByteBuffer()
     }
 
     /// Runs blocking `work` on a thread of its own and awaits its result.

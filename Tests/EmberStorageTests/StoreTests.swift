@@ -360,6 +360,21 @@ import Testing
             #expect(try s.get("/k").leaf == .int(3))
         }
         #expect(try a.stateHash() == b.stateHash())
+        // With its encoding given, an unchecked entry is judged by those bytes (not encoded
+        // again): over the size limit is refused, a bad key still is.
+        var options = smallOptions()
+        options.maxEntryBytes = 200
+        let c = try openStore(tempDir(), options)
+        let fine = entry(1, "1")
+        await #expect(throws: StorageError.self) {
+            try await c.append(entries: [fine], encoded: [Array(repeating: 0, count: 201)])
+        }
+        await #expect(throws: StorageError.self) {
+            try await c.append(entries: [entry(1, bad)], encoded: [entry(1, bad).encoded()])
+        }
+        #expect(c.lastLogIndex == 0)
+        try await c.append(entries: [fine], encoded: [fine.encoded()])
+        #expect(c.lastLogIndex == 1)
     }
 
     /// The leader's check of a forwarded entry (`validate(entry:encodedBytes:)`, no second
