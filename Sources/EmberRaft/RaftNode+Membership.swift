@@ -26,7 +26,7 @@ extension RaftNode {
             for _ in batch { out.other.append(.proposalRejected(refusal)) }
             return
         }
-        for entry in appendAsLeader(normal: batch) {
+        for entry in appendAsLeader(kind: .normal, batch: batch) {
             out.other.append(.proposalAccepted(index: entry.index, term: entry.term))
         }
         if role == .leader { broadcastAppend() }

@@ -6,31 +6,25 @@ extension RaftNode {
     /// Appends a new entry to the leader's log; it counts for the leader once `.persisted` says so.
     @discardableResult
     mutating func appendAsLeader(kind: EntryKind, data: [UInt8]) -> LogEntry {
-        assert(role == .leader)
-        let entry = LogEntry(index: log.lastIndex + 1, term: term, kind: kind, data: data)
-        log.truncateAndAppend([entry])
-        // Nothing from here on is durable yet (the log may have been shortened by a snapshot).
-        durableIndex = min(durableIndex, entry.index - 1)
-        out.persists.append(.persistEntries([entry]))
-        if kind == .configChange { refreshMembership() }
-        // A single-voter cluster commits once this is durable (`.persisted`); nothing here then.
-        maybeCommit()
-        return entry
+        appendAsLeader(kind: kind, batch: [data])[0]
     }
 
-    /// Appends `.normal` entries for `batch`, in order: one log append, one persist action, one
-    /// commit check (as `appendAsLeader(kind:data:)` does for a single entry).
-    mutating func appendAsLeader(normal batch: [[UInt8]]) -> [LogEntry] {
-        assert(role == .leader)
+    /// Appends an entry of `kind` for each of `batch`, in order: one log append, one persist
+    /// action, one commit check.
+    mutating func appendAsLeader(kind: EntryKind, batch: [[UInt8]]) -> [LogEntry] {
+        assert(role == .leader && !batch.isEmpty)
         let first = log.lastIndex + 1
         var entries: [LogEntry] = []
         entries.reserveCapacity(batch.count)
         for (k, data) in batch.enumerated() {
-            entries.append(LogEntry(index: first + UInt64(k), term: term, kind: .normal, data: data))
+            entries.append(LogEntry(index: first + UInt64(k), term: term, kind: kind, data: data))
         }
         log.truncateAndAppend(entries)
+        // Nothing from here on is durable yet (the log may have been shortened by a snapshot).
         durableIndex = min(durableIndex, first - 1)
         out.persists.append(.persistEntries(entries))
+        if kind == .configChange { refreshMembership() }
+        // A single-voter cluster commits once this is durable (`.persisted`); nothing here then.
         maybeCommit()
         return entries
     }
