@@ -35,15 +35,31 @@ extension RaftHost {
         transport.send(.forwardBatch(ForwardBatch(from: node.id, batchID: batch.id, payloads: batch.writes.map(\.payload))), to: leader)
     }
 
-    /// The turn's writes as one proposal: the followers' batches that came in during the turn,
-    /// then our own queue. One step appends them all and sends each follower one AppendEntries
-    /// (within the message limits) for the whole turn, where a proposal per batch sent one per
-    /// batch. Each batch is answered in its own frame; a write that fails its check is refused
-    /// alone; if the proposal is refused, the batches are bounced and our queue stays.
+    /// Most queued writes one proposal takes (a turn proposes the rest in further proposals).
+    static let maxProposalBatch = 1_024
+
+    /// The turn's writes, in proposals of their own: the first holds the followers' batches that
+    /// came in during the turn, then the head of our queue; the rest of a longer queue follows in
+    /// further proposals. A refused proposal (not leading, a leadership transfer under way) stops
+    /// the run and keeps what is left of our queue for the next turn.
     func proposeTurn() -> [Action] {
-        let batches = requests.heldBatches
+        var batches = requests.heldBatches
         requests.heldBatches = []
-        guard !batches.isEmpty else { return requests.forwarding.isEmpty ? [] : proposeQueued() }
+        var actions: [Action] = []
+        while !batches.isEmpty || !requests.forwarding.isEmpty {
+            let (stepped, accepted) = propose(batches)
+            actions += stepped
+            batches = []
+            if !accepted { break }
+        }
+        return actions
+    }
+
+    /// One proposal: `batches` (followers' writes) and up to `maxProposalBatch` writes of our
+    /// queue, in one step, so each follower gets one AppendEntries (within the message limits)
+    /// for all of them. Each batch is answered in its own frame; a write that fails its check is
+    /// refused alone. Refused: the batches are bounced and our writes go back to the queue's head.
+    private func propose(_ batches: [ForwardBatch]) -> (actions: [Action], accepted: Bool) {
         var stamped: [[UInt8]] = []
         var slots: [(batch: Int, write: Int)] = []
         var results: [[ForwardResult?]] = batches.map { Array(repeating: nil, count: $0.payloads.count) }
@@ -67,49 +83,22 @@ extension RaftHost {
             assert(accepted.isEmpty || accepted.count == stamped.count, "a batch is proposed whole or not at all")
             hint = actions.rejectionHint
         }
+        let refused = !stamped.isEmpty && accepted.isEmpty
         for (n, slot) in slots.enumerated() {
-            results[slot.batch][slot.write] = accepted.isEmpty ? .notLeader(hint: hint)
-                : .accepted(index: accepted[n].0, term: accepted[n].1)
+            results[slot.batch][slot.write] = refused ? .notLeader(hint: hint) : .accepted(index: accepted[n].0, term: accepted[n].1)
         }
         for (batch, answers) in zip(batches, results) {
             transport.send(.forwardBatchReply(ForwardBatchReply(from: node.id, batchID: batch.batchID,
                                                                 results: answers.map { $0! })), to: batch.from)
         }
-        guard !accepted.isEmpty else {
-            if !own.isEmpty { requests.forwarding.requeueFront(own) }
-            return actions
+        if refused {
+            requests.forwarding.requeueFront(own)
+            return (actions, false)
         }
         for (w, (index, term)) in zip(own, accepted[slots.count...]) {
             requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
         }
-        // A queue longer than one proposal: the rest goes as proposals of its own.
-        return requests.forwarding.isEmpty ? actions : actions + proposeQueued()
-    }
-
-    /// Most queued writes one proposal takes (a turn proposes the rest in further steps).
-    static let maxProposalBatch = 1_024
-
-    /// The leader proposes its queue in order, in batches (one step, one AppendEntries per
-    /// follower for many writes); a refused proposal (a leadership transfer under way) stops the
-    /// run and keeps the rest queued for the next turn.
-    func proposeQueued() -> [Action] {
-        var actions: [Action] = []
-        while !requests.forwarding.isEmpty {
-            let (writes, stamped) = takeQueued()
-            guard !writes.isEmpty else { break }
-            let stepped = step(.proposeBatch(stamped))
-            let accepted = stepped.acceptedProposals
-            guard accepted.count == writes.count else {
-                assert(accepted.isEmpty, "a batch is proposed whole or not at all")
-                requests.forwarding.requeueFront(writes)
-                return actions + stepped
-            }
-            for (w, (index, term)) in zip(writes, accepted) {
-                requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
-            }
-            actions += stepped
-        }
-        return actions
+        return (actions, true)
     }
 
     /// Up to `maxProposalBatch` writes from the head of our queue, with their stamped entries

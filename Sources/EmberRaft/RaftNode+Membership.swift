@@ -1,21 +1,8 @@
 // Proposals, single-server membership changes and leadership transfer.
 
 extension RaftNode {
-    mutating func propose(kind: EntryKind, data: [UInt8]) {
-        guard role == .leader else {
-            out.other.append(.proposalRejected(.notLeader(leaderHint: leaderID)))
-            return
-        }
-        guard leadTransferee == nil else {
-            out.other.append(.proposalRejected(.transferInProgress))
-            return
-        }
-        let entry = appendAsLeader(kind: kind, data: data)
-        out.other.append(.proposalAccepted(index: entry.index, term: entry.term))
-        if role == .leader { broadcastAppend() }
-    }
-
-    /// `Event.proposeBatch`: all of `batch` or none of it. One broadcast for the whole batch: a
+    /// `Event.propose` (a batch of one) and `Event.proposeBatch`: all of `batch` or none of it.
+    /// One broadcast for the whole batch: a
     /// proposal at a time would send each follower an AppendEntries per command (and get an
     /// answer to each), which under load was most of a leader's Raft work.
     mutating func propose(batch: [[UInt8]]) {

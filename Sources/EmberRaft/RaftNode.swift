@@ -99,7 +99,7 @@ public struct RaftNode: Sendable {
         case .receive(let m):
             precondition(m.to == id, "message delivered to the wrong node")
             receive(m)
-        case .propose(let data): propose(kind: .normal, data: data)
+        case .propose(let data): propose(batch: [data])
         case .proposeBatch(let batch): propose(batch: batch)
         case .proposeConfigChange(let change, let context): proposeConfigChange(change, context: context)
         case .readIndex(let id): requestRead(id: id)

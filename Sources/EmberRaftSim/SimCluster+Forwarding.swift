@@ -72,20 +72,25 @@ extension SimCluster {
     private func proposeQueued(_ i: Int) throws {
         while !hosts[i].forwards.isEmpty {
             let writes = Array(hosts[i].forwards.waiting.prefix(options.maxForwardBatch))
-            lastProposals = []
-            try step(i, .proposeBatch(writes.map(\.payload)))
-            let accepted: [(UInt64, UInt64)] = lastProposals.compactMap {
-                if case .accepted(let index, let term) = $0 { return (index, term) } else { return nil }
-            }
-            guard accepted.count == writes.count else {
-                guard accepted.isEmpty else { throw fail("a proposal batch was accepted in part") }
-                return
-            }
-            for (w, (index, term)) in zip(writes, accepted) {
+            let results = try proposeBatch(i, writes)
+            for (w, r) in zip(writes, results) {
+                guard case .accepted(let index, let term) = r else { return }
                 _ = hosts[i].forwards.removeFirst()
                 hosts[i].pendingWrites[index] = (term, w.opID, w.historyID, w.client)
             }
         }
+    }
+
+    /// Steps one `.proposeBatch` of `writes` on node `i`: every write accepted, or every one
+    /// refused (`.notLeader`) — anything in between is a failure.
+    private func proposeBatch(_ i: Int, _ writes: [SimWrite]) throws -> [ForwardResult] {
+        lastProposals = []
+        try step(i, .proposeBatch(writes.map(\.payload)))
+        let accepted = lastProposals.filter { if case .accepted = $0 { return true } else { return false } }.count
+        guard lastProposals.count == writes.count, accepted == 0 || accepted == writes.count else {
+            throw fail("a proposal batch was answered in part")
+        }
+        return lastProposals
     }
 
     private func sendBatch(_ i: Int, to leader: NodeID) {
@@ -102,20 +107,9 @@ extension SimCluster {
     /// The receiver of a batch proposes its writes as one `.proposeBatch` if it leads; when that
     /// is refused, or it does not lead, every write is bounced.
     private func serve(_ i: Int, from: NodeID, id: UInt64, _ writes: [SimWrite]) throws {
-        var results: [ForwardResult] = Array(repeating: .notLeader(hint: hosts[i].node?.leaderID), count: writes.count)
-        if hosts[i].node?.role == .leader, !writes.isEmpty {
-            lastProposals = []
-            try step(i, .proposeBatch(writes.map(\.payload)))
-            guard lastProposals.count == writes.count else { throw fail("a proposal batch was answered in part") }
-            if lastProposals.contains(where: { if case .notLeader = $0 { return true } else { return false } }) {
-                guard case .notLeader(let hint) = lastProposals[0],
-                      lastProposals.allSatisfy({ if case .notLeader = $0 { return true } else { return false } })
-                else { throw fail("a proposal batch was accepted in part") }
-                results = Array(repeating: .notLeader(hint: hint), count: writes.count)
-            } else {
-                results = lastProposals
-            }
-        }
+        let results = hosts[i].node?.role == .leader && !writes.isEmpty
+            ? try proposeBatch(i, writes)
+            : Array(repeating: .notLeader(hint: hosts[i].node?.leaderID), count: writes.count)
         forwardNet.send(.reply(from: hosts[i].id, to: from, id: id, results: results), now: now, options: options,
                         rng: &rng, lossless: !faultsEnabled)
     }
