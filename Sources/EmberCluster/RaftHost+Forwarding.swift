@@ -61,11 +61,16 @@ extension RaftHost {
     /// refused alone. Refused: the batches are bounced and our writes go back to the queue's head.
     private func propose(_ batches: [ForwardBatch]) -> (actions: [Action], accepted: Bool) {
         var stamped: [[UInt8]] = []
+        var decoded: [EmberStorage.LogEntry] = []  // of the followers' writes, decoded for their check
         var slots: [(batch: Int, write: Int)] = []
         var results: [[ForwardResult?]] = batches.map { Array(repeating: nil, count: $0.payloads.count) }
         for (b, batch) in batches.enumerated() {
             for (k, payload) in batch.payloads.enumerated() {
-                do { stamped.append(try stamp(payload)) } catch {
+                do {
+                    let (bytes, entry) = try stampDecoded(payload, validate: true)
+                    stamped.append(bytes)
+                    if let entry { decoded.append(entry) }
+                } catch {
                     results[b][k] = .refused("invalid write: \(error)")
                     continue
                 }
@@ -94,6 +99,9 @@ extension RaftHost {
         if refused {
             requests.forwarding.requeueFront(own)
             return (actions, false)
+        }
+        if decoded.count == slots.count {  // the followers' writes come first in the proposal
+            for (entry, (index, term)) in zip(decoded, accepted) { persist.rememberDecoded(entry, index: index, term: term) }
         }
         for (w, (index, term)) in zip(own, accepted[slots.count...]) {
             requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)

@@ -71,13 +71,23 @@ extension RaftHost {
     /// version): this is the last check an entry gets, since every replica appends the leader's
     /// entries unchecked (`append(validated:)`).
     func stamp(_ payload: [UInt8], validate: Bool = true) throws -> [UInt8] {
+        try stampDecoded(payload, validate: validate).bytes
+    }
+
+    /// `stamp`, with the entry decoded for the check (timestamp set), so the flush that appends
+    /// it need not decode it again (`PersistBuffer.decoded`); nil when not validated here.
+    func stampDecoded(_ payload: [UInt8], validate: Bool) throws -> (bytes: [UInt8], entry: EmberStorage.LogEntry?) {
+        var entry: EmberStorage.LogEntry?
         if validate {
-            try store.validate(entry: try EmberStorage.LogEntry(decoding: payload), encodedBytes: payload.count)
+            let decoded = try EmberStorage.LogEntry(decoding: payload)
+            try store.validate(entry: decoded, encodedBytes: payload.count)
+            entry = decoded
         }
         let wall = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         lastStamp = max(lastStamp, wall)
+        entry?.timestamp = lastStamp
         // Only the header changes: the entry is encoded once, by the node the client wrote to.
-        return try EmberStorage.LogEntry.restamped(payload, index: 0, term: 0, timestamp: lastStamp)
+        return (try EmberStorage.LogEntry.restamped(payload, index: 0, term: 0, timestamp: lastStamp), entry)
     }
 
     /// A follower of an earlier version forwarded one client write to us (this version forwards

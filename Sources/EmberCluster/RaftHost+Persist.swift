@@ -51,9 +51,10 @@ extension RaftHost {
             let last = persist.entries[persist.entries.count - 1]
             persist.report = (last.index, last.term)
             persist.entries = []
+            defer { persist.forgetDecoded() }
             if !fresh.isEmpty {
                 do {
-                    let entries = try fresh.map(RaftPersistence.storageEntry)
+                    let entries = try fresh.map(persist.storageEntry)
                     let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
                     // A future leader keeps server timestamps monotonic across the log.
                     lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)

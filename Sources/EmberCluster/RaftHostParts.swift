@@ -1,5 +1,6 @@
 import EmberNodeStore
 import EmberRaft
+import EmberStorage
 import Foundation
 
 /// The persists a driver turn collects before making them durable at once (RaftHost.execute).
@@ -12,6 +13,10 @@ struct PersistBuffer {
     var pendingHard: EmberRaft.HardState?
     /// The last entry a flush made durable, to report with `Event.persisted` after the turn.
     var report: (index: UInt64, term: UInt64)?
+    /// Entries this leader decoded when it checked them (forwarded writes, `stampDecoded`), by
+    /// index, for the turn's flush: the storage entry it appends without decoding the bytes
+    /// again. Emptied by every flush, so it holds at most one turn's proposals.
+    private(set) var decoded: [UInt64: EmberStorage.LogEntry] = [:]
 
     init(hard: EmberRaft.HardState) { self.hard = hard }
 
@@ -20,6 +25,24 @@ struct PersistBuffer {
         guard let first = new.first else { return }
         entries.removeAll { $0.index >= first.index }
         entries += new
+    }
+
+    mutating func rememberDecoded(_ entry: EmberStorage.LogEntry, index: UInt64, term: UInt64) {
+        var entry = entry
+        entry.index = index
+        entry.term = term
+        decoded[index] = entry
+    }
+
+    /// The storage entry for `e`: the one decoded at its check when it is that entry (same
+    /// index and term), else decoded from its bytes.
+    func storageEntry(_ e: EmberRaft.LogEntry) throws -> EmberStorage.LogEntry {
+        if e.kind == .normal, let entry = decoded[e.index], entry.term == e.term { return entry }
+        return try RaftPersistence.storageEntry(e)
+    }
+
+    mutating func forgetDecoded() {
+        if !decoded.isEmpty { decoded.removeAll(keepingCapacity: true) }
     }
 
     /// Whether the buffered persists need a write (new entries, or a new term or vote).

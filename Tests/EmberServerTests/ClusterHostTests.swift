@@ -106,6 +106,25 @@ import Testing
     }
 }
 
+extension RaftPersistenceTests {
+    /// The leader's flush appends a forwarded write from the entry decoded at its check when it
+    /// is that entry (same index and term), and decodes the bytes otherwise.
+    @Test func aFlushUsesTheEntryDecodedAtItsCheckOnlyForThatEntry() throws {
+        let raft = try normal(7, 3, "a", "1")
+        var checked = try EmberStorage.LogEntry(decoding: raft.data)
+        checked.timestamp = 42  // tells the remembered entry from one decoded from the bytes
+        var buffer = PersistBuffer(hard: EmberRaft.HardState(term: 3, votedFor: nil, commit: 0))
+        buffer.rememberDecoded(checked, index: 7, term: 3)
+        let used = try buffer.storageEntry(raft)
+        #expect(used.timestamp == 42 && used.index == 7 && used.term == 3)
+        #expect(try buffer.storageEntry(try normal(7, 4, "a", "1")).timestamp == 1_700_000_000_000)  // another term
+        #expect(try buffer.storageEntry(try normal(8, 3, "a", "1")).timestamp == 1_700_000_000_000)  // another index
+        buffer.forgetDecoded()
+        #expect(try buffer.storageEntry(raft).timestamp == 1_700_000_000_000)
+        #expect(try buffer.storageEntry(raft) == RaftPersistence.storageEntry(raft))
+    }
+}
+
 @Suite struct RequestBookTests {
     func result(_ index: UInt64, _ term: UInt64) -> WriteResult {
         WriteResult(index: index, term: term, namespace: "ns", path: .root, outcome: .applied(changed: true),
@@ -180,6 +199,22 @@ import Testing
                 book.awaitApply(index: 1, term: 1, answer.accepted[0].write, appliedIndex: 3)
             }
         }
+    }
+
+    @Test func recentResultsKeepTheLastIndexesOfTheirRing() {
+        var ring = RecentResults(capacity: 4)
+        #expect(ring.isEmpty)
+        for i: UInt64 in [5, 6, 9, 12] { ring.insert(result(i, 1)) }
+        #expect(!ring.isEmpty)
+        // 9 took 5's slot (9 % 4 == 5 % 4) and 12 the slot of 8 (never applied here).
+        #expect(ring.result(at: 5) == nil)
+        #expect(ring.result(at: 6)?.index == 6)
+        #expect(ring.result(at: 9)?.index == 9)
+        #expect(ring.result(at: 12)?.index == 12)
+        // An index mapping to a kept slot is not answered with another index's result.
+        #expect(ring.result(at: 13) == nil)
+        #expect(ring.result(at: 2) == nil)
+        #expect(ring.result(at: 8) == nil)
     }
 
     @Test func resultsAreNotKeptWithNoBatchAtTheLeader() async {
