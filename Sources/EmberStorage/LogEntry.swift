@@ -200,17 +200,17 @@ public struct LogEntry: Sendable, Equatable {
         switch try r.u8() {
         case 0: return .noop
         case 1:
-            let p = try decodePath(try r.string())
+            let p = try r.path()
             let c = try cond()
             return .set(path: p, value: try r.json(), condition: c)
         case 2:
-            let p = try decodePath(try r.string())
+            let p = try r.path()
             let c = try cond()
             let n = try r.varint()
             guard n <= limit else { throw .corrupt("update count") }
             var vs: [(Path, JSON)] = []
             for _ in 0..<n {
-                let rp = try decodePath(try r.string())
+                let rp = try r.path()
                 vs.append((rp, try r.json()))
             }
             return .update(path: p, values: vs, condition: c)
@@ -218,10 +218,6 @@ public struct LogEntry: Sendable, Equatable {
         case 4 where !nested: return .onDisconnect(try OnDisconnectOperation(decoding: &r, limit: limit))
         default: throw .corrupt("log entry operation")
         }
-    }
-
-    static func decodePath(_ s: String) throws(StorageError) -> Path {
-        do { return try Path(s) } catch { throw .corrupt("log entry path") }
     }
 }
 

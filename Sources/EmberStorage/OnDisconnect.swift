@@ -82,7 +82,7 @@ public enum OnDisconnectOperation: Sendable, Equatable {
             self = .register(session: s, write: write)
         case 3:
             let s = try OnDisconnectSession(decoding: &r)
-            self = .cancel(session: s, path: try LogEntry.decodePath(try r.string()))
+            self = .cancel(session: s, path: try r.path())
         case 4: self = .run(session: try OnDisconnectSession(decoding: &r))
         default: throw .corrupt("onDisconnect operation")
         }

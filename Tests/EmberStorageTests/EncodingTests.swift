@@ -12,6 +12,29 @@ import Testing
         }
     }
 
+    /// `ByteReader.path` reads what `Path(string)` parses from the same bytes: the same keys, and
+    /// a refusal (a corrupt entry) exactly where the string's parse fails — over random bytes
+    /// drawn from slashes, key characters, characters keys may not hold, and invalid UTF-8.
+    @Test func pathsReadFromBytesMatchTheStringParse() {
+        var g = SplitMix(7)
+        let pieces: [[UInt8]] = ["/", "//", "a", "k12", "-3", "é", "😀", " ", ".", "#", "$", "[", "]", "\u{7F}", "\u{1}"].map { Array($0.utf8) }
+            + [[0xFF], [0xC3], [0xE6, 0x97], [0x80]]  // invalid or cut UTF-8
+        for round in 0..<20_000 {
+            var raw: [UInt8] = []
+            let count = round % 500 == 0 ? 70 : Int.random(in: 0...8, using: &g)  // sometimes past the depth limit
+            for _ in 0..<count { raw += round % 500 == 0 ? Array("/k".utf8) : pieces.randomElement(using: &g)! }
+            var w = ByteWriter()
+            w.varint(raw.count)
+            w.bytes.append(contentsOf: raw)
+            w.u8(9)
+            var r = ByteReader(w.bytes)
+            let expected = try? Path(String(decoding: raw, as: UTF8.self))
+            let read = try? r.path()
+            #expect(read == expected, "\(raw)")
+            if read != nil { #expect(try! r.u8() == 9, "the reader stops after the path") }
+        }
+    }
+
     @Test func pathOrderAndPrefixProperty() {
         var g = SplitMix(2)
         func randomPath() -> Path {
