@@ -67,9 +67,9 @@ extension RaftHost {
         for (b, batch) in batches.enumerated() {
             for (k, payload) in batch.payloads.enumerated() {
                 do {
-                    let (bytes, entry) = try stampDecoded(payload, validate: true)
+                    let (bytes, entry) = try checkedStamp(payload)
                     stamped.append(bytes)
-                    if let entry { decoded.append(entry) }
+                    decoded.append(entry)
                 } catch {
                     results[b][k] = .refused("invalid write: \(error)")
                     continue
@@ -100,9 +100,8 @@ extension RaftHost {
             requests.forwarding.requeueFront(own)
             return (actions, false)
         }
-        if decoded.count == slots.count {  // the followers' writes come first in the proposal
-            for (entry, (index, term)) in zip(decoded, accepted) { persist.rememberDecoded(entry, index: index, term: term) }
-        }
+        // The followers' writes come first in the proposal, one decoded entry per slot.
+        for (entry, (index, term)) in zip(decoded, accepted) { persist.rememberDecoded(entry, index: index, term: term) }
         for (w, (index, term)) in zip(own, accepted[slots.count...]) {
             requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
         }

@@ -71,23 +71,24 @@ extension RaftHost {
     /// version): this is the last check an entry gets, since every replica appends the leader's
     /// entries unchecked (`append(validated:)`).
     func stamp(_ payload: [UInt8], validate: Bool = true) throws -> [UInt8] {
-        try stampDecoded(payload, validate: validate).bytes
+        validate ? try checkedStamp(payload).bytes : try restamp(payload)
     }
 
-    /// `stamp`, with the entry decoded for the check (timestamp set), so the flush that appends
-    /// it need not decode it again (`PersistBuffer.decoded`); nil when not validated here.
-    func stampDecoded(_ payload: [UInt8], validate: Bool) throws -> (bytes: [UInt8], entry: EmberStorage.LogEntry?) {
-        var entry: EmberStorage.LogEntry?
-        if validate {
-            let decoded = try EmberStorage.LogEntry(decoding: payload)
-            try store.validate(entry: decoded, encodedBytes: payload.count)
-            entry = decoded
-        }
+    /// `stamp` with the check, also returning the entry it decoded for it (timestamp set), so the
+    /// flush that appends it need not decode it again (`PersistBuffer.decoded`).
+    func checkedStamp(_ payload: [UInt8]) throws -> (bytes: [UInt8], entry: EmberStorage.LogEntry) {
+        var entry = try EmberStorage.LogEntry(decoding: payload)
+        try store.validate(entry: entry, encodedBytes: payload.count)
+        let bytes = try restamp(payload)
+        entry.timestamp = lastStamp
+        return (bytes, entry)
+    }
+
+    private func restamp(_ payload: [UInt8]) throws -> [UInt8] {
         let wall = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         lastStamp = max(lastStamp, wall)
-        entry?.timestamp = lastStamp
         // Only the header changes: the entry is encoded once, by the node the client wrote to.
-        return (try EmberStorage.LogEntry.restamped(payload, index: 0, term: 0, timestamp: lastStamp), entry)
+        return try EmberStorage.LogEntry.restamped(payload, index: 0, term: 0, timestamp: lastStamp)
     }
 
     /// A follower of an earlier version forwarded one client write to us (this version forwards

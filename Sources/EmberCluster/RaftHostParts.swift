@@ -13,7 +13,7 @@ struct PersistBuffer {
     var pendingHard: EmberRaft.HardState?
     /// The last entry a flush made durable, to report with `Event.persisted` after the turn.
     var report: (index: UInt64, term: UInt64)?
-    /// Entries this leader decoded when it checked them (forwarded writes, `stampDecoded`), by
+    /// Entries this leader decoded when it checked them (forwarded writes, `checkedStamp`), by
     /// index, for the turn's flush: the storage entry it appends without decoding the bytes
     /// again. Emptied by every flush, so it holds at most one turn's proposals.
     private(set) var decoded: [UInt64: EmberStorage.LogEntry] = [:]
