@@ -55,7 +55,7 @@ struct Applier {
             return result
         case .set(let path, let json, let cond):
             let key = EncodedPath(ns, path)
-            let old = try tables.readNode(t, key: key.bytes)
+            let (old, oldLeafRecord) = try tables.readNodeRecord(t, key: key.bytes)
             let node: Node
             if let prebuilt { node = prebuilt[0] } else {
                 node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
@@ -71,7 +71,7 @@ struct Applier {
                 result.version = failed
                 return result
             }
-            let changed = try write(ns: ns, path: path, key: key, node: node, old: old, index: e.index)
+            let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index)
             result.outcome = .applied(changed: changed)
             result.value = node
             if changed { result.changeSet.changes = [(path, node)] }
@@ -82,15 +82,17 @@ struct Applier {
             // Resolve every part against the state before the update, then write them in order.
             var resolved: [(Path, Node, Node)] = []
             var keys: [EncodedPath] = []
+            var leafRecords: [Bool] = []
             for (i, (rel, json)) in parts.enumerated() {
                 let abs = path.appending(rel)
                 keys.append(EncodedPath(ns, abs))
-                let old = try tables.readNode(t, key: keys[i].bytes)
+                let (old, leafRecord) = try tables.readNodeRecord(t, key: keys[i].bytes)
                 let node: Node
                 if let prebuilt { node = prebuilt[i] } else {
                     node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
                 }
                 resolved.append((abs, node, old))
+                leafRecords.append(leafRecord)
             }
             // All or nothing: one denied part denies the whole update.
             guard try permits(e, base: path, parts: resolved.map { ($0.0, $0.1) }, isUpdate: true) else {
@@ -108,8 +110,11 @@ struct Applier {
             }
             var anyChange = false
             var patch = Node.empty
-            for ((abs, node, old), key) in zip(resolved, keys) {
-                if try write(ns: ns, path: abs, key: key, node: node, old: old, index: e.index) {
+            // No part is at or below another (`EmberStore.checkOperation` refuses such updates
+            // before they are logged), so no part's write changes what another part read.
+            assert(Set(resolved.map(\.0)).count == resolved.count, "an update's parts are distinct")
+            for (i, ((abs, node, old), key)) in zip(resolved, keys).enumerated() {
+                if try write(ns: ns, path: abs, key: key, node: node, old: old, oldLeafRecord: leafRecords[i], index: e.index) {
                     anyChange = true
                     result.changeSet.changes.append((abs, node))
                 }
@@ -153,7 +158,9 @@ struct Applier {
     }
 
     /// Replaces the subtree at `path` with `node`; returns whether anything changed.
-    mutating func write(ns: String, path: Path, key encoded: EncodedPath, node: Node, old: Node, index: UInt64) throws -> Bool {
+    /// `oldLeafRecord`: `old` is a leaf read from its own record at `key` (`readNodeRecord`).
+    mutating func write(ns: String, path: Path, key encoded: EncodedPath, node: Node, old: Node,
+                        oldLeafRecord: Bool = false, index: UInt64) throws -> Bool {
         let key = encoded.bytes
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
         var leafAncestor: (key: [UInt8], record: [UInt8])? = nil
@@ -178,7 +185,10 @@ struct Applier {
 
         // `old` was read in this transaction: nothing at or below `key` when it is empty, only
         // `key` itself when it is a leaf (spares long keys a scan of their overflow group).
-        if old.isEmpty {
+        // A leaf's record replaced by another record at its key (a leaf or a small object): the
+        // put below overwrites it, one B-tree operation instead of a delete and an insert.
+        let replacedInPlace = oldLeafRecord && (inline != nil || (ownVersion && node.leaf != nil))
+        if old.isEmpty || replacedInPlace {
         } else if old.leaf != nil {
             // No record at `key`: the leaf is a child of an inline object, stored per leaf first.
             if try !t.delete(tables.treeS, key) {

@@ -146,9 +146,17 @@ public enum KeyCodec {
 struct ByteWriter {
     var bytes: [UInt8] = []
 
+    init(bytes: [UInt8] = []) { self.bytes = bytes }
+
+    /// Room for `capacity` bytes up front: a record built by appends would otherwise grow its
+    /// buffer (allocate and copy) a few times on the way to its size.
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    mutating func reserve(_ capacity: Int) { bytes.reserveCapacity(capacity) }
+
     mutating func u8(_ v: UInt8) { bytes.append(v) }
     mutating func u64(_ v: UInt64) {
-        for s in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((v >> UInt64(s)) & 0xFF)) }
+        withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
     }
     mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
     mutating func f64(_ v: Double) { u64(v.bitPattern) }
@@ -343,9 +351,9 @@ enum TreeRecord {
     }
 
     var encoded: [UInt8] {
-        var w = ByteWriter()
+        var w = ByteWriter(capacity: 24)
         switch self {
-        case .leaf(let l, let p): w.u8(1); w.leaf(l); w.priority(p)
+        case .leaf(let l, let p): w.reserve(20 + l.encodedSizeEstimate + (p == nil ? 0 : 16)); w.u8(1); w.leaf(l); w.priority(p)
         case .priority(let p): w.u8(2); w.priority(p)
         case .inline(let o): return o.encoded
         }
@@ -354,7 +362,7 @@ enum TreeRecord {
 
     /// A leaf record that keeps `version` (tag 3; the version is the last 8 bytes).
     static func leaf(_ l: Leaf, _ p: Priority?, version: UInt64) -> [UInt8] {
-        var w = ByteWriter()
+        var w = ByteWriter(capacity: 28 + l.encodedSizeEstimate + (p == nil ? 0 : 16))
         w.u8(3); w.leaf(l); w.priority(p); w.u64(version)
         return w.bytes
     }
@@ -366,5 +374,17 @@ enum TreeRecord {
         guard b.count >= 9 else { throw .corrupt("short leaf record") }
         var r = ByteReader(Array(b[(b.count - 8)...]))
         return try r.u64()
+    }
+}
+
+extension Leaf {
+    /// Roughly the bytes `ByteWriter.leaf` writes for this leaf (exact for numbers and booleans,
+    /// the UTF-8 count plus a few for strings): what a record's buffer reserves.
+    var encodedSizeEstimate: Int {
+        switch self {
+        case .bool: return 1
+        case .int, .double: return 9
+        case .string(let s): return 6 + s.utf8.count
+        }
     }
 }

@@ -91,7 +91,8 @@ public struct LogEntry: Sendable, Equatable {
     /// judged. A writer stamp follows the operation as an optional trailer (tag 1, id, number):
     /// a node that predates stamps reads the entry and ignores the trailer.
     public func encoded() -> [UInt8] {
-        var w = ByteWriter()
+        // Header (25 bytes), namespace, auth and a small operation fit without regrowing.
+        var w = ByteWriter(capacity: 160)
         w.u8(2)
         w.u64(index); w.u64(term); w.i64(timestamp)
         w.string(namespace)

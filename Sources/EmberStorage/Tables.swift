@@ -99,6 +99,12 @@ struct Tables {
     /// The subtree at `key` (a tree key): one cursor range scan, refused once it has scanned
     /// more than `maxBytes` of stored keys and values.
     func readNode(_ t: Txn, key: [UInt8], maxBytes: Int = .max) throws -> Node {
+        try readNodeRecord(t, key: key, maxBytes: maxBytes).node
+    }
+
+    /// `readNode`, and whether the node is a leaf in its own record at `key` (not a child of an
+    /// inline object): a write that puts another record at `key` then overwrites it in place.
+    func readNodeRecord(_ t: Txn, key: [UInt8], maxBytes: Int = .max) throws -> (node: Node, leafRecord: Bool) {
         // A leaf has no descendants, so when there is one a point read answers: cheaper than a
         // cursor scan (no cursor, no builder) for the common overwrite of a leaf, and for a long
         // key it spares reading its whole overflow group.
@@ -106,10 +112,10 @@ struct Tables {
             switch try TreeRecord.decode(v) {
             case .leaf(let l, let p):
                 if key.count + v.count > maxBytes { throw StorageError.readTooLarge(limit: maxBytes) }
-                return Node(l, priority: p)
+                return (Node(l, priority: p), true)
             case .inline(let o):
                 if key.count + v.count > maxBytes { throw StorageError.readTooLarge(limit: maxBytes) }
-                return o.node
+                return (o.node, false)
             case .priority: break
             }
         }
@@ -139,9 +145,9 @@ struct Tables {
             }
             return true
         }
-        if found { return root.node() }
+        if found { return (root.node(), false) }
         // Nothing at or below `key`: it may be a child of an inline object (or lie below one).
-        return try inlineLeaf(t, key: key) ?? .empty
+        return (try inlineLeaf(t, key: key) ?? .empty, false)
     }
 
     // MARK: - Inline objects
@@ -223,7 +229,7 @@ struct Tables {
     }
 
     func putVersion(_ t: Txn, _ key: [UInt8], sub: UInt64, at: UInt64) throws {
-        var w = ByteWriter()
+        var w = ByteWriter(capacity: 16)
         w.u64(sub); w.u64(at)
         try t.put(verS, key, w.bytes)
     }
@@ -281,7 +287,7 @@ struct Tables {
     }
 
     func putMetaU64(_ t: Txn, _ name: String, _ value: UInt64) throws {
-        var w = ByteWriter()
+        var w = ByteWriter(capacity: 8)
         w.u64(value)
         try t.put(meta, Array(name.utf8), w.bytes)
     }
