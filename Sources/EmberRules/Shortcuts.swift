@@ -9,6 +9,8 @@ extension RulesEngine {
     /// `true` `.read` lies on the way from the root to `path`, false when no `.read` there could
     /// grant. nil: evaluate `canRead`.
     public func readVerdictWithoutEvaluation(at path: Path) -> Bool? {
+        // A constant `true` at the root grants every read: no walk (and no chain built) per read.
+        if case .constant(true)? = rootRule.read { return true }
         var couldGrant = false
         for rule in chain(to: path) {
             switch rule.read {
@@ -23,7 +25,8 @@ extension RulesEngine {
     /// True when a write at every one of `paths` is granted by a constant `true` `.write` and no
     /// `.validate` applies (none on the way down, none below): the write is allowed as it is.
     public func writeGrantedWithoutEvaluation(at paths: [Path]) -> Bool {
-        paths.allSatisfy { path in
+        if grantsEveryWrite { return true }
+        return paths.allSatisfy { path in
             var granted = false
             for rule in chain(to: path) {
                 if case .constant(true)? = rule.write { granted = true }
@@ -31,6 +34,14 @@ extension RulesEngine {
             }
             return granted && !ruleBelow(path).containsValidate
         }
+    }
+
+    /// Every write is granted as it is: a constant `true` `.write` at the root and no
+    /// `.validate` anywhere (open rules, the default). Callers check it before they build the
+    /// paths `writeGrantedWithoutEvaluation` takes; it answers in O(1) for every write.
+    public var grantsEveryWrite: Bool {
+        guard case .constant(true)? = rootRule.write else { return false }
+        return !rootRule.containsValidate
     }
 
     /// Rule nodes from the root down to `path`, as far as rules exist.

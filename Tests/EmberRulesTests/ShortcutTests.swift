@@ -49,3 +49,19 @@ import Testing
     #expect(!e.writeGrantedWithoutEvaluation(at: [try Path("/u/a")]))
     #expect(!e.writeGrantedWithoutEvaluation(at: [try Path("/open/x"), try Path("/u/a")]))
 }
+
+/// `grantsEveryWrite` (checked per write before any path is built) holds exactly for rules that
+/// grant every write at the root with no `.validate` anywhere, and then the walk agrees.
+@Test func everyWriteGrantedOnlyUnderOpenRulesWithoutValidation() throws {
+    let open = try RulesEngine(text: #"{"rules": {".read": true, ".write": true}}"#)
+    #expect(open.grantsEveryWrite)
+    #expect(open.writeGrantedWithoutEvaluation(at: [.root, try Path("/a/b/c"), try Path("/x")]))
+    #expect(try RulesEngine(text: #"{"rules": {".write": true, "a": {".read": "auth != null"}}}"#).grantsEveryWrite)
+    let validated = try RulesEngine(text: #"{"rules": {".write": true, "a": {"$k": {"b": {".validate": "newData.isNumber()"}}}}}"#)
+    #expect(!validated.grantsEveryWrite)
+    #expect(!validated.writeGrantedWithoutEvaluation(at: [try Path("/a/k/b")]))
+    #expect(validated.writeGrantedWithoutEvaluation(at: [try Path("/z")]))
+    #expect(try !RulesEngine(text: #"{"rules": {".write": "auth != null"}}"#).grantsEveryWrite)
+    #expect(try !RulesEngine(text: #"{"rules": {"open": {".write": true}}}"#).grantsEveryWrite)
+    #expect(try !RulesEngine(text: #"{"rules": {".write": false}}"#).grantsEveryWrite)
+}
