@@ -152,8 +152,6 @@ struct ByteWriter {
     /// buffer (allocate and copy) a few times on the way to its size.
     init(capacity: Int) { bytes.reserveCapacity(capacity) }
 
-    mutating func reserve(_ capacity: Int) { bytes.reserveCapacity(capacity) }
-
     mutating func u8(_ v: UInt8) { bytes.append(v) }
     mutating func u64(_ v: UInt64) {
         withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
@@ -351,10 +349,14 @@ enum TreeRecord {
     }
 
     var encoded: [UInt8] {
-        var w = ByteWriter(capacity: 24)
+        var w: ByteWriter
         switch self {
-        case .leaf(let l, let p): w.reserve(20 + l.encodedSizeEstimate + (p == nil ? 0 : 16)); w.u8(1); w.leaf(l); w.priority(p)
-        case .priority(let p): w.u8(2); w.priority(p)
+        case .leaf(let l, let p):
+            w = ByteWriter(capacity: 1 + l.encodedSizeEstimate + Self.sizeEstimate(p))
+            w.u8(1); w.leaf(l); w.priority(p)
+        case .priority(let p):
+            w = ByteWriter(capacity: 1 + Self.sizeEstimate(p))
+            w.u8(2); w.priority(p)
         case .inline(let o): return o.encoded
         }
         return w.bytes
@@ -362,7 +364,7 @@ enum TreeRecord {
 
     /// A leaf record that keeps `version` (tag 3; the version is the last 8 bytes).
     static func leaf(_ l: Leaf, _ p: Priority?, version: UInt64) -> [UInt8] {
-        var w = ByteWriter(capacity: 28 + l.encodedSizeEstimate + (p == nil ? 0 : 16))
+        var w = ByteWriter(capacity: 9 + l.encodedSizeEstimate + Self.sizeEstimate(p))
         w.u8(3); w.leaf(l); w.priority(p); w.u64(version)
         return w.bytes
     }
@@ -377,14 +379,25 @@ enum TreeRecord {
     }
 }
 
+extension TreeRecord {
+    /// At least the bytes `ByteWriter.priority` writes for `p` (what a record reserves).
+    static func sizeEstimate(_ p: Priority?) -> Int {
+        switch p {
+        case nil: return 1
+        case .number?: return 9
+        case .string(let s)?: return 11 + s.utf8.count
+        }
+    }
+}
+
 extension Leaf {
-    /// Roughly the bytes `ByteWriter.leaf` writes for this leaf (exact for numbers and booleans,
-    /// the UTF-8 count plus a few for strings): what a record's buffer reserves.
+    /// At least the bytes `ByteWriter.leaf` writes for this leaf (exact for numbers and
+    /// booleans; a string's UTF-8 count plus room for its tag and length): what a record reserves.
     var encodedSizeEstimate: Int {
         switch self {
         case .bool: return 1
         case .int, .double: return 9
-        case .string(let s): return 6 + s.utf8.count
+        case .string(let s): return 11 + s.utf8.count
         }
     }
 }

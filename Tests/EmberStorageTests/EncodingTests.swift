@@ -85,4 +85,25 @@ import Testing
         }
         #expect(e.encoded() == d.encoded())
     }
+
+    /// A tree record's buffer is reserved from these estimates: they must cover what is written
+    /// (the record then never regrows), and the record must still decode to what was written.
+    @Test func recordSizeEstimatesCoverTheEncoding() throws {
+        let leaves: [Leaf] = [.bool(true), .int(-7), .double(0.5), .string(""), .string("x"),
+                              .string(String(repeating: "é", count: 300)), .string(String(repeating: "k", count: 20_000))]
+        let priorities: [Priority?] = [nil, .number(3), .string(""), .string(String(repeating: "p", count: 200))]
+        for l in leaves {
+            for p in priorities {
+                let withVersion = TreeRecord.leaf(l, p, version: 42)
+                #expect(withVersion.count <= 9 + l.encodedSizeEstimate + TreeRecord.sizeEstimate(p))
+                let plain = TreeRecord.leaf(l, p).encoded
+                #expect(plain.count <= 1 + l.encodedSizeEstimate + TreeRecord.sizeEstimate(p))
+                guard case .leaf(let l2, let p2) = try TreeRecord.decode(plain), l2 == l, p2 == p else {
+                    Issue.record("\(l) \(String(describing: p)) did not round-trip"); continue
+                }
+                #expect(try TreeRecord.version(withVersion) == 42)
+            }
+            if let p = priorities[1] { #expect(TreeRecord.priority(p).encoded.count <= 1 + TreeRecord.sizeEstimate(p)) }
+        }
+    }
 }
