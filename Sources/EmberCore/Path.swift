@@ -12,16 +12,15 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
     /// Parses a slash-separated path ("/a/b", "a/b/", "") and validates every key and the depth.
     /// Empty segments are ignored, as Firebase does for `//` and trailing slashes.
     public init(_ string: String) throws(EmberError) {
-        let parts = Path.slashSegments(string)
-        var segs: [String] = []
-        segs.reserveCapacity(parts.count)
-        for part in parts {
-            let key = String(part)
-            try Key.validate(key)
-            segs.append(key)
-        }
-        guard segs.count <= Limits.maxPathDepth else { throw .pathTooDeep(depth: segs.count) }
-        self.segments = segs
+        try self.init(validating: Path.slashSegments(string).map(String.init))
+    }
+
+    /// Keys already split at "/" (empty ones dropped), each checked with `Key.validate`, and
+    /// their depth: what every parse of a path ends with, from a string or from stored bytes.
+    public init(validating segments: [String]) throws(EmberError) {
+        for key in segments { try Key.validate(key) }
+        guard segments.count <= Limits.maxPathDepth else { throw .pathTooDeep(depth: segments.count) }
+        self.segments = segments
     }
 
     /// The parts of `s` between slashes, split at the byte 0x2F of its UTF-8 rather than by

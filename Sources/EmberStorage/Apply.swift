@@ -80,9 +80,9 @@ struct Applier {
             return result
         case .update(let path, let parts, let cond):
             // Resolve every part against the state before the update, then write them in order.
-            var resolved: [(Path, Node, Node)] = []
+            // Each part: its path, new node, old node and whether the old one is a leaf record.
+            var resolved: [(Path, Node, Node, Bool)] = []
             var keys: [EncodedPath] = []
-            var leafRecords: [Bool] = []
             for (i, (rel, json)) in parts.enumerated() {
                 let abs = path.appending(rel)
                 keys.append(EncodedPath(ns, abs))
@@ -91,8 +91,7 @@ struct Applier {
                 if let prebuilt { node = prebuilt[i] } else {
                     node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
                 }
-                resolved.append((abs, node, old))
-                leafRecords.append(leafRecord)
+                resolved.append((abs, node, old, leafRecord))
             }
             // All or nothing: one denied part denies the whole update.
             guard try permits(e, base: path, parts: resolved.map { ($0.0, $0.1) }, isUpdate: true) else {
@@ -112,9 +111,9 @@ struct Applier {
             var patch = Node.empty
             // No part is at or below another (`EmberStore.checkOperation` refuses such updates
             // before they are logged), so no part's write changes what another part read.
-            assert(Set(resolved.map(\.0)).count == resolved.count, "an update's parts are distinct")
-            for (i, ((abs, node, old), key)) in zip(resolved, keys).enumerated() {
-                if try write(ns: ns, path: abs, key: key, node: node, old: old, oldLeafRecord: leafRecords[i], index: e.index) {
+            assert(EmberStore.nestedPair(resolved.map(\.0)) == nil, "an update's parts do not nest")
+            for ((abs, node, old, leafRecord), key) in zip(resolved, keys) {
+                if try write(ns: ns, path: abs, key: key, node: node, old: old, oldLeafRecord: leafRecord, index: e.index) {
                     anyChange = true
                     result.changeSet.changes.append((abs, node))
                 }

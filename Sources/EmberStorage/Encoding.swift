@@ -163,6 +163,9 @@ struct ByteWriter {
         while x >= 0x80 { bytes.append(UInt8(x & 0x7F) | 0x80); x >>= 7 }
         bytes.append(UInt8(x))
     }
+    /// The most bytes `string(s)` writes: a varint length (at most 10 bytes) and the UTF-8.
+    static func stringBound(_ s: String) -> Int { 10 + s.utf8.count }
+
     mutating func string(_ s: String) {
         varint(s.utf8.count)
         bytes.append(contentsOf: s.utf8)
@@ -258,15 +261,10 @@ struct ByteReader {
         segments.reserveCapacity(8)
         var start = i
         for k in i...(i + n) where k == i + n || bytes[k] == UInt8(ascii: "/") {
-            if k > start {
-                let key = String(decoding: bytes[start..<k], as: UTF8.self)
-                do { try Key.validate(key) } catch { throw .corrupt("log entry path") }
-                segments.append(key)
-            }
+            if k > start { segments.append(String(decoding: bytes[start..<k], as: UTF8.self)) }
             start = k + 1
         }
-        guard segments.count <= Limits.maxPathDepth else { throw .corrupt("log entry path") }
-        return Path(validated: segments)
+        do { return try Path(validating: segments) } catch { throw .corrupt("log entry path") }
     }
 
     mutating func leaf() throws(StorageError) -> Leaf {
@@ -385,7 +383,7 @@ extension TreeRecord {
         switch p {
         case nil: return 1
         case .number?: return 9
-        case .string(let s)?: return 11 + s.utf8.count
+        case .string(let s)?: return 1 + ByteWriter.stringBound(s)
         }
     }
 }
@@ -397,7 +395,7 @@ extension Leaf {
         switch self {
         case .bool: return 1
         case .int, .double: return 9
-        case .string(let s): return 11 + s.utf8.count
+        case .string(let s): return 1 + ByteWriter.stringBound(s)
         }
     }
 }

@@ -345,13 +345,19 @@ public final class EmberStore: @unchecked Sendable {
             guard parts.count <= options.maxUpdateParts else {
                 throw StorageError.invalid(.tooLarge("An update may have at most \(options.maxUpdateParts) paths"))
             }
-            let sorted = parts.map(\.0).sorted()
-            for (a, b) in zip(sorted, sorted.dropFirst()) where a.contains(b) {
+            if let (a, b) = Self.nestedPair(parts.map(\.0)) {
                 throw StorageError.invalid(.invalidData("Path \(p.appending(a)) is an ancestor of \(p.appending(b)) in the same update"))
             }
             for (rel, v) in parts { try checkValue(p.appending(rel), v) }
         }
         return nodes
+    }
+
+    /// Two of an update's paths where the first is the second or an ancestor of it (in key
+    /// order an ancestor comes right before its descendants), or nil when none nests in another.
+    static func nestedPair(_ paths: [Path]) -> (Path, Path)? {
+        let sorted = paths.sorted()
+        return zip(sorted, sorted.dropFirst()).first { $0.0.contains($0.1) }
     }
 
     /// Leader-less single-node write: validates, queues for group commit, assigns the next log
