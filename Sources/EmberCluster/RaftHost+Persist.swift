@@ -6,10 +6,12 @@ import Foundation
 /// Making a turn's persists durable, applying committed entries, compaction, and the fail-stop
 /// on storage errors.
 extension RaftHost {
-    /// Applies committed entries (already durable in the store's log) and answers their requests.
+    /// Applies committed entries (already durable in the store's log) and answers their requests
+    /// as soon as the results are computed: the apply's own commit follows on the store's writer,
+    /// and reads on this node wait for it (`EmberStore.applyCommittedReleasing`).
     func applyCommitted(through index: UInt64, metaSync: Bool = true) async {
         let results: [WriteResult]
-        do { results = try await store.applyCommitted(through: index, metaSync: metaSync) } catch {
+        do { results = try await store.applyCommittedReleasing(through: index, metaSync: metaSync).results } catch {
             fatalStorage("apply through \(index)", error)
         }
         answer(results)
@@ -24,12 +26,14 @@ extension RaftHost {
 
     /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
     func flush() async {
-        _ = await flush(applyingThrough: 0)
+        await flush(applyingThrough: 0)
     }
 
     /// `flush()`, and when `index` > 0 also applies committed entries through `index` in the same
-    /// store transaction as the append (one fsync for both); returns the apply's results.
-    func flush(applyingThrough index: UInt64) async -> [WriteResult] {
+    /// store transaction as the append (one fsync for both). The apply's results are answered as
+    /// soon as they are computed, before that transaction commits (the entries are committed in
+    /// Raft: durable in a majority's log); this returns once the append is durable.
+    func flush(applyingThrough index: UInt64) async {
         // Term and vote first: a log never holds entries of a term the node could forget it saw.
         if let hs = persist.pendingHard {
             persist.pendingHard = nil
@@ -61,7 +65,13 @@ extension RaftHost {
                     // Every entry was checked where it was proposed (`payload(for:)`, `stamp`):
                     // not again here, nor on every follower.
                     if index > 0 {
-                        return try await store.appendAndApply(entries: entries, encoded: encoded, through: index, validated: true)
+                        let (results, release) = try await store.appendAndApplyReleasing(
+                            entries: entries, encoded: encoded, through: index, validated: true)
+                        // Writers hear while the transaction commits; what the turn reports
+                        // (`persist.report`) and sends after its persists waits for the commit.
+                        answer(results)
+                        await store.committed(release)
+                        return
                     }
                     try await store.append(entries: entries, encoded: encoded, validated: true)
                 } catch {
@@ -69,10 +79,8 @@ extension RaftHost {
                 }
             }
         }
-        guard index > 0 else { return [] }
-        do { return try await store.applyCommitted(through: index) } catch {
-            fatalStorage("apply through \(index)", error)
-        }
+        guard index > 0 else { return }
+        await applyCommitted(through: index)
     }
 
     /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the

@@ -261,10 +261,10 @@ final class RaftHost: @unchecked Sendable {
                 }
             }
             // The other sends wait for an fsync anyway: applying in the append's transaction
-            // delays them only by the apply's CPU time and saves a whole fsync per turn.
-            let results = await flush(applyingThrough: applyThrough)
+            // delays them only by the apply's CPU time and saves a whole fsync per turn. The
+            // apply's writes are answered before that fsync (`flush(applyingThrough:)`).
+            await flush(applyingThrough: applyThrough)
             for message in afterWrite { transport.send(.raft(message), to: message.to) }
-            answer(results)
         } else {
             // Nothing to make durable (e.g. a leader's turn of acks): the new commit index goes
             // out before the apply's fsync, so followers apply (and answer) in parallel with us.

@@ -190,6 +190,12 @@ public protocol PipelinedWriter: Sendable {
 }
 
 extension DataStore {
+    /// Returns once every write answered and every change published on this node is visible to
+    /// its reads (a Raft host answers before its apply commits: `EmberStore.released`). The
+    /// store's reads wait for that themselves; async fronts call this first so that a read, or a
+    /// rules check reading data on an event loop, does not hold a thread while it waits.
+    public func visibleReads() async { await storageEngine?.released() }
+
     /// A pipelined writer when the store has them (the single-node LMDB store); nil: callers
     /// await `write` one at a time.
     public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? { nil }

@@ -51,6 +51,7 @@ enum PriorityWrite {
     private static func attempt(_ priority: JSON, _ path: Path, _ namespace: String, _ identity: Identity,
                                 _ store: any DataStore) async throws -> JSON {
         for _ in 0..<maxAttempts {
+            await store.visibleReads()
             let current = try store.read(namespace: namespace, path: path)
             if current.node.isEmpty { return .null }
             let data = withPriority(current.node, priority)

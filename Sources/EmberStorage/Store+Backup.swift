@@ -85,6 +85,8 @@ extension EmberStore {
         var frames: UInt64 = 0, total: UInt64 = 0
         var digests: [UInt8] = []
         var applied: UInt64 = 0
+        // A backup holds every write already answered on this node.
+        core.visibility.waitForReleased()
         do {
             defer { try? handle.close() }
             try handle.write(contentsOf: BackupFormat.magic)

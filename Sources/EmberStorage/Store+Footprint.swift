@@ -55,7 +55,7 @@ extension EmberStore {
                                              ("index", [t.idx, t.idxx]),
                                              ("log", [t.log]), ("meta", [t.meta])]
         let fileBytes = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
-        return try withRead { txn in
+        return try withVisibleRead { txn in
             var pageSize = 4096
             var out: [StorageFootprint.Table] = []
             for (name, dbis) in groups {

@@ -11,7 +11,7 @@ import EmberCore
 extension EmberStore {
     public func query(namespace: String, path: Path, spec: QuerySpec) throws -> [(key: String, node: Node)] {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in
+        return try withVisibleRead { t in
             let base = Tables.treeKey(namespace, path)
             switch spec.index {
             case .key:

@@ -189,10 +189,30 @@ public final class EmberStore: @unchecked Sendable {
 
     func withRead<T>(_ body: (Txn) throws -> T) throws -> T { try core.withRead(body) }
 
+    /// A read of data clients see: it waits for results released before their commit
+    /// (`Visibility`), so it holds everything already answered or published on this node.
+    func withVisibleRead<T>(_ body: (Txn) throws -> T) throws -> T {
+        core.visibility.waitForReleased()
+        return try core.withRead(body)
+    }
+
+    /// Returns once every result released so far is visible to reads: an async front calls this
+    /// before its reads so that they do not block a thread waiting for a commit.
+    public func released() async {
+        await core.visibility.released()
+    }
+
+    /// Marks the calling thread as one that reads without waiting for released results (for a
+    /// thread the writer may wait on, such as the listeners' feed): its reads may miss the last
+    /// apply until it commits.
+    public static func readWithoutWaitingOnThisThread() {
+        Visibility.neverWaitOnThisThread()
+    }
+
     /// The value at `path` and its version, from one consistent snapshot.
     public func read(namespace: String, path: Path) throws -> (node: Node, version: UInt64) {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in
+        return try withVisibleRead { t in
             (try tables.readNode(t, key: Tables.treeKey(namespace, path), maxBytes: options.maxReadBytes),
              try tables.version(t, namespace, path))
         }
@@ -202,7 +222,7 @@ public final class EmberStore: @unchecked Sendable {
     /// reflects; later changes come from the commit stream).
     public func readSnapshot(namespace: String, path: Path) throws -> (node: Node, version: UInt64, applied: UInt64) {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in
+        return try withVisibleRead { t in
             (try tables.readNode(t, key: Tables.treeKey(namespace, path), maxBytes: options.maxReadBytes),
              try tables.version(t, namespace, path), try tables.metaU64(t, "applied"))
         }
@@ -210,13 +230,13 @@ public final class EmberStore: @unchecked Sendable {
 
     public func version(namespace: String, path: Path) throws -> UInt64 {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in try tables.version(t, namespace, path) }
+        return try withVisibleRead { t in try tables.version(t, namespace, path) }
     }
 
     /// "v<version>", or `null_etag` when there is no data at `path`.
     public func etag(namespace: String, path: Path) throws -> String {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in
+        return try withVisibleRead { t in
             try tables.exists(t, key: Tables.treeKey(namespace, path))
                 ? Self.etag(version: try tables.version(t, namespace, path)) : Self.nullETag
         }
@@ -224,7 +244,7 @@ public final class EmberStore: @unchecked Sendable {
 
     public func exists(namespace: String, path: Path) throws -> Bool {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in try tables.exists(t, key: Tables.treeKey(namespace, path)) }
+        return try withVisibleRead { t in try tables.exists(t, key: Tables.treeKey(namespace, path)) }
     }
 
     /// Child keys in key order without reading the children's subtrees (one seek per child).
@@ -233,7 +253,7 @@ public final class EmberStore: @unchecked Sendable {
         try KeyCodec.validateNamespace(namespace)
         // Past a child's subtree: its key, then a byte above every segment encoding (as childKeys steps).
         let start = try after.map { try Tables.treeKey(namespace, path.child($0)) + [0xFF] }
-        return try withRead { t in try tables.childKeys(t, base: Tables.treeKey(namespace, path), from: start, limit: limit) }
+        return try withVisibleRead { t in try tables.childKeys(t, base: Tables.treeKey(namespace, path), from: start, limit: limit) }
     }
 
     public func childCount(namespace: String, path: Path) throws -> Int {
@@ -383,6 +403,29 @@ public final class EmberStore: @unchecked Sendable {
         }
     }
 
+    /// Like `perform`, but the caller gets `body`'s value as soon as `body` returns, while the
+    /// writer commits the job's last transaction (`Writer.writeTxn` leaves it pending), with the
+    /// release that commit makes visible (0: none pending). Reads starting after the hand-out wait
+    /// for that commit (`Visibility`); the caller awaits `visibility.until(release)` before
+    /// treating what the transaction wrote as durable.
+    func performReleasing<T: Sendable>(_ body: @escaping @Sendable (Writer) throws -> T) async throws -> (value: T, release: UInt64) {
+        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<(value: T, release: UInt64), any Error>) in
+            let closed = core.queue.withLock { q in
+                if q.closed { return true }
+                q.pending.append(.exclusive({ w in
+                    w.releasing = true
+                    let r = Result { try body(w) }
+                    w.releasing = false
+                    let release = w.pending?.seq ?? 0
+                    cont.resume(with: r.map { ($0, release) })
+                    w.commitPending()
+                }))
+                return false
+            }
+            if closed { cont.resume(throwing: StorageError.closed) } else { wake.signal() }
+        }
+    }
+
     /// Runs `body` on the writer thread (not group-committed with submits).
     func perform<T: Sendable>(_ body: @escaping @Sendable (Writer) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, any Error>) in
@@ -468,6 +511,11 @@ final class StoreCore: @unchecked Sendable {
     let env: OpaquePointer
     let tables: Tables
     let options: StoreOptions
+    /// Orders reads after results released before their commit (`performReleasing`).
+    let visibility = Visibility()
+    /// Tests only: runs on the writer thread just before a released transaction commits, so a
+    /// test can hold that moment and look at what readers and callers see meanwhile.
+    let beforeReleasedCommit = Mutex<(@Sendable () -> Void)?>(nil)
 
     struct Queue {
         var pending: [Job] = []

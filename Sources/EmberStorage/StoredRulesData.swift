@@ -70,7 +70,7 @@ extension EmberStore {
     /// (reads judged at the serving node, and dry runs of writes).
     public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
         try KeyCodec.validateNamespace(namespace)
-        return try withRead { t in
+        return try withVisibleRead { t in
             let data = StoredRulesData(tables: tables, t: t, ns: namespace)
             let result = try body(data)
             if let failure = data.failure { throw failure }

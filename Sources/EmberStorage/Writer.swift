@@ -22,6 +22,12 @@ final class Writer: @unchecked Sendable {
     var pendingVersions: PendingVersions?
     /// Appended, unapplied entries as decoded when appended (`DecodedTail`).
     var decoded = DecodedTail()
+    /// Set during a releasing job (`EmberStore.performReleasing`): `writeTxn` leaves its
+    /// transaction in `pending` instead of committing it.
+    var releasing = false
+    var pending: PendingCommit?
+    /// False while an idle apply runs: its commits skip the meta page's sync (`applyCommitted`).
+    var metaSync = true
 
     init(core: StoreCore) {
         self.store = core
@@ -63,6 +69,8 @@ final class Writer: @unchecked Sendable {
     // MARK: - Loop
 
     func run() {
+        // Its reads never wait for its own pending commit.
+        Visibility.neverWaitOnThisThread()
         while true {
             store.wake.wait()
             while true {
@@ -113,7 +121,11 @@ final class Writer: @unchecked Sendable {
 
     // MARK: - Transactions
 
+    /// Runs `body` in a write transaction and commits it — or, in a releasing job
+    /// (`EmberStore.performReleasing`), leaves it for `commitPending` after the job's caller has
+    /// its results. A transaction left so commits before the next one begins (LMDB has one writer).
     func writeTxn<T>(_ body: (Txn) throws -> T) throws -> T {
+        commitPending()
         var t: OpaquePointer?
         let start = DispatchTime.now().uptimeNanoseconds
         let cpuStart = Self.threadCPUNanos()
@@ -125,19 +137,63 @@ final class Writer: @unchecked Sendable {
             mdb_txn_abort(t)
             throw error
         }
+        let timing = CommitTiming(start: start, cpuStart: cpuStart)
+        if releasing {
+            pending = PendingCommit(txn: t!, seq: store.visibility.release(), metaSync: metaSync, timing: timing)
+            return r
+        }
+        try commit(t!, metaSync: metaSync, timing: timing)
+        return r
+    }
+
+    /// When a transaction's body began, to split its time into applying and committing.
+    struct CommitTiming {
+        let start: UInt64
+        let cpuStart: UInt64
+    }
+
+    /// A transaction whose results a releasing job handed out before its commit.
+    struct PendingCommit {
+        let txn: OpaquePointer
+        /// Its release (`Visibility`): reads starting after the hand-out wait for this commit.
+        let seq: UInt64
+        let metaSync: Bool
+        let timing: CommitTiming
+    }
+
+    /// Commits the transaction a releasing job left, if any. Its results may already have been
+    /// answered and published, so a failed commit cannot be taken back: the process stops
+    /// (fail-stop, as the Raft host does on any storage failure); the entries are durable in the
+    /// log and the restarted node applies them again.
+    func commitPending() {
+        guard let p = pending else { return }
+        pending = nil
+        store.beforeReleasedCommit.withLock { $0 }?()
+        do { try commit(p.txn, metaSync: p.metaSync, timing: p.timing) } catch {
+            fatalError("storage failure: the commit of results already released failed: \(error)")
+        }
+        store.visibility.committed(p.seq)
+    }
+
+    /// `metaSync` false: this commit skips LMDB's meta-page sync (see `EmberStore.applyCommitted`).
+    private func commit(_ t: OpaquePointer, metaSync: Bool, timing: CommitTiming) throws {
         let applied = DispatchTime.now().uptimeNanoseconds
         let cpuApplied = Self.threadCPUNanos()
-        try check(mdb_txn_commit(t))  // frees the transaction either way
+        // The writer thread is the only one that changes the environment's flags.
+        let skipMeta = !metaSync && store.options.durable
+        if skipMeta { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 1) }
+        let rc = mdb_txn_commit(t)  // frees the transaction either way
+        if skipMeta { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 0) }
+        try check(rc)
         let done = DispatchTime.now().uptimeNanoseconds
         let cpuDone = Self.threadCPUNanos()
         store.metricsState.withLock {
             $0.commits += 1
-            $0.transactionNanos += applied - start
+            $0.transactionNanos += applied - timing.start
             $0.commitNanos += done - applied
-            $0.transactionCPUNanos += cpuApplied - cpuStart
+            $0.transactionCPUNanos += cpuApplied - timing.cpuStart
             $0.commitCPUNanos += cpuDone - cpuApplied
         }
-        return r
     }
 
     /// CPU time of the calling thread (the writer's own work, whatever else runs on the machine).
@@ -424,11 +480,16 @@ final class Writer: @unchecked Sendable {
 
     /// `metaSync` false: the commits skip LMDB's meta-page sync (see `EmberStore.applyCommitted`).
     func applyCommitted(through target: UInt64, metaSync: Bool = true) throws -> [WriteResult] {
-        guard !metaSync && store.options.durable else { return try applyCommittedBatches(through: target) }
-        // The writer thread is the only one that changes the environment's flags.
-        try check(mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 1))
-        defer { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 0) }
+        self.metaSync = metaSync
+        defer { self.metaSync = true }
         return try applyCommittedBatches(through: target)
+    }
+
+    /// Before anything of a batch is published: a rules change is followed by work on the
+    /// listeners' feed that reads the data (rules revocation), and that thread never waits for a
+    /// release (the writer may wait on it), so a batch that changes rules is made visible first.
+    func commitBeforePublishing(_ results: [WriteResult]) {
+        if pending != nil && results.contains(where: \.rulesChanged) { commitPending() }
     }
 
     private func applyCommittedBatches(through target: UInt64) throws -> [WriteResult] {
@@ -448,6 +509,7 @@ final class Writer: @unchecked Sendable {
             }
             applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
             decoded.applied(through: stop)
+            commitBeforePublishing(results)
             publishRules()
             publishState()
             store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }

@@ -117,6 +117,7 @@ public final class RestHandler: Sendable {
     func get(_ req: RestRequest, identity: Identity, wantETag: Bool, ifNoneMatch: String?) async throws -> Response {
         let ns = req.namespace!
         if req.linearizable { try await store.linearizableBarrier() }
+        await store.visibleReads()
         // Judged here, at the node that serves the read, against its applied state.
         try gate.requireRead(ns, req.path, identity, query: req.query, now: clock())
         let priorityRead: Bool = if case .priority = req.target { true } else { false }
@@ -193,6 +194,7 @@ public final class RestHandler: Sendable {
     func stream(_ req: RestRequest, identity: Identity, channel: (any Channel)?) async throws -> Response {
         let ns = req.namespace!
         let path = req.path
+        await store.visibleReads()
         try gate.requireRead(ns, path, identity, query: nil, now: clock())
         let address = ClientCredentials.address(of: channel)
         guard connectionsPerAddress.acquire(address) else { throw RestError(429, connectionsPerAddress.refusal) }

@@ -216,6 +216,7 @@ struct RealtimeHandler: Sendable {
     func listen(_ b: [String: JSON], r: Int64) async throws -> (String?, JSON) {
         let (path, qw, tag) = try listenIdentity(b)
         let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
+        await store.visibleReads()
         try gate.requireRead(session.namespace, path, session.identity, query: tag == nil ? nil : query, now: clock())
         switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
         case .duplicate: return ("ok", .object([:]))
@@ -247,6 +248,7 @@ struct RealtimeHandler: Sendable {
         let path = try wirePath(b)
         var query: QuerySpec?
         if let qw = b["q"], case .object(let o) = qw, !o.isEmpty { query = try QuerySpec(wire: qw) }
+        await store.visibleReads()
         try gate.requireRead(session.namespace, path, session.identity, query: query, now: clock())
         let (store, ns, window) = (self.store, session.namespace, query)
         // The read and its conversion (both grow with the data) on the read pool.

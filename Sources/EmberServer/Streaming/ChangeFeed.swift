@@ -1,3 +1,4 @@
+import EmberStorage
 import Foundation
 import Synchronization
 
@@ -162,6 +163,9 @@ public final class ChangeFeed: @unchecked Sendable {
     static let takeLimit = 1024
 
     private func run() {
+        // The store's writer may wait on this thread (a full queue), so its reads (rules
+        // revocation, resync) must never wait on the writer's pending commit.
+        EmberStore.readWithoutWaitingOnThisThread()
         while true {
             condition.lock()
             while queue.count == head && !stopped {
