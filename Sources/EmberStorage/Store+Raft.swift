@@ -10,26 +10,20 @@ import EmberCore
 /// A leader appends its own entries with `append` (assigning index/term/timestamp itself) and
 /// applies them once committed. `submit` is the single-node shortcut that does both at once.
 /// Hard state (`term`, `votedFor`) is persisted with `setHardState` before answering votes.
-/// A transaction whose results were handed out before it committed (`applyCommittedReleasing`).
-public struct Release: Sendable {
-    /// Its `Visibility` release; 0 when nothing was left to commit.
-    let seq: UInt64
-}
-
 extension EmberStore {
     /// `encoded`, when given, holds each entry's encoding (a Raft host has it from the wire:
     /// the entry is then not encoded again). `validated`: the caller has already checked every
     /// entry's write as `validate` does (a Raft host checks a write once, where it is proposed;
     /// its followers append the leader's entries unchecked). Otherwise each is checked here.
     public func append(entries: [LogEntry], encoded: [[UInt8]]? = nil, validated: Bool = false) async throws {
-        try check(entries, encoded: encoded, validated: validated)
+        try checkEntries(entries, encoded: encoded, validated: validated)
         try await perform { w in try w.append(entries, encoded: encoded) }
     }
 
     /// The namespace of every entry (cheap; a bad one could not be stored), and unless
     /// `validated` the whole write (building its nodes: ~5 µs for a small one) — its size judged
     /// by the encoding given, or by encoding it when none is.
-    private func check(_ entries: [LogEntry], encoded: [[UInt8]]?, validated: Bool) throws {
+    func checkEntries(_ entries: [LogEntry], encoded: [[UInt8]]?, validated: Bool) throws {
         precondition(encoded == nil || encoded!.count == entries.count, "one encoding per entry")
         for (i, e) in entries.enumerated() {
             try KeyCodec.validateNamespace(e.namespace)
@@ -69,34 +63,8 @@ extension EmberStore {
     @discardableResult
     public func appendAndApply(entries: [LogEntry], encoded: [[UInt8]]? = nil, through index: UInt64,
                                validated: Bool = false) async throws -> [WriteResult] {
-        try check(entries, encoded: encoded, validated: validated)
+        try checkEntries(entries, encoded: encoded, validated: validated)
         return try await perform { w in try w.appendAndApply(entries, encoded: encoded, through: index) }
-    }
-
-    /// `applyCommitted`, answered before its last transaction commits: the results come back as
-    /// soon as they are computed (and are published to listeners then), while the writer commits.
-    /// For entries durable in a majority's log: the apply is deterministic, and a crash before the
-    /// commit has the node apply them again at restart. Reads on this node starting after the
-    /// return wait for the commit (`Visibility`); `committed(release)` waits for it too.
-    public func applyCommittedReleasing(through index: UInt64, metaSync: Bool = true) async throws
-        -> (results: [WriteResult], release: Release) {
-        let (results, seq) = try await performReleasing { w in try w.applyCommitted(through: index, metaSync: metaSync) }
-        return (results, Release(seq: seq))
-    }
-
-    /// `appendAndApply`, answered like `applyCommittedReleasing`. The appended entries are durable
-    /// only once `committed(release)` returns: a Raft host reports them (acks, its own match
-    /// index) after that, and may answer the applied writes before.
-    public func appendAndApplyReleasing(entries: [LogEntry], encoded: [[UInt8]]? = nil, through index: UInt64,
-                                        validated: Bool = false) async throws -> (results: [WriteResult], release: Release) {
-        try check(entries, encoded: encoded, validated: validated)
-        let (results, seq) = try await performReleasing { w in try w.appendAndApply(entries, encoded: encoded, through: index) }
-        return (results, Release(seq: seq))
-    }
-
-    /// Returns once the transaction of `release` committed (durable, and visible to reads).
-    public func committed(_ release: Release) async {
-        await core.visibility.until(release.seq)
     }
 
     public func setHardState(_ h: HardState) async throws {

@@ -189,26 +189,6 @@ public final class EmberStore: @unchecked Sendable {
 
     func withRead<T>(_ body: (Txn) throws -> T) throws -> T { try core.withRead(body) }
 
-    /// A read of data clients see: it waits for results released before their commit
-    /// (`Visibility`), so it holds everything already answered or published on this node.
-    func withVisibleRead<T>(_ body: (Txn) throws -> T) throws -> T {
-        core.visibility.waitForReleased()
-        return try core.withRead(body)
-    }
-
-    /// Returns once every result released so far is visible to reads: an async front calls this
-    /// before its reads so that they do not block a thread waiting for a commit.
-    public func released() async {
-        await core.visibility.released()
-    }
-
-    /// Marks the calling thread as one that reads without waiting for released results (for a
-    /// thread the writer may wait on, such as the listeners' feed): its reads may miss the last
-    /// apply until it commits.
-    public static func readWithoutWaitingOnThisThread() {
-        Visibility.neverWaitOnThisThread()
-    }
-
     /// The value at `path` and its version, from one consistent snapshot.
     public func read(namespace: String, path: Path) throws -> (node: Node, version: UInt64) {
         try KeyCodec.validateNamespace(namespace)
@@ -400,29 +380,6 @@ public final class EmberStore: @unchecked Sendable {
             } else if wake {
                 self.wake.signal()
             }
-        }
-    }
-
-    /// Like `perform`, but the caller gets `body`'s value as soon as `body` returns, while the
-    /// writer commits the job's last transaction (`Writer.writeTxn` leaves it pending), with the
-    /// release that commit makes visible (0: none pending). Reads starting after the hand-out wait
-    /// for that commit (`Visibility`); the caller awaits `visibility.until(release)` before
-    /// treating what the transaction wrote as durable.
-    func performReleasing<T: Sendable>(_ body: @escaping @Sendable (Writer) throws -> T) async throws -> (value: T, release: UInt64) {
-        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<(value: T, release: UInt64), any Error>) in
-            let closed = core.queue.withLock { q in
-                if q.closed { return true }
-                q.pending.append(.exclusive({ w in
-                    w.releasing = true
-                    let r = Result { try body(w) }
-                    w.releasing = false
-                    let release = w.pending?.seq ?? 0
-                    cont.resume(with: r.map { ($0, release) })
-                    w.commitPending()
-                }))
-                return false
-            }
-            if closed { cont.resume(throwing: StorageError.closed) } else { wake.signal() }
         }
     }
 
