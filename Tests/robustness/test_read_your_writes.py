@@ -5,6 +5,7 @@ before that transaction commits (the entry is already durable in a majority's lo
 wait for the commit (EmberStorage's Visibility). With every sync of every node slowed by
 `DELAY_MS` (slowdisk.c), each answer comes well before its commit, so a read that did not wait
 would return the value before the write."""
+import asyncio
 import json
 import os
 import sys
@@ -15,21 +16,29 @@ import requests
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from cluster import Cluster, build_slowdisk  # noqa: E402
+from cluster import ROOT, Cluster, build_slowdisk  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "Tests", "integration"))
+from wire import WireClient  # noqa: E402
 
 DELAY_MS = 40
 ROUNDS = 6
 
 
-def test_a_node_answers_before_its_commit_and_its_reads_wait_for_it(tmp_path):
+def slow_cluster(tmp_path):
+    """A 3-node cluster whose every sync takes DELAY_MS longer; (cluster, leader first)."""
     slowdisk = build_slowdisk(str(tmp_path))
     assert slowdisk, "no C compiler for slowdisk.c (clang beside swift, or cc)"
     c = Cluster(tmp_path / "c", 3, slowdisk=slowdisk)
+    leader = c.leader()
+    for i in c.ids:
+        c.slow_disk(i, DELAY_MS)
+    return c, [leader] + [i for i in c.ids if i != leader]
+
+
+def test_a_node_answers_before_its_commit_and_its_reads_wait_for_it(tmp_path):
+    c, order = slow_cluster(tmp_path)
     try:
-        leader = c.leader()
-        order = [leader] + [i for i in c.ids if i != leader]
-        for i in c.ids:
-            c.slow_disk(i, DELAY_MS)
         key = uuid.uuid4().hex
         for node in order:
             with requests.Session() as s:
@@ -49,5 +58,37 @@ def test_a_node_answers_before_its_commit_and_its_reads_wait_for_it(tmp_path):
             os.remove(c.slow_file(i))
         st = c.wait_converged()
         assert len({s["stateHash"] for s in st.values()}) == 1, st
+    finally:
+        c.down()
+
+
+def test_wire_clients_read_their_writes_on_every_node(tmp_path):
+    """The same over the wire protocol: a `p` answered by a node, then a `g` on the same
+    connection and a listen (`q`) from a new connection there, each hold the write."""
+    c, order = slow_cluster(tmp_path)
+    ns = "w" + uuid.uuid4().hex[:10]
+
+    async def rounds(node):
+        w = await WireClient.connect(c.url(node), ns)
+        try:
+            for r in range(ROUNDS):
+                _, put = await w.request("p", {"p": f"/ryw/{node}", "d": {"r": r}}, timeout=20)
+                assert put["s"] == "ok", put
+                _, got = await w.request("g", {"p": f"/ryw/{node}"}, timeout=20)
+                assert got == {"s": "ok", "d": {"r": r}}, (node, r, got)
+                listener = await WireClient.connect(c.url(node), ns)
+                try:
+                    before, ok = await listener.request("q", {"p": f"/ryw/{node}", "h": ""}, timeout=20)
+                    assert ok["s"] == "ok", ok
+                    data = [p["b"]["d"] for p in before if p.get("a") == "d"]
+                    assert data == [{"r": r}], (node, r, before)
+                finally:
+                    await listener.close()
+        finally:
+            await w.close()
+
+    try:
+        for node in order:
+            asyncio.run(rounds(node))
     finally:
         c.down()
