@@ -26,16 +26,14 @@ extension RaftHost {
 
     /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
     func flush() async {
-        let release = await flush(applyingThrough: 0)
-        assert(release == nil, "a flush without an apply commits before it returns")
+        await flush(applyingThrough: 0)
     }
 
     /// `flush()`, and when `index` > 0 also applies committed entries through `index` in the same
     /// store transaction as the append (one fsync for both). The apply's results are answered as
     /// soon as they are computed, before that transaction commits (the entries are committed in
-    /// Raft: durable in a majority's log). Returns that transaction's release when it may still be
-    /// committing: the appended entries are durable only once it has (`holdUntilCommitted`).
-    func flush(applyingThrough index: UInt64) async -> Release? {
+    /// Raft: durable in a majority's log); this returns once the append is durable.
+    func flush(applyingThrough index: UInt64) async {
         // Term and vote first: a log never holds entries of a term the node could forget it saw.
         if let hs = persist.pendingHard {
             persist.pendingHard = nil
@@ -69,9 +67,11 @@ extension RaftHost {
                     if index > 0 {
                         let (results, release) = try await store.appendAndApplyReleasing(
                             entries: entries, encoded: encoded, through: index, validated: true)
-                        // Writers hear while the transaction commits.
+                        // Writers hear while the transaction commits; what the turn reports
+                        // (`persist.report`) and sends after its persists waits for the commit.
                         answer(results)
-                        return release
+                        await store.committed(release)
+                        return
                     }
                     try await store.append(entries: entries, encoded: encoded, validated: true)
                 } catch {
@@ -79,39 +79,8 @@ extension RaftHost {
                 }
             }
         }
-        guard index > 0 else { return nil }
+        guard index > 0 else { return }
         await applyCommitted(through: index)
-        return nil
-    }
-
-    /// The turn's report and `messages` (acks, votes: they speak for what it appended) wait for
-    /// the commit of `release`, in order behind any turn still committing, while the loop goes on
-    /// with the next inputs; `releaseCommitted` sends and reports them.
-    func holdUntilCommitted(_ release: Release, messages: [Message]) {
-        committing.append(CommittingTurn(release: release, messages: messages, report: persist.report))
-        persist.report = nil
-        // A new flush returns only after the writer committed the previous one: two at most.
-        assert(committing.count <= 2, "\(committing.count) turns committing")
-        let store = self.store
-        Task { [weak self] in
-            await store.committed(release)
-            self?.wakeLoop()
-        }
-    }
-
-    /// Sends and reports, in order, what committed turns held (`holdUntilCommitted`).
-    func releaseCommitted(waiting: Bool = false) async {
-        while let first = committing.first {
-            if waiting { await store.committed(first.release) } else if !store.isCommitted(first.release) { return }
-            committing.removeFirst()
-            for m in first.messages { transport.send(.raft(m), to: m.to) }
-            if let r = first.report { await execute(step(.persisted(through: r.index, term: r.term))) }
-        }
-    }
-
-    /// A message that speaks for persisted state: sent now, or behind a turn still committing.
-    func sendAfterPersists(_ m: Message) {
-        if committing.isEmpty { transport.send(.raft(m), to: m.to) } else { committing[committing.count - 1].messages.append(m) }
     }
 
     /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the

@@ -56,8 +56,6 @@ final class RaftHost: @unchecked Sendable {
     /// Snapshot transfers (RaftHost+Snapshots).
     var snapshots = SnapshotBook()
     let staging: SnapshotStaging
-    /// Turns whose appends are committing while the loop goes on (`holdUntilCommitted`).
-    var committing: [CommittingTurn] = []
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
     static let maxInputsPerTurn = 1_024
@@ -158,15 +156,11 @@ final class RaftHost: @unchecked Sendable {
 
     var status: RaftStatus { published.withLock { $0 } }
 
-    /// Wakes the loop with nothing queued (a held turn's commit finished).
-    func wakeLoop() { wake.yield() }
-
     // MARK: - Loop
 
     private func loop() async {
         for await _ in wakeups {
             while true {
-                await releaseCommitted()
                 let batch = inbox.withLock { box -> [Input] in
                     // Usually all of it: taken whole (no copy, no shifting what stays).
                     if box.items.count <= Self.maxInputsPerTurn {
@@ -191,8 +185,6 @@ final class RaftHost: @unchecked Sendable {
                 await execute(actions)
                 // Our own entries count for Raft once durable (HOST CONTRACT 2b); a commit this
                 // enables is performed at once (its apply, the new commit index to followers).
-                // Reports in log order: a held turn before this one's own.
-                if persist.report != nil { await releaseCommitted() }
                 while let report = persist.report {
                     persist.report = nil
                     await execute(step(.persisted(through: report.index, term: report.term)))
@@ -217,7 +209,6 @@ final class RaftHost: @unchecked Sendable {
                         if case .read(let r) = input { r.reply.resume(throwing: ClusterError.shuttingDown) }
                         if case .admin(let a) = input { answer(a, .error(503, ClusterError.shuttingDown.description)) }
                     }
-                    await releaseCommitted(waiting: true)
                     failAllAdmin()
                     requests.failAll(ClusterError.shuttingDown)
                     sinkTurn.flushAll()
@@ -271,21 +262,14 @@ final class RaftHost: @unchecked Sendable {
             }
             // The other sends wait for an fsync anyway: applying in the append's transaction
             // delays them only by the apply's CPU time and saves a whole fsync per turn. The
-            // apply's writes are answered before that fsync (`flush(applyingThrough:)`); what
-            // speaks for the append waits for it while the loop steps the next inputs.
-            if let release = await flush(applyingThrough: applyThrough) {
-                holdUntilCommitted(release, messages: afterWrite)
-                await releaseCommitted()
-            } else {
-                for message in afterWrite { sendAfterPersists(message) }
-            }
+            // apply's writes are answered before that fsync (`flush(applyingThrough:)`).
+            await flush(applyingThrough: applyThrough)
+            for message in afterWrite { transport.send(.raft(message), to: message.to) }
         } else {
             // Nothing to make durable (e.g. a leader's turn of acks): the new commit index goes
             // out before the apply's fsync, so followers apply (and answer) in parallel with us.
             await flush()
-            for case .send(let message) in actions {
-                if message.payload.isReplication { transport.send(.raft(message), to: message.to) } else { sendAfterPersists(message) }
-            }
+            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
             // With nothing else waiting (an idle node: this apply is most of the way from the
             // commit to listeners), the apply's commit skips the meta page's sync; under load it
             // syncs as every commit does (EmberStore.applyCommitted).
@@ -308,7 +292,6 @@ final class RaftHost: @unchecked Sendable {
     /// The strict in-order path, for turns that persist or restore a snapshot (rare: a follower
     /// far behind, or a compaction).
     func executeInOrder(_ actions: [Action]) async {
-        await releaseCommitted(waiting: true)
         for action in actions {
             switch action {
             case .persistHardState(let hs):

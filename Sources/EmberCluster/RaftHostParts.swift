@@ -51,14 +51,6 @@ struct PersistBuffer {
     }
 }
 
-/// A turn whose appended entries are still committing (released early): what waits for them.
-struct CommittingTurn {
-    let release: Release
-    /// Acks and votes of the turn (and of later turns with nothing to persist).
-    var messages: [Message]
-    var report: (index: UInt64, term: UInt64)?
-}
-
 /// Where every member is reached: from the latest config entry, the stored directory, or the
 /// flags (RaftHost+Admin `syncMembership`).
 struct DirectoryBook {

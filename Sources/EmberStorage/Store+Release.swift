@@ -36,11 +36,6 @@ extension EmberStore {
         await core.visibility.until(release.seq)
     }
 
-    /// Whether the transaction of `release` has committed.
-    public func isCommitted(_ release: Release) -> Bool {
-        core.visibility.isVisible(release.seq)
-    }
-
     /// Like `perform`, but the caller gets `body`'s value as soon as `body` returns, while the
     /// writer commits the job's last transaction (`Writer.writeTxn` leaves it pending), with the
     /// release that commit makes visible (0: none pending). Reads starting after the hand-out wait

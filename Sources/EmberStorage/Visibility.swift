@@ -71,10 +71,6 @@ final class Visibility: Sendable {
         await until(target)
     }
 
-    func isVisible(_ seq: UInt64) -> Bool {
-        visible.load(ordering: .acquiring) >= seq
-    }
-
     /// Returns once release `seq` is visible (its transaction committed).
     func until(_ seq: UInt64) async {
         guard visible.load(ordering: .acquiring) < seq else { return }
