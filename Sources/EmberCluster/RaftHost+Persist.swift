@@ -10,11 +10,15 @@ extension RaftHost {
     /// as soon as the results are computed: the apply's own commit follows on the store's writer,
     /// and reads on this node wait for it (`EmberStore.applyCommittedReleasing`).
     func applyCommitted(through index: UInt64, metaSync: Bool = true) async {
-        let results: [WriteResult]
-        do { results = try await store.applyCommittedReleasing(through: index, metaSync: metaSync).results } catch {
+        let applied: (results: [WriteResult], release: Release)
+        do { applied = try await store.applyCommittedReleasing(through: index, metaSync: metaSync) } catch {
             fatalStorage("apply through \(index)", error)
         }
-        answer(results)
+        answer(applied.results)
+        // The loop steps on only after the commit, as after any flush: a turn that went on would
+        // find its own flush queued behind this commit, and a node whose syncs are slow would
+        // then answer its peers two commits late (a check-quorum leader steps down).
+        await store.committed(applied.release)
     }
 
     func answer(_ results: [WriteResult]) {

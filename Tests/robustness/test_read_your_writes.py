@@ -8,7 +8,10 @@ would return the value before the write."""
 import asyncio
 import json
 import os
+import random
 import sys
+import threading
+import time
 import uuid
 
 import pytest
@@ -23,6 +26,7 @@ from wire import WireClient  # noqa: E402
 
 DELAY_MS = 40
 ROUNDS = 6
+SLOW_FOLLOWER_MS = 300
 
 
 def slow_cluster(tmp_path):
@@ -90,5 +94,50 @@ def test_wire_clients_read_their_writes_on_every_node(tmp_path):
     try:
         for node in order:
             asyncio.run(rounds(node))
+    finally:
+        c.down()
+
+
+def test_an_answer_waits_for_a_majority_on_disk(tmp_path):
+    """A node answers before its apply's commit, and a Raft turn goes on while its append
+    commits, but an entry counts as stored on a node only once that node's sync returned: with
+    both followers' syncs slowed by SLOW_FOLLOWER_MS, no write is answered sooner (the leader's
+    own copy is not a majority)."""
+    slowdisk = build_slowdisk(str(tmp_path))
+    assert slowdisk, "no C compiler for slowdisk.c (clang beside swift, or cc)"
+    c = Cluster(tmp_path / "c", 3, slowdisk=slowdisk)
+    try:
+        leader = c.leader()
+        followers = [i for i in c.ids if i != leader]
+        requests.put(f"{c.url(leader)}/quorum/warm.json", data="0", timeout=20)
+        term0 = c.status(leader)["term"]
+        for f in followers:
+            c.slow_disk(f, SLOW_FOLLOWER_MS)
+        # Concurrent writers: a follower's turn then appends new entries and applies committed
+        # ones in one transaction, whose results go out before it commits — its ack must not.
+        took = []
+
+        def writer(node, w):
+            rng = random.Random(w)
+            with requests.Session() as s:
+                for r in range(3):
+                    # Spread over the followers' sync windows, not in step with the commits.
+                    time.sleep(rng.uniform(0, SLOW_FOLLOWER_MS / 1000))
+                    t0 = time.monotonic()
+                    put = s.put(f"{c.url(node)}/quorum/{node}/{w}.json", data=str(r), timeout=60)
+                    took.append((node, w, r, put.status_code, time.monotonic() - t0, put.text[:200]))
+
+        threads = [threading.Thread(target=writer, args=(node, w)) for node in [leader, followers[0]] for w in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert len(took) == 48 and all(t[3] == 200 for t in took), [t for t in took if t[3] != 200]
+        fast = [t for t in took if t[4] < SLOW_FOLLOWER_MS / 1000 * 0.9]
+        assert not fast, fast
+        # Slow syncs cost latency, not the leader: a node answers its peers after one commit at
+        # most (a check-quorum leader steps down when a majority is silent for an election
+        # timeout, 500 ms or more).
+        assert {c.status(i)["term"] for i in c.ids} == {term0}, {i: c.status(i) for i in c.ids}
     finally:
         c.down()
