@@ -11,6 +11,7 @@ The proxy runs an asyncio loop in a background thread; `Proxy.link(...)` and `Li
 called from the test's thread.
 """
 import asyncio
+import socket
 import threading
 
 CHUNK = 64 * 1024  # bytes read per chunk (a named bound on what one read buffers)
@@ -111,3 +112,23 @@ class Proxy:
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+
+
+class ReservedPorts:
+    """Distinct loopback ports held bound until `release()`: the proxy's links bind ephemeral
+    ports too, and a port picked then let go could be handed to a link before its node binds it
+    (a node then fails with "address already in use")."""
+
+    def __init__(self, n):
+        self.sockets = []
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 0))
+            self.sockets.append(s)
+        self.ports = [s.getsockname()[1] for s in self.sockets]
+
+    def release(self):
+        for s in self.sockets:
+            s.close()
+        self.sockets = []

@@ -16,8 +16,8 @@ import uuid
 import pytest
 import requests
 
-from conftest import EMBERD, RULES, free_ports
-from netproxy import Proxy
+from conftest import EMBERD, RULES
+from netproxy import Proxy, ReservedPorts
 from test_cluster import assert_no_acknowledged_write_lost, lc
 
 SOAK_ROUNDS = int(os.environ.get("EMBER_PARTITION_ROUNDS", "10" if os.environ.get("EMBER_SOAK") else "0"))
@@ -35,11 +35,13 @@ class ProxiedCluster:
         rules = os.path.join(self.dir, "rules.json")
         with open(rules, "w") as f:
             json.dump(RULES, f)
-        ports = free_ports(2 * len(self.ids))
+        reserved = ReservedPorts(2 * len(self.ids))
+        ports = reserved.ports
         self.port = dict(zip(self.ids, ports))
         peer = dict(zip(self.ids, ports[len(self.ids):]))
         self.proxy = Proxy()
         self.links = {(a, b): self.proxy.link(f"{a}->{b}", peer[b]) for a in self.ids for b in self.ids if a != b}
+        reserved.release()  # the links are bound: only the nodes bind from here on
         self.procs = {}
         for a in self.ids:
             peers = ",".join(f"{b}=127.0.0.1:{peer[b] if a == b else self.links[(a, b)].port}" for b in self.ids)

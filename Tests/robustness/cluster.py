@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "Tests", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import local_cluster  # noqa: E402
-from netproxy import Proxy  # noqa: E402
+from netproxy import Proxy, ReservedPorts  # noqa: E402
 
 lc = local_cluster.load()
 EMBERD = os.environ.get("EMBERD", os.path.join(ROOT, ".build", "debug", "emberd"))
@@ -60,12 +60,14 @@ class Cluster:
         self.rules = os.path.join(self.dir, "rules.json")
         with open(self.rules, "w") as f:
             json.dump(RULES, f)
-        ports = lc.free_ports(2 * len(self.ids))  # distinct (local-cluster's free_ports)
+        reserved = ReservedPorts(2 * len(self.ids))  # held while the links bind theirs
+        ports = reserved.ports
         self.port = dict(zip(self.ids, ports))
         self.peer_port = dict(zip(self.ids, ports[len(self.ids):]))
         self.proxy = Proxy()
         self.links = {(a, b): self.proxy.link(f"{a}->{b}", self.peer_port[b])
                       for a in self.ids for b in self.ids if a != b}
+        reserved.release()
         self.extra = list(extra)
         self.procs = {}
         self.paused = set()
