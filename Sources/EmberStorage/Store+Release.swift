@@ -43,19 +43,15 @@ extension EmberStore {
     /// treating what the transaction wrote as durable.
     func performReleasing<T: Sendable>(_ body: @escaping @Sendable (Writer) throws -> T) async throws -> (value: T, release: UInt64) {
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<(value: T, release: UInt64), any Error>) in
-            let closed = core.queue.withLock { q in
-                if q.closed { return true }
-                q.pending.append(.exclusive({ w in
-                    w.releasing = true
-                    let r = Result { try body(w) }
-                    w.releasing = false
-                    let release = w.pending?.seq ?? 0
-                    cont.resume(with: r.map { ($0, release) })
-                    w.commitPending()
-                }))
-                return false
+            let queued = enqueueExclusive { w in
+                w.releasing = true
+                let r = Result { try body(w) }
+                w.releasing = false
+                let release = w.pending?.seq ?? 0
+                cont.resume(with: r.map { ($0, release) })
+                w.commitPending()
             }
-            if closed { cont.resume(throwing: StorageError.closed) } else { wake.signal() }
+            if !queued { cont.resume(throwing: StorageError.closed) }
         }
     }
 

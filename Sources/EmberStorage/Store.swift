@@ -386,15 +386,22 @@ public final class EmberStore: @unchecked Sendable {
     /// Runs `body` on the writer thread (not group-committed with submits).
     func perform<T: Sendable>(_ body: @escaping @Sendable (Writer) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, any Error>) in
-            let closed = core.queue.withLock { q in
-                if q.closed { return true }
-                q.pending.append(.exclusive({ w in
-                    do { cont.resume(returning: try body(w)) } catch { cont.resume(throwing: error) }
-                }))
-                return false
+            let queued = enqueueExclusive { w in
+                do { cont.resume(returning: try body(w)) } catch { cont.resume(throwing: error) }
             }
-            if closed { cont.resume(throwing: StorageError.closed) } else { wake.signal() }
+            if !queued { cont.resume(throwing: StorageError.closed) }
         }
+    }
+
+    /// Queues `job` for the writer thread and wakes it; false (nothing queued) once closed.
+    func enqueueExclusive(_ job: @escaping @Sendable (Writer) -> Void) -> Bool {
+        let queued = core.queue.withLock { q in
+            if q.closed { return false }
+            q.pending.append(.exclusive(job))
+            return true
+        }
+        if queued { wake.signal() }
+        return queued
     }
 
     /// Replaces the `.indexOn` specs of a namespace: new indexes are built from the data, removed
