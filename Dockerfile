@@ -2,7 +2,7 @@
 # the LMDB runtime library runs them. `docker build -t ember .` (docker-compose.yml builds it too).
 ARG SWIFT_IMAGE=swift:6.3.1-bookworm
 FROM ${SWIFT_IMAGE} AS build
-RUN apt-get update && apt-get install -y --no-install-recommends liblmdb-dev pkg-config \
+RUN apt-get update && apt-get install -y --no-install-recommends liblmdb-dev libjemalloc-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Manifest first: the dependency checkout is cached while only sources change.
@@ -15,8 +15,8 @@ RUN swift build -c release --static-swift-stdlib --product emberd \
     && mkdir -p /out && cp .build/release/emberd .build/release/ember /out/
 
 FROM debian:bookworm-slim
-# liblmdb0: the storage engine; curl: the compose health check; ca-certificates for HTTPS clients.
-RUN apt-get update && apt-get install -y --no-install-recommends liblmdb0 curl ca-certificates tzdata \
+# liblmdb0: the storage engine; libjemalloc2: emberd's malloc; curl: the compose health check; ca-certificates for HTTPS clients.
+RUN apt-get update && apt-get install -y --no-install-recommends liblmdb0 libjemalloc2 curl ca-certificates tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data ember \
     && mkdir -p /data /certs && chown ember /data /certs

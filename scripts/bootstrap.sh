@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Ember needs on Debian and is not there yet: liblmdb-dev (the storage engine),
+# libjemalloc-dev (emberd's malloc),
 # libsqlite3-dev (the client's offline persistence, through GRDB),
 # pkg-config, python3-venv for the integration suite, openssl, and with --with-browser the headless
 # Chromium and its WebDriver that the console's browser tests drive. Uses sudo when not root.
@@ -9,6 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 missing=()
 dpkg -s liblmdb-dev >/dev/null 2>&1 || missing+=(liblmdb-dev)
 dpkg -s libsqlite3-dev >/dev/null 2>&1 || missing+=(libsqlite3-dev)
+dpkg -s libjemalloc-dev >/dev/null 2>&1 || missing+=(libjemalloc-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then

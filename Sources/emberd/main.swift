@@ -255,7 +255,7 @@ struct Emberd: AsyncParsableCommand {
         }
         let node = try EmberNode(config: config, store: store, logger: logger)
         logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
-                                                  "tls": "\(config.clientTLS != nil)"])
+                                                  "tls": "\(config.clientTLS != nil)", "allocator": "\(Allocator.name)"])
         logger.info("auth: \(mode.summary)")
         if let jwt = config.tokenVerifier as? JWTTokenVerifier { logger.info("auth: \(jwt.summary)") }
         if let files = FileLimit.raiseToHard() {

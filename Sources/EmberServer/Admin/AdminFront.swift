@@ -115,6 +115,7 @@ final class AdminFront: Sendable {
         s["slowConsumerDisconnects"] = .int(Int64(realtime.slowConsumerCutOffs.count.load(ordering: .relaxed)
                                                    + hub.overflowClosures.load(ordering: .relaxed)))
         s["fanoutBacklog"] = .int(Int64(realtime.feed?.backlog ?? 0))
+        s["allocator"] = .string(Allocator.name)
         let ops = config.operations
         let ownID: String
         if case .string(let id)? = s["id"] { ownID = id } else { ownID = "single" }
