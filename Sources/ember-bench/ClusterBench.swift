@@ -42,7 +42,12 @@ struct ClusterBench: AsyncParsableCommand {
     @Flag(help: "Skip the etcd run.")
     var skipEtcd = false
 
+    @Option(help: "Rounds of the same pair of runs (Ember and etcd in turn, the first alternating), then the medians.")
+    var rounds = 1
+
     static let nodes = 3
+    /// Most rounds one invocation runs (each is two clusters' start, load and stop).
+    static let maxRounds = 20
     /// Open-loop sends allowed in flight before the run is declared saturated (bounds the tasks).
     static let maxRateInFlight = 4_096
 
@@ -54,6 +59,7 @@ struct ClusterBench: AsyncParsableCommand {
         guard pipeline >= 1 else { throw ValidationError("--pipeline must be at least 1") }
         guard `protocol` == .ws || pipeline == 1 else { throw ValidationError("--pipeline needs --protocol ws") }
         if let rate { guard rate >= 1 && rate <= 100_000 else { throw ValidationError("--rate must be 1...100000") } }
+        guard (1...Self.maxRounds).contains(rounds) else { throw ValidationError("--rounds must be 1...\(Self.maxRounds)") }
     }
 
     func run() async throws {
@@ -91,6 +97,57 @@ struct ClusterBench: AsyncParsableCommand {
         }
         let ids = (1...Self.nodes).map { "n\($0)" }
         try makePeerCertificates(openssl: openssl, dir: dir, ids: ids)
+        print("ember-bench cluster: \(Self.nodes) nodes each, \(shape), \(load.valueSize)-byte values, \(duration) s per run"
+              + (rounds == 1 ? "" : skipEtcd ? ", \(rounds) rounds" : ", \(rounds) rounds (Ember and etcd in turn, the first alternating)")
+              + ", load average \(loadAverage())")
+        var pairs: [(ember: RunFigures, etcd: RunFigures)] = []
+        for round in 1...rounds {
+            if rounds > 1 { print("-- round \(round) of \(rounds)") }
+            // A drifting machine (a VM's speed moves between minutes) favours no peer on average.
+            let emberFirst = round % 2 == 1 || skipEtcd
+            var ember: RunFigures?, etcd: RunFigures?
+            for peer in emberFirst ? [true, false] : [false, true] {
+                if peer {
+                    ember = try await emberRun(bench, http, processes, dir: "\(dir)/r\(round)", ids: ids, certs: dir)
+                } else if !skipEtcd {
+                    etcd = try await etcdRun(http, processes, dir: "\(dir)/r\(round)")
+                }
+            }
+            try? FileManager.default.removeItem(atPath: "\(dir)/r\(round)")
+            guard let ember, let etcd else { continue }
+            print(String(format: "ratio ember/etcd: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx, CPU per write %.2fx",
+                         ember.rate / etcd.rate, ember.p50 / etcd.p50, ember.p99 / etcd.p99,
+                         ember.cpuPerWrite / max(etcd.cpuPerWrite, 1e-9)))
+            pairs.append((ember, etcd))
+        }
+        if pairs.count > 1 { printRounds(pairs) }
+    }
+
+    /// Medians (and ranges) over the rounds: each round's ratio comes from one pair of runs
+    /// minutes apart at most, so the median ratio is the figure a drifting machine distorts least.
+    func printRounds(_ pairs: [(ember: RunFigures, etcd: RunFigures)]) {
+        func median(_ xs: [Double]) -> Double {
+            let s = xs.sorted()
+            return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+        }
+        func line(_ what: String, _ xs: [Double], _ format: String) -> String {
+            String(format: "%@ median \(format) (\(format)–\(format))", what, median(xs), xs.min()!, xs.max()!)
+        }
+        let unit = rate == nil ? "%.0f" : "%.2f"
+        print("over \(pairs.count) rounds:")
+        if rate == nil {
+            print("  " + line("ember writes/s", pairs.map(\.ember.rate), unit) + "; " + line("etcd writes/s", pairs.map(\.etcd.rate), unit))
+        }
+        print("  " + line("ember p50 ms", pairs.map(\.ember.p50), "%.2f") + "; " + line("etcd p50 ms", pairs.map(\.etcd.p50), "%.2f"))
+        print("  " + line("ember p99 ms", pairs.map(\.ember.p99), "%.2f") + "; " + line("etcd p99 ms", pairs.map(\.etcd.p99), "%.2f"))
+        print("  ratio ember/etcd: " + line("throughput", pairs.map { $0.ember.rate / $0.etcd.rate }, "%.2fx")
+              + ", " + line("p50 latency", pairs.map { $0.ember.p50 / $0.etcd.p50 }, "%.2fx")
+              + ", " + line("CPU per write", pairs.map { $0.ember.cpuPerWrite / max($0.etcd.cpuPerWrite, 1e-9) }, "%.2fx"))
+    }
+
+    /// Starts a fresh 3-node Ember cluster in `dir`, runs the mode's load on it, stops it.
+    func emberRun(_ bench: HTTPLoad, _ http: HTTPClient, _ processes: ProcessSet, dir: String, ids: [String],
+                  certs: String) async throws -> RunFigures {
         let base = 20_000 + Int.random(in: 0..<1000) * 10
         let peers = ids.enumerated().map { "\($1)=127.0.0.1:\(base + 5 + $0)" }.joined(separator: ",")
         var nodes: [ServerProcess] = []
@@ -98,33 +155,31 @@ struct ClusterBench: AsyncParsableCommand {
             let port = base + i
             let p = try HTTPLoad.launch(load.emberd, [
                 "--data", "\(dir)/\(id)", "--port", "\(port)", "--log-level", "warning", "--node-id", id, "--peers", peers,
-                "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
+                "--peer-tls-cert", "\(certs)/\(id).pem", "--peer-tls-key", "\(certs)/\(id).key", "--peer-tls-ca", "\(certs)/ca.pem",
                 // One machine plays every client: per-address limits off.
                 "--max-connections-per-address", "0", "--max-requests-per-second", "0",
             ])
             processes.add(p)
             nodes.append(ServerProcess(name: id, url: "http://127.0.0.1:\(port)", process: p))
         }
+        defer { stop(nodes) }
         for n in nodes { try await HTTPLoad.waitReady(http, n.url + "/.json") }
         try await waitForLeader(http, nodes.map(\.url))
         let (leaderURL, followerURL) = try await roles(http, nodes.map(\.url))
         for i in nodes.indices where nodes[i].url == leaderURL { nodes[i].name += " (leader)" }
-        print("ember-bench cluster: \(Self.nodes) nodes each, \(shape), \(load.valueSize)-byte values, \(duration) s per run, "
-              + "load average \(loadAverage())")
-        let ember: RunFigures
         if let rate {
-            ember = try await rateRun(name: "ember (3 nodes)", rate: rate, servers: nodes) {
+            return try await rateRun(name: "ember (3 nodes)", rate: rate, servers: nodes) {
                 try await ClusterProbe.emberLatency(http, writeTo: leaderURL, listenOn: followerURL, rate: rate,
                                                      seconds: duration, maxInFlight: Self.maxRateInFlight)
             }
-        } else {
-            let targets = leaderOnly ? [leaderURL] : nodes.map(\.url)
-            ember = try await closedLoopEmber(bench, http, targets: targets, leaderURL: leaderURL, followerURL: followerURL, servers: nodes)
         }
-        for n in nodes { n.process.terminate() }
-        guard !skipEtcd else { return }
+        let targets = leaderOnly ? [leaderURL] : nodes.map(\.url)
+        return try await closedLoopEmber(bench, http, targets: targets, leaderURL: leaderURL, followerURL: followerURL, servers: nodes)
+    }
 
-        let etcdBase = base + 100
+    /// Starts a fresh 3-member etcd cluster in `dir`, runs the same load on it, stops it.
+    func etcdRun(_ http: HTTPClient, _ processes: ProcessSet, dir: String) async throws -> RunFigures {
+        let etcdBase = 20_000 + Int.random(in: 0..<1000) * 10 + 100
         let cluster = (0..<Self.nodes).map { "e\($0 + 1)=http://127.0.0.1:\(etcdBase + 10 + $0)" }.joined(separator: ",")
         var members: [ServerProcess] = []
         for i in 0..<Self.nodes {
@@ -138,23 +193,24 @@ struct ClusterBench: AsyncParsableCommand {
             processes.add(p)
             members.append(ServerProcess(name: "e\(i + 1)", url: client, process: p))
         }
+        defer { stop(members) }
         for m in members { try await HTTPLoad.waitReady(http, m.url + "/health") }
         let etcdLeader = try await ClusterProbe.etcdLeader(http, members.map(\.url))
         for i in members.indices where members[i].url == etcdLeader { members[i].name += " (leader)" }
-        let etcd: RunFigures
         if let rate {
             let follower = members.first { $0.url != etcdLeader }!.url
-            etcd = try await rateRun(name: "etcd (3 members)", rate: rate, servers: members) {
+            return try await rateRun(name: "etcd (3 members)", rate: rate, servers: members) {
                 try await ClusterProbe.etcdLatency(http, writeTo: etcdLeader, listenOn: follower, rate: rate,
                                                     seconds: duration, maxInFlight: Self.maxRateInFlight)
             }
-        } else {
-            etcd = try await closedLoopEtcd(members: members, etcdLeader: etcdLeader)
         }
-        for m in members { m.process.terminate() }
-        print(String(format: "ratio ember/etcd: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx, CPU per write %.2fx",
-                     ember.rate / etcd.rate, ember.p50 / etcd.p50, ember.p99 / etcd.p99,
-                     ember.cpuPerWrite / max(etcd.cpuPerWrite, 1e-9)))
+        return try await closedLoopEtcd(members: members, etcdLeader: etcdLeader)
+    }
+
+    /// Stops a run's servers and waits for them, so the next run has the machine (and ports) to itself.
+    func stop(_ servers: [ServerProcess]) {
+        for s in servers where s.process.isRunning { s.process.terminate() }
+        for s in servers { s.process.waitUntilExit() }
     }
 
     /// What a run reports for the ratio line.
