@@ -83,6 +83,9 @@ public struct PeerProgress: Sendable, Hashable {
         guard index > matchIndex else { return false }
         matchIndex = index
         nextIndex = max(nextIndex, index + 1)
+        // It advanced, so it is not stalled — at once, not at the next tick: a status taken in
+        // between showed no lag with stalled time (the count is only of ticks without advancing).
+        lagStalledTicks = 0
         return true
     }
 

@@ -41,4 +41,23 @@ import Testing
             #expect(c["n1"].status.progress["n3"]!.lagStalledTicks <= 1)
         }
     }
+
+    /// A status read between an acknowledgement and the next tick showed `lag 0` with stalled
+    /// time left from the tick before (an integration test caught it on a fast machine).
+    @Test func anAcknowledgementThatAdvancesEndsTheStallAtOnce() {
+        var p = PeerProgress(nextIndex: 1)
+        _ = p.acknowledge(3)
+        for _ in 0..<3 { p.observeTick(commitIndex: 5) }
+        #expect(p.lag(commitIndex: 5) == 2 && p.lagStalledTicks == 2)
+        let advanced = p.acknowledge(4)
+        #expect(advanced && p.lagStalledTicks == 0)
+        p.observeTick(commitIndex: 5)
+        p.observeTick(commitIndex: 5)
+        #expect(p.lagStalledTicks == 1)
+        let caughtUp = p.acknowledge(5)
+        #expect(caughtUp && p.lag(commitIndex: 5) == 0 && p.lagStalledTicks == 0)
+        // An acknowledgement that does not advance reports so.
+        let again = p.acknowledge(5)
+        #expect(!again)
+    }
 }
