@@ -133,10 +133,9 @@ struct ClusterBench: AsyncParsableCommand {
         func line(_ what: String, _ xs: [Double], _ format: String) -> String {
             String(format: "%@ median \(format) (\(format)–\(format))", what, median(xs), xs.min()!, xs.max()!)
         }
-        let unit = rate == nil ? "%.0f" : "%.2f"
         print("over \(pairs.count) rounds:")
-        if rate == nil {
-            print("  " + line("ember writes/s", pairs.map(\.ember.rate), unit) + "; " + line("etcd writes/s", pairs.map(\.etcd.rate), unit))
+        if rate == nil {  // an open-loop run's rate is the one it was given
+            print("  " + line("ember writes/s", pairs.map(\.ember.rate), "%.0f") + "; " + line("etcd writes/s", pairs.map(\.etcd.rate), "%.0f"))
         }
         print("  " + line("ember p50 ms", pairs.map(\.ember.p50), "%.2f") + "; " + line("etcd p50 ms", pairs.map(\.etcd.p50), "%.2f"))
         print("  " + line("ember p99 ms", pairs.map(\.ember.p99), "%.2f") + "; " + line("etcd p99 ms", pairs.map(\.etcd.p99), "%.2f"))
