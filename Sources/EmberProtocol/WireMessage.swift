@@ -147,12 +147,52 @@ public enum WireClientMessage: Sendable, Equatable {
     }
 
     public static func parse(_ text: String) -> Result<WireClientMessage, ParseError> {
-        guard let json = try? JSON.parse(text), case .object(let envelope) = json,
-              case .object(let d)? = envelope["d"] else { return .failure(.notProtocol) }
-        if envelope["t"]?.stringValue == "c" {
-            return .success(d["t"]?.stringValue == "p" ? .ping : .ignored)
+        // Member by member (`JSONMembers`), not through `JSON.parse`: the envelope's and `d`'s
+        // dictionaries would be built, hashed and looked up once per request only to read these
+        // few keys. Same answers as reading the parsed document: a repeated key keeps its last
+        // value, and anything `JSON.parse` refuses is `.notProtocol`.
+        var envelopeType: JSON? = nil
+        var d: Envelope? = nil  // nil: no `d` member, or one that is not an object
+        var m = JSONMembers(text)
+        do {
+            guard try m.enterObject() else { return .failure(.notProtocol) }
+            while let key = try m.nextKey() {
+                switch key {
+                case "t": envelopeType = try m.value()
+                case "d":
+                    if try m.enterObject() {
+                        var e = Envelope()
+                        while let k = try m.nextKey() {
+                            switch k {
+                            case "r": e.r = try m.value()
+                            case "a": e.a = try m.value()
+                            case "b": e.b = try m.value()
+                            case "t": e.t = try m.value()
+                            default: _ = try m.value()
+                            }
+                        }
+                        d = e
+                    } else {
+                        _ = try m.value()
+                        d = nil
+                    }
+                default: _ = try m.value()
+                }
+            }
+            try m.finish()
+        } catch {
+            return .failure(.notProtocol)
         }
-        guard case .int(let r)? = d["r"], let action = d["a"]?.stringValue else { return .failure(.missingRequestFields) }
-        return .success(.request(r: r, action: action, body: d["b"]?.objectValue ?? [:]))
+        guard let d else { return .failure(.notProtocol) }
+        if envelopeType?.stringValue == "c" {
+            return .success(d.t?.stringValue == "p" ? .ping : .ignored)
+        }
+        guard case .int(let r)? = d.r, let action = d.a?.stringValue else { return .failure(.missingRequestFields) }
+        return .success(.request(r: r, action: action, body: d.b?.objectValue ?? [:]))
+    }
+
+    /// The members of a message's `d` object that `parse` reads.
+    private struct Envelope {
+        var r: JSON?, a: JSON?, b: JSON?, t: JSON?
     }
 }
