@@ -91,8 +91,7 @@ struct ClusterBench: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         // Data of both clusters (each run leaves hundreds of MB otherwise).
         defer {
-            processes.stopAll()
-            processes.waitAll()
+            processes.stopAndWaitAll()
             try? FileManager.default.removeItem(atPath: dir)
         }
         let ids = (1...Self.nodes).map { "n\($0)" }
@@ -117,7 +116,7 @@ struct ClusterBench: AsyncParsableCommand {
             guard let ember, let etcd else { continue }
             print(String(format: "ratio ember/etcd: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx, CPU per write %.2fx",
                          ember.rate / etcd.rate, ember.p50 / etcd.p50, ember.p99 / etcd.p99,
-                         ember.cpuPerWrite / max(etcd.cpuPerWrite, 1e-9)))
+                         ember.cpuRatio(to: etcd)))
             pairs.append((ember, etcd))
         }
         if pairs.count > 1 { printRounds(pairs) }
@@ -141,7 +140,7 @@ struct ClusterBench: AsyncParsableCommand {
         print("  " + line("ember p99 ms", pairs.map(\.ember.p99), "%.2f") + "; " + line("etcd p99 ms", pairs.map(\.etcd.p99), "%.2f"))
         print("  ratio ember/etcd: " + line("throughput", pairs.map { $0.ember.rate / $0.etcd.rate }, "%.2fx")
               + ", " + line("p50 latency", pairs.map { $0.ember.p50 / $0.etcd.p50 }, "%.2fx")
-              + ", " + line("CPU per write", pairs.map { $0.ember.cpuPerWrite / max($0.etcd.cpuPerWrite, 1e-9) }, "%.2fx"))
+              + ", " + line("CPU per write", pairs.map { $0.ember.cpuRatio(to: $0.etcd) }, "%.2fx"))
     }
 
     /// Starts a fresh 3-node Ember cluster in `dir`, runs the mode's load on it, stops it.
@@ -207,10 +206,7 @@ struct ClusterBench: AsyncParsableCommand {
     }
 
     /// Stops a run's servers and waits for them, so the next run has the machine (and ports) to itself.
-    func stop(_ servers: [ServerProcess]) {
-        for s in servers where s.process.isRunning { s.process.terminate() }
-        for s in servers { s.process.waitUntilExit() }
-    }
+    func stop(_ servers: [ServerProcess]) { ProcessSet.stopAndWait(servers.map(\.process)) }
 
     /// What a run reports for the ratio line.
     struct RunFigures {
@@ -219,6 +215,9 @@ struct ClusterBench: AsyncParsableCommand {
         var p99: Double
         /// Server CPU µs per acknowledged write, all processes together.
         var cpuPerWrite: Double
+
+        /// This run's CPU per write over `other`'s (guarded: a run may measure no CPU at all).
+        func cpuRatio(to other: RunFigures) -> Double { cpuPerWrite / max(other.cpuPerWrite, 1e-9) }
     }
 
     func closedLoopEmber(_ bench: HTTPLoad, _ http: HTTPClient, targets: [String], leaderURL: String, followerURL: String,
@@ -330,8 +329,14 @@ final class ProcessSet: @unchecked Sendable {
     private var processes: [Process] = []
     func add(_ p: Process) { processes.append(p) }
     func stopAll() { for p in processes where p.isRunning { p.terminate() } }
-    /// Waits for every process to exit (after `stopAll`; emberd and etcd exit on SIGTERM).
-    func waitAll() { for p in processes { p.waitUntilExit() } }
+    /// Stops every process and waits for each to exit (emberd and etcd exit on SIGTERM).
+    func stopAndWaitAll() { Self.stopAndWait(processes) }
+
+    /// Terminates `processes` (SIGTERM) and waits for each to exit.
+    static func stopAndWait(_ processes: [Process]) {
+        for p in processes where p.isRunning { p.terminate() }
+        for p in processes { p.waitUntilExit() }
+    }
 }
 
 /// CPU (user + system) each server process spends over a run, per acknowledged write.
