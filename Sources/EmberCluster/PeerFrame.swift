@@ -270,6 +270,7 @@ public enum PeerFrameCodec {
         case .readIndexResponse(let id, let index):
             w.u8(12); w.varint(id)
             if let index { w.u8(1); w.varint(index) } else { w.u8(0) }
+        case .leaderDurable(let index): w.u8(13); w.varint(index)
         }
     }
 
@@ -312,6 +313,7 @@ public enum PeerFrameCodec {
         case 12:
             let id = try r.varint()
             return .readIndexResponse(id: id, index: try r.bool() ? try r.varint() : nil)
+        case 13: return .leaderDurable(index: try r.varint())
         case let t: throw .unknownTag("raft payload", t)
         }
     }
@@ -392,5 +394,14 @@ struct FrameReader {
     }
     mutating func optionalString() throws(PeerFrameError) -> String? {
         try bool() ? try string() : nil
+    }
+}
+
+extension PeerFrame {
+    /// Whether every build of the peer protocol decodes this frame (level 1), or only builds that
+    /// accepted `PeerTLS.protocolLevel2` do.
+    var knownToEveryBuild: Bool {
+        if case .raft(let m) = self, case .leaderDurable = m.payload { return false }
+        return true
     }
 }

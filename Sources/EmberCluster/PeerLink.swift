@@ -42,6 +42,8 @@ final class PeerLink: Sendable {
         var closed = false
         var dropped: UInt64 = 0
         var everConnected = false
+        /// The connected peer accepted `PeerTLS.protocolLevel2` (learnt anew on every connection).
+        var level2 = false
         /// Frames for the connected channel not yet written (drained once per event-loop turn).
         var outbox: [ByteBuffer] = []
         var outboxBytes = 0
@@ -66,6 +68,10 @@ final class PeerLink: Sendable {
     }
 
     var isConnected: Bool { state.withLock { $0.channel != nil } }
+
+    /// Whether the peer at the other end of the current connection decodes level-2 messages;
+    /// false while not connected (frames queued meanwhile must be ones every build knows).
+    var speaksLevel2: Bool { state.withLock { $0.channel != nil && $0.level2 } }
 
     /// For `/.ember/status`: connected, frames waiting, frames dropped (queue full or slow peer).
     var stats: (connected: Bool, queued: Int, dropped: UInt64) {
@@ -177,21 +183,23 @@ final class PeerLink: Sendable {
             .connect(host: address.host, port: address.port)
         connect.flatMap { channel in
             channel.eventLoop.submit {
-                try channel.pipeline.syncOperations.handler(type: PeerOutboundHandler.self).verified.futureResult
-            }.flatMap { $0 }.map { channel }
+                let handler = try channel.pipeline.syncOperations.handler(type: PeerOutboundHandler.self)
+                return handler.verified.futureResult.map { handler.negotiatedProtocol == PeerTLS.protocolLevel2 }
+            }.flatMap { $0 }.map { (channel, $0) }
         }.whenComplete { result in
             switch result {
-            case .success(let channel): self.connected(channel)
+            case .success(let (channel, level2)): self.connected(channel, level2: level2)
             case .failure(let error): self.failed(error)
             }
         }
     }
 
-    private func connected(_ channel: any Channel) {
+    private func connected(_ channel: any Channel, level2: Bool) {
         let (pending, closed) = state.withLock { s -> (Bool, Bool) in
             s.connecting = false
             if s.closed { return (false, true) }
             s.channel = channel
+            s.level2 = level2
             s.backoffMillis = backoffMin
             s.everConnected = true
             // Frames a dead channel's drain had not written yet, then the ones queued since:
@@ -253,6 +261,8 @@ final class PeerOutboundHandler: ChannelInboundHandler {
     var done = false
     /// The certificate named the peer we dialled: only then is its notice believed.
     var identified = false
+    /// The ALPN protocol the accepting side chose (nil: a build that offers none).
+    var negotiatedProtocol: String?
 
     init(expected: NodeID, members: Set<NodeID>, logger: Logger,
          onNotice: @escaping @Sendable (PeerFrame, NodeID) -> Void = { _, _ in }) {
@@ -277,7 +287,8 @@ final class PeerOutboundHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = tlsEvent {
+            negotiatedProtocol = negotiated
             var names: [String] = []
             if let cert = try? context.pipeline.syncOperations.nioSSL_peerCertificate() {
                 names = (try? PeerTLS.names(of: cert)) ?? []

@@ -15,7 +15,17 @@ public struct PeerTLS: Sendable {
     public let serverContext: NIOSSLContext
     public let clientContext: NIOSSLContext
 
-    public init(certificatePath: String, keyPath: String, caPath: String) throws {
+    /// The peer protocol level this build speaks beyond the first, offered by ALPN on every peer
+    /// connection. Builds before it offered none and ignore the offer (their handshake carries
+    /// no ALPN answer), so a dialer learns whether the node it reached decodes the later
+    /// messages (`Message.Payload.leaderDurable`); a node of the previous build would close the
+    /// link on a message kind it does not know.
+    public static let protocolLevel2 = "ember-peer/2"
+
+    /// `applicationProtocols`: what this node offers and accepts by ALPN (tests pass `[]` to
+    /// stand for a node of the previous build).
+    public init(certificatePath: String, keyPath: String, caPath: String,
+                applicationProtocols: [String] = [PeerTLS.protocolLevel2]) throws {
         let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
         let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
         let roots = try NIOSSLCertificate.fromPEMFile(caPath)
@@ -25,6 +35,7 @@ public struct PeerTLS: Sendable {
         server.minimumTLSVersion = .tlsv13
         server.certificateVerification = .noHostnameVerification  // requires a client certificate
         server.trustRoots = .certificates(roots)
+        server.applicationProtocols = applicationProtocols
 
         var client = TLSConfiguration.makeClientConfiguration()
         client.minimumTLSVersion = .tlsv13
@@ -32,6 +43,7 @@ public struct PeerTLS: Sendable {
         client.trustRoots = .certificates(roots)
         client.certificateChain = chain
         client.privateKey = .privateKey(key)
+        client.applicationProtocols = applicationProtocols
 
         serverContext = try NIOSSLContext(configuration: server)
         clientContext = try NIOSSLContext(configuration: client)

@@ -120,6 +120,9 @@ public final class PeerTransport: Sendable {
             logger.debug("frame for unknown peer dropped", metadata: ["peer": "\(peer)"])
             return
         }
+        // A node of the previous build closes the link on a message kind it does not know; this
+        // one is only a shortcut (losing it costs the follower a wait), so it is not sent there.
+        if !frame.knownToEveryBuild && !link.speaksLevel2 { return }
         let bytes: [UInt8]
         do { bytes = try PeerFrameCodec.frame(frame) } catch {
             logger.error("peer frame not sent", metadata: ["peer": "\(peer)", "error": "\(error)"])

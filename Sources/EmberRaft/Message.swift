@@ -37,6 +37,11 @@ public struct Message: Sendable, Hashable {
         case readIndexRequest(id: UInt64)
         /// Leader's answer: the read index, or nil if it could not serve the read.
         case readIndexResponse(id: UInt64, index: UInt64?)
+        /// The leader's log is durable on its disk through `index` (sent in three-voter
+        /// clusters to followers that have not yet acknowledged that far): with its own copy
+        /// durable, a follower then holds a majority's proof and commits without waiting for the
+        /// leader's commit index (`RaftNode.inferCommit`). Losing it only costs that wait.
+        case leaderDurable(index: UInt64)
     }
 }
 

@@ -1,6 +1,7 @@
 // Linearizable reads via ReadIndex (thesis 6.4).
 //
-// Leader: once an entry of its term is committed, record readIndex = commitIndex, start a
+// Leader: once an entry of its term is committed, record readIndex = commitIndex (or the durable
+// index announced to followers, if higher: see `inferCommit`), start a
 // heartbeat round numbered `readRound`; when a quorum echoes a round >= the read's round the
 // leader knows it was still leader when the read arrived. The read is released once
 // appliedIndex >= readIndex. Followers forward the request to the leader and wait for their own
@@ -41,7 +42,10 @@ extension RaftNode {
 
     private mutating func startReadRound(_ origins: [ReadOrigin]) {
         readRound += 1
-        for o in origins { pendingReads.append(PendingRead(origin: o, index: commitIndex, round: readRound)) }
+        // A follower may have applied — and shown — entries we announced durable before our
+        // commit index covers them (`inferCommit`): a read must wait for those too.
+        let index = max(commitIndex, announcedDurable)
+        for o in origins { pendingReads.append(PendingRead(origin: o, index: index, round: readRound)) }
         if membership.quorum == 1 && membership.contains(id) {
             confirmReads()
         } else {

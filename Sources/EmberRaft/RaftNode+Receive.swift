@@ -16,7 +16,7 @@ extension RaftNode {
                 break  // pre-votes never change our term
             case .preVoteResponse(granted: true):
                 break  // granted pre-votes carry our *future* term
-            case .appendEntries, .heartbeat, .installSnapshot:
+            case .appendEntries, .heartbeat, .installSnapshot, .leaderDurable:
                 becomeFollower(term: m.term, leader: m.from)
             default:
                 becomeFollower(term: m.term, leader: nil)
@@ -79,6 +79,10 @@ extension RaftNode {
             } else {
                 send(m.from, .readIndexResponse(id: readID, index: nil))
             }
+        case .leaderDurable(let index):
+            acceptLeader(m.from)
+            leaderDurable = leaderDurable.term == term ? (term, max(leaderDurable.index, index)) : (term, index)
+            inferCommit()
         case .readIndexResponse(let readID, let index):
             if let index {
                 readsAwaitingApply.append((readID, index))

@@ -198,7 +198,45 @@ extension RaftNode {
     mutating func persisted(through index: UInt64, term entryTerm: UInt64) {
         guard index > durableIndex, log.term(at: index) == entryTerm else { return }
         durableIndex = index
-        if role == .leader, maybeCommit() { broadcastAppend() }
+        if role == .leader {
+            if maybeCommit() { broadcastAppend() }
+            announceDurable()
+        } else {
+            inferCommit()
+        }
+    }
+
+    /// Whether a follower may count the leader's durable log and its own as a majority: exactly
+    /// three voters, both of them among them, and no configuration change waiting to commit in
+    /// our log (single-server changes keep every old and new majority overlapping, so a pair
+    /// that is a majority now stays one for what it has stored).
+    var twoOfThreeCommit: Bool {
+        guard let leader = leaderID, membership.voters.count == 3 else { return false }
+        return membership.voters.contains(id) && membership.voters.contains(leader) && configIndex <= commitIndex
+    }
+
+    /// Leader, three voters: tells the followers that have not acknowledged our durable end
+    /// that it is durable here, so each can commit it once its own copy is (`inferCommit`)
+    /// instead of waiting for an acknowledgement round and our commit index.
+    mutating func announceDurable() {
+        guard membership.voters.count == 3, membership.voters.contains(id), durableIndex > announcedDurable else { return }
+        let through = min(durableIndex, log.lastIndex)
+        guard log.term(at: through) == term else { return }  // only current-term entries commit by counting
+        announcedDurable = through
+        for peer in replicationTargets where membership.voters.contains(peer) && (progress[peer]?.matchIndex ?? 0) < through {
+            send(peer, .leaderDurable(index: through))
+        }
+    }
+
+    /// Follower: an entry of the current term that is durable both here and (by `.leaderDurable`)
+    /// at the leader is on two of three voters — committed (paper 5.4: any later leader needs a
+    /// vote from one of the two, who refuse a log without it). Entries of this term came from
+    /// this leader, so ours match its log through them; earlier entries commit with them.
+    mutating func inferCommit() {
+        guard role == .follower, leaderDurable.term == term, twoOfThreeCommit else { return }
+        let k = min(leaderDurable.index, durableIndex, log.lastIndex)
+        guard k > commitIndex, log.term(at: k) == term else { return }
+        commitIndex = k
     }
 
     // MARK: Follower

@@ -51,6 +51,10 @@ public struct RaftNode: Sendable {
     var pendingReads: [PendingRead] = []
     var readsAwaitingLeaderCommit: [ReadOrigin] = []
     var readsAwaitingApply: [(id: UInt64, index: UInt64)] = []
+    /// Follower: how far the leader of `term` said its log is durable (`.leaderDurable`).
+    var leaderDurable: (term: UInt64, index: UInt64) = (0, 0)
+    /// Leader: the durable index last announced with `.leaderDurable`.
+    var announcedDurable: UInt64 = 0
 
     // Follower: snapshot being received in chunks (the bytes go to the host's staging area).
     var incomingSnapshot: IncomingSnapshot?
@@ -206,6 +210,7 @@ public struct RaftNode: Sendable {
         leadTransferee = nil
         resetElectionTimer()
         progress = [:]
+        announcedDurable = 0
         for peer in membership.voters where peer != id {
             progress[peer] = PeerProgress(nextIndex: log.lastIndex + 1)
         }

@@ -33,6 +33,7 @@ import Testing
         .readIndexRequest(id: .max),
         .readIndexResponse(id: 3, index: 17),
         .readIndexResponse(id: 3, index: nil),
+        .leaderDurable(index: 1 << 35),
     ]
 
     static var frames: [PeerFrame] {
