@@ -74,8 +74,8 @@ final class PeerLink: Sendable {
     var speaksLevel2: Bool { state.withLock { $0.channel != nil && $0.level2 } }
 
     /// For `/.ember/status`: connected, frames waiting, frames dropped (queue full or slow peer).
-    var stats: (connected: Bool, queued: Int, dropped: UInt64) {
-        state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped) }
+    var stats: (connected: Bool, queued: Int, dropped: UInt64, level2: Bool) {
+        state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped, $0.channel != nil && $0.level2) }
     }
 
     func send(_ frame: ByteBuffer) {

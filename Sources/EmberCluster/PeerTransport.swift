@@ -135,7 +135,7 @@ public final class PeerTransport: Sendable {
 
     public func connectedPeers() -> [NodeID] { links.filter { $0.value.isConnected }.map(\.key).sorted() }
 
-    func linkStats() -> [NodeID: (connected: Bool, queued: Int, dropped: UInt64)] { links.mapValues(\.stats) }
+    func linkStats() -> [NodeID: (connected: Bool, queued: Int, dropped: UInt64, level2: Bool)] { links.mapValues(\.stats) }
 
     public func shutdown() async {
         let channel = server.withLock { c in defer { c = nil }; return c }

@@ -270,6 +270,8 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
             "term": .int(Int64(s.term)),
             "leader": s.leaderID.map { .string($0) } ?? .null,
             "commitIndex": .int(Int64(s.commitIndex)),
+            // Commit index advances this follower made on the leader's durable notice.
+            "commitsInferred": .int(Int64(clamping: s.inferredCommits)),
             "appliedIndex": .int(Int64(local.appliedIndex)),
             "lastIndex": .int(Int64(s.lastIndex)),
             "snapshotIndex": .int(Int64(s.snapshotIndex)),
@@ -280,7 +282,9 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
             "links": .object(transport.linkStats().mapValues { l in
                 .object(["connected": .bool(l.connected), "queuedFrames": .int(Int64(l.queued)),
-                         "droppedFrames": .int(Int64(clamping: l.dropped))])
+                         "droppedFrames": .int(Int64(clamping: l.dropped)),
+                         // The peer accepted protocol level 2 (`PeerTLS.protocolLevel2`).
+                         "level2": .bool(l.level2)])
             }),
             "stateHash": .string(try await hashCache.hash(of: local.storage)),
         ]

@@ -237,6 +237,7 @@ extension RaftNode {
         let k = min(leaderDurable.index, durableIndex, log.lastIndex)
         guard k > commitIndex, log.term(at: k) == term else { return }
         commitIndex = k
+        inferredCommits += 1
     }
 
     // MARK: Follower

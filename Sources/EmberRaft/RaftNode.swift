@@ -55,6 +55,8 @@ public struct RaftNode: Sendable {
     var leaderDurable: (term: UInt64, index: UInt64) = (0, 0)
     /// Leader: the durable index last announced with `.leaderDurable`.
     var announcedDurable: UInt64 = 0
+    /// Follower: commit index advances made by `inferCommit` (status only; not persisted).
+    public internal(set) var inferredCommits: UInt64 = 0
 
     // Follower: snapshot being received in chunks (the bytes go to the host's staging area).
     var incomingSnapshot: IncomingSnapshot?
@@ -143,7 +145,7 @@ public struct RaftNode: Sendable {
             commitIndex: commitIndex, appliedIndex: appliedIndex, lastIndex: log.lastIndex,
             snapshotIndex: log.snapshotIndex, membership: membership,
             progress: role == .leader ? progress : [:], leadTransferee: leadTransferee,
-            configIndex: configIndex, removed: isRemoved)
+            configIndex: configIndex, removed: isRemoved, inferredCommits: inferredCommits)
     }
 
     // MARK: - Output

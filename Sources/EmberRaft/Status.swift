@@ -19,4 +19,7 @@ public struct RaftStatus: Sendable, Hashable {
     public var configIndex: UInt64 = 0
     /// Removed from the cluster (see `RaftNode.isRemoved`): it no longer campaigns.
     public var removed = false
+    /// Times this node, a follower, advanced its commit index on the leader's durable notice
+    /// (`RaftNode.inferCommit`) rather than on the leader's commit index.
+    public var inferredCommits: UInt64 = 0
 }

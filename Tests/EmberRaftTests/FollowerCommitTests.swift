@@ -32,8 +32,9 @@ import Testing
         let actions = c.step("n1", .persisted(through: index, term: c["n1"].term))
         #expect(c["n1"].commitIndex < index, "the leader has no acknowledgement: it cannot commit")
         #expect(actions.messages.filter(Self.isDurableNotice).map(\.to).sorted() == ["n2", "n3"])
+        let inferredBefore = c["n2"].status.inferredCommits
         c.deliverAll { !($0.from == "n2" && $0.to == "n1") }
-        #expect(c["n2"].commitIndex == index)
+        #expect(c["n2"].commitIndex == index && c["n2"].status.inferredCommits == inferredBefore + 1)
         #expect(c.payloads("n2").last == "x", "applied on the follower")
         #expect(c["n1"].commitIndex < index)
         // The cluster converges as before once the acknowledgements flow.
