@@ -9,13 +9,19 @@ import Testing
         if case .leaderDurable = m.payload { return true } else { return false }
     }
 
-    /// n1 leads; its own disk reports by hand. Returns the index of the entry proposed with
-    /// n2's copy durable, its acknowledgement to n1 dropped, and n3 cut off.
-    static func proposedWithAckDropped(_ c: inout TestCluster) -> UInt64 {
+    /// `n` voters led by n1, settled; from then on the disks of `manual` report by hand.
+    static func settled(_ n: Int, manual: Set<NodeID>) -> TestCluster {
+        var c = TestCluster(n)
         c.elect("n1")
         c.deliverAll()
         c.tickAll(2)
-        c.manualPersist = ["n1"]
+        c.manualPersist = manual
+        return c
+    }
+
+    /// n1 leads; its own disk reports by hand. Returns the index of the entry proposed with
+    /// n2's copy durable, its acknowledgement to n1 dropped, and n3 cut off.
+    static func proposedWithAckDropped(_ c: inout TestCluster) -> UInt64 {
         c.isolate("n3")
         c.propose("n1", "x")
         let index = c["n1"].log.lastIndex
@@ -27,7 +33,7 @@ import Testing
     }
 
     @Test func aFollowerCommitsWhenItsCopyAndTheLeadersAreDurable() {
-        var c = TestCluster(3)
+        var c = Self.settled(3, manual: ["n1"])
         let index = Self.proposedWithAckDropped(&c)
         let actions = c.step("n1", .persisted(through: index, term: c["n1"].term))
         #expect(c["n1"].commitIndex < index, "the leader has no acknowledgement: it cannot commit")
@@ -45,11 +51,7 @@ import Testing
     }
 
     @Test func theNoticeFirstThenTheFollowersOwnDurability() {
-        var c = TestCluster(3)
-        c.elect("n1")
-        c.deliverAll()
-        c.tickAll(2)
-        c.manualPersist = ["n1", "n2"]
+        var c = Self.settled(3, manual: ["n1", "n2"])
         c.propose("n1", "y")
         let index = c["n1"].log.lastIndex
         c.step("n1", .persisted(through: index, term: c["n1"].term))
@@ -61,11 +63,7 @@ import Testing
     }
 
     @Test func fiveVotersWaitForTheLeadersCommitIndex() {
-        var c = TestCluster(5)
-        c.elect("n1")
-        c.deliverAll()
-        c.tickAll(2)
-        c.manualPersist = ["n1"]
+        var c = Self.settled(5, manual: ["n1"])
         c.propose("n1", "z")
         let index = c["n1"].log.lastIndex
         c.deliverAll { !($0.to == "n1") }
@@ -112,11 +110,7 @@ import Testing
         // Four voters, n4 removed: the change's entry makes three, but until it commits the
         // follower does not count on the new majority (conservative: single-server changes keep
         // majorities overlapping, but the rule stays as simple as the proof).
-        var c = TestCluster(4)
-        c.elect("n1")
-        c.deliverAll()
-        c.tickAll(2)
-        c.manualPersist = ["n1"]
+        var c = Self.settled(4, manual: ["n1"])
         c.step("n1", .proposeConfigChange(.removeVoter("n4")))
         let configIndex = c["n1"].log.lastIndex
         c.propose("n1", "w")
