@@ -44,6 +44,9 @@ final class PeerLink: Sendable {
         var everConnected = false
         /// The connected peer accepted `PeerTLS.protocolLevel2` (learnt anew on every connection).
         var level2 = false
+        /// `level2` of a connection that is up: false while not connected (frames queued meanwhile
+        /// must be ones every build knows).
+        var speaksLevel2: Bool { channel != nil && level2 }
         /// Frames for the connected channel not yet written (drained once per event-loop turn).
         var outbox: [ByteBuffer] = []
         var outboxBytes = 0
@@ -69,13 +72,12 @@ final class PeerLink: Sendable {
 
     var isConnected: Bool { state.withLock { $0.channel != nil } }
 
-    /// Whether the peer at the other end of the current connection decodes level-2 messages;
-    /// false while not connected (frames queued meanwhile must be ones every build knows).
-    var speaksLevel2: Bool { state.withLock { $0.channel != nil && $0.level2 } }
+    /// Whether the peer at the other end of the current connection decodes level-2 messages.
+    var speaksLevel2: Bool { state.withLock { $0.speaksLevel2 } }
 
     /// For `/.ember/status`: connected, frames waiting, frames dropped (queue full or slow peer).
     var stats: (connected: Bool, queued: Int, dropped: UInt64, level2: Bool) {
-        state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped, $0.channel != nil && $0.level2) }
+        state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped, $0.speaksLevel2) }
     }
 
     func send(_ frame: ByteBuffer) {

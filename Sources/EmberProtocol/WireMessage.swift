@@ -152,30 +152,14 @@ public enum WireClientMessage: Sendable, Equatable {
         // few keys. Same answers as reading the parsed document: a repeated key keeps its last
         // value, and anything `JSON.parse` refuses is `.notProtocol`.
         var envelopeType: JSON? = nil
-        var d: Envelope? = nil  // nil: no `d` member, or one that is not an object
+        var d: DMembers? = nil  // nil: no `d` member, or one that is not an object
         var m = JSONMembers(text)
         do {
             guard try m.enterObject() else { return .failure(.notProtocol) }
             while let key = try m.nextKey() {
                 switch key {
                 case "t": envelopeType = try m.value()
-                case "d":
-                    if try m.enterObject() {
-                        var e = Envelope()
-                        while let k = try m.nextKey() {
-                            switch k {
-                            case "r": e.r = try m.value()
-                            case "a": e.a = try m.value()
-                            case "b": e.b = try m.value()
-                            case "t": e.t = try m.value()
-                            default: _ = try m.value()
-                            }
-                        }
-                        d = e
-                    } else {
-                        _ = try m.value()
-                        d = nil
-                    }
+                case "d": d = try DMembers.read(&m)
                 default: _ = try m.value()
                 }
             }
@@ -192,7 +176,26 @@ public enum WireClientMessage: Sendable, Equatable {
     }
 
     /// The members of a message's `d` object that `parse` reads.
-    private struct Envelope {
+    private struct DMembers {
         var r: JSON?, a: JSON?, b: JSON?, t: JSON?
+
+        /// Reads the value at the cursor: its members if it is an object, nil (consumed) if not.
+        static func read(_ m: inout JSONMembers) throws(EmberError) -> DMembers? {
+            guard try m.enterObject() else {
+                _ = try m.value()
+                return nil
+            }
+            var d = DMembers()
+            while let k = try m.nextKey() {
+                switch k {
+                case "r": d.r = try m.value()
+                case "a": d.a = try m.value()
+                case "b": d.b = try m.value()
+                case "t": d.t = try m.value()
+                default: _ = try m.value()
+                }
+            }
+            return d
+        }
     }
 }
