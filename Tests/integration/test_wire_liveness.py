@@ -9,30 +9,9 @@ import struct
 import websockets
 
 from conftest import Node
-from wire import WireClient, upgraded_socket, ws_frame
+from wire import WireClient, read_frame, upgraded_socket, ws_frame
 
 PING = 0.3  # --ws-ping-interval for these nodes (seconds)
-
-
-def read_frame(s):
-    """One server frame (unmasked): (opcode, payload); None once the server closed the socket."""
-    def exactly(n):
-        data = b""
-        while len(data) < n:
-            chunk = s.recv(n - len(data))
-            if not chunk:
-                return None
-            data += chunk
-        return data
-    head = exactly(2)
-    if head is None:
-        return None
-    n = head[1] & 0x7F
-    if n == 126:
-        n = struct.unpack(">H", exactly(2))[0]
-    elif n == 127:
-        n = struct.unpack(">Q", exactly(8))[0]
-    return head[0] & 0x0F, exactly(n) if n else b""
 
 
 def test_a_peer_that_never_answers_pings_is_closed(tmp_path, ns):

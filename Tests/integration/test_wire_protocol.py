@@ -8,7 +8,7 @@ import struct
 import pytest
 import requests
 
-from wire import WireClient
+from wire import WireClient, read_frame, upgraded_socket, ws_frame
 
 
 def run(coro):
@@ -228,6 +228,51 @@ def test_pipelined_writes_are_acknowledged_in_order(node, ns):
         await c.close()
         await listener.close()
     run(go())
+
+
+def test_writes_mixed_with_other_requests_in_one_read(node, ns):
+    """Pipelined writes are handled on the connection's event loop as they are read, the rest by
+    its session's task. One TCP write carries writes mixed with a get, a listen and a write the
+    front refuses: each read sees exactly the writes sent before it, every request is answered in
+    request order, and the listener's data comes before the answer of the write that made it."""
+    frames = [("p", {"p": "mix/x", "d": 1}), ("p", {"p": "mix/x", "d": 2}), ("g", {"p": "mix/x", "q": {}}),
+              ("p", {"p": "mix/x", "d": 3}), ("p", {"p": "mix/bad", "d": {"a.b": 1}}), ("p", {"p": "mix/x", "d": 4}),
+              ("q", {"p": "/mix/x", "h": ""}), ("m", {"p": "mix", "d": {"y": 8}}), ("p", {"p": "mix/x", "d": 5})]
+    frames += [("p", {"p": f"mix/k/{i}", "d": i}) for i in range(50)]
+    frames += [("g", {"p": "mix/k", "q": {}}), ("p", {"p": "mix/x", "d": 6})]
+    s = upgraded_socket(node.port, ns)
+    s.settimeout(30)
+    try:
+        assert read_frame(s)[0] == 0x1  # hello
+        s.sendall(b"".join(ws_frame(json.dumps({"t": "d", "d": {"r": r, "a": a, "b": b}}))
+                           for r, (a, b) in enumerate(frames, start=1)))
+        answers, events = [], []  # events: ("push", data) / ("answer", r) in arrival order
+        while len(answers) < len(frames):
+            op, payload = read_frame(s)
+            msg = json.loads(payload)
+            d = msg["d"]
+            if "r" in d:
+                answers.append((d["r"], d["b"]))
+                events.append(("answer", d["r"]))
+            elif d.get("a") == "d":
+                events.append(("push", d["b"]["d"]))
+        assert [r for r, _ in answers] == list(range(1, len(frames) + 1))
+        by_r = dict(answers)
+        assert by_r[3] == {"s": "ok", "d": 2}
+        assert by_r[5]["s"] == "invalid_data"
+        assert by_r[7] == {"s": "ok", "d": {}}  # the listen
+        assert by_r[60] == {"s": "ok", "d": {str(i): i for i in range(50)}}
+        writes = [a for a in answers if a[0] not in (3, 5, 7, 60)]
+        assert all(b == {"s": "ok", "d": ""} for _, b in writes), writes
+        # The listen's first data is the value the writes before it made; later writes push theirs
+        # before their own answers.
+        assert events.index(("push", 4)) < events.index(("answer", 7))
+        assert events.index(("answer", 7)) < events.index(("push", 5)) < events.index(("answer", 9))
+        assert events.index(("push", 6)) < events.index(("answer", 61))
+    finally:
+        s.close()
+    data = requests.get(f"{node.url}/mix.json?ns={ns}").json()
+    assert data == {"x": 6, "y": 8, "k": list(range(50))}
 
 
 def test_stamped_writes_sent_again_are_answered_not_applied_twice(node, ns):

@@ -43,6 +43,27 @@ def upgraded_socket(port, ns, receive_buffer=None):
     return s
 
 
+def read_frame(s):
+    """One server frame (unmasked): (opcode, payload); None once the server closed the socket."""
+    def exactly(n):
+        data = b""
+        while len(data) < n:
+            chunk = s.recv(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+    head = exactly(2)
+    if head is None:
+        return None
+    n = head[1] & 0x7F
+    if n == 126:
+        n = struct.unpack(">H", exactly(2))[0]
+    elif n == 127:
+        n = struct.unpack(">Q", exactly(8))[0]
+    return head[0] & 0x0F, exactly(n) if n else b""
+
+
 class WireClient:
     def __init__(self, ws):
         self.ws = ws

@@ -61,8 +61,56 @@ struct RealtimeHandler: Sendable {
 
     /// Handles one reassembled message.
     func handle(_ text: String) async {
+        await handle(parsed: WireClientMessage.parse(text))
+    }
+
+    /// What the connection's event loop did with a message itself (`inlineWrite`).
+    enum Inline {
+        /// Not the loop's: the session's task handles the message, in order. Nothing was done.
+        case notInline
+        /// Answered already (refused by the rate limits).
+        case answered
+        /// A write that holds response slot `tag`, for the loop's burst (`WirePipeline.enqueue(burst:)`).
+        case write(tag: UInt64, request: WriteRequest)
+    }
+
+    /// A pipelinable write the connection's event loop handles itself (`WireConnection`), with no
+    /// task and no wait: it passed the front's checks and the rate limits and holds a response
+    /// slot. Anything else (not a write, refused by a check, no free slot, no pipeline) is
+    /// `.notInline`, untouched. Only called with no request of the session queued or being
+    /// handled, so it cannot overtake one.
+    func inlineWrite(_ parsed: Result<WireClientMessage, WireClientMessage.ParseError>) -> Inline {
+        guard let pipeline, case .success(.request(let r, let action, let body)) = parsed, action == "p" || action == "m",
+              let request = try? pipelinedWrite(action, body), pipeline.responses.hasRoom else { return .notInline }
+        // From here on the message is this path's: a refusal by the rate limits is its answer.
+        guard admitted(r) else { return .answered }
+        guard let tag = pipeline.reserveNow(r: r, path: request.path) else {
+            // Only this loop takes slots while no task runs, and completions only free them.
+            assertionFailure("a free slot was taken meanwhile")
+            session.send(WireMessages.errorResponse(r, StoreUnavailable("Too many writes in flight")))
+            return .answered
+        }
+        return .write(tag: tag, request: request)
+    }
+
+    /// The session's and the address's request rates; a refused request is answered here.
+    private func admitted(_ r: Int64) -> Bool {
+        guard session.admitRequest(now: clock()) else {
+            session.send(WireMessages.response(r, status: "too_many_requests",
+                                               data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))
+            return false
+        }
+        if let addressRate, !addressRate.admit(session.address, now: clock()) {
+            session.send(WireMessages.response(r, status: "too_many_requests", data: .string(addressRate.refusal)))
+            return false
+        }
+        return true
+    }
+
+    /// Handles one parsed message (`WireClientMessage.parse`).
+    func handle(parsed: Result<WireClientMessage, WireClientMessage.ParseError>) async {
         let r: Int64, action: String, body: [String: JSON]
-        switch WireClientMessage.parse(text) {
+        switch parsed {
         case .failure(.notProtocol):
             session.send(WireServerMessage.protocolError("Invalid message").json)
             return
@@ -77,15 +125,7 @@ struct RealtimeHandler: Sendable {
         case .success(.request(let rr, let a, let b)):
             (r, action, body) = (rr, a, b)
         }
-        guard session.admitRequest(now: clock()) else {
-            session.send(WireMessages.response(r, status: "too_many_requests",
-                                               data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))
-            return
-        }
-        if let addressRate, !addressRate.admit(session.address, now: clock()) {
-            session.send(WireMessages.response(r, status: "too_many_requests", data: .string(addressRate.refusal)))
-            return
-        }
+        guard admitted(r) else { return }
         if let pipeline {
             // Writes go down the pipeline without waiting; anything else waits for the writes
             // before it to be answered (it must see them, and answer after them).

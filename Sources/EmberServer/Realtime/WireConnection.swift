@@ -27,6 +27,9 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         /// After the server's close frame, how long the client has to answer with its own
         /// before the socket is closed anyway.
         static let closeTimeout: TimeAmount = .seconds(10)
+        /// Pipelined writes the event loop gathers from one read before handing them to the
+        /// store together (each also holds one of the session's `maxPipelinedWrites` slots).
+        static let maxBurstWrites = 128
     }
 
     private let channel: any Channel
@@ -54,9 +57,15 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     /// The server's close frame is sent; the socket closes on the client's answer or a timeout.
     private var closing = false
     private var holdsAddress = false
+    /// Pipelined writes read since the last hand-off (`RealtimeHandler.inlineWrite`): they go to
+    /// the store together at the end of the read, or before a message the task must handle.
+    private var burst: [(tag: UInt64, request: WriteRequest)] = []
+
+    /// A message as parsed on the event loop (the task does not parse it again).
+    typealias Parsed = Result<WireClientMessage, WireClientMessage.ParseError>
 
     private struct Requests {
-        var queue = CircularBuffer<String>(initialCapacity: 1)
+        var queue = CircularBuffer<Parsed>(initialCapacity: 1)
         /// A task is handling the queue.
         var running = false
         /// Reading is paused (`Limits.maxQueuedRequests`).
@@ -209,8 +218,27 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
             return tooLarge()
         }
         guard case .message(let message) = out else { return }
+        let parsed = WireClientMessage.parse(message)
+        // With nothing of the session queued or being handled (the task starts only from this
+        // loop, so that stays true meanwhile), a pipelined write is handled right here: no task
+        // hop per write and one hand-off to the store per read.
+        if let handler = started?.handler, handler.pipeline != nil,
+           requests.withLock({ !$0.running && $0.queue.isEmpty }) {
+            switch handler.inlineWrite(parsed) {
+            case .write(let tag, let request):
+                burst.append((tag, request))
+                if burst.count >= Limits.maxBurstWrites { flushBurst() }
+                return
+            case .answered:
+                return
+            case .notInline:
+                break
+            }
+        }
+        // The writes before it go first: the task's request must see them (and answer after them).
+        flushBurst()
         let (start, pause) = requests.withLock { r -> (Bool, Bool) in
-            r.queue.append(message)
+            r.queue.append(parsed)
             var pause = false
             if r.queue.count >= Limits.maxQueuedRequests, !r.paused {
                 r.paused = true
@@ -222,6 +250,19 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         }
         if pause { channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         if start { startTask() }
+    }
+
+    /// Hands the gathered writes to the store (their answers come back through the pipeline).
+    private func flushBurst() {
+        guard !burst.isEmpty else { return }
+        let writes = burst
+        burst = []  // no buffer kept: an idle connection holds none
+        started?.handler.pipeline?.enqueue(burst: writes)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushBurst()
+        context.fireChannelReadComplete()
     }
 
     private func startHandlingIfQueued() {
@@ -242,7 +283,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     /// after the last one when the socket has closed meanwhile.
     private func handleQueued(_ handler: RealtimeHandler) async {
         while true {
-            let (next, resume, tearDown) = requests.withLock { r -> (String?, Bool, Bool) in
+            let (next, resume, tearDown) = requests.withLock { r -> (Parsed?, Bool, Bool) in
                 guard let m = r.queue.popFirst() else {
                     r.running = false
                     let tear = r.ended && !r.tornDown
@@ -264,7 +305,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
                 if tearDown { await tearDownSession() }
                 return
             }
-            await handler.handle(next)
+            await handler.handle(parsed: next)
         }
     }
 
@@ -336,6 +377,8 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // Writes read before the close are queued like the rest (the teardown waits for them).
+        flushBurst()
         pinger?.cancel()
         pinger = nil
         guard let started else {

@@ -36,6 +36,19 @@ struct WirePipeline: Sendable {
 
     /// Returns once every write queued so far is answered.
     func drained() async { await responses.waitForDrain() }
+
+    /// The event loop's path (`WireConnection`): takes a response slot for write `r` only if one
+    /// is free without waiting; the write joins the loop's burst (`enqueue(burst:)`).
+    func reserveNow(r: Int64, path: Path) -> UInt64? {
+        responses.reserveIfRoom(r: r, path: path)
+    }
+
+    /// Queues a burst of writes whose slots `reserveNow` took, in one hand-off to the store.
+    func enqueue(burst: [(tag: UInt64, request: WriteRequest)]) {
+        guard !burst.isEmpty else { return }
+        let refused = writer.enqueue(burst)
+        if !refused.isEmpty { responses.completed(refused.map { ($0.tag, .failure($0.error)) }) }
+    }
 }
 
 /// The ordered responses of a connection's pipelined writes, and the sink their outcomes reach
@@ -71,6 +84,20 @@ final class WireResponses: WriteOutcomeSink {
 
     func reserve(r: Int64, path: Path) -> UInt64 {
         state.withLock { s in
+            let seq = s.nextSeq
+            s.nextSeq += 1
+            s.slots.append(Slot(seq: seq, r: r, path: path))
+            return seq
+        }
+    }
+
+    /// Fewer than `limit` writes are unanswered.
+    var hasRoom: Bool { state.withLock { $0.slots.count < limit } }
+
+    /// `reserve` when fewer than `limit` writes are unanswered; nil (nothing taken) otherwise.
+    func reserveIfRoom(r: Int64, path: Path) -> UInt64? {
+        state.withLock { s in
+            guard s.slots.count < limit else { return nil }
             let seq = s.nextSeq
             s.nextSeq += 1
             s.slots.append(Slot(seq: seq, r: r, path: path))
