@@ -93,7 +93,9 @@ extension RaftHost {
     func compactIfDue() {
         // While a snapshot file is being written, keep the entries after it (a follower
         // installing it needs them).
-        guard !snapshots.preparing,
+        // Nor while an apply waits for the next turn: Raft counts those entries applied already,
+        // and a snapshot must not claim more than the store holds.
+        guard !snapshots.preparing, deferredApply == 0,
               let index = config.compactionIndex(applied: node.appliedIndex, snapshotIndex: node.log.snapshotIndex) else { return }
         // Only `.persistSnapshot(discardLog: false)` comes back: nothing to do.
         _ = step(.compact(index: index))

@@ -44,6 +44,9 @@ final class RaftHost: @unchecked Sendable {
     // requests (RequestBook), admin operations (AdminBook), the member directory and snapshot
     // transfers — each part a value of its own, handled in its own file.
     var node: RaftNode
+    /// A follower's committed entries whose apply waits for the next turn, which has input
+    /// waiting (`execute`); 0 when none.
+    var deferredApply: UInt64 = 0
     var persist: PersistBuffer
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
@@ -242,7 +245,10 @@ final class RaftHost: @unchecked Sendable {
             await executeInOrder(actions)
             return
         }
-        var applyThrough: UInt64 = 0
+        // An apply the last turn left to this one (at most one turn: `carried` applies now).
+        var applyThrough = deferredApply
+        let carried = deferredApply > 0
+        deferredApply = 0
         for action in actions {
             switch action {
             case .persistHardState(let hs): persist.pendingHard = hs
@@ -275,7 +281,18 @@ final class RaftHost: @unchecked Sendable {
             // syncs as every commit does (EmberStore.applyCommitted).
             if applyThrough > 0 {
                 let idle = inbox.withLock { $0.items.isEmpty }
-                await applyCommitted(through: applyThrough, metaSync: !idle)
+                let readsReady = actions.contains { if case .readReady = $0 { true } else { false } }
+                if !idle && !carried && !readsReady && node.role == .follower {
+                    // A follower that learned of a commit (the leader's durable notice) while more
+                    // input waits — usually the next entries to append — applies in that turn's
+                    // append transaction: an apply-only commit now would hold that append (and
+                    // its ack) up by one whole sync, and a follower answering two syncs late on a
+                    // slow disk costs the leader its lease (check quorum). Not with reads made
+                    // ready this turn: they must see the apply first.
+                    deferredApply = applyThrough
+                } else {
+                    await applyCommitted(through: applyThrough, metaSync: !idle)
+                }
             }
         }
         for action in actions {
@@ -292,6 +309,12 @@ final class RaftHost: @unchecked Sendable {
     /// The strict in-order path, for turns that persist or restore a snapshot (rare: a follower
     /// far behind, or a compaction).
     func executeInOrder(_ actions: [Action]) async {
+        // A deferred apply (`execute`) first: entries committed before this turn's snapshot work.
+        if deferredApply > 0 {
+            let through = deferredApply
+            deferredApply = 0
+            await applyCommitted(through: through)
+        }
         for action in actions {
             switch action {
             case .persistHardState(let hs):
