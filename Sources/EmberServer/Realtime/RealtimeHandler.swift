@@ -84,13 +84,8 @@ struct RealtimeHandler: Sendable {
               let request = try? pipelinedWrite(action, body), pipeline.responses.hasRoom else { return .notInline }
         // From here on the message is this path's: a refusal by the rate limits is its answer.
         guard admitted(r) else { return .answered }
-        guard let tag = pipeline.reserveNow(r: r, path: request.path) else {
-            // Only this loop takes slots while no task runs, and completions only free them.
-            assertionFailure("a free slot was taken meanwhile")
-            session.send(WireMessages.errorResponse(r, StoreUnavailable("Too many writes in flight")))
-            return .answered
-        }
-        return .write(tag: tag, request: request)
+        // The slot `hasRoom` saw is still free: nothing else reserves while no task runs.
+        return .write(tag: pipeline.responses.reserve(r: r, path: request.path), request: request)
     }
 
     /// The session's and the address's request rates; a refused request is answered here.

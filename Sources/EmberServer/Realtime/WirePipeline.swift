@@ -29,21 +29,14 @@ struct WirePipeline: Sendable {
     /// unanswered, then waits for room (the socket is not read meanwhile: TCP backpressure).
     func submit(r: Int64, _ request: WriteRequest) async {
         await responses.waitForRoom()
-        let seq = responses.reserve(r: r, path: request.path)
-        let refused = writer.enqueue([(seq, request)])
-        if !refused.isEmpty { responses.completed(refused.map { ($0.tag, .failure($0.error)) }) }
+        enqueue(burst: [(responses.reserve(r: r, path: request.path), request)])
     }
 
     /// Returns once every write queued so far is answered.
     func drained() async { await responses.waitForDrain() }
 
-    /// The event loop's path (`WireConnection`): takes a response slot for write `r` only if one
-    /// is free without waiting; the write joins the loop's burst (`enqueue(burst:)`).
-    func reserveNow(r: Int64, path: Path) -> UInt64? {
-        responses.reserveIfRoom(r: r, path: path)
-    }
-
-    /// Queues a burst of writes whose slots `reserveNow` took, in one hand-off to the store.
+    /// Queues writes whose response slots are taken (`WireResponses.reserve`), in one hand-off to
+    /// the store; the ones it refuses are answered in their turn.
     func enqueue(burst: [(tag: UInt64, request: WriteRequest)]) {
         guard !burst.isEmpty else { return }
         let refused = writer.enqueue(burst)
@@ -82,8 +75,12 @@ final class WireResponses: WriteOutcomeSink {
         self.limit = limit
     }
 
+    /// Takes the next response slot. Callers make sure one is free (`waitForRoom`, `hasRoom`):
+    /// only the session's task or, while no task runs, its event loop reserves, and completions
+    /// only free slots meanwhile.
     func reserve(r: Int64, path: Path) -> UInt64 {
         state.withLock { s in
+            assert(s.slots.count < limit, "a response slot is reserved only when one is free")
             let seq = s.nextSeq
             s.nextSeq += 1
             s.slots.append(Slot(seq: seq, r: r, path: path))
@@ -93,17 +90,6 @@ final class WireResponses: WriteOutcomeSink {
 
     /// Fewer than `limit` writes are unanswered.
     var hasRoom: Bool { state.withLock { $0.slots.count < limit } }
-
-    /// `reserve` when fewer than `limit` writes are unanswered; nil (nothing taken) otherwise.
-    func reserveIfRoom(r: Int64, path: Path) -> UInt64? {
-        state.withLock { s in
-            guard s.slots.count < limit else { return nil }
-            let seq = s.nextSeq
-            s.nextSeq += 1
-            s.slots.append(Slot(seq: seq, r: r, path: path))
-            return seq
-        }
-    }
 
     func completed(_ outcomes: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)]) {
         state.withLock { s in
