@@ -1,5 +1,5 @@
 """deploy/local-cluster as a Python module, for the programs that drive clusters from Python
-(scripts/bench-snapshot.py, Tests/integration/test_cluster.py): the script has no .py suffix,
+(scripts/bench-snapshot.py, Tests/integration/cluster_helpers.py): the script has no .py suffix,
 so it is loaded from its path. `SCRIPT` is its path, for running it as a command.
 
     import local_cluster

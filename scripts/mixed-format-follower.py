@@ -7,7 +7,7 @@ Prints whether the nodes converged (same applied index and state hash), the inde
 values and ETags on every node."""
 import os, sys, time, json, shutil, subprocess, tempfile, requests
 sys.path.insert(0, "Tests/integration")
-import test_cluster as tc
+import cluster_helpers as tc
 old = sys.argv[1]
 d = tempfile.mkdtemp(prefix="s4mixed-")
 c = tc.Cluster(os.path.join(d, "c"), extra=["--snapshot-entries", "20"])

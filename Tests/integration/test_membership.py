@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from conftest import EMBERD
-from test_cluster import ELECTION_TIMEOUT, SCRIPT, Cluster, lc, script
+from cluster_helpers import ELECTION_TIMEOUT, SCRIPT, Cluster, lc, script
 
 OWNER = {"Authorization": "Bearer owner"}
 

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from conftest import Node
-from test_cluster import Cluster, script
+from cluster_helpers import Cluster, script
 from wire import WireClient
 
 LEASE = 3  # seconds (--ondisconnect-lease)

@@ -15,7 +15,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import EMBERD, Node, free_port, free_ports
-from test_cluster import Cluster, script
+from cluster_helpers import Cluster, script
 
 EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
 

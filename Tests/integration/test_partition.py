@@ -18,7 +18,7 @@ import requests
 
 from conftest import EMBERD, RULES
 from netproxy import Proxy, ReservedPorts
-from test_cluster import assert_no_acknowledged_write_lost, lc
+from cluster_helpers import assert_no_acknowledged_write_lost, lc
 
 SOAK_ROUNDS = int(os.environ.get("EMBER_PARTITION_ROUNDS", "10" if os.environ.get("EMBER_SOAK") else "0"))
 
