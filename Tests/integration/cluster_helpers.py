@@ -54,18 +54,7 @@ class Cluster:
 
     def leader(self, among=None, timeout=15):
         """Waits until the given nodes agree on a leader among them; returns its id."""
-        among = among or [n["id"] for n in self.nodes]
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                st = [self.status(i) for i in among]
-                leaders = {s["leader"] for s in st}
-                if len(leaders) == 1 and None not in leaders and leaders <= set(among):
-                    return leaders.pop()
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"no leader among {among} within {timeout} s")
+        return agreed_leader(self.status, among or [n["id"] for n in self.nodes], timeout)
 
     def followers(self):
         leader = self.leader()
@@ -73,17 +62,7 @@ class Cluster:
 
     def wait_converged(self, timeout=30):
         """Every node applied the same index and holds the same state hash."""
-        deadline = time.time() + timeout
-        st = []
-        while time.time() < deadline:
-            try:
-                st = [self.status(n["id"]) for n in self.nodes]
-                if len({s["appliedIndex"] for s in st}) == 1 and len({s["stateHash"] for s in st}) == 1:
-                    return st
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"nodes did not converge: {st}")
+        return converged(self.status, [n["id"] for n in self.nodes], timeout)
 
     def kill9(self, node_id):
         os.kill(self.pid(node_id), signal.SIGKILL)
@@ -93,6 +72,37 @@ class Cluster:
 
     def down(self):
         script("down", "--dir", self.dir)
+
+
+def agreed_leader(status, among, timeout):
+    """Waits until the nodes `among` (ids; `status(id)` is a node's /.ember/status) agree on a
+    leader among them; returns its id."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            leaders = {status(i)["leader"] for i in among}
+            if len(leaders) == 1 and None not in leaders and leaders <= set(among):
+                return leaders.pop()
+        except requests.RequestException:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"no leader among {among} within {timeout} s")
+
+
+def converged(status, ids, timeout):
+    """Waits until every node applied the same index and holds the same state hash; returns
+    their statuses."""
+    deadline = time.time() + timeout
+    st = []
+    while time.time() < deadline:
+        try:
+            st = [status(i) for i in ids]
+            if len({s["appliedIndex"] for s in st}) == 1 and len({s["stateHash"] for s in st}) == 1:
+                return st
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"nodes did not converge: {st}")
 
 
 def assert_no_acknowledged_write_lost(urls, path, acked):

@@ -11,14 +11,13 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 
 import pytest
 import requests
 
 from conftest import EMBERD, RULES
 from netproxy import Proxy, ReservedPorts
-from cluster_helpers import assert_no_acknowledged_write_lost, lc
+from cluster_helpers import agreed_leader, assert_no_acknowledged_write_lost, converged, lc
 
 SOAK_ROUNDS = int(os.environ.get("EMBER_PARTITION_ROUNDS", "10" if os.environ.get("EMBER_SOAK") else "0"))
 
@@ -59,17 +58,7 @@ class ProxiedCluster:
         return requests.get(self.url(i) + "/.ember/status", timeout=2).json()
 
     def leader(self, among=None, timeout=20):
-        among = among or self.ids
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                leaders = {self.status(i)["leader"] for i in among}
-                if len(leaders) == 1 and None not in leaders and leaders <= set(among):
-                    return leaders.pop()
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"no leader among {among} within {timeout} s")
+        return agreed_leader(self.status, among or self.ids, timeout)
 
     def isolate(self, node, mode="blackhole"):
         for (a, b), link in self.links.items():
@@ -81,17 +70,7 @@ class ProxiedCluster:
             link.set("pass")
 
     def wait_converged(self, timeout=30):
-        deadline = time.time() + timeout
-        st = []
-        while time.time() < deadline:
-            try:
-                st = [self.status(i) for i in self.ids]
-                if len({s["appliedIndex"] for s in st}) == 1 and len({s["stateHash"] for s in st}) == 1:
-                    return st
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"nodes did not converge: {st}")
+        return converged(self.status, self.ids, timeout)
 
     def down(self):
         for p in self.procs.values():
