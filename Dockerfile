@@ -1,7 +1,14 @@
-# Multi-stage build: the Swift toolchain image builds emberd and ember; a slim Debian image with
-# the LMDB runtime library runs them. `docker build -t ember .` (docker-compose.yml builds it too).
+# The Ember image: emberd and the admin CLI `ember` on a slim Debian with the LMDB runtime.
+# Build it with `make image` (scripts/image.sh), which picks where the binaries come from:
+#   BINARIES=source  compiled here in the Swift toolchain image (SWIFT_IMAGE), where it can be pulled;
+#   BINARIES=host    binaries built on the host, staged by scripts/image.sh in .image-stage/
+#                    (bin/ and any toolchain library they load in lib/), where it cannot.
+# The runtime stage below is the same either way. Needs BuildKit (DOCKER_BUILDKIT=1), which
+# builds only the stages the chosen BINARIES uses. docker-compose.yml runs the image.
 ARG SWIFT_IMAGE=swift:6.3.1-bookworm
-FROM ${SWIFT_IMAGE} AS build
+ARG BINARIES=source
+
+FROM ${SWIFT_IMAGE} AS binaries-source
 RUN apt-get update && apt-get install -y --no-install-recommends liblmdb-dev libjemalloc-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -12,15 +19,27 @@ COPY Sources ./Sources
 COPY Tests ./Tests
 RUN swift build -c release --static-swift-stdlib --product emberd \
     && swift build -c release --static-swift-stdlib --product ember \
-    && mkdir -p /out && cp .build/release/emberd .build/release/ember /out/
+    && mkdir -p /out/bin /out/lib && cp .build/release/emberd .build/release/ember /out/bin/
+
+FROM scratch AS binaries-host
+COPY .image-stage/ /out/
+
+FROM binaries-${BINARIES} AS binaries
 
 FROM debian:bookworm-slim
-# liblmdb0: the storage engine; libjemalloc2: emberd's malloc; curl: the compose health check; ca-certificates for HTTPS clients.
-RUN apt-get update && apt-get install -y --no-install-recommends liblmdb0 libjemalloc2 curl ca-certificates tzdata \
+ARG VERSION=unknown
+LABEL org.opencontainers.image.title="Ember" org.opencontainers.image.version="${VERSION}"
+# liblmdb0: the storage engine; libjemalloc2: emberd's malloc; curl: the compose health check;
+# ca-certificates for HTTPS clients; libsqlite3-0 and libstdc++6 for what the binaries link.
+RUN apt-get update && apt-get install -y --no-install-recommends liblmdb0 libjemalloc2 libsqlite3-0 libstdc++6 \
+        curl ca-certificates tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data ember \
     && mkdir -p /data /certs && chown ember /data /certs
-COPY --from=build /out/emberd /out/ember /usr/local/bin/
+COPY --from=binaries /out/bin/ /usr/local/bin/
+# Empty for a release build (the standard library is linked in); a debug build's toolchain libraries.
+COPY --from=binaries /out/lib/ /usr/local/lib/ember/
+ENV LD_LIBRARY_PATH=/usr/local/lib/ember
 USER ember
 VOLUME ["/data"]
 # 9000: clients (REST, SSE, WebSocket, /healthz, /readyz, /metrics; HTTPS/WSS with --tls-cert and

@@ -1,7 +1,7 @@
 # Ember's single entry point. `make run` starts a node; `make test` is the default suite (CI).
 SWIFT ?= swift
 
-.PHONY: run build release install cluster cluster-down test unit integration soak bench fuzz fuzz-smoke clean robustness
+.PHONY: run build release install cluster cluster-down test unit integration soak bench fuzz fuzz-smoke clean robustness image upgrade-test
 
 # Install what is missing, build, and start a durable node on localhost:9000 (./ember-data).
 run: release
@@ -26,6 +26,16 @@ cluster: release
 
 cluster-down:
 	./deploy/local-cluster down --dir $(CLUSTER_DIR)
+
+# The Docker image ember:<version> and ember:latest (scripts/image.sh: the Swift image where it can
+# be pulled, else release binaries built here; installs and starts a Docker engine when missing).
+image:
+	./scripts/image.sh
+
+# A rolling upgrade from the previous release (CHANGELOG.md) to this build under writers and
+# listeners, then a downgrade of one node. Builds the previous release first (~10 min once).
+upgrade-test: build
+	./scripts/upgrade-test.sh
 
 build:
 	./scripts/bootstrap.sh

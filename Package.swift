@@ -134,7 +134,7 @@ var package = Package(
         .executableTarget(
             name: "emberd",
             dependencies: [
-                "EmberServer", "EmberStorage",
+                "EmberCore", "EmberServer", "EmberStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

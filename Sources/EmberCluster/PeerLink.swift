@@ -172,7 +172,9 @@ final class PeerLink: Sendable {
         let context = tls.clientContext, peer = self.peer, logger = self.logger, onNotice = self.onNotice
         let connect = ClientBootstrap(group: group)
             .connectTimeout(Self.connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            // tcpOption: IPPROTO_TCP. `.socketOption(.tcp_nodelay)` meant SOL_SOCKET + 1 = SO_DEBUG, which
+            // only root may set: as any other user (the image, the systemd unit) every peer socket failed.
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.writeBufferWaterMark, value: .init(low: Self.writeBufferLow, high: Self.writeBufferHigh))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -93,7 +93,9 @@ public final class PeerTransport: Sendable {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // tcpOption: IPPROTO_TCP. `.socketOption(.tcp_nodelay)` meant SOL_SOCKET + 1 = SO_DEBUG, which
+            // only root may set: as any other user (the image, the systemd unit) every peer socket failed.
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 guard transport.inboundCount.add(1, ordering: .relaxed).newValue <= Self.maxInboundConnections else {
                     transport.inboundCount.subtract(1, ordering: .relaxed)

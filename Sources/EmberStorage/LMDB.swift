@@ -19,6 +19,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case readTooLarge(limit: Int)
     /// A rules document that does not load (parse or type error), with its line and reason.
     case invalidRules(line: Int, reason: String)
+    /// The data directory was written by a newer build whose storage format this build cannot
+    /// read (`BuildInfo.storageFormat`): opening it could misread or damage it.
+    case newerStorageFormat(found: UInt64, newest: Int)
 
     public var description: String {
         switch self {
@@ -34,6 +37,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         // Firebase's text for a read over its response limit.
         case .readTooLarge: return "Data requested exceeds the maximum size that can be accessed with a single request."
         case .invalidRules(let line, let reason): return "Rules refused: line \(line): \(reason)"
+        case .newerStorageFormat(let found, let newest):
+            return "The data directory has storage format \(found); this build (\(BuildInfo.version)) opens formats up to \(newest). "
+                + "Run a build that reads it (deploy/OPERATIONS.md, \"Versions and upgrades\")"
         }
     }
 }

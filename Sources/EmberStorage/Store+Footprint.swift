@@ -162,7 +162,10 @@ extension EmberStore {
         var t: OpaquePointer?
         try check(mdb_txn_begin(e, nil, 0, &t))
         let tables: Tables
-        do { tables = try Tables.open(t!, inlineObjects: true) } catch { mdb_txn_abort(t); throw error }
+        do {
+            tables = try Tables.open(t!, inlineObjects: true)
+            try tables.markStorageFormat(Txn(ptr: t!))
+        } catch { mdb_txn_abort(t); throw error }
         try check(mdb_txn_commit(t))
         _ = try Reinline.migrate(e, tables)
         try DenseCopy.copy(e, into: target, mapSize: mapSize)

@@ -135,6 +135,7 @@ public final class EmberStore: @unchecked Sendable {
         do {
             try check(mdb_txn_begin(e, nil, 0, &t))
             tables = try Tables.open(t!, inlineObjects: options.inlineObjects)
+            try tables.markStorageFormat(Txn(ptr: t!))
             _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))
             let opened = t

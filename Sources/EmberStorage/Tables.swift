@@ -292,6 +292,23 @@ struct Tables {
         try t.put(meta, Array(name.utf8), w.bytes)
     }
 
+    /// The meta slot holding the directory's storage format (`BuildInfo.storageFormat`). Absent
+    /// in directories of builds before 0.4.0, whose formats (1 and 2) this build opens.
+    static let storageFormatMetaKey = "format"
+
+    /// Refuses a directory of a newer storage format, else marks it with this build's format.
+    /// Marked before any migration runs: once a record of this format may exist, a build that
+    /// checks the mark and cannot read it must refuse the directory rather than misread it.
+    func markStorageFormat(_ t: Txn) throws {
+        let found = try metaU64(t, Self.storageFormatMetaKey)
+        if found > UInt64(BuildInfo.storageFormat) {
+            throw StorageError.newerStorageFormat(found: found, newest: BuildInfo.storageFormat)
+        }
+        if found != UInt64(BuildInfo.storageFormat) {
+            try putMetaU64(t, Self.storageFormatMetaKey, UInt64(BuildInfo.storageFormat))
+        }
+    }
+
     static func indexMetaKey(_ ns: String) -> [UInt8] { Array("indexes/".utf8) + Array(ns.utf8) }
 
     func indexDefs(_ t: Txn, _ ns: String) throws -> [IndexDef] {

@@ -151,7 +151,7 @@ final class RawLoadConnection: @unchecked Sendable {
         if opened { outcome.reconnects += 1 }
         opened = true
         ClientBootstrap(group: loop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { [self] ch in
                 ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(RawLoadHandler(self)) }
             }

@@ -52,7 +52,7 @@ struct WireWriteLoad {
             let handler = WireLoadHandler(host: "\(host):\(port)", target: target, connection: c, pipeline: pipeline,
                                           valueSize: valueSize, inserts: inserts, timing: timing, done: promise)
             let connect = ClientBootstrap(group: loop)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .channelInitializer { ch in ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(handler) } }
                 .connect(host: host, port: port)
             connect.whenFailure { promise.fail($0) }

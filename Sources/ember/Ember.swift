@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmberCore
 
 /// `ember`: the admin CLI. Talks to nodes over their REST API (data, status, membership,
 /// backups) and makes cluster certificates locally. Every failure exits non-zero with one line
@@ -8,6 +9,7 @@ struct Ember: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ember",
         abstract: "Administer Ember nodes and clusters.",
+        version: BuildInfo.describe(program: "ember"),
         subcommands: [
             GetCommand.self, SetCommand.self, UpdateCommand.self, PushCommand.self, DeleteCommand.self,
             WatchCommand.self, ExportCommand.self, ImportCommand.self, RulesCommand.self,

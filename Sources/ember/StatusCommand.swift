@@ -18,6 +18,10 @@ struct StatusCommand: AsyncParsableCommand {
         /// The id other nodes list for this URL (shown when the node does not answer).
         var knownID: String?
         func str(_ k: String) -> String? { if case .string(let s)? = status?[k] { return s }; return nil }
+        var version: String? {
+            if case .object(let b)? = status?["build"], case .string(let v)? = b["version"] { return v }
+            return nil
+        }
         func int(_ k: String) -> Int64? { if case .int(let n)? = status?[k] { return n }; if case .double(let d)? = status?[k] { return Int64(d) }; return nil }
     }
 
@@ -44,13 +48,14 @@ struct StatusCommand: AsyncParsableCommand {
                 let out: JSON = .object(["leader": leaderID, "nodes": .array(nodes)])
                 emit(String(decoding: out.serializedBytes(pretty: false), as: UTF8.self))
             } else {
-                let header = ["ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "CONNS", "LISTENERS", "URL"]
+                // VERSION: a rolling upgrade shows which members run which build ("-": before 0.4.0).
+                let header = ["ID", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "CONNS", "LISTENERS", "VERSION", "URL"]
                 let table = rows.map { r -> [String] in
-                    guard r.error == nil else { return [r.knownID ?? "?", "unreachable", "-", "-", "-", "-", "-", "-", "\(r.url) (\(r.error!))"] }
+                    guard r.error == nil else { return [r.knownID ?? "?", "unreachable", "-", "-", "-", "-", "-", "-", "-", "\(r.url) (\(r.error!))"] }
                     return [r.str("id") ?? "?", r.str("role") ?? "?", r.int("term").map(String.init) ?? "-",
                             r.int("commitIndex").map(String.init) ?? "-", r.int("appliedIndex").map(String.init) ?? "-",
                             lag(r).map(String.init) ?? "-", r.int("connections").map(String.init) ?? "-",
-                            r.int("listeners").map(String.init) ?? "-", r.url]
+                            r.int("listeners").map(String.init) ?? "-", r.version ?? "-", r.url]
                 }
                 emit(renderTable(header: header, rows: table))
             }

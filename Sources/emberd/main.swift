@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmberCore
 import EmberServer
 import EmberStorage
 import Foundation
@@ -9,7 +10,8 @@ import Logging
 struct Emberd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "emberd",
-        abstract: "Run an Ember node (a Firebase Realtime Database compatible server).")
+        abstract: "Run an Ember node (a Firebase Realtime Database compatible server).",
+        version: BuildInfo.describe(program: "emberd"))
 
     @Option(help: "Data directory (created if missing).")
     var data = "./ember-data"
@@ -254,7 +256,7 @@ struct Emberd: AsyncParsableCommand {
             store = try StoreFactory.open(directory: data, logRetain: logRetain ?? Int(StoreOptions.singleNodeLogRetention), maxReadBytes: maxReadMb << 20, logger: logger)
         }
         let node = try EmberNode(config: config, store: store, logger: logger)
-        logger.info("emberd starting", metadata: ["data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
+        logger.info("emberd starting", metadata: ["version": "\(BuildInfo.version)", "data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
                                                   "tls": "\(config.clientTLS != nil)", "allocator": "\(Allocator.name)"])
         logger.info("auth: \(mode.summary)")
         if let jwt = config.tokenVerifier as? JWTTokenVerifier { logger.info("auth: \(jwt.summary)") }

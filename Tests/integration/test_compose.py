@@ -1,4 +1,4 @@
-"""docker-compose.yml checked against the real CLIs (Docker itself cannot run here).
+"""docker-compose.yml checked against the real CLIs without Docker (test_compose_cluster.py starts it).
 
 Every service's command must parse: the certs job runs `ember certs init` for real into a
 directory standing in for its volume, and each node runs `emberd <its flags> --check-config`
@@ -132,11 +132,12 @@ def test_ports_and_health_checks_match_the_node_flags(compose):
         url = test[-1]
         assert url in (f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/healthz")
         urls[name] = dict(i.split("=", 1) for i in flag(s["command"], "--client-urls").split(","))
-        # Peers reach each other by service name on the peer port this node listens on.
+        # Peers reach each other by an alias only the internal peers network resolves, and each
+        # binds its peer port to that address alone (not reachable from the clients network).
         peers = dict(i.split("=", 1) for i in flag(s["command"], "--peers").split(","))
         assert sorted(peers) == sorted(nodes_of(compose))
-        assert peers[name].split(":")[0] == name
-        assert flag(s["command"], "--peer-address").split(":")[1] == peers[name].split(":")[1]
+        assert peers[name].split(":")[0] in s["networks"]["peers"]["aliases"]
+        assert flag(s["command"], "--peer-address") == peers[name]
         assert flag(s["command"], "--node-id") == name
     assert len(set(published)) == len(published)
     # Every node advertises the same client URLs, and each is its published port.

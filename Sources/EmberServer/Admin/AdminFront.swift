@@ -116,6 +116,10 @@ final class AdminFront: Sendable {
                                                    + hub.overflowClosures.load(ordering: .relaxed)))
         s["fanoutBacklog"] = .int(Int64(realtime.feed?.backlog ?? 0))
         s["allocator"] = .string(Allocator.name)
+        // Which build answers, and the levels it reads and writes (deploy/OPERATIONS.md).
+        s["build"] = .object(Dictionary(uniqueKeysWithValues: BuildInfo.fields.map { f in
+            (f.name, f.name == "version" ? JSON.string(f.value) : JSON.int(Int64(f.value)!))
+        }))
         let ops = config.operations
         let ownID: String
         if case .string(let id)? = s["id"] { ownID = id } else { ownID = "single" }

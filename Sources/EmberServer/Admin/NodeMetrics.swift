@@ -1,4 +1,5 @@
 import CoreMetrics
+import EmberCore
 import EmberStorage
 import Prometheus
 import Synchronization
@@ -93,6 +94,12 @@ public final class NodeMetrics: Sendable {
             out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
             for v in values { out += "\(name)\(v.labels) \(v.value)\n" }
         }
+        // Prometheus' info-metric convention: constant 1, the facts in the labels.
+        let buildLabels = BuildInfo.fields.map { f in
+            "\(f.name.reduce(into: "") { $0 += $1.isUppercase ? "_" + $1.lowercased() : String($1) })=\"\(f.value)\""
+        }.joined(separator: ",")
+        gauge("ember_build_info", "This build's version and the storage format and peer protocol levels it reads and writes.",
+              [("{\(buildLabels)}", "1")])
         gauge("ember_raft_term", "Current Raft term (0 on a single node).", [("", "\(probe.term)")])
         gauge("ember_raft_commit_index", "Highest log index known committed.", [("", "\(probe.commitIndex)")])
         gauge("ember_raft_applied_index", "Highest log index applied to this node's state.", [("", "\(probe.appliedIndex)")])

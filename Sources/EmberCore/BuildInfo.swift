@@ -1,0 +1,47 @@
+/// What this build is and which on-disk and on-wire levels it reads and writes: the facts an
+/// operator needs before running two builds side by side in one cluster (deploy/OPERATIONS.md,
+/// "Versions and upgrades"). `emberd --version`, `ember --version`, `/.ember/status` ("build")
+/// and `/metrics` (`ember_build_info`) print them from here, so they cannot disagree.
+///
+/// A level changes only when an older build could not read what a newer one writes; the
+/// version changes with every release (CHANGELOG.md, one git tag `vX.Y.Z` per release).
+public enum BuildInfo {
+    /// Semantic version of this build. Bump it in the same commit as CHANGELOG.md's entry.
+    public static let version = "0.4.0"
+
+    /// The data directory's layout. 1: one tree record per leaf, index rows with full values
+    /// (builds up to main 7450d4b). 2: small objects as inline records, index rows keyed by
+    /// their value (0.3.0 on). A build opens every level up to `storageFormat` (older ones are
+    /// migrated in place when the directory opens) and refuses a directory marked newer.
+    public static let storageFormat = 2
+    /// The oldest storage format this build still opens (and migrates).
+    public static let oldestStorageFormat = 1
+
+    /// The peer (Raft) protocol between members. 1: the original messages. 2: adds the leader's
+    /// durable notice, offered by ALPN (`ember-peer/2`) and used only with peers that accepted it.
+    /// A build speaks every level from `oldestPeerProtocol` to `peerProtocol`, so two builds whose
+    /// ranges overlap may run in one cluster.
+    public static let peerProtocol = 2
+    /// The oldest peer protocol level this build still speaks (to members of older builds).
+    public static let oldestPeerProtocol = 1
+
+    /// The client protocols served (unchanged across Ember releases: Firebase's).
+    public static let clientProtocols = "REST, SSE, WebSocket wire protocol v5"
+
+    /// The multi-line text of `--version`.
+    public static func describe(program: String) -> String {
+        """
+        \(program) \(version)
+        storage format \(storageFormat) (opens \(oldestStorageFormat)-\(storageFormat); older are migrated when opened)
+        peer protocol \(peerProtocol) (speaks \(oldestPeerProtocol)-\(peerProtocol))
+        client protocols: \(clientProtocols)
+        """
+    }
+
+    /// The fields of `/.ember/status`'s "build" object and of `ember_build_info`'s labels.
+    public static var fields: [(name: String, value: String)] {
+        [("version", version), ("storageFormat", "\(storageFormat)"),
+         ("oldestStorageFormat", "\(oldestStorageFormat)"), ("peerProtocol", "\(peerProtocol)"),
+         ("oldestPeerProtocol", "\(oldestPeerProtocol)")]
+    }
+}
