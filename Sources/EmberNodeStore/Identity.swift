@@ -54,6 +54,12 @@ public protocol TokenVerifier: Sendable {
 
 /// Protected mode (loopback only, no keys configured): the emulator's conveniences. `owner` is
 /// admin; any JWT-shaped token is accepted for its claims without a signature check.
+///
+/// An unsigned token (`alg` "none" or an empty signature: what the SDKs' `mockUserToken` and
+/// `@firebase/rules-unit-testing` build) never expires, as in the Firebase emulator: the SDK
+/// sets `iat` to 0 unless told otherwise, so its `exp` is in 1970, and refusing it would make
+/// the SDK reconnect forever. A token that carries a signature keeps its expiry (the node
+/// cannot check the signature here, but a real token's lifetime is still honoured).
 public struct EmulatorTokenVerifier: TokenVerifier {
     public init() {}
 
@@ -63,7 +69,10 @@ public struct EmulatorTokenVerifier: TokenVerifier {
             throw AuthError(.invalid, "Could not parse auth token.")
         }
         let id = Identity.user(claims: claims, now: now)
-        if case .user(_, let exp?) = id, exp <= now { throw AuthError(.expired, "Auth token is expired.") }
+        guard case .user(let c, let exp?) = id else { return id }
+        // No expiry at all: the session's expiry timer must not revoke it either.
+        if JWTClaims.isUnsigned(token) { return .user(claims: c, expiresAt: nil) }
+        if exp <= now { throw AuthError(.expired, "Auth token is expired.") }
         return id
     }
 }
@@ -78,6 +87,17 @@ public enum JWTClaims {
         guard parts.count == 3, parts[1].utf8.count <= maxClaimsBytes else { return nil }
         guard let bytes = base64URLDecode(parts[1]), let claims = try? JSON.parse(bytes), case .object = claims else { return nil }
         return claims
+    }
+
+    /// An unsecured JWT (RFC 7519 §6): its header's `alg` is "none" (any case), or it has no
+    /// signature. A header that cannot be read counts as signed (the stricter reading).
+    public static func isUnsigned(_ token: String) -> Bool {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return false }
+        if parts[2].isEmpty { return true }
+        guard parts[0].utf8.count <= maxClaimsBytes, let bytes = base64URLDecode(parts[0]),
+              case .object(let header)? = try? JSON.parse(bytes) else { return false }
+        return header["alg"]?.stringValue?.lowercased() == "none"
     }
 
     /// Unpadded base64url (RFC 7515 §2), as JWT segments are written.
