@@ -74,8 +74,9 @@ class WireClient:
         self.log = []             # everything received in order, decoded
 
     @classmethod
-    async def connect(cls, base_url, ns):
-        url = base_url.replace("http://", "ws://") + f"/.ws?v=5&ns={ns}"
+    async def connect(cls, base_url, ns, params=""):
+        """`params`: more of the query, e.g. "&ls=<a previous session id>"."""
+        url = base_url.replace("http://", "ws://") + f"/.ws?v=5&ns={ns}{params}"
         ws = await websockets.connect(url, max_size=64 * 1024 * 1024)
         c = cls(ws)
         c.hello = await c._recv()
@@ -89,6 +90,11 @@ class WireClient:
         msg = json.loads(frame)
         self.log.append(msg)
         return msg
+
+    @property
+    def session_id(self):
+        """The session id of the server's hello (what an SDK sends back as `ls`)."""
+        return self.hello["d"]["d"]["s"]
 
     async def request(self, action, body, timeout=10):
         """Sends a request; returns (pushes received before the response, response body)."""

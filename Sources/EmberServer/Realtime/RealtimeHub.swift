@@ -55,6 +55,11 @@ public final class RealtimeHub: Sendable {
         sessions.withLock { $0[namespace]?[id] != nil }
     }
 
+    /// The open session `id` of `namespace` (a reconnecting client's `ls`).
+    func session(namespace: String, id: String) -> RealtimeSession? {
+        sessions.withLock { $0[namespace]?[id] }
+    }
+
     func close(_ session: RealtimeSession) {
         sessions.withLock { all in
             all[session.namespace]?.removeValue(forKey: session.id)

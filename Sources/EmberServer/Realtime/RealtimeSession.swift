@@ -80,6 +80,9 @@ public final class RealtimeSession: Sendable {
     let slowConsumers: SlowConsumerCount?
     /// The node's ordered change feed: write acknowledgements follow the changes on it.
     let feed: ChangeFeed?
+    /// Opened when the connection's teardown is done (a newer connection that named this one
+    /// with `ls` waits for it: `LastSession`).
+    let tornDown = TeardownLatch()
 
     init(id: String, namespace: String, address: String? = nil, base: Identity = .anonymous, limits: Limits,
          slowConsumers: SlowConsumerCount? = nil, feed: ChangeFeed? = nil) {
@@ -94,6 +97,8 @@ public final class RealtimeSession: Sendable {
     }
 
     public var closeReason: String? { state.withLock { $0.closeReason } }
+    /// The socket the session writes to, once attached.
+    var socketChannel: (any Channel)? { state.withLock { $0.outbox?.channel } }
     public var listenCount: Int { state.withLock { $0.listens.count } }
 
     // MARK: - Sending (always under the state lock, which fixes the order)

@@ -36,6 +36,8 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     private let node: EmberNode
     private let services: RealtimeHandler.Services
     private let namespace: String
+    /// The client's previous session (`ls`), ended before this one opens (`LastSession`).
+    private var lastSession: String?
     private let host: String
     private let address: String?
     private let logger: Logger
@@ -84,6 +86,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         var namespace = node.config.defaultNamespace
         if let q = target.firstIndex(of: "?"), let items = PercentDecoding.queryItems(target[target.index(after: q)...]) {
             for (k, v) in items where k == "ns" && Key.isValid(v) { namespace = v }
+            lastSession = LastSession.id(from: items)
         }
         self.namespace = namespace
         host = head.headers.first(name: "host") ?? "\(node.config.host):\(node.config.port)"
@@ -122,6 +125,20 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
 
     private func open(base: Identity) {
         guard channel.isActive, !closing else { return }
+        if let ls = lastSession {
+            lastSession = nil
+            if let old = node.realtime.session(namespace: namespace, id: ls) {
+                // The previous session ends first; the hello follows once its teardown is done.
+                let (loop, logger) = (channel.eventLoop, logger)
+                Task {
+                    let done = await old.endReplaced(maxWait: LastSession.maxWait)
+                    logger.debug("ended the session a reconnecting client named (ls)",
+                                 metadata: ["session": "\(ls)", "tornDown": "\(done)"])
+                    loop.execute { self.open(base: base) }
+                }
+                return
+            }
+        }
         let id = Self.sessionID()
         guard let session = node.realtime.open(id: id, namespace: namespace, address: address, base: base) else {
             refuse(.unexpectedServerError, reason: "too many connections")
@@ -410,5 +427,6 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         await started.handler.pipeline?.drained()
         await node.onDisconnect.ended(session)
         if holdsAddress { node.rest.connectionsPerAddress.release(address) }
+        session.tornDown.open()
     }
 }
