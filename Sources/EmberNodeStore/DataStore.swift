@@ -196,8 +196,8 @@ extension DataStore {
     /// rules check reading data on an event loop, does not hold a thread while it waits.
     public func visibleReads() async { await storageEngine?.released() }
 
-    /// A pipelined writer when the store has them (the single-node LMDB store); nil: callers
-    /// await `write` one at a time.
+    /// A pipelined writer when the store has them (`LMDBDataStore` and EmberCluster's
+    /// `ReplicatedDataStore` override this); nil: callers await `write` one at a time.
     public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? { nil }
     public func linearizableBarrier() async throws {}
     public func nodeStatus() async throws -> JSON {

@@ -33,7 +33,8 @@ struct RealtimeHandler: Sendable {
 
     let session: RealtimeSession
     let services: Services
-    /// Pipelined writes (single node); nil: each write is awaited before the next request.
+    /// Pipelined writes (single node and cluster member alike); nil only for a store without
+    /// them: each write is then awaited before the next request.
     var pipeline: WirePipeline? = nil
 
     var store: any DataStore { services.store }

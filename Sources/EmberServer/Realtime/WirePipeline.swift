@@ -14,7 +14,8 @@ struct WirePipeline: Sendable {
     let writer: any PipelinedWriter
     let responses: WireResponses
 
-    /// nil when the store has no pipelined writes (a cluster): writes are awaited one by one.
+    /// nil when the store has no pipelined writes (both node stores have them: `LMDBDataStore`
+    /// and, in a cluster, `ReplicatedDataStore`); then writes are awaited one by one.
     init?(store: any DataStore, session: RealtimeSession) {
         let responses = WireResponses(session: session, limit: session.limits.maxPipelinedWrites)
         // Behind the commit's changes on the node's feed: a listener hears of a write before
