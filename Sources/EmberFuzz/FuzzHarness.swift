@@ -1,3 +1,6 @@
+// EmberFuzz: the bodies of the fuzz targets (Sources/Fuzz/* are their libFuzzer executables).
+// Must not: be linked by the node, or depend on network packages (it builds with the pure modules).
+
 import EmberCore
 import Foundation
 import EmberProtocol

@@ -4,3 +4,4 @@
 // (`WireServerMessage`, `WireClientMessage`), which emberd and EmberClient share, and the client
 // side of a session as a sans-IO state machine (`WireClientSession`). Pure (no I/O, no network packages), so the fuzz
 // harnesses build it alone; EmberServer re-exports it.
+// Must not: do I/O or import network packages or server code.

@@ -1,4 +1,6 @@
-// The Raft state machine: a deterministic, sans-IO value type.
+// EmberRaft — the Raft state machine: a deterministic, sans-IO value type.
+// Must not: import anything, do I/O, or read clocks or system randomness (EmberCluster's
+// RaftHost hosts it; EmberRaftSim simulates it).
 //
 // Usage: `var actions = node.step(event)`; perform the actions following the contract in
 // Action.swift (persist before send/apply). No clocks, threads or I/O happen in here; time is

@@ -1,4 +1,8 @@
-// Entry point for running seeded simulations (used by tests and, later, a long-soak executable).
+// EmberRaftSim: the seeded whole-cluster Raft simulator — simulated network and disk with
+// faults, a KV model, invariant checks and a linearizability checker — that EmberRaftTests run.
+// This file is its entry point (`Simulation`).
+// Must not: be linked by the node (test support only), or use real clocks, randomness or I/O:
+// a seed replays a run exactly.
 
 import EmberRaft
 

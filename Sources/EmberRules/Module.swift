@@ -1,5 +1,6 @@
 // EmberRules: Firebase Realtime Database security rules (parse, type-check, evaluate). Pure:
 // time, auth and data are all inputs, so the same rules and inputs always give the same answer.
+// Must not: do I/O or read a clock; data is read only through `RulesDataSource`.
 //
 // Pipeline, one file each: RulesJSON (positional JSON with comments) → RulesLoader (RuleNode
 // tree, RuleTree.swift) → Lexer/Parser (AST) → TypeChecker (refuse bad rules at load, with the

@@ -1,3 +1,13 @@
+// EmberServer: a node's fronts and their wiring (`EmberNode`) — REST (the byte-level and
+// event-loop fast paths for plain writes, Hummingbird for the rest), SSE streams, the WebSocket
+// wire protocol, the change feed and listener fan-out, auth and per-client limits, rules for
+// reads, the operations endpoints, metrics and the console. ARCHITECTURE.md traces a write
+// through it.
+//
+// Must not: write to LMDB or judge a write's rules or conditions itself (writes go through the
+// `DataStore` port and are judged when applied), nor block an event loop, the writer thread or
+// the fan-out thread (long reads go to the `ReadPool`).
+
 // The protocol parsers live in their own pure module (so they can be fuzzed without the network
 // stack); the server's users see them as before.
 @_exported import EmberProtocol

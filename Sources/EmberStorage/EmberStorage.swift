@@ -1,4 +1,6 @@
 // EmberStorage — LMDB-backed durable storage for Ember's JSON trees.
+// Must not: import network packages or EmberRaft (it stores the log entries and hard state a
+// Raft host hands it; committing is the host's decision).
 //
 // Layout: one LMDB environment per node (a data directory) with named databases `tree`, `ver`,
 // `idx`, `log`, `meta` (see `Tables`), and overflow twins `treex`, `verx`, `idxx` for keys longer

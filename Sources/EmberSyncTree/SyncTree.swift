@@ -1,3 +1,7 @@
+// EmberSyncTree: the client's event engine (the Firebase SDKs' sync tree): listens, server
+// cache, pending local writes and the events each operation raises. Passes the SDKs' spec cases.
+// Must not: do I/O, read clocks or start threads (EmberClient drives it on one queue).
+
 import EmberCore
 
 /// The client's event engine: active listens, server cache and pending local writes; every

@@ -1,3 +1,8 @@
+// ember-bench: the load generator and the side-by-side etcd benchmarks (BENCHMARKS.md).
+// Must not: run inside the test suite (figures come from benchmark runs, never from tests) or
+// link the node's fronts: it starts emberd and etcd as processes and loads them over the
+// network (only `storage` runs EmberStorage in process).
+
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
