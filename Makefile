@@ -88,7 +88,7 @@ bench:
 	./.build/release/ember-bench write --protocol ws --pipeline 64 --clients 16 --compare-etcd
 	./.build/release/ember-bench storage --submitters 16 --pipeline 64
 
-# libFuzzer runs of every harness (README "Fuzzing"); the default suite only replays the corpus.
+# libFuzzer runs of every harness (docs/TESTING.md "Fuzzing"); the default suite only replays the corpus.
 FUZZ_TARGETS = JSON Path REST Wire Rules HTTPHead
 FUZZ_RUNS ?= 1000000
 # 0 lets libFuzzer pick a seed; the smoke run fixes one so a given commit fuzzes the same way in

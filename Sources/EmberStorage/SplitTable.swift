@@ -16,7 +16,7 @@ import Synchronization
 ///
 /// Cost: an operation under a long prefix reads its whole group, so writes and queries under a
 /// parent whose key exceeds `inlineBytes` grow linearly with the long keys sharing that group
-/// (README "Keys and paths"); leaf reads are point reads. Short keys never touch `over`.
+/// (docs/STORAGE.md "Keys and paths"); leaf reads are point reads. Short keys never touch `over`.
 struct SplitTable {
     let main: MDB_dbi
     let over: MDB_dbi

@@ -4,7 +4,7 @@ import Testing
 
 /// The fuzz smoke run of the default suite: every committed input (seeds, and every crash a
 /// libFuzzer run found, kept as a regression) replayed through its harness in the ordinary build.
-/// The long libFuzzer runs are `make fuzz` (README "Fuzzing").
+/// The long libFuzzer runs are `make fuzz` (docs/TESTING.md "Fuzzing").
 @Suite("fuzz corpus replay")
 struct CorpusReplayTests {
     static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Corpus")

@@ -4,7 +4,7 @@ import NIOCore
 
 /// REST data writes read and answered as bytes, in front of the HTTP stack: no NIO HTTP parse,
 /// no HTTPTypes conversion, no response encoder. On a small write those were over a third of a
-/// node's CPU (BENCHMARKS "REST writes"); this reads the head itself (`RawWriteHead`), judges
+/// node's CPU (docs/benchmarks-history.md "REST writes"); this reads the head itself (`RawWriteHead`), judges
 /// and queues the write like `RestFastPath` (`FastWriteQueue`), and writes the answer's bytes.
 ///
 /// It is the first handler after TLS on a new HTTP connection, and takes requests while they are

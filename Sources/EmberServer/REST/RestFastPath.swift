@@ -8,7 +8,7 @@ import NIOHTTPTypes
 import Synchronization
 
 /// REST data writes served on the connection's event loop, without a task, a continuation, an
-/// NIOAsyncChannel hand-off or a Hummingbird request per write (BENCHMARKS "REST writes": those
+/// NIOAsyncChannel hand-off or a Hummingbird request per write (docs/benchmarks-history.md "REST writes": those
 /// were two thirds of a small write's CPU). It sits in each HTTP/1 connection's pipeline right
 /// after the HTTP part decoding; a write it takes goes to the store's pipelined writer, and the
 /// answer is written back on the loop once the write is durable (and applied on this node).
