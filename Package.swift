@@ -1,8 +1,9 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Layering (see README): EmberCore is pure; EmberStorage adds LMDB; EmberRaft is a pure
-// consensus state machine; EmberServer is the node runtime; EmberClient is the client library.
+// Layering (see ARCHITECTURE.md): EmberCore is pure; EmberStorage adds LMDB; EmberRaft is a pure
+// consensus state machine; EmberNodeStore is the node's data port, EmberCluster the cluster
+// runtime, EmberServer the node's fronts; EmberClient is the client library.
 // EMBER_LIGHT=1 builds only the modules without network packages (core, storage, raft, client),
 // which keeps edit-build-test loops on the pure layers to seconds.
 let light = Context.environment["EMBER_LIGHT"] == "1"
@@ -11,7 +12,7 @@ let light = Context.environment["EMBER_LIGHT"] == "1"
 // Apple platforms is set by Synchronization's Mutex/Atomic (macOS 15, iOS 18, tvOS 18) above its
 // WebSocket dependency's (hummingbird-websocket: macOS 14, iOS 17, tvOS 17) and GRDB 7's (iOS 13).
 // No watchOS or visionOS: hummingbird-websocket does not support them. Apple builds are not
-// exercised here (Linux only); see README "Client library".
+// exercised here (Linux only); see docs/CLIENT.md "Platforms".
 
 var package = Package(
     name: "Ember",
@@ -101,10 +102,8 @@ var package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "EmberRaft",
-                // The cluster's peer channel: mutual TLS 1.3, peer names read from the certificate.
+                // The HTTPS front and admin by client certificate (the peer channel's TLS is EmberCluster's).
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -130,7 +129,7 @@ var package = Package(
             ]),
         // The node links jemalloc (Debian's libjemalloc-dev), which takes malloc over from glibc
         // for the whole process: a write's many small Swift allocations cost ~9% less CPU
-        // (BENCHMARKS "jemalloc"); `/.ember/status` names the allocator in use.
+        // (docs/benchmarks-history.md "jemalloc"); `/.ember/status` names the allocator in use.
         .executableTarget(
             name: "emberd",
             dependencies: [
@@ -144,8 +143,6 @@ var package = Package(
             dependencies: [
                 "EmberCore", "EmberStorage",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -158,14 +155,13 @@ var package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]),
-        // Fuzzing (README "Fuzzing"): the harness bodies, one libFuzzer executable per parser
+        // Fuzzing (docs/TESTING.md "Fuzzing"): the harness bodies, one libFuzzer executable per parser
         // (built with `-sanitize=fuzzer -parse-as-library`, see `make fuzz`), and the corpus replay
         // that runs in the default suite.
         .target(name: "EmberFuzz", dependencies: ["EmberCore", "EmberProtocol", "EmberRules", "EmberStorage"]),
