@@ -39,7 +39,7 @@ OWNER = {"Authorization": "Bearer owner"}
 # A node back from a restart: ready, on the expected build, caught up with the leader.
 CATCH_UP_TIMEOUT = 60
 # Writes made between two steps, so each step runs under load.
-WRITES_PER_STEP = 40
+WRITES_PER_STEP = 150
 
 def run(*args, **kw):
     r = subprocess.run(list(args), capture_output=True, text=True, timeout=120, **kw)
@@ -59,7 +59,9 @@ class Cluster:
         rules = os.path.join(dir_ + "-rules.json")
         with open(rules, "w") as f:
             json.dump(RULES, f)
-        run(sys.executable, SCRIPT, "up", "--nodes", "3", "--dir", dir_, "--emberd", PREVIOUS, "--rules", rules)
+        # Certificates from this build's CLI (the previous release's tree built emberd only).
+        run(sys.executable, SCRIPT, "up", "--nodes", "3", "--dir", dir_, "--emberd", PREVIOUS, "--rules", rules,
+            env={**os.environ, "EMBER": EMBER})
         with open(os.path.join(dir_, "cluster.json")) as f:
             self.urls = {n["id"]: n["url"] for n in json.load(f)["nodes"]}
 
