@@ -32,10 +32,18 @@ enum DenseCopy {
         var r: OpaquePointer?
         try check(mdb_txn_begin(source, nil, flag(MDB_RDONLY), &r))
         defer { mdb_txn_abort(r) }
-        let read = Txn(ptr: r!)
+        try copy(from: Txn(ptr: r!), into: e)
+        try check(mdb_env_sync(e, 1))
+    }
+
+    /// Copies every table the read transaction `read` sees into the empty environment `e`
+    /// (opened `MDB_NOSYNC`; the caller syncs), as `copy` above. Returns the rows copied.
+    @discardableResult
+    static func copy(from read: Txn, into e: OpaquePointer) throws -> Int {
+        var total = 0
         for name in try tableNames(read) {
             var from: MDB_dbi = 0
-            try check(mdb_dbi_open(r, name, 0, &from))
+            try check(mdb_dbi_open(read.ptr, name, 0, &from))
             var w: OpaquePointer?
             try check(mdb_txn_begin(e, nil, 0, &w))
             var to: MDB_dbi = 0
@@ -61,8 +69,9 @@ enum DenseCopy {
                 throw error
             }
             try check(mdb_txn_commit(w))
+            total += rows
         }
-        try check(mdb_env_sync(e, 1))
+        return total
     }
 
     /// Rewrites the table `dbi` with full pages inside the write transaction `t`: its rows go to
@@ -73,10 +82,10 @@ enum DenseCopy {
     static func rewrite(_ t: Txn, _ dbi: MDB_dbi) throws {
         var scratch: MDB_dbi = 0
         try check(mdb_dbi_open(t.ptr, scratchTable, flag(MDB_CREATE), &scratch))
-        try check(mdb_drop(t.ptr, scratch, 0))
+        try t.drop(scratch, delete: false)
         try move(t, from: dbi, to: scratch)
         try move(t, from: scratch, to: dbi)
-        try check(mdb_drop(t.ptr, scratch, 1))
+        try t.drop(scratch, delete: true)
     }
 
     /// Moves every row of `from` into the empty table `to`, in key order.

@@ -78,6 +78,9 @@ func openEnvironment(_ directory: String, mapSize: Int, flags: UInt32, maxReader
 /// (read transactions use `MDB_NOTLS`, write transactions stay on the writer thread).
 struct Txn {
     let ptr: OpaquePointer
+    /// Set on the writer's transactions while an online defrag copies the environment: every
+    /// key put or deleted is noted, so the copy can be caught up (`ChangedKeys`).
+    var changes: ChangedKeys? = nil
 
     func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> [UInt8]? {
         if key.count > maxKeySize { return nil }  // no stored key is that long
@@ -105,6 +108,14 @@ struct Txn {
             }
         }
         try check(rc)
+        changes?.note(dbi, key)
+    }
+
+    /// Empties (`delete` false) or deletes the table `dbi`. A defrag in progress cannot catch
+    /// up a whole table's change by keys: it is told to give up (`ChangedKeys.invalidate`).
+    func drop(_ dbi: MDB_dbi, delete: Bool) throws {
+        changes?.invalidate("a table was replaced while the copy ran (a snapshot was installed)")
+        try check(mdb_drop(ptr, dbi, delete ? 1 : 0))
     }
 
     @discardableResult
@@ -117,13 +128,14 @@ struct Txn {
         }
         if rc == MDB_NOTFOUND { return false }
         try check(rc)
+        changes?.note(dbi, key)
         return true
     }
 
     func cursor(_ dbi: MDB_dbi) throws -> Cursor {
         var c: OpaquePointer?
         try check(mdb_cursor_open(ptr, dbi, &c))
-        return Cursor(ptr: c!)
+        return Cursor(ptr: c!, changes: changes, dbi: dbi)
     }
 
     /// Visits every record whose key starts with `prefix`, in key order (or reverse).
@@ -177,6 +189,9 @@ let maxKeySize = 511
 
 struct Cursor {
     let ptr: OpaquePointer
+    /// The transaction's `changes` and the cursor's table: a delete through it is noted too.
+    var changes: ChangedKeys? = nil
+    var dbi: MDB_dbi = 0
 
     func close() { mdb_cursor_close(ptr) }
 
@@ -237,5 +252,8 @@ struct Cursor {
         return try last()
     }
 
-    func deleteCurrent() throws { try check(mdb_cursor_del(ptr, 0)) }
+    func deleteCurrent() throws {
+        if let changes, let k = try currentKey() { changes.note(dbi, k) }
+        try check(mdb_cursor_del(ptr, 0))
+    }
 }

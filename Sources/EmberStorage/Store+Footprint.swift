@@ -70,7 +70,7 @@ extension EmberStore {
                 out.append(.init(name: name, entries: entries, pages: pages, bytes: pages * pageSize))
             }
             var info = MDB_envinfo()
-            try check(mdb_env_info(env, &info))
+            try check(mdb_env_info(mdb_txn_env(txn.ptr), &info))  // the environment this read is on
             return StorageFootprint(pageSize: pageSize, tables: out, freePages: try Self.freePages(txn),
                                     filePages: info.me_last_pgno + 1, fileBytes: fileBytes)
         }

@@ -245,9 +245,9 @@ extension Writer {
         decoded.removeAll()  // the log is replaced
         try writeTxn { t in
             for dbi in [tables.tree, tables.ver, tables.idx, tables.log] {
-                try check(mdb_drop(t.ptr, dbi, 0))
+                try t.drop(dbi, delete: false)
             }
-            for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try check(mdb_drop(t.ptr, dbi, 0)) }
+            for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try t.drop(dbi, delete: false) }
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
             try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
             // Each table's rows come in key order (versions in two runs): full pages.

@@ -128,6 +128,8 @@ public final class EmberStore: @unchecked Sendable {
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         directoryLock = try DirectoryLock(directory: directory, exclusive: false)
+        // A defrag cut short (kill -9) leaves its copy and links: the data file is whole either way.
+        Defrag.removeLeftovers(in: directory)
         let e = try openEnvironment(directory, mapSize: options.mapSize, flags: options.durable ? 0 : flag(MDB_NOSYNC),
                                     maxReaders: options.maxReaders)
         var t: OpaquePointer?
@@ -148,9 +150,9 @@ public final class EmberStore: @unchecked Sendable {
             mdb_env_close(e)
             throw error
         }
-        core = StoreCore(env: e, tables: tables, options: options)
+        core = StoreCore(env: EnvHandle(env: e, link: nil), tables: tables, options: options)
         let w = Writer(core: core)
-        do { try w.load() } catch { mdb_env_close(e); throw error }
+        do { try w.load() } catch { core.environment.withLock { $0 }.close(); throw error }
         let thread = Thread { [w] in w.run() }
         thread.name = "ember-storage-writer"
         thread.start()
@@ -168,7 +170,7 @@ public final class EmberStore: @unchecked Sendable {
         wake.signal()
         core.stopped.wait()
         for c in core.subscribers.withLock({ s in defer { s.removeAll() }; return Array(s.values) }) { c.finish() }
-        mdb_env_close(env)
+        core.environment.withLock { $0 }.close()
         directoryLock.release()
     }
 
@@ -473,7 +475,14 @@ struct PreparedWrite: Sendable {
 /// which may be deinitialising while the writer drains). `@unchecked Sendable`: the LMDB handles
 /// are immutable and usable from any thread; everything mutable is in a `Mutex` or `Atomic`.
 final class StoreCore: @unchecked Sendable {
-    let env: OpaquePointer
+    /// The open environment; an online defrag replaces it (`EmberStore.defrag`). Readers hold
+    /// the handle they began on until their transaction ends (`withRead`).
+    let environment: Mutex<EnvHandle>
+    /// The current environment, for the writer thread (the only one that replaces it).
+    var env: OpaquePointer { environment.withLock { $0.env } }
+    /// Set while a defrag runs (one at a time), and what the last one did.
+    let defragRunning = Atomic<Bool>(false)
+    let lastDefrag = Mutex<DefragReport?>(nil)
     let tables: Tables
     let options: StoreOptions
     /// Orders reads after results released before their commit (`performReleasing`).
@@ -481,6 +490,9 @@ final class StoreCore: @unchecked Sendable {
     /// Tests only: runs on the writer thread just before a released transaction commits, so a
     /// test can hold that moment and look at what readers and callers see meanwhile.
     let beforeReleasedCommit = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Tests only: runs on the defrag's copy thread when the copy is made, before any catch-up,
+    /// so a test can write while the copy is behind.
+    let afterDefragCopy = Mutex<(@Sendable () -> Void)?>(nil)
 
     struct Queue {
         var pending: [Job] = []
@@ -555,18 +567,23 @@ final class StoreCore: @unchecked Sendable {
     /// Rules for namespaces without stored rules (the node's `--rules` file); nil = open.
     let defaultRules = Mutex<RulesEngine?>(nil)
 
-    init(env: OpaquePointer, tables: Tables, options: StoreOptions) {
-        self.env = env
+    init(env: EnvHandle, tables: Tables, options: StoreOptions) {
+        self.environment = Mutex(env)
         self.tables = tables
         self.options = options
     }
 
     func withRead<T>(_ body: (Txn) throws -> T) throws -> T {
         guard !isClosed.load(ordering: .acquiring) else { throw StorageError.closed }
-        var t: OpaquePointer?
-        try check(mdb_txn_begin(env, nil, flag(MDB_RDONLY), &t))
-        defer { mdb_txn_abort(t) }
-        return try body(Txn(ptr: t!))
+        // Held to the end of the transaction: a defrag switching environments meanwhile closes
+        // this one only when its last reader is done (`EnvHandle.deinit`).
+        let h = environment.withLock { $0 }
+        return try withExtendedLifetime(h) {
+            var t: OpaquePointer?
+            try check(mdb_txn_begin(h.env, nil, flag(MDB_RDONLY), &t))
+            defer { mdb_txn_abort(t) }
+            return try body(Txn(ptr: t!))
+        }
     }
 
     func publish(_ results: [WriteResult]) {

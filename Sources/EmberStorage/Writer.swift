@@ -28,6 +28,8 @@ final class Writer: @unchecked Sendable {
     var pending: PendingCommit?
     /// False while an idle apply runs: its commits skip the meta page's sync (`applyCommitted`).
     var metaSync = true
+    /// Set while an online defrag copies the environment: the keys written meanwhile.
+    var recording: ChangedKeys?
 
     init(core: StoreCore) {
         self.store = core
@@ -132,7 +134,7 @@ final class Writer: @unchecked Sendable {
         try check(mdb_txn_begin(store.env, nil, 0, &t))
         let r: T
         do {
-            r = try body(Txn(ptr: t!))
+            r = try body(Txn(ptr: t!, changes: recording))
         } catch {
             mdb_txn_abort(t)
             throw error
@@ -252,7 +254,7 @@ final class Writer: @unchecked Sendable {
         }
         var child: OpaquePointer?
         try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
-        var ap = Applier(tables: tables, txn: Txn(ptr: child!), defsCache: defsCache, rules: rulesState())
+        var ap = Applier(tables: tables, txn: Txn(ptr: child!, changes: recording), defsCache: defsCache, rules: rulesState())
         do {
             let r = try ap.apply(e, prebuilt: prebuilt)
             try check(mdb_txn_commit(child))

@@ -15,6 +15,8 @@ import Synchronization
 /// - `GET /metrics`: Prometheus text.
 /// - `GET /.ember/status`: the node's Raft view plus connections, listeners and client URLs.
 /// - `GET /.ember/backup` (admin): a consistent snapshot of the whole state as a backup file.
+/// - `POST /.ember/defrag` (admin): rewrites this node's data file compactly while it runs
+///   (`EmberStore.defrag`); member-local on a cluster member.
 ///
 /// Everything else goes to `RestHandler`; error answers are counted by reason for `/metrics`.
 final class AdminFront: Sendable {
@@ -66,7 +68,12 @@ final class AdminFront: Sendable {
                                             memberOrigins: ConsoleFront.origins(of: Array(ops.memberURLs.values) + [ops.advertisedURL].compactMap { $0 }))
         }
         guard path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/.ember/status"
-            || path == "/.ember/backup" else { return nil }
+            || path == "/.ember/backup" || path == "/.ember/defrag" else { return nil }
+        if path == "/.ember/defrag" {
+            guard request.method == .post else { throw RestError(405, "Method \(request.method) is not supported on \(path); use POST") }
+            try requireAdmin(request, channel: channel, base: base)
+            return try await defrag()
+        }
         guard request.method == .get else {
             throw RestError(405, "Method \(request.method) is not supported on \(path)")
         }
@@ -77,7 +84,8 @@ final class AdminFront: Sendable {
             return readiness()
         case "/metrics":
             let text = metrics.render(probe: NodeProbe.read(store), websockets: realtime.connectionCount,
-                                      websocketListens: realtime.listenCount, sseStreams: hub.count)
+                                      websocketListens: realtime.listenCount, sseStreams: hub.count,
+                                      engine: NodeProbe.storage(of: store))
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
@@ -129,7 +137,12 @@ final class AdminFront: Sendable {
         members[ownID] = ownURL
         s["clientURLs"] = .object(members.mapValues { .string($0) })
         // Bytes per table, free pages and the file (a few mdb_stat calls and the free list).
-        if let storage = NodeProbe.storage(of: store) { s["storage"] = try storage.footprint().json() }
+        if let storage = NodeProbe.storage(of: store) {
+            guard case .object(var fp) = try storage.footprint().json() else { throw RestError(500, "bad footprint") }
+            fp["defragRunning"] = .bool(storage.defragRunning)
+            fp["lastDefrag"] = storage.lastDefrag?.json() ?? .null
+            s["storage"] = .object(fp)
+        }
         if let book = store.onDisconnectBook {
             // Which incarnation holds each node's sessions, and sessions whose writes wait to run.
             let pending = try book.sessions(limit: Self.maxCountedOnDisconnectSessions) { _, _, _, _ in true }.count
@@ -160,6 +173,30 @@ final class AdminFront: Sendable {
         do { identity = try config.tokenVerifier.identity(for: token, address: address, now: RestHandler.wallClockMillis()) }
         catch { throw RestError(401, error.message) }
         guard identity.isAdmin else { throw RestError(401, "This endpoint needs an admin identity") }
+    }
+
+    // MARK: - Defrag
+
+    /// Runs an online defrag of this node's data file; answers its report, 507 with the bytes
+    /// needed and available when the filesystem lacks room, 409 while another one runs.
+    func defrag() async throws -> Response {
+        guard let storage = NodeProbe.storage(of: store) else { throw RestError(501, "This store cannot be defragmented") }
+        do {
+            let report = try await storage.defrag()
+            logger.info("defrag done", metadata: ["bytesBefore": "\(report.bytesBefore)", "bytesAfter": "\(report.bytesAfter)",
+                                                  "pauseMs": "\(Double(report.pauseNanos) / 1e6)"])
+            return RestHandler.json(report.json(), pretty: false)
+        } catch let e as DefragError {
+            logger.warning("defrag refused", metadata: ["reason": "\(e)"])
+            switch e {
+            case .insufficientSpace(let needed, let available):
+                return RestHandler.json(.object(["error": .string(e.description), "neededBytes": .int(Int64(needed)),
+                                                 "availableBytes": .int(Int64(available))]),
+                                        pretty: false, status: .init(code: 507))
+            case .busy: throw RestError(409, e.description)
+            case .gaveUp: throw RestError(503, e.description)
+            }
+        }
     }
 
     // MARK: - Backup

@@ -84,7 +84,7 @@ public final class NodeMetrics: Sendable {
     }
 
     /// Prometheus text: the registry's metrics, then the gauges read from the node now.
-    func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int) -> String {
+    func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int, engine: EmberStore? = nil) -> String {
         var out = registry.emitToString()
         func gauge(_ name: String, _ help: String, _ values: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
@@ -134,6 +134,23 @@ public final class NodeMetrics: Sendable {
             counter("ember_storage_commit_seconds_total", "Writer time in LMDB commits (page write-out and fsync).",
                     [("", "\(Double(s.commitNanos) / 1e9)")])
             gauge("ember_storage_max_batch_entries", "Largest group-commit batch so far.", [("", "\(s.maxBatchEntries)")])
+        }
+        if let engine {
+            // The free list walk is a few pages per thousand free pages: cheap per scrape.
+            if let f = try? engine.footprint() {
+                gauge("ember_storage_file_bytes", "Size of the data file.", [("", "\(f.fileBytes)")])
+                gauge("ember_storage_free_pages", "Pages on LMDB's free list (reused by later writes; a defrag gives them back).",
+                      [("", "\(f.freePages)")])
+                gauge("ember_storage_free_bytes", "Bytes of the free pages.", [("", "\(f.freeBytes)")])
+            }
+            gauge("ember_defrag_running", "1 while an online defrag runs.", [("", engine.defragRunning ? "1" : "0")])
+            if let d = engine.lastDefrag {
+                gauge("ember_defrag_last_finished_timestamp_seconds", "When the last online defrag finished.",
+                      [("", "\(Double(d.finishedAtMs) / 1000)")])
+                gauge("ember_defrag_last_bytes_before", "Data file size before the last defrag.", [("", "\(d.bytesBefore)")])
+                gauge("ember_defrag_last_bytes_after", "Data file size after the last defrag.", [("", "\(d.bytesAfter)")])
+                gauge("ember_defrag_last_pause_seconds", "How long the last defrag held writes.", [("", "\(Double(d.pauseNanos) / 1e9)")])
+            }
         }
         return out
     }
