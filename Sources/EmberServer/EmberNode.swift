@@ -134,8 +134,16 @@ public final class EmberNode: Sendable {
             services: [app, StreamCloser(hub: hub, realtime: realtime)],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         onDisconnect.start()
+        let autoDefrag: Task<Void, Never>? = config.operations.autoDefrag.flatMap { policy in
+            NodeProbe.storage(of: store).map { engine in
+                Task { [logger] in await AutoDefrag(policy: policy, store: engine, logger: logger).run() }
+            }
+        }
         let result: Result<Void, any Error>
         do { try await group.run(); result = .success(()) } catch { result = .failure(error) }
+        // A defrag under way finishes before the store closes.
+        autoDefrag?.cancel()
+        await autoDefrag?.value
         await onDisconnect.stop()
         realtime.dropAll(reason: "node shutting down")
         hub.closeAll()

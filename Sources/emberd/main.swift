@@ -167,6 +167,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "/readyz fails while applied trails the known commit index by more than this many entries.")
     var readyMaxLag: UInt64 = 1_000
 
+    @Option(help: "Defragment the data file online when free pages are at least FREE-RATIO of it and MIN-BYTES, after QUIET-WINDOW without writes: free-ratio,min-bytes,quiet-window, e.g. 0.3,64MiB,30s (default: off; `ember defrag` any time).")
+    var autoDefrag: String?
+
     @Flag(help: "Check the flags, rules and cluster/TLS files, print the effective settings and exit (no data is opened).")
     var checkConfig = false
 
@@ -238,6 +241,7 @@ struct Emberd: AsyncParsableCommand {
             : OperationsFlags.checkClientURLs(configFile?.clientUrls ?? [:])
         config.operations.readyMaxLagEntries = readyMaxLag
         config.operations.console = !noConsole
+        config.operations.autoDefrag = try autoDefrag.map(AutoDefragPolicy.parse)
         guard (1...3600).contains(onDisconnectLease) else { throw ValidationError("--ondisconnect-lease must be 1...3600 seconds") }
         config.onDisconnect.leaseSeconds = onDisconnectLease
         let clusterSettings = try clusterConfiguration(file: configFile)

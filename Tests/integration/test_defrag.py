@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from cluster_helpers import Cluster, assert_no_acknowledged_write_lost
-from conftest import Node
+from conftest import EMBERD, Node
 from test_ops import ember
 
 ADMIN = {"Authorization": "Bearer owner"}
@@ -244,3 +244,20 @@ def test_cluster_defrag_member_by_member_leader_last(tmp_path):
     finally:
         c.down()
 
+
+def test_auto_defrag_runs_after_a_quiet_window():
+    n = Node(extra_args=["--auto-defrag", "0.2,0,1s"]).start()
+    try:
+        load_and_thin(n.url, children=10_000)
+        before = data_file(n.data_dir)
+        deadline = time.time() + 30  # checked every 5 s once 1 s passed without a write
+        while (last := requests.get(n.url + "/.ember/status", timeout=10).json()["storage"]["lastDefrag"]) is None:
+            assert time.time() < deadline, "no automatic defrag"
+            time.sleep(0.2)
+        assert last["bytesBefore"] == before and last["bytesAfter"] < before * 0.7
+        assert data_file(n.data_dir) == last["bytesAfter"]
+    finally:
+        n.stop()
+    p = subprocess.run([EMBERD, "--data", n.data_dir, "--auto-defrag", "2,1M,1s", "--check-config"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "--auto-defrag" in p.stderr

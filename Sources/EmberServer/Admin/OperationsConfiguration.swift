@@ -13,6 +13,8 @@ public struct OperationsConfiguration: Sendable {
     public var maxConcurrentBackups = 1
     /// Whether the web console is served at `/.ember/console/` (`--no-console` turns it off).
     public var console = true
+    /// `--auto-defrag`: when the node defragments its data file itself; nil (default): never.
+    public var autoDefrag: AutoDefragPolicy?
 
     public init() {}
 
