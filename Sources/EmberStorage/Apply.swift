@@ -11,6 +11,12 @@ struct Applier {
     /// Ancestors' raised `sub` versions, written once per transaction (flat mode); nil: each
     /// write puts its ancestors' records itself.
     let pending: PendingVersions?
+    /// Set while a bulk write (`bulkParts` or more parts or children) applies: its index rows
+    /// wait here and go in key order at its end (`OrderedRows`), and its tree records go in
+    /// key order, with MDB_APPEND where they land past the table's end: a load into an empty
+    /// location writes full pages instead of pages split in half.
+    var rows: OrderedRows?
+    static let bulkParts = 64
 
     init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
          pending: PendingVersions? = nil) {
@@ -110,10 +116,21 @@ struct Applier {
             var anyChange = false
             var patch = Node.empty
             // No part is at or below another (`EmberStore.checkOperation` refuses such updates
-            // before they are logged), so no part's write changes what another part read.
+            // before they are logged), so no part's write changes what another part read, and
+            // the parts may be written in any order: a bulk update writes them in key order.
             assert(EmberStore.nestedPair(resolved.map(\.0)) == nil, "an update's parts do not nest")
-            for ((abs, node, old, leafRecord), key) in zip(resolved, keys) {
-                if try write(ns: ns, path: abs, key: key, node: node, old: old, oldLeafRecord: leafRecord, index: e.index) {
+            let bulk = resolved.count >= Self.bulkParts
+            let order = bulk ? keys.indices.sorted { bytesLess(keys[$0].bytes, keys[$1].bytes) } : Array(keys.indices)
+            if bulk { rows = OrderedRows() }
+            defer { rows = nil }
+            var changed = [Bool](repeating: false, count: resolved.count)
+            for i in order {
+                let (abs, node, old, leafRecord) = resolved[i]
+                changed[i] = try write(ns: ns, path: abs, key: keys[i], node: node, old: old, oldLeafRecord: leafRecord, index: e.index)
+            }
+            try rows?.flush(t, tables.idxS)
+            for (i, (abs, node, _, _)) in resolved.enumerated() {
+                if changed[i] {
                     anyChange = true
                     result.changeSet.changes.append((abs, node))
                 }
@@ -214,9 +231,10 @@ struct Applier {
                 try t.delete(tables.treeS, pk)
             }
         } else if ownVersion, let leaf = node.leaf {
-            try t.put(tables.treeS, key, TreeRecord.leaf(leaf, node.priority, version: index))
+            let record = TreeRecord.leaf(leaf, node.priority, version: index)
+            if rows != nil { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
         } else if let inline {
-            try t.put(tables.treeS, key, inline)
+            if rows != nil { try t.putOrdered(tables.treeS, key, inline) } else { try t.put(tables.treeS, key, inline) }
         } else {
             var k = key
             try putRecords(node, key: &k, version: index)
@@ -267,13 +285,22 @@ struct Applier {
             return
         }
         if let p = node.priority { try t.put(tables.treeS, key, TreeRecord.priority(p).encoded) }
-        for (k, child) in node.children {
+        // Many children: in key order (their records then land next to each other, and past
+        // the table's end with MDB_APPEND, see `rows`).
+        let bulk = node.children.count >= Self.bulkParts
+        let children = bulk ? node.children.map { (k, c) -> ([UInt8], String, Node) in
+            var seg: [UInt8] = []
+            KeyCodec.appendSegment(k, to: &seg)
+            return (seg, k, c)
+        }
+            .sorted { bytesLess($0.0, $1.0) }.map { ($0.1, $0.2) } : Array(node.children)
+        for (k, child) in children {
             let n = key.count
             KeyCodec.appendSegment(k, to: &key)
             if let leaf = child.leaf {
                 try t.put(tables.treeS, key, TreeRecord.leaf(leaf, child.priority).encoded)
             } else if tables.inlineObjects, let record = InlineObject.record(for: child, key: key, version: version) {
-                try t.put(tables.treeS, key, record)
+                if bulk { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
             } else {
                 try putRecords(child, key: &key, version: version)
             }
@@ -344,6 +371,11 @@ struct Applier {
                 ? Self.row(ns: ns, def: e.def, location: e.location, childKey: e.childKey, child: node)
                 : try entryRow(ns: ns, def: e.def, location: e.location, childKey: e.childKey)
             if after == e.before { continue }
+            if let rows {
+                if let old = e.before { rows.delete(old.key) }
+                if let new = after { rows.put(new.key, new.value) }
+                continue
+            }
             if let old = e.before { try t.delete(tables.idxS, old.key) }
             if let new = after { try t.put(tables.idxS, new.key, new.value) }
         }
@@ -351,6 +383,8 @@ struct Applier {
         if defs.isEmpty { return }
         let nsp = KeyCodec.namespacePrefix(ns)
         for d in defs where path.count <= d.pattern.count && d.matchesPrefix(path.segments[...]) {
+            // The table is changed directly here: rows waiting go first.
+            try rows?.flush(t, tables.idxS)
             try t.deletePrefix(tables.idxS, nsp + d.id + KeyCodec.encode(path))
             try addEntries(ns: ns, def: d, at: path, node: node)
         }
@@ -360,9 +394,14 @@ struct Applier {
     func addEntries(ns: String, def d: IndexDef, at path: Path, node: Node) throws {
         if node.isEmpty { return }
         if path.count == d.pattern.count {
-            for (k, child) in node.children {
-                let row = Self.indexRow(ns: ns, def: d, location: path, childKey: k, value: d.index.indexValue(of: child))
-                try t.put(tables.idxS, row.key, row.value)
+            var rows = node.children.map { k, child in
+                Self.indexRow(ns: ns, def: d, location: path, childKey: k, value: d.index.indexValue(of: child))
+            }
+            // Many rows: in key order, past the table's end with MDB_APPEND (full pages).
+            let bulk = rows.count >= Self.bulkParts
+            if bulk { rows.sort { bytesLess($0.key, $1.key) } }
+            for row in rows {
+                if bulk { try t.putOrdered(tables.idxS, row.key, row.value) } else { try t.put(tables.idxS, row.key, row.value) }
             }
             return
         }

@@ -111,6 +111,16 @@ struct Txn {
         changes?.note(dbi, key)
     }
 
+    /// Puts with MDB_APPEND when `key` sorts after the table's last key, so a load in key order
+    /// past the table's end fills each page before starting the next (a plain put splits a
+    /// full page in half); LMDB answers MDB_KEYEXIST to an append below the last key, and the
+    /// row is then put plainly.
+    func putOrdered(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
+        do { try put(dbi, key, value, flags: flag(MDB_APPEND)) } catch StorageError.lmdb(let code, _) where code == MDB_KEYEXIST {
+            try put(dbi, key, value)
+        }
+    }
+
     /// Empties (`delete` false) or deletes the table `dbi`. A defrag in progress cannot catch
     /// up a whole table's change by keys: it is told to give up (`ChangedKeys.invalidate`).
     func drop(_ dbi: MDB_dbi, delete: Bool) throws {

@@ -116,6 +116,12 @@ extension Txn {
         try put(s.over, ok, SplitTable.overflowRow(key, value))
     }
 
+    /// `put` with MDB_APPEND where the key lands past the main table's end (`Txn.putOrdered`).
+    func putOrdered(_ s: SplitTable, _ key: [UInt8], _ value: [UInt8]) throws {
+        if key.count <= SplitTable.inlineBytes { return try putOrdered(s.main, key, value) }
+        try put(s, key, value)
+    }
+
     @discardableResult
     func delete(_ s: SplitTable, _ key: [UInt8]) throws -> Bool {
         if key.count <= SplitTable.inlineBytes { return try delete(s.main, key) }
