@@ -39,6 +39,29 @@ free_port = _local_cluster.free_port
 free_ports = _local_cluster.free_ports
 
 
+# An upper bound for a condition to come true (`wait_for`), never a figure asserted.
+WAIT = 60
+
+
+def wait_for(what, cond, timeout=WAIT):
+    """Polls `cond` until it returns something true (returned); a request error counts as not yet."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = cond()
+            if last:
+                return last
+        except requests.RequestException as e:
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout} s (last: {last})")
+
+
+def get(url, path, ns):
+    return requests.get(f"{url}/{path}.json?ns={ns}", timeout=5).json()
+
+
 class Node:
     """One emberd process with its own data directory."""
 

@@ -23,7 +23,7 @@ import pytest
 import requests
 
 from cluster_helpers import agreed_leader, converged
-from conftest import EMBERD, ROOT, Node
+from conftest import EMBERD, ROOT, Node, wait_for
 from jssdk_helpers import run_sdk_script
 
 EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
@@ -305,13 +305,13 @@ def test_killing_the_leader_under_a_writer_loses_no_acknowledged_write(compose):
     t = threading.Thread(target=writer)
     t.start()
     try:
-        wait_for(lambda: len(acked) >= 50, "writes before the kill")
+        wait_for("writes before the kill", lambda: len(acked) >= 50)
         sh([compose.docker, "kill", compose.container(leader)])
         before = len(acked)
         survivors = [n for n in NODES if n != leader]
         new_leader = agreed_leader(compose.status, survivors, 30)
         assert new_leader != leader
-        wait_for(lambda: len(acked) >= before + 50, "writes after the new leader took over")
+        wait_for("writes after the new leader took over", lambda: len(acked) >= before + 50)
     finally:
         stop.set()
         t.join(30)
@@ -324,15 +324,6 @@ def test_killing_the_leader_under_a_writer_loses_no_acknowledged_write(compose):
         data = requests.get(f"{URLS[node]}/kill.json?ns=compose", headers=compose.auth(), timeout=SHORT).json() or {}
         lost = [k for k, v in acked.items() if data.get(k) != v]
         assert not lost, f"{node} lost {len(lost)} acknowledged writes, e.g. {lost[:5]}"
-
-
-def wait_for(cond, what, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_backup_from_the_host_restores_into_a_fresh_node(compose, tmp_path):

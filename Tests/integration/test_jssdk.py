@@ -24,7 +24,7 @@ from collections import Counter
 import pytest
 import requests
 
-from conftest import EMBERD, ROOT, Node
+from conftest import EMBERD, ROOT, WAIT, Node, get, wait_for
 from cluster_helpers import Cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,7 +34,6 @@ DRIVER = os.path.join(HERE, "jssdk", "driver.js")
 NODE_ENV = {**os.environ, "NODE_PATH": "/usr/share/nodejs",
             "NODE_OPTIONS": (os.environ.get("NODE_OPTIONS", "") + " --dns-result-order=ipv4first").strip()}
 LEASE = 3  # seconds (--ondisconnect-lease of the SDK cluster)
-WAIT = 60  # seconds: an upper bound for a condition, never a figure asserted
 
 
 class JssdkRun:
@@ -213,24 +212,6 @@ def sdk(jssdk, tmp_path):
     s = Sdk(os.path.join(jssdk.out, "build", "sdk.js"), str(tmp_path / "driver.log"))
     yield s
     s.close()
-
-
-def wait_for(what, cond, timeout=WAIT):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = cond()
-            if last:
-                return last
-        except requests.RequestException as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {last})")
-
-
-def get(url, path, ns):
-    return requests.get(f"{url}/{path}.json?ns={ns}", timeout=5).json()
 
 
 @pytest.fixture(scope="module")

@@ -10,36 +10,16 @@ them again.
 import asyncio
 import os
 import sys
-import time
 import uuid
 
 import pytest
 import requests
 
-from conftest import Node
+from conftest import WAIT, Node, get, wait_for
 from cluster_helpers import Cluster, script
 from wire import WireClient
 
 LEASE = 3  # seconds (--ondisconnect-lease)
-WAIT = 60  # seconds: an upper bound for a condition, never a figure asserted
-
-
-def wait_for(what, cond, timeout=WAIT):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = cond()
-            if last:
-                return last
-        except requests.RequestException as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {last})")
-
-
-def get(url, path, ns):
-    return requests.get(f"{url}/{path}.json?ns={ns}", timeout=5).json()
 
 
 def pending_sessions(url):
