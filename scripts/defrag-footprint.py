@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -49,6 +50,8 @@ def main():
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=41)
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
+    ap.add_argument("--write-during", action="store_true",
+                    help="PUT single children one after another while the defrag runs (its pause then copies them too)")
     args = ap.parse_args()
     emberd = os.environ.get("EMBERD", os.path.join(ROOT, ".build", "debug", "emberd"))
     data_dir = tempfile.mkdtemp(prefix="ember-defrag-footprint-")
@@ -79,7 +82,25 @@ def main():
             call("PATCH", url + "/items.json?print=silent", body)
         print(f"loaded {args.children} children in {args.children // args.batch} PATCHes: {json_bytes / 1e6:.1f} MB of JSON")
         describe("after the load", storage(url), json_bytes, data_dir)
+        stop, acked = threading.Event(), []
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                call("PUT", f"{url}/during/k{i:07d}.json?print=silent", str(i).encode())
+                acked.append(i)
+                i += 1
+
+        w = threading.Thread(target=writer, daemon=True)
+        if args.write_during:
+            w.start()
         r = call("POST", url + "/.ember/defrag")
+        stop.set()
+        if args.write_during:
+            w.join()
+            during = call("GET", url + "/during.json?shallow=true") or {}
+            assert len(during) == len(acked), (len(during), len(acked))
+            print(f"{len(acked)} writes acknowledged while the defrag ran, all present")
         describe("after ember defrag", storage(url), json_bytes, data_dir)
         print(f"defrag: {r['bytesBefore'] / 2**20:.1f} MiB -> {r['bytesAfter'] / 2**20:.1f} MiB, writes paused {r['pauseMs']:.1f} ms, "
               f"copy {r['copyMs'] / 1000:.1f} s, {r['pauseKeys']} keys in the pause")
