@@ -66,7 +66,11 @@ extension RaftHost {
     }
 
     /// The leader fixes the entry's timestamp (what `{".sv":"timestamp"}` resolves to on every
-    /// replica). Kept monotonic on this leader so server timestamps never go backwards here.
+    /// replica): its wall clock, but never below `lastStamp`, the highest timestamp in its log
+    /// (derived from the log at start, raised by every entry it persists or installs), so server
+    /// timestamps never go backwards across leader changes, even under a leader whose clock is
+    /// behind. Equal timestamps are allowed (they are milliseconds, as Firebase's): stamping
+    /// `lastStamp + 1` instead would let a busy leader run ahead of real time.
     /// Forwarded writes are validated again here (the follower that took one may run another
     /// version): this is the last check an entry gets, since every replica appends the leader's
     /// entries unchecked (`append(validated:)`).

@@ -134,6 +134,9 @@ extension RaftHost {
                 throw StorageError.corrupt("snapshot file holds index \(store.appliedIndex), expected \(snapshot.index)")
             }
             staging.discard()
+            // The floor of server timestamps (`restamp`) comes with the installed state: a node
+            // that caught up by snapshot and then leads never stamps below what it replaced.
+            lastStamp = max(lastStamp, try store.appliedPosition().lastTimestamp)
             // Raft's log may already be past this snapshot: the turn's inputs are all stepped
             // before its actions run, so a newer snapshot from the leader (resent after a
             // reconnect; small snapshots are one chunk) can be restored in the same turn. Its
@@ -141,7 +144,11 @@ extension RaftHost {
             // between the two are not in Raft's log any more and are not needed.
             if node.log.snapshotIndex <= snapshot.index {
                 let tail = node.log.entries(from: snapshot.index + 1, through: node.log.lastIndex)
-                if !tail.isEmpty { try await store.append(entries: try tail.map(RaftPersistence.storageEntry)) }
+                if !tail.isEmpty {
+                    let entries = try tail.map(RaftPersistence.storageEntry)
+                    lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+                    try await store.append(entries: entries)
+                }
             }
         } catch {
             fatalStorage("install snapshot at \(snapshot.index)", error)

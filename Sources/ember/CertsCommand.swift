@@ -157,6 +157,11 @@ enum CertMaker {
         try DistinguishedName { CommonName(cn); OrganizationName("Ember") }
     }
 
+    /// Certificates are valid from a day before they are issued: a node whose wall clock is
+    /// behind the issuer's (by up to a day) still accepts its peers' fresh certificates, where
+    /// a few minutes' margin stopped a node an hour behind from joining its cluster at all.
+    static let backdateSeconds: Double = 86_400
+
     static func makeCA(name cn: String, days: Int) throws -> Issued {
         let key = P256.Signing.PrivateKey()
         let pub = Certificate.PublicKey(key.publicKey)
@@ -164,7 +169,7 @@ enum CertMaker {
         let now = Date()
         let cert = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: pub,
-            notValidBefore: now.addingTimeInterval(-300), notValidAfter: now.addingTimeInterval(Double(days) * 86_400),
+            notValidBefore: now.addingTimeInterval(-Self.backdateSeconds), notValidAfter: now.addingTimeInterval(Double(days) * 86_400),
             issuer: subject, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
@@ -188,7 +193,7 @@ enum CertMaker {
         let now = Date()
         let cert = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: pub,
-            notValidBefore: now.addingTimeInterval(-300), notValidAfter: now.addingTimeInterval(Double(days) * 86_400),
+            notValidBefore: now.addingTimeInterval(-Self.backdateSeconds), notValidAfter: now.addingTimeInterval(Double(days) * 86_400),
             issuer: ca.certificate.subject, subject: try name(commonName), signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)

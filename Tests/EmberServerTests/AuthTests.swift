@@ -236,6 +236,15 @@ i4rRtccfDNzq20v30i5LWU0=
         #expect(taken == [true, true, true, false], "never above the burst")
     }
 
+    @Test func tokenBucketRefillsAfterTheWallClockIsSetBack() {
+        var b = TokenBucket(ratePerSecond: 10, burst: 2, now: 3_600_000)
+        var taken = (0..<3).map { _ in b.take(now: 3_600_000) }
+        // The clock goes back an hour: no token for the jump, but refills resume from there
+        // rather than an hour later.
+        for t: Int64 in [0, 50, 100] { taken.append(b.take(now: t)) }
+        #expect(taken == [true, true, false, false, false, true])
+    }
+
     @Test func connectionsPerAddressCountsAndReleases() {
         let c = ConnectionsPerAddress(limit: 2)
         #expect(c.acquire("1.2.3.4") && c.acquire("1.2.3.4") && !c.acquire("1.2.3.4"))

@@ -19,6 +19,10 @@ public struct TokenBucket: Sendable, Equatable {
         if now > lastMs {
             tokens = min(burst, tokens + Double(now - lastMs) * ratePerSecond / 1000)
             lastMs = now
+        } else if now < lastMs {
+            // The wall clock was set back: no time passed, but refills count from now (else an
+            // empty bucket would stay empty until the clock is back where it was).
+            lastMs = now
         }
         guard tokens >= 1 else { return false }
         tokens -= 1
