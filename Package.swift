@@ -171,31 +171,38 @@ var package = Package(
         .executableTarget(name: "FuzzWire", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Wire"),
         .executableTarget(name: "FuzzRules", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/Rules"),
         .executableTarget(name: "FuzzHTTPHead", dependencies: ["EmberFuzz"], path: "Sources/Fuzz/HTTPHead"),
-        // Free ports for the suites that start servers and clusters (one picker, not a copy each).
-        .target(name: "EmberTestPorts", path: "Tests/EmberTestPorts"),
+        // What the test targets share (one copy each): free ports, the seeded generator and its
+        // replayable seeds (SplitMix64 is EmberRaft's, re-exported), child processes.
+        .target(name: "EmberTestSupport", dependencies: ["EmberRaft"], path: "Tests/EmberTestSupport"),
         .testTarget(name: "EmberFuzzTests", dependencies: ["EmberFuzz"], exclude: ["Corpus"]),
-        .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore"]),
-        .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules"]),
+        .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore", "EmberTestSupport"]),
+        .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules", "EmberTestSupport"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft", "EmberRaftSim"]),
-        .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore"]),
+        .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore", "EmberTestSupport"]),
+        .testTarget(name: "EmberProtocolTests", dependencies: ["EmberProtocol", "EmberCore", "EmberTestSupport"]),
+        .testTarget(name: "EmberClusterTests", dependencies: [
+            "EmberCluster", "EmberNodeStore", "EmberStorage", "EmberRaft", "EmberCore", "EmberTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "EmberServerTests", dependencies: [
-            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster", "EmberTestPorts",
+            "EmberServer", "EmberCore", "EmberRaft", "EmberStorage", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster", "EmberTestSupport",
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         .testTarget(name: "EmberSyncTreeTests", dependencies: ["EmberSyncTree", "EmberCore"]),
         .testTarget(name: "EmberClientTests", dependencies: [
-            "EmberClient", "EmberCore", "EmberSyncTree", "EmberProtocol", "EmberTestPorts",
+            "EmberClient", "EmberCore", "EmberSyncTree", "EmberProtocol", "EmberTestSupport",
             // Mints signed tokens for the auth tests.
             .product(name: "JWTKit", package: "jwt-kit"),
         ]),
         // The Swift snippets of the seed documents (../shared/seeds), compiled against the public
         // client API (plain `import EmberClient`) and run against a real emberd.
-        .testTarget(name: "EmberSeedSnippetTests", dependencies: ["EmberClient", "EmberTestPorts"]),
+        .testTarget(name: "EmberSeedSnippetTests", dependencies: ["EmberClient", "EmberTestSupport"]),
     ]
 )
 
 if light {
-    let heavy: Set<String> = ["EmberNodeStore", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests",
+    let heavy: Set<String> = ["EmberNodeStore", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests", "EmberClusterTests",
                               "EmberClient", "EmberClientTests", "ember-persistence-probe", "EmberSeedSnippetTests"]
     package.targets.removeAll { heavy.contains($0.name) }
     package.products.removeAll { heavy.contains($0.name) }

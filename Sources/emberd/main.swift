@@ -16,8 +16,11 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Data directory (created if missing).")
     var data = "./ember-data"
 
-    @Option(help: "Client port.")
+    @Option(help: "Client port (0: the system picks a free one; see --port-file).")
     var port = 9000
+
+    @Option(help: "Write the client port the node listens on to this file once it serves (with --port 0, how a test or script learns it).")
+    var portFile: String?
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -269,8 +272,15 @@ struct Emberd: AsyncParsableCommand {
                                                       "error": "\(files.error ?? "none")"])
         }
         let readyLogger = logger
+        let portFile = portFile
         try await node.run { port in
             readyLogger.info("emberd ready", metadata: ["port": "\(port)"])
+            if let portFile {
+                // Written whole (atomically) so a reader never sees a partial number.
+                do { try "\(port)\n".write(toFile: portFile, atomically: true, encoding: .utf8) } catch {
+                    readyLogger.error("cannot write --port-file", metadata: ["path": "\(portFile)", "error": "\(error)"])
+                }
+            }
         }
         logger.info("emberd stopped")
     }

@@ -1,7 +1,7 @@
 import EmberCore
 import Foundation
 import Testing
-import EmberTestPorts
+import EmberTestSupport
 @testable import EmberClient
 #if canImport(Glibc)
 import Glibc
@@ -13,22 +13,13 @@ final class ClusterProcesses: @unchecked Sendable {
     let ids = ["n1", "n2", "n3"]
     let dir = NSTemporaryDirectory() + "ember-client-cluster-" + UUID().uuidString
     var ports: [String: Int] = [:]
-    var processes: [String: Process] = [:]
+    var processes: [String: ChildProcess] = [:]
 
     static let openssl = ["/usr/bin/openssl", "/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     func url(_ id: String, ns: String) -> String { "http://127.0.0.1:\(ports[id]!)?ns=\(ns)" }
 
-    private func run(_ args: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.openssl!)
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw TestFailure("openssl \(args.first ?? "") failed") }
-    }
+    private func run(_ args: [String]) throws { try ChildProcess.run(Self.openssl!, args) }
 
     /// Client and peer ports for every node, all distinct (one pick, every probe held open).
     private func pickPorts(_ peerPorts: inout [String: Int]) throws {
@@ -76,17 +67,14 @@ final class ClusterProcesses: @unchecked Sendable {
         // What the nodes tell clients in the handshake: where the other members serve them.
         let clientURLs = ids.map { "\($0)=http://127.0.0.1:\(ports[$0]!)" }.joined(separator: ",")
         for id in ids {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: EmberServerProcess.binary)
-            p.arguments = ["--data", "\(dir)/\(id)", "--port", String(ports[id]!), "--rules", rules, "--log-level", "error",
-                           "--node-id", id, "--peers", peers, "--client-urls", clientURLs, "--peer-tls-cert", "\(dir)/\(id).pem",
-                           "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem"]
-            p.standardOutput = FileHandle.nullDevice
             let log = "\(dir)/\(id)-\(attempt).stderr"
             FileManager.default.createFile(atPath: log, contents: nil)
-            p.standardError = FileHandle(forWritingAtPath: log)
-            try p.run()
-            processes[id] = p
+            processes[id] = try ChildProcess(
+                EmberServerProcess.binary,
+                ["--data", "\(dir)/\(id)", "--port", String(ports[id]!), "--rules", rules, "--log-level", "error",
+                 "--node-id", id, "--peers", peers, "--client-urls", clientURLs, "--peer-tls-cert", "\(dir)/\(id).pem",
+                 "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem"],
+                stderr: FileHandle(forWritingAtPath: log))
         }
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
@@ -109,25 +97,16 @@ final class ClusterProcesses: @unchecked Sendable {
         return seen.count == 1 ? seen.first : nil
     }
 
-    func kill9(_ id: String) {
-        guard let p = processes[id] else { return }
-        kill(p.processIdentifier, SIGKILL)
-        p.waitUntilExit()
-    }
+    func kill9(_ id: String) { processes[id]?.kill9() }
 
     /// SIGTERM, then SIGKILL for a node that has not exited within 15 s: a node whose graceful
     /// shutdown stalls fails the test (it prints the ids) instead of hanging the suite.
     @discardableResult func stop(keepingDirectory: Bool = false) -> [String] {
         var stuck: [String] = []
-        for p in processes.values where p.isRunning { p.terminate() }
+        for p in processes.values { p.terminate() }
         let deadline = ContinuousClock.now + .seconds(15)
         for (id, p) in processes.sorted(by: { $0.key < $1.key }) {
-            while p.isRunning && ContinuousClock.now < deadline { usleep(20_000) }
-            if p.isRunning {
-                stuck.append(id)
-                kill(p.processIdentifier, SIGKILL)
-                p.waitUntilExit()
-            }
+            if !p.stop(grace: max(.zero, deadline - ContinuousClock.now), terminate: false) { stuck.append(id) }
         }
         if !keepingDirectory { try? FileManager.default.removeItem(atPath: dir) }
         return stuck

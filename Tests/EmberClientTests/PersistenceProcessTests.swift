@@ -1,4 +1,5 @@
 import EmberCore
+import EmberTestSupport
 import Foundation
 import Testing
 @testable import EmberClient
@@ -17,7 +18,9 @@ import Testing
     }
 
     @Test func writesQueuedBeforeAKillLandOnceAndInOrderAfterRestart() async throws {
-        let server = try EmberServerProcess()
+        // The cache file is named after the URL, which the client has before the node first
+        // starts: the port is picked up front here (the server cannot report it yet).
+        let server = try EmberServerProcess(port: FreePorts.one())
         let url = server.databaseURL(ns: "killed")
         let dir = Self.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -116,7 +119,8 @@ import Testing
         {"rules": {"log": {".read": true, ".write": true}, "multi": {".read": true, ".write": true},
                    "counter": {".read": true, ".write": false}, "markers": {".write": true}}}
         """#
-        let server = try EmberServerProcess(rules: rules)
+        // The client queues before the node first starts: the port is picked up front.
+        let server = try EmberServerProcess(port: FreePorts.one(), rules: rules)
         let url = server.databaseURL(ns: "rejected")
         let dir = Self.tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import EmberTestSupport
 @testable import EmberClient
 
 /// The disk cache itself, on real SQLite files in a temporary directory.
@@ -57,10 +58,10 @@ import Testing
 
     /// Random overwrites and merges, some large enough to be split into child rows, against an
     /// in-memory tree: every read agrees with it, and large data is kept in more than one row.
-    @Test func randomWritesAgreeWithAnInMemoryTree() throws {
+    @Test(.printsSeedOnFailure) func randomWritesAgreeWithAnInMemoryTree() throws {
         let store = try PersistentStore(file: file)
         var model = Node.empty
-        var rng = SeededRandom(seed: 14)
+        var rng = TestSeed.generator(14)
         let keys = ["a", "b", "c"]
         func randomPath() -> Path {
             Path(validated: (0..<Int.random(in: 0...3, using: &rng)).map { _ in keys.randomElement(using: &rng)! })
@@ -263,19 +264,6 @@ import Testing
         db.isPersistenceEnabled = true
         #expect(db.isPersistenceEnabled)
         db.shutdown()
-    }
-}
-
-/// SplitMix64: a seeded generator, so a failing sequence can be replayed.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -1,10 +1,11 @@
 import EmberCore
 import EmberProtocol
 import Testing
+import EmberTestSupport
 
 /// `WireClientMessage.parse` walks the envelope member by member (`JSONMembers`) instead of
 /// building the whole document; its answers must be the ones reading the parsed document gives.
-@Suite struct WireParseDifferentialTests {
+@Suite(.printsSeedOnFailure) struct WireParseDifferentialTests {
     /// The reading `parse` replaced: the whole document through `JSON.parse`, then its keys.
     static func reference(_ text: String) -> Result<WireClientMessage, WireClientMessage.ParseError> {
         guard let json = try? JSON.parse(text), case .object(let envelope) = json,
@@ -21,7 +22,7 @@ import Testing
 
     /// A request-shaped message with its members shuffled, sometimes repeated, with extra
     /// members, whitespace and escaped keys.
-    static func message(_ g: inout SeededRandom) -> String {
+    static func message(_ g: inout SplitMix64) -> String {
         func ws() -> String { ["", " ", "\n\t", "  "].randomElement(using: &g)! }
         func member(_ k: String, _ v: String) -> String { ws() + k + ws() + ":" + ws() + v + ws() }
         func object(_ members: [String]) -> String { "{" + members.shuffled(using: &g).joined(separator: ",") + "}" }
@@ -39,7 +40,7 @@ import Testing
     }
 
     /// One random edit: a byte dropped, a structural byte put in, or the text cut short.
-    static func mutate(_ text: String, _ g: inout SeededRandom) -> String {
+    static func mutate(_ text: String, _ g: inout SplitMix64) -> String {
         var b = Array(text.utf8)
         guard !b.isEmpty else { return text }
         let at = Int.random(in: 0..<b.count, using: &g)
@@ -52,7 +53,7 @@ import Testing
     }
 
     @Test func answersAsReadingTheWholeDocumentDoes() {
-        var g = SeededRandom(seed: 0x5EED_0012)
+        var g = TestSeed.generator(0x5EED_0012)
         var outcomes: [String: Int] = [:]
         for _ in 0..<20_000 {
             var text = Self.message(&g)

@@ -1,4 +1,5 @@
 import Testing
+import EmberTestSupport
 @testable import EmberCore
 
 func hex(_ bytes: [UInt8]) -> String {
@@ -8,7 +9,7 @@ func hex(_ bytes: [UInt8]) -> String {
     }.joined()
 }
 
-@Suite("SHA-1 and base64")
+@Suite("SHA-1 and base64", .printsSeedOnFailure)
 struct SHA1Tests {
     @Test("known SHA-1 vectors (FIPS 180 examples and more)", arguments: [
         ("", "da39a3ee5e6b4b0d3255bfef95601890afd80709"),
@@ -43,7 +44,7 @@ struct SHA1Tests {
     }
 }
 
-@Suite("Node hash (§6.8)")
+@Suite("Node hash (§6.8)", .printsSeedOnFailure)
 struct NodeHashTests {
     func b64sha1(_ text: String) -> String { Base64.encode(SHA1.digest(Array(text.utf8))) }
 
@@ -135,7 +136,7 @@ struct NodeHashTests {
 
     @Test("random trees hash like the independent model")
     func randomTrees() {
-        var rng = SeededRNG(seed: 0xF1_2E_BA_5E)
+        var rng = TestSeed.generator(0xF1_2E_BA_5E)
         func randomPriority() -> Priority? {
             switch Int.random(in: 0..<4, using: &rng) {
             case 0: return .number(Double(Int.random(in: -3...3, using: &rng)) / 2)

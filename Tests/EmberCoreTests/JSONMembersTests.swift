@@ -1,9 +1,10 @@
 import Testing
+import EmberTestSupport
 @testable import EmberCore
 
 /// `JSONMembers` walks objects member by member; a document rebuilt through it must be the one
 /// `JSON.parse` builds, and it must refuse exactly what `JSON.parse` refuses.
-@Suite struct JSONMembersTests {
+@Suite(.printsSeedOnFailure) struct JSONMembersTests {
     /// Rebuilds the document: objects through the walk (every level), other values whole.
     static func rebuilt(_ text: String) -> JSON? {
         var m = JSONMembers(text)
@@ -20,7 +21,7 @@ import Testing
         } catch { return nil }
     }
 
-    static func document(_ g: inout SeededRNG, depth: Int = 0) -> String {
+    static func document(_ g: inout SplitMix64, depth: Int = 0) -> String {
         let ws = ["", " ", "\n"]
         switch Int.random(in: 0..<(depth > 3 ? 3 : 6), using: &g) {
         case 0: return ["1", "-0.5", "true", "null", #""s""#, #""\u00e9""#].randomElement(using: &g)!
@@ -35,7 +36,7 @@ import Testing
     }
 
     @Test func rebuildsWhatTheParserBuildsAndRefusesWhatItRefuses() {
-        var g = SeededRNG(seed: 0x0A5E_2026)
+        var g = TestSeed.generator(0x0A5E_2026)
         var accepted = 0, refused = 0
         for _ in 0..<10_000 {
             var b = Array(Self.document(&g).utf8)

@@ -1,4 +1,5 @@
 import Testing
+import EmberTestSupport
 @testable import EmberCore
 
 /// Checks that `items` is strictly increasing under `cmp` for every pair (and antisymmetric).
@@ -16,7 +17,7 @@ func expectStrictOrder<T>(_ items: [T], _ cmp: (T, T) -> Int, sourceLocation: So
     }
 }
 
-@Suite("Key order")
+@Suite("Key order", .printsSeedOnFailure)
 struct KeyOrderTests {
     @Test("int32 keys first numerically, then strings by bytes")
     func keyOrder() {
@@ -78,7 +79,7 @@ struct KeyOrderTests {
 
     @Test("random keys: a consistent total order")
     func randomTotalOrder() {
-        var rng = SeededRNG(seed: 42)
+        var rng = TestSeed.generator(42)
         let pieces = ["0", "1", "-", "9", "00", "a", "é", "😀", "2147483647", "2147483648", "-2147483648"]
         var keys = Set<String>()
         while keys.count < 200 {
@@ -101,7 +102,7 @@ struct KeyOrderTests {
     }
 }
 
-@Suite("Value order")
+@Suite("Value order", .printsSeedOnFailure)
 struct ValueOrderTests {
     @Test("null < false < true < numbers < strings < objects")
     func indexValueOrder() {

@@ -1,7 +1,8 @@
 import Testing
+import EmberTestSupport
 @testable import EmberCore
 
-@Suite("Push ids")
+@Suite("Push ids", .printsSeedOnFailure)
 struct PushIDTests {
     static let alphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 
@@ -15,7 +16,7 @@ struct PushIDTests {
     @Test("20 characters from the alphabet, timestamp in the first 8")
     func shape() {
         var gen = PushIDGenerator()
-        var rng = SeededRNG(seed: 7)
+        var rng = TestSeed.generator(7)
         let allowed = Set(Self.alphabet.utf8)
         for now: Int64 in [0, 1, 63, 64, 1_700_000_000_000, 281_474_976_710_655] {
             let id = gen.next(now: now, using: &rng)
@@ -29,7 +30,7 @@ struct PushIDTests {
     func knownTimestamps() {
         // 0 ms is all '-'; 1 ms ends in '0'; 64 ms ends in "0-".
         var gen = PushIDGenerator()
-        var rng = SeededRNG(seed: 1)
+        var rng = TestSeed.generator(1)
         #expect(gen.next(now: 0, using: &rng).hasPrefix("--------"))
         #expect(gen.next(now: 1, using: &rng).hasPrefix("-------0"))
         #expect(gen.next(now: 64, using: &rng).hasPrefix("------0-"))
@@ -49,7 +50,7 @@ struct PushIDTests {
     @Test("strictly increasing across 10,000 ids in the same millisecond")
     func sameMillisecond() {
         var gen = PushIDGenerator()
-        var rng = SeededRNG(seed: 99)
+        var rng = TestSeed.generator(99)
         var last = ""
         for i in 0..<10_000 {
             let id = gen.next(now: 1_700_000_000_000, using: &rng)
@@ -62,7 +63,7 @@ struct PushIDTests {
     @Test("strictly increasing across time steps and when the clock goes backwards")
     func timeSteps() {
         var gen = PushIDGenerator()
-        var rng = SeededRNG(seed: 2024)
+        var rng = TestSeed.generator(2024)
         var clock: Int64 = 1_700_000_000_000
         var last = ""
         var ids: [String] = []
@@ -102,7 +103,7 @@ struct PushIDTests {
     func deterministic() {
         func run() -> [String] {
             var gen = PushIDGenerator()
-            var rng = SeededRNG(seed: 5)
+            var rng = TestSeed.generator(5)
             return (0..<50).map { gen.next(now: 1_000 + Int64($0 / 10), using: &rng) }
         }
         #expect(run() == run())
@@ -111,7 +112,7 @@ struct PushIDTests {
     @Test("push ids sort as strings in key order, after integer keys")
     func keyGroup() {
         var gen = PushIDGenerator()
-        var rng = SeededRNG(seed: 3)
+        var rng = TestSeed.generator(3)
         let id = gen.next(now: 1_700_000_000_000, using: &rng)
         #expect(KeyOrder.int32Value(id) == nil)
         #expect(KeyOrder.compare("2147483647", id) < 0)

@@ -1,11 +1,12 @@
 import EmberCore
 import Testing
+import EmberTestSupport
 @testable import EmberRules
 
 /// Random token soup must either load or be refused — never crash — and whatever loads must
 /// evaluate without crashing against data of every shape.
-@Test func randomExpressionsNeverCrash() throws {
-    var rng = SplitMix(seed: 0x5EED)
+@Test(.printsSeedOnFailure) func randomExpressionsNeverCrash() throws {
+    var rng = TestSeed.generator(0x5EED)
     let atoms = ["auth", "auth.uid", "auth.token.x", "data", "newData", "root", "now", "$k", "query",
                  "'s'", "\"t\"", "1", "2.5", "true", "false", "null", "[", "]", "(", ")", ".", ",",
                  "val()", "child('a')", "parent()", "exists()", "hasChild('a')", "hasChildren(['a'])",
@@ -40,7 +41,7 @@ import Testing
 }
 
 /// A grammatical (not necessarily well-typed) expression.
-func wellFormed(_ rng: inout SplitMix, depth: Int) -> String {
+func wellFormed(_ rng: inout SplitMix64, depth: Int) -> String {
     func pick(_ xs: [String]) -> String { xs[Int(rng.next() % UInt64(xs.count))] }
     let snaps = ["data", "newData", "root", "data.child('k')", "root.child($k)", "newData.parent()"]
     let leaves = ["auth.uid", "auth.token.x", "now", "$k", "'k'", "1", "0", "true", "null",
@@ -59,14 +60,3 @@ func wellFormed(_ rng: inout SplitMix, depth: Int) -> String {
     }
 }
 
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -1,5 +1,5 @@
 import Foundation
-import EmberTestPorts
+import EmberTestSupport
 import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -18,25 +18,13 @@ enum SeedNode {
     }
 
     private static let node = Task { () throws -> Node in
-        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let port = try FreePorts.one()
         let dataDir = NSTemporaryDirectory() + "ember-seed-snippets-" + UUID().uuidString
-        let p = Process()
-        p.executableURL = packageRoot.appendingPathComponent(".build/debug/emberd")
-        p.arguments = ["--data", dataDir, "--port", String(port), "--log-level", "error"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        // Stops the node when the test process ends, however it ends.
-        let watchdog = Process()
-        watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
-        let me = ProcessInfo.processInfo.processIdentifier, child = p.processIdentifier
-        watchdog.arguments = ["-c", "while kill -0 \(me) 2>/dev/null && kill -0 \(child) 2>/dev/null; do sleep 0.5; done; kill \(child) 2>/dev/null"]
-        // Not the test's output: `swift test` waits for that to close before it reaps the test
-        // process, and the watchdog waits for the test process to go.
-        watchdog.standardOutput = FileHandle.nullDevice
-        watchdog.standardError = FileHandle.nullDevice
-        try? watchdog.run()
+        // Port 0: emberd binds a port the kernel picks and reports it in the port file. The
+        // node runs for the life of the test process; its watchdog stops it when that ends.
+        let portFile = dataDir + ".port"
+        let p = try ChildProcess(ChildProcess.built("emberd"),
+                                 ["--data", dataDir, "--port", "0", "--port-file", portFile, "--log-level", "error"])
+        let port = try await PortFile.wait(portFile, of: p)
         let node = Node(port: port, ns: "seeds\(UInt32.random(in: 0...UInt32.max))")
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {

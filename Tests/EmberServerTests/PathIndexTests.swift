@@ -1,11 +1,12 @@
 import EmberCore
+import EmberTestSupport
 import Testing
 
 @testable import EmberServer
 
 /// The listener index finds exactly the listeners a change concerns: those for which
 /// `ChangeRouting.events` is not empty (what a scan of every listener found before).
-@Suite struct PathIndexTests {
+@Suite(.printsSeedOnFailure) struct PathIndexTests {
     func p(_ s: String) -> Path { try! Path(s) }
     func n(_ s: String) -> Node { try! Node(json: JSON.parse(s)) }
 
@@ -127,17 +128,7 @@ import Testing
 
     // MARK: - Against the naive scan
 
-    /// SplitMix64: a fixed seed makes every run the same.
-    struct Rng: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias Rng = SplitMix64
 
     /// Paths over a small alphabet, so listeners and changes often share prefixes.
     func randomPath(_ rng: inout Rng, maxDepth: Int = 4) -> Path {
@@ -156,7 +147,7 @@ import Testing
     }
 
     @Test func matchesTheNaiveScanUnderRandomRegistrationAndRemoval() {
-        var rng = Rng(state: 13)
+        var rng = TestSeed.generator(13)
         for round in 0..<200 {
             var listeners: [Int: Path] = [:]
             var idx = PathIndex<Int, Path>()

@@ -2,11 +2,12 @@ import CLMDB
 import EmberCore
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
 /// Tables rewritten with full pages (`DenseCopy`): the same rows, in far fewer pages than LMDB's
 /// half-page splits leave.
-@Suite struct DenseCopyTests {
+@Suite(.printsSeedOnFailure) struct DenseCopyTests {
     /// Bytes of the rows (LMDB's node header and slot included) per byte of leaf pages.
     static func fill(_ t: Txn, _ dbi: MDB_dbi) throws -> Double {
         var st = MDB_stat()
@@ -36,7 +37,7 @@ import Testing
             try w.writeTxn { t -> (Double, Double, Bool) in
                 var dbi: MDB_dbi = 0
                 try check(mdb_dbi_open(t.ptr, "dense-test", flag(MDB_CREATE), &dbi))
-                var g = SplitMix(7)
+                var g = TestSeed.generator(7)
                 for i in (0..<30_000).shuffled(using: &g) {
                     try t.put(dbi, Array(String(format: "key%08d", i).utf8), Array(repeating: UInt8(i & 0xFF), count: 20))
                 }
@@ -58,7 +59,7 @@ import Testing
         do {
             let s = try openStore(dir)
             try await s.setIndexes(namespace: "t", [try IndexSpec(location: "/items", indexes: ["score"])])
-            var g = SplitMix(3)
+            var g = TestSeed.generator(3)
             for batch in 0..<20 {
                 var kids: [(String, String)] = []
                 var keys: Set<Int> = []

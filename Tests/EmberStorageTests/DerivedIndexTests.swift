@@ -2,13 +2,14 @@ import CLMDB
 import EmberCore
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
 /// Indexes without a reverse table: a write finds a child's stale index row from the child's
 /// value before the write. The index must stay exactly what a rebuild from the tree gives, under
 /// every kind of write; data directories and snapshots of the format with the reverse table
 /// (`idxrev`) still work.
-@Suite struct DerivedIndexTests {
+@Suite(.printsSeedOnFailure) struct DerivedIndexTests {
     struct Row: Sendable, Equatable, CustomStringConvertible {
         var key: [UInt8]
         var value: [UInt8]
@@ -59,7 +60,7 @@ import Testing
     /// equals the rebuilt one, and queries answer as the data says.
     @Test(arguments: [1, 2, 3, 4] as [UInt64])
     func indexEqualsRebuildAfterRandomWrites(seed: UInt64) async throws {
-        var g = SplitMix(seed)
+        var g = TestSeed.generator(seed)
         let s = try openStore()
         let children = ["a", "b", "c", "1", "2", "-3", Self.long]
         func child() -> String { children.randomElement(using: &g)! }

@@ -1,10 +1,11 @@
 import EmberCore
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
-@Suite struct EncodingTests {
+@Suite(.printsSeedOnFailure) struct EncodingTests {
     @Test func segmentOrderMatchesKeyOrder() {
-        var g = SplitMix(1)
+        var g = TestSeed.generator(1)
         for _ in 0..<20_000 {
             let a = randomKey(&g), b = randomKey(&g)
             #expect(sign(memcmp(KeyCodec.segment(a), KeyCodec.segment(b))) == sign(KeyOrder.compare(a, b)), "\(a) vs \(b)")
@@ -16,7 +17,7 @@ import Testing
     /// a refusal (a corrupt entry) exactly where the string's parse fails — over random bytes
     /// drawn from slashes, key characters, characters keys may not hold, and invalid UTF-8.
     @Test func pathsReadFromBytesMatchTheStringParse() {
-        var g = SplitMix(7)
+        var g = TestSeed.generator(7)
         let pieces: [[UInt8]] = ["/", "//", "a", "k12", "-3", "é", "😀", " ", ".", "#", "$", "[", "]", "\u{7F}", "\u{1}"].map { Array($0.utf8) }
             + [[0xFF], [0xC3], [0xE6, 0x97], [0x80]]  // invalid or cut UTF-8
         for round in 0..<20_000 {
@@ -36,7 +37,7 @@ import Testing
     }
 
     @Test func pathOrderAndPrefixProperty() {
-        var g = SplitMix(2)
+        var g = TestSeed.generator(2)
         func randomPath() -> Path {
             Path(validated: (0..<Int.random(in: 0...3, using: &g)).map { _ in randomKey(&g) })
         }
@@ -54,7 +55,7 @@ import Testing
     }
 
     @Test func indexValueOrder() {
-        var g = SplitMix(3)
+        var g = TestSeed.generator(3)
         func rv() -> IndexValue {
             switch Int.random(in: 0..<6, using: &g) {
             case 0: return .null

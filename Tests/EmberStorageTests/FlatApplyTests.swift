@@ -1,11 +1,12 @@
 import EmberCore
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
 /// Entries are applied straight into their batch's transaction; only a batch in which an entry
 /// throws is redone with a nested transaction per entry (`Writer.ApplyMode`).
-@Suite struct FlatApplyTests {
+@Suite(.printsSeedOnFailure) struct FlatApplyTests {
     func entry(_ i: Int, _ op: WriteOperation, _ auth: WriteAuth = .admin) -> LogEntry {
         LogEntry(index: UInt64(i), term: 1, namespace: "t", operation: op, timestamp: 1_000 + Int64(i), auth: auth)
     }
@@ -64,7 +65,7 @@ import Testing
     /// of the batch) leave the same tree, the same version at every path and the same results.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
     func flatAndNestedApplyAgreeOnVersions(seed: UInt64) async throws {
-        var g = SplitMix(seed)
+        var g = TestSeed.generator(seed)
         let keys = ["a", "b", "1", "2", "x"]
         func randomPath() -> [String] { (0..<Int.random(in: 1...4, using: &g)).map { _ in keys.randomElement(using: &g)! } }
         func randomValue(_ depth: Int) -> JSON {

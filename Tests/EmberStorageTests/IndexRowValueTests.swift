@@ -2,13 +2,14 @@ import CLMDB
 import EmberCore
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
 /// Index rows whose key holds the exact index value keep an empty value (`IndexRowValue`); rows
 /// of the format before (offset + exact value) still read, and snapshots carry that format.
-@Suite struct IndexRowValueTests {
+@Suite(.printsSeedOnFailure) struct IndexRowValueTests {
     @Test func indexValuesReadBackFromTheirKeyEncoding() throws {
-        var g = SplitMix(3)
+        var g = TestSeed.generator(3)
         var values: [IndexValue] = [.null, .bool(false), .bool(true), .object, .number(0), .number(-0.0), .number(1e300),
                                     .number(-1e-300), .number(.infinity), .number(-.infinity), .number(Double(Int64.max)),
                                     .string(""), .string("a\u{0}b"), .string("\u{0}"), .string("日本😀"),

@@ -1,9 +1,10 @@
 import EmberCore
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
-@Suite struct IndexTests {
+@Suite(.printsSeedOnFailure) struct IndexTests {
     func keys(_ r: [(key: String, node: Node)]) -> [String] { r.map(\.key) }
 
     func check(_ s: EmberStore, _ path: String, _ spec: QuerySpec, _ model: Node, _ note: @autoclosure () -> String = "") throws {
@@ -66,7 +67,7 @@ import Testing
     @Test func randomQueriesMatchWindow() async throws {
         let s = try openStore()
         try await s.setIndexes(namespace: "t", [try IndexSpec(location: "/items", indexes: ["h", "d/h", ".value"])])
-        var g = SplitMix(42)
+        var g = TestSeed.generator(42)
         let long = String(repeating: "p", count: 70)
         func value() -> JSON {
             switch Int.random(in: 0..<11, using: &g) {
@@ -131,7 +132,7 @@ import Testing
     @Test func randomWritesMatchNodeModel() async throws {
         let s = try openStore()
         var model = Node.empty
-        var g = SplitMix(7)
+        var g = TestSeed.generator(7)
         let keys = ["a", "b", "1", "2", "-5", "x y"]
         func path() -> Path { Path(validated: (0..<Int.random(in: 0...3, using: &g)).map { _ in keys.randomElement(using: &g)! }) }
         func value(_ depth: Int = 0) -> JSON {
@@ -171,7 +172,7 @@ import Testing
     }
 }
 
-@Suite struct IndexScanTests {
+@Suite(.printsSeedOnFailure) struct IndexScanTests {
     @Test func limitedIndexedQueryReadsFewEntries() async throws {
         let s = try openStore()
         try await s.setIndexes(namespace: "t", [try IndexSpec(location: "/big", indexes: ["score"])])

@@ -2,13 +2,14 @@ import CLMDB
 import EmberCore
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
 /// Small objects stored as one tree record (`InlineObject`): every read answers as from the
 /// per-leaf format, writes inside one keep the versions of that format, and a store writing inline
 /// objects agrees in everything observable (values, versions, shallow keys, queries, index rows,
 /// state hash) with one writing the format before, fed the same writes.
-@Suite struct InlineObjectTests {
+@Suite(.printsSeedOnFailure) struct InlineObjectTests {
     static let keys = ["a", "b", "1", "x"]
 
     func noInline() -> StoreOptions {
@@ -36,7 +37,7 @@ import Testing
     /// Random writes that mostly put small objects (of leaves, some with priorities) and then
     /// write inside, below and above them, delete parts of them and whole ones.
     static func randomOps(_ seed: UInt64, count: Int) -> [WriteOperation] {
-        var g = SplitMix(seed)
+        var g = TestSeed.generator(seed)
         func key() -> String { keys.randomElement(using: &g)! }
         func leaf() -> JSON {
             switch Int.random(in: 0..<7, using: &g) {

@@ -3,13 +3,14 @@ import EmberCore
 import EmberRules
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
 /// Firebase's key and path limits, end to end in storage: keys of up to 768 UTF-8 bytes at any
 /// of up to 32 levels are stored, read, queried, indexed and versioned in Firebase order; tree
 /// keys longer than `SplitTable.inlineBytes` (480) live in the overflow tables. 33 levels or a
 /// 769-byte key are refused with Firebase's errors and write nothing.
-@Suite struct KeyLengthLimitTests {
+@Suite(.printsSeedOnFailure) struct KeyLengthLimitTests {
     /// 500 bytes shared by many long keys: all of them fall in one overflow group.
     static let shared = String(repeating: "m", count: 500)
     static let k768 = String(repeating: "k", count: 768)
@@ -180,7 +181,7 @@ import Testing
         let s = try openStore()
         try await s.setIndexes(namespace: "t", [try IndexSpec(location: "/$a", indexes: [".value", Self.shared]),
                                                 try IndexSpec(location: "/$a/$b", indexes: ["h"])])
-        var g = SplitMix(7)
+        var g = TestSeed.generator(7)
         var model = Node.empty
         func pick() -> String { Self.pool.randomElement(using: &g)! }
         func randomPath() -> [String] { (0..<Int.random(in: 1...3, using: &g)).map { _ in pick() } }

@@ -1,4 +1,5 @@
 import EmberCore
+import EmberTestSupport
 import Foundation
 @testable import EmberStorage
 
@@ -37,20 +38,8 @@ extension EmberStore {
     func ver(_ path: String, ns: String = "t") throws -> UInt64 { try version(namespace: ns, path: p(path)) }
 }
 
-/// Small deterministic PRNG for property tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(_ seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
-func randomKey(_ g: inout SplitMix) -> String {
+func randomKey(_ g: inout SplitMix64) -> String {
     switch Int.random(in: 0..<10, using: &g) {
     case 0: return String(Int.random(in: -5...5, using: &g))
     case 1: return String(Int32.random(in: .min ... .max, using: &g))

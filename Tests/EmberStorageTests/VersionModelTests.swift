@@ -1,6 +1,7 @@
 import EmberCore
 import Foundation
 import Testing
+import EmberTestSupport
 @testable import EmberStorage
 
 /// Versions against their definition: the version of a path is the log index of the last write
@@ -9,7 +10,7 @@ import Testing
 /// descendant; the store must agree at every path, after one-by-one commits and after a batch
 /// (flat apply with pending ancestor versions). Leaves keep their version in their tree record,
 /// objects and deletions in the version table: the random writes move paths between all three.
-@Suite struct VersionModelTests {
+@Suite(.printsSeedOnFailure) struct VersionModelTests {
     static let keys = ["a", "b", "1", "x"]
 
     struct Model {
@@ -24,7 +25,7 @@ import Testing
     }
 
     func randomOps(_ seed: UInt64, count: Int) -> [WriteOperation] {
-        var g = SplitMix(seed)
+        var g = TestSeed.generator(seed)
         func randomPath() -> [String] { (0..<Int.random(in: 0...3, using: &g)).map { _ in Self.keys.randomElement(using: &g)! } }
         func randomValue(_ depth: Int) -> JSON {
             switch Int.random(in: 0..<8, using: &g) {
@@ -101,7 +102,7 @@ import Testing
 /// Data directories written before leaves kept their versions: a leaf record without one (tag 1)
 /// and its version row. Their versions read as before, and rewriting such a leaf moves its version
 /// into its record and drops the row.
-@Suite struct OldFormatVersionTests {
+@Suite(.printsSeedOnFailure) struct OldFormatVersionTests {
     @Test func leavesWithVersionRowsReadAndMigrateOnWrite() async throws {
         let s = try openStore()
         try await s.set("/a/other", "1")                                          // 1

@@ -1,6 +1,6 @@
 import EmberCore
 import Foundation
-import EmberTestPorts
+import EmberTestSupport
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -8,22 +8,25 @@ import FoundationNetworking
 import Glibc
 #endif
 
-/// A real `emberd` on a free loopback port with its own temporary data directory.
+/// A real `emberd` on a loopback port with its own temporary data directory.
+///
+/// Without a `port`, the first start binds port 0 and reads the port emberd bound
+/// (`--port-file`); later starts (a restart) use that port again, so clients keep their URL.
 final class EmberServerProcess: @unchecked Sendable {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent()
-    static let binary = packageRoot.appendingPathComponent(".build/debug/emberd").path
+    static let packageRoot = ChildProcess.packageRoot
+    static let binary = ChildProcess.built("emberd")
 
-    let port: Int
     let dataDir: String
     let rulesFile: String?
     /// More emberd flags (auth, limits).
     let extraArgs: [String]
-    private var process: Process?
+    /// The port given, or the one the first start bound.
+    private var knownPort: Int?
+    private var process: ChildProcess?
 
     init(port: Int? = nil, dataDir: String? = nil, rules: String? = nil, extraArgs: [String] = []) throws {
         self.extraArgs = extraArgs
-        self.port = try port ?? FreePorts.one()
+        knownPort = port
         self.dataDir = dataDir ?? NSTemporaryDirectory() + "ember-client-test-" + UUID().uuidString
         if let rules {
             let file = self.dataDir + ".rules.json"
@@ -34,29 +37,25 @@ final class EmberServerProcess: @unchecked Sendable {
         }
     }
 
+    /// The client port: known once started (or given to `init`).
+    var port: Int {
+        guard let knownPort else { preconditionFailure("the port is known once the server started (or pass one to init)") }
+        return knownPort
+    }
+
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
     func databaseURL(ns: String) -> String { "\(baseURL)?ns=\(ns)" }
 
     func start() async throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.binary)
-        var args = ["--data", dataDir, "--port", String(port), "--log-level", "error"]
+        let portFile = dataDir + ".port"
+        try? FileManager.default.removeItem(atPath: portFile)
+        var args = ["--data", dataDir, "--port", String(knownPort ?? 0), "--port-file", portFile, "--log-level", "error"]
         if let rulesFile { args += ["--rules", rulesFile] }
         args += extraArgs
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
+        let p = try ChildProcess(Self.binary, args)
         process = p
-        // If the test process dies without stopping the server, a watchdog does it.
-        let watchdog = Process()
-        watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
-        let me = ProcessInfo.processInfo.processIdentifier, child = p.processIdentifier
-        watchdog.arguments = ["-c", "while kill -0 \(me) 2>/dev/null && kill -0 \(child) 2>/dev/null; do sleep 0.5; done; kill \(child) 2>/dev/null"]
-        watchdog.standardOutput = FileHandle.nullDevice
-        watchdog.standardError = FileHandle.nullDevice
-        try? watchdog.run()
+        knownPort = try await PortFile.wait(portFile, of: p)
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
             // 401: up, but the rules refuse anonymous reads of the root.
@@ -69,17 +68,10 @@ final class EmberServerProcess: @unchecked Sendable {
     func stop() {
         guard let p = process else { return }
         process = nil
-        guard p.isRunning else { return }
-        p.terminate()
         // Bounded, then SIGKILL: emberd's graceful shutdown waits for its WebSocket clients to
         // close, and a client in this process may need the cooperative threads this wait holds
         // (two tests stopping at once held both, and the suite hung).
-        let deadline = ContinuousClock.now + .seconds(5)
-        while p.isRunning && ContinuousClock.now < deadline { usleep(20_000) }
-        if p.isRunning {
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
-        }
+        p.stop(grace: .seconds(5))
     }
 
     deinit { stop() }

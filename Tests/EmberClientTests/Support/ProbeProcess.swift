@@ -1,3 +1,4 @@
+import EmberTestSupport
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -7,7 +8,7 @@ import Glibc
 /// The `ember-persistence-probe` executable, run as a separate process so a test can SIGKILL it
 /// the way an app is killed. Its stdout lines (`WORD payload`) and stderr are collected.
 final class ProbeProcess: @unchecked Sendable {
-    static let binary = EmberServerProcess.packageRoot.appendingPathComponent(".build/debug/ember-persistence-probe").path
+    static let binary = ChildProcess.built("ember-persistence-probe")
 
     /// Output gathered from the pipes' handlers (any thread).
     final class Output: Sendable {
@@ -15,15 +16,13 @@ final class ProbeProcess: @unchecked Sendable {
         let err = Mutex<String>("")
     }
 
-    private let process = Process()
-    private let output = Output()
+    private let process: ChildProcess
+    private let output: Output
 
     init(_ command: String, url: String, cacheDir: String, _ args: [String] = []) throws {
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = [command, url, cacheDir] + args
+        let output = Output()
+        self.output = output
         let stdout = Pipe(), stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
         stdout.fileHandleForReading.readabilityHandler = { [output] handle in
             let text = String(decoding: handle.availableData, as: UTF8.self)
             output.out.withLock { s in
@@ -38,15 +37,9 @@ final class ProbeProcess: @unchecked Sendable {
             let text = String(decoding: handle.availableData, as: UTF8.self)
             output.err.withLock { $0 += text }
         }
-        try process.run()
-        // If the test process dies first, a watchdog ends the probe.
-        let watchdog = Process()
-        watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
-        let me = ProcessInfo.processInfo.processIdentifier, child = process.processIdentifier
-        watchdog.arguments = ["-c", "while kill -0 \(me) 2>/dev/null && kill -0 \(child) 2>/dev/null; do sleep 0.5; done; kill -9 \(child) 2>/dev/null"]
-        watchdog.standardOutput = FileHandle.nullDevice
-        watchdog.standardError = FileHandle.nullDevice
-        try? watchdog.run()
+        // If the test process dies first, the watchdog ends the probe the hard way.
+        process = try ChildProcess(Self.binary, [command, url, cacheDir] + args, stdout: stdout, stderr: stderr,
+                                   watchdogSignal: SIGKILL)
     }
 
     var lines: [String] { output.out.withLock { $0.lines } }
@@ -75,15 +68,7 @@ final class ProbeProcess: @unchecked Sendable {
     }
 
     /// Kills the probe the hard way (no cleanup runs in it) and waits for it to be gone.
-    func kill() {
-        guard process.isRunning else { return }
-        #if canImport(Glibc)
-        _ = Glibc.kill(process.processIdentifier, SIGKILL)
-        #else
-        _ = Darwin.kill(process.processIdentifier, SIGKILL)
-        #endif
-        process.waitUntilExit()
-    }
+    func kill() { process.kill9() }
 
     deinit { kill() }
 }

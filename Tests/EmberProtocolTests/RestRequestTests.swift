@@ -1,11 +1,10 @@
 import EmberCore
+import EmberTestSupport
 import Testing
 
-@testable import EmberCluster
-@testable import EmberNodeStore
-@testable import EmberServer
+@testable import EmberProtocol
 
-@Suite struct RestRequestTests {
+@Suite(.printsSeedOnFailure) struct RestRequestTests {
     /// `simpleDataTarget` (the fast paths' one-pass reading) takes the common write targets and
     /// gives exactly what `parse` gives; anything else it leaves to `parse`.
     @Test func simpleTargetsReadInOnePassEqualTheFullParse() throws {
@@ -22,14 +21,8 @@ import Testing
                     "/" + String(repeating: "k", count: 769) + ".json"]
         for uri in left { #expect(RestRequest.simpleDataTarget(uri) == nil, "\(uri)") }
         // Seeded targets over an alphabet with every byte class the grammar cares about.
-        var seed: UInt64 = 0x5eed
-        func next() -> UInt64 {
-            seed &+= 0x9E37_79B9_7F4A_7C15
-            var z = seed
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var rng = TestSeed.generator(0x5eed)
+        func next() -> UInt64 { rng.next() }
         let pieces = ["a", "Z", "0", "-", "_", "/", ".", "%20", "%2F", "?", "=", "&", "print=silent", "print=pretty",
                       ".json", "$", "é", " ", "\u{7f}", "ns=x"]
         var simpleCount = 0

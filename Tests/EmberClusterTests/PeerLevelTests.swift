@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
-import EmberTestPorts
+import EmberTestSupport
 
 @testable import EmberCluster
 @testable import EmberNodeStore
@@ -44,16 +44,21 @@ import EmberTestPorts
                                logger: logger) { _, _ in }
         try await n2.start()
         try await n1.start()
-        func waitFor(_ count: Int) async throws {
+        /// Waits (30 s at most) for the heartbeat of commit `n` to arrive.
+        func waitFor(heartbeat n: UInt64) async throws {
             let deadline = ContinuousClock.now + .seconds(30)
-            while got.withLock({ $0.count }) < count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            while !got.withLock({ $0.contains(.heartbeat(commit: n, readContext: n)) }) && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
         }
         n1.send(Self.heartbeat(1), to: "n2")
-        try await waitFor(1)
+        try await waitFor(heartbeat: 1)
         n1.send(Self.durable, to: "n2")
         n1.send(Self.heartbeat(2), to: "n2")
-        try await waitFor(peerProtocols.isEmpty ? 2 : 3)
-        try await Task.sleep(for: .milliseconds(100))  // anything else in flight arrives too
+        // The barrier: one link delivers in order, so once heartbeat 3 is in, anything sent
+        // before it (a notice that should not have gone out) is in too.
+        n1.send(Self.heartbeat(3), to: "n2")
+        try await waitFor(heartbeat: 3)
         #expect(n1.connectedPeers() == ["n2"], "the link stayed up")
         await n1.shutdown()
         await n2.shutdown()
@@ -62,12 +67,12 @@ import EmberTestPorts
 
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aPeerOfThisBuildGetsTheNotice() async throws {
         let got = try await received(peerProtocols: [PeerTLS.protocolLevel2])
-        #expect(got == [Self.heartbeat(1), Self.durable, Self.heartbeat(2)].compactMap { if case .raft(let m) = $0 { m.payload } else { nil } })
+        #expect(got == [Self.heartbeat(1), Self.durable, Self.heartbeat(2), Self.heartbeat(3)].compactMap { if case .raft(let m) = $0 { m.payload } else { nil } })
     }
 
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aPeerOfThePreviousBuildIsNotSentIt() async throws {
         // No ALPN offered or accepted: how the previous build's TLS configuration looks.
         let got = try await received(peerProtocols: [])
-        #expect(got == [.heartbeat(commit: 1, readContext: 1), .heartbeat(commit: 2, readContext: 2)])
+        #expect(got == [.heartbeat(commit: 1, readContext: 1), .heartbeat(commit: 2, readContext: 2), .heartbeat(commit: 3, readContext: 3)])
     }
 }

@@ -3,7 +3,7 @@ import EmberStorage
 import Foundation
 import Logging
 import Testing
-import EmberTestPorts
+import EmberTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -11,23 +11,13 @@ import Glibc
 
 @testable import EmberCluster
 @testable import EmberNodeStore
-@testable import EmberServer
 
 /// Three `ReplicatedDataStore`s in one process, talking over real mutual TLS on loopback.
 /// Certificates come from the openssl CLI (the test is skipped without it).
 @Suite(.serialized) struct ReplicatedDataStoreTests {
     static let openssl = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    static func run(_ args: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: openssl!)
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw ClusterConfigError("openssl \(args.first ?? "") failed") }
-    }
+    static func run(_ args: [String]) throws { try ChildProcess.run(openssl!, args) }
 
     static func makeCerts(_ dir: String, ids: [String]) throws {
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
