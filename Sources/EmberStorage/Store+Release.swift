@@ -49,6 +49,7 @@ extension EmberStore {
                 w.releasing = false
                 let release = w.pending?.seq ?? 0
                 cont.resume(with: r.map { ($0, release) })
+                w.store.afterReleasedHandOut.withLock { $0 }?()
                 w.commitPending()
             }
             if !queued { cont.resume(throwing: StorageError.closed) }

@@ -493,6 +493,9 @@ final class StoreCore: @unchecked Sendable {
     /// Tests only: runs on the defrag's copy thread when the copy is made, before any catch-up,
     /// so a test can write while the copy is behind.
     let afterDefragCopy = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Tests only: runs on the writer thread right after a releasing job handed its results out,
+    /// so a test can see, in the writer's own order, whether that came before or after a commit.
+    let afterReleasedHandOut = Mutex<(@Sendable () -> Void)?>(nil)
 
     struct Queue {
         var pending: [Job] = []

@@ -22,6 +22,8 @@ final class Visibility: Sendable {
     /// limits (read pool, connections, pending requests), and all leave at the next commit.
     private let condition = NSCondition()
     private let tasks = Mutex<[(target: UInt64, continuation: CheckedContinuation<Void, Never>)]>([])
+    /// Threads blocked in `waitForReleased` (read under `condition`).
+    private let waitingThreads = Atomic<Int>(0)
 
     /// Key of the thread-local mark of threads that must never wait (`neverWaitOnThisThread`).
     private static let noWaitKey = "ember.visibility.noWait"
@@ -61,7 +63,9 @@ final class Visibility: Sendable {
         guard let target = pendingTarget() else { return }
         guard Thread.current.threadDictionary[Self.noWaitKey] == nil else { return }
         condition.lock()
+        waitingThreads.add(1, ordering: .relaxed)
         while visible.load(ordering: .acquiring) < target { condition.wait() }
+        waitingThreads.subtract(1, ordering: .relaxed)
         condition.unlock()
     }
 
@@ -83,6 +87,14 @@ final class Visibility: Sendable {
             }
             if now { c.resume() }
         }
+    }
+
+    /// Threads and tasks waiting for a commit now (tests wait until a read or a caller is
+    /// waiting before they check that it has not returned).
+    var waiters: (threads: Int, tasks: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (waitingThreads.load(ordering: .relaxed), tasks.withLock { $0.count })
     }
 
     /// Marks the calling thread as one that reads without waiting for releases (a thread the

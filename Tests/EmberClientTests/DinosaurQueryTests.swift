@@ -147,7 +147,11 @@ import Testing
         try await t.server.restPut("scores/trex", ns: t.ns, json: "100")
         await rec.wait { $0 == ["added pterodactyl", "added trex"] }
         db.reference().removeObserver(withHandle: parent)
-        try await Task.sleep(for: .milliseconds(100))
+        // The hand-over back to the query's own listen reaches the server before the next change:
+        // the repo has sent it, and a write acknowledged after it on the same connection means
+        // the server handled it.
+        await db.eventsDelivered()
+        try await db.reference(withPath: "handover-barrier").setValue(true)
         try await t.server.restPut("scores/raptor", ns: t.ns, json: "200")
         await rec.wait { $0 == ["added pterodactyl", "added trex", "added raptor"] }
     }

@@ -53,7 +53,7 @@ import Testing
         // A plain listener at the path has no complete data: no value event from the window.
         let plain = Recorder()
         offline.reference(withPath: "scores").observe(.value) { s in plain.add("\(s.childrenCount)") }
-        try await Task.sleep(for: .milliseconds(300))
+        await offline.eventsDelivered()
         #expect(plain.all.isEmpty)
     }
 

@@ -56,6 +56,14 @@ final class FakeDelegate: ConnectionDelegate {
     func connection(didUpdateServerTimeOffset ms: Int64) { log.add("offset") }
 }
 
+extension PersistentConnection {
+    /// Returns once everything submitted (and every transport event delivered) before this call
+    /// was handled: the point after which a check that something did not happen means something.
+    nonisolated func handled() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in submit(.barrier { c.resume() }) }
+    }
+}
+
 @Suite struct PersistentConnectionTests {
     let fastPolicy = ReconnectPolicy(initial: .milliseconds(10), maximum: .milliseconds(20), random: { 0 })
 
@@ -72,7 +80,7 @@ final class FakeDelegate: ConnectionDelegate {
         conn.submit(.listen(.init(path: try Path("l"), queryWire: nil, tag: nil, hash: { "H1" }, onComplete: completion(done, "listen"))))
         conn.submit(.write(action: "m", path: try Path("b"), data: .object(["c": .int(2)]), hash: nil, onComplete: completion(done, "w2")))
         let s = try await transport.socket(0)
-        try await Task.sleep(for: .milliseconds(50))
+        await conn.handled()
         #expect(s.sent.isEmpty, "nothing is sent before the handshake")
         s.hello()
         #expect(try await eventually { s.actions.count == 3 })
@@ -141,7 +149,9 @@ final class FakeDelegate: ConnectionDelegate {
         #expect(s0.isClosed)
         s1.hello()
         #expect(try await eventually { await conn.isConnected })
-        try await Task.sleep(for: .milliseconds(300))
+        // Both sockets' handshake timers have fired (the first closed its socket; the second
+        // found its socket connected) before the check.
+        #expect(try await eventually { await conn.handshakeTimeoutsSeen == 2 })
         #expect(await conn.isConnected, "a connected socket is not timed out")
         #expect(transport.openedURLs == ["ws://a", "ws://b"])
         conn.submit(.shutdown)
@@ -183,12 +193,17 @@ final class FakeDelegate: ConnectionDelegate {
 
     @Test func goOfflineStopsReconnectingUntilGoOnline() async throws {
         let transport = FakeTransport()
-        let conn = PersistentConnection(url: "ws://x", transport: transport, policy: fastPolicy, delegate: nil)
+        // Every reconnect asks the policy for its delay: none asked, none scheduled.
+        let delaysAsked = Recorder()
+        var policy = fastPolicy
+        policy.random = { delaysAsked.add("delay"); return 0 }
+        let conn = PersistentConnection(url: "ws://x", transport: transport, policy: policy, delegate: nil)
         let s1 = try await transport.socket(0)
         s1.hello()
         conn.submit(.goOffline)
-        #expect(try await eventually { s1.isClosed })
-        try await Task.sleep(for: .milliseconds(100))
+        await conn.handled()
+        #expect(s1.isClosed)
+        #expect(delaysAsked.all.isEmpty, "no reconnect is scheduled while offline")
         #expect(transport.opened.count == 1)
         let done = Recorder()
         conn.submit(.write(action: "p", path: try Path("a"), data: .int(1), hash: nil, onComplete: completion(done, "w")))

@@ -31,12 +31,18 @@ import Testing
         let list = db.reference(withPath: "list")
         let (first, prev) = await list.observeSingleEventAndPreviousSiblingKey(of: .childAdded)
         #expect(first.key == "a" && prev == nil)
-        _ = try await list.getData()
+        // The list stays synced, so the change below reaches a loaded view.
+        let synced = Recorder()
+        let keep = list.observe(.value) { _ in synced.add("value") }
+        await synced.wait { !$0.isEmpty }
         async let changed = list.observeSingleEventAndPreviousSiblingKey(of: .childChanged)
-        try await Task.sleep(for: .milliseconds(200))
+        // Handles are allocated in order, each just before its registration is queued on the
+        // repo: once the next one is taken, the one-shot observer is ahead of the change.
+        #expect(try await eventually { list.repo.handles.isActive(keep + 1) })
         try await t.server.restPut("list/c", ns: t.ns, json: "30")
         let (snap, prevKey) = await changed
         #expect(snap.key == "c" && snap.value as? Int == 30 && prevKey == "b")
+        list.removeObserver(withHandle: keep)
     }
 
     @Test func useEmulatorConnectsToTheGivenNodeWithTheURLsNamespace() async throws {
@@ -131,7 +137,9 @@ import Testing
         // Local changes rolled back to the server's data.
         await rec.wait { $0.last == "value server" }
         db.goOnline()
-        try await Task.sleep(for: .milliseconds(500))
+        // Writes go out in order: once a later one is acknowledged, a purged one that had been
+        // sent would have landed.
+        try await withTimeout { try await db.reference(withPath: "barrier").setValue(true) }
         #expect(try await t.server.restGet("kept", ns: t.ns) == .string("server"))
         #expect(try await t.server.restGet("other", ns: t.ns) == .null)
         // Writes after the purge go through as usual.

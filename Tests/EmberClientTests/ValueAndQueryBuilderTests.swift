@@ -217,7 +217,7 @@ extension ValueAndQueryBuilderTests {
         }
         let rec = Recorder()
         ref.observe(.childAdded) { s in rec.add(s.key) }
-        try await Task.sleep(for: .milliseconds(50))
+        await db.eventsDelivered()
         #expect(rec.all.isEmpty)
     }
 }
@@ -229,8 +229,11 @@ extension ValueAndQueryBuilderTests {
         let db = offlineDatabase()
         defer { db.shutdown() }
         let ref = db.reference(withPath: "pending")
+        let local = Recorder()
+        ref.observe(.value) { s in local.add("\(s.value as? Int ?? -1)") }
         let task = Task { try await ref.setValue(1) }
-        try await Task.sleep(for: .milliseconds(50))
+        // Applied locally: the write was made and the task waits for its acknowledgement.
+        await local.wait { $0.contains("1") }
         task.cancel()
         let result = await task.result
         #expect(throws: CancellationError.self) { try result.get() }

@@ -78,8 +78,10 @@ extension SeedDocuments { @Suite struct RetrievingDataLegacyDoc {
         LegacyDoc.detachAll(ref: posts)
         LegacyDoc.readOnce(ref: posts)
         LegacyDoc.checkNull(ref: Firebase(url: "https://docs-examples.firebaseio.com/nothing-here"))
-        _ = try await posts.getData()
-        try await Task.sleep(for: .milliseconds(200))
+        // Barrier: a single-event observer registered after the snippets' is called after every
+        // event raised for theirs on the same data (one callback queue, in order).
+        _ = await Firebase(url: "https://docs-examples.firebaseio.com/nothing-here").observeSingleEvent(of: .value)
+        _ = await posts.observeSingleEvent(of: .value)
         #expect(Printed.all.allSatisfy { $0.hasPrefix("Snapshot value: ") })
     }
 

@@ -86,9 +86,10 @@ import Testing
             }
         }
         producer.start()
-        // Four more fill the queue and the producer waits.
-        while published.value < 5 || feed.backlog < 4 { try await Task.sleep(for: .milliseconds(1)) }
-        try await Task.sleep(for: .milliseconds(50))
+        // Four more fill the queue and the producer waits (or, were the bound not kept, runs
+        // through all 20).
+        while feed.waitingProducers == 0 && published.value < 20 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(feed.waitingProducers == 1)
         #expect(feed.backlog == 4)
         #expect(published.value == 5, "the producer waits while the queue is full")
         gate.signal()
@@ -118,8 +119,8 @@ import Testing
             published.update { $0 = true }
         }
         producer.start()
-        while feed.backlog < 7 { try await Task.sleep(for: .milliseconds(1)) }
-        try await Task.sleep(for: .milliseconds(50))
+        while feed.waitingProducers == 0 && !published.value { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(feed.waitingProducers == 1)
         #expect(!published.value, "the producer waits once the bound is reached")
         #expect(feed.backlog == 7)
         gate.signal()

@@ -79,9 +79,9 @@ import Testing
         o.maxPendingWrites = 10
         let s = try openStore(tempDir(), o)
         // Hold the writer so the queue cannot drain while the burst is queued.
-        let release = DispatchSemaphore(value: 0)
-        let held = Task { try await s.perform { _ in release.wait() } }
-        try await Task.sleep(for: .milliseconds(100))
+        let release = DispatchSemaphore(value: 0), holding = DispatchSemaphore(value: 0)
+        let held = Task { try await s.perform { _ in holding.signal(); release.wait() } }
+        #expect(holding.wait(timeout: .now() + 10) == .success, "the writer is held")
         let sink = RecordingSink()
         let refused = s.enqueue((0..<25).map { write("/q/k\($0)", "\($0)", tag: UInt64($0)) }, sink: sink)
         release.signal()

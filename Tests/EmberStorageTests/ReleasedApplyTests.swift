@@ -20,6 +20,20 @@ import Testing
         func open() { go.signal() }
     }
 
+    /// Events in the order the writer thread saw them.
+    final class Order: Sendable {
+        private let events = Mutex<[String]>([])
+        func add(_ e: String) { events.withLock { $0.append(e) } }
+        var all: [String] { events.withLock { $0 } }
+    }
+
+    /// Waits (10 s at most) until `done` holds: the event a check that something has not
+    /// happened waits for, instead of a sleep that passes on a slow machine.
+    static func waitUntil(_ done: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !done() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+    }
+
     static func entry(_ i: UInt64, _ path: String, _ json: String) -> LogEntry {
         LogEntry(index: i, term: 1, namespace: "t", operation: .set(path: p(path), value: j(json), condition: nil), timestamp: 0)
     }
@@ -62,7 +76,12 @@ import Testing
         let committed = Atomic<Bool>(false)
         let waiter = Task { await s.committed(release); committed.store(true, ordering: .releasing) }
         let asyncReader = Task { await s.released(); return try s.get("/b") }
-        try await Task.sleep(for: .milliseconds(150))
+        // The reader's thread and both tasks wait for the commit (had they not, they return).
+        try await Self.waitUntil {
+            s.core.visibility.waiters.threads == 1 && s.core.visibility.waiters.tasks == 2 || reader.returned.load(ordering: .acquiring)
+                || committed.load(ordering: .acquiring)
+        }
+        #expect(s.core.visibility.waiters.threads == 1 && s.core.visibility.waiters.tasks == 2)
         let readReturned = reader.returned.load(ordering: .acquiring)
         #expect(!readReturned, "a read after the release returned before its commit")
         let committedEarly = committed.load(ordering: .acquiring)
@@ -90,7 +109,8 @@ import Testing
             #expect(gate.reached.wait(timeout: .now() + 10) == .success)
             let committed = Atomic<Bool>(false)
             let waiter = Task { await s.committed(release); committed.store(true, ordering: .releasing) }
-            try await Task.sleep(for: .milliseconds(100))
+            try await Self.waitUntil { s.core.visibility.waiters.tasks == 1 || committed.load(ordering: .acquiring) }
+            #expect(s.core.visibility.waiters.tasks == 1, "the waiter waits for the commit")
             let durableEarly = committed.load(ordering: .acquiring)
         #expect(!durableEarly, "the append was reported durable before its commit")
             gate.open()
@@ -110,6 +130,13 @@ import Testing
         try await s.append(entries: [rules, Self.entry(2, "/a", "1")])
         let gate = CommitGate()
         gate.install(on: s)
+        // The writer's own order of the commit and the hand-out (no task scheduling in it).
+        let order = Order()
+        s.core.beforeReleasedCommit.withLock { hold in
+            let held = hold
+            hold = { order.add("commit"); held?() }
+        }
+        s.core.afterReleasedHandOut.withLock { $0 = { order.add("handed out") } }
         let returned = Atomic<Bool>(false)
         let call = Task {
             let r = try await s.applyCommittedReleasing(through: 2)
@@ -117,12 +144,13 @@ import Testing
             return r.results
         }
         #expect(gate.reached.wait(timeout: .now() + 10) == .success)
-        try await Task.sleep(for: .milliseconds(100))
         // The batch changed rules: its commit comes first (readers on the feed never wait).
+        #expect(order.all == ["commit"], "a rules change was handed out before it was visible")
         let handedOut = returned.load(ordering: .acquiring)
         #expect(!handedOut, "a rules change was handed out before it was visible")
         gate.open()
         let results = try await call.value
+        #expect(order.all == ["commit", "handed out"])
         #expect(results.map(\.index) == [1, 2] && results[0].rulesChanged)
         #expect(s.storedRules(namespace: "t") != nil)
     }

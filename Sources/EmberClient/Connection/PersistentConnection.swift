@@ -48,6 +48,9 @@ actor PersistentConnection {
         case goOffline
         case goOnline
         case shutdown
+        /// Calls back once every command and input queued before it was handled: a barrier for
+        /// tests that check something did not happen (waiting for it would pass on a slow machine).
+        case barrier(@Sendable () -> Void)
     }
 
     enum Input: Sendable {
@@ -113,6 +116,9 @@ actor PersistentConnection {
     private var tokenProvider: AuthTokenProvider?
     /// Set when the server revoked or refused the token: the next fetch asks for a new one.
     private var forceTokenRefresh = false
+    /// Handshake timers that fired, whether or not they closed anything (a test waits for one to
+    /// fire before it checks that a connected socket was left alone).
+    private(set) var handshakeTimeoutsSeen = 0
 
     init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
          authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
@@ -200,6 +206,7 @@ actor PersistentConnection {
         case .tokenRefreshed(let token):
             run(session.setCredential(token))
         case .handshakeTimeout(let id):
+            handshakeTimeoutsSeen += 1
             guard case .connecting(let current, _) = state, current == id else { return }
             closeCurrent()
         case .getTimeout(let id):
@@ -259,6 +266,8 @@ actor PersistentConnection {
             killed = true
             closeCurrent()
             inbox.finish()
+        case .barrier(let reached):
+            reached()
         }
     }
 

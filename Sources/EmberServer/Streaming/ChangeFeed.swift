@@ -132,6 +132,13 @@ public final class ChangeFeed: @unchecked Sendable {
         return deliver != nil && !stopped
     }
 
+    /// Producers waiting in `publish`/`enqueue` for room (tests wait for one to be there).
+    var waitingProducers: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return producersWaiting
+    }
+
     /// Changes and work items queued and not yet taken by the feed's thread.
     public var backlog: Int {
         condition.lock()

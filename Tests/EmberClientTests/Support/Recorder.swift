@@ -1,4 +1,4 @@
-import EmberClient
+@testable import EmberClient
 import Foundation
 import Synchronization
 import Testing
@@ -62,4 +62,17 @@ func withTimeout<T: Sendable>(_ limit: Duration = .seconds(20), _ body: @escapin
 extension DataSnapshot {
     /// Compact JSON of the value (export format), for assertions.
     var json: String { jsonString }
+}
+
+extension Database {
+    /// Returns once the repo handled everything queued on it before this call and the callbacks
+    /// that work raised have run (both queues are serial): after it, an event that has not
+    /// arrived was not raised by anything done before. The barrier for checks that something
+    /// did not happen, instead of a sleep that passes on a slow machine.
+    func eventsDelivered() async {
+        let repo = self.repo
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            repo.queue.async { repo.callbackQueue.async { c.resume() } }
+        }
+    }
 }
