@@ -237,6 +237,12 @@ import Testing
         ref.observe(.childChanged) { s in rec.add("changed \(s.key) \(s.json)") }
         ref.observe(.childRemoved) { s in rec.add("removed \(s.key) \(s.json)") }
         ref.observe(.childMoved) { s in rec.add("moved \(s.key)") }
+        // The listen is answered (a value event, of nothing yet) before the writes start: each
+        // write then arrives as its own change, not folded into the listen's first data.
+        let loaded = Recorder()
+        let h = ref.observe(.value) { _ in loaded.add("loaded") }
+        await loaded.wait { !$0.isEmpty }
+        ref.removeObserver(withHandle: h)
         let w = writer.reference(withPath: "items")
         try await w.child("a").setValue(1)
         try await w.child("b").setValue(["x": 1])

@@ -150,6 +150,8 @@ import Testing
         #expect(!handedOut, "a rules change was handed out before it was visible")
         gate.open()
         let results = try await call.value
+        // The writer records the hand-out just after resuming the caller: wait for it.
+        try await Self.waitUntil { order.all.count == 2 }
         #expect(order.all == ["commit", "handed out"])
         #expect(results.map(\.index) == [1, 2] && results[0].rulesChanged)
         #expect(s.storedRules(namespace: "t") != nil)
