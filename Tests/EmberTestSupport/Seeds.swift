@@ -64,7 +64,8 @@ public struct PrintsSeedOnFailure: TestTrait, SuiteTrait, TestScoping {
                              performing function: @Sendable () async throws -> Void) async throws {
         guard testCase != nil || !test.isSuite else { return try await function() }
         let log = SeedLog()
-        let name = test.name
+        // `swift test --filter` takes a pattern: the function's name without its argument list.
+        let name = String(test.name.prefix { $0 != "(" })
         try await SeedLog.$current.withValue(log) {
             try await withKnownIssue(isIntermittent: true) {
                 try await function()
