@@ -1,4 +1,5 @@
 import EmberCore
+import EmberTestSupport
 import Foundation
 import Testing
 @testable import EmberStorage
@@ -6,7 +7,7 @@ import Testing
 /// Bulk writes put their index rows and tree records in key order, with MDB_APPEND past the
 /// table's end (issue 41): a load into an empty location writes pages as full as a compacted
 /// copy's, where rows in the update's order (random scores) left them about half full.
-@Suite struct BulkLoadPagesTests {
+@Suite(.printsSeedOnFailure) struct BulkLoadPagesTests {
     func pages(_ s: EmberStore, _ table: String) throws -> Int {
         try s.footprint().tables.first { $0.name == table }!.pages
     }
@@ -18,7 +19,7 @@ import Testing
         o.logRetention = StoreOptions.singleNodeLogRetention
         let s = try openStore(dir, o)
         try await s.setIndexes(namespace: "t", [try IndexSpec(location: "/items", indexes: ["score"])])
-        var g = SplitMix(41)
+        var g = TestSeed.generator(41)
         let parts = (0..<10_000).map { i in
             (p(String(format: "/c%06d", i)), JSON.object(["score": .int(Int64.random(in: 0..<1_000_000_000, using: &g)), "name": .string("n")]))
         }
