@@ -184,7 +184,7 @@ def test_peers_talk_mutual_tls_on_the_internal_network_only(compose, tmp_path):
     assert not re.search(r"unknown ca|certificate required|bad certificate", r.stderr, re.I), r.stderr[-800:]
 
 
-def admin_app(compose, node, name):
+def admin_app(compose, monkeypatch, node, name):
     """firebase-admin bound to one node. In emulator mode (an http URL) firebase-admin always
     presents the credential `owner`, which a node in verified mode takes only from trusted
     addresses; through Docker's published ports the host is not loopback to the node, so the
@@ -199,7 +199,9 @@ def admin_app(compose, node, name):
             super().__init__()
             self.token = token
 
-    _utils.EmulatorAdminCredentials = AdminToken
+    # For this test only (monkeypatch restores it): the suite's other firebase-admin apps talk to
+    # local nodes, where `owner` is the admin.
+    monkeypatch.setattr(_utils, "EmulatorAdminCredentials", AdminToken)
     return firebase_admin.initialize_app(options={"databaseURL": f"{URLS[node]}?ns=compose"}, name=name)
 
 
@@ -220,9 +222,9 @@ def sse_events(url, headers, want, timeout=SHORT):
     raise AssertionError(f"stream ended first: {seen}")
 
 
-def test_firebase_admin_through_n1_and_n3_and_sse_on_n2(compose):
+def test_firebase_admin_through_n1_and_n3_and_sse_on_n2(compose, monkeypatch):
     from firebase_admin import db, delete_app
-    a1, a3 = admin_app(compose, "n1", "compose-n1"), admin_app(compose, "n3", "compose-n3")
+    a1, a3 = admin_app(compose, monkeypatch, "n1", "compose-n1"), admin_app(compose, monkeypatch, "n3", "compose-n3")
     try:
         stream = URLS["n2"] + "/fa/msg.json?ns=compose"
         got = {}
