@@ -37,11 +37,22 @@ struct ConnectionOptions: ParsableArguments {
         return n.hasSuffix("/") ? String(n.dropLast()) : n
     }
 
+    /// The most of a token file read (admin tokens and JWTs are far smaller).
+    static let maxTokenFileBytes = 64 * 1024
+
     func resolvedToken() throws -> String {
         if let token { return token }
         if let tokenFile {
-            guard let d = FileManager.default.contents(atPath: tokenFile) else { throw CLIError("cannot read token file \(tokenFile)") }
-            return String(decoding: d, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            // Read to the end rather than by the file's size: a pipe (`--token-file <(docker-compose
+            // exec -T n1 cat /certs/admin.token)`) has none. A token is small: a bounded read.
+            guard let h = FileHandle(forReadingAtPath: tokenFile),
+                  let d = try? h.read(upToCount: Self.maxTokenFileBytes) else {
+                throw CLIError("cannot read token file \(tokenFile)")
+            }
+            try? h.close()
+            let token = String(decoding: d, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !token.isEmpty else { throw CLIError("token file \(tokenFile) is empty") }
+            return token
         }
         return ProcessInfo.processInfo.environment["EMBER_TOKEN"] ?? "owner"
     }
