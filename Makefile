@@ -7,10 +7,14 @@ SWIFT ?= swift
 run: release
 	./.build/release/emberd --data ./ember-data --port 9000
 
+# The Swift standard library linked in: the binaries run without a toolchain (make install, the
+# image's host-built runtime stage; scripts/image.sh builds with the same flags, so neither
+# rebuilds what the other built).
+RELEASE_FLAGS = -c release --static-swift-stdlib
 release:
 	./scripts/bootstrap.sh
-	$(SWIFT) build -c release --product emberd
-	$(SWIFT) build -c release --product ember
+	$(SWIFT) build $(RELEASE_FLAGS) --product emberd
+	$(SWIFT) build $(RELEASE_FLAGS) --product ember
 
 # The binaries on the PATH: emberd and the admin CLI `ember` into $(PREFIX)/bin.
 PREFIX ?= /usr/local

@@ -49,10 +49,8 @@ fi
 
 if [ "$mode" = host ]; then
   if [ -z "$BINARIES_DIR" ]; then
-    ./scripts/bootstrap.sh
-    # The standard library linked in: the runtime stage needs no Swift toolchain.
-    swift build -c release --static-swift-stdlib --product emberd
-    swift build -c release --static-swift-stdlib --product ember
+    # `make release`: the standard library linked in, so the runtime stage needs no toolchain.
+    make release
     BINARIES_DIR=.build/release
   fi
   rm -rf "$STAGE"
