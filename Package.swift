@@ -87,7 +87,7 @@ var package = Package(
         .target(
             name: "EmberServer",
             dependencies: [
-                "EmberCore", "EmberStorage", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster",
+                "EmberCore", "EmberRules", "EmberProtocol", "EmberNodeStore", "EmberCluster",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

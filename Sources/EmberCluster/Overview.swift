@@ -6,8 +6,8 @@
 //                                                   ▼                    ▼
 //                                              local applied state   PeerTransport (mTLS 1.3)
 //
-// - ReplicatedDataStore: the `DataStore` of a cluster node. Reads and listeners use the local
-//   LMDB state (LMDBDataStore); writes become Raft proposals; `linearizableBarrier` is ReadIndex.
+// - ReplicatedDataStore: the `NodePorts` of a cluster node. Reads and listeners use the local
+//   LMDB state (LMDBReads, LMDBCommitFeed); writes become Raft proposals; `linearizableBarrier` is ReadIndex.
 // - RaftHost: the single serial driver of the `RaftNode` (see its header for the loop and the
 //   persist-before-send order); RaftHost+Inputs maps inputs to Raft events; RequestBook tracks
 //   client requests until the entry at their index is applied; RaftPersistence maps Raft entries

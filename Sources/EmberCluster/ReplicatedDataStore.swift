@@ -7,19 +7,22 @@ import Foundation
 import Logging
 import Synchronization
 
-/// The cluster `DataStore`: writes go through Raft, everything else is served from this node's
-/// applied state.
+/// A cluster member's store: writes go through Raft, everything else is served from this node's
+/// applied state, through the same LMDB ports a single node uses (`ports`).
 ///
 /// - Writes: the leader proposes the entry and answers once it is applied locally (the result is
 ///   the apply's). A follower forwards the write to the leader over the peer channel and answers
 ///   once the entry is committed AND applied here, so a client reading this node afterwards sees
 ///   its write. Without a leader a write waits `noLeaderTimeoutSeconds`, then fails with a
 ///   retryable error (REST 503).
-/// - Reads, queries, SSE and WebSocket listeners use the local LMDB state; listeners are fed by
-///   the store's commit hook, so followers fan out changes too. `linearizableBarrier()` (REST
-///   `?consistency=linearizable`) waits for a Raft ReadIndex first.
-public final class ReplicatedDataStore: DataStore, ClusterControl {
+/// - Reads, queries, SSE and WebSocket listeners use the local LMDB state (`LMDBReads`, with the
+///   membership namespace reserved); listeners are fed by the store's commit hook, so followers
+///   fan out changes too. `linearizableBarrier()` (REST `?consistency=linearizable`) waits for a
+///   Raft ReadIndex first.
+public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, StoreLifecycle {
     let local: LMDBDataStore
+    /// The read port (built once: it keeps the namespaces whose indexes are built).
+    public let reader: LMDBReads
     let host: RaftHost
     let transport: PeerTransport
     let config: ClusterConfiguration
@@ -55,6 +58,25 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         self.transport = transport
         self.config = config
         self.logger = logger
+        self.reader = LMDBReads(store: local.storage, refuseReserved: Self.refuseReserved,
+                                linearizableBarrier: { try await Self.readIndex(host: host, config: config) })
+    }
+
+    /// The ports the fronts use on this member.
+    public var ports: NodePorts {
+        let store = local.storage
+        let admin = LMDBAdmin(store: store)
+        let host = self.host
+        return NodePorts(
+            reader: reader, writer: self,
+            commits: LMDBCommitFeed(store: store, hiddenNamespaces: [MemberDirectory.namespace],
+                                    stateReplaced: { handler in host.stateReplacedHandlers.withLock { $0.append(handler) } }),
+            rules: LMDBRules(store: store, log: { namespace, text in try await self.setRules(namespace: namespace, text: text) }),
+            onDisconnect: LMDBOnDisconnect(store: store, submit: { op, namespace, auth in
+                try await self.logOnDisconnect(op, namespace: namespace, auth: auth)
+            }),
+            admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: self),
+            lifecycle: self)
     }
 
     public var appliedIndex: UInt64 { local.appliedIndex }
@@ -64,49 +86,11 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         if namespace == MemberDirectory.namespace {
             throw StoreRefusal.forbidden("Namespace \(namespace) is reserved for cluster membership; use /.ember/status")
         }
-        try LMDBDataStore.refuseReserved(namespace)
-    }
-
-    public func read(namespace: String, path: Path) throws -> ReadResult {
-        try Self.refuseReserved(namespace)
-        return try local.read(namespace: namespace, path: path)
-    }
-
-    public func shallowKeys(namespace: String, path: Path, after: String?, limit: Int) throws -> [String] {
-        try Self.refuseReserved(namespace)
-        return try local.shallowKeys(namespace: namespace, path: path, after: after, limit: limit)
-    }
-
-    public func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
-        try Self.refuseReserved(namespace)
-        return try local.withRulesData(namespace: namespace, body)
-    }
-
-    public func prepareQueries(namespace: String) async throws {
-        try Self.refuseReserved(namespace)
-        try await local.prepareQueries(namespace: namespace)
-    }
-
-    public func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult {
-        try Self.refuseReserved(namespace)
-        return try local.query(namespace: namespace, path: path, query: query)
-    }
-
-    public func setIndexes(_ defs: [IndexDefinition]) throws { try local.setIndexes(defs) }
-
-    public func onCommit(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
-        local.onCommit { changes in
-            let clients = changes.filter { $0.namespace != MemberDirectory.namespace }
-            if !clients.isEmpty { handler(clients) }
-        }
-    }
-
-    public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) {
-        host.stateReplacedHandlers.withLock { $0.append(handler) }
+        try LMDBTranslation.refuseReserved(namespace)
     }
 
     public func write(_ request: WriteRequest) async throws -> EmberNodeStore.WriteOutcome {
-        try LMDBDataStore.outcome(of: try await propose(try payload(for: request)))
+        try LMDBTranslation.outcome(of: try await propose(try payload(for: request)))
     }
 
     /// The log entry a client write becomes, checked as the leader will check it (bad input is
@@ -116,8 +100,8 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
         }
-        return try checkedEntry(namespace: request.namespace, operation: LMDBDataStore.operation(for: request),
-                                auth: request.identity.writeAuth, writer: request.writer)
+        return try checkedEntry(namespace: request.namespace, operation: LMDBTranslation.operation(for: request),
+                                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer))
     }
 
     /// One pass checks an operation and encodes its log entry; a refusal becomes the client's error.
@@ -126,7 +110,7 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         do {
             return try local.storage.validatedEntry(namespace: namespace, operation: operation, auth: auth, writer: writer)
         } catch let e as StorageError {
-            throw LMDBDataStore.translate(e)
+            throw LMDBTranslation.translate(e)
         }
     }
 
@@ -147,25 +131,20 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         }
     }
 
+    /// Logs a `.setRules` entry through Raft (the rules port's `setRules`).
     public func setRules(namespace: String, text: String) async throws {
         let payload = try checkedEntry(namespace: namespace, operation: .setRules(text: text), auth: .admin)
-        if case .rejected(let e) = try await propose(payload).outcome { throw LMDBDataStore.translate(e) }
+        if case .rejected(let e) = try await propose(payload).outcome { throw LMDBTranslation.translate(e) }
     }
 
-    public func logOnDisconnect(_ op: OnDisconnectOperation, namespace: String, identity: Identity) async throws -> Bool {
+    /// Logs onDisconnect bookkeeping through Raft (the onDisconnect port's entries).
+    func logOnDisconnect(_ op: OnDisconnectOperation, namespace: String, auth: WriteAuth) async throws -> WriteResult {
         if case .register = op { try Self.refuseReserved(namespace) }
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; connect to a member")
         }
-        let payload = try checkedEntry(namespace: namespace, operation: .onDisconnect(op), auth: identity.writeAuth)
-        return try LMDBDataStore.onDisconnectOutcome(try await propose(payload))
+        return try await propose(try checkedEntry(namespace: namespace, operation: .onDisconnect(op), auth: auth))
     }
-
-    public var onDisconnectBook: OnDisconnectBook? { local.onDisconnectBook }
-
-    public func storedRules(namespace: String) -> StoredRules? { local.storedRules(namespace: namespace) }
-    public func setDefaultRules(_ engine: RulesEngine) { local.setDefaultRules(engine) }
-    public func onRulesChanged(_ handler: @escaping @Sendable (String) -> Void) { local.onRulesChanged(handler) }
 
     func submit(_ payload: [UInt8]) async throws -> WriteResult {
         guard admit(1) else { throw ClusterError.overloaded }
@@ -208,7 +187,11 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         }
     }
 
-    public func linearizableBarrier() async throws {
+    /// Returns once this node has applied everything committed when it was called (a Raft
+    /// ReadIndex): REST `?consistency=linearizable`.
+    public func linearizableBarrier() async throws { try await Self.readIndex(host: host, config: config) }
+
+    static func readIndex(host: RaftHost, config: ClusterConfiguration) async throws {
         guard host.pendingReads.add(1, ordering: .relaxed).newValue <= config.maxPendingReads else {
             host.pendingReads.subtract(1, ordering: .relaxed)
             throw StoreUnavailable(ClusterError.overloaded.description)
@@ -226,8 +209,6 @@ public final class ReplicatedDataStore: DataStore, ClusterControl {
         }
     }
 
-    public var storageEngine: EmberStore? { local.storage }
-    public var cluster: (any ClusterControl)? { self }
 
     public func probe() -> ClusterProbe {
         let s = host.status

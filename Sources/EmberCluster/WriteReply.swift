@@ -12,7 +12,7 @@ enum WriteReply: Sendable {
     func resume(returning r: WriteResult) {
         switch self {
         case .waiter(let c): c.resume(returning: r)
-        case .sink(let tag, let s): s.add(tag, Result { try LMDBDataStore.outcome(of: r) })
+        case .sink(let tag, let s): s.add(tag, Result { try LMDBTranslation.outcome(of: r) })
         }
     }
 

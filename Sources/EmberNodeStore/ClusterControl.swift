@@ -1,5 +1,5 @@
 /// The cluster as the node's operations endpoints see it: a port the replicated store offers
-/// (`DataStore.cluster`; nil on a single node), so the fronts never downcast to a store type.
+/// (`AdminPorts.cluster`; nil on a single node), so the fronts never downcast to a store type.
 public protocol ClusterControl: Sendable {
     /// Runs an operator's membership change or leadership transfer (a follower forwards it to
     /// the leader). Never throws: failures are answers (status + error).

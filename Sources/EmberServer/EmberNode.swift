@@ -11,7 +11,8 @@ import ServiceLifecycle
 /// One running node: the storage, the listener hub and the HTTP front, wired together.
 public final class EmberNode: Sendable {
     public let config: NodeConfiguration
-    public let store: any DataStore
+    /// The store's ports, the write port metered (`MeteredWrites`).
+    public let ports: NodePorts
     public let hub: StreamHub
     public let realtime: RealtimeHub
     let rest: RestHandler
@@ -26,13 +27,14 @@ public final class EmberNode: Sendable {
     /// Durable onDisconnect: this node's sessions' writes in the log, and the leader's lease.
     public let onDisconnect: OnDisconnectKeeper
 
-    public init(config: NodeConfiguration, store: any DataStore, logger: Logger) throws {
+    public init(config: NodeConfiguration, ports store: NodePorts, logger: Logger) throws {
         self.config = config
         let metrics = NodeMetrics()
         self.metrics = metrics
-        // Every client write passes the metered store (REST, WebSocket and onDisconnect).
-        let metered = MeteredDataStore(store, metrics: metrics)
-        self.store = metered
+        // Every client write passes the metered write port (REST and WebSocket).
+        var metered = store
+        metered.writer = MeteredWrites(inner: store.writer, metrics: metrics)
+        self.ports = metered
         self.logger = logger
         let feed = ChangeFeed()
         self.feed = feed
@@ -43,9 +45,9 @@ public final class EmberNode: Sendable {
         self.rest = RestHandler(store: metered, hub: hub, config: config, reads: reads)
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
                                  logger: logger)
-        NodeProbe.storage(of: store)?.onCommit { results in metrics.recordBatch(entries: results.count) }
-        try store.setIndexes(config.rules.indexes)
-        store.setDefaultRules(config.rules.engine)
+        store.commits.onBatchCommitted { entries in metrics.recordBatch(entries: entries) }
+        try store.reader.setIndexes(config.rules.indexes)
+        store.rules.setDefaultRules(config.rules.engine)
         let hub = self.hub
         let realtime = self.realtime
         // The writer thread only queues the change; the feed's thread finds its listeners and
@@ -54,11 +56,11 @@ public final class EmberNode: Sendable {
             hub.publish(change)
             realtime.publish(change)
         }
-        store.onCommit { changes in feed.publish(changes) }
+        store.commits.onCommit { changes in feed.publish(changes) }
         // A rules change judges open listens again; those that lost read access are cancelled.
         let gate = RulesGate(store: store, defaults: config.rules)
         let clock = rest.clock
-        store.onRulesChanged { ns in feed.enqueue {
+        store.rules.onRulesChanged { ns in feed.enqueue {
             let now = clock()
             hub.revoke(namespace: ns) { path, identity in
                 (try? gate.canRead(ns, path, identity, query: nil, now: now)) ?? false
@@ -72,7 +74,7 @@ public final class EmberNode: Sendable {
         // before later entries are applied, outside any write transaction).
         // It runs on the feed after every earlier change was delivered, while the caller (which
         // applies later entries) waits.
-        store.onStateReplaced { [weak self] in
+        store.commits.onStateReplaced { [weak self] in
             guard let self else { return }
             self.feed.sync { self.resyncListeners() }
         }
@@ -86,15 +88,15 @@ public final class EmberNode: Sendable {
     /// after a snapshot install; the rules are judged again (the snapshot carries them too).
     /// Called by the store's state-replaced hook (and by tests through it).
     func resyncListeners() {
-        let gate = RulesGate(store: store, defaults: config.rules)
+        let gate = RulesGate(store: ports, defaults: config.rules)
         let now = rest.clock()
-        let store = self.store
+        let reader = ports.reader
         hub.resync(stillAllowed: { ns, path, identity in
             (try? gate.canRead(ns, path, identity, query: nil, now: now)) ?? false
-        }, read: { ns, path in try store.read(namespace: ns, path: path) })
+        }, read: { ns, path in try reader.read(namespace: ns, path: path) })
         realtime.resync(stillAllowed: { ns, path, query, identity in
             (try? gate.canRead(ns, path, identity, query: query.isDefault ? nil : query, now: now)) ?? false
-        }, read: { ns, path in try store.read(namespace: ns, path: path) })
+        }, read: { ns, path in try reader.read(namespace: ns, path: path) })
         logger.info("listeners resynchronised after state replacement",
                     metadata: ["streams": "\(hub.count)", "connections": "\(realtime.connectionCount)"])
     }
@@ -135,9 +137,9 @@ public final class EmberNode: Sendable {
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         onDisconnect.start()
         let autoDefrag: Task<Void, Never>? = config.operations.autoDefrag.flatMap { policy in
-            NodeProbe.storage(of: store).map { engine in
-                Task { [logger] in await AutoDefrag(policy: policy, store: engine, logger: logger).run() }
-            }
+            ports.admin.storage.flatMap { stats in ports.admin.defrag.map { defrag in
+                Task { [logger] in await AutoDefrag(policy: policy, stats: stats, defrag: defrag, logger: logger).run() }
+            } }
         }
         let result: Result<Void, any Error>
         do { try await group.run(); result = .success(()) } catch { result = .failure(error) }
@@ -149,7 +151,7 @@ public final class EmberNode: Sendable {
         hub.closeAll()
         // Reads still running finish before the store closes under them.
         await reads.shutdown()
-        await store.shutdown()
+        await ports.shutdown()
         feed.stop()
         try result.get()
     }

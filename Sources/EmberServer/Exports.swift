@@ -4,9 +4,10 @@
 // reads, the operations endpoints, metrics and the console. ARCHITECTURE.md traces a write
 // through it.
 //
-// Must not: write to LMDB or judge a write's rules or conditions itself (writes go through the
-// `DataStore` port and are judged when applied), nor block an event loop, the writer thread or
-// the fan-out thread (long reads go to the `ReadPool`).
+// Must not: import EmberStorage (the store is reached through EmberNodeStore's ports,
+// `NodePorts`), write to LMDB or judge a write's rules or conditions itself (writes go through
+// the write port and are judged when applied), nor block an event loop, the writer thread or the
+// fan-out thread (long reads go to the `ReadPool`).
 
 // The protocol parsers live in their own pure module (so they can be fuzzed without the network
 // stack); the server's users see them as before.

@@ -36,7 +36,7 @@ enum PriorityWrite {
     /// (Firebase drops priorities of empty nodes): nothing is written. Returns the priority now
     /// stored.
     /// `identity` is the writer: the rules judge the whole-node write as theirs when it is applied.
-    static func set(_ priority: JSON, at path: Path, namespace: String, identity: Identity, store: any DataStore) async throws -> JSON {
+    static func set(_ priority: JSON, at path: Path, namespace: String, identity: Identity, store: NodePorts) async throws -> JSON {
         // The value must be a priority, or a server value that becomes one; checked before any read.
         if ServerValues.containsPlaceholder(priority) {
             guard case .object(let o) = priority, o[".sv"] != nil else {
@@ -49,13 +49,13 @@ enum PriorityWrite {
     }
 
     private static func attempt(_ priority: JSON, _ path: Path, _ namespace: String, _ identity: Identity,
-                                _ store: any DataStore) async throws -> JSON {
+                                _ store: NodePorts) async throws -> JSON {
         for _ in 0..<maxAttempts {
-            await store.visibleReads()
-            let current = try store.read(namespace: namespace, path: path)
+            await store.reader.visibleReads()
+            let current = try store.reader.read(namespace: namespace, path: path)
             if current.node.isEmpty { return .null }
             let data = withPriority(current.node, priority)
-            let outcome = try await store.write(
+            let outcome = try await store.writer.write(
                 WriteRequest(namespace: namespace, path: path, kind: .set(data), condition: .version(current.version),
                              identity: identity))
             if outcome.applied { return outcome.value.priority?.json ?? .null }

@@ -158,9 +158,8 @@ struct Applier {
         switch c {
         case .ifVersion(let want): return want == v ? nil : v
         case .ifHash(let h): return current.firebaseHash == h ? nil : v
-        case .ifMatch(let etag):
-            let now = current.isEmpty ? EmberStore.nullETag : EmberStore.etag(version: v)
-            return now == etag ? nil : v
+        case .ifDataVersion(let want):
+            return (current.isEmpty ? nil : v) == want ? nil : v
         }
     }
 

@@ -29,7 +29,7 @@
 // Versions: `ver[P] = (sub, at)`; `sub` = last index that changed P or anything below it, `at` =
 // last index of a write targeting exactly P. version(P) = max(sub[P], at[A] for A = root…P):
 // O(depth) point reads. Writes that change nothing (exactly equal data) do not bump versions.
-// ETag = "v<version>", `null_etag` when absent.
+// REST's ETags are made of versions by the front (`ifDataVersion` conditions carry them back).
 //
 // Indexes (`.indexOn`): `setIndexes` builds new definitions from the data and drops removed ones;
 // every write refreshes only the entries of the children it touches (or, for a write at or above

@@ -6,8 +6,9 @@ public enum WriteCondition: Sendable, Equatable {
     case ifVersion(UInt64)
     /// `Node.firebaseHash` of the current value must equal this ("" = absent).
     case ifHash(String)
-    /// ETag (`EmberStore.etag`: "v<version>", or `null_etag` when absent) must equal this.
-    case ifMatch(String)
+    /// The path must hold data at this version; nil: it must hold none. (REST `if-match` as the
+    /// front parsed its ETag; in the log as that ETag's text, see `encodeDataVersion`.)
+    case ifDataVersion(UInt64?)
 }
 
 /// The operation a log entry carries. JSON is unresolved client JSON (server values are resolved
@@ -161,13 +162,26 @@ public struct LogEntry: Sendable, Equatable {
         }
     }
 
+    /// Condition 3's text in the log, kept from the format's first level (entries logged then and
+    /// entries of older members in a mixed cluster carry it): "v<version>" or "null_etag" for
+    /// no data. Text that is neither names no version any data has (`UInt64.max`): it never holds.
+    static func encodeDataVersion(_ v: UInt64?) -> String { v.map { "v\($0)" } ?? "null_etag" }
+
+    static func decodeDataVersion(_ text: String) -> UInt64? {
+        if text == "null_etag" { return nil }
+        let digits = text.dropFirst()
+        // Exactly the text `encodeDataVersion` writes: "v007" named no version before either.
+        guard text.first == "v", let v = UInt64(digits), String(v) == digits else { return .max }
+        return v
+    }
+
     static func encode(_ operation: WriteOperation, into w: inout ByteWriter) {
         func cond(_ c: WriteCondition?) {
             switch c {
             case nil: w.u8(0)
             case .ifVersion(let v)?: w.u8(1); w.u64(v)
             case .ifHash(let h)?: w.u8(2); w.string(h)
-            case .ifMatch(let e)?: w.u8(3); w.string(e)
+            case .ifDataVersion(let v)?: w.u8(3); w.string(Self.encodeDataVersion(v))
             }
         }
         switch operation {
@@ -194,7 +208,7 @@ public struct LogEntry: Sendable, Equatable {
             case 0: return nil
             case 1: return .ifVersion(try r.u64())
             case 2: return .ifHash(try r.string())
-            case 3: return .ifMatch(try r.string())
+            case 3: return .ifDataVersion(Self.decodeDataVersion(try r.string()))
             default: throw .corrupt("log entry condition")
             }
         }
@@ -278,5 +292,4 @@ public struct WriteResult: Sendable, Equatable {
     public var duplicate = false
 
     public var isApplied: Bool { if case .applied = outcome { return true } else { return false } }
-    public var etag: String { value.isEmpty ? EmberStore.nullETag : EmberStore.etag(version: version) }
 }

@@ -105,9 +105,6 @@ public struct HardState: Sendable, Equatable {
 /// LMDB allows them on any thread; write transactions are confined to the writer thread; the
 /// mutable shared state is in `Mutex`es.
 public final class EmberStore: @unchecked Sendable {
-    public static let nullETag = "null_etag"
-    public static func etag(version: UInt64) -> String { "v\(version)" }
-
     public let directory: String
     public var options: StoreOptions { core.options }
     let core: StoreCore
@@ -216,12 +213,11 @@ public final class EmberStore: @unchecked Sendable {
         return try withVisibleRead { t in try tables.version(t, namespace, path) }
     }
 
-    /// "v<version>", or `null_etag` when there is no data at `path`.
-    public func etag(namespace: String, path: Path) throws -> String {
+    /// The version of the data at `path`, nil when there is none (what REST's ETag is made of).
+    public func dataVersion(namespace: String, path: Path) throws -> UInt64? {
         try KeyCodec.validateNamespace(namespace)
         return try withVisibleRead { t in
-            try tables.exists(t, key: Tables.treeKey(namespace, path))
-                ? Self.etag(version: try tables.version(t, namespace, path)) : Self.nullETag
+            try tables.exists(t, key: Tables.treeKey(namespace, path)) ? try tables.version(t, namespace, path) : nil
         }
     }
 

@@ -253,16 +253,16 @@ struct Emberd: AsyncParsableCommand {
             return
         }
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
-        let store: any DataStore
+        let store: NodePorts
         if let cluster = clusterSettings {
             var options = StoreOptions()
             options.logRetention = UInt64(max(0, logRetain ?? 10_000))
             options.maxReadBytes = maxReadMb << 20
-            store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, logger: logger)
+            store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, logger: logger).ports
         } else {
             store = try StoreFactory.open(directory: data, logRetain: logRetain ?? Int(StoreOptions.singleNodeLogRetention), maxReadBytes: maxReadMb << 20, logger: logger)
         }
-        let node = try EmberNode(config: config, store: store, logger: logger)
+        let node = try EmberNode(config: config, ports: store, logger: logger)
         logger.info("emberd starting", metadata: ["version": "\(BuildInfo.version)", "data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
                                                   "tls": "\(config.clientTLS != nil)", "allocator": "\(Allocator.name)"])
         logger.info("auth: \(mode.summary)")

@@ -73,11 +73,11 @@ import Glibc
         let outcome = try await follower.write(
             WriteRequest(namespace: "ns", path: try Path("a"), kind: .set(.object(["v": .int(1)])), identity: .admin))
         #expect(outcome.applied && follower.appliedIndex >= outcome.index)
-        #expect(try follower.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
+        #expect(try follower.reader.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
         // Every node sees it after a linearizable barrier.
         for n in nodes {
             try await n.linearizableBarrier()
-            #expect(try n.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
+            #expect(try n.reader.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
         }
         guard case .object(let status) = try await first.nodeStatus(), case .object(let progress)? = status["peers"] else {
             Issue.record("leader status without peers")

@@ -24,8 +24,8 @@ import Testing
                                  options: options, logger: Logger(label: "test"))
     }
 
-    func set(_ store: any DataStore, _ path: String, _ json: String) async throws {
-        _ = try await store.write(WriteRequest(namespace: Self.ns, path: p(path), kind: .set(try JSON.parse(json)),
+    func set(_ store: NodePorts, _ path: String, _ json: String) async throws {
+        _ = try await store.writer.write(WriteRequest(namespace: Self.ns, path: p(path), kind: .set(try JSON.parse(json)),
                                                identity: .admin))
     }
 
@@ -54,14 +54,14 @@ import Testing
         let local = try Self.openStore("node")
         var config = NodeConfiguration()
         config.dataDirectory = NSTemporaryDirectory()
-        let node = try EmberNode(config: config, store: local, logger: Logger(label: "test"))
+        let node = try EmberNode(config: config, ports: local.ports, logger: Logger(label: "test"))
         defer { local.close() }
-        try await set(node.store, "w", #"{"a":1,"z":26}"#)
+        try await set(node.ports, "w", #"{"a":1,"z":26}"#)
 
         // An SSE stream at /w, as RestHandler.stream opens it.
         let (id, events) = try #require(node.hub.register(namespace: Self.ns, path: p("w")))
         defer { node.hub.release(id) }
-        let initial = try node.store.read(namespace: Self.ns, path: p("w"))
+        let initial = try node.ports.reader.read(namespace: Self.ns, path: p("w"))
         #expect(initial.node == n(#"{"a":1,"z":26}"#))
 
         // A WebSocket session: an untagged listen at /w, a tagged query (first key), a listen
@@ -77,28 +77,28 @@ import Testing
                                response: WireMessages.response(2, status: "ok", data: .object([:])))
         #expect(session.beginListen(path: p("secret"), query: .default, queryWire: nil, tag: nil) == .started)
         session.completeListen(path: p("secret"), queryWire: nil, tag: nil,
-                               read: try node.store.read(namespace: Self.ns, path: p("secret")),
+                               read: try node.ports.reader.read(namespace: Self.ns, path: p("secret")),
                                response: WireMessages.response(3, status: "ok", data: .object([:])))
         #expect(session.beginListen(path: p("y"), query: .default, queryWire: nil, tag: nil) == .started)
-        let staleY = try node.store.read(namespace: Self.ns, path: p("y"))
+        let staleY = try node.ports.reader.read(namespace: Self.ns, path: p("y"))
         let before = await drain(session, 6)
         #expect(body(before[2])["d"] == .object(["a": .int(1)]))
 
         // The leader's state, further along the log: new data and rules hiding /secret.
         let leader = try Self.openStore("leader")
         defer { leader.close() }
-        try await leader.setRules(namespace: Self.ns, text: #"{"rules": {"w": {".read": true}, "y": {".read": true}}}"#)
-        try await set(leader, "w", #"{"b":2,"c":3}"#)
-        try await set(leader, "y", "5")
-        try await set(leader, "secret", #""s""#)
-        try await set(leader, "other", "1")
+        try await leader.ports.rules.setRules(namespace: Self.ns, text: #"{"rules": {"w": {".read": true}, "y": {".read": true}}}"#)
+        try await set(leader.ports, "w", #"{"b":2,"c":3}"#)
+        try await set(leader.ports, "y", "5")
+        try await set(leader.ports, "secret", #""s""#)
+        try await set(leader.ports, "other", "1")
         #expect(leader.appliedIndex > local.appliedIndex)
         try await install(leader, into: local)
         node.resyncListeners()
         session.completeListen(path: p("y"), queryWire: nil, tag: nil, read: staleY,
                                response: WireMessages.response(4, status: "ok", data: .object([:])))
         // A change applied after the install.
-        try await set(node.store, "w/a", "0")
+        try await set(node.ports, "w/a", "0")
 
         // SSE: a put at "/" with the whole new data, then the later change, as the stream's
         // reader filters them (after its initial read's index).
@@ -143,16 +143,16 @@ import Testing
         defer { leader.close() }
         let local = try Self.openStore("node")
         defer { local.close() }
-        try await set(leader, "u", #"{"same":1}"#)
-        try await set(leader, "w", "1")
+        try await set(leader.ports, "u", #"{"same":1}"#)
+        try await set(leader.ports, "w", "1")
         try await install(leader, into: local)
-        let node = try EmberNode(config: NodeConfiguration(), store: local, logger: Logger(label: "test"))
+        let node = try EmberNode(config: NodeConfiguration(), ports: local.ports, logger: Logger(label: "test"))
 
         var streams: [(id: Int, events: AsyncStream<(UInt64, String)>, initial: ReadResult)] = []
         let session = try #require(node.realtime.open(id: "s", namespace: Self.ns))
         for (r, path) in ["u", "w"].enumerated() {
             let (id, events) = try #require(node.hub.register(namespace: Self.ns, path: p(path)))
-            let read = try node.store.read(namespace: Self.ns, path: p(path))
+            let read = try node.ports.reader.read(namespace: Self.ns, path: p(path))
             node.hub.noteInitialRead(id: id, version: read.version)
             streams.append((id, events, read))
             #expect(session.beginListen(path: p(path), query: .default, queryWire: nil, tag: nil) == .started)
@@ -163,12 +163,12 @@ import Testing
         _ = await drain(session, 4)
 
         // The leader goes on: /w changes, /u does not (a write beside it, one of equal value).
-        try await set(leader, "w", "2")
-        try await set(leader, "v", "9")
-        try await set(leader, "u/same", "1")
+        try await set(leader.ports, "w", "2")
+        try await set(leader.ports, "v", "9")
+        try await set(leader.ports, "u/same", "1")
         try await install(leader, into: local)
         node.resyncListeners()
-        try await set(node.store, "u/later", "true")
+        try await set(node.ports, "u/later", "true")
 
         // /u: the next event is the later change (no repeated put of unchanged data); /w: the new value.
         var first: [String] = []
@@ -187,21 +187,21 @@ import Testing
 
     @Test func aStreamWhoseInitialReadSawTheNewStateSkipsTheResyncPut() async throws {
         let local = try Self.openStore("node")
-        let node = try EmberNode(config: NodeConfiguration(), store: local, logger: Logger(label: "test"))
+        let node = try EmberNode(config: NodeConfiguration(), ports: local.ports, logger: Logger(label: "test"))
         defer { local.close() }
         let leader = try Self.openStore("leader")
         defer { leader.close() }
-        try await set(leader, "w", "1")
-        try await set(leader, "w", "2")
+        try await set(leader.ports, "w", "1")
+        try await set(leader.ports, "w", "2")
         // Registered before the install, initial read after it (the read and the resync put
         // carry the same index).
         let (id, events) = try #require(node.hub.register(namespace: Self.ns, path: p("w")))
         defer { node.hub.release(id) }
         try await install(leader, into: local)
-        let initial = try node.store.read(namespace: Self.ns, path: p("w"))
+        let initial = try node.ports.reader.read(namespace: Self.ns, path: p("w"))
         #expect(initial.node == n("2"))
         node.resyncListeners()
-        try await set(node.store, "w", "3")
+        try await set(node.ports, "w", "3")
         var sse: [String] = []
         for await (index, text) in events where index > initial.appliedIndex {
             sse.append(text)

@@ -21,8 +21,8 @@ import Testing
         return try LMDBDataStore(directory: dir, options: options, logger: Logger(label: "test"))
     }
 
-    func keeper(_ store: any DataStore, _ hub: RealtimeHub) -> OnDisconnectKeeper {
-        OnDisconnectKeeper(store: store, realtime: hub, settings: .init(), logger: Logger(label: "test"))
+    func keeper(_ store: LMDBDataStore, _ hub: RealtimeHub) -> OnDisconnectKeeper {
+        OnDisconnectKeeper(store: store.ports, realtime: hub, settings: .init(), logger: Logger(label: "test"))
     }
 
     /// A fresh store and keeper with one session that registered `/p/u1` = false.
@@ -35,8 +35,8 @@ import Testing
         return (store, hub, k, session)
     }
 
-    func value(_ store: any DataStore, _ path: String) throws -> Node {
-        try store.read(namespace: Self.ns, path: p(path)).node
+    func value(_ store: LMDBDataStore, _ path: String) throws -> Node {
+        try store.reader.read(namespace: Self.ns, path: p(path)).node
     }
 
     func register(_ k: OnDisconnectKeeper, _ session: RealtimeSession, _ path: String, _ json: JSON) async throws {
@@ -48,7 +48,7 @@ import Testing
         let (store, hub, k, session) = try await startedSession()
         defer { store.close() }
         try await register(k, session, "/runs", .object([".sv": .object(["increment": .int(1)])]))
-        let book = try #require(store.onDisconnectBook)
+        let book = store.ports.onDisconnect
         #expect(try book.holders() == ["single": k.incarnation])
         #expect(try book.sessions(limit: 10) { _, _, _, _ in true }.count == 1)
         #expect(try value(store, "/p/u1").isEmpty)
@@ -84,7 +84,7 @@ import Testing
         #expect(try value(store, "/p/u1").isEmpty)
         await k.poll()
         #expect(try value(store, "/p/u1") == Node(.bool(false)) && value(store, "/gone").isEmpty)
-        let book = try #require(store.onDisconnectBook)
+        let book = store.ports.onDisconnect
         #expect(try book.sessions(limit: 10) { _, _, _, _ in true }.isEmpty)
         #expect(try book.holders() == ["single": k.incarnation])
     }
@@ -103,8 +103,8 @@ import Testing
         defer { store.close() }
         let sealed = k.incarnation
         // As a leader does when this node was silent past the lease.
-        #expect(try await store.logOnDisconnect(.seal(node: "single", incarnation: sealed),
-                                                namespace: OnDisconnectTable.namespace, identity: .admin))
+        #expect(try await store.ports.onDisconnect.log(.seal(node: "single", incarnation: sealed),
+                                                     namespace: OnDisconnectCommand.bookkeepingNamespace, identity: .admin))
         await #expect(throws: StoreUnavailable.self) { try await register(k, session, "/p/u2", .bool(false)) }
         await k.poll()
         #expect(session.closeReason?.contains("onDisconnect") == true && hub.connectionCount == 0)

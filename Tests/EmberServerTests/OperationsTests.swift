@@ -21,7 +21,7 @@ import Testing
         var config = NodeConfiguration()
         config.dataDirectory = dir
         configure(&config)
-        return (try EmberNode(config: config, store: store, logger: Logger(label: "test")), dir)
+        return (try EmberNode(config: config, ports: store.ports, logger: Logger(label: "test")), dir)
     }
 
     static func get(_ node: EmberNode, _ path: String, token: String? = nil) async -> Response {
@@ -64,12 +64,12 @@ import Testing
 
     @Test func writesAndRejectionsShowInMetrics() async throws {
         let (node, _) = try Self.makeNode()
-        defer { node.store.close() }
+        defer { node.ports.close() }
         for i in 0..<3 {
-            _ = try await node.store.write(WriteRequest(namespace: "t", path: try Path("/k\(i)"), kind: .set(.int(Int64(i))), identity: .admin))
+            _ = try await node.ports.writer.write(WriteRequest(namespace: "t", path: try Path("/k\(i)"), kind: .set(.int(Int64(i))), identity: .admin))
         }
         #expect(await Self.get(node, "/nope").status == .badRequest)
-        let text = node.metrics.render(probe: NodeProbe.read(node.store), websockets: 0, websocketListens: 0, sseStreams: 0)
+        let text = node.metrics.render(probe: NodeProbe.read(node.ports), websockets: 0, websocketListens: 0, sseStreams: 0)
         #expect(text.contains(#"ember_client_writes_total{result="ok"} 3"#))
         #expect(text.contains("ember_commit_latency_seconds_count 3"))
         #expect(text.contains("ember_committed_entries_total 3"))
@@ -80,7 +80,7 @@ import Testing
 
     @Test func healthReadinessAndAdminOnlyBackup() async throws {
         let (node, _) = try Self.makeNode()
-        defer { node.store.close() }
+        defer { node.ports.close() }
         #expect(await Self.get(node, "/healthz").status == .ok)
         #expect(await Self.get(node, "/readyz").status == .ok)
         #expect(await Self.get(node, "/.ember/backup").status == .unauthorized)

@@ -71,7 +71,7 @@ import Testing
 
     @Test func aFullReadPoolRefusesReadsButWritesGoOnAndQueuedReadsAreAnswered() async throws {
         let node = try Self.makeNode(threads: 2, maxQueued: 1)
-        defer { node.store.close() }
+        defer { node.ports.close() }
         #expect(await Self.rest(node, .put, "/a.json?ns=ns", body: #"{"x":1}"#).status == 200)
         // Both read threads blocked (as by two long reads), then one real GET waits in the queue.
         let hold = Hold()
@@ -89,8 +89,8 @@ import Testing
         #expect(node.hub.count == 0)
         // Wire get and listen: status `unavailable`, and the listen is not left half-open.
         let session = node.realtime.open(id: UUID().uuidString, namespace: "ns")!
-        let wire = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock,
-                                   reads: node.reads, pipeline: WirePipeline(store: node.store, session: session))
+        let wire = RealtimeHandler(session: session, store: node.ports, config: node.config, clock: node.rest.clock,
+                                   reads: node.reads, pipeline: WirePipeline(writer: node.ports.writer, session: session))
         await wire.handle(wireRequest(1, "g", #"{"p":"a","q":{}}"#))
         await wire.handle(wireRequest(2, "q", #"{"p":"a","h":""}"#))
         let refusals = await drain(session, 2).compactMap(wireResponse)
@@ -124,7 +124,7 @@ import Testing
 
     @Test func largeReadsBeyondTheThreadsAreServedWhileWritesAndSmallReadsGoOn() async throws {
         let node = try Self.makeNode(threads: 2, maxQueued: 64)
-        defer { node.store.close() }
+        defer { node.ports.close() }
         // ~1 MB under /big: each GET reads and serializes all of it on a read thread.
         let leaf = String(repeating: "v", count: 250)
         let big = "{" + (0..<4_000).map { #""k\#($0)":"\#(leaf)""# }.joined(separator: ",") + "}"
@@ -145,7 +145,7 @@ import Testing
             if name.hasPrefix("big") { #expect(try JSON.parse(text).objectValue?.count == 4_000, "\(name)") }
             if name.hasPrefix("get") { #expect(text == #""\#(leaf)""#, "\(name)") }
         }
-        #expect(try node.store.read(namespace: "ns", path: Path("small")).node.children.count == 10)
+        #expect(try node.ports.reader.read(namespace: "ns", path: Path("small")).node.children.count == 10)
         await node.reads.shutdown()
     }
 

@@ -23,14 +23,14 @@ import Testing
         } else {
             session = RealtimeSession(id: UUID().uuidString, namespace: "ns", limits: limits)
         }
-        let handler = RealtimeHandler(session: session, store: node.store, config: node.config, clock: node.rest.clock, reads: node.reads,
-                                      pipeline: WirePipeline(store: node.store, session: session))
+        let handler = RealtimeHandler(session: session, store: node.ports, config: node.config, clock: node.rest.clock, reads: node.reads,
+                                      pipeline: WirePipeline(writer: node.ports.writer, session: session))
         return (session, handler)
     }
 
     @Test func writesAreAnsweredInRequestOrderWithTheirOwnStatus() async throws {
         let (node, _) = try OperationsTests.makeNode()
-        #expect(node.store.pipelinedWriter(sink: WireResponses(session: RealtimeSession(id: "x", namespace: "ns", limits: .init()), limit: 1)) != nil)
+        #expect(node.ports.writer.pipelinedWriter(sink: WireResponses(session: RealtimeSession(id: "x", namespace: "ns", limits: .init()), limit: 1)) != nil)
         let (session, handler) = connect(node)
         var want: [Int64: String] = [:]
         for r in 1...200 {
@@ -52,7 +52,7 @@ import Testing
         #expect(responses.map(\.r) == (1...201).map { Int64($0) })
         #expect(Dictionary(uniqueKeysWithValues: responses.dropLast().map { ($0.r, $0.status) }) == want)
         #expect(responses.last?.status == "ok" && responses.last?.data == .int(199))
-        let stored = try node.store.read(namespace: "ns", path: Path("c")).node
+        let stored = try node.ports.reader.read(namespace: "ns", path: Path("c")).node
         #expect(stored.child("k6") == Node(.int(195)))
         #expect(stored.child("m") == Node(.int(150)))
         #expect(stored.child("bad").isEmpty)
@@ -88,7 +88,7 @@ import Testing
         let responses = await reader.value.compactMap(wireResponse)
         #expect(responses.map(\.r) == (1...100).map { Int64($0) })
         #expect(responses.allSatisfy { $0.status == "ok" })
-        #expect(try node.store.read(namespace: "ns", path: Path("lim/k0")).node == Node(.int(100)))
+        #expect(try node.ports.reader.read(namespace: "ns", path: Path("lim/k0")).node == Node(.int(100)))
     }
 
     /// Every pipelined `p` asks whether it is a priority write; the byte check must agree with

@@ -75,10 +75,24 @@ import EmberTestSupport
         }
     }
 
+    /// `ifDataVersion` is logged as the ETag text entries always carried (older members read it):
+    /// "v<version>" / "null_etag"; any other text names no version data can have.
+    @Test func dataVersionConditionKeepsTheLoggedText() throws {
+        #expect(LogEntry.encodeDataVersion(nil) == "null_etag" && LogEntry.encodeDataVersion(12) == "v12")
+        #expect(LogEntry.decodeDataVersion("null_etag") == nil && LogEntry.decodeDataVersion("v12") == 12)
+        for text in ["v007", "v", "v+5", "12", "\"v1\"", "garbage", "V1"] {
+            #expect(LogEntry.decodeDataVersion(text) == .max, "\(text)")
+        }
+        for c: WriteCondition in [.ifDataVersion(nil), .ifDataVersion(0), .ifDataVersion(41)] {
+            let e = LogEntry(index: 1, term: 1, namespace: "ns", operation: .set(path: p("/a"), value: .int(1), condition: c), timestamp: 0)
+            #expect(try LogEntry(decoding: e.encoded()) == e)
+        }
+    }
+
     @Test func logEntryRoundTripKeepsNumberKinds() throws {
         let e = LogEntry(index: 7, term: 3, namespace: "ns", operation: .update(path: p("/a"), values: [
             (p("b"), .double(2.0)), (p("c/d"), .int(2)), (p("e"), j(#"{"x":[1,2.5,"s",null,true],".sv":"timestamp"}"#)),
-        ], condition: .ifMatch("v3")), timestamp: 1234)
+        ], condition: .ifDataVersion(3)), timestamp: 1234)
         let d = try LogEntry(decoding: e.encoded())
         #expect(d == e)
         guard case .update(_, let vs, _) = d.operation, case .double = vs[0].1, case .int = vs[1].1 else {

@@ -106,7 +106,7 @@ import EmberTestSupport
             let ra = try a.read(namespace: "t", path: path), rb = try b.read(namespace: "t", path: path)
             #expect(ra.node == rb.node, "value of \(path) \(note)")
             #expect(ra.version == rb.version, "version of \(path) \(note)")
-            #expect(try a.etag(namespace: "t", path: path) == b.etag(namespace: "t", path: path), "etag of \(path) \(note)")
+            #expect(try a.dataVersion(namespace: "t", path: path) == b.dataVersion(namespace: "t", path: path), "data version of \(path) \(note)")
             #expect(try a.exists(namespace: "t", path: path) == b.exists(namespace: "t", path: path), "exists \(path) \(note)")
             let ka = try a.shallowKeys(namespace: "t", path: path), kb = try b.shallowKeys(namespace: "t", path: path)
             #expect(ka == kb, "shallow keys of \(path) \(note)")
@@ -207,8 +207,8 @@ import EmberTestSupport
         #expect(try s.get("/items/c2").priority == .number(7))
         #expect(try s.ver("/items/c1") == 1 && s.ver("/items/c1/score") == 1 && s.ver("/items/c1/score/x") == 1)
         #expect(try s.ver("/items") == 2 && s.ver("/items/c2/name") == 2 && s.ver("/") == 3)
-        #expect(try s.etag(namespace: "t", path: p("/items/c1/name")) == EmberStore.etag(version: 1))
-        #expect(try s.etag(namespace: "t", path: p("/items/c1/nope")) == EmberStore.nullETag)
+        #expect(try s.dataVersion(namespace: "t", path: p("/items/c1/name")) == 1)
+        #expect(try s.dataVersion(namespace: "t", path: p("/items/c1/nope")) == nil)
 
         // A write inside: the object is stored per leaf first, with its version row.
         let r = try await s.set("/items/c1/score", "5")                                // 4

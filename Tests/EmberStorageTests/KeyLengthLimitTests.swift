@@ -101,12 +101,12 @@ import EmberTestSupport
         #expect(try s.version(namespace: "t", path: lp) == 1)
         #expect(try s.version(namespace: "t", path: bp) == 2)
         #expect(try s.version(namespace: "t", path: try path([Self.k768])) == 2)
-        #expect(try s.etag(namespace: "t", path: lp) == "v1")
-        #expect(try s.etag(namespace: "t", path: try path(leaf + ["nope"])) == EmberStore.nullETag)
+        #expect(try s.dataVersion(namespace: "t", path: lp) == 1)
+        #expect(try s.dataVersion(namespace: "t", path: try path(leaf + ["nope"])) == nil)
         // Conditional writes compare against the long path's own version.
-        let stale = try await s.submit(namespace: "t", .set(path: lp, value: .int(9), condition: .ifMatch("v2")))
+        let stale = try await s.submit(namespace: "t", .set(path: lp, value: .int(9), condition: .ifDataVersion(2)))
         #expect(stale.outcome == .conditionFailed(current: Node(.int(1)), version: 1))
-        let ok = try await s.submit(namespace: "t", .set(path: lp, value: .int(9), condition: .ifMatch("v1")))
+        let ok = try await s.submit(namespace: "t", .set(path: lp, value: .int(9), condition: .ifDataVersion(1)))
         #expect(ok.isApplied && ok.version == 4)
         // An ancestor write dominates the versions below it (their overflow rows are dropped;
         // the ancestor's own, 772 bytes long, is the one left). Before it: rows of the three

@@ -47,8 +47,8 @@ import Testing
         let same = try await s.set("/a", #"{"b": 5, "c": 2}"#)  // 5: no-op, no bump
         #expect(same.outcome == .applied(changed: false) && same.changeSet.changes.isEmpty)
         #expect(try s.ver("/a") == 4 && s.ver("/") == 4)
-        #expect(try s.etag(namespace: "t", path: p("/a")) == "v4")
-        #expect(try s.etag(namespace: "t", path: p("/nope")) == EmberStore.nullETag)
+        #expect(try s.dataVersion(namespace: "t", path: p("/a")) == 4)
+        #expect(try s.dataVersion(namespace: "t", path: p("/nope")) == nil)
     }
 
     @Test func conditionalWrites() async throws {
@@ -65,11 +65,11 @@ import Testing
         #expect(try await s.set("/a", "3", .ifHash(h)).isApplied)
         #expect(try await s.set("/new", "1", .ifHash("x")).isApplied == false)
         #expect(try await s.set("/new", "1", .ifHash("")).isApplied)
-        #expect(try await s.set("/e", "1", .ifMatch("v0")).isApplied == false)
-        let e1 = try await s.set("/e", "1", .ifMatch(EmberStore.nullETag))
+        #expect(try await s.set("/e", "1", .ifDataVersion(0)).isApplied == false)
+        let e1 = try await s.set("/e", "1", .ifDataVersion(nil))
         #expect(e1.isApplied)
-        #expect(try await s.set("/e", "2", .ifMatch(EmberStore.nullETag)).isApplied == false)
-        #expect(try await s.set("/e", "2", .ifMatch(s.etag(namespace: "t", path: p("/e")))).isApplied)
+        #expect(try await s.set("/e", "2", .ifDataVersion(nil)).isApplied == false)
+        #expect(try await s.set("/e", "2", .ifDataVersion(s.dataVersion(namespace: "t", path: p("/e")))).isApplied)
         let u = try await s.update("/", [("e", "5"), ("f", "6")], .ifVersion(1))
         #expect(!u.isApplied)
         #expect(try s.get("/e") == n("2") && s.get("/f").isEmpty)

@@ -1,5 +1,4 @@
 import EmberCore
-import EmberStorage
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -16,12 +15,12 @@ import Synchronization
 /// - `GET /.ember/status`: the node's Raft view plus connections, listeners and client URLs.
 /// - `GET /.ember/backup` (admin): a consistent snapshot of the whole state as a backup file.
 /// - `POST /.ember/defrag` (admin): rewrites this node's data file compactly while it runs
-///   (`EmberStore.defrag`); member-local on a cluster member.
+///   (the admin `DefragPort`); member-local on a cluster member.
 ///
 /// Everything else goes to `RestHandler`; error answers are counted by reason for `/metrics`.
 final class AdminFront: Sendable {
     let rest: RestHandler
-    let store: any DataStore
+    let store: NodePorts
     let hub: StreamHub
     let realtime: RealtimeHub
     let metrics: NodeMetrics
@@ -29,7 +28,7 @@ final class AdminFront: Sendable {
     let logger: Logger
     private let backupsRunning = Atomic<Int>(0)
 
-    init(rest: RestHandler, store: any DataStore, hub: StreamHub, realtime: RealtimeHub, metrics: NodeMetrics,
+    init(rest: RestHandler, store: NodePorts, hub: StreamHub, realtime: RealtimeHub, metrics: NodeMetrics,
          config: NodeConfiguration, logger: Logger) {
         self.rest = rest
         self.store = store
@@ -85,7 +84,7 @@ final class AdminFront: Sendable {
         case "/metrics":
             let text = metrics.render(probe: NodeProbe.read(store), websockets: realtime.connectionCount,
                                       websocketListens: realtime.listenCount, sseStreams: hub.count,
-                                      engine: NodeProbe.storage(of: store))
+                                      engine: store.admin.storage)
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
@@ -116,7 +115,7 @@ final class AdminFront: Sendable {
     }
 
     func status() async throws -> JSON {
-        guard case .object(var s) = try await store.nodeStatus() else { throw RestError(500, "bad status") }
+        guard case .object(var s) = try await store.admin.status.nodeStatus() else { throw RestError(500, "bad status") }
         s["streams"] = .int(Int64(hub.count))
         s["connections"] = .int(Int64(realtime.connectionCount + hub.count))
         s["listeners"] = .int(Int64(realtime.listenCount + hub.count))
@@ -137,20 +136,19 @@ final class AdminFront: Sendable {
         members[ownID] = ownURL
         s["clientURLs"] = .object(members.mapValues { .string($0) })
         // Bytes per table, free pages and the file (a few mdb_stat calls and the free list).
-        if let storage = NodeProbe.storage(of: store) {
-            guard case .object(var fp) = try storage.footprint().json() else { throw RestError(500, "bad footprint") }
+        if let storage = store.admin.storage {
+            guard case .object(var fp) = try storage.footprint().json else { throw RestError(500, "bad footprint") }
             fp["defragRunning"] = .bool(storage.defragRunning)
-            fp["lastDefrag"] = storage.lastDefrag?.json() ?? .null
+            fp["lastDefrag"] = storage.lastDefrag?.json ?? .null
             s["storage"] = .object(fp)
         }
-        if let book = store.onDisconnectBook {
-            // Which incarnation holds each node's sessions, and sessions whose writes wait to run.
-            let pending = try book.sessions(limit: Self.maxCountedOnDisconnectSessions) { _, _, _, _ in true }.count
-            s["onDisconnect"] = .object([
-                "holders": .object(try book.holders().mapValues { .string($0) }),
-                "pendingSessions": .int(Int64(pending)),
-            ])
-        }
+        // Which incarnation holds each node's sessions, and sessions whose writes wait to run.
+        let book = store.onDisconnect
+        let pending = try book.sessions(limit: Self.maxCountedOnDisconnectSessions) { _, _, _, _ in true }.count
+        s["onDisconnect"] = .object([
+            "holders": .object(try book.holders().mapValues { .string($0) }),
+            "pendingSessions": .int(Int64(pending)),
+        ])
         return .object(s)
     }
 
@@ -180,16 +178,16 @@ final class AdminFront: Sendable {
     /// Runs an online defrag of this node's data file; answers its report, 507 with the bytes
     /// needed and available when the filesystem lacks room, 409 while another one runs.
     func defrag() async throws -> Response {
-        guard let storage = NodeProbe.storage(of: store) else { throw RestError(501, "This store cannot be defragmented") }
+        guard let defrag = store.admin.defrag else { throw RestError(501, "This store cannot be defragmented") }
         do {
-            let report = try await storage.defrag()
+            let report = try await defrag.defrag()
             logger.info("defrag done", metadata: ["bytesBefore": "\(report.bytesBefore)", "bytesAfter": "\(report.bytesAfter)",
                                                   "pauseMs": "\(Double(report.pauseNanos) / 1e6)"])
-            return RestHandler.json(report.json(), pretty: false)
-        } catch let e as DefragError {
+            return RestHandler.json(report.json, pretty: false)
+        } catch let e as DefragRefusal {
             logger.warning("defrag refused", metadata: ["reason": "\(e)"])
             switch e {
-            case .insufficientSpace(let needed, let available):
+            case .insufficientSpace(let needed, let available, _):
                 return RestHandler.json(.object(["error": .string(e.description), "neededBytes": .int(Int64(needed)),
                                                  "availableBytes": .int(Int64(available))]),
                                         pretty: false, status: .init(code: 507))
@@ -204,17 +202,17 @@ final class AdminFront: Sendable {
     /// Writes the snapshot to a temporary file next to the data (on its own thread: a large
     /// state takes a while and must not hold a cooperative thread), then streams that file.
     func backup() async throws -> Response {
-        guard let storage = NodeProbe.storage(of: store) else { throw RestError(501, "This store has no backups") }
+        guard let backup = store.admin.backup else { throw RestError(501, "This store has no backups") }
         guard backupsRunning.add(1, ordering: .relaxed).newValue <= config.operations.maxConcurrentBackups else {
             backupsRunning.subtract(1, ordering: .relaxed)
             throw RestError(503, "A backup is already running on this node; retry when it is done")
         }
         let file = (config.dataDirectory as NSString).appendingPathComponent(".backup-\(UUID().uuidString).ember")
-        let summary: BackupFormat.Summary
+        let summary: BackupResult
         do {
             summary = try await withCheckedThrowingContinuation { cont in
                 Thread.detachNewThread {
-                    do { cont.resume(returning: try storage.writeBackup(to: file)) } catch {
+                    do { cont.resume(returning: try backup.writeBackup(to: file)) } catch {
                         cont.resume(throwing: error)
                     }
                 }

@@ -1,9 +1,8 @@
-import EmberStorage
 import Foundation
 import Logging
 
 /// `--auto-defrag free-ratio,min-bytes,quiet-window` (off by default): the node defragments its
-/// own data file (`EmberStore.defrag`) when at least `freeRatio` of the file and `minBytes` are
+/// own data file (the admin `DefragPort`) when at least `freeRatio` of the file and `minBytes` are
 /// free pages and no write has committed for `quietWindow` (a bulk load is over; the copy's
 /// catch-up then has nothing to copy and the pause is shortest).
 public struct AutoDefragPolicy: Sendable, Equatable {
@@ -61,33 +60,34 @@ public struct AutoDefragPolicy: Sendable, Equatable {
 /// Runs the policy against the node's store until cancelled.
 struct AutoDefrag {
     let policy: AutoDefragPolicy
-    let store: EmberStore
+    let stats: any StorageStatsPort
+    let defrag: any DefragPort
     let logger: Logger
 
     func run() async {
-        var lastCommits = store.metrics.commits
+        var lastCommits = stats.counters.commits
         var quietSince = ContinuousClock.now
         while !Task.isCancelled {
             try? await Task.sleep(for: AutoDefragPolicy.checkInterval)
             if Task.isCancelled { return }
-            let commits = store.metrics.commits
+            let commits = stats.counters.commits
             if commits != lastCommits {
                 lastCommits = commits
                 quietSince = ContinuousClock.now
                 continue
             }
-            guard let f = try? store.footprint(),
+            guard let f = try? stats.footprint(),
                   policy.due(freeBytes: f.freeBytes, fileBytes: f.fileBytes, quiet: ContinuousClock.now - quietSince) else { continue }
             logger.info("auto-defrag starting", metadata: ["freeBytes": "\(f.freeBytes)", "fileBytes": "\(f.fileBytes)"])
             do {
-                let r = try await store.defrag()
+                let r = try await defrag.defrag()
                 logger.info("auto-defrag done", metadata: ["bytesBefore": "\(r.bytesBefore)", "bytesAfter": "\(r.bytesAfter)",
                                                            "pauseMs": "\(Double(r.pauseNanos) / 1e6)"])
             } catch {
                 logger.warning("auto-defrag did not run", metadata: ["reason": "\(error)"])
             }
             // The defrag's own commits are not writes: start the quiet window again from here.
-            lastCommits = store.metrics.commits
+            lastCommits = stats.counters.commits
             quietSince = ContinuousClock.now
         }
     }

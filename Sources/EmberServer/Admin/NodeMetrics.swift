@@ -1,6 +1,5 @@
 import CoreMetrics
 import EmberCore
-import EmberStorage
 import Prometheus
 import Synchronization
 
@@ -84,7 +83,7 @@ public final class NodeMetrics: Sendable {
     }
 
     /// Prometheus text: the registry's metrics, then the gauges read from the node now.
-    func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int, engine: EmberStore? = nil) -> String {
+    func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int, engine: (any StorageStatsPort)? = nil) -> String {
         var out = registry.emitToString()
         func gauge(_ name: String, _ help: String, _ values: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"

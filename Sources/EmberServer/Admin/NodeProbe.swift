@@ -1,6 +1,5 @@
 import EmberCore
 import EmberRaft
-import EmberStorage
 
 /// What the health, readiness and metrics endpoints read off the store, without going through
 /// `nodeStatus()` (which hashes the state): cheap enough for every scrape and probe.
@@ -16,15 +15,12 @@ struct NodeProbe: Sendable {
     var appliedIndex: UInt64
     var lastIndex: UInt64
     var peers: [String: Peer]
-    var storage: StorageMetrics?
+    var storage: StoreCounters?
 
-    /// The LMDB store under any of the node's `DataStore`s (nil for foreign test doubles).
-    static func storage(of store: any DataStore) -> EmberStore? { store.storageEngine }
-
-    static func read(_ store: any DataStore) -> NodeProbe {
-        let metrics = store.storageEngine?.metrics
-        guard let c = store.cluster?.probe() else {
-            let a = store.appliedIndex
+    static func read(_ store: NodePorts) -> NodeProbe {
+        let metrics = store.admin.storage?.counters
+        guard let c = store.admin.cluster?.probe() else {
+            let a = store.reader.appliedIndex
             return NodeProbe(clustered: false, id: "single", role: "leader", leader: "single", term: 0,
                              commitIndex: a, appliedIndex: a, lastIndex: a, peers: [:], storage: metrics)
         }

@@ -60,7 +60,7 @@ struct FastWriteQueue {
                                                         condition: nil, identity: identity)
             answer.echo = echo
             answers.append(answer)
-            if writer == nil { writer = rest.store.pipelinedWriter(sink: sink) }
+            if writer == nil { writer = rest.store.writer.pipelinedWriter(sink: sink) }
             guard let writer else {
                 // A store without pipelined writes (none today): answer as unavailable, in turn.
                 fill(tag, .failure(StoreUnavailable("The store takes no pipelined writes")))

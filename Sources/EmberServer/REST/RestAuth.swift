@@ -45,7 +45,7 @@ extension RestHandler {
                 throw RestError.badRequest("Rules must be UTF-8 text")
             }
             _ = try RulesDocument(text: text)  // 400 with the line and reason; nothing is logged
-            try await store.setRules(namespace: ns, text: text)
+            try await store.rules.setRules(namespace: ns, text: text)
             return Self.json(.object(["status": .string("ok")]), pretty: false)
         default:
             throw RestError(405, "Rules support GET and PUT")

@@ -25,7 +25,7 @@ extension RestHandler {
     func clusterAdmin(_ name: String, method: HTTPRequest.Method, request: Request, req: RestRequest,
                       channel: (any Channel)?, base: Identity = .anonymous) async throws -> Response {
         try authorizeAdmin(request: request, req: req, channel: channel, base: base)
-        guard let cluster = store.cluster else {
+        guard let cluster = store.admin.cluster else {
             throw RestError(404, "This node is not part of a cluster")
         }
         let operation: ClusterAdminOperation

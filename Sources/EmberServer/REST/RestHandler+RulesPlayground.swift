@@ -62,7 +62,7 @@ extension RestHandler {
             guard case .object(let parts) = value else { throw RestError.badRequest("An update's \"data\" must be an object") }
             updateParts = try validation.updateParts(base: path, parts)
         }
-        let decision: RulesDecision = try store.withRulesData(namespace: ns) { data in
+        let decision: RulesDecision = try store.reader.withRulesData(namespace: ns) { data in
             func node(_ j: JSON, at p: Path) throws -> Node {
                 let resolved = ServerValues.containsPlaceholder(j) ? try ServerValues.resolve(j, existing: data.node(at: p), now: now) : j
                 return try Node(json: resolved, depth: p.count)

@@ -7,7 +7,7 @@ import Synchronization
 
 /// The Firebase REST front: GET / PUT / POST / PATCH / DELETE on `/<path>.json` and SSE streams.
 public final class RestHandler: Sendable {
-    let store: any DataStore
+    let store: NodePorts
     let hub: StreamHub
     let config: NodeConfiguration
     let clock: @Sendable () -> Int64
@@ -22,7 +22,7 @@ public final class RestHandler: Sendable {
     /// Where reads of stored data run (not on Swift's cooperative threads).
     let reads: ReadPool
 
-    public init(store: any DataStore, hub: StreamHub, config: NodeConfiguration, reads: ReadPool,
+    public init(store: NodePorts, hub: StreamHub, config: NodeConfiguration, reads: ReadPool,
                 clock: @escaping @Sendable () -> Int64 = RestHandler.wallClockMillis) {
         self.store = store
         self.hub = hub
@@ -116,8 +116,8 @@ public final class RestHandler: Sendable {
 
     func get(_ req: RestRequest, identity: Identity, wantETag: Bool, ifNoneMatch: String?) async throws -> Response {
         let ns = req.namespace!
-        if req.linearizable { try await store.linearizableBarrier() }
-        await store.visibleReads()
+        if req.linearizable { try await store.reader.linearizableBarrier() }
+        await store.reader.visibleReads()
         // Judged here, at the node that serves the read, against its applied state.
         try gate.requireRead(ns, req.path, identity, query: req.query, now: clock())
         let priorityRead: Bool = if case .priority = req.target { true } else { false }
@@ -129,7 +129,7 @@ public final class RestHandler: Sendable {
             if q.index == .value, !gate.hasIndex(ns, at: path, named: ".value") {
                 throw RestError.badRequest(#"Index not defined, add ".indexOn": ".value", for path "\#(path)", to the rules"#)
             }
-            try await store.prepareQueries(namespace: ns)
+            try await store.reader.prepareQueries(namespace: ns)
         }
         // The read and the response's serialization (both grow with the data) on the read pool.
         return try await reads.run { [self] in try readResponse(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch) }
@@ -139,23 +139,23 @@ public final class RestHandler: Sendable {
     func readResponse(_ req: RestRequest, wantETag: Bool, ifNoneMatch: String?) throws -> Response {
         let ns = req.namespace!
         if case .priority(let path) = req.target {
-            let r = try store.read(namespace: ns, path: path)
+            let r = try store.reader.read(namespace: ns, path: path)
             return Self.json(r.node.priority?.json ?? .null, pretty: req.print == .pretty)
         }
         let path = req.path
         var value: JSON
         var etag: String?
         if let q = req.query, !req.shallow {
-            let r = try store.query(namespace: ns, path: path, query: q)
+            let r = try store.reader.query(namespace: ns, path: path, query: q)
             value = req.export ? r.node.exportJSON() : r.node.toJSON()
         } else if req.shallow && !wantETag && ifNoneMatch == nil {
             // Keys only: one seek per child, however large the children are. A location with no
             // children is a leaf (or nothing), which is cheap to read whole.
-            let keys = try store.shallowKeys(namespace: ns, path: path, after: req.shallowAfter, limit: req.query?.limit ?? .max)
+            let keys = try store.reader.shallowKeys(namespace: ns, path: path, after: req.shallowAfter, limit: req.query?.limit ?? .max)
             if keys.isEmpty && req.shallowAfter != nil {
                 value = .object([:])  // past the last key: an empty page
             } else if keys.isEmpty {
-                value = try store.read(namespace: ns, path: path).node.toJSON()
+                value = try store.reader.read(namespace: ns, path: path).node.toJSON()
             } else {
                 var o: [String: JSON] = [:]
                 o.reserveCapacity(keys.count)
@@ -163,7 +163,7 @@ public final class RestHandler: Sendable {
                 value = .object(o)
             }
         } else {
-            let r = try store.read(namespace: ns, path: path)
+            let r = try store.reader.read(namespace: ns, path: path)
             etag = ETag.of(node: r.node, version: r.version)
             if req.shallow {
                 var node = r.node
@@ -194,7 +194,7 @@ public final class RestHandler: Sendable {
     func stream(_ req: RestRequest, identity: Identity, channel: (any Channel)?) async throws -> Response {
         let ns = req.namespace!
         let path = req.path
-        await store.visibleReads()
+        await store.reader.visibleReads()
         try gate.requireRead(ns, path, identity, query: nil, now: clock())
         let address = ClientCredentials.address(of: channel)
         guard connectionsPerAddress.acquire(address) else { throw RestError(429, connectionsPerAddress.refusal) }
@@ -207,7 +207,7 @@ public final class RestHandler: Sendable {
         let initial: (text: String, appliedIndex: UInt64, version: UInt64)
         do {
             initial = try await reads.run {
-                let r = try store.read(namespace: ns, path: path)
+                let r = try store.reader.read(namespace: ns, path: path)
                 return (ChangeRouting.sseText(.put(path: .root, data: r.node)), r.appliedIndex, r.version)
             }
             hub.noteInitialRead(id: id, version: initial.version)
@@ -280,10 +280,10 @@ public final class RestHandler: Sendable {
             if req.print == .silent { return Self.cors(Response(status: .noContent)) }
             return Self.json(priority, pretty: req.print == .pretty)
         }
-        let condition = ifMatch.map { WriteCondition.etag($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
+        let condition = ifMatch.map { ETag.condition(ifMatch: $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
         if condition != nil && method == .post { throw RestError.badRequest("if-match is not supported on POST requests") }
         let (request, echo) = try prepareWrite(namespace: ns, path: path, method: method, json: json, condition: condition, identity: identity)
-        let outcome = try await store.write(request)
+        let outcome = try await store.writer.write(request)
         guard outcome.applied else {
             var resp = Self.json(outcome.value.toJSON(), pretty: false, status: .preconditionFailed)
             resp.headers[.eTag] = ETag.of(node: outcome.value, version: outcome.version)
@@ -346,7 +346,7 @@ public final class RestHandler: Sendable {
         case "healthz": return Self.json(.object(["status": .string("ok")]), pretty: false)
         case "readyz", "status":
             // Single node: a fixed leader; cluster node: its Raft view (ReplicatedDataStore).
-            guard case .object(var status) = try await store.nodeStatus() else { throw RestError(500, "bad status") }
+            guard case .object(var status) = try await store.admin.status.nodeStatus() else { throw RestError(500, "bad status") }
             status["streams"] = .int(Int64(hub.count))
             return Self.json(.object(status), pretty: false)
         default: throw RestError(404, "Unknown node endpoint /\(name)")

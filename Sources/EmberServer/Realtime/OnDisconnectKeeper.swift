@@ -1,10 +1,9 @@
 import EmberCore
-import EmberStorage
 import Foundation
 import Logging
 import Synchronization
 
-/// This node's side of durable onDisconnect (`OnDisconnectOperation`): its sessions' writes live
+/// This node's side of durable onDisconnect (`OnDisconnectCommand`): its sessions' writes live
 /// in the replicated log, named by the node and its incarnation (a token picked at each start),
 /// so they run even when this node dies.
 ///
@@ -44,25 +43,31 @@ public final class OnDisconnectKeeper: Sendable {
         var nonMemberSince: [String: ContinuousClock.Instant] = [:]
         var polls = 0
         /// Sessions whose `run` failed, and when to try again (at most `maxRunsPerPoll` kept).
-        var retryAfter: [OnDisconnectSession: ContinuousClock.Instant] = [:]
+        var retryAfter: [OnDisconnectRef: ContinuousClock.Instant] = [:]
     }
 
-    let store: any DataStore
+    /// Where the bookkeeping is logged and read.
+    let port: any OnDisconnectPort
+    /// This node's Raft view and the cluster's members (nil on a single node).
+    let cluster: (any ClusterControl)?
+    let status: any StatusPort
     let realtime: RealtimeHub
     let settings: Settings
     let logger: Logger
     private let state = Mutex(State())
     private let task = Mutex<Task<Void, Never>?>(nil)
 
-    init(store: any DataStore, realtime: RealtimeHub, settings: Settings, logger: Logger) {
-        self.store = store
+    init(store: NodePorts, realtime: RealtimeHub, settings: Settings, logger: Logger) {
+        self.port = store.onDisconnect
+        self.cluster = store.admin.cluster
+        self.status = store.admin.status
         self.realtime = realtime
         self.settings = settings
         self.logger = logger
     }
 
     /// This node's id in the bookkeeping (a single node is "single", as in its status).
-    var nodeID: String { store.cluster?.probe().id ?? "single" }
+    var nodeID: String { cluster?.probe().id ?? "single" }
 
     static func newIncarnation() -> String {
         String(UInt64.random(in: 0...UInt64.max), radix: 16)
@@ -71,7 +76,6 @@ public final class OnDisconnectKeeper: Sendable {
     public var incarnation: String { state.withLock { $0.incarnation } }
 
     func start() {
-        guard store.onDisconnectBook != nil else { return }
         let period = Duration.milliseconds(settings.pollMillis)
         task.withLock { t in
             precondition(t == nil, "the keeper starts once")
@@ -95,15 +99,15 @@ public final class OnDisconnectKeeper: Sendable {
     /// Logs a write to run when `session` ends; as the session's current identity.
     func register(_ write: WriteRequest, for session: RealtimeSession) async throws {
         let ref = try await name(of: session)
-        let logged = try await store.logOnDisconnect(.register(session: ref, write: LMDBDataStore.operation(for: write)),
-                                                     namespace: session.namespace, identity: session.identity)
+        let logged = try await port.log(.register(session: ref, write: OnDisconnectWrite(path: write.path, kind: write.kind)),
+                                        namespace: session.namespace, identity: session.identity)
         guard logged else { throw Self.expired }
     }
 
     /// `oc`: drops the session's writes at or below `path` everywhere.
     func cancel(at path: Path, for session: RealtimeSession) async throws {
         guard let ref = session.onDisconnectSession else { return }  // nothing was registered
-        _ = try await store.logOnDisconnect(.cancel(session: ref, path: path), namespace: session.namespace, identity: .admin)
+        _ = try await port.log(.cancel(session: ref, path: path), namespace: session.namespace, identity: .admin)
     }
 
     /// The session ended: its writes run now (if this fails, a later check runs them).
@@ -117,14 +121,14 @@ public final class OnDisconnectKeeper: Sendable {
 
     /// The session's name in the log: fixed by its first registration, with the incarnation
     /// whose `holder` entry is applied (logged first if needed).
-    func name(of session: RealtimeSession) async throws -> OnDisconnectSession {
+    func name(of session: RealtimeSession) async throws -> OnDisconnectRef {
         let current = try await confirmedIncarnation()
         if let ref = session.onDisconnectSession {
             // A session of a sealed incarnation is being dropped; it may not register more.
             guard ref.incarnation == current else { throw Self.expired }
             return ref
         }
-        let ref = OnDisconnectSession(node: nodeID, incarnation: current, id: session.id)
+        let ref = OnDisconnectRef(node: nodeID, incarnation: current, id: session.id)
         session.onDisconnectSession = ref
         return ref
     }
@@ -133,15 +137,15 @@ public final class OnDisconnectKeeper: Sendable {
     func confirmedIncarnation() async throws -> String {
         let (inc, confirmed) = state.withLock { ($0.incarnation, $0.confirmed) }
         if confirmed { return inc }
-        _ = try await store.logOnDisconnect(.holder(node: nodeID, incarnation: inc), namespace: OnDisconnectTable.namespace,
-                                            identity: .admin)
+        _ = try await port.log(.holder(node: nodeID, incarnation: inc), namespace: OnDisconnectCommand.bookkeepingNamespace,
+                               identity: .admin)
         state.withLock { if $0.incarnation == inc { $0.confirmed = true } }
         return inc
     }
 
-    func run(_ ref: OnDisconnectSession, namespace: String) async {
+    func run(_ ref: OnDisconnectRef, namespace: String) async {
         do {
-            _ = try await store.logOnDisconnect(.run(session: ref), namespace: namespace, identity: .admin)
+            _ = try await port.log(.run(session: ref), namespace: namespace, identity: .admin)
             state.withLock { _ = $0.retryAfter.removeValue(forKey: ref) }
         } catch {
             logger.warning("onDisconnect run failed; retried later", metadata: ["session": "\(ref)", "error": "\(error)"])
@@ -155,7 +159,7 @@ public final class OnDisconnectKeeper: Sendable {
     // MARK: - The periodic check
 
     func poll() async {
-        guard let book = store.onDisconnectBook else { return }
+        let book = port
         do {
             let me = nodeID
             // Read before the holders: a `holder` entry confirmed meanwhile is no seal.
@@ -196,7 +200,7 @@ public final class OnDisconnectKeeper: Sendable {
         }
     }
 
-    func due(_ ref: OnDisconnectSession) -> Bool {
+    func due(_ ref: OnDisconnectRef) -> Bool {
         state.withLock { s in (s.retryAfter[ref].map { $0 <= ContinuousClock.now }) ?? true }
     }
 
@@ -219,7 +223,7 @@ public final class OnDisconnectKeeper: Sendable {
     /// The term this node leads (a single node always leads), noting when that began.
     func leaderTerm() -> UInt64? {
         let term: UInt64
-        if let probe = store.cluster?.probe() {
+        if let probe = cluster?.probe() {
             guard probe.role == "leader" else {
                 state.withLock { $0.leaderTerm = nil }
                 return nil
@@ -241,8 +245,8 @@ public final class OnDisconnectKeeper: Sendable {
     /// Seals every other node's incarnation whose node has been silent past the lease, counted
     /// from when we became leader at the earliest (we cannot have heard from it before).
     func sealSilent(_ holders: [String: String], me: String, term: UInt64) async throws {
-        let probe = store.cluster?.probe()
-        let members = Set(store.memberDirectory?.members.keys.map { $0 } ?? [])
+        let probe = cluster?.probe()
+        let members = Set(status.memberDirectory?.members.keys.map { $0 } ?? [])
         let now = ContinuousClock.now
         for (node, inc) in holders.sorted(by: { $0.key < $1.key }) where node != me {
             let silent: Double = state.withLock { s in
@@ -258,12 +262,11 @@ public final class OnDisconnectKeeper: Sendable {
             }
             guard silent > settings.leaseSeconds else { continue }
             // Only an incarnation with writes to run needs sealing.
-            let book = store.onDisconnectBook
-            guard let book, try !book.sessions(limit: 1, include: { n, i, _, _ in n == node && i == inc }).isEmpty else { continue }
+            guard try !port.sessions(limit: 1, include: { n, i, _, _ in n == node && i == inc }).isEmpty else { continue }
             logger.warning("sealing the onDisconnect sessions of a silent node", metadata: [
                 "node": "\(node)", "incarnation": "\(inc)", "silentSeconds": "\(silent)"])
-            _ = try await store.logOnDisconnect(.seal(node: node, incarnation: inc), namespace: OnDisconnectTable.namespace,
-                                                identity: .admin)
+            _ = try await port.log(.seal(node: node, incarnation: inc), namespace: OnDisconnectCommand.bookkeepingNamespace,
+                                   identity: .admin)
         }
     }
 

@@ -1,5 +1,4 @@
 import EmberCore
-import struct EmberStorage.WriterStamp
 import Foundation
 
 /// Handles the requests of one wire-protocol session (reference §6.3): listens, gets, writes,
@@ -8,7 +7,7 @@ struct RealtimeHandler: Sendable {
     /// What every connection of a node shares: held once per node, not copied per connection
     /// (the configuration alone is hundreds of bytes).
     final class Services: Sendable {
-        let store: any DataStore
+        let store: NodePorts
         let config: NodeConfiguration
         let clock: @Sendable () -> Int64
         /// Where the initial data of listens and gets is read (not on Swift's cooperative threads).
@@ -19,7 +18,7 @@ struct RealtimeHandler: Sendable {
         /// Where onDisconnect writes are registered (nil: the node keeps none, `o` is refused).
         let onDisconnect: OnDisconnectKeeper?
 
-        init(store: any DataStore, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64, reads: ReadPool,
+        init(store: NodePorts, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64, reads: ReadPool,
              addressRate: RequestRateByAddress?, onDisconnect: OnDisconnectKeeper? = nil) {
             self.store = store
             self.onDisconnect = onDisconnect
@@ -37,7 +36,7 @@ struct RealtimeHandler: Sendable {
     /// them: each write is then awaited before the next request.
     var pipeline: WirePipeline? = nil
 
-    var store: any DataStore { services.store }
+    var store: NodePorts { services.store }
     var config: NodeConfiguration { services.config }
     var clock: @Sendable () -> Int64 { services.clock }
     var reads: ReadPool { services.reads }
@@ -52,7 +51,7 @@ struct RealtimeHandler: Sendable {
         self.pipeline = pipeline
     }
 
-    init(session: RealtimeSession, store: any DataStore, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64,
+    init(session: RealtimeSession, store: NodePorts, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64,
          reads: ReadPool, addressRate: RequestRateByAddress? = nil, pipeline: WirePipeline? = nil,
          onDisconnect: OnDisconnectKeeper? = nil) {
         self.init(session: session, services: Services(store: store, config: config, clock: clock, reads: reads, addressRate: addressRate,
@@ -173,10 +172,10 @@ struct RealtimeHandler: Sendable {
     }
 
     /// Ember extension of `p`/`m`: `"w": {"id": "<writer>", "n": <seq>}` names the write for
-    /// exactly-once across resends (`WriterStamp`). Absent: an ordinary write.
-    func writerStamp(_ b: [String: JSON]) throws -> WriterStamp? {
+    /// exactly-once across resends (`WriteStamp`). Absent: an ordinary write.
+    func writerStamp(_ b: [String: JSON]) throws -> WriteStamp? {
         guard let w = b["w"] else { return nil }
-        guard case .string(let id)? = w["id"], case .int(let n)? = w["n"], let stamp = WriterStamp(validating: id, seq: n) else {
+        guard case .string(let id)? = w["id"], case .int(let n)? = w["n"], let stamp = WriteStamp(validating: id, seq: n) else {
             throw EmberError.invalidData("w must be {\"id\": 1-64 characters of A-Z a-z 0-9 - _, \"n\": a positive integer}")
         }
         return stamp
@@ -227,7 +226,7 @@ struct RealtimeHandler: Sendable {
     func registerOnDisconnect(_ path: Path, _ kind: WriteRequest.Kind) async throws {
         guard let onDisconnect else { throw StoreUnavailable("This node keeps no onDisconnect operations") }
         let write = WriteRequest(namespace: session.namespace, path: path, kind: kind, identity: session.identity)
-        guard session.addOnDisconnect(LMDBDataStore.operation(for: write)) else {
+        guard session.addOnDisconnect(OnDisconnectWrite(path: path, kind: kind)) else {
             throw RestError(429, "Too many onDisconnect operations")
         }
         do { try await onDisconnect.register(write, for: session) } catch {
@@ -252,7 +251,7 @@ struct RealtimeHandler: Sendable {
     func listen(_ b: [String: JSON], r: Int64) async throws -> (String?, JSON) {
         let (path, qw, tag) = try listenIdentity(b)
         let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
-        await store.visibleReads()
+        await store.reader.visibleReads()
         try gate.requireRead(session.namespace, path, session.identity, query: tag == nil ? nil : query, now: clock())
         switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
         case .duplicate: return ("ok", .object([:]))
@@ -261,7 +260,7 @@ struct RealtimeHandler: Sendable {
         }
         let read: ReadResult
         let (store, ns) = (self.store, session.namespace)
-        do { read = try await reads.run { try store.read(namespace: ns, path: path) } } catch {
+        do { read = try await reads.run { try store.reader.read(namespace: ns, path: path) } } catch {
             session.endListen(path: path, queryWire: qw, tag: tag)
             throw error
         }
@@ -284,12 +283,12 @@ struct RealtimeHandler: Sendable {
         let path = try wirePath(b)
         var query: QuerySpec?
         if let qw = b["q"], case .object(let o) = qw, !o.isEmpty { query = try QuerySpec(wire: qw) }
-        await store.visibleReads()
+        await store.reader.visibleReads()
         try gate.requireRead(session.namespace, path, session.identity, query: query, now: clock())
         let (store, ns, window) = (self.store, session.namespace, query)
         // The read and its conversion (both grow with the data) on the read pool.
         return ("ok", try await reads.run {
-            let node = try store.read(namespace: ns, path: path).node
+            let node = try store.reader.read(namespace: ns, path: path).node
             return (window.map { $0.apply(to: node) } ?? node).exportJSON()
         })
     }
@@ -303,7 +302,7 @@ struct RealtimeHandler: Sendable {
         }
         let request = try setRequest(b)
         let path = request.path
-        let outcome = try await store.write(request)
+        let outcome = try await store.writer.write(request)
         // The change is on the node's feed: the response waits until the listeners have it.
         await session.feed?.barrier()
         // A failed compare-and-set: the current value reached the client's listens before this
@@ -314,7 +313,7 @@ struct RealtimeHandler: Sendable {
     func merge(_ b: [String: JSON]) async throws -> (String?, JSON) {
         let path = try wirePath(b)
         let parts = try mergeParts(path, b["d"])
-        _ = try await store.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
+        _ = try await store.writer.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
                                                identity: session.identity, writer: try writerStamp(b)))
         await session.feed?.barrier()
         return ("ok", .string(""))

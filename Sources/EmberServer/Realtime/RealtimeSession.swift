@@ -1,5 +1,4 @@
 import EmberCore
-import EmberStorage
 import Foundation
 import NIOCore
 import NIOWebSocket
@@ -37,8 +36,8 @@ public final class RealtimeSession: Sendable {
         var listens: [String: WireListen] = [:]
         /// The onDisconnect writes registered (the log holds them; this copy counts them against
         /// `maxOnDisconnect`), and the name the log knows the session by, once it registered one.
-        var onDisconnect: [WriteOperation] = []
-        var onDisconnectSession: OnDisconnectSession?
+        var onDisconnect: [OnDisconnectWrite] = []
+        var onDisconnectSession: OnDisconnectRef?
         /// Who the connection speaks for (`auth`/`gauth`); anonymous until then and after expiry.
         var identity: Identity = .anonymous
         /// Bumped on every identity change, so a stale expiry timer does nothing.
@@ -392,7 +391,7 @@ public final class RealtimeSession: Sendable {
 
     // MARK: - onDisconnect
 
-    func addOnDisconnect(_ write: WriteOperation) -> Bool {
+    func addOnDisconnect(_ write: OnDisconnectWrite) -> Bool {
         state.withLock { s in
             guard s.onDisconnect.count < limits.maxOnDisconnect else { return false }
             s.onDisconnect.append(write)
@@ -406,11 +405,11 @@ public final class RealtimeSession: Sendable {
     }
 
     func cancelOnDisconnect(at path: Path) {
-        state.withLock { s in s.onDisconnect = OnDisconnectCancel.apply(s.onDisconnect, cancel: path).compactMap { $0 } }
+        state.withLock { s in s.onDisconnect = OnDisconnectWrite.cancel(s.onDisconnect, at: path) }
     }
 
     /// How the log names this session (set by its first registration).
-    var onDisconnectSession: OnDisconnectSession? {
+    var onDisconnectSession: OnDisconnectRef? {
         get { state.withLock { $0.onDisconnectSession } }
         set { state.withLock { $0.onDisconnectSession = newValue } }
     }

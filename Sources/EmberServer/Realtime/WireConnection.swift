@@ -150,10 +150,10 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         let services = self.services
         session.onIdentityChanged { session in RealtimeHandler.rejudgeListens(of: session, gate: services.gate, now: services.clock()) }
         let handler = RealtimeHandler(session: session, services: services,
-                                      pipeline: WirePipeline(store: services.store, session: session))
+                                      pipeline: WirePipeline(writer: services.store.writer, session: session))
         started = Started(session: session, handler: handler)
         session.attach(channel: channel) { self.channel.eventLoop.execute { self.sessionEnded() } }
-        let nodes = services.config.operations.handshakeClientURLs(directory: services.store.memberDirectory)
+        let nodes = services.config.operations.handshakeClientURLs(directory: services.store.admin.status.memberDirectory)
         session.send(WireMessages.hello(timestamp: services.clock(), host: host, session: id, nodes: nodes))
         let loop = channel.eventLoop
         // A peer that vanished without closing is found by its missing pong.

@@ -14,14 +14,14 @@ struct WirePipeline: Sendable {
     let writer: any PipelinedWriter
     let responses: WireResponses
 
-    /// nil when the store has no pipelined writes (both node stores have them: `LMDBDataStore`
+    /// nil when the write port has no pipelined writes (both node stores have them: `LMDBDataStore`
     /// and, in a cluster, `ReplicatedDataStore`); then writes are awaited one by one.
-    init?(store: any DataStore, session: RealtimeSession) {
+    init?(writer port: any WritePort, session: RealtimeSession) {
         let responses = WireResponses(session: session, limit: session.limits.maxPipelinedWrites)
         // Behind the commit's changes on the node's feed: a listener hears of a write before
         // its writer's ack (both share the session's ordered queue).
         let sink: any WriteOutcomeSink = session.feed.map { FeedOrderedSink(feed: $0, sink: responses) } ?? responses
-        guard let writer = store.pipelinedWriter(sink: sink) else { return nil }
+        guard let writer = port.pipelinedWriter(sink: sink) else { return nil }
         self.writer = writer
         self.responses = responses
     }

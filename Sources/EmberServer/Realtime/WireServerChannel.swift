@@ -42,7 +42,7 @@ struct WireServerChannel: ServerChildChannel, HTTPChannelHandler {
         self.http1 = http1
         self.maxFrameSize = maxFrameSize
         self.node = node
-        services = RealtimeHandler.Services(store: node.store, config: node.config, clock: node.rest.clock, reads: node.reads,
+        services = RealtimeHandler.Services(store: node.ports, config: node.config, clock: node.rest.clock, reads: node.reads,
                                             addressRate: node.rest.addressRequestRate, onDisconnect: node.onDisconnect)
     }
 

@@ -1,21 +1,27 @@
 import EmberCore
 import EmberRules
-import EmberStorage
 
 /// The rules refused a read or a write. REST 401 `Permission denied`; wire `permission_denied`.
 /// Read decisions at the node that serves the read, by the rules in force for the namespace
 /// (stored through the log, else the node's default). Writes are judged in the store, at apply.
 struct RulesGate: Sendable {
-    let store: any DataStore
+    let reader: any ReadPort
+    let rules: any RulesPort
     let defaults: RulesDocument
 
+    init(store: NodePorts, defaults: RulesDocument) {
+        reader = store.reader
+        rules = store.rules
+        self.defaults = defaults
+    }
+
     func engine(_ ns: String) -> RulesEngine {
-        store.storedRules(namespace: ns)?.engine ?? defaults.engine
+        rules.storedRules(namespace: ns)?.engine ?? defaults.engine
     }
 
     /// The rules text in force (what `GET /.settings/rules.json` answers).
     func text(_ ns: String) -> String {
-        store.storedRules(namespace: ns)?.text ?? defaults.text
+        rules.storedRules(namespace: ns)?.text ?? defaults.text
     }
 
     func hasIndex(_ ns: String, at path: Path, named index: String) -> Bool {
@@ -28,7 +34,7 @@ struct RulesGate: Sendable {
         if identity.isAdmin { return true }
         let e = engine(ns)
         if let verdict = e.readVerdictWithoutEvaluation(at: path) { return verdict }
-        return try store.withRulesData(namespace: ns) { data in
+        return try reader.withRulesData(namespace: ns) { data in
             e.canRead(path: path, auth: identity.authVariable, data: data, now: now, query: query)
         }
     }
@@ -49,7 +55,7 @@ struct RulesGate: Sendable {
         let paths = isUpdate ? parts.map { path.appending($0.0) } : [path]
         if e.writeGrantedWithoutEvaluation(at: paths) { return true }
         let auth = identity.authVariable
-        return try store.withRulesData(namespace: ns) { data in
+        return try reader.withRulesData(namespace: ns) { data in
             var nodes: [(Path, Node)] = []
             for (rel, j) in parts {
                 let at = path.appending(rel)

@@ -1,4 +1,3 @@
-import EmberStorage
 import Foundation
 import Synchronization
 
@@ -172,7 +171,7 @@ public final class ChangeFeed: @unchecked Sendable {
     private func run() {
         // The store's writer may wait on this thread (a full queue), so its reads (rules
         // revocation, resync) must never wait on the writer's pending commit.
-        EmberStore.readWithoutWaitingOnThisThread()
+        FanOutThread.markCurrent()
         while true {
             condition.lock()
             while queue.count == head && !stopped {
