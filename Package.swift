@@ -180,6 +180,10 @@ var package = Package(
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft", "EmberRaftSim"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore", "EmberTestSupport"]),
         .testTarget(name: "EmberProtocolTests", dependencies: ["EmberProtocol", "EmberCore", "EmberTestSupport"]),
+        .testTarget(name: "EmberNodeStoreTests", dependencies: [
+            "EmberNodeStore", "EmberCore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "EmberClusterTests", dependencies: [
             "EmberCluster", "EmberNodeStore", "EmberStorage", "EmberRaft", "EmberCore", "EmberTestSupport",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -202,7 +206,7 @@ var package = Package(
 )
 
 if light {
-    let heavy: Set<String> = ["EmberNodeStore", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests", "EmberClusterTests",
+    let heavy: Set<String> = ["EmberNodeStore", "EmberNodeStoreTests", "EmberCluster", "EmberServer", "emberd", "ember-bench", "ember", "EmberServerTests", "EmberClusterTests",
                               "EmberClient", "EmberClientTests", "ember-persistence-probe", "EmberSeedSnippetTests"]
     package.targets.removeAll { heavy.contains($0.name) }
     package.products.removeAll { heavy.contains($0.name) }

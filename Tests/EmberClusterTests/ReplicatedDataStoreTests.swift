@@ -74,10 +74,18 @@ import Glibc
             WriteRequest(namespace: "ns", path: try Path("a"), kind: .set(.object(["v": .int(1)])), identity: .admin))
         #expect(outcome.applied && follower.appliedIndex >= outcome.index)
         #expect(try follower.reader.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
-        // Every node sees it after a linearizable barrier.
+        // Every node sees it after a linearizable barrier (the read port's, a Raft ReadIndex).
         for n in nodes {
-            try await n.linearizableBarrier()
-            #expect(try n.reader.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
+            try await n.ports.reader.linearizableBarrier()
+            #expect(try n.ports.reader.read(namespace: "ns", path: Path("a/v")).node == Node(json: .int(1)))
+        }
+        // The membership namespace is the cluster's own: the member's read and write ports refuse it.
+        #expect(throws: StoreRefusal.forbidden("Namespace \(MemberDirectory.namespace) is reserved for cluster membership; use /.ember/status")) {
+            _ = try follower.ports.reader.read(namespace: MemberDirectory.namespace, path: .root)
+        }
+        await #expect(throws: StoreRefusal.self) {
+            _ = try await follower.ports.writer.write(WriteRequest(namespace: MemberDirectory.namespace, path: try Path("x"),
+                                                                   kind: .set(.int(1)), identity: .admin))
         }
         guard case .object(let status) = try await first.nodeStatus(), case .object(let progress)? = status["peers"] else {
             Issue.record("leader status without peers")
