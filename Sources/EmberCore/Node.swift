@@ -267,7 +267,7 @@ extension Node {
     }
 
     /// `^(0|[1-9]\d*)$`, bounded so the array stays small.
-    static func arrayIndex(_ key: String) -> Int? {
+    public static func arrayIndex(_ key: String) -> Int? {
         let u = Array(key.utf8)
         guard !u.isEmpty, u.count <= 9 else { return nil }
         if u.count > 1 && u[0] == 48 { return nil }

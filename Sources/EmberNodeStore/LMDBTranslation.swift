@@ -101,7 +101,7 @@ public enum LMDBTranslation {
     public static func translate(_ e: StorageError) -> Error {
         switch e {
         case .invalid(let inner): return inner
-        case .queueFull, .closed: return StoreUnavailable("\(e)")
+        case .queueFull, .closed, .tooManyStreams: return StoreUnavailable("\(e)")
         case .invalidNamespace, .entryTooLarge, .tooManyIndexes, .invalidRules, .readTooLarge:
             return StoreRefusal.badRequest("\(e)")
         default: return e

@@ -17,6 +17,10 @@ public protocol ReadPort: Sendable {
     /// Runs `body` over one consistent snapshot of a namespace, read on demand by rules (so a
     /// rule's `root.child('big').exists()` does not load `big`).
     func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T
+    /// The JSON of the location streamed from one snapshot as the caller pulls it (`ReadStream`);
+    /// nil when this port does not stream (the caller reads whole). Synchronous store work: the
+    /// front runs it, and each `next`, on its `ReadPool`.
+    func openReadStream(namespace: String, path: Path, format: TreeJSONFormat) throws -> (any ReadStream)?
     /// Readies a namespace for `query`: builds its indexes the first time it is queried (which
     /// writes); cheap afterwards. Awaited before the query itself runs on the read pool.
     func prepareQueries(namespace: String) async throws

@@ -17,6 +17,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case corrupt(String)
     case tooManyIndexes(limit: Int)
     case readTooLarge(limit: Int)
+    /// `StoreOptions.maxTreeStreams` streamed reads are open (retry later: 503).
+    case tooManyStreams(limit: Int)
     /// A rules document that does not load (parse or type error), with its line and reason.
     case invalidRules(line: Int, reason: String)
     /// The data directory was written by a newer build whose storage format this build cannot
@@ -36,6 +38,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .tooManyIndexes(let limit): return "Too many index definitions (limit \(limit))"
         // Firebase's text for a read over its response limit.
         case .readTooLarge: return "Data requested exceeds the maximum size that can be accessed with a single request."
+        case .tooManyStreams(let limit): return "Too many streamed reads in progress on this node (\(limit)); retry later"
         case .invalidRules(let line, let reason): return "Rules refused: line \(line): \(reason)"
         case .newerStorageFormat(let found, let newest):
             return "The data directory has storage format \(found); this build (\(BuildInfo.version)) opens formats up to \(newest). "

@@ -44,6 +44,9 @@ public struct StoreOptions: Sendable {
     /// 256 MB; a read that large would hold a thread for seconds and gigabytes of memory here.
     /// Writes and rules reads are not limited (they must see the whole old value).
     public var maxReadBytes: Int = 512 << 20
+    /// Streamed reads (`TreeStream`) open at once. Each holds a reader slot (of `maxReaders`) and
+    /// keeps its snapshot's pages from reuse while its client reads; one more is refused.
+    public var maxTreeStreams: Int = 64
     /// Store small objects written whole as one tree record each (`InlineObject`). false writes
     /// the per-leaf format of before (both are always read; tests use it for old directories).
     public var inlineObjects: Bool = true
@@ -166,6 +169,7 @@ public final class EmberStore: @unchecked Sendable {
         core.queue.withLock { $0.pending.append(.stop) }
         wake.signal()
         core.stopped.wait()
+        core.streams.closeAll()  // their read transactions end before the environment closes
         for c in core.subscribers.withLock({ s in defer { s.removeAll() }; return Array(s.values) }) { c.finish() }
         core.environment.withLock { $0 }.close()
         directoryLock.release()
@@ -561,6 +565,8 @@ final class StoreCore: @unchecked Sendable {
     let commitHandlers = Mutex([@Sendable ([WriteResult]) -> Void]())
     let isClosed = Atomic<Bool>(false)
     let indexEntriesScanned = Atomic<UInt64>(0)
+    /// Streamed reads open now (`TreeStream`).
+    let streams = StreamRegistry()
     /// Committed stored rules per namespace (the writer's copy, published after each commit).
     let storedRules = Mutex([String: StoredRules]())
     /// Rules for namespaces without stored rules (the node's `--rules` file); nil = open.

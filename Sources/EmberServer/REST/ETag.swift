@@ -7,7 +7,12 @@ enum ETag {
     static let null = "null_etag"
 
     static func of(node: Node, version: UInt64) -> String {
-        node.isEmpty ? null : "v\(version)"
+        of(exists: !node.isEmpty, version: version)
+    }
+
+    /// The same from a streamed read, which knows whether there is data without reading it.
+    static func of(exists: Bool, version: UInt64) -> String {
+        exists ? "v\(version)" : null
     }
 
     /// `if-match` as a write condition. Text that is no ETag of ours names no version data can

@@ -131,6 +131,10 @@ public final class RestHandler: Sendable {
             }
             try await store.reader.prepareQueries(namespace: ns)
         }
+        if StreamedRead.applies(to: req),
+           let streamed = try await streamedResponse(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch) {
+            return streamed
+        }
         // The read and the response's serialization (both grow with the data) on the read pool.
         return try await reads.run { [self] in try readResponse(req, wantETag: wantETag, ifNoneMatch: ifNoneMatch) }
     }

@@ -47,10 +47,13 @@ public final class ReadPool: Sendable {
     /// Runs `body` (blocking store work) on a pool thread and returns its result. Throws
     /// `StoreUnavailable` when `maxQueued` reads already wait, or once the pool is shut down; a
     /// cancelled caller's read is dropped if it has not started.
-    public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    /// `continuing`: a later step of work admitted before (the next chunk of a streamed read,
+    /// whose number the store bounds): it waits for a thread rather than being refused, which
+    /// would cut an answer already under way.
+    public func run<T: Sendable>(continuing: Bool = false, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         let before = admitted.wrappingAdd(1, ordering: .relaxed).oldValue
         defer { admitted.wrappingSubtract(1, ordering: .relaxed) }
-        guard before < limits.threads + limits.maxQueued else { throw StoreUnavailable(refusal) }
+        guard continuing || before < limits.threads + limits.maxQueued else { throw StoreUnavailable(refusal) }
         let running = phase.withLock { p -> Bool in
             if p == .idle {
                 pool.start()
