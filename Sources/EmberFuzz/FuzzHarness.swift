@@ -25,6 +25,7 @@ public enum FuzzHarness {
     /// Parse; serializing is a fixed point; the node built from it survives export and back.
     public static func json(_ data: [UInt8]) throws(FuzzViolation) {
         let bytes = Array(data.prefix(maxInputBytes))
+        try jsonStream(bytes)
         guard let j = try? JSON.parse(bytes) else { return }
         let once = j.serializedBytes()
         guard let again = try? JSON.parse(once) else { throw fail("serialized JSON does not parse: \(text(once))") }
@@ -38,6 +39,67 @@ public enum FuzzHarness {
         let exported = node.exportJSON()
         guard let back = try? Node(json: exported) else { throw fail("export form does not parse back: \(exported.serialized())") }
         try check(back == node, "export round trip changed the node: \(exported.serialized())")
+    }
+
+    /// The streaming reader (`JSONEventReader`, `ember import`) accepts exactly what the parser
+    /// accepts, in any split of the input, and its events build the same value; the import's
+    /// parts (`ImportSplitter`, split small so most inputs split) written into an empty tree
+    /// give the node the whole document makes.
+    static func jsonStream(_ bytes: [UInt8]) throws(FuzzViolation) {
+        let whole = try? JSON.parse(bytes)
+        let split = 1 + Int(bytes.reduce(0) { ($0 &* 31 &+ Int($1)) & 0xFFFF } % 13)
+        let streamed = try? JSONEventReader.parseInPieces(bytes, split: split)
+        try check((whole == nil) == (streamed == nil),
+                  "stream reader \(streamed == nil ? "refused" : "accepted") what the parser \(whole == nil ? "refused" : "accepted"): \(text(bytes))")
+        guard let whole, let streamed else { return }
+        try check(whole.serializedBytes() == streamed.serializedBytes(), "stream reader built another value: \(text(bytes))")
+        // Repeated keys: the parser keeps the last; split parts may merge them (documented).
+        guard case .object = whole, let node = try? Node(json: whole), !hasRepeatedKeys(bytes) else { return }
+        var reader = JSONEventReader()
+        var splitter = ImportSplitter(maxPartBytes: 16, targetDepth: 0)
+        var built = Node.empty
+        var priorities: [(Path, JSON)] = []
+        do {
+            let take: (JSONEventReader.Event, Int64) throws -> Void = { e, offset in
+                try splitter.handle(e, offset: offset) { part in
+                    let path = Path(validated: part.path)
+                    switch part.kind {
+                    case .value: built = built.setting(try Node(json: part.value), at: path)
+                    case .priority: priorities.append((path, part.value))
+                    }
+                }
+            }
+            try reader.feed(bytes, take)
+            try reader.finish(take)
+        } catch {
+            throw fail("import split refused a document the node takes (\(error)): \(text(bytes))")
+        }
+        for (path, p) in priorities {
+            guard let pr = try? Priority(json: p) else { throw fail("a priority part that is no priority: \(text(bytes))") }
+            built = built.setting(built.child(at: path).withPriority(pr), at: path)
+        }
+        try check(built == node, "import parts rebuild another node: \(built.exportJSON().serialized()) vs \(node.exportJSON().serialized()) from \(text(bytes))")
+    }
+
+    /// Whether some object of the (valid) document repeats a key.
+    static func hasRepeatedKeys(_ bytes: [UInt8]) -> Bool {
+        var reader = JSONEventReader()
+        var seen: [Set<String>?] = []
+        var repeated = false
+        let look: (JSONEventReader.Event, Int64) -> Void = { e, _ in
+            switch e {
+            case .beginObject: seen.append([])
+            case .beginArray: seen.append(nil)
+            case .endObject, .endArray: seen.removeLast()
+            case .key(let k): if seen[seen.count - 1]?.insert(k).inserted == false { repeated = true }
+            case .value: break
+            }
+        }
+        do {
+            try reader.feed(bytes, look)
+            try reader.finish(look)
+        } catch { return false }
+        return repeated
     }
 
     // MARK: - Paths and keys
