@@ -28,39 +28,74 @@ public enum BackupFormat {
     static func be64(_ n: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: n >> (56 - 8 * UInt64($0))) } }
     static func readBE(_ b: ArraySlice<UInt8>) -> UInt64 { b.reduce(0) { ($0 << 8) | UInt64($1) } }
 
-    /// Reads and verifies a whole backup file; returns its chunks (in memory: installing a
-    /// snapshot takes them all in one write transaction) and its summary.
-    public static func read(path: String) throws -> (chunks: [[UInt8]], summary: Summary) {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw BackupError("cannot open backup file \(path)")
-        }
-        defer { try? handle.close() }
-        func take(_ n: Int) throws -> [UInt8] {
-            guard let d = try handle.read(upToCount: n), d.count == n else {
-                throw BackupError("backup file \(path) is truncated")
+    /// Reads a backup file's frames one at a time (a restore and a verification hold one
+    /// chunk, not the file): `next` returns each chunk, then nil at the trailer, which it checks.
+    public final class Reader {
+        let path: String
+        let handle: FileHandle
+        private var digests: [UInt8] = []
+        private var total: UInt64 = 0
+        public private(set) var frames: UInt64 = 0
+        public private(set) var appliedIndex: UInt64 = 0
+        private var ended = false
+
+        public init(path: String) throws {
+            guard let handle = FileHandle(forReadingAtPath: path) else { throw BackupError("cannot open backup file \(path)") }
+            self.path = path
+            self.handle = handle
+            guard try take(magic.count) == magic else {
+                try? handle.close()
+                throw BackupError("\(path) is not an Ember backup file")
             }
+        }
+
+        deinit { try? handle.close() }
+
+        private func take(_ n: Int) throws -> [UInt8] {
+            guard let d = try handle.read(upToCount: n), d.count == n else { throw BackupError("backup file \(path) is truncated") }
             return Array(d)
         }
-        guard try take(magic.count) == magic else { throw BackupError("\(path) is not an Ember backup file") }
-        var chunks: [[UInt8]] = []
-        var digests: [UInt8] = []
-        var total: UInt64 = 0
-        while true {
+
+        /// The next chunk, or nil after the last one once the trailer checked out.
+        public func next() throws -> [UInt8]? {
+            if ended { return nil }
             let n = Int(readBE(try take(4)[...]))
-            if n == 0 { break }
+            if n == 0 {
+                let trailer = try take(36)
+                guard readBE(trailer[0..<8]) == frames, readBE(trailer[8..<16]) == total,
+                      Array(trailer[16..<36]) == SHA1.digest(digests) else {
+                    throw BackupError("backup file \(path) fails its checksum")
+                }
+                guard frames > 0 else { throw BackupError("backup file \(path) holds no snapshot") }
+                ended = true
+                return nil
+            }
             guard n <= maxFrameBytes else { throw BackupError("backup frame of \(n) bytes exceeds \(maxFrameBytes)") }
             let chunk = try take(n)
+            if frames == 0 { appliedIndex = try headerAppliedIndex(chunk) }
             digests += SHA1.digest(chunk)
             total += UInt64(n)
-            chunks.append(chunk)
+            frames += 1
+            return chunk
         }
-        let trailer = try take(36)
-        guard readBE(trailer[0..<8]) == UInt64(chunks.count), readBE(trailer[8..<16]) == total,
-              Array(trailer[16..<36]) == SHA1.digest(digests) else {
-            throw BackupError("backup file \(path) fails its checksum")
-        }
-        guard let first = chunks.first else { throw BackupError("backup file \(path) holds no snapshot") }
-        return (chunks, Summary(appliedIndex: try headerAppliedIndex(first), frames: UInt64(chunks.count), bytes: total))
+
+        public var summary: Summary { Summary(appliedIndex: appliedIndex, frames: frames, bytes: total) }
+    }
+
+    /// Checks a whole backup file (frames, sizes, checksum) one frame at a time.
+    public static func verify(path: String) throws -> Summary {
+        let r = try Reader(path: path)
+        while try r.next() != nil {}
+        return r.summary
+    }
+
+    /// Reads and verifies a whole backup file; returns its chunks (all in memory: for tests and
+    /// small files; restores go frame by frame, `Reader`) and its summary.
+    public static func read(path: String) throws -> (chunks: [[UInt8]], summary: Summary) {
+        let r = try Reader(path: path)
+        var chunks: [[UInt8]] = []
+        while let c = try r.next() { chunks.append(c) }
+        return (chunks, r.summary)
     }
 
     /// The applied index in a snapshot's first record (table 0xFF, empty key, u64 BE applied...).
@@ -111,9 +146,18 @@ extension EmberStore {
 
     /// Replaces the whole state with a verified backup file (offline restore of a node's data).
     @discardableResult
+    /// Verified first (a bad file installs nothing), then installed frame by frame: memory
+    /// holds one chunk, not the backup.
     public func restoreBackup(from path: String) async throws -> BackupFormat.Summary {
-        let (chunks, summary) = try BackupFormat.read(path: path)
-        try await installSnapshot(chunks: chunks)
+        let summary = try BackupFormat.verify(path: path)
+        let installed = try await perform { w -> BackupFormat.Summary in
+            let reader = try BackupFormat.Reader(path: path)
+            try w.installSnapshot(next: { try reader.next() })
+            return reader.summary
+        }
+        // A file changed since it was verified fails its checksum before the commit; this
+        // catches one replaced by another valid backup.
+        guard installed == summary else { throw BackupError("backup file \(path) changed while it was restored") }
         return summary
     }
 }

@@ -24,7 +24,7 @@ struct BackupCommand: AsyncParsableCommand {
                 let bytes = try await streamToFile(response.body, path: out,
                                                    progress: TransferProgress("backup", total: total, enabled: !quiet && !output.json))
                 let summary: BackupFormat.Summary
-                do { summary = try BackupFormat.read(path: out).summary } catch {
+                do { summary = try BackupFormat.verify(path: out) } catch {
                     try? FileManager.default.removeItem(atPath: out)
                     throw CLIError("the backup received is not valid (\(error)); nothing kept")
                 }
@@ -51,7 +51,7 @@ struct RestoreCommand: AsyncParsableCommand {
     func run() async throws {
         try await runCLI {
             // Verify first: nothing is created or replaced for a bad file.
-            _ = try BackupFormat.read(path: input)
+            _ = try BackupFormat.verify(path: input)
             try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
             let store: EmberStore
             do { store = try EmberStore(directory: data, options: StoreOptions()) } catch {
