@@ -28,6 +28,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import local_cluster  # noqa: E402
 
+_local_cluster = local_cluster.load()
+
 PUSH_CHARS = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 
 
@@ -170,7 +172,7 @@ def main():
     t0 = time.time()
     size, children = generate(src, a.mb)
     print(f"generated {size / 2**20:.1f} MiB, {children} users in {time.time() - t0:.1f} s")
-    port = local_cluster.free_port()
+    port = _local_cluster.free_port()
     data = os.path.join(work, "data")
     log = open(os.path.join(work, "emberd.log"), "ab")
     node = subprocess.Popen([os.path.join(bindir, "emberd"), "--data", data, "--port", str(port)], stdout=log, stderr=log)
