@@ -71,11 +71,14 @@ if [ "$mode" = host ]; then
   fi
 fi
 
-version=$("$( [ "$mode" = host ] && echo "$STAGE/bin/emberd" || echo .build/release/emberd )" --version 2>/dev/null | head -1 | awk '{print $2}' || true)
-if [ -z "$version" ]; then
-  # A source build has no host binary to ask: read the constant it is compiled from.
+if [ "$mode" = host ]; then
+  # The staged binaries say what they are (--binaries DIR may hold another build).
+  version=$("$STAGE/bin/emberd" --version 2>/dev/null | head -1 | awk '{print $2}' || true)
+else
+  # A source build compiles this tree: its constant, never a possibly stale .build/ binary.
   version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/EmberCore/BuildInfo.swift)
 fi
+[ -n "$version" ] || { echo "image: cannot tell the version of the binaries" >&2; exit 1; }
 if [ "${#TAGS[@]}" -eq 0 ]; then TAGS=("ember:$version" "ember:latest"); fi
 tag_args=()
 for t in "${TAGS[@]}"; do tag_args+=(-t "$t"); done

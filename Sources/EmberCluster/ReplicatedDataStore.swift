@@ -245,7 +245,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
 
     public func nodeStatus() async throws -> JSON {
         let s = host.status
-        var out: [String: JSON] = [
+        var out: KeyMap<JSON> = [
             "id": .string(s.id),
             "role": .string(s.removed ? "removed" : s.role == .preCandidate ? "candidate" : s.role.rawValue),
             "term": .int(Int64(s.term)),
@@ -261,16 +261,16 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             "member": .bool(s.membership.contains(s.id) && !s.removed),
             "members": host.publishedDirectory.withLock { $0 }.json,
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
-            "links": .object(transport.linkStats().mapValues { l in
-                .object(["connected": .bool(l.connected), "queuedFrames": .int(Int64(l.queued)),
+            "links": .object(KeyMap(transport.linkStats().mapValues { l in
+                JSON.object(["connected": .bool(l.connected), "queuedFrames": .int(Int64(l.queued)),
                          "droppedFrames": .int(Int64(clamping: l.dropped)),
                          // The peer accepted protocol level 2 (`PeerTLS.protocolLevel2`).
                          "level2": .bool(l.level2)])
-            }),
+            })),
             "stateHash": .string(try await hashCache.hash(of: local.storage)),
         ]
         if s.role == .leader {
-            var peers: [String: JSON] = [:]
+            var peers: KeyMap<JSON> = [:]
             for (id, p) in s.progress {
                 let lag = FollowerLag(p, commitIndex: s.commitIndex, tickMillis: config.tickMillis)
                 peers[id] = .object(["matchIndex": .int(Int64(p.matchIndex)), "nextIndex": .int(Int64(p.nextIndex)),

@@ -11,9 +11,10 @@ public enum BuildInfo {
 
     /// The data directory's layout. 1: one tree record per leaf, index rows with full values
     /// (builds up to main 7450d4b). 2: small objects as inline records, index rows keyed by
-    /// their value (0.3.0 on). A build opens every level up to `storageFormat` (older ones are
+    /// their value (0.3.0 on). 3: text in keys (path segments, index strings) stored in UTF-16
+    /// order, `KeyOrder.textOrderByte` (0.5.0 on). A build opens every level up to `storageFormat` (older ones are
     /// migrated in place when the directory opens) and refuses a directory marked newer.
-    public static let storageFormat = 2
+    public static let storageFormat = 3
     /// The oldest storage format this build still opens (and migrates).
     public static let oldestStorageFormat = 1
 
@@ -38,10 +39,14 @@ public enum BuildInfo {
         """
     }
 
-    /// The fields of `/.ember/status`'s "build" object and of `ember_build_info`'s labels.
+    /// The levels, as numbers (`/.ember/status`'s "build" object carries them as such).
+    public static var levels: [(name: String, value: Int)] {
+        [("storageFormat", storageFormat), ("oldestStorageFormat", oldestStorageFormat),
+         ("peerProtocol", peerProtocol), ("oldestPeerProtocol", oldestPeerProtocol)]
+    }
+
+    /// The version and the levels as text: `ember_build_info`'s labels.
     public static var fields: [(name: String, value: String)] {
-        [("version", version), ("storageFormat", "\(storageFormat)"),
-         ("oldestStorageFormat", "\(oldestStorageFormat)"), ("peerProtocol", "\(peerProtocol)"),
-         ("oldestPeerProtocol", "\(oldestPeerProtocol)")]
+        [("version", version)] + levels.map { ($0.name, String($0.value)) }
     }
 }

@@ -34,7 +34,7 @@ public struct ImportSplitter: Sendable {
         var nextIndex = 0
         var start: Int64
         /// Members read so far while buffered; nil once split (its members went out as parts).
-        var members: [String: JSON]? = [:]
+        var members: KeyMap<JSON>? = [:]
         var elements: [JSON] = []
         var pendingKey: String?
         var priority: JSON?

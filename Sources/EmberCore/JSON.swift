@@ -7,13 +7,13 @@ public enum JSON: Sendable, Equatable {
     case double(Double)
     case string(String)
     case array([JSON])
-    case object([String: JSON])
+    case object(KeyMap<JSON>)
 
     public static func == (lhs: JSON, rhs: JSON) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case let (.bool(a), .bool(b)): return a == b
-        case let (.string(a), .string(b)): return a == b
+        case let (.string(a), .string(b)): return a.isExactly(b)  // bytes, not canonical equivalence
         case let (.array(a), .array(b)): return a == b
         case let (.object(a), .object(b)): return a == b
         case let (.int(a), .int(b)): return a == b
@@ -30,7 +30,7 @@ public enum JSON: Sendable, Equatable {
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
-    public var objectValue: [String: JSON]? { if case .object(let o) = self { return o } else { return nil } }
+    public var objectValue: KeyMap<JSON>? { if case .object(let o) = self { return o } else { return nil } }
     public var numberValue: Double? {
         switch self {
         case .int(let i): return Double(i)
@@ -150,7 +150,7 @@ struct JSONParser {
         skipWhitespace()
         if i < bytes.count && bytes[i] == UInt8(ascii: "}") { i += 1; return .object([:]) }
         // Most objects are small (wire envelopes have 2–4 keys): one allocation, no regrowth.
-        var result = [String: JSON](minimumCapacity: 4)
+        var result = KeyMap<JSON>(minimumCapacity: 4)
         while true {
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected key") }

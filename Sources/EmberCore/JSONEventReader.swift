@@ -251,7 +251,7 @@ extension JSONEventReader {
     public static func parseInPieces(_ bytes: [UInt8], split: Int, maxDepth: Int = Limits.maxJSONDepth) throws -> JSON {
         precondition(split > 0, "pieces need a size")
         var reader = JSONEventReader(maxDepth: maxDepth)
-        var stack: [(isArray: Bool, elements: [JSON], members: [String: JSON], key: String?)] = []
+        var stack: [(isArray: Bool, elements: [JSON], members: KeyMap<JSON>, key: String?)] = []
         var result: JSON?
         func put(_ v: JSON) {
             guard !stack.isEmpty else { result = v; return }

@@ -1,9 +1,11 @@
 /// Firebase key order (reference §3.1): keys that parse as 32-bit integers first, numerically
 /// (equal numbers: shorter text first); then all other keys lexicographically.
 ///
-/// Strings compare by UTF-8 bytes (code point order). The JS SDK compares UTF-16 code units; the
-/// two differ only between astral characters and U+E000–U+FFFF. Byte order is what the storage
-/// encoding preserves, so every component of Ember uses it.
+/// Strings compare by UTF-16 code units, as the JS SDK (`a < b`) and Java's `compareTo` do: a
+/// client that orders a query's window itself must agree with the server on every character.
+/// UTF-16 order differs from code point (UTF-8 byte) order only in that characters above U+FFFF
+/// (surrogate pairs, 0xD800…) sort before U+E000–U+FFFF. `textOrderByte` turns UTF-8 bytes into
+/// bytes whose plain order is UTF-16 order; the storage encoding stores keys through it.
 public enum KeyOrder {
     /// Sentinels used by query bounds (never valid keys: they contain `[`).
     public static let minName = "[MIN_NAME]"
@@ -53,25 +55,44 @@ public enum KeyOrder {
             if ai != bi { return ai < bi ? -1 : 1 }
             let la = a.utf8.count, lb = b.utf8.count
             if la != lb { return la < lb ? -1 : 1 }
-            return compareBytes(a, b)
+            return compareText(a, b)
         }
         if bi != nil { return 1 }
-        return compareBytes(a, b)
+        return compareText(a, b)
     }
 
     @inlinable
     public static func less(_ a: String, _ b: String) -> Bool { compare(a, b) < 0 }
 
-    /// Lexicographic UTF-8 byte comparison (Swift's `<` on String uses Unicode canonical order).
-    public static func compareBytes(_ a: String, _ b: String) -> Int {
+    /// UTF-16 code unit order of two strings, walked over their UTF-8 (no transcoding): at the
+    /// first byte that differs, `textOrderByte` of each decides. Equal only when byte-equal
+    /// (Swift's `<`/`==` on String use canonical equivalence instead).
+    public static func compareText(_ a: String, _ b: String) -> Int {
         var ia = a.utf8.makeIterator(), ib = b.utf8.makeIterator()
         while true {
             switch (ia.next(), ib.next()) {
             case (nil, nil): return 0
             case (nil, _): return -1
             case (_, nil): return 1
-            case let (x?, y?): if x != y { return x < y ? -1 : 1 }
+            case let (x?, y?):
+                if x != y { return textOrderByte(x) < textOrderByte(y) ? -1 : 1 }
             }
         }
+    }
+
+    /// A UTF-8 byte mapped so that byte order is UTF-16 code unit order: the lead bytes of
+    /// U+E000–U+FFFF (0xEE, 0xEF) move past those of U+10000… (0xF0–0xF4), to 0xF5 and 0xF6, which
+    /// valid UTF-8 never contains. Continuation bytes (0x80–0xBF) are never 0xEE/0xEF, and where two
+    /// strings first differ both bytes are lead bytes or both continuation bytes of scalars with the
+    /// same lead, where code point order is UTF-16 order; so comparing mapped bytes is exact.
+    @inline(__always)
+    public static func textOrderByte(_ b: UInt8) -> UInt8 {
+        b == 0xEE ? 0xF5 : (b == 0xEF ? 0xF6 : b)
+    }
+
+    /// The inverse of `textOrderByte`.
+    @inline(__always)
+    public static func textByte(fromOrderByte b: UInt8) -> UInt8 {
+        b == 0xF5 ? 0xEE : (b == 0xF6 ? 0xEF : b)
     }
 }

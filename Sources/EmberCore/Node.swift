@@ -58,6 +58,16 @@ public enum Priority: Sendable, Hashable {
         }
     }
 
+    /// Byte equality for strings, as `Leaf`'s (hashing stays consistent: byte-equal strings
+    /// hash alike).
+    public static func == (a: Priority, b: Priority) -> Bool {
+        switch (a, b) {
+        case let (.number(x), .number(y)): return x == y
+        case let (.string(x), .string(y)): return x.isExactly(y)
+        default: return false
+        }
+    }
+
     public init?(json: JSON) throws(EmberError) {
         switch json {
         case .null: return nil
@@ -75,7 +85,7 @@ public enum Priority: Sendable, Hashable {
 /// object), each optionally with a priority. The empty node is "no data" and has no priority.
 public struct Node: Sendable, Equatable {
     public private(set) var leaf: Leaf?
-    public private(set) var children: [String: Node]
+    public private(set) var children: KeyMap<Node>
     public private(set) var priority: Priority?
 
     public static let empty = Node()
@@ -93,7 +103,7 @@ public struct Node: Sendable, Equatable {
     }
 
     /// Empty children are dropped; with none left the node is empty (and loses its priority).
-    public init(children: [String: Node], priority: Priority? = nil) {
+    public init(children: KeyMap<Node>, priority: Priority? = nil) {
         self.leaf = nil
         self.children = children.filter { !$0.value.isEmpty }
         self.priority = self.children.isEmpty ? nil : priority
@@ -194,7 +204,7 @@ extension Node {
             guard n <= Limits.maxStringBytes else { throw .stringTooLong(bytes: n) }
             return Node(.string(s))
         case .array(let items):
-            var kids: [String: Node] = [:]
+            var kids: KeyMap<Node> = [:]
             if !items.isEmpty { try checkDepth(depth + 1) }
             for (idx, item) in items.enumerated() {
                 let child = try convert(item, depth: depth + 1)
@@ -211,7 +221,7 @@ extension Node {
                 // `.value` carries a primitive in Firebase's export format; an object is accepted too.
                 return inner.withPriority(priority ?? inner.priority)
             }
-            var kids: [String: Node] = [:]
+            var kids: KeyMap<Node> = [:]
             kids.reserveCapacity(obj.count)
             for (key, value) in obj where key != ".priority" {
                 try Key.validate(key)
@@ -234,7 +244,7 @@ extension Node {
         if let leaf { return leaf.json }
         if children.isEmpty { return .null }
         if let array = arrayForm() { return .array(array) }
-        var obj: [String: JSON] = [:]
+        var obj: KeyMap<JSON> = [:]
         obj.reserveCapacity(children.count)
         for (k, v) in children { obj[k] = v.toJSON() }
         return .object(obj)
@@ -247,7 +257,7 @@ extension Node {
             return .object([".value": leaf.json, ".priority": priority.json])
         }
         if children.isEmpty { return .null }
-        var obj: [String: JSON] = [:]
+        var obj: KeyMap<JSON> = [:]
         for (k, v) in children { obj[k] = v.exportJSON() }
         if let priority { obj[".priority"] = priority.json }
         return .object(obj)

@@ -113,7 +113,7 @@ public enum IndexValue: Sendable, Hashable {
         if r1 != r2 { return r1 < r2 ? -1 : 1 }
         switch (self, other) {
         case let (.number(a), .number(b)): return a < b ? -1 : (a > b ? 1 : 0)
-        case let (.string(a), .string(b)): return KeyOrder.compareBytes(a, b)
+        case let (.string(a), .string(b)): return KeyOrder.compareText(a, b)
         default: return 0
         }
     }

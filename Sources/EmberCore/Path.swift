@@ -71,7 +71,18 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
 
     /// True when `self` is `other` or an ancestor of it.
     public func contains(_ other: Path) -> Bool {
-        other.segments.count >= segments.count && other.segments.starts(with: segments)
+        other.segments.count >= segments.count && other.segments.starts(with: segments, by: { $0.isExactly($1) })
+    }
+
+    /// Segment bytes, not Swift's canonical equivalence: `/a/\u{E9}` and `/a/e\u{301}` are two
+    /// locations (`ExactKey`).
+    public static func == (a: Path, b: Path) -> Bool {
+        a.segments.elementsEqual(b.segments, by: { $0.isExactly($1) })
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(segments.count)
+        for s in segments { hasher.combine(ExactKey(s)) }
     }
 
     /// `other` relative to `self`, when `self.contains(other)`.

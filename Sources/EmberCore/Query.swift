@@ -147,7 +147,7 @@ public struct QuerySpec: Sendable, Hashable, CustomStringConvertible {
     public func apply(to node: Node) -> Node {
         if node.isLeaf { return loadsAllData ? node : .empty }
         if loadsAllData { return node }
-        var kids: [String: Node] = [:]
+        var kids: KeyMap<Node> = [:]
         for (k, n) in window(of: node) { kids[k] = n }
         return Node(children: kids)
     }
@@ -158,7 +158,7 @@ public struct QuerySpec: Sendable, Hashable, CustomStringConvertible {
 
     /// The `q` object of a listen (`sp sn sin ep en ein l vf i`).
     public var wireObject: JSON {
-        var o: [String: JSON] = [:]
+        var o: KeyMap<JSON> = [:]
         if let start {
             o["sp"] = start.value.json
             if let n = start.name { o["sn"] = .string(n) }

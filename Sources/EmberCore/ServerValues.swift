@@ -8,7 +8,7 @@ public enum ServerValues {
             if let sv = o[".sv"] {
                 return try evaluate(sv, existing: existing, now: now)
             }
-            var out: [String: JSON] = [:]
+            var out: KeyMap<JSON> = [:]
             out.reserveCapacity(o.count)
             for (k, v) in o {
                 if k == ".priority" {

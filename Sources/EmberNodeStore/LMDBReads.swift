@@ -58,7 +58,7 @@ public final class LMDBReads: ReadPort {
     public func query(namespace: String, path: Path, query: QuerySpec) throws -> ReadResult {
         try refuseReserved(namespace)
         let children = try LMDBTranslation.translating { try store.query(namespace: namespace, path: path, spec: query) }
-        var kids: [String: Node] = [:]
+        var kids: KeyMap<Node> = [:]
         for (k, n) in children { kids[k] = n }
         return ReadResult(node: Node(children: kids), version: 0, appliedIndex: store.appliedIndex)
     }

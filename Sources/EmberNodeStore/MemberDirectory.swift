@@ -71,10 +71,10 @@ public struct MemberDirectory: Sendable, Hashable {
 
     /// The status view: `{id: {"peer": ..., "url": ...}}`.
     public var json: JSON {
-        .object(members.mapValues { m in
-            var o: [String: JSON] = ["peer": .string(m.peer)]
+        .object(KeyMap(members.mapValues { m in
+            var o: KeyMap<JSON> = ["peer": .string(m.peer)]
             if let url = m.url { o["url"] = .string(url) }
-            return .object(o)
-        })
+            return JSON.object(o)
+        }))
     }
 }

@@ -85,7 +85,7 @@ public struct WireClientSession: Sendable {
     private var nextRequest: Int64 = 1
     private var pending: [Int64: Pending] = [:]
     /// Active listens by `listenKey`; one per (path, tag): listening again replaces.
-    private var listens: [String: Listen] = [:]
+    private var listens: KeyMap<Listen> = [:]
     private var lastListenID = 0
     private var writes: [WriteID: Write] = [:]
     private var lastWriteID = 0
@@ -126,7 +126,7 @@ public struct WireClientSession: Sendable {
         guard let entry = listens.removeValue(forKey: Self.listenKey(path, tag)) else { return (nil, []) }
         var out: [Effect] = []
         if isConnected {
-            var body: [String: JSON] = ["p": .string(path.wireText)]
+            var body: KeyMap<JSON> = ["p": .string(path.wireText)]
             if let tag = entry.tag {
                 body["t"] = .int(Int64(tag))
                 if let q = entry.query { body["q"] = q }
@@ -271,7 +271,7 @@ public struct WireClientSession: Sendable {
         }
     }
 
-    private mutating func request(_ action: String, _ body: [String: JSON], _ what: Pending, _ out: inout [Effect]) {
+    private mutating func request(_ action: String, _ body: KeyMap<JSON>, _ what: Pending, _ out: inout [Effect]) {
         precondition(isConnected, "requests go out on a connected session only")
         let r = nextRequest
         nextRequest += 1
@@ -289,7 +289,7 @@ public struct WireClientSession: Sendable {
 
     private mutating func sendListen(_ key: String, hash: (ListenID) -> String, _ out: inout [Effect]) {
         guard let entry = listens[key] else { return }
-        var body: [String: JSON] = ["p": .string(entry.path.wireText), "h": .string(hash(entry.id))]
+        var body: KeyMap<JSON> = ["p": .string(entry.path.wireText), "h": .string(hash(entry.id))]
         if let tag = entry.tag {
             body["t"] = .int(Int64(tag))
             body["q"] = entry.query ?? .object([:])
@@ -301,7 +301,7 @@ public struct WireClientSession: Sendable {
         guard var write = writes[id], !write.sent else { return }
         write.sent = true
         writes[id] = write
-        var body: [String: JSON] = ["p": .string(write.path.wireText), "d": write.data]
+        var body: KeyMap<JSON> = ["p": .string(write.path.wireText), "d": write.data]
         if let h = write.hash { body["h"] = .string(h) }
         if let stamp = write.stamp { body["w"] = stamp }
         request(write.action, body, .write(id), &out)

@@ -33,7 +33,7 @@ public enum WireServerMessage: Sendable, Equatable {
         switch self {
         case .hello(let timestamp, let host, let session, let nodes):
             // Firebase SDKs read `ts`, `v`, `h`, `s` and ignore other fields.
-            var d: [String: JSON] = ["ts": .int(timestamp), "v": .string("5"), "h": .string(host), "s": .string(session)]
+            var d: KeyMap<JSON> = ["ts": .int(timestamp), "v": .string("5"), "h": .string(host), "s": .string(session)]
             if let nodes { d["en"] = .array(nodes.map { .string($0) }) }
             return Self.control("h", .object(d))
         case .pong: return Self.control("o", .object([:]))
@@ -42,12 +42,12 @@ public enum WireServerMessage: Sendable, Equatable {
         case .response(let r, let status, let data):
             return .object(["t": .string("d"), "d": .object(["r": .int(r), "b": .object(["s": .string(status), "d": data])])])
         case .dataPush(let path, let data, let isMerge, let tag, let version):
-            var body: [String: JSON] = ["p": .string(path.wireText), "d": data]
+            var body: KeyMap<JSON> = ["p": .string(path.wireText), "d": data]
             if let tag { body["t"] = .int(tag) }
             if let version { body["v"] = .int(Int64(clamping: version)) }
             return Self.action(isMerge ? "m" : "d", body)
         case .listenRevoked(let path, let query):
-            var body: [String: JSON] = ["p": .string(path.wireText)]
+            var body: KeyMap<JSON> = ["p": .string(path.wireText)]
             if let query { body["q"] = query }
             return Self.action("c", body)
         case .authRevoked(let status, let reason):
@@ -63,7 +63,7 @@ public enum WireServerMessage: Sendable, Equatable {
         .object(["t": .string("c"), "d": .object(["t": .string(t), "d": d])])
     }
 
-    private static func action(_ a: String, _ body: [String: JSON]) -> JSON {
+    private static func action(_ a: String, _ body: KeyMap<JSON>) -> JSON {
         .object(["t": .string("d"), "d": .object(["a": .string(a), "b": .object(body)])])
     }
 
@@ -119,7 +119,7 @@ public enum WireServerMessage: Sendable, Equatable {
 /// Client → server messages: requests (`d` with `r`, `a`, `b`) and control messages (`c`).
 public enum WireClientMessage: Sendable, Equatable {
     /// Request `r`: `action` (`q`, `n`, `p`, `m`, `g`, `o`, `om`, `oc`, `auth`, …) with its body.
-    case request(r: Int64, action: String, body: [String: JSON])
+    case request(r: Int64, action: String, body: KeyMap<JSON>)
     /// `c`/`p`: keep-alive; the server answers `pong`.
     case ping
     /// Parsed only: a control message the server has no use for.

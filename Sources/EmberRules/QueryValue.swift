@@ -13,7 +13,7 @@ extension RulesEngine {
         }
         let spec = q ?? .default
         let explicit = !spec.isDefault
-        var o: [String: JSON] = [
+        var o: KeyMap<JSON> = [
             "orderByKey": .bool(spec.index == .key),
             "orderByPriority": .bool(explicit && spec.index == .priority),
             "orderByValue": .bool(spec.index == .value),

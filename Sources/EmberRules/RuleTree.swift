@@ -1,3 +1,5 @@
+import EmberCore
+
 /// One compiled condition: a constant (boolean rule) or a type-checked expression.
 enum Condition: Sendable {
     case constant(Bool)
@@ -11,14 +13,14 @@ final class RuleNode: Sendable {
     let write: Condition?
     let validate: Condition?
     let indexOn: [String]
-    let children: [String: RuleNode]
+    let children: KeyMap<RuleNode>
     let wildcard: (name: String, node: RuleNode)?
     /// Whether a `.validate` exists here or below: writes under rules without any skip the
     /// validation walk over their (possibly large) new data.
     let containsValidate: Bool
 
     init(read: Condition?, write: Condition?, validate: Condition?, indexOn: [String],
-         children: [String: RuleNode], wildcard: (name: String, node: RuleNode)?) {
+         children: KeyMap<RuleNode>, wildcard: (name: String, node: RuleNode)?) {
         self.read = read
         self.write = write
         self.validate = validate

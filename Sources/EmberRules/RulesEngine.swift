@@ -19,7 +19,7 @@ public struct RulesEngine: Sendable {
     public func hasIndex(at path: Path, named index: String) -> Bool {
         indexDefinitions.contains { def in
             def.pattern.count == path.count
-                && zip(def.pattern, path.segments).allSatisfy { $0.hasPrefix("$") || $0 == $1 }
+                && zip(def.pattern, path.segments).allSatisfy { $0.hasPrefix("$") || $0.isExactly($1) }
                 && def.indexes.contains(index)
         }
     }
@@ -165,7 +165,7 @@ struct Operation {
     private mutating func validate(_ rule: RuleNode, at path: Path, old: Node, new: Node, captures: [String: String]) -> Bool {
         if !rule.containsValidate || new.isEmpty || new.isIdentical(to: old) { return true }
         if let v = rule.validate, !evaluate(v, .validate, at: path, captures: captures) { return false }
-        for key in new.children.keys.sorted() {
+        for key in new.children.keys.sorted(by: KeyOrder.less) {
             guard let (next, capture) = rule.child(key) else { continue }
             var inner = captures
             if let (name, value) = capture { inner[name] = value }

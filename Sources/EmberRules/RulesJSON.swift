@@ -90,7 +90,7 @@ private struct RulesJSONParser {
                 guard i < b.count, b[i] == UInt8(ascii: "\"") else { throw fail("expected a quoted key") }
                 let keyLine = line
                 let key = try string()
-                guard !members.contains(where: { $0.key == key }) else { throw fail("duplicate key \"\(key)\"") }
+                guard !members.contains(where: { $0.key.isExactly(key) }) else { throw fail("duplicate key \"\(key)\"") }
                 try skipSpace()
                 guard i < b.count, b[i] == UInt8(ascii: ":") else { throw fail("expected ':' after \"\(key)\"") }
                 i += 1

@@ -27,7 +27,7 @@ struct RulesLoader {
         }
         var read: Condition?, write: Condition?, validate: Condition?
         var indexOn: [String] = []
-        var children: [String: RuleNode] = [:]
+        var children: KeyMap<RuleNode> = [:]
         var wildcard: (name: String, node: RuleNode)?
         for m in members {
             switch m.key {

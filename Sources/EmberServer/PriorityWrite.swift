@@ -65,7 +65,7 @@ enum PriorityWrite {
 
     /// The node in export form with `priority` in place of its own.
     static func withPriority(_ node: Node, _ priority: JSON) -> JSON {
-        var obj: [String: JSON]
+        var obj: KeyMap<JSON>
         switch node.exportJSON() {
         case .object(let o) where node.leaf == nil: obj = o
         case .object(let o): obj = [".value": o[".value"] ?? .null]

@@ -57,7 +57,7 @@ struct WriteValidation: Sendable {
     /// The parts of a multi-path update at `base`: relative paths in path order, each within the
     /// front's limits (`full`: every check, for onDisconnect); overlapping paths ("a" and "a/b")
     /// make the result order-dependent and are refused.
-    func updateParts(base: Path, _ obj: [String: JSON], full: Bool = false) throws -> [(Path, JSON)] {
+    func updateParts(base: Path, _ obj: KeyMap<JSON>, full: Bool = false) throws -> [(Path, JSON)] {
         guard obj.count <= maxUpdateParts else {
             throw EmberError.tooLarge("Too many paths in one update (limit \(maxUpdateParts))")
         }

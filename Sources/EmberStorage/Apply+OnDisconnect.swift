@@ -34,7 +34,7 @@ extension Applier {
                 return
             }
             let kept = OnDisconnectCancel.apply(stored.map(\.entry.operation), cancel: at)
-            var children: [String: Node] = [:]
+            var children: KeyMap<Node> = [:]
             for ((key, entry), write) in zip(stored, kept) {
                 guard let write else { continue }
                 let text = OnDisconnectTable.storedWrite(namespace: entry.namespace, write, auth: entry.auth)

@@ -258,22 +258,9 @@ struct Applier {
         return true
     }
 
-    /// Exact equality (an int and an equal double differ: they are stored differently).
-    static func identical(_ a: Node, _ b: Node) -> Bool {
-        guard a.priority == b.priority, a.children.count == b.children.count else { return false }
-        switch (a.leaf, b.leaf) {
-        case (nil, nil): break
-        case let (.int(x)?, .int(y)?): return x == y
-        case let (.double(x)?, .double(y)?): return x.bitPattern == y.bitPattern
-        case let (.bool(x)?, .bool(y)?): return x == y
-        case let (.string(x)?, .string(y)?): return x == y
-        default: return false
-        }
-        for (k, c) in a.children {
-            guard let d = b.children[k], identical(c, d) else { return false }
-        }
-        return true
-    }
+    /// Exact equality (an int and an equal double differ: they are stored differently; strings
+    /// and keys by their bytes).
+    static func identical(_ a: Node, _ b: Node) -> Bool { a.isIdentical(to: b) }
 
     /// Puts the records of `node` (an object) at `key`, written by the write with log index
     /// `version`: its small leaf-only descendants as inline objects carrying that version (which

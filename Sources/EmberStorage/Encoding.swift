@@ -4,7 +4,9 @@ import EmberCore
 ///
 /// Path segment: an integer-group key (`KeyOrder.int32Value`) is
 /// `0x01, Int32 with the sign bit flipped (big-endian, 4 bytes), UTF-8 length (2 bytes BE), bytes, 0x00`;
-/// any other key is `0x02, UTF-8 bytes, 0x00`. Valid keys never contain 0x00, so segment
+/// any other key is `0x02, text bytes, 0x00`, where text bytes are the UTF-8 bytes through
+/// `KeyOrder.textOrderByte` (storage format 3), so that byte order is Firebase's UTF-16 order
+/// (index string values are stored the same way). Valid keys never contain 0x00, so segment
 /// encodings are prefix-free and a node's descendants sort right after the node and before its
 /// next sibling. A path is the concatenation of its segments; the root is empty.
 public enum KeyCodec {
@@ -21,9 +23,19 @@ public enum KeyCodec {
             out.append(0x00)
         } else {
             out.append(0x02)
-            out.append(contentsOf: key.utf8)
+            appendText(key, to: &out)
             out.append(0x00)
         }
+    }
+
+    /// `s`'s UTF-8 in text order (`KeyOrder.textOrderByte`); same length as its UTF-8.
+    static func appendText(_ s: String, to out: inout [UInt8]) {
+        for b in s.utf8 { out.append(KeyOrder.textOrderByte(b)) }
+    }
+
+    /// The string whose text-order bytes are `bytes` (the inverse of `appendText`).
+    static func text<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+        String(decoding: bytes.lazy.map { KeyOrder.textByte(fromOrderByte: $0) }, as: UTF8.self)
     }
 
     public static func encode(_ path: Path) -> [UInt8] {
@@ -54,7 +66,7 @@ public enum KeyCodec {
             var j = i + 1
             while j < b.count && b[j] != 0 { j += 1 }
             guard j < b.count else { return nil }
-            let s = String(decoding: b[(i + 1)..<j], as: UTF8.self)
+            let s = text(b[(i + 1)..<j])
             i = j + 1
             return s
         default:
@@ -111,7 +123,7 @@ public enum KeyCodec {
                 // At most `indexStringBytes` encoded bytes (escapes count), so keys stay bounded.
                 if n >= indexStringBytes { truncated = true; break }
                 // 0x00 escapes as 0x00 0xFF; the terminator is 0x00 0x01 (0x00 0x02 when truncated).
-                if b == 0 { out.append(0); out.append(0xFF); n += 2 } else { out.append(b); n += 1 }
+                if b == 0 { out.append(0); out.append(0xFF); n += 2 } else { out.append(KeyOrder.textOrderByte(b)); n += 1 }
             }
             out.append(0x00)
             out.append(truncated ? 0x02 : 0x01)
@@ -306,7 +318,7 @@ struct ByteReader {
         case 7:
             let n = try varint()
             guard n <= bytes.count - i else { throw .corrupt("object length") }
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             o.reserveCapacity(n)
             for _ in 0..<n {
                 let k = try string()

@@ -109,7 +109,7 @@ extension KeyCodec {
                 case 0x01, 0x02:
                     let cut = b[i + 1] == 0x02
                     i += 2
-                    return (.string(String(decoding: s, as: UTF8.self)), cut)
+                    return (.string(KeyCodec.text(s)), cut)
                 default: return nil
                 }
             }

@@ -31,13 +31,13 @@ struct InlineObject {
     var children: [Child]
 
     var node: Node {
-        var d: [String: Node] = [:]
+        var d: KeyMap<Node> = [:]
         d.reserveCapacity(children.count)
         for c in children { d[c.key] = Node(c.leaf, priority: c.priority) }
         return Node(children: d, priority: priority)
     }
 
-    func child(_ key: String) -> Child? { children.first { $0.key == key } }
+    func child(_ key: String) -> Child? { children.first { $0.key.isExactly(key) } }
 
     /// The record for `node` written at `key` by the write with log index `version`, or nil when it
     /// does not qualify (not a non-empty object of leaves within the limits, or keys too long).

@@ -187,7 +187,7 @@ public enum OnDisconnectCancel {
     /// (relative to `base`); nil when `json` is a leaf (a leaf's child cannot be cancelled).
     static func split(_ base: Path, _ json: JSON, forgetting rel: Path) -> [(Path, JSON)]? {
         guard let key = rel.first else { return [] }
-        var children: [String: JSON]
+        var children: KeyMap<JSON>
         switch json {
         case .object(let o): children = o.filter { $0.key != ".priority" && $0.key != ".value" }
         case .array(let a):

@@ -150,7 +150,7 @@ enum Reinline {
             newestAt = max(newestAt, try tables.versionRecord(t, parentPath.ancestor(level)).at)
         }
         guard row.sub <= newestAt else { return false }
-        var kids: [String: Node] = [:]
+        var kids: KeyMap<Node> = [:]
         kids.reserveCapacity(r.children.count)
         for (k, v) in r.children {
             guard try (TreeRecord.version(v) ?? 0) <= newestAt else { return false }

@@ -29,7 +29,7 @@ public struct StorageFootprint: Sendable, Equatable {
     public var liveBytes: Int { max(0, filePages - freePages) * pageSize }
 
     public func json() -> JSON {
-        var t: [String: JSON] = [:]
+        var t: KeyMap<JSON> = [:]
         for table in tables {
             t[table.name] = .object(["entries": .int(Int64(table.entries)), "pages": .int(Int64(table.pages)),
                                      "bytes": .int(Int64(table.bytes))])
@@ -167,6 +167,7 @@ extension EmberStore {
             try tables.markStorageFormat(Txn(ptr: t!))
         } catch { mdb_txn_abort(t); throw error }
         try check(mdb_txn_commit(t))
+        _ = try TextOrderMigration.migrate(e, tables)
         _ = try Reinline.migrate(e, tables)
         try DenseCopy.copy(e, into: target, mapSize: mapSize)
     }

@@ -101,14 +101,17 @@ extension EmberStore {
     /// streamed in the per-leaf form (`InlineObject.records`) and index rows with full values
     /// (`IndexRowValue.expanded`): the format every version installs. Chunk format: a
     /// sequence of records `[table u8][varint key length][key][varint value length][value]`; the
-    /// first record (table 0xFF) is the header: applied index and term. Tables: 0–2 tree, ver,
+    /// first record (table 0xFF) is the header: applied index, term, last timestamp and (from
+    /// storage format 3 on) the sender's storage format, which says its keys' text order. Tables: 0–2 tree, ver,
     /// idx; 5 meta; 6–8 their overflow twins (long keys, `SplitTable`), row for row; 3 and 9 the
     /// reverse index of the format before (`legacyReverseIndexRows`: nodes still running it
-    /// need them; this version ignores them on install).
+    /// need them; this version ignores them on install); 4 a marker older installers refuse.
     public func snapshot(maxChunkBytes: Int = 1 << 20, _ body: ([UInt8]) throws -> Void) throws {
         try withRead { t in
             var chunk: [UInt8] = []
+            var movedText = false
             func add(_ table: UInt8, _ k: [UInt8], _ v: [UInt8]) throws {
+                if !movedText && table != 0xFF && table != 5 { movedText = k.contains { $0 == 0xF5 || $0 == 0xF6 } }
                 var w = ByteWriter(bytes: chunk)
                 chunk = []  // w must own the buffer alone, or every append copies the whole chunk
                 w.u8(table); w.varint(k.count); w.bytes += k; w.varint(v.count); w.bytes += v
@@ -118,6 +121,8 @@ extension EmberStore {
             var h = ByteWriter()
             h.u64(try tables.metaU64(t, "applied")); h.u64(try tables.metaU64(t, "appliedTerm"))
             h.u64(try tables.metaU64(t, "lastTimestamp"))
+            // Older installers read the first three fields only; this one learns the key text order.
+            h.u64(UInt64(BuildInfo.storageFormat))
             try add(0xFF, [], h.bytes)
             // Inline objects go out as the per-leaf records and version row they stand for: the
             // stream is the format every version reads (a follower that predates them installs it).
@@ -148,6 +153,10 @@ extension EmberStore {
             try Self.legacyReverseIndexRows(tables, t) { tag, k, v in try add(tag, k, v) }
             try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
             try t.scan(tables.meta, prefix: StoredRules.metaPrefix) { k, v in try add(5, k, v); return true }
+            // Keys whose text format 2 would store otherwise (U+E000–U+FFFF): a record of a table
+            // format 2 does not know, so a member of 0.4.0 refuses the whole install rather than
+            // store them in the wrong order (its install is one transaction; it stays behind).
+            if movedText { try add(4, [], [UInt8(BuildInfo.storageFormat)]) }
             if !chunk.isEmpty { try body(chunk) }
         }
     }
@@ -241,6 +250,7 @@ extension Writer {
     func installSnapshot(next: () throws -> [UInt8]?) throws {
         var a: UInt64 = 0, aTerm: UInt64 = 0, ts: Int64 = 0
         var sawHeader = false
+        var senderFormat: UInt64 = 0
         var rules: [String: StoredRules] = [:]
         decoded.removeAll()  // the log is replaced
         try writeTxn { t in
@@ -268,6 +278,7 @@ extension Writer {
                     // Index rows come with full values (`IndexRowValue`): kept compact here.
                     case 2: try ordered.put(t, tables.idx, k, try IndexRowValue.compacted(key: k, value: v))
                     case 3, 9: break  // the reverse index of the format before: derived now
+                    case 4: break  // format 3's marker for older installers (see `snapshot`)
                     case 8:
                         let (full, value) = try SplitTable.decodeRow(v)
                         try t.put(tables.idxx, k, SplitTable.overflowRow(full, try IndexRowValue.compacted(key: full, value: value)))
@@ -277,6 +288,7 @@ extension Writer {
                     case 0xFF:
                         var h = ByteReader(v)
                         a = try h.u64(); aTerm = try h.u64(); ts = Int64(bitPattern: try h.u64())
+                        senderFormat = h.atEnd ? 2 : try h.u64()
                         sawHeader = true
                     default: throw StorageError.corrupt("snapshot table \(tag)")
                     }
@@ -290,6 +302,9 @@ extension Writer {
             try tables.putMetaU64(t, "lastTerm", aTerm)
             try tables.putMetaU64(t, "firstIndex", a + 1)
             try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
+            // A stream of a member before storage format 3 (a rolling upgrade; an old backup)
+            // has its key text in code point order: put it in this format's order.
+            if senderFormat < 3 { try TextOrderMigration.all(tables, t) }
             rules = try StoredRules.loadAll(tables, t)
             // The stream is per leaf (every version installs it): small objects become inline
             // records again, in this same transaction.

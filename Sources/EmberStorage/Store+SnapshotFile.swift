@@ -69,8 +69,8 @@ extension EmberStore {
     /// The first record of a store snapshot: table 0xFF, empty key, value = applied index,
     /// applied term, last timestamp (u64 BE each); lengths are LEB128 varints.
     static func snapshotHeader(_ chunk: [UInt8]) throws -> (UInt64, UInt64) {
-        // tag(1) + key length varint (0) + value length varint (24) + 24 bytes
-        guard chunk.count >= 27, chunk[0] == 0xFF, chunk[1] == 0, chunk[2] == 24 else {
+        // tag(1) + key length varint (0) + value length varint (24; 32 with the format) + the fields
+        guard chunk.count >= 27, chunk[0] == 0xFF, chunk[1] == 0, chunk[2] >= 24, chunk[2] < 0x80 else {
             throw StorageError.corrupt("snapshot header")
         }
         func u64(_ at: Int) -> UInt64 { chunk[at..<at + 8].reduce(0) { ($0 << 8) | UInt64($1) } }

@@ -121,6 +121,8 @@ public final class EmberStore: @unchecked Sendable {
     let directoryLock: DirectoryLock
     /// Objects of a former layout rewritten as inline records when this store opened (`Reinline`).
     public private(set) var objectsInlinedOnOpen = 0
+    /// Keys rewritten into the format-3 text order when this store opened (`TextOrderMigration`).
+    public private(set) var textKeysMigratedOnOpen = 0
 
     /// Opens (creating if needed) the store in `directory`. Opening does not replay the log:
     /// the tree and the applied index are already durable.
@@ -143,6 +145,8 @@ public final class EmberStore: @unchecked Sendable {
             let opened = t
             t = nil  // commit frees the transaction, failing or not
             try check(mdb_txn_commit(opened))
+            // Keys of a directory from before storage format 3 get the UTF-16 text order, once.
+            textKeysMigratedOnOpen = try TextOrderMigration.migrate(e, tables)
             // Small objects a former version stored per leaf become inline records, once.
             if options.inlineObjects { objectsInlinedOnOpen = try Reinline.migrate(e, tables) }
         } catch {

@@ -85,11 +85,11 @@ struct Tables {
     final class Builder {
         var leaf: Leaf?
         var priority: Priority?
-        var kids: [String: Builder] = [:]
+        var kids: KeyMap<Builder> = [:]
 
         func node() -> Node {
             if let leaf { return Node(leaf, priority: priority) }
-            var d: [String: Node] = [:]
+            var d: KeyMap<Node> = [:]
             d.reserveCapacity(kids.count)
             for (k, v) in kids { d[k] = v.node() }
             return Node(children: d, priority: priority)
@@ -307,6 +307,9 @@ struct Tables {
         if found != UInt64(BuildInfo.storageFormat) {
             try putMetaU64(t, Self.storageFormatMetaKey, UInt64(BuildInfo.storageFormat))
         }
+        // Formats before 3 kept text in plain UTF-8 order (a new directory has no rows: its pass
+        // is empty); the pass clears the flag when it has run (`TextOrderMigration`).
+        if found < 3 { try t.put(meta, TextOrderMigration.pendingMetaKey, [1]) }
     }
 
     static func indexMetaKey(_ ns: String) -> [UInt8] { Array("indexes/".utf8) + Array(ns.utf8) }

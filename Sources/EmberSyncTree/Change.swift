@@ -21,7 +21,7 @@ struct Change {
 /// Collects child changes during one operation, folding repeated changes to one child.
 struct ChildChangeAccumulator {
     private var order: [String] = []
-    private var changes: [String: Change] = [:]
+    private var changes: KeyMap<Change> = [:]
 
     mutating func track(_ change: Change) {
         let key = change.childKey!
@@ -35,7 +35,7 @@ struct ChildChangeAccumulator {
             changes[key] = .childChanged(key, change.node, old: old.node)
         case (.childRemoved, .childAdded):
             changes[key] = nil
-            order.removeAll { $0 == key }
+            order.removeAll { $0.isExactly(key) }
         case (.childRemoved, .childChanged):
             changes[key] = .childRemoved(key, old.oldNode!)
         case (.childChanged, .childAdded):

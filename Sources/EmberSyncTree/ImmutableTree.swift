@@ -4,20 +4,20 @@ import EmberCore
 /// `ImmutableTree`). Children iterate in plain string order, as the SDK's tree does.
 struct ImmutableTree<Value> {
     var value: Value?
-    var children: [String: ImmutableTree<Value>]
+    var children: KeyMap<ImmutableTree<Value>>
 
     static var empty: ImmutableTree<Value> { ImmutableTree(value: nil, children: [:]) }
 
-    init(value: Value? = nil, children: [String: ImmutableTree<Value>] = [:]) {
+    init(value: Value? = nil, children: KeyMap<ImmutableTree<Value>> = [:]) {
         self.value = value
         self.children = children
     }
 
     var isEmpty: Bool { value == nil && children.isEmpty }
 
-    /// Child keys in string (UTF-8 byte) order.
+    /// Child keys in string (UTF-16 code unit) order.
     var sortedChildKeys: [String] {
-        children.keys.sorted { KeyOrder.compareBytes($0, $1) < 0 }
+        children.keys.sorted { KeyOrder.compareText($0, $1) < 0 }
     }
 
     /// The rootmost node on `path` that holds a value: its path (relative to this tree) and value.

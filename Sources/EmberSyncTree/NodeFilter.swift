@@ -139,7 +139,7 @@ struct LimitedFilter: NodeFilter {
         let inRange = ranged.matches(newNamed)
         if let oldChild = snap.children[key] {
             var next = source.childAfterChild(index, windowBoundary, reverse: reverse)
-            while let n = next, n.key == key || snap.hasChild(n.key) {
+            while let n = next, n.key.isExactly(key) || snap.hasChild(n.key) {
                 // Children updated by the same merge but not yet applied here are skipped.
                 next = source.childAfterChild(index, n, reverse: reverse)
             }

@@ -102,6 +102,6 @@ struct SortedChildren {
     private func isConsistent(with node: Node) -> Bool {
         var fresh = self
         fresh.rebuild(node)
-        return fresh.entries.map(\.key) == entries.map(\.key)
+        return fresh.entries.map(\.key).elementsEqual(entries.map(\.key), by: { $0.isExactly($1) })
     }
 }

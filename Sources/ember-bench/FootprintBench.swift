@@ -25,7 +25,7 @@ struct FootprintRun {
             let end = min(children, start + Self.batch)
             var parts: [(Path, JSON)] = []
             parts.reserveCapacity(end - start)
-            var body: [String: JSON] = [:]
+            var body: KeyMap<JSON> = [:]
             for i in start..<end {
                 let key = String(format: "c%07d", i)
                 let child: JSON = .object(["score": .int(Int64(i)), "name": .string("n")])

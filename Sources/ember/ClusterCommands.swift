@@ -41,7 +41,7 @@ struct MembersCommand: AsyncParsableCommand {
                 }
                 try await NodeClient.with(connection) { c in
                     let url = try await leaderURL(c) + "/.ember/members"
-                    var fields: [String: JSON] = ["id": .string(id), "address": .string(address)]
+                    var fields: KeyMap<JSON> = ["id": .string(id), "address": .string(address)]
                     if let u = clientUrl { fields["clientURL"] = .string(u) }
                     let body: JSON = .object(fields)
                     let r = try await c.call(.POST, url, body: body.serializedBytes())

@@ -44,7 +44,7 @@ struct DefragCommand: AsyncParsableCommand {
         }
     }
 
-    func report(_ url: String, _ r: [String: JSON]) {
+    func report(_ url: String, _ r: KeyMap<JSON>) {
         if output.json {
             var o = r
             o["node"] = .string(url)
@@ -56,7 +56,7 @@ struct DefragCommand: AsyncParsableCommand {
              + "writes paused \(String(format: "%.1f", num("pauseMs"))) ms")
     }
 
-    static func defrag(_ c: NodeClient, _ url: String) async throws -> [String: JSON] {
+    static func defrag(_ c: NodeClient, _ url: String) async throws -> KeyMap<JSON> {
         let r = try await c.call(.POST, url + "/.ember/defrag")
         guard case .object(let o) = try r.json() else { throw CLIError("\(url) answered no defrag report") }
         return o

@@ -13,7 +13,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     struct Row {
         var url: String
-        var status: [String: JSON]?
+        var status: KeyMap<JSON>?
         var error: String?
         /// The id other nodes list for this URL (shown when the node does not answer).
         var knownID: String?

@@ -73,7 +73,7 @@ import EmberTestSupport
             case 2: return Node(.string(String(repeating: "s", count: 6000)))
             default:
                 guard depth < 3 else { return Node(.bool(true)) }
-                var children: [String: Node] = [:]
+                var children: KeyMap<Node> = [:]
                 for key in keys where Bool.random(using: &rng) { children[key] = randomNode(depth: depth + 1) }
                 return Node(children: children)
             }

@@ -284,7 +284,7 @@ import Testing
         defer { db.shutdown() }
         var obj: [String: String] = [:]
         for i in 0..<300 { obj["item\(i)"] = String(repeating: "é", count: 100) + "\(i)" }
-        let body = JSON.object(obj.mapValues { .string($0) }).serialized()
+        let body = JSON.object(KeyMap(obj.mapValues { JSON.string($0) })).serialized()
         try await t.server.restPut("big", ns: t.ns, json: body)
         let rec = Recorder()
         db.reference(withPath: "big").observe(.value) { s in rec.add("\(s.childrenCount)") }

@@ -11,7 +11,7 @@ import Testing
     static let hello = WireServerMessage.hello(timestamp: 1_000, host: "n1", sessionID: "s", nodes: nil)
 
     /// The requests among `effects`, as (r, action, body).
-    static func requests(_ effects: [Effect]) -> [(r: Int64, action: String, body: [String: JSON])] {
+    static func requests(_ effects: [Effect]) -> [(r: Int64, action: String, body: KeyMap<JSON>)] {
         effects.compactMap {
             if case .send(.request(let r, let action, let body)) = $0 { return (r, action, body) }
             return nil

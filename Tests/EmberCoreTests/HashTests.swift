@@ -155,7 +155,7 @@ struct NodeHashTests {
                 }
                 return Node(leaf, priority: randomPriority())
             }
-            var kids: [String: Node] = [:]
+            var kids: KeyMap<Node> = [:]
             for _ in 0..<Int.random(in: 1...5, using: &rng) {
                 kids[["a", "b", "0", "1", "10", "9", "-1", "z"].randomElement(using: &rng)!] = randomNode(depth + 1)
             }

@@ -15,7 +15,7 @@ import Testing
         case 5:
             return .array((0..<Int.random(in: 0...4, using: &g)).map { _ in randomJSON(&g, depth: depth + 1) })
         default:
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             for _ in 0..<Int.random(in: 0...5, using: &g) {
                 o[["a", "b", "0", "12", "-x", "key é", "z"].randomElement(using: &g)! + String(Int.random(in: 0..<9, using: &g))] =
                     randomJSON(&g, depth: depth + 1)

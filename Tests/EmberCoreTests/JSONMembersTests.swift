@@ -10,7 +10,7 @@ import EmberTestSupport
         var m = JSONMembers(text)
         func walk() throws(EmberError) -> JSON {
             guard try m.enterObject() else { return try m.value() }
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             while let k = try m.nextKey() { o[k] = try walk() }
             return .object(o)
         }

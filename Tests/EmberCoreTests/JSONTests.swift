@@ -249,7 +249,7 @@ struct JSONTests {
             case 5: return .string(randomString())
             case 6: return .array((0..<Int.random(in: 0..<4, using: &rng)).map { _ in randomJSON(depth + 1) })
             default:
-                var o: [String: JSON] = [:]
+                var o: KeyMap<JSON> = [:]
                 for _ in 0..<Int.random(in: 0..<4, using: &rng) { o[randomString()] = randomJSON(depth + 1) }
                 return .object(o)
             }

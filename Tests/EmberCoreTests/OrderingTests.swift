@@ -19,14 +19,14 @@ func expectStrictOrder<T>(_ items: [T], _ cmp: (T, T) -> Int, sourceLocation: So
 
 @Suite("Key order", .printsSeedOnFailure)
 struct KeyOrderTests {
-    @Test("int32 keys first numerically, then strings by bytes")
+    @Test("int32 keys first numerically, then strings by UTF-16 code units")
     func keyOrder() {
         let keys = [
             KeyOrder.minName,
             "-2147483648", "-1000", "-10", "-2", "-1", "0", "-0", "00", "1", "01", "001", "2", "9", "10", "0010",
             "100", "2147483647",
             "", "!", "-", "-2147483649", "-a", "0.5", "1 ", "10a", "1e3", "2147483648", "9999999999", "99999999999",
-            "A", "Z", "[", "_", "a", "aa", "ab", "b", "z", "é", "€", "\u{FFFF}", "😀", KeyOrder.maxName,
+            "A", "Z", "[", "_", "a", "aa", "ab", "b", "z", "é", "€", "😀", "\u{FF01}", "\u{FFFF}", KeyOrder.maxName,
         ]
         expectStrictOrder(keys, KeyOrder.compare)
     }
@@ -63,18 +63,45 @@ struct KeyOrderTests {
         #expect(KeyOrder.compare("-0", "00") == -KeyOrder.compare("00", "-0"))
     }
 
-    @Test("strings compare by UTF-8 bytes, not Swift's String order")
+    @Test("strings compare by UTF-16 code units (the JS SDK's `<`), not Swift's String order")
     func bytes() {
-        // U+E000 (EE 80 80) < U+1F600 (F0 9F 98 80) in bytes/code points (UTF-16 order would differ).
-        #expect(KeyOrder.compare("\u{E000}", "😀") < 0)
+        // U+1F600 (D83D DE00 in UTF-16) < U+E000 and U+FF01, though its code point is larger.
+        #expect(KeyOrder.compare("😀", "\u{E000}") < 0)
+        #expect(KeyOrder.compare("😀", "\u{FF01}") < 0)
+        #expect(KeyOrder.compare("\u{D7FF}", "😀") < 0)
+        #expect(KeyOrder.compare("\u{FFFF}", "\u{E000}") > 0)
         // Precomposed é (C3 A9) vs e + combining acute (65 CC 81): Swift treats them as equal.
         #expect(KeyOrder.compare("\u{E9}", "e\u{301}") > 0)
-        #expect(KeyOrder.compareBytes("\u{E9}", "e\u{301}") > 0)
-        #expect(KeyOrder.compareBytes("a", "a") == 0)
-        #expect(KeyOrder.compareBytes("a", "ab") < 0)
-        #expect(KeyOrder.compareBytes("B", "a") < 0)
+        #expect(KeyOrder.compareText("\u{E9}", "e\u{301}") > 0)
+        #expect(KeyOrder.compareText("a", "a") == 0)
+        #expect(KeyOrder.compareText("a", "ab") < 0)
+        #expect(KeyOrder.compareText("B", "a") < 0)
         #expect(KeyOrder.less("a", "b"))
         #expect(!KeyOrder.less("b", "a"))
+    }
+
+    @Test("compareText is UTF-16 code unit order on random strings over every UTF-8 length class")
+    func textOrderIsUTF16Order() {
+        var rng = TestSeed.generator(7)
+        // Boundaries of each UTF-8 lead byte class and the surrogate gap, plus their neighbours.
+        let scalars: [UInt32] = [0x41, 0x7F, 0x80, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xE000, 0xE9,
+                                 0xEFFF, 0xF000, 0xFF01, 0xFFFD, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF, 0x301]
+        for _ in 0..<5_000 {
+            func word() -> String {
+                let n = Int.random(in: 0...3, using: &rng)
+                return String(String.UnicodeScalarView((0..<n).map { _ in
+                    Unicode.Scalar(scalars.randomElement(using: &rng)!)!
+                }))
+            }
+            let a = word(), b = word()
+            let expected = a.utf16.elementsEqual(b.utf16) ? 0 : (a.utf16.lexicographicallyPrecedes(b.utf16) ? -1 : 1)
+            #expect(KeyOrder.compareText(a, b) == expected, "\(Array(a.unicodeScalars)) vs \(Array(b.unicodeScalars))")
+            // The mapped bytes the storage encoding keeps order the same way.
+            let ma = a.utf8.map(KeyOrder.textOrderByte), mb = b.utf8.map(KeyOrder.textOrderByte)
+            let byMapped = ma == mb ? 0 : (ma.lexicographicallyPrecedes(mb) ? -1 : 1)
+            #expect(byMapped == expected)
+            #expect(String(decoding: ma.map { KeyOrder.textByte(fromOrderByte: $0) }, as: UTF8.self).utf8.elementsEqual(a.utf8))
+        }
     }
 
     @Test("random keys: a consistent total order")

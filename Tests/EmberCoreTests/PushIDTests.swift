@@ -54,7 +54,7 @@ struct PushIDTests {
         var last = ""
         for i in 0..<10_000 {
             let id = gen.next(now: 1_700_000_000_000, using: &rng)
-            #expect(KeyOrder.compareBytes(last, id) < 0, "id \(i)")
+            #expect(KeyOrder.compareText(last, id) < 0, "id \(i)")
             #expect(KeyOrder.compare(last, id) < 0 || i == 0)
             last = id
         }
@@ -74,7 +74,7 @@ struct PushIDTests {
             default: clock -= Int64.random(in: 1...5000, using: &rng)  // NTP step backwards
             }
             let id = gen.next(now: clock, using: &rng)
-            #expect(KeyOrder.compareBytes(last, id) < 0, "id \(i) at \(clock)")
+            #expect(KeyOrder.compareText(last, id) < 0, "id \(i) at \(clock)")
             last = id
             ids.append(id)
         }
@@ -93,10 +93,10 @@ struct PushIDTests {
         let a = gen.next(now: 1000, using: &rng)
         #expect(a.hasSuffix("zzzzzzzzzzzz"))
         let b = gen.next(now: 1000, using: &rng)
-        #expect(KeyOrder.compareBytes(a, b) < 0)
+        #expect(KeyOrder.compareText(a, b) < 0)
         #expect(PushIDGenerator.timestamp(of: b) == 1001)
         let c = gen.next(now: 1000, using: &rng)
-        #expect(KeyOrder.compareBytes(b, c) < 0)
+        #expect(KeyOrder.compareText(b, c) < 0)
     }
 
     @Test("same seed, same ids")

@@ -21,7 +21,7 @@ private final class CountingSource: RulesDataSource {
 }
 
 private func bigTree(_ n: Int = 10_000) -> Node {
-    var kids: [String: Node] = [:]
+    var kids: KeyMap<Node> = [:]
     for i in 0..<n { kids["k\(i)"] = Node(.int(Int64(i))) }
     return Node(children: ["big": Node(children: kids, priority: .number(7)), "rooms": Node(children: ["r1": Node(.bool(true))])])
 }

@@ -72,7 +72,7 @@ struct LimitTests {
 
     @Test func operationStepLimit() throws {
         let text = #"{"rules": {".write": true, "items": {"$id": {".validate": "newData.isNumber()"}}}}"#
-        var items: [String: JSON] = [:]
+        var items: KeyMap<JSON> = [:]
         for i in 0..<100 { items["k\(i)"] = .int(Int64(i)) }
         let value = try Node(json: .object(items))
         let path = try Path("/items")

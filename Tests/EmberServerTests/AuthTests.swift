@@ -58,8 +58,8 @@ i4rRtccfDNzq20v30i5LWU0=
         return try token(header: .object(["alg": .string("HS256"), "typ": .string("JWT")]), claims: claims) { try key.sign($0) }
     }
 
-    static func claims(sub: String = "alice", now: Int64, exp: Int64? = 3600, extra: [String: JSON] = [:]) -> JSON {
-        var c: [String: JSON] = ["sub": .string(sub), "iat": .int(now / 1000)]
+    static func claims(sub: String = "alice", now: Int64, exp: Int64? = 3600, extra: KeyMap<JSON> = [:]) -> JSON {
+        var c: KeyMap<JSON> = ["sub": .string(sub), "iat": .int(now / 1000)]
         if let exp { c["exp"] = .int(now / 1000 + exp) }
         for (k, v) in extra { c[k] = v }
         return .object(c)

@@ -13,7 +13,7 @@ import Testing
     func n(_ s: String) -> Node { try! Node(json: JSON.parse(s)) }
 
 
-    func body(_ m: JSON) -> [String: JSON] { m.objectValue!["d"]!.objectValue!["b"]!.objectValue! }
+    func body(_ m: JSON) -> KeyMap<JSON> { m.objectValue!["d"]!.objectValue!["b"]!.objectValue! }
 
     @Test func initialDataIncludesChangesPushedMeanwhileToOtherListens() async throws {
         let session = RealtimeSession(id: "s", namespace: "ns", limits: .init())

@@ -40,7 +40,7 @@ import Testing
         return out
     }
 
-    func body(_ m: JSON) -> [String: JSON] { m.objectValue!["d"]!.objectValue!["b"]!.objectValue! }
+    func body(_ m: JSON) -> KeyMap<JSON> { m.objectValue!["d"]!.objectValue!["b"]!.objectValue! }
     func action(_ m: JSON) -> String? { m.objectValue!["d"]!.objectValue!["a"]?.stringValue }
 
     /// Replaces `target`'s whole state with `source`'s (the snapshot path a follower takes).

@@ -16,9 +16,9 @@ import Testing
         do {
             let s = try openStore(dir, o)
             for c in 0..<100 {
-                var obj: [String: JSON] = [:]
+                var obj: KeyMap<JSON> = [:]
                 for a in 0..<100 {
-                    var inner: [String: JSON] = [:]
+                    var inner: KeyMap<JSON> = [:]
                     for b in 0..<100 { inner[String(b)] = .int(Int64(c * 10_000 + a * 100 + b)) }
                     obj["a\(a)"] = .object(inner)
                 }
@@ -65,7 +65,7 @@ import Testing
     let s = try openStore(dir)
     defer { s.close() }
     let long = String(repeating: "q", count: 700)
-    var kids: [String: JSON] = [long: .int(1)]
+    var kids: KeyMap<JSON> = [long: .int(1)]
     for i in 0..<250 { kids["k\(i)"] = .int(Int64(i)); kids["\(i * 7)"] = .object(["x": .int(Int64(i))]) }
     _ = try await s.submit(namespace: "t", .set(path: p("/pg"), value: .object(kids)))
     let all = try s.shallowKeys(namespace: "t", path: p("/pg"))

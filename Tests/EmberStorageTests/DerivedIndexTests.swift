@@ -98,7 +98,7 @@ import EmberTestSupport
                                                       (p("users/u\(Int.random(in: 0..<3, using: &g))/posts/p\(c.count)/t"), value())])
             case 8:
                 // An ancestor overwritten: every entry below it re-derived.
-                var o: [String: JSON] = [:]
+                var o: KeyMap<JSON> = [:]
                 for _ in 0..<Int.random(in: 0...3, using: &g) { o[child()] = item() }
                 return .set(path: p("/items"), value: Bool.random(using: &g) ? .object(o) : value())
             case 9:

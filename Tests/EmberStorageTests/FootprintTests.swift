@@ -6,7 +6,7 @@ import Testing
 /// Per-table footprint and offline compaction on real LMDB files.
 @Suite struct FootprintTests {
     func fill(_ s: EmberStore, children: Int) async throws {
-        var kids: [String: JSON] = [:]
+        var kids: KeyMap<JSON> = [:]
         for i in 0..<children { kids[String(format: "c%06d", i)] = .object(["score": .int(Int64(i)), "name": .string("n")]) }
         _ = try await s.submit(namespace: "t", .set(path: p("/items"), value: .object(kids)))
     }
@@ -43,7 +43,7 @@ import Testing
         var json = 0
         for batch in 0..<3 {
             var parts: [(Path, JSON)] = []
-            var body: [String: JSON] = [:]
+            var body: KeyMap<JSON> = [:]
             for i in (batch * 10_000)..<((batch + 1) * 10_000) {
                 let key = String(format: "c%07d", i)
                 let child = JSON.object(["score": .int(Int64(i)), "name": .string("n")])

@@ -82,7 +82,7 @@ import EmberTestSupport
             }
         }
         func item() -> JSON {
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             if Bool.random(using: &g) { o["h"] = value() }
             if Int.random(in: 0..<3, using: &g) == 0 { o["d"] = .object(["h": value()]) }
             if Int.random(in: 0..<3, using: &g) == 0 { o[".priority"] = Bool.random(using: &g) ? .int(Int64.random(in: 0...3, using: &g)) : .string("p") }
@@ -143,7 +143,7 @@ import EmberTestSupport
             case 3: return .string("s")
             case 4: return .object([".value": .bool(true), ".priority": .int(2)])
             default:
-                var o: [String: JSON] = [:]
+                var o: KeyMap<JSON> = [:]
                 for _ in 0..<Int.random(in: 0...3, using: &g) { o[keys.randomElement(using: &g)!] = value(depth + 1) }
                 if Bool.random(using: &g) { o[".priority"] = .string("p") }
                 return .object(o)
@@ -176,7 +176,7 @@ import EmberTestSupport
     @Test func limitedIndexedQueryReadsFewEntries() async throws {
         let s = try openStore()
         try await s.setIndexes(namespace: "t", [try IndexSpec(location: "/big", indexes: ["score"])])
-        var obj: [String: JSON] = [:]
+        var obj: KeyMap<JSON> = [:]
         for i in 0..<2_000 { obj["c\(i)"] = .object(["score": .int(Int64(i % 500)), "name": .string(String(repeating: "n", count: 70) + "\(i)")]) }
         try await s.submit(namespace: "t", .set(path: p("/big"), value: .object(obj)))
         let before = s.metrics.queryIndexEntriesScanned

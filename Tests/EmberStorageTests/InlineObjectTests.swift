@@ -56,11 +56,11 @@ import EmberTestSupport
             case 1, 2: return leaf()
             case 3 where depth < 3:
                 // Nested: an object with a small object inside (inlined inside a larger write).
-                var o: [String: JSON] = [:]
+                var o: KeyMap<JSON> = [:]
                 for _ in 0..<Int.random(in: 1...3, using: &g) { o[key()] = value(depth + 1) }
                 return .object(o)
             default:
-                var o: [String: JSON] = [:]
+                var o: KeyMap<JSON> = [:]
                 for _ in 0..<Int.random(in: 1...4, using: &g) { o[key()] = leaf() }
                 if Int.random(in: 0..<4, using: &g) == 0 { o[".priority"] = Bool.random(using: &g) ? .int(3) : .string("p") }
                 return .object(o)
@@ -260,7 +260,7 @@ import EmberTestSupport
         #expect(try s.exists(namespace: "t", path: p("/o/z")) && !s.exists(namespace: "t", path: p("/o/y")))
         #expect(try s.get("/o/z").priority == .string("p"))
         // Too many children, a nested object or a long key: per leaf.
-        var big: [String: JSON] = [:]
+        var big: KeyMap<JSON> = [:]
         for i in 0...InlineObject.maxChildren { big["k\(i)"] = .int(Int64(i)) }
         _ = try await s.submit(namespace: "t", .set(path: p("/big"), value: .object(big)))
         try await s.set("/nested", #"{"a": {"b": 1}}"#)

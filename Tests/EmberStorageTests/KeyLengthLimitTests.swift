@@ -132,7 +132,7 @@ import EmberTestSupport
 
     @Test func siblingsSharingALongPrefixKeepFirebaseOrder() async throws {
         let s = try openStore()
-        var value: [String: JSON] = [:]
+        var value: KeyMap<JSON> = [:]
         for (i, k) in Self.pool.enumerated() {
             value[k] = .object(["h": i % 3 == 0 ? .string("s\(i % 5)") : .int(Int64((i * 7) % 11)), ".priority": .int(Int64(i % 4))])
         }
@@ -192,7 +192,7 @@ import EmberTestSupport
             case 3: return .string(["x", "y", Self.shared][Int.random(in: 0..<3, using: &g)])
             default:
                 guard depth < 2 else { return .bool(true) }
-                var o: [String: JSON] = [:]
+                var o: KeyMap<JSON> = [:]
                 for _ in 0..<Int.random(in: 1...4, using: &g) { o[pick()] = randomValue(depth + 1) }
                 if Bool.random(using: &g) { o["h"] = .int(Int64.random(in: 0...4, using: &g)) }
                 return .object(o)
@@ -238,7 +238,7 @@ import EmberTestSupport
     @Test func indexOnWithLongChildKeysAndLongLocations() async throws {
         let s = try openStore()
         let loc = [Self.k768, Self.shared]
-        var kids: [String: JSON] = [:]
+        var kids: KeyMap<JSON> = [:]
         for (i, k) in Self.pool.enumerated() { kids[k] = .object(["score": .int(Int64(i % 6)), Self.k768: .string("v\(i % 4)")]) }
         try await set(s, loc, .object(kids))
         // Built from existing data, then maintained.

@@ -13,7 +13,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let s = try openStore(dir, o)
         defer { s.close() }
-        var big: [String: JSON] = [:]
+        var big: KeyMap<JSON> = [:]
         for i in 0..<2_000 { big["k\(i)"] = .string(String(repeating: "x", count: 40)) }  // ~100 KB stored
         _ = try await s.submit(namespace: "t", .set(path: p("/big"), value: .object(big)))
         _ = try await s.submit(namespace: "t", .set(path: p("/small"), value: .int(1)))

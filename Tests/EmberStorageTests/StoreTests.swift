@@ -475,10 +475,11 @@ import Testing
         do {
             let s = try openStore(dir, o)
             for c in 0..<5 {
-                var obj: [String: JSON] = [:]
+                var obj: KeyMap<JSON> = [:]
                 for i in (c * 10_000)..<((c + 1) * 10_000) {
-                    obj[String(i / 100), default: .object([:])] = .object(
-                        (obj[String(i / 100)]?.objectValue ?? [:]).merging([String(i % 100): .int(Int64(i))]) { a, _ in a })
+                    var inner: KeyMap<JSON> = obj[String(i / 100)]?.objectValue ?? [:]
+                    if inner[String(i % 100)] == nil { inner[String(i % 100)] = .int(Int64(i)) }
+                    obj[String(i / 100)] = .object(inner)
                 }
                 _ = try await s.submit(namespace: "t", .update(path: p("/big"), values: obj.map { (p($0.key), $0.value) }))
             }

@@ -24,7 +24,7 @@ import Testing
         #expect(!src.exists(at: long) && !src.hasChildren(at: long) && src.shallow(at: long).leaf == nil)
     }
     // Decisions at apply over a large subtree (behaviour; read counts are in LazyDataTests).
-    var big: [String: JSON] = [:]
+    var big: KeyMap<JSON> = [:]
     for i in 0..<2_000 { big["n\(i)"] = .int(Int64(i)) }
     _ = try await s.submit(namespace: "t", .set(path: p("other"), value: .object(big)))
     _ = try await s.submit(namespace: "t", .setRules(text: #"{"rules": {"w": {".write": "root.child('other').hasChildren(['n1', 'n1999']) && !root.child('other').child('n5').isString()"}, "x": {".write": "root.child('other/n2000').exists()"}}}"#))

@@ -25,7 +25,7 @@ import Testing
             }
         }
         if depth >= 4 || Int.random(in: 0..<4, using: &g) == 0 { return leaf() }
-        var o: [String: JSON] = [:]
+        var o: KeyMap<JSON> = [:]
         // Arrays: a run of small indices; otherwise any keys.
         if Int.random(in: 0..<3, using: &g) == 0 {
             for i in 0..<Int.random(in: 1...6, using: &g) where Int.random(in: 0..<4, using: &g) > 0 {
@@ -56,7 +56,7 @@ import Testing
         if f.shallow {
             // The REST front's shallow answer of a whole read.
             guard node.hasChildren else { return node.toJSON().serializedBytes(pretty: f.pretty) }
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             for k in node.children.keys { o[k] = .bool(true) }
             return JSON.object(o).serializedBytes(pretty: f.pretty)
         }
@@ -103,7 +103,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let s = try openStore(dir)
         defer { s.close() }
-        var kids: [String: JSON] = [:]
+        var kids: KeyMap<JSON> = [:]
         for i in 0..<2_000 { kids[String(format: "c%05d", i)] = .object(["n": .int(Int64(i)), "s": .string("x")]) }
         _ = try await s.submit(namespace: "t", .set(path: p("/big"), value: .object(kids)))
         let expected = try Self.whole(s, p("/big"), TreeJSONFormat())
@@ -127,7 +127,7 @@ import Testing
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let s = try openStore(dir, o)
-        var kids: [String: JSON] = [:]
+        var kids: KeyMap<JSON> = [:]
         for i in 0..<500 { kids["k\(i)"] = .string(String(repeating: "v", count: 50)) }
         _ = try await s.submit(namespace: "t", .set(path: p("/a"), value: .object(kids)))
         let a = try s.openTreeStream(namespace: "t", path: p("/a"), format: TreeJSONFormat())

@@ -33,7 +33,7 @@ import EmberTestSupport
             case 1, 2, 3: return .int(Int64.random(in: 0..<3, using: &g))
             default:
                 guard depth < 3 else { return .string("s") }
-                var d: [String: JSON] = [:]
+                var d: KeyMap<JSON> = [:]
                 for _ in 0..<Int.random(in: 1...2, using: &g) { d[Self.keys.randomElement(using: &g)!] = randomValue(depth + 1) }
                 return .object(d)
             }

@@ -119,3 +119,13 @@ def cluster(tmp_path_factory):
     yield c
     c.down()
 
+
+
+def module_cluster(tmp_path_factory, name, **kw):
+    """A cluster for a module-scoped fixture (`yield from module_cluster(...)`): made under a
+    fresh directory `name`, taken down when the module is done."""
+    c = Cluster(tmp_path_factory.mktemp(name) / "c", **kw)
+    try:
+        yield c
+    finally:
+        c.down()

@@ -25,7 +25,7 @@ import pytest
 import requests
 
 from conftest import EMBERD, ROOT, WAIT, Node, get, wait_for
-from cluster_helpers import Cluster
+from cluster_helpers import module_cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JSSDK_DIR = os.environ.get("JSSDK_DIR") or os.path.join(ROOT, "..", "shared", "jssdk")
@@ -216,9 +216,7 @@ def sdk(jssdk, tmp_path):
 
 @pytest.fixture(scope="module")
 def sdk_cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("jssdk-cluster") / "c", extra=("--ondisconnect-lease", str(LEASE)))
-    yield c
-    c.down()
+    yield from module_cluster(tmp_path_factory, "jssdk-cluster", extra=("--ondisconnect-lease", str(LEASE)))
 
 
 def test_sdk_on_a_follower_writes_listens_and_transacts(sdk_cluster, sdk):

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from conftest import WAIT, Node, get, wait_for
-from cluster_helpers import Cluster, script
+from cluster_helpers import module_cluster, script
 from wire import WireClient
 
 LEASE = 3  # seconds (--ondisconnect-lease)
@@ -116,9 +116,7 @@ def test_single_node_runs_pending_writes_at_its_next_start():
 
 @pytest.fixture(scope="module")
 def lease_cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("odc") / "c", extra=("--ondisconnect-lease", str(LEASE)))
-    yield c
-    c.down()
+    yield from module_cluster(tmp_path_factory, "odc", extra=("--ondisconnect-lease", str(LEASE)))
 
 
 def test_presence_is_right_after_kill9_of_the_clients_node(lease_cluster):

@@ -21,7 +21,7 @@ extension DatabaseReference {
     public func onDisconnectUpdateChildValues(_ values: [AnyHashable: Any],
                                               withCompletionBlock block: (@Sendable ((any Error)?, DatabaseReference) -> Void)? = nil) {
         do {
-            var obj: [String: JSON] = [:]
+            var obj: KeyMap<JSON> = [:]
             for (rel, json) in try Self.parseUpdate(values, at: path) { obj[rel.wireText] = json }
             repo.onDisconnect("om", at: path, data: .object(obj), completion: completion(block))
         } catch {

@@ -112,14 +112,14 @@ public final class MutableData: CustomStringConvertible {
     // MARK: - Raw JSON edits
 
     /// The children of a raw value as an object (arrays by index; a leaf has none).
-    private static func object(_ json: JSON) -> [String: JSON] {
+    private static func object(_ json: JSON) -> KeyMap<JSON> {
         switch json {
         case .object(let o) where o[".value"] == nil && o[".sv"] == nil: return o
         case .object(let o) where o[".value"] != nil:
             // Writing under a leaf turns it into an object that keeps its priority.
             return o[".priority"].map { [".priority": $0] } ?? [:]
         case .array(let a):
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             for (i, v) in a.enumerated() where !v.isNull { o[String(i)] = v }
             return o
         default: return [:]

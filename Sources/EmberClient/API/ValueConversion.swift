@@ -41,12 +41,12 @@ enum ValueConverter {
         default: break
         }
         if let dict = value as? [String: Any] {
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             for (k, v) in dict { o[k] = try json(from: v) }
             return .object(o)
         }
         if let dict = value as? [AnyHashable: Any] {
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             for (k, v) in dict {
                 guard let key = k.base as? String else { throw DatabaseError(code: .invalidData, message: "Keys must be strings: \(k)") }
                 o[key] = try json(from: v)
@@ -78,7 +78,8 @@ enum ValueConverter {
         case .double(let d): return NSNumber(value: d)
         case .string(let s): return s
         case .array(let a): return a.map { value(of: $0) }
-        case .object(let o): return o.mapValues { value(of: $0) }
+        // An app's [String: Any]: keys equal as Swift strings (NFC/NFD spellings) merge here only.
+        case .object(let o): return o.mapValues { value(of: $0) }.lossyDictionary
         }
     }
 
@@ -109,7 +110,7 @@ enum ValueConverter {
             o[".priority"] = p
             return .object(o)
         case .array(let a):
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             for (i, x) in a.enumerated() where !x.isNull { o[String(i)] = x }
             o[".priority"] = p
             return .object(o)

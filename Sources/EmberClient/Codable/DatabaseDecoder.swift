@@ -87,11 +87,11 @@ extension Dictionary: EmptyWhenAbsent where Key: Decodable, Value: Decodable { s
 
 /// `[String: T]` is data: its keys are read as stored, whatever the key strategy.
 private protocol StringKeyedDecodable {
-    static func decodeEntries(_ entries: [String: JSON], decoder: ValueDecoder) throws -> Self
+    static func decodeEntries(_ entries: KeyMap<JSON>, decoder: ValueDecoder) throws -> Self
 }
 
 extension Dictionary: StringKeyedDecodable where Key == String, Value: Decodable {
-    fileprivate static func decodeEntries(_ entries: [String: JSON], decoder: ValueDecoder) throws -> Self {
+    fileprivate static func decodeEntries(_ entries: KeyMap<JSON>, decoder: ValueDecoder) throws -> Self {
         var out: [String: Value] = [:]
         for (k, v) in entries {
             out[k] = try decoder.unbox(Value.self, v, codingPath: decoder.codingPath + [AnyCodingKey(stringValue: k)])
@@ -108,7 +108,7 @@ struct ValueDecoder: Swift.Decoder {
     var userInfo: [CodingUserInfoKey: Any] { options.userInfo }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        var entries: [String: JSON]
+        var entries: KeyMap<JSON>
         switch json {
         case .object(let o): entries = o
         case .array(let a):
@@ -122,10 +122,10 @@ struct ValueDecoder: Swift.Decoder {
         switch options.keys {
         case .useDefaultKeys: break
         case .convertFromSnakeCase:
-            entries = Dictionary(entries.map { (KeyCase.camel(fromSnake: $0.key), $0.value) }, uniquingKeysWith: { a, _ in a })
+            entries = KeyMap(Dictionary(entries.map { (KeyCase.camel(fromSnake: $0.key), $0.value) }, uniquingKeysWith: { a, _ in a }))
         case .custom(let convert):
-            entries = Dictionary(entries.map { (convert(codingPath + [AnyCodingKey(stringValue: $0.key)]).stringValue, $0.value) },
-                                 uniquingKeysWith: { a, _ in a })
+            entries = KeyMap(Dictionary(entries.map { (convert(codingPath + [AnyCodingKey(stringValue: $0.key)]).stringValue, $0.value) },
+                                        uniquingKeysWith: { a, _ in a }))
         }
         return KeyedDecodingContainer(KeyedValueDecoder<Key>(decoder: self, entries: entries))
     }
@@ -189,7 +189,7 @@ struct ValueDecoder: Swift.Decoder {
         default: break
         }
         if let dict = T.self as? any StringKeyedDecodable.Type {
-            var entries: [String: JSON] = [:]
+            var entries: KeyMap<JSON> = [:]
             switch value {
             case .object(let o): entries = o.filter { !$0.value.isNull }
             // Keys "0"…"n" come back as an array.

@@ -4,7 +4,7 @@ import Foundation
 struct KeyedValueDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let decoder: ValueDecoder
     /// Keys already converted by the key strategy.
-    let entries: [String: JSON]
+    let entries: KeyMap<JSON>
     var codingPath: [any CodingKey] { decoder.codingPath }
     var allKeys: [Key] { entries.keys.compactMap { Key(stringValue: $0) } }
 

@@ -11,7 +11,7 @@ final class EncodingSlot {
     /// nil when nothing was encoded; an empty container is an empty object (no data, as in the SDK).
     var json: JSON? {
         if let leaf { return leaf }
-        if let object { return .object(object.mapValues { $0.json ?? .object([:]) }) }
+        if let object { return .object(KeyMap(object.mapValues { $0.json ?? .object([:]) })) }
         if let array { return .array(array.map { $0.json ?? .object([:]) }) }
         return nil
     }

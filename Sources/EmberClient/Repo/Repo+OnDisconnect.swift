@@ -54,7 +54,7 @@ extension Repo {
     /// `json` set at `base` as sets of its parts without the one at `rel`; nil for a leaf.
     private static func split(_ base: Path, _ json: JSON, forgetting rel: Path) -> [(Path, JSON)]? {
         guard let key = rel.first else { return [] }
-        var children: [String: JSON] = [:]
+        var children: KeyMap<JSON> = [:]
         switch json {
         case .object(let o): children = o.filter { $0.key != ".priority" && $0.key != ".value" }
         case .array(let a): for (i, v) in a.enumerated() where !v.isNull { children[String(i)] = v }

@@ -42,7 +42,7 @@ extension Repo {
                 return
             }
             var children: [(Path, Node)] = []
-            var wire: [String: JSON] = [:]
+            var wire: KeyMap<JSON> = [:]
             do {
                 for (rel, json) in parts {
                     children.append((rel, try localNode(json, at: path.appending(rel))))

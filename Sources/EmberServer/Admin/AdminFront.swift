@@ -124,9 +124,8 @@ final class AdminFront: Sendable {
         s["fanoutBacklog"] = .int(Int64(realtime.feed?.backlog ?? 0))
         s["allocator"] = .string(Allocator.name)
         // Which build answers, and the levels it reads and writes (deploy/OPERATIONS.md).
-        s["build"] = .object(Dictionary(uniqueKeysWithValues: BuildInfo.fields.map { f in
-            (f.name, f.name == "version" ? JSON.string(f.value) : JSON.int(Int64(f.value)!))
-        }))
+        s["build"] = .object(KeyMap(uniqueKeysWithValues: [("version", JSON.string(BuildInfo.version))]
+            + BuildInfo.levels.map { ($0.name, JSON.int(Int64($0.value))) }))
         let ops = config.operations
         let ownID: String
         if case .string(let id)? = s["id"] { ownID = id } else { ownID = "single" }
@@ -134,7 +133,7 @@ final class AdminFront: Sendable {
         s["clientURL"] = .string(ownURL)
         var members = ops.memberURLs
         members[ownID] = ownURL
-        s["clientURLs"] = .object(members.mapValues { .string($0) })
+        s["clientURLs"] = .object(KeyMap(members.mapValues { JSON.string($0) }))
         // Bytes per table, free pages and the file (a few mdb_stat calls and the free list).
         if let storage = store.admin.storage {
             guard case .object(var fp) = try storage.footprint().json else { throw RestError(500, "bad footprint") }
@@ -146,7 +145,7 @@ final class AdminFront: Sendable {
         let book = store.onDisconnect
         let pending = try book.sessions(limit: Self.maxCountedOnDisconnectSessions) { _, _, _, _ in true }.count
         s["onDisconnect"] = .object([
-            "holders": .object(try book.holders().mapValues { .string($0) }),
+            "holders": .object(KeyMap(try book.holders().mapValues { JSON.string($0) })),
             "pendingSessions": .int(Int64(pending)),
         ])
         return .object(s)

@@ -141,7 +141,7 @@ public struct JWTTokenVerifier: TokenVerifier {
         return Identity.user(claims: claims, now: now)
     }
 
-    func checkClaims(_ c: [String: JSON], now: Int64) throws(AuthError) {
+    func checkClaims(_ c: KeyMap<JSON>, now: Int64) throws(AuthError) {
         let skewMs = settings.clockSkewSeconds * 1000
         func seconds(_ name: String) throws(AuthError) -> Int64? {
             guard let v = c[name] else { return nil }

@@ -92,7 +92,7 @@ extension RestHandler {
         guard identity.isAdmin else { throw RestError(403, "Cluster administration requires an admin credential") }
     }
 
-    private func adminBody(_ request: Request) async throws -> [String: JSON] {
+    private func adminBody(_ request: Request) async throws -> KeyMap<JSON> {
         var body = request.body
         let data = try await Self.collect(&body, contentLength: request.headers[.contentLength], limit: Self.maxAdminBodyBytes)
         guard let json = try? JSON.parse(data.readableBytesView), case .object(let o) = json else {

@@ -161,7 +161,7 @@ public final class RestHandler: Sendable {
             } else if keys.isEmpty {
                 value = try store.reader.read(namespace: ns, path: path).node.toJSON()
             } else {
-                var o: [String: JSON] = [:]
+                var o: KeyMap<JSON> = [:]
                 o.reserveCapacity(keys.count)
                 for k in keys { o[k] = .bool(true) }
                 value = .object(o)
@@ -173,7 +173,7 @@ public final class RestHandler: Sendable {
                 var node = r.node
                 if let q = req.query { node = q.apply(to: node) }
                 if node.hasChildren {
-                    var o: [String: JSON] = [:]
+                    var o: KeyMap<JSON> = [:]
                     for k in node.children.keys { o[k] = .bool(true) }
                     value = .object(o)
                 } else {
@@ -411,7 +411,7 @@ enum WriteEcho: Sendable {
         case .null: return .null
         case .name(let n): return .object(["name": .string(n)])
         case .parts(let rels):
-            var o: [String: JSON] = [:]
+            var o: KeyMap<JSON> = [:]
             for rel in rels { o[rel.segments.joined(separator: "/")] = outcome.value.child(at: rel).toJSON() }
             return .object(o)
         }

@@ -104,7 +104,7 @@ struct RealtimeHandler: Sendable {
 
     /// Handles one parsed message (`WireClientMessage.parse`).
     func handle(parsed: Result<WireClientMessage, WireClientMessage.ParseError>) async {
-        let r: Int64, action: String, body: [String: JSON]
+        let r: Int64, action: String, body: KeyMap<JSON>
         switch parsed {
         case .failure(.notProtocol):
             session.send(WireServerMessage.protocolError("Invalid message").json)
@@ -149,7 +149,7 @@ struct RealtimeHandler: Sendable {
 
     /// The store request of a `p` or `m` that can be pipelined; nil for a priority-only set
     /// (`<path>/.priority`), which reads the current value and takes the awaited path.
-    func pipelinedWrite(_ action: String, _ b: [String: JSON]) throws -> WriteRequest? {
+    func pipelinedWrite(_ action: String, _ b: KeyMap<JSON>) throws -> WriteRequest? {
         if action == "m" {
             let path = try wirePath(b)
             return WriteRequest(namespace: session.namespace, path: path, kind: .update(try mergeParts(path, b["d"])),
@@ -160,7 +160,7 @@ struct RealtimeHandler: Sendable {
     }
 
     /// A `p` request as a store write: `h` (hash) or `v` (version) make it a compare-and-set.
-    func setRequest(_ b: [String: JSON]) throws -> WriteRequest {
+    func setRequest(_ b: KeyMap<JSON>) throws -> WriteRequest {
         let path = try wirePath(b)
         let data = b["d"] ?? .null
         try validate(data, at: path)
@@ -173,7 +173,7 @@ struct RealtimeHandler: Sendable {
 
     /// Ember extension of `p`/`m`: `"w": {"id": "<writer>", "n": <seq>}` names the write for
     /// exactly-once across resends (`WriteStamp`). Absent: an ordinary write.
-    func writerStamp(_ b: [String: JSON]) throws -> WriteStamp? {
+    func writerStamp(_ b: KeyMap<JSON>) throws -> WriteStamp? {
         guard let w = b["w"] else { return nil }
         guard case .string(let id)? = w["id"], case .int(let n)? = w["n"], let stamp = WriteStamp(validating: id, seq: n) else {
             throw EmberError.invalidData("w must be {\"id\": 1-64 characters of A-Z a-z 0-9 - _, \"n\": a positive integer}")
@@ -182,7 +182,7 @@ struct RealtimeHandler: Sendable {
     }
 
     /// Returns the response (status, data), or nil status when the response was already queued.
-    func dispatch(_ action: String, _ b: [String: JSON], r: Int64) async throws -> (String?, JSON) {
+    func dispatch(_ action: String, _ b: KeyMap<JSON>, r: Int64) async throws -> (String?, JSON) {
         switch action {
         case "q", "l": return try await listen(b, r: r)
         case "n", "u":
@@ -235,12 +235,12 @@ struct RealtimeHandler: Sendable {
         }
     }
 
-    func wirePath(_ b: [String: JSON]) throws -> Path {
+    func wirePath(_ b: KeyMap<JSON>) throws -> Path {
         guard let p = b["p"]?.stringValue else { throw EmberError.invalidData("request needs a path p") }
         return try Path(p)
     }
 
-    func listenIdentity(_ b: [String: JSON]) throws -> (Path, JSON?, Int64?) {
+    func listenIdentity(_ b: KeyMap<JSON>) throws -> (Path, JSON?, Int64?) {
         let path = try wirePath(b)
         var tag: Int64?
         if case .int(let t)? = b["t"] { tag = t }
@@ -248,7 +248,7 @@ struct RealtimeHandler: Sendable {
         return (path, tag == nil ? nil : qw, tag)
     }
 
-    func listen(_ b: [String: JSON], r: Int64) async throws -> (String?, JSON) {
+    func listen(_ b: KeyMap<JSON>, r: Int64) async throws -> (String?, JSON) {
         let (path, qw, tag) = try listenIdentity(b)
         let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
         await store.reader.visibleReads()
@@ -264,7 +264,7 @@ struct RealtimeHandler: Sendable {
             session.endListen(path: path, queryWire: qw, tag: tag)
             throw error
         }
-        var ok: [String: JSON] = [:]
+        var ok: KeyMap<JSON> = [:]
         if tag != nil, !isIndexed(query, at: path) { ok["w"] = .array([.string("no_index")]) }
         session.completeListen(path: path, queryWire: qw, tag: tag, read: read,
                                response: WireMessages.response(r, status: "ok", data: .object(ok)))
@@ -279,7 +279,7 @@ struct RealtimeHandler: Sendable {
         }
     }
 
-    func get(_ b: [String: JSON]) async throws -> (String?, JSON) {
+    func get(_ b: KeyMap<JSON>) async throws -> (String?, JSON) {
         let path = try wirePath(b)
         var query: QuerySpec?
         if let qw = b["q"], case .object(let o) = qw, !o.isEmpty { query = try QuerySpec(wire: qw) }
@@ -293,7 +293,7 @@ struct RealtimeHandler: Sendable {
         })
     }
 
-    func put(_ b: [String: JSON]) async throws -> (String?, JSON) {
+    func put(_ b: KeyMap<JSON>) async throws -> (String?, JSON) {
         // `p` to `<path>/.priority` (the SDKs' setPriority) sets the priority alone.
         if let raw = b["p"]?.stringValue, let node = try PriorityWrite.target(ofRawPath: raw) {
             _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store)
@@ -310,7 +310,7 @@ struct RealtimeHandler: Sendable {
         return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))
     }
 
-    func merge(_ b: [String: JSON]) async throws -> (String?, JSON) {
+    func merge(_ b: KeyMap<JSON>) async throws -> (String?, JSON) {
         let path = try wirePath(b)
         let parts = try mergeParts(path, b["d"])
         _ = try await store.writer.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
@@ -339,7 +339,7 @@ struct RealtimeHandler: Sendable {
 
     /// `auth`/`gauth`: the node's verifier judges the credential. A refused one leaves the
     /// connection anonymous; an accepted one with an expiry is revoked (`ac`) when it expires.
-    func auth(_ b: [String: JSON]) -> (String?, JSON) {
+    func auth(_ b: KeyMap<JSON>) -> (String?, JSON) {
         guard let cred = b["cred"]?.stringValue else { return ("invalid_token", .string("auth needs cred")) }
         // An admin client certificate outranks tokens, as on REST.
         if session.baseIdentity.isAdmin { return ("ok", .object(["auth": .null, "expires": .null])) }

@@ -33,7 +33,7 @@ public final class RealtimeSession: Sendable {
     }
 
     struct State {
-        var listens: [String: WireListen] = [:]
+        var listens: KeyMap<WireListen> = [:]
         /// The onDisconnect writes registered (the log holds them; this copy counts them against
         /// `maxOnDisconnect`), and the name the log knows the session by, once it registered one.
         var onDisconnect: [OnDisconnectWrite] = []
@@ -505,7 +505,7 @@ public final class RealtimeSession: Sendable {
                 guard !stillAllowed(l.path, l.query, s.identity) else { continue }
                 s.listens.removeValue(forKey: key)
                 notifyIndex(&s, l.path, key, false)
-                var b: [String: JSON] = ["p": .string(WireMessages.wirePath(l.path))]
+                var b: KeyMap<JSON> = ["p": .string(WireMessages.wirePath(l.path))]
                 if let q = l.queryWire { b["q"] = q }
                 enqueue(&s, .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(b)])]))
             }

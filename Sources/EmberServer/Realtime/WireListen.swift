@@ -13,7 +13,7 @@ struct WireListen {
     /// Full location data (tagged listens only).
     var cache: Node = .empty
     /// Children last sent for the window (tagged listens only).
-    var window: [String: Node] = [:]
+    var window: KeyMap<Node> = [:]
     /// Changes that arrived while the initial read was under way; nil once active.
     var pending: [CommittedChange]? = []
     /// A read of the replaced state taken while the initial read was under way (`resync`): the
@@ -149,7 +149,7 @@ struct WireListen {
             case .put(let rel, let data):
                 return WireMessages.push(action: "d", path: path.appending(rel), data: data.exportJSON(), tag: nil, version: change.index)
             case .patch(let rel, let parts):
-                var obj: [String: JSON] = [:]
+                var obj: KeyMap<JSON> = [:]
                 for (p, n) in parts { obj[p.segments.joined(separator: "/")] = n.exportJSON() }
                 return WireMessages.push(action: "m", path: path.appending(rel), data: .object(obj), tag: nil, version: change.index)
             }
@@ -166,7 +166,7 @@ struct WireListen {
             }
         }
         let next = currentWindow()
-        var diff: [String: JSON] = [:]
+        var diff: KeyMap<JSON> = [:]
         for (k, _) in window where next[k] == nil { diff[k] = .null }
         for (k, v) in next where !(window[k]?.isIdentical(to: v) ?? false) { diff[k] = v.exportJSON() }
         window = next
@@ -174,9 +174,9 @@ struct WireListen {
         return [WireMessages.push(action: "m", path: path, data: .object(diff), tag: tag, version: change.index)]
     }
 
-    private func currentWindow() -> [String: Node] {
+    private func currentWindow() -> KeyMap<Node> {
         guard cache.hasChildren else { return [:] }
-        var w: [String: Node] = [:]
+        var w: KeyMap<Node> = [:]
         for (k, n) in query.window(of: cache) { w[k] = n }
         return w
     }

@@ -33,7 +33,7 @@ public struct RulesDocument: Sendable, Equatable {
         self.indexes = defs
     }
 
-    static func collectIndexes(_ obj: [String: JSON], at pattern: [String], into defs: inout [IndexDefinition]) throws(RestError) {
+    static func collectIndexes(_ obj: KeyMap<JSON>, at pattern: [String], into defs: inout [IndexDefinition]) throws(RestError) {
         for (key, value) in obj {
             if key == ".indexOn" {
                 var names: [String] = []
@@ -67,7 +67,7 @@ public struct RulesDocument: Sendable, Equatable {
     public func hasIndex(at path: Path, named index: String) -> Bool {
         indexes.contains { def in
             def.pattern.count == path.count
-                && zip(def.pattern, path.segments).allSatisfy { $0.hasPrefix("$") || $0 == $1 }
+                && zip(def.pattern, path.segments).allSatisfy { $0.hasPrefix("$") || $0.isExactly($1) }
                 && def.indexes.contains(index)
         }
     }

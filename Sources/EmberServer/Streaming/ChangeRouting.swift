@@ -47,7 +47,7 @@ public enum ChangeRouting {
         case .put(let path, let data):
             return "event: put\ndata: " + JSON.object(["path": .string(path.description), "data": data.toJSON()]).serialized() + "\n\n"
         case .patch(let path, let parts):
-            var obj: [String: JSON] = [:]
+            var obj: KeyMap<JSON> = [:]
             for (p, n) in parts { obj[p.segments.joined(separator: "/")] = n.toJSON() }
             return "event: patch\ndata: " + JSON.object(["path": .string(path.description), "data": .object(obj)]).serialized() + "\n\n"
         }

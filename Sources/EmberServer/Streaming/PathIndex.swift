@@ -10,7 +10,7 @@ import EmberCore
 struct PathIndex<Key: Hashable, Value> {
     private struct Node {
         var here: [Key: Value] = [:]
-        var children: [String: Node] = [:]
+        var children: KeyMap<Node> = [:]
         var isEmpty: Bool { here.isEmpty && children.isEmpty }
     }
 
@@ -120,7 +120,7 @@ struct PathIndex<Key: Hashable, Value> {
             return
         }
         if !node.here.isEmpty { out.append((Path(validated: segs), node.here)) }
-        var bySegment: [String: [ArraySlice<String>]] = [:]
+        var bySegment: KeyMap<[ArraySlice<String>]> = [:]
         var order: [String] = []
         for r in rests {
             let seg = r.first!

@@ -159,7 +159,7 @@ public final class StreamHub: Sendable {
                 read: (String, Path) throws -> ReadResult) {
         let streams = registry.withLock { $0.entries }
         // One read per listened location, however many streams share it.
-        var reads: [String: ReadResult?] = [:]
+        var reads: KeyMap<ReadResult?> = [:]
         for (id, entry) in streams.sorted(by: { $0.key < $1.key }) {
             guard stillAllowed(entry.namespace, entry.path, entry.identity) else {
                 _ = entry.continuation.yield((UInt64.max, Self.cancelText))
