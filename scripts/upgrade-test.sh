@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `make upgrade-test`: a rolling upgrade from the previous release to this build, and back for
-# one node (Tests/upgrade/test_rolling_upgrade.py). The previous release is the second entry of
-# CHANGELOG.md: its tag vX.Y.Z, or the commit its heading names where the tag is not in this
-# clone. Its emberd is built (debug, ~10 min on 2 cores the first time) under .build-prev/.
+# one node (Tests/upgrade/test_rolling_upgrade.py). The previous release is CHANGELOG.md's newest
+# release entry other than this build's version (an "Unreleased" entry has none): its tag vX.Y.Z,
+# or the commit its heading names where the tag is not in this clone. Its emberd is built (debug,
+# ~10 min on 2 cores the first time) under .build-prev/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-prev=$(grep -m2 -E '^## [0-9]+\.[0-9]+\.[0-9]+' CHANGELOG.md | tail -1)
+current=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/EmberCore/BuildInfo.swift)
+prev=$(grep -E '^## [0-9]+\.[0-9]+\.[0-9]+' CHANGELOG.md | awk -v cur="$current" '$2 != cur' | head -1)
 version=$(echo "$prev" | awk '{print $2}')
 commit=$(git rev-parse --verify -q "v$version^{commit}" || echo "$prev" | sed -n 's/.*commit \([0-9a-f]\{7,40\}\).*/\1/p')
 [ -n "$commit" ] || { echo "upgrade-test: no tag v$version and no commit in CHANGELOG.md's heading: $prev" >&2; exit 1; }
