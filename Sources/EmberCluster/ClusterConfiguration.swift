@@ -61,6 +61,9 @@ public struct ClusterConfiguration: Sendable {
     /// Recent apply results kept so a forwarded write's answer can be matched even when its
     /// index was applied before the leader's reply arrived.
     public var recentResults = 4_096
+    /// Seconds between corruption-check rounds (`CorruptionCheck`; emberd's
+    /// `--corruption-check-interval`); 0: only on demand.
+    public var corruptionCheckSeconds = 300.0
 
     public init(nodeID: NodeID, peerListen: PeerAddress, peers: [NodeID: PeerAddress],
                 tlsCertificatePath: String, tlsKeyPath: String, tlsCAPath: String) {

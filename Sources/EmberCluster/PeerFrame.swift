@@ -29,6 +29,8 @@ public enum PeerFrame: Sendable, Hashable {
     /// "You are not a member": written back on a refused peer connection (the only frame that
     /// travels from the accepting side to the dialer). See `NotMemberNotice`.
     case notMember(NotMemberNotice)
+    /// A member's state hash at an applied index (`CorruptionCheck`).
+    case hashCheck(HashCheck)
 }
 
 public struct ForwardRequest: Sendable, Hashable {
@@ -56,6 +58,25 @@ public struct ForwardReply: Sendable, Hashable {
         self.from = from
         self.requestID = requestID
         self.result = result
+    }
+}
+
+/// A member's state hash at an applied index, for the corruption check (`CorruptionCheck`).
+/// Peers of a version without it close the link on this frame (unknown kind) and reconnect.
+public struct HashCheck: Sendable, Hashable {
+    /// Longest hash text accepted (a SHA-1 is 40 hex digits).
+    public static let maxHashBytes = 128
+    public var from: NodeID
+    public var appliedIndex: UInt64
+    public var stateHash: String
+    /// The sender asks for the receiver's hash at `appliedIndex` in return.
+    public var ask: Bool
+
+    public init(from: NodeID, appliedIndex: UInt64, stateHash: String, ask: Bool) {
+        self.from = from
+        self.appliedIndex = appliedIndex
+        self.stateHash = stateHash
+        self.ask = ask
     }
 }
 
@@ -162,6 +183,9 @@ public enum PeerFrameCodec {
             w.string(n.from); w.varint(n.configIndex); w.varint(n.commitIndex)
             w.varint(UInt64(n.voters.count))
             for v in n.voters { w.string(v) }
+        case .hashCheck(let h):
+            w.u8(9)
+            w.string(h.from); w.varint(h.appliedIndex); w.string(h.stateHash); w.bool(h.ask)
         }
         return w.out
     }
@@ -218,6 +242,10 @@ public enum PeerFrameCodec {
             results.reserveCapacity(count)
             for _ in 0..<count { results.append(try decodeForwardResult(&r)) }
             frame = .forwardBatchReply(ForwardBatchReply(from: from, batchID: id, results: results))
+        case 9:
+            let from = try r.string(), index = try r.varint(), hash = try r.string(), ask = try r.bool()
+            guard hash.utf8.count <= HashCheck.maxHashBytes else { throw .tooLarge(bytes: hash.utf8.count, limit: HashCheck.maxHashBytes) }
+            frame = .hashCheck(HashCheck(from: from, appliedIndex: index, stateHash: hash, ask: ask))
         case let t: throw .unknownTag("frame kind", t)
         }
         guard r.remaining == 0 else { throw .trailingBytes(r.remaining) }

@@ -290,6 +290,7 @@ extension PeerFrame {
         case .admin(let a): return a.from
         case .adminReply(let r): return r.from
         case .notMember(let n): return n.from
+        case .hashCheck(let h): return h.from
         }
     }
 }

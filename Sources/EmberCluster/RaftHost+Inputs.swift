@@ -51,6 +51,8 @@ extension RaftHost {
             return []
         case .frame(.notMember(let notice)):
             return heard(notice)
+        case .frame(.hashCheck):
+            return []  // the corruption check's (ReplicatedDataStore routes them there)
         case .handOver:
             let progress = node.status.progress
             guard node.role == .leader,

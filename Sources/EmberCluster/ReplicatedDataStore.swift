@@ -29,6 +29,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     let logger: Logger
     private let stopped = Atomic<Bool>(false)
     private let hashCache = StateHashCache()
+    let check: CorruptionCheck
 
     /// Opens the store, loads Raft's state from it, binds the peer listener and starts the driver.
     public static func open(directory: String, options: StoreOptions, cluster: ClusterConfiguration,
@@ -38,26 +39,36 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
                               caPath: cluster.tlsCAPath)
         let local = try LMDBDataStore(directory: directory, options: options, logger: logger)
         let host = try await RaftHost(config: cluster, store: local.storage, logger: logger)
+        let peers = PeerFrameRouter(host: host, space: local.storage.space, selfID: cluster.nodeID)
         let transport = PeerTransport(config: cluster, tls: tls, logger: logger,
-                                      membershipNotice: { [weak host] in host?.notMemberNotice() }) { [weak host] frame, _ in
-            _ = host?.enqueue(.frame(frame))
+                                      membershipNotice: { [weak host] in host?.notMemberNotice() }) { frame, _ in
+            peers.route(frame)
         }
+        peers.transport = transport
         do { try await transport.start() } catch {
             local.close()
             throw ClusterConfigError("cannot listen for peers on \(cluster.peerListen): \(error)")
         }
+        let check = CorruptionCheck(store: local.storage, selfID: cluster.nodeID,
+                                    interval: cluster.corruptionCheckSeconds > 0 ? .milliseconds(Int64(cluster.corruptionCheckSeconds * 1000)) : nil,
+                                    logger: logger, voters: { [weak host] in host?.status.membership.voters ?? [] },
+                                    send: { [weak transport] frame, peer in transport?.send(.hashCheck(frame), to: peer) })
+        peers.check = check
         host.start(transport: transport)
+        check.start()
         logger.info("cluster node started", metadata: [
             "node": "\(cluster.nodeID)", "peerAddress": "\(cluster.peerListen)", "voters": "\(cluster.voters)"])
-        return ReplicatedDataStore(local: local, host: host, transport: transport, config: cluster, logger: logger)
+        return ReplicatedDataStore(local: local, host: host, transport: transport, config: cluster, logger: logger, check: check)
     }
 
-    init(local: LMDBDataStore, host: RaftHost, transport: PeerTransport, config: ClusterConfiguration, logger: Logger) {
+    init(local: LMDBDataStore, host: RaftHost, transport: PeerTransport, config: ClusterConfiguration, logger: Logger,
+         check: CorruptionCheck) {
         self.local = local
         self.host = host
         self.transport = transport
         self.config = config
         self.logger = logger
+        self.check = check
         self.reader = LMDBReads(store: local.storage, refuseReserved: Self.refuseReserved,
                                 linearizableBarrier: { try await Self.readIndex(host: host, config: config) })
     }
@@ -75,8 +86,13 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             onDisconnect: LMDBOnDisconnect(store: store, submit: { op, namespace, auth in
                 try await self.logOnDisconnect(op, namespace: namespace, auth: auth)
             }),
-            admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: self),
+            admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: self, alarms: admin),
             lifecycle: self)
+    }
+
+    /// etcd's corrupt check on demand (`POST /.ember/check/hashes`).
+    public func checkHashes() async -> JSON? {
+        await check.check()?.json(node: config.nodeID, alarm: local.storage.alarms.active(.corrupt))
     }
 
     public var appliedIndex: UInt64 { local.appliedIndex }
@@ -284,6 +300,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
 
     public func shutdown() async {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        check.stop()
         await host.stop()
         await transport.shutdown()
         local.close()

@@ -71,7 +71,11 @@ extension ClusterError {
     /// What a client is told: a refused write is its own fault (400), the rest are retryable (503).
     static func clientError(_ e: any Error) -> any Error {
         guard let c = e as? ClusterError else { return e }
-        if case .refused(let why) = c { return StoreRefusal.badRequest(why) }
+        if case .refused(let why) = c {
+            // The leader had no room (`PeerFrameRouter`): 507 as on the leader itself.
+            if why.hasPrefix("NOSPACE: ") { return StoreRefusal(status: 507, message: why) }
+            return StoreRefusal.badRequest(why)
+        }
         return StoreUnavailable(c.description)
     }
 }

@@ -111,3 +111,50 @@ public struct BackupResult: Sendable, Equatable {
 
     public init(appliedIndex: UInt64) { self.appliedIndex = appliedIndex }
 }
+
+/// The node's alarms (etcd's): NOSPACE (less room for writes than a reserve: client writes are
+/// refused with 507) and CORRUPT (this member's state hash disagrees with the majority's: it
+/// serves no data). Backed by EmberStorage's `StoreAlarms` and `SpaceGuard`.
+public protocol AlarmPort: Sendable {
+    /// Every raised alarm, NOSPACE first.
+    var raised: [NodeAlarm] { get }
+    /// Whether client writes may go on; measures the room again when the last measure is stale
+    /// (so NOSPACE clears, and writes resume, once space is freed).
+    var hasRoomForWrites: Bool { get }
+    /// The last measure of the room (measured now if there is none).
+    var room: WriteRoom? { get }
+    /// `observer(kind, alarm)` on every raise (`alarm`) and clear (nil).
+    func observe(_ observer: @escaping @Sendable (NodeAlarm.Kind, NodeAlarm?) -> Void)
+}
+
+public struct NodeAlarm: Sendable, Equatable {
+    public enum Kind: String, Sendable, CaseIterable {
+        case noSpace = "NOSPACE"
+        case corrupt = "CORRUPT"
+    }
+
+    public var kind: Kind
+    public var message: String
+    /// Wall-clock milliseconds when it was raised.
+    public var since: Int64
+
+    public init(kind: Kind, message: String, since: Int64) {
+        self.kind = kind
+        self.message = message
+        self.since = since
+    }
+}
+
+/// Room left for writes: in the data file's map (`--max-db-size`: growth plus free pages) and on
+/// its filesystem, and the reserve below which writes are refused.
+public struct WriteRoom: Sendable, Equatable {
+    public var mapBytes: Int
+    public var filesystemBytes: Int
+    public var reserveBytes: Int
+
+    public init(mapBytes: Int, filesystemBytes: Int, reserveBytes: Int) {
+        self.mapBytes = mapBytes
+        self.filesystemBytes = filesystemBytes
+        self.reserveBytes = reserveBytes
+    }
+}

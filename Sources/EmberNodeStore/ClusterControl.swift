@@ -1,3 +1,5 @@
+import EmberCore
+
 /// The cluster as the node's operations endpoints see it: a port the replicated store offers
 /// (`AdminPorts.cluster`; nil on a single node), so the fronts never downcast to a store type.
 public protocol ClusterControl: Sendable {
@@ -7,6 +9,13 @@ public protocol ClusterControl: Sendable {
     /// Raft role, indexes and peer links, read without touching the data (cheap enough for every
     /// probe and scrape, unlike `nodeStatus()`, which hashes the state).
     func probe() -> ClusterProbe
+    /// etcd's corrupt check on demand: this member's state hash against its voters' at one
+    /// applied index (`POST /.ember/check/hashes`). nil: the cluster has no such check.
+    func checkHashes() async -> JSON?
+}
+
+extension ClusterControl {
+    public func checkHashes() async -> JSON? { nil }
 }
 
 /// One reading of a member's Raft state and peer links.

@@ -2,7 +2,7 @@ import EmberCore
 import EmberStorage
 
 /// The storage admin ports of an LMDB store (a single node's or a cluster member's own file).
-public struct LMDBAdmin: StorageStatsPort, DefragPort, BackupPort {
+public struct LMDBAdmin: StorageStatsPort, DefragPort, BackupPort, AlarmPort {
     let store: EmberStore
 
     public init(store: EmberStore) { self.store = store }
@@ -40,4 +40,25 @@ public struct LMDBAdmin: StorageStatsPort, DefragPort, BackupPort {
         DefragResult(bytesBefore: r.bytesBefore, bytesAfter: r.bytesAfter, pauseNanos: r.pauseNanos,
                      finishedAtMs: r.finishedAtMs, json: r.json())
     }
+}
+
+extension LMDBAdmin {
+    public var raised: [NodeAlarm] { store.alarms.all.map(Self.alarm) }
+    public var hasRoomForWrites: Bool { store.space.hasRoom }
+    public var room: WriteRoom? {
+        store.space.room.map { WriteRoom(mapBytes: $0.mapBytes, filesystemBytes: $0.filesystemBytes, reserveBytes: store.space.reserve) }
+    }
+
+    public func observe(_ observer: @escaping @Sendable (NodeAlarm.Kind, NodeAlarm?) -> Void) {
+        store.alarms.observe { kind, alarm in observer(Self.kind(kind), alarm.map(Self.alarm)) }
+    }
+
+    static func kind(_ k: StoreAlarms.Kind) -> NodeAlarm.Kind {
+        switch k {
+        case .noSpace: return .noSpace
+        case .corrupt: return .corrupt
+        }
+    }
+
+    static func alarm(_ a: StoreAlarms.Alarm) -> NodeAlarm { NodeAlarm(kind: kind(a.kind), message: a.message, since: a.since) }
 }

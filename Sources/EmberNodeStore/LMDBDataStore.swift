@@ -29,7 +29,7 @@ public final class LMDBDataStore: StatusPort, StoreLifecycle {
         let admin = LMDBAdmin(store: store)
         return NodePorts(reader: reader, writer: LMDBWrites(store: store), commits: LMDBCommitFeed(store: store),
                          rules: LMDBRules(store: store), onDisconnect: LMDBOnDisconnect(store: store),
-                         admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: nil),
+                         admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: nil, alarms: admin),
                          lifecycle: self)
     }
 
@@ -50,8 +50,9 @@ public final class LMDBDataStore: StatusPort, StoreLifecycle {
 public enum StoreFactory {
     /// The node's durable store in `directory`, keeping `logRetain` log entries after compaction.
     public static func open(directory: String, logRetain: Int, maxReadBytes: Int = StoreOptions().maxReadBytes,
-                            logger: Logger) throws -> NodePorts {
+                            mapSize: Int = StoreOptions().mapSize, logger: Logger) throws -> NodePorts {
         var options = StoreOptions()
+        options.mapSize = mapSize
         options.logRetention = UInt64(max(0, logRetain))
         options.maxReadBytes = maxReadBytes
         return try LMDBDataStore(directory: directory, options: options, logger: logger).ports

@@ -104,6 +104,8 @@ public enum LMDBTranslation {
         case .queueFull, .closed, .tooManyStreams: return StoreUnavailable("\(e)")
         case .invalidNamespace, .entryTooLarge, .tooManyIndexes, .invalidRules, .readTooLarge:
             return StoreRefusal.badRequest("\(e)")
+        case .lmdb where SpaceGuard.isNoSpace(e):
+            return StoreRefusal.noSpace("the write did not fit (\(e)); free space or raise --max-db-size")
         default: return e
         }
     }

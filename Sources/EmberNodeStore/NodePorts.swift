@@ -36,14 +36,17 @@ public struct AdminPorts: Sendable {
     public var backup: (any BackupPort)?
     /// The cluster port of a cluster member (nil on a single node).
     public var cluster: (any ClusterControl)?
+    /// NOSPACE and CORRUPT (nil: the store raises none).
+    public var alarms: (any AlarmPort)?
 
     public init(status: any StatusPort, storage: (any StorageStatsPort)?, defrag: (any DefragPort)?,
-                backup: (any BackupPort)?, cluster: (any ClusterControl)?) {
+                backup: (any BackupPort)?, cluster: (any ClusterControl)?, alarms: (any AlarmPort)? = nil) {
         self.status = status
         self.storage = storage
         self.defrag = defrag
         self.backup = backup
         self.cluster = cluster
+        self.alarms = alarms
     }
 }
 

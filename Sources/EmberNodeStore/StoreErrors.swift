@@ -18,6 +18,14 @@ public struct StoreRefusal: Error, Sendable, Equatable {
     public var status: Int
     public var message: String
 
+    public init(status: Int, message: String) {
+        self.status = status
+        self.message = message
+    }
+
     public static func badRequest(_ message: String) -> StoreRefusal { StoreRefusal(status: 400, message: message) }
     public static func forbidden(_ message: String) -> StoreRefusal { StoreRefusal(status: 403, message: message) }
+    /// The node has no room for the write (the NOSPACE alarm; REST 507, wire `insufficient_storage`).
+    /// Not applied; the same write succeeds once space is freed.
+    public static func noSpace(_ message: String) -> StoreRefusal { StoreRefusal(status: 507, message: "NOSPACE: \(message)") }
 }

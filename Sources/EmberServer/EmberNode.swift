@@ -33,7 +33,10 @@ public final class EmberNode: Sendable {
         self.metrics = metrics
         // Every client write passes the metered write port (REST and WebSocket).
         var metered = store
-        metered.writer = MeteredWrites(inner: store.writer, metrics: metrics)
+        // …and every client request the alarms' refusals (CORRUPT: all, NOSPACE: writes).
+        let alarmGate = AlarmGate(alarms: store.admin.alarms)
+        metered.writer = MeteredWrites(inner: store.writer, metrics: metrics, gate: alarmGate)
+        metered.reader = GatedReads(inner: store.reader, gate: alarmGate)
         self.ports = metered
         self.logger = logger
         let feed = ChangeFeed()
@@ -46,6 +49,23 @@ public final class EmberNode: Sendable {
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
                                  logger: logger)
         store.commits.onBatchCommitted { entries in metrics.recordBatch(entries: entries) }
+        if let alarms = store.admin.alarms {
+            let hub = self.hub, realtime = self.realtime
+            for a in alarms.raised { logger.error("alarm raised", metadata: ["alarm": "\(a.kind.rawValue)", "message": "\(a.message)"]) }
+            alarms.observe { kind, alarm in
+                guard let alarm else {
+                    logger.notice("alarm cleared", metadata: ["alarm": "\(kind.rawValue)"])
+                    return
+                }
+                logger.error("alarm raised", metadata: ["alarm": "\(kind.rawValue)", "message": "\(alarm.message)"])
+                // CORRUPT: open listeners must not go on with data that may be wrong; their
+                // clients reconnect, and this member refuses their listens (AlarmGate).
+                if kind == .corrupt {
+                    realtime.dropAll(reason: "this member's data is corrupt; reconnect to another member")
+                    hub.closeAll()
+                }
+            }
+        }
         try store.reader.setIndexes(config.rules.indexes)
         store.rules.setDefaultRules(config.rules.engine)
         let hub = self.hub

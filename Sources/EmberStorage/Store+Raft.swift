@@ -204,31 +204,40 @@ extension EmberStore {
     public func stateHash(namespace: String? = nil) throws -> String {
         if let namespace { try KeyCodec.validateNamespace(namespace) }
         let prefix = namespace.map { KeyCodec.namespacePrefix($0) } ?? []
-        return try withVisibleRead { t in
-            var digests: [UInt8] = []
-            var buf: [UInt8] = []
-            var w = ByteWriter()
-            // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
-            func add(_ k: [UInt8], _ data: [UInt8]) {
-                w.bytes = buf
-                buf = []  // w must own the buffer alone, or every append copies it
-                w.varint(k.count); w.bytes += k; w.varint(data.count); w.bytes += data
-                buf = w.bytes
-                if buf.count >= 1 << 20 { digests += SHA1.digest(buf); buf = [] }
-            }
-            try t.scan(tables.treeS, prefix: prefix) { k, v in
-                // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf;
-                // an inline object as the per-leaf records it stands for (in the same key order).
-                if v.first == InlineObject.tag {
-                    for (rk, rv) in try InlineObject.decode(v).records(at: k) { add(rk, rv) }
-                } else {
-                    add(k, v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v)
-                }
-                return true
-            }
-            digests += SHA1.digest(buf)
-            return SHA1.digest(digests).map { String(format2: $0) }.joined()
+        return try withVisibleRead { t in try stateHash(t, prefix: prefix) }
+    }
+
+    /// The state hash and the applied index it is the hash at, from one read transaction: what
+    /// members compare (`stateHash()` alone may include writes applied after a separately read
+    /// index).
+    public func stateHashAtApplied() throws -> (applied: UInt64, hash: String) {
+        try withVisibleRead { t in (try tables.metaU64(t, "applied"), try stateHash(t, prefix: [])) }
+    }
+
+    private func stateHash(_ t: Txn, prefix: [UInt8]) throws -> String {
+        var digests: [UInt8] = []
+        var buf: [UInt8] = []
+        var w = ByteWriter()
+        // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
+        func add(_ k: [UInt8], _ data: [UInt8]) {
+            w.bytes = buf
+            buf = []  // w must own the buffer alone, or every append copies it
+            w.varint(k.count); w.bytes += k; w.varint(data.count); w.bytes += data
+            buf = w.bytes
+            if buf.count >= 1 << 20 { digests += SHA1.digest(buf); buf = [] }
         }
+        try t.scan(tables.treeS, prefix: prefix) { k, v in
+            // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf;
+            // an inline object as the per-leaf records it stands for (in the same key order).
+            if v.first == InlineObject.tag {
+                for (rk, rv) in try InlineObject.decode(v).records(at: k) { add(rk, rv) }
+            } else {
+                add(k, v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v)
+            }
+            return true
+        }
+        digests += SHA1.digest(buf)
+        return SHA1.digest(digests).map { String(format2: $0) }.joined()
     }
 }
 

@@ -154,7 +154,7 @@ public final class EmberStore: @unchecked Sendable {
             mdb_env_close(e)
             throw error
         }
-        core = StoreCore(env: EnvHandle(env: e, link: nil), tables: tables, options: options)
+        core = StoreCore(env: EnvHandle(env: e, link: nil), tables: tables, options: options, directory: directory)
         let w = Writer(core: core)
         do { try w.load() } catch { core.environment.withLock { $0 }.close(); throw error }
         let thread = Thread { [w] in w.run() }
@@ -576,10 +576,27 @@ final class StoreCore: @unchecked Sendable {
     /// Rules for namespaces without stored rules (the node's `--rules` file); nil = open.
     let defaultRules = Mutex<RulesEngine?>(nil)
 
-    init(env: EnvHandle, tables: Tables, options: StoreOptions) {
+    /// NOSPACE and CORRUPT (`StoreAlarms`), and the room measure that raises NOSPACE.
+    let alarms: StoreAlarms
+    let space: SpaceGuard
+
+    init(env: EnvHandle, tables: Tables, options: StoreOptions, directory: String) {
         self.environment = Mutex(env)
         self.tables = tables
         self.options = options
+        let alarms = StoreAlarms(directory: directory)
+        self.alarms = alarms
+        // The guard measures through this core; the box breaks the cycle.
+        let box = WeakCore()
+        space = SpaceGuard(mapSize: options.mapSize, alarms: alarms) {
+            guard let core = box.core else { throw StorageError.closed }
+            return try EmberStore.measureRoom(core, directory: directory)
+        }
+        box.core = self
+    }
+
+    private final class WeakCore: @unchecked Sendable {
+        weak var core: StoreCore?
     }
 
     func withRead<T>(_ body: (Txn) throws -> T) throws -> T {

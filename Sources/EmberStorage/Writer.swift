@@ -137,6 +137,7 @@ final class Writer: @unchecked Sendable {
             r = try body(Txn(ptr: t!, changes: recording))
         } catch {
             mdb_txn_abort(t)
+            if SpaceGuard.isNoSpace(error) { store.space.commitFailed(error as! StorageError) }
             throw error
         }
         let timing = CommitTiming(start: start, cpuStart: cpuStart)
@@ -186,7 +187,11 @@ final class Writer: @unchecked Sendable {
         if skipMeta { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 1) }
         let rc = mdb_txn_commit(t)  // frees the transaction either way
         if skipMeta { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 0) }
-        try check(rc)
+        if rc != 0 {
+            let error = lmdbError(rc)
+            if SpaceGuard.isNoSpace(error) { store.space.commitFailed(error) }
+            throw error
+        }
         let done = DispatchTime.now().uptimeNanoseconds
         let cpuDone = Self.threadCPUNanos()
         store.metricsState.withLock {

@@ -179,8 +179,19 @@ struct Emberd: AsyncParsableCommand {
     @Flag(help: "Do not serve the web console (/.ember/console/); its paths answer 404.")
     var noConsole = false
 
+    @Option(help: "Largest data file (the LMDB map), e.g. 64GiB or 512MiB. Writes get 507 (the NOSPACE alarm) when less than a reserve is left; raise it and restart, or compact/defrag (deploy/OPERATIONS.md).")
+    var maxDbSize = "64GiB"
+
+    @Option(help: "Cluster: seconds between corruption checks (members compare state hashes at one applied index; a member that disagrees with the majority raises CORRUPT and serves no data); 0: only `ember check hashes`.")
+    var corruptionCheckInterval: Double = 300
+
     @Option(name: .customLong("ondisconnect-lease"), help: "Cluster: seconds the leader waits for a silent member before running the onDisconnect writes of its clients' sessions.")
     var onDisconnectLease: Double = 10
+
+    /// Smallest --max-db-size: LMDB's tables and a few commits must fit.
+    static let minDbSize = 1 << 20
+    /// Largest --max-db-size (1 PiB: past any disk; LMDB reserves the address space).
+    static let maxDbSize = 1 << 50
 
     func run() async throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
@@ -247,6 +258,12 @@ struct Emberd: AsyncParsableCommand {
         config.operations.autoDefrag = try autoDefrag.map(AutoDefragPolicy.parse)
         guard (1...3600).contains(onDisconnectLease) else { throw ValidationError("--ondisconnect-lease must be 1...3600 seconds") }
         config.onDisconnect.leaseSeconds = onDisconnectLease
+        guard let mapSize = AutoDefragPolicy.bytes(maxDbSize), mapSize >= Self.minDbSize, mapSize <= Self.maxDbSize else {
+            throw ValidationError("--max-db-size must be a size from 1MiB to 1PiB, such as 512MiB or 64GiB")
+        }
+        guard corruptionCheckInterval == 0 || (1...86_400).contains(corruptionCheckInterval) else {
+            throw ValidationError("--corruption-check-interval must be 0 (off) or 1...86400 seconds")
+        }
         let clusterSettings = try clusterConfiguration(file: configFile)
         if checkConfig {
             print(try OperationsFlags.check(config: config, cluster: clusterSettings))
@@ -254,13 +271,16 @@ struct Emberd: AsyncParsableCommand {
         }
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         let store: NodePorts
-        if let cluster = clusterSettings {
+        if var cluster = clusterSettings {
             var options = StoreOptions()
             options.logRetention = UInt64(max(0, logRetain ?? 10_000))
             options.maxReadBytes = maxReadMb << 20
+            options.mapSize = mapSize
+            cluster.corruptionCheckSeconds = corruptionCheckInterval
             store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, logger: logger).ports
         } else {
-            store = try StoreFactory.open(directory: data, logRetain: logRetain ?? Int(StoreOptions.singleNodeLogRetention), maxReadBytes: maxReadMb << 20, logger: logger)
+            store = try StoreFactory.open(directory: data, logRetain: logRetain ?? Int(StoreOptions.singleNodeLogRetention), maxReadBytes: maxReadMb << 20,
+                                          mapSize: mapSize, logger: logger)
         }
         let node = try EmberNode(config: config, ports: store, logger: logger)
         logger.info("emberd starting", metadata: ["version": "\(BuildInfo.version)", "data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",

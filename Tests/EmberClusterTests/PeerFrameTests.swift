@@ -56,6 +56,8 @@ import Testing
             .adminReply(AdminReply(from: "n1", requestID: 8, status: 409, body: "{\"error\":\"pending\"}")),
             .notMember(NotMemberNotice(from: "n1", configIndex: 1 << 33, commitIndex: 1 << 34, voters: ["n1", "n2"])),
             .notMember(NotMemberNotice(from: "n1", configIndex: 0, commitIndex: 0, voters: [])),
+            .hashCheck(HashCheck(from: "n2", appliedIndex: 1 << 40, stateHash: String(repeating: "ab", count: 20), ask: true)),
+            .hashCheck(HashCheck(from: "n3", appliedIndex: 0, stateHash: "", ask: false)),
         ]
     }
 

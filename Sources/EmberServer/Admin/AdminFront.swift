@@ -16,6 +16,8 @@ import Synchronization
 /// - `GET /.ember/backup` (admin): a consistent snapshot of the whole state as a backup file.
 /// - `POST /.ember/defrag` (admin): rewrites this node's data file compactly while it runs
 ///   (the admin `DefragPort`); member-local on a cluster member.
+/// - `POST /.ember/check/hashes` (admin): the corruption check now: this member's state hash
+///   against its voters' at one applied index (`ClusterControl.checkHashes`).
 ///
 /// Everything else goes to `RestHandler`; error answers are counted by reason for `/metrics`.
 final class AdminFront: Sendable {
@@ -67,7 +69,16 @@ final class AdminFront: Sendable {
                                             memberOrigins: ConsoleFront.origins(of: Array(ops.memberURLs.values) + [ops.advertisedURL].compactMap { $0 }))
         }
         guard path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/.ember/status"
-            || path == "/.ember/backup" || path == "/.ember/defrag" else { return nil }
+            || path == "/.ember/backup" || path == "/.ember/defrag" || path == Self.checkHashesPath else { return nil }
+        if path == Self.checkHashesPath {
+            guard request.method == .post else { throw RestError(405, "Method \(request.method) is not supported on \(path); use POST") }
+            try requireAdmin(request, channel: channel, base: base)
+            guard let cluster = store.admin.cluster else {
+                throw RestError(404, "This node is not part of a cluster: there is no other copy to compare its state hash with")
+            }
+            guard let verdict = await cluster.checkHashes() else { throw RestError(503, "The state hash could not be computed") }
+            return RestHandler.json(verdict, pretty: false)
+        }
         if path == "/.ember/defrag" {
             guard request.method == .post else { throw RestError(405, "Method \(request.method) is not supported on \(path); use POST") }
             try requireAdmin(request, channel: channel, base: base)
@@ -84,7 +95,7 @@ final class AdminFront: Sendable {
         case "/metrics":
             let text = metrics.render(probe: NodeProbe.read(store), websockets: realtime.connectionCount,
                                       websocketListens: realtime.listenCount, sseStreams: hub.count,
-                                      engine: store.admin.storage)
+                                      engine: store.admin.storage, alarms: store.admin.alarms)
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
@@ -96,12 +107,15 @@ final class AdminFront: Sendable {
         }
     }
 
+    static let checkHashesPath = "/.ember/check/hashes"
+
     // MARK: - Readiness and status
 
     func readiness() -> Response {
         let p = NodeProbe.read(store)
         var reasons: [String] = []
         if p.leader == nil { reasons.append("no leader known") }
+        if let corrupt = store.admin.alarms?.raised.first(where: { $0.kind == .corrupt }) { reasons.append("CORRUPT alarm: \(corrupt.message)") }
         let lag = p.commitIndex > p.appliedIndex ? p.commitIndex - p.appliedIndex : 0
         if lag > config.operations.readyMaxLagEntries {
             reasons.append("applied index \(p.appliedIndex) trails commit index \(p.commitIndex) by \(lag) entries")
@@ -135,8 +149,18 @@ final class AdminFront: Sendable {
         members[ownID] = ownURL
         s["clientURLs"] = .object(KeyMap(members.mapValues { JSON.string($0) }))
         // Bytes per table, free pages and the file (a few mdb_stat calls and the free list).
+        if let alarms = store.admin.alarms {
+            _ = alarms.hasRoomForWrites  // measures again when stale: NOSPACE clears once space is freed
+            s["alarms"] = .array(alarms.raised.map { a in
+                .object(["alarm": .string(a.kind.rawValue), "message": .string(a.message), "since": .int(a.since)])
+            })
+        }
         if let storage = store.admin.storage {
             guard case .object(var fp) = try storage.footprint().json else { throw RestError(500, "bad footprint") }
+            if let room = store.admin.alarms?.room {
+                fp["roomBytes"] = .object(["map": .int(Int64(room.mapBytes)), "filesystem": .int(Int64(room.filesystemBytes)),
+                                           "reserve": .int(Int64(room.reserveBytes))])
+            }
             fp["defragRunning"] = .bool(storage.defragRunning)
             fp["lastDefrag"] = storage.lastDefrag?.json ?? .null
             s["storage"] = .object(fp)

@@ -35,7 +35,8 @@ public struct AutoDefragPolicy: Sendable, Equatable {
         return AutoDefragPolicy(freeRatio: ratio, minBytes: bytes, quietWindow: .milliseconds(Int64(seconds * 1000)))
     }
 
-    static func bytes(_ s: String) -> Int? {
+    /// "64MiB", "2G", "4096": bytes with an optional K/M/G(iB) suffix (--auto-defrag, --max-db-size).
+    public static func bytes(_ s: String) -> Int? {
         let units: [(String, Int)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1)]
         for (suffix, scale) in units where s.hasSuffix(suffix) {
             guard let n = Int(s.dropLast(suffix.count)), n <= Int.max / scale else { return nil }

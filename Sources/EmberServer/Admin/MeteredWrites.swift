@@ -6,10 +6,13 @@ import Synchronization
 struct MeteredWrites: WritePort {
     let inner: any WritePort
     let metrics: NodeMetrics
+    /// The alarms' refusals (CORRUPT: everything; NOSPACE: writes).
+    let gate: AlarmGate
 
     func write(_ request: WriteRequest) async throws -> WriteOutcome {
         let start = ContinuousClock.now
         do {
+            try gate.checkWrite()
             let outcome = try await inner.write(request)
             metrics.recordWrite(since: start, ok: true)
             return outcome
@@ -21,7 +24,7 @@ struct MeteredWrites: WritePort {
 
     func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? {
         let recorder = MeteredPipelinedWriter.Recorder(sink: sink, metrics: metrics)
-        return inner.pipelinedWriter(sink: recorder).map { MeteredPipelinedWriter(inner: $0, recorder: recorder) }
+        return inner.pipelinedWriter(sink: recorder).map { MeteredPipelinedWriter(inner: $0, recorder: recorder, gate: gate) }
     }
 }
 
@@ -29,9 +32,15 @@ struct MeteredWrites: WritePort {
 struct MeteredPipelinedWriter: PipelinedWriter {
     let inner: any PipelinedWriter
     let recorder: Recorder
+    let gate: AlarmGate
 
     func enqueue(_ writes: [(tag: UInt64, request: WriteRequest)]) -> [(tag: UInt64, error: any Error)] {
         let start = ContinuousClock.now
+        do { try gate.checkWrite() } catch {
+            // Refused before the store: not started, so the recorder keeps no slot for them.
+            for _ in writes { recorder.metrics.recordWrite(since: start, ok: false) }
+            return writes.map { ($0.tag, error) }
+        }
         // Queued before the store sees them: an outcome can arrive before `enqueue` returns.
         recorder.started(writes.count, at: start)
         let refused = inner.enqueue(writes)

@@ -83,7 +83,8 @@ public final class NodeMetrics: Sendable {
     }
 
     /// Prometheus text: the registry's metrics, then the gauges read from the node now.
-    func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int, engine: (any StorageStatsPort)? = nil) -> String {
+    func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int, engine: (any StorageStatsPort)? = nil,
+                alarms: (any AlarmPort)? = nil) -> String {
         var out = registry.emitToString()
         func gauge(_ name: String, _ help: String, _ values: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
@@ -133,6 +134,17 @@ public final class NodeMetrics: Sendable {
             counter("ember_storage_commit_seconds_total", "Writer time in LMDB commits (page write-out and fsync).",
                     [("", "\(Double(s.commitNanos) / 1e9)")])
             gauge("ember_storage_max_batch_entries", "Largest group-commit batch so far.", [("", "\(s.maxBatchEntries)")])
+        }
+        if let alarms {
+            // Measures again when stale: a scrape sees NOSPACE clear once space is freed.
+            _ = alarms.hasRoomForWrites
+            let raised = Set(alarms.raised.map(\.kind))
+            gauge("ember_alarm", "1 while the alarm is raised: NOSPACE (writes refused), CORRUPT (this member serves no data).",
+                  NodeAlarm.Kind.allCases.map { ("{alarm=\"\($0.rawValue)\"}", raised.contains($0) ? "1" : "0") })
+            if let room = alarms.room {
+                gauge("ember_storage_room_bytes", "Room left for writes: in the map (--max-db-size; growth plus free pages) and on the filesystem.",
+                      [("{where=\"map\"}", "\(room.mapBytes)"), ("{where=\"filesystem\"}", "\(room.filesystemBytes)")])
+            }
         }
         if let engine {
             // The free list walk is a few pages per thousand free pages: cheap per scrape.

@@ -40,6 +40,10 @@ async function poll() {
     if (id === leaderId) tr.classList.add('leader');
     cell(tr, id + (id === self.id ? ' (this node)' : ''));
     cell(tr, s ? s.role : 'unreachable');
+    // NOSPACE (writes refused) and CORRUPT (serves no data; OPERATIONS.md says how to repair).
+    const alarms = s && s.alarms ? s.alarms : [];
+    const a = cell(tr, s ? (alarms.map((x) => x.alarm).join(', ') || 'none') : '');
+    if (alarms.length) { a.className = 'alarm'; a.title = alarms.map((x) => `${x.alarm}: ${x.message}`).join('\n'); }
     cell(tr, s ? s.term : '');
     cell(tr, s ? s.commitIndex : '');
     cell(tr, s ? s.appliedIndex : '');

@@ -103,7 +103,7 @@ extension ConsoleAssets {
   <section id="tab-cluster" class="tab" hidden>
     <div id="cluster-summary" class="status"></div>
     <table id="cluster-members" class="members">
-      <thead><tr><th>Member</th><th>Role</th><th>Term</th><th>Commit</th><th>Applied</th><th>Lag</th><th>Connections</th><th>Listeners</th><th>URL</th><th></th></tr></thead>
+      <thead><tr><th>Member</th><th>Role</th><th>Alarms</th><th>Term</th><th>Commit</th><th>Applied</th><th>Lag</th><th>Connections</th><th>Listeners</th><th>URL</th><th></th></tr></thead>
       <tbody></tbody>
     </table>
     <div class="charts">
@@ -170,6 +170,7 @@ main { padding: 16px; }
 .members { border-collapse: collapse; background: #fff; width: 100%; }
 .members th, .members td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; }
 .members tr.leader td:nth-child(2) { color: var(--accent); font-weight: 700; }
+.members td.alarm { color: var(--bad); font-weight: 700; }
 .charts { display: flex; gap: 24px; margin-top: 16px; flex-wrap: wrap; }
 .charts figure { margin: 0; background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px; }
 .charts svg { width: 300px; height: 80px; }

@@ -32,7 +32,8 @@ enum WireMessages {
         case let e as StoreUnavailable: return response(r, status: "unavailable", data: .string(e.message))
         case is PermissionDenied: return response(r, status: "permission_denied", data: .string(PermissionDenied.message))
         case let e as StoreRefusal:
-            return response(r, status: e.status == 403 ? "permission_denied" : "invalid_data", data: .string(e.message))
+            let status = e.status == 403 ? "permission_denied" : e.status == 507 ? "insufficient_storage" : "invalid_data"
+            return response(r, status: status, data: .string(e.message))
         default: return response(r, status: "internal_error", data: .string("\(error)"))
         }
     }
