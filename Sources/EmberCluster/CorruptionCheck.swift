@@ -237,7 +237,7 @@ extension CorruptionCheck.Verdict {
             "appliedIndex": .int(Int64(index)),
             "stateHash": .string(hash),
             "voters": .array(voters.map { .string($0) }),
-            "hashes": .object(hashes.mapValues { .string($0) }),
+            "hashes": .object(KeyMap(hashes.mapValues { JSON.string($0) })),
             // Voters that did not answer at this index (behind, ahead or unreachable).
             "missing": .array(voters.filter { hashes[$0] == nil }.map { .string($0) }),
             "conclusive": .bool(conclusive),

@@ -48,7 +48,7 @@ struct CheckCommand: AsyncParsableCommand {
         }
 
         /// Prints one member's verdict; returns the problem, if any.
-        func report(_ url: String, _ o: [String: JSON]) -> String? {
+        func report(_ url: String, _ o: KeyMap<JSON>) -> String? {
             func text(_ k: String) -> String { if case .string(let s)? = o[k] { return s }; return "?" }
             func flag(_ k: String) -> Bool { if case .bool(let b)? = o[k] { return b }; return false }
             let index: Int64 = { if case .int(let n)? = o["appliedIndex"] { return n }; return -1 }()
