@@ -56,6 +56,9 @@ var package = Package(
         // Writes are judged by the rules when applied, so storage evaluates them (EmberRules is pure).
         .target(name: "EmberStorage", dependencies: ["EmberCore", "CLMDB", "EmberRules"]),
         .target(name: "EmberRaft"),
+        // The decisions of a Raft host without its I/O (persist before send, deferred apply,
+        // snapshot staging and install): what the cluster runtime and the simulator both drive.
+        .target(name: "EmberRaftHost", dependencies: ["EmberRaft"]),
         // The seeded whole-cluster Raft simulator (faults, KV model, linearizability checker):
         // test support, kept out of the EmberRaft library the node links.
         .target(name: "EmberRaftSim", dependencies: ["EmberRaft"]),
@@ -76,7 +79,7 @@ var package = Package(
         .target(
             name: "EmberCluster",
             dependencies: [
-                "EmberCore", "EmberStorage", "EmberRules", "EmberRaft", "EmberNodeStore",
+                "EmberCore", "EmberStorage", "EmberRules", "EmberRaft", "EmberRaftHost", "EmberNodeStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -178,6 +181,7 @@ var package = Package(
         .testTarget(name: "EmberCoreTests", dependencies: ["EmberCore", "EmberTestSupport"]),
         .testTarget(name: "EmberStorageTests", dependencies: ["EmberStorage", "EmberCore", "EmberRules", "EmberTestSupport"]),
         .testTarget(name: "EmberRaftTests", dependencies: ["EmberRaft", "EmberRaftSim"]),
+        .testTarget(name: "EmberRaftHostTests", dependencies: ["EmberRaftHost", "EmberRaft"]),
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore", "EmberTestSupport"]),
         .testTarget(name: "EmberProtocolTests", dependencies: ["EmberProtocol", "EmberCore", "EmberTestSupport"]),
         .testTarget(name: "EmberNodeStoreTests", dependencies: [

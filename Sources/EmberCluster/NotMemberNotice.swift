@@ -45,15 +45,15 @@ extension RaftHost {
     }
 
     /// A peer refused us with a notice (in the loop).
-    func heard(_ notice: NotMemberNotice) -> [Action] {
+    func heard(_ notice: NotMemberNotice) {
         guard notice.removes(node.id, configIndex: node.configIndex, voters: node.membership) else {
             logger.debug("not-a-member notice ignored (not newer, not committed, or names us)", metadata: [
                 "from": "\(notice.from)", "configIndex": "\(notice.configIndex)", "commitIndex": "\(notice.commitIndex)"])
-            return []
+            return
         }
         logger.warning("this node was removed from the cluster while it was away: it stops campaigning and refuses writes", metadata: [
             "learnedFrom": "\(notice.from)", "voters": "\(notice.voters)", "configIndex": "\(notice.configIndex)",
             "ownConfigIndex": "\(node.configIndex)"])
-        return step(.removedFromCluster(configIndex: notice.configIndex))
+        step(.removedFromCluster(configIndex: notice.configIndex))
     }
 }

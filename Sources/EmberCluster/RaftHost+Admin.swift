@@ -1,6 +1,7 @@
 import EmberNodeStore
 import EmberCore
 import EmberRaft
+import EmberRaftHost
 import EmberStorage
 
 /// Operator requests in flight in the driver (owned by the loop).
@@ -47,15 +48,18 @@ extension RaftHost {
     }
 
     /// A request made on this node: served here when leading, else forwarded to the leader.
-    func routeAdmin(_ a: PendingAdmin) -> [Action] {
+    func routeAdmin(_ a: PendingAdmin) {
         guard admin.count < AdminBook.maxPending else {
             answer(a, .error(503, "Too many cluster changes are in progress on this node; retry later"))
-            return []
+            return
         }
-        if node.role == .leader { return serveAdmin(a) }
+        if node.role == .leader {
+            serveAdmin(a)
+            return
+        }
         guard let leader = node.leaderID, leader != node.id else {
             answer(a, .error(503, "No cluster leader is known to \(node.id); retry later"))
-            return []
+            return
         }
         switch a.origin {
         case .local:
@@ -68,7 +72,6 @@ extension RaftHost {
             // also works when we are the member being removed and no longer heard.
             transport.send(.admin(AdminForward(from: node.id, origin: origin, requestID: id, operation: a.operation)), to: leader)
         }
-        return []
     }
 
     /// The leader answered a request we forwarded.
@@ -79,74 +82,74 @@ extension RaftHost {
     }
 
     /// Performs a request as the leader.
-    func serveAdmin(_ a: PendingAdmin) -> [Action] {
+    func serveAdmin(_ a: PendingAdmin) {
         guard node.role == .leader else {
             answer(a, .error(503, "\(node.id) is not the leader (leader: \(node.leaderID ?? "unknown")); retry"))
-            return []
+            return
         }
         if case .remote = a.origin, admin.count >= AdminBook.maxPending {
             answer(a, .error(503, "Too many cluster changes are in progress; retry later"))
-            return []
+            return
         }
         let voters = node.membership
         switch a.operation {
         case .addMember(let id, let peer, let url):
             if voters.contains(id) {
                 answer(a, .error(409, "\(id) is already a member"))
-                return []
+                return
             }
             guard voters.voters.count < MemberDirectory.maxMembers else {
                 answer(a, .error(409, "The cluster already has \(MemberDirectory.maxMembers) members (the limit)"))
-                return []
+                return
             }
             var next = members.directory
             next.members[id] = MemberDirectory.Member(peer: peer.description, url: url)
-            return proposeChange(.addVoter(id), next, a)
+            proposeChange(.addVoter(id), next, a)
         case .removeMember(let id):
             guard voters.contains(id) else {
                 answer(a, .error(404, "\(id) is not a member"))
-                return []
+                return
             }
             guard voters.voters.count > 1 else {
                 answer(a, .error(409, "\(id) is the last member and cannot be removed"))
-                return []
+                return
             }
             if id == node.id, let target = node.status.progress.filter({ voters.contains($0.key) })
                 .max(by: { ($0.value.matchIndex, $1.key) < ($1.value.matchIndex, $0.key) })?.key {
                 // Removing the leader: hand leadership to the most up-to-date member first (no
                 // election timeout for the cluster), then the new leader removes us.
                 logger.info("removing the leader: handing leadership over first", metadata: ["to": "\(target)"])
-                return startTransfer(to: target, a, then: a)
+                startTransfer(to: target, a, then: a)
+                return
             }
             var next = members.directory
             next.members[id] = nil
-            return proposeChange(.removeVoter(id), next, a)
+            proposeChange(.removeVoter(id), next, a)
         case .transferLeadership(let to):
             guard voters.contains(to) else {
                 answer(a, .error(404, "\(to) is not a member"))
-                return []
+                return
             }
             if to == node.id {
                 answer(a, ClusterAdminAnswer(status: 200, body: .object(["leader": .string(to), "term": .int(Int64(node.term))])))
-                return []
+                return
             }
-            return startTransfer(to: to, a, then: nil)
+            startTransfer(to: to, a, then: nil)
         }
     }
 
-    private func startTransfer(to target: NodeID, _ a: PendingAdmin, then: PendingAdmin?) -> [Action] {
+    private func startTransfer(to target: NodeID, _ a: PendingAdmin, then: PendingAdmin?) {
         var request = a
         let limit = ContinuousClock.now + .milliseconds(Int64(config.transferTimeoutSeconds * 1000))
         request.deadline = min(a.deadline, limit)
         admin.transfers.append((target, request, then))
         logger.info("leadership transfer requested", metadata: ["to": "\(target)"])
-        return step(.transferLeadership(to: target))
+        step(.transferLeadership(to: target))
     }
 
-    private func proposeChange(_ change: ConfigChange, _ next: MemberDirectory, _ a: PendingAdmin) -> [Action] {
-        let actions = step(.proposeConfigChange(change, context: next.context))
-        for action in actions {
-            switch action {
+    private func proposeChange(_ change: ConfigChange, _ next: MemberDirectory, _ a: PendingAdmin) {
+        for outcome in step(.proposeConfigChange(change, context: next.context)) {
+            switch outcome {
             case .proposalAccepted(let index, let term):
                 admin.awaitingApply[index] = (term, a)
                 logger.info("membership change proposed", metadata: ["change": "\(change)", "index": "\(index)"])
@@ -165,7 +168,6 @@ extension RaftHost {
                 break
             }
         }
-        return actions
     }
 
     static func rejection(_ why: ProposalRejection) -> ClusterAdminAnswer {
@@ -209,18 +211,16 @@ extension RaftHost {
             }
             return true
         }
-        // Not leading any more: these are forwarded (no Raft actions come of it).
-        for a in next { _ = routeAdmin(a) }
+        // Usually forwarded (we handed leadership over); anything Raft does of it joins the next turn.
+        for a in next { routeAdmin(a) }
     }
 
     /// On a tick: changes refused as pending are tried again (or answered 409 once past their window).
-    func retryAdmin() -> [Action] {
-        guard !admin.retries.isEmpty else { return [] }
+    func retryAdmin() {
+        guard !admin.retries.isEmpty else { return }
         let due = admin.retries
         admin.retries = []
-        var actions: [Action] = []
-        for a in due { actions += node.role == .leader ? serveAdmin(a) : routeAdmin(a) }
-        return actions
+        for a in due { if node.role == .leader { serveAdmin(a) } else { routeAdmin(a) } }
     }
 
     func expireAdmin(now: ContinuousClock.Instant) {

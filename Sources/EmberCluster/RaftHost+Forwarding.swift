@@ -1,5 +1,6 @@
 import EmberNodeStore
 import EmberRaft
+import EmberRaftHost
 import EmberStorage
 
 /// Client writes from the queue to the log: the leader proposes them, a follower forwards them
@@ -15,16 +16,18 @@ extension RaftHost {
     /// Moves queued writes on, at the end of every turn: proposes them when leading; forwards
     /// the next batch when a leader is known and no batch is at it; else they wait (and expire
     /// after `noLeaderTimeoutSeconds`).
-    func routeQueued(now: ContinuousClock.Instant) -> [Action] {
-        if node.role == .leader { return proposeTurn() }
+    func routeQueued(now: ContinuousClock.Instant) {
+        if node.role == .leader {
+            proposeTurn()
+            return
+        }
         // Leadership was lost during the turn: the batches it held go back to their senders.
         let held = requests.heldBatches
         requests.heldBatches = []
         for batch in held { bounce(batch) }
-        guard !requests.forwarding.isEmpty else { return [] }
-        guard let leader = node.leaderID, leader != node.id else { return [] }
+        guard !requests.forwarding.isEmpty else { return }
+        guard let leader = node.leaderID, leader != node.id else { return }
         sendBatch(to: leader, now: now)
-        return []
     }
 
     func sendBatch(to leader: NodeID, now: ContinuousClock.Instant) {
@@ -42,24 +45,21 @@ extension RaftHost {
     /// came in during the turn, then the head of our queue; the rest of a longer queue follows in
     /// further proposals. A refused proposal (not leading, a leadership transfer under way) stops
     /// the run and keeps what is left of our queue for the next turn.
-    func proposeTurn() -> [Action] {
+    func proposeTurn() {
         var batches = requests.heldBatches
         requests.heldBatches = []
-        var actions: [Action] = []
         while !batches.isEmpty || !requests.forwarding.isEmpty {
-            let (stepped, accepted) = propose(batches)
-            actions += stepped
+            let accepted = propose(batches)
             batches = []
             if !accepted { break }
         }
-        return actions
     }
 
     /// One proposal: `batches` (followers' writes) and up to `maxProposalBatch` writes of our
     /// queue, in one step, so each follower gets one AppendEntries (within the message limits)
     /// for all of them. Each batch is answered in its own frame; a write that fails its check is
     /// refused alone. Refused: the batches are bounced and our writes go back to the queue's head.
-    private func propose(_ batches: [ForwardBatch]) -> (actions: [Action], accepted: Bool) {
+    private func propose(_ batches: [ForwardBatch]) -> Bool {
         var stamped: [[UInt8]] = []
         var decoded: [EmberStorage.LogEntry] = []  // of the followers' writes, decoded for their check
         var slots: [(batch: Int, write: Int)] = []
@@ -79,14 +79,13 @@ extension RaftHost {
         }
         let (own, ownStamped) = takeQueued()
         stamped += ownStamped
-        var actions: [Action] = []
         var accepted: [(UInt64, UInt64)] = []
         var hint = node.leaderID
         if !stamped.isEmpty {
-            actions = step(.proposeBatch(stamped))
-            accepted = actions.acceptedProposals
+            let outcomes = step(.proposeBatch(stamped))
+            accepted = outcomes.acceptedProposals
             assert(accepted.isEmpty || accepted.count == stamped.count, "a batch is proposed whole or not at all")
-            hint = actions.rejectionHint
+            hint = outcomes.rejectionHint
         }
         let refused = !stamped.isEmpty && accepted.isEmpty
         for (n, slot) in slots.enumerated() {
@@ -98,14 +97,14 @@ extension RaftHost {
         }
         if refused {
             requests.forwarding.requeueFront(own)
-            return (actions, false)
+            return false
         }
         // The followers' writes come first in the proposal, one decoded entry per slot.
-        for (entry, (index, term)) in zip(decoded, accepted) { persist.rememberDecoded(entry, index: index, term: term) }
+        for (entry, (index, term)) in zip(decoded, accepted) { self.decoded.remember(entry, index: index, term: term) }
         for (w, (index, term)) in zip(own, accepted[slots.count...]) {
             requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
         }
-        return (actions, true)
+        return true
     }
 
     /// Up to `maxProposalBatch` writes from the head of our queue, with their stamped entries
@@ -150,20 +149,5 @@ extension RaftHost {
                 requests.forwarding.pausedUntil = now + .milliseconds(Int64(config.tickMillis))
             }
         }
-    }
-}
-
-extension Array where Element == Action {
-    /// The (index, term) of each command a `proposeBatch` step appended, in order.
-    var acceptedProposals: [(UInt64, UInt64)] {
-        var out: [(UInt64, UInt64)] = []
-        for case .proposalAccepted(let index, let term) in self { out.append((index, term)) }
-        return out
-    }
-
-    /// The leader a refused `propose` step named.
-    var rejectionHint: NodeID? {
-        for case .proposalRejected(.notLeader(let hint)) in self { return hint }
-        return nil
     }
 }

@@ -1,69 +1,65 @@
 import EmberNodeStore
 import EmberRaft
+import EmberRaftHost
 import EmberStorage
 import Foundation
 
-/// How the driver turns each input into Raft events (and answers the bookkeeping actions).
+/// How the driver turns each input into events for the core (whose actions join the turn) and
+/// keeps its request bookkeeping.
 extension RaftHost {
-    func handle(_ input: Input) -> [Action] {
+    func handle(_ input: Input) {
         let now = ContinuousClock.now
         switch input {
         case .tick:
-            var actions = step(.tick)
+            step(.tick)
             requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds)
             expireAdmin(now: now)
-            actions += retryAdmin()
+            retryAdmin()
             if node.leaderID != nil {
-                for id in requests.readsDue(now: now) { actions += issueRead(id, now: now) }
+                for id in requests.readsDue(now: now) { issueRead(id, now: now) }
             }
-            return actions
         case .write(let w):
             // Queued in arrival order; `routeQueued` proposes or forwards at the end of the turn.
             requests.park(w)
-            return []
         case .writes(let ws):
             for w in ws { requests.park(w) }
-            return []
         case .read(let r):
-            return issueRead(requests.addRead(r), now: now)
+            issueRead(requests.addRead(r), now: now)
         case .frame(.raft(let m)):
-            guard m.to == node.id else { return [] }  // misaddressed: the state machine traps on those
+            guard m.to == node.id else { return }  // misaddressed: the state machine traps on those
             lastHeard.withLock { $0[m.from] = now }
-            return step(.receive(m))
+            step(.receive(m))
         case .frame(.forward(let req)):
-            return serveForward(req)
+            serveForward(req)
         case .frame(.forwardReply):
-            return []  // this node forwards batches only (an answer to a single forward is stale)
+            break  // this node forwards batches only (an answer to a single forward is stale)
         case .frame(.forwardBatch(let batch)):
             // A leader proposes it with the rest of the turn's writes (`proposeTurn`).
             if node.role == .leader { requests.heldBatches.append(batch) } else { bounce(batch) }
-            return []
         case .frame(.forwardBatchReply(let reply)):
             batchAnswered(reply, now: now)
-            return []
         case .admin(let a):
-            return routeAdmin(a)
+            routeAdmin(a)
         case .frame(.admin(let f)):
             let deadline = now + .milliseconds(Int64(config.adminTimeoutSeconds * 1000))
-            return serveAdmin(PendingAdmin(operation: f.operation, origin: .remote(f.origin, requestID: f.requestID), deadline: deadline))
+            serveAdmin(PendingAdmin(operation: f.operation, origin: .remote(f.origin, requestID: f.requestID), deadline: deadline))
         case .frame(.adminReply(let r)):
             adminAnswered(r)
-            return []
         case .frame(.notMember(let notice)):
-            return heard(notice)
+            heard(notice)
         case .frame(.hashCheck):
-            return []  // the corruption check's (ReplicatedDataStore routes them there)
+            break  // the corruption check's (ReplicatedDataStore routes them there)
         case .handOver:
             let progress = node.status.progress
             guard node.role == .leader,
                   let target = progress.max(by: { ($0.value.matchIndex, $1.key) < ($1.value.matchIndex, $0.key) })?.key
-            else { return [] }
+            else { return }
             logger.info("handing leadership over before stopping", metadata: ["to": "\(target)"])
-            return step(.transferLeadership(to: target))
+            step(.transferLeadership(to: target))
         case .snapshotPrepared(let info):
-            return snapshotPrepared(info)
+            snapshotPrepared(info)
         case .stop:
-            return []
+            break
         }
     }
 
@@ -81,7 +77,7 @@ extension RaftHost {
     }
 
     /// `stamp` with the check, also returning the entry it decoded for it (timestamp set), so the
-    /// flush that appends it need not decode it again (`PersistBuffer.decoded`).
+    /// write that appends it need not decode it again (`DecodedEntries`).
     func checkedStamp(_ payload: [UInt8]) throws -> (bytes: [UInt8], entry: EmberStorage.LogEntry) {
         var entry = try EmberStorage.LogEntry(decoding: payload)
         try store.validate(entry: entry, encodedBytes: payload.count)
@@ -99,21 +95,20 @@ extension RaftHost {
 
     /// A follower of an earlier version forwarded one client write to us (this version forwards
     /// batches, `proposeTurn`); answered so a rolling upgrade keeps its writes flowing.
-    func serveForward(_ req: ForwardRequest) -> [Action] {
+    func serveForward(_ req: ForwardRequest) {
         func reply(_ result: ForwardReply.Result) {
             transport.send(.forwardReply(ForwardReply(from: node.id, requestID: req.requestID, result: result)), to: req.from)
         }
         guard node.role == .leader else {
             reply(.notLeader(hint: node.leaderID))
-            return []
+            return
         }
         let stamped: [UInt8]
         do { stamped = try stamp(req.payload) } catch {
             reply(.refused("invalid write: \(error)"))
-            return []
+            return
         }
-        let actions = step(.propose(stamped))
-        for a in actions {
+        for a in step(.propose(stamped)) {
             switch a {
             case .proposalAccepted(let index, let term): reply(.accepted(index: index, term: term))
             case .proposalRejected(.notLeader(let hint)): reply(.notLeader(hint: hint))
@@ -121,12 +116,11 @@ extension RaftHost {
             default: break
             }
         }
-        return actions
     }
 
-    func issueRead(_ id: UInt64, now: ContinuousClock.Instant) -> [Action] {
-        guard requests.reads[id] != nil else { return [] }
+    func issueRead(_ id: UInt64, now: ContinuousClock.Instant) {
+        guard requests.reads[id] != nil else { return }
         requests.readIssuedAt[id] = now
-        return step(.readIndex(id: id))
+        step(.readIndex(id: id))
     }
 }

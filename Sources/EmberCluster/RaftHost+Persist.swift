@@ -1,5 +1,6 @@
 import EmberNodeStore
 import EmberRaft
+import EmberRaftHost
 import EmberStorage
 import Foundation
 
@@ -28,41 +29,28 @@ extension RaftHost {
         }
     }
 
-    /// Makes buffered `persist*` actions durable (each store call is one fsynced transaction).
-    func flush() async {
-        await flush(applyingThrough: 0)
-    }
-
-    /// `flush()`, and when `index` > 0 also applies committed entries through `index` in the same
-    /// store transaction as the append (one fsync for both). The apply's results are answered as
-    /// soon as they are computed, before that transaction commits (the entries are committed in
-    /// Raft: durable in a majority's log); this returns once the append is durable.
-    func flush(applyingThrough index: UInt64) async {
-        // Term and vote first: a log never holds entries of a term the node could forget it saw.
-        if let hs = persist.pendingHard {
-            persist.pendingHard = nil
-            // The store keeps term and vote; the commit index is volatile there (recomputed
-            // from the applied index on restart), so commit-only changes cost no fsync.
-            if hs.term != persist.hard.term || hs.votedFor != persist.hard.votedFor {
-                do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
-                    fatalStorage("hard state", error)
-                }
+    /// Makes one of the core's writes durable: term and vote (each store call is one fsynced
+    /// transaction), then the entries, with the committed `apply` entries applied in the append's
+    /// transaction (one fsync for both). The apply's results are answered as soon as they are
+    /// computed, before that transaction commits (the entries are committed in Raft: durable in a
+    /// majority's log); this returns once the write is durable.
+    func write(_ w: HostPersist) async {
+        if let hs = w.hardState {
+            do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
+                fatalStorage("hard state", error)
             }
-            persist.hard = hs
         }
-        if !persist.entries.isEmpty {
+        let index = w.apply.last?.index ?? 0
+        if let report = w.report {
             // Entries at or below the applied index are committed and, by Log Matching, equal to
-            // what the store holds; the store refuses to rewrite applied entries.
+            // what the store holds (it refuses to rewrite applied entries): reported, not written.
             let applied = store.appliedIndex
-            let fresh = persist.entries.filter { $0.index > applied }
-            // Entries at or below the applied index are already durable: report them too.
-            let last = persist.entries[persist.entries.count - 1]
-            persist.report = (last.index, last.term)
-            persist.entries = []
-            defer { persist.forgetDecoded() }
+            let fresh = w.entries.filter { $0.index > applied }
+            durableReport = report
+            defer { decoded.forget() }
             if !fresh.isEmpty {
                 do {
-                    let entries = try fresh.map(persist.storageEntry)
+                    let entries = try fresh.map(decoded.storageEntry)
                     let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
                     // A future leader keeps server timestamps monotonic across the log.
                     lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
@@ -72,7 +60,7 @@ extension RaftHost {
                         let (results, release) = try await store.appendAndApplyReleasing(
                             entries: entries, encoded: encoded, through: index, validated: true)
                         // Writers hear while the transaction commits; what the turn reports
-                        // (`persist.report`) and sends after its persists waits for the commit.
+                        // (`durableReport`) and sends after its write waits for the commit.
                         answer(results)
                         await store.committed(release)
                         return
@@ -95,10 +83,10 @@ extension RaftHost {
         // installing it needs them).
         // Nor while an apply waits for the next turn: Raft counts those entries applied already,
         // and a snapshot must not claim more than the store holds.
-        guard !snapshots.preparing, deferredApply == 0,
-              let index = config.compactionIndex(applied: node.appliedIndex, snapshotIndex: node.log.snapshotIndex) else { return }
-        // Only `.persistSnapshot(discardLog: false)` comes back: nothing to do.
-        _ = step(.compact(index: index))
+        // (HostCore holds it back itself in both cases.)
+        guard let index = config.compactionIndex(applied: node.appliedIndex, snapshotIndex: node.log.snapshotIndex) else { return }
+        // Only `.compacted` comes back: the store trims its own log (StoreOptions.logRetention).
+        _ = core.handle(.compact(index: index))
     }
 
     /// Storage failed under Raft: continuing could diverge from the log we promised to keep, so

@@ -1,5 +1,6 @@
 import EmberNodeStore
 import EmberRaft
+import EmberRaftHost
 import EmberStorage
 import Foundation
 
@@ -38,10 +39,8 @@ extension RaftHost {
 
     // MARK: Leader
 
-    /// Writes a snapshot file off the loop (at most one at a time).
+    /// Writes a snapshot file off the loop (the core asks for at most one at a time).
     func prepareSnapshot() {
-        guard !snapshots.preparing else { return }
-        snapshots.preparing = true
         let store = self.store, logger = self.logger
         let path = Self.snapshotPath(store, "outgoing")
         snapshots.task = Task.detached {
@@ -60,22 +59,22 @@ extension RaftHost {
 
     /// The file is ready: serve it from now on (an older one stays readable through its open
     /// handle until replaced here) and tell Raft what it holds.
-    func snapshotPrepared(_ info: SnapshotFileInfo?) -> [Action] {
-        snapshots.preparing = false
-        guard let info else { return [] }  // Raft asks again on the next heartbeat round
-        guard let handle = FileHandle(forReadingAtPath: Self.snapshotPath(store, "outgoing")) else {
-            logger.error("snapshot file vanished")
-            return []
+    func snapshotPrepared(_ info: SnapshotFileInfo?) {
+        guard let info, let handle = FileHandle(forReadingAtPath: Self.snapshotPath(store, "outgoing")) else {
+            if info != nil { logger.error("snapshot file vanished") }
+            _ = core.handle(.snapshotPrepareFailed)  // Raft asks again on the next heartbeat round
+            return
         }
         try? snapshots.outgoing?.handle.close()
         snapshots.outgoing = OutgoingSnapshot(info: info, handle: handle, lastUse: .now)
-        return step(.snapshotReady(index: info.index, size: info.size))
+        _ = core.handle(.snapshotPrepared(index: info.index, size: info.size))
     }
 
     /// Reads one chunk of the snapshot file and sends it.
     func sendSnapshotChunk(_ request: SnapshotChunkRequest) {
         guard var out = snapshots.outgoing, out.info.index == request.metadata.index, out.info.size == request.totalSize else {
-            prepareSnapshot()  // not the file Raft means (deleted or replaced): Raft restarts on the new one
+            // Not the file Raft means (deleted or replaced): Raft restarts on a new one.
+            if core.handle(.snapshotUnavailable).contains(.prepareSnapshot) { prepareSnapshot() }
             return
         }
         let data: Data
@@ -97,7 +96,7 @@ extension RaftHost {
 
     /// Deletes the snapshot file once no follower has asked for it in a while.
     func expireSnapshotFile(now: ContinuousClock.Instant) {
-        guard let out = snapshots.outgoing, !snapshots.preparing,
+        guard let out = snapshots.outgoing, !core.preparingSnapshot,
               now - out.lastUse > .seconds(Self.snapshotFileIdleSeconds) else { return }
         try? out.handle.close()
         snapshots.outgoing = nil
@@ -121,8 +120,9 @@ extension RaftHost {
     }
 
     /// The staged snapshot is complete: replace the store's state with it (one transaction),
-    /// then re-persist the log tail Raft kept after it (installing empties the store's log).
-    func installStaged(_ snapshot: SnapshotMetadata) async {
+    /// then store `tail`, the log Raft holds after it (installing empties the store's log; the
+    /// core leaves it empty when Raft is already past this snapshot, HostCore `tail(after:)`).
+    func installStaged(_ snapshot: SnapshotMetadata, tail: [EmberRaft.LogEntry]) async {
         guard snapshot.index > store.appliedIndex else { return }
         let started = ContinuousClock.now
         do {
@@ -137,18 +137,10 @@ extension RaftHost {
             // The floor of server timestamps (`restamp`) comes with the installed state: a node
             // that caught up by snapshot and then leads never stamps below what it replaced.
             lastStamp = max(lastStamp, try store.appliedPosition().lastTimestamp)
-            // Raft's log may already be past this snapshot: the turn's inputs are all stepped
-            // before its actions run, so a newer snapshot from the leader (resent after a
-            // reconnect; small snapshots are one chunk) can be restored in the same turn. Its
-            // own `.persistSnapshot` comes later in this turn and installs it; the entries
-            // between the two are not in Raft's log any more and are not needed.
-            if node.log.snapshotIndex <= snapshot.index {
-                let tail = node.log.entries(from: snapshot.index + 1, through: node.log.lastIndex)
-                if !tail.isEmpty {
-                    let entries = try tail.map(RaftPersistence.storageEntry)
-                    lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
-                    try await store.append(entries: entries)
-                }
+            if !tail.isEmpty {
+                let entries = try tail.map(RaftPersistence.storageEntry)
+                lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+                try await store.append(entries: entries)
             }
         } catch {
             fatalStorage("install snapshot at \(snapshot.index)", error)

@@ -1,20 +1,23 @@
 import EmberNodeStore
 import EmberRaft
+import EmberRaftHost
 import EmberStorage
 import Foundation
 import Logging
 import Synchronization
 
-/// Hosts a `RaftNode` over the LMDB store: the single serial driver of the cluster runtime.
+/// Runs a Raft host core (`HostCore`, EmberRaftHost) over the LMDB store and the peer transport:
+/// the single serial driver of the cluster runtime.
 ///
 /// Everything that touches the Raft state machine runs in ONE task (`loop`), fed through a
 /// bounded inbox: timer ticks, peer frames, client writes and linearizable reads. Each turn drains
-/// the inbox, steps the node once per input, then performs the collected actions under the
-/// persist-before-send contract (Action.swift): all of the turn's `persist*` actions are written
-/// to LMDB first (one append transaction, one hard-state transaction), with the turn's committed
-/// entries applied in the same transaction, then messages go out (`execute`). Awaiting the store
-/// inside the loop is what serializes it; inputs arriving meanwhile are batched into the next
-/// turn, which gives group commit under load for free.
+/// the inbox and feeds every input to the core, then performs the effects the core planned for
+/// the turn, in order (`perform`): the core has already ordered them under the persist-before-
+/// send contract (one write per turn, with the turn's committed entries applied in it, then the
+/// messages that speak for it). Awaiting the store inside the loop is what serializes it; inputs
+/// arriving meanwhile are batched into the next turn, which gives group commit under load.
+/// The core decides; this class holds what the core must not: the store, the transport, tasks,
+/// clocks, and the continuations of waiting requests.
 ///
 /// `@unchecked Sendable`: the mutable fields below the inbox are touched only by `loop`.
 final class RaftHost: @unchecked Sendable {
@@ -43,11 +46,13 @@ final class RaftHost: @unchecked Sendable {
     // Owned by the loop, in parts: Raft's state machine, the persists a turn buffers, client
     // requests (RequestBook), admin operations (AdminBook), the member directory and snapshot
     // transfers — each part a value of its own, handled in its own file.
-    var node: RaftNode
-    /// A follower's committed entries whose apply waits for the next turn, which has input
-    /// waiting (`execute`); 0 when none.
-    var deferredApply: UInt64 = 0
-    var persist: PersistBuffer
+    var core: HostCore
+    /// Raft's state (read-only here: every change goes through `core`).
+    var node: RaftNode { core.node }
+    /// The storage entries of the turn's forwarded writes, decoded at their check.
+    var decoded = DecodedEntries()
+    /// The last entry a write made durable, reported to Raft after the turn (`Event.persisted`).
+    var durableReport: (index: UInt64, term: UInt64)?
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
@@ -93,9 +98,8 @@ final class RaftHost: @unchecked Sendable {
         lastStamp = lastTimestamp
         let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
                                     randomSeed: UInt64.random(in: 0...UInt64.max))
-        node = RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied)
-        persist = PersistBuffer(hard: state.hardState)
-        published = Mutex(node.status)
+        core = HostCore(node: RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied))
+        published = Mutex(core.node.status)
         members = DirectoryBook(directory: MemberDirectory(peers: config.peers))
         publishedDirectory = Mutex(members.directory)
         inbox = Mutex(Inbox())
@@ -107,7 +111,7 @@ final class RaftHost: @unchecked Sendable {
         wake = continuation
         logger.info("raft host loaded", metadata: [
             "node": "\(config.nodeID)", "term": "\(state.hardState.term)", "applied": "\(applied)",
-            "logTail": "\(state.entries.count)", "voters": "\(node.membership)"])
+            "logTail": "\(state.entries.count)", "voters": "\(core.node.membership)"])
     }
 
     func start(transport: PeerTransport) {
@@ -177,20 +181,20 @@ final class RaftHost: @unchecked Sendable {
                     return Array(box.items.prefix(Self.maxInputsPerTurn))
                 }
                 if batch.isEmpty { break }
-                var actions: [Action] = []
                 var stopping = false
                 for input in batch {
                     if case .stop = input { stopping = true; continue }
-                    actions += handle(input)
+                    handle(input)
                 }
                 // Queued writes are proposed or forwarded once per turn: a burst becomes one batch.
-                actions += routeQueued(now: .now)
-                await execute(actions)
+                routeQueued(now: .now)
+                await endTurn()
                 // Our own entries count for Raft once durable (HOST CONTRACT 2b); a commit this
                 // enables is performed at once (its apply, the new commit index to followers).
-                while let report = persist.report {
-                    persist.report = nil
-                    await execute(step(.persisted(through: report.index, term: report.term)))
+                while let report = durableReport {
+                    durableReport = nil
+                    step(.persisted(through: report.index, term: report.term))
+                    await endTurn()
                 }
                 syncMembership()
                 adminTurn()
@@ -222,137 +226,51 @@ final class RaftHost: @unchecked Sendable {
         }
     }
 
-    /// Feeds the node; returns the actions to perform (bookkeeping actions are handled here).
-    func step(_ event: Event) -> [Action] {
-        node.step(event)
+    /// Feeds Raft an event; its actions join the turn. Returns the outcome of a proposal.
+    @discardableResult
+    func step(_ event: Event) -> [HostEffect] {
+        core.handle(.event(event))
     }
 
-    // MARK: - Executing actions
-
-    /// Performs one turn's actions. A turn without snapshots is done in two phases: every
-    /// `persist*` of the turn is made durable at once, with every committed entry applied in the
-    /// same append transaction (plus one transaction for term and vote when they changed), then
-    /// every message is sent and the reads made ready are served. A leader's AppendEntries and
-    /// heartbeats go out before that write (thesis 10.2.1, Action.swift contract 2's exception):
-    /// followers write the entries while we do, and Raft counts our copy only once `.persisted`.
-    /// When nothing needs persisting, messages go first and the apply after. That is the contract's order
-    /// (Action.swift) with persists moved earlier, which is always allowed: making state durable
-    /// sooner never breaks persist-before-send. Performing the actions strictly in order instead
-    /// cost one fsync per client write (each proposal's persist followed by its own send), so a
-    /// turn of N proposals was N fsyncs long: no group commit at all.
-    func execute(_ actions: [Action]) async {
-        if actions.contains(where: \.touchesSnapshot) {
-            await executeInOrder(actions)
-            return
-        }
-        // An apply the last turn left to this one (at most one turn: `carried` applies now).
-        var applyThrough = deferredApply
-        let carried = deferredApply > 0
-        deferredApply = 0
-        for action in actions {
-            switch action {
-            case .persistHardState(let hs): persist.pendingHard = hs
-            case .persistEntries(let entries): persist.buffer(entries)
-            case .apply(let entries): applyThrough = max(applyThrough, entries.last?.index ?? 0)
-            default: break
-            }
-        }
-        if persist.mustPersist {
-            var afterWrite: [Message] = []
-            for case .send(let message) in actions {
-                if message.payload.isReplication {
-                    transport.send(.raft(message), to: message.to)
-                } else {
-                    afterWrite.append(message)  // votes and acks speak for what we wrote
-                }
-            }
-            // The other sends wait for an fsync anyway: applying in the append's transaction
-            // delays them only by the apply's CPU time and saves a whole fsync per turn. The
-            // apply's writes are answered before that fsync (`flush(applyingThrough:)`).
-            await flush(applyingThrough: applyThrough)
-            for message in afterWrite { transport.send(.raft(message), to: message.to) }
-        } else {
-            // Nothing to make durable (e.g. a leader's turn of acks): the new commit index goes
-            // out before the apply's fsync, so followers apply (and answer) in parallel with us.
-            await flush()
-            for case .send(let message) in actions { transport.send(.raft(message), to: message.to) }
-            // With nothing else waiting (an idle node: this apply is most of the way from the
-            // commit to listeners), the apply's commit skips the meta page's sync; under load it
-            // syncs as every commit does (EmberStore.applyCommitted).
-            if applyThrough > 0 {
-                let idle = inbox.withLock { $0.items.isEmpty }
-                let readsReady = actions.contains { if case .readReady = $0 { true } else { false } }
-                if !idle && !carried && !readsReady && node.role == .follower {
-                    // A follower that learned of a commit (the leader's durable notice) while more
-                    // input waits — usually the next entries to append — applies in that turn's
-                    // append transaction: an apply-only commit now would hold that append (and
-                    // its ack) up by one whole sync, and a follower answering two syncs late on a
-                    // slow disk costs the leader its lease (check quorum). Not with reads made
-                    // ready this turn: they must see the apply first.
-                    deferredApply = applyThrough
-                } else {
-                    await applyCommitted(through: applyThrough, metaSync: !idle)
-                }
-            }
-        }
-        for action in actions {
-            switch action {
-            case .sendSnapshotChunk(let request): sendSnapshotChunk(request)
-            case .prepareSnapshot: prepareSnapshot()
-            case .readReady(let id, _): requests.readReady(id)
-            case .readFailed(let id): requests.readFailed(id)
-            default: break
-            }
-        }
+    /// Plans the turn (HostCore) and performs it.
+    func endTurn() async {
+        let waiting = inbox.withLock { !$0.items.isEmpty }
+        await perform(core.handle(.endTurn(inputWaiting: waiting)))
     }
 
-    /// The strict in-order path, for turns that persist or restore a snapshot (rare: a follower
-    /// far behind, or a compaction).
-    func executeInOrder(_ actions: [Action]) async {
-        // A deferred apply (`execute`) first: entries committed before this turn's snapshot work.
-        if deferredApply > 0 {
-            let through = deferredApply
-            deferredApply = 0
-            await applyCommitted(through: through)
-        }
-        for action in actions {
-            switch action {
-            case .persistHardState(let hs):
-                persist.pendingHard = hs
-            case .persistEntries(let entries):
-                persist.buffer(entries)
-            case .persistSnapshot(let snapshot, let discardLog):
-                await flush()
-                // Compaction needs nothing here: the store is durable at its applied index and
-                // trims its own log (StoreOptions.logRetention).
-                if discardLog { await installStaged(snapshot) }
+    // MARK: - Performing effects
+
+    /// Performs the core's effects in order; a write is durable before the next effect starts.
+    func perform(_ effects: [HostEffect]) async {
+        for effect in effects {
+            switch effect {
+            case .send(let message):
+                transport.send(.raft(message), to: message.to)
+            case .persist(let write):
+                await self.write(write)
+            case .apply(let entries, let metaSync):
+                guard let last = entries.last else { continue }
+                await applyCommitted(through: last.index, metaSync: metaSync)
             case .stageSnapshotChunk(let chunk):
                 stage(chunk)
-            case .restoreSnapshot(let snapshot):
-                await flush()
+            case .installSnapshot(let snapshot, let tail):
+                await installStaged(snapshot, tail: tail)
+            case .restoredSnapshot(let snapshot):
                 logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.index)"])
-            case .send(let message):
-                await flush()
-                transport.send(.raft(message), to: message.to)
+            case .compacted:
+                break  // the store is durable at its applied index and trims its own log
             case .sendSnapshotChunk(let request):
-                await flush()
                 sendSnapshotChunk(request)
             case .prepareSnapshot:
                 prepareSnapshot()
-            case .apply(let entries):
-                await flush()
-                guard let last = entries.last else { continue }
-                await applyCommitted(through: last.index)
             case .readReady(let id, _):
-                await flush()
                 requests.readReady(id)
             case .readFailed(let id):
                 requests.readFailed(id)
             case .proposalAccepted, .proposalRejected:
-                break  // consumed where the proposal was stepped
+                break  // answered where the proposal was stepped
             }
         }
-        await flush()
     }
 }
 
@@ -373,26 +291,6 @@ enum ClusterError: Error, CustomStringConvertible {
         case .outcomeUnknown(let why): return "The write's outcome is unknown (\(why)); read before retrying"
         case .shuttingDown: return "The node is shutting down"
         case .refused(let why): return why
-        }
-    }
-}
-
-extension Message.Payload {
-    /// A leader replicating: may be sent before the turn's persists are durable (Action.swift).
-    var isReplication: Bool {
-        switch self {
-        case .appendEntries, .heartbeat: return true
-        default: return false
-        }
-    }
-}
-
-extension Action {
-    /// Snapshot actions must run strictly in order with the rest (RaftHost.executeInOrder).
-    var touchesSnapshot: Bool {
-        switch self {
-        case .persistSnapshot, .restoreSnapshot, .stageSnapshotChunk: return true
-        default: return false
         }
     }
 }

@@ -113,13 +113,13 @@ extension RaftPersistenceTests {
         let raft = try normal(7, 3, "a", "1")
         var checked = try EmberStorage.LogEntry(decoding: raft.data)
         checked.timestamp = 42  // tells the remembered entry from one decoded from the bytes
-        var buffer = PersistBuffer(hard: EmberRaft.HardState(term: 3, votedFor: nil, commit: 0))
-        buffer.rememberDecoded(checked, index: 7, term: 3)
+        var buffer = DecodedEntries()
+        buffer.remember(checked, index: 7, term: 3)
         let used = try buffer.storageEntry(raft)
         #expect(used.timestamp == 42 && used.index == 7 && used.term == 3)
         #expect(try buffer.storageEntry(try normal(7, 4, "a", "1")).timestamp == 1_700_000_000_000)  // another term
         #expect(try buffer.storageEntry(try normal(8, 3, "a", "1")).timestamp == 1_700_000_000_000)  // another index
-        buffer.forgetDecoded()
+        buffer.forget()
         #expect(try buffer.storageEntry(raft).timestamp == 1_700_000_000_000)
         #expect(try buffer.storageEntry(raft) == RaftPersistence.storageEntry(raft))
     }
