@@ -61,7 +61,7 @@ var package = Package(
         .target(name: "EmberRaftHost", dependencies: ["EmberRaft"]),
         // The seeded whole-cluster Raft simulator (faults, KV model, linearizability checker):
         // test support, kept out of the EmberRaft library the node links.
-        .target(name: "EmberRaftSim", dependencies: ["EmberRaft"]),
+        .target(name: "EmberRaftSim", dependencies: ["EmberRaft", "EmberRaftHost"]),
         // Firebase security rules: parser, type checker and evaluator. Pure.
         .target(name: "EmberRules", dependencies: ["EmberCore"]),
         // REST URL / query parsing and wire-protocol framing: pure, so the fuzz targets build it alone.

@@ -1,6 +1,7 @@
 // Fault injection (crashes, restarts, partitions, leadership transfers) and the final liveness check.
 
 import EmberRaft
+import EmberRaftHost
 
 extension SimCluster {
     var upCount: Int { hosts.filter { $0.node != nil }.count }
@@ -58,8 +59,8 @@ extension SimCluster {
             var candidate = hosts.first { !voters.contains($0.id) && !removed.contains($0.id) }?.id
             if candidate == nil {
                 let id = "n\(hosts.count + 1)"
-                var h = SimHost(id: id, node: nil, disk: SimDisk(.joining))
-                h.node = RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable)
+                var h = SimHost(id: id, core: nil, disk: SimDisk(.joining))
+                h.core = HostCore(node: RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable))
                 hosts.append(h)
                 candidate = id
             }
@@ -72,7 +73,7 @@ extension SimCluster {
         guard let node = hosts[i].node else { return }
         stats.crashes += 1
         hosts[i].appliedBeforeCrash = node.appliedIndex
-        hosts[i].node = nil
+        hosts[i].core = nil
         hosts[i].disk.crash()  // unsynced writes are lost
         hosts[i].fsyncDueAt = nil
         hosts[i].persistedReport = nil
@@ -82,7 +83,7 @@ extension SimCluster {
         hosts[i].forwards = ForwardQueue()  // volatile: its clients' writes become unknown
         hosts[i].staging = nil
         hosts[i].snapshotImage = nil
-        hosts[i].pendingEvents = []
+        hosts[i].prepared = nil
         hosts[i].restartAt = now + options.tickInterval * (5 + rng.below(60))
     }
 
@@ -94,13 +95,15 @@ extension SimCluster {
 
     func restart(_ i: Int) throws {
         hosts[i].restarts += 1
-        let state = hosts[i].disk.durable
+        var state = hosts[i].disk.durable
         try invariants.checkRestart(state, appliedBeforeCrash: hosts[i].appliedBeforeCrash, node: hosts[i].id, time: now)
         // The durable state machine image may be ahead of the compaction point (like a store
-        // durable at its applied index): Raft resumes applying after it.
+        // durable at its applied index): Raft resumes applying after it. The commit index is not
+        // written (the host core writes term and vote only): it is at least what was applied.
         let image = hosts[i].disk.image
-        hosts[i].node = RaftNode(id: hosts[i].id, config: raftConfig(for: hosts[i].id, restart: hosts[i].restarts),
-                                 state: state, appliedIndex: image.index)
+        state.hardState.commit = max(state.hardState.commit, image.index)
+        hosts[i].core = HostCore(node: RaftNode(id: hosts[i].id, config: raftConfig(for: hosts[i].id, restart: hosts[i].restarts),
+                                                state: state, appliedIndex: image.index))
         guard let kv = KVStore(deserializing: image.data) else { throw fail("bad durable state machine image") }
         hosts[i].kv = kv
         hosts[i].kvApplied = image.index

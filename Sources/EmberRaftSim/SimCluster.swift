@@ -3,6 +3,7 @@
 // replays exactly (no system randomness, no wall clock, no Dictionary-order dependence).
 
 import EmberRaft
+import EmberRaftHost
 
 public struct SimFailure: Error, CustomStringConvertible, Sendable {
     public var message: String
@@ -10,10 +11,13 @@ public struct SimFailure: Error, CustomStringConvertible, Sendable {
     public var description: String { "t=\(time): \(message)" }
 }
 
-/// One node plus the host around it (disk, KV state machine, requests awaiting answers).
+/// One node plus the host around it: the host core (EmberRaftHost, as the cluster runtime runs
+/// it) and what performs its effects (disk, KV state machine, requests awaiting answers).
 struct SimHost {
     let id: NodeID
-    var node: RaftNode?  // nil while crashed
+    var core: HostCore?  // nil while crashed
+    /// Raft's state (read-only: every change goes through `core`).
+    var node: RaftNode? { core?.node }
     var disk: SimDisk
     var kv = KVStore()
     var kvApplied: UInt64 = 0
@@ -27,8 +31,9 @@ struct SimHost {
     var staging: (metadata: SnapshotMetadata, data: [UInt8])?
     /// Leader: the image answering `.prepareSnapshot`, read by `.sendSnapshotChunk`.
     var snapshotImage: SimImage?
-    /// Host answers (`.snapshotReady`) delivered at the node's next tick, as a real host's would be.
-    var pendingEvents: [Event] = []
+    /// The image answering `.prepareSnapshot` (index, size), handed to the core at the node's
+    /// next tick, as a real host's would be (written off its loop).
+    var prepared: (index: UInt64, size: Int)?
     var restartAt = 0
     /// When the host fsyncs entries it wrote without being forced to (see `SimOptions.maxFsyncDelay`).
     var fsyncDueAt: Int?
@@ -90,8 +95,8 @@ public final class SimCluster {
         clients = Array(repeating: SimClient(), count: options.clients)
         let ids = (1...options.nodeCount).map { "n\($0)" }
         for id in ids {
-            var h = SimHost(id: id, node: nil, disk: SimDisk(.bootstrap(voters: ids)))
-            h.node = RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable)
+            var h = SimHost(id: id, core: nil, disk: SimDisk(.bootstrap(voters: ids)))
+            h.core = HostCore(node: RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable))
             hosts.append(h)
         }
     }
@@ -122,14 +127,22 @@ public final class SimCluster {
                 syncDisk(i)
                 try reportPersisted(i)
             }
+            // A node's messages due at the same time are one turn of its host (as the runtime
+            // batches its inbox): every one is stepped before the turn's effects are performed.
+            var turns: [(host: Int, events: [Event])] = []
             for m in network.due(at: now, rng: &rng) {
                 guard let dst = hostIndex(m.to), hosts[dst].node != nil, network.connected(m.from, m.to) else { continue }
-                try step(dst, .receive(m))
+                if let t = turns.firstIndex(where: { $0.host == dst }) { turns[t].events.append(.receive(m)) } else { turns.append((dst, [.receive(m)])) }
+            }
+            for t in turns {
+                if t.events.count > 1 { stats.multiInputTurns += 1 }
+                try stepTurn(t.host, t.events)
             }
             for i in hosts.indices where hosts[i].node != nil && (now + i * 3) % options.tickInterval == 0 {
-                let answers = hosts[i].pendingEvents
-                hosts[i].pendingEvents = []
-                for e in answers { try step(i, e) }
+                if let p = hosts[i].prepared {
+                    hosts[i].prepared = nil
+                    _ = hosts[i].core!.handle(.snapshotPrepared(index: p.index, size: p.size))  // joins the tick's turn
+                }
                 try step(i, .tick)
             }
             if faultsEnabled { try runClients() }
@@ -159,22 +172,38 @@ public final class SimCluster {
     // MARK: Stepping a node and performing its actions
 
     func step(_ i: Int, _ event: Event) throws {
-        guard hosts[i].node != nil else { return }
-        // Mutate in place (no copy of the node's log).
-        let actions = hosts[i].node!.step(event)
-        // Before the actions run: their fsyncs (an apply's) must not be what makes it true.
+        try stepTurn(i, [event])
+    }
+
+    /// One turn of node `i`'s host: the events stepped in order (proposal outcomes answered at
+    /// once), then the turn's plan performed. `inputWaiting` as the runtime sees its inbox: more
+    /// messages for the node are already due next.
+    func stepTurn(_ i: Int, _ events: [Event]) throws {
+        guard hosts[i].core != nil else { return }
+        for event in events {
+            guard hosts[i].core != nil else { return }
+            try perform(i, hosts[i].core!.handle(.event(event)))
+        }
+        let waiting = network.hasDue(at: now + 1, to: hosts[i].id)
+        let plan = hosts[i].core!.handle(.endTurn(inputWaiting: waiting))
+        if hosts[i].core!.deferredApply.count > 0 { stats.deferredApplies += 1 }
+        if plan.filter({ if case .installSnapshot = $0 { true } else { false } }).count > 1 { stats.turnsInstallingTwoSnapshots += 1 }
+        // Before the effects run: their fsyncs (an apply's) must not be what makes it true.
         try checkCommitDurable(i)
-        try perform(i, actions)
+        try perform(i, plan)
         try reportPersisted(i)
-        if try invariants.checkNode(hosts[i].node!, time: now) { stats.leadersElected += 1 }
-        // Compact once enough has been applied beyond the last snapshot.
-        let node = hosts[i].node!
+        guard let node = hosts[i].node else { return }
+        if try invariants.checkNode(node, time: now) { stats.leadersElected += 1 }
+        // Compact once enough has been applied beyond the last snapshot (the core holds it back
+        // while an apply is deferred or an image is being prepared).
         if node.appliedIndex >= node.log.snapshotIndex + UInt64(options.compactThreshold) {
-            assert(hosts[i].kvApplied == node.appliedIndex)
-            stats.compactions += 1
-            let more = hosts[i].node!.step(.compact(index: node.appliedIndex))
-            try perform(i, more)
-            try reportPersisted(i)
+            let compacted = hosts[i].core!.handle(.compact(index: node.appliedIndex))
+            if !compacted.isEmpty {
+                assert(hosts[i].kvApplied == node.appliedIndex)
+                stats.compactions += 1
+                try perform(i, compacted)
+                try reportPersisted(i)
+            }
         }
     }
 
@@ -219,20 +248,32 @@ public final class SimCluster {
         try step(i, .persisted(through: r.index, term: r.term))
     }
 
-    func perform(_ i: Int, _ actions: [Action]) throws {
-        for action in actions {
-            switch action {
-            case .persistHardState:
-                hosts[i].disk.write(action)
-            case .persistSnapshot(let meta, let discardLog):
-                if discardLog {
-                    // The staged snapshot becomes the state machine (atomically, at the fsync).
-                    guard let staged = hosts[i].staging, staged.metadata == meta else { throw fail("install without a staged snapshot") }
-                    hosts[i].disk.write(action, image: SimImage(index: meta.index, data: staged.data))
-                } else {
-                    // Compaction: the state machine (durable by itself in a real store) covers it.
-                    hosts[i].disk.write(action, image: SimImage(index: hosts[i].kvApplied, data: hosts[i].kv.serialized()))
+    /// Performs the core's effects in order. A `.persist` is buffered on the disk and forced
+    /// out before the next effect that must follow it (any but a leader's replication send, which
+    /// may precede durability): its fsync may come later, and a crash meanwhile loses it.
+    func perform(_ i: Int, _ effects: [HostEffect]) throws {
+        for effect in effects {
+            switch effect {
+            case .persist(let w):
+                if let hs = w.hardState { hosts[i].disk.write(.persistHardState(hs)) }
+                if !w.entries.isEmpty {
+                    hosts[i].disk.write(.persistEntries(w.entries))
+                    try invariants.recordPersisted(w.entries, in: hosts[i].node!.log, node: hosts[i].id, time: now)
                 }
+                if !w.apply.isEmpty {
+                    syncDisk(i)  // one transaction with the append
+                    for e in w.apply { try apply(i, e) }
+                }
+            case .installSnapshot(let meta, let tail):
+                // The staged snapshot becomes the state machine (atomically, at the fsync), then
+                // the log Raft holds after it.
+                guard let staged = hosts[i].staging, staged.metadata == meta else { throw fail("install without a staged snapshot") }
+                hosts[i].disk.write(.persistSnapshot(meta, discardLog: true), image: SimImage(index: meta.index, data: staged.data))
+                if !tail.isEmpty { hosts[i].disk.write(.persistEntries(tail)) }
+            case .compacted(let meta):
+                // The state machine (durable by itself in a real store) covers it.
+                guard hosts[i].kvApplied >= meta.index else { throw fail("compacted past the applied state") }
+                hosts[i].disk.write(.persistSnapshot(meta, discardLog: false), image: SimImage(index: hosts[i].kvApplied, data: hosts[i].kv.serialized()))
             case .stageSnapshotChunk(let chunk):
                 stats.snapshotChunksStaged += 1
                 if chunk.offset == 0 { hosts[i].staging = (chunk.metadata, []) }
@@ -242,22 +283,19 @@ public final class SimCluster {
                 staged.data += chunk.data
                 hosts[i].staging = staged
             case .prepareSnapshot:
-                guard hosts[i].pendingEvents.isEmpty else { continue }  // one in preparation
+                guard hosts[i].prepared == nil else { throw fail("a second snapshot image asked for before the first was answered") }
                 let image = SimImage(index: hosts[i].kvApplied, data: hosts[i].kv.serialized())
                 hosts[i].snapshotImage = image
-                hosts[i].pendingEvents.append(.snapshotReady(index: image.index, size: image.data.count))
+                hosts[i].prepared = (image.index, image.data.count)
             case .sendSnapshotChunk(let req):
                 syncDisk(i)  // a send
                 guard let image = hosts[i].snapshotImage, image.index == req.metadata.index, image.data.count == req.totalSize else {
                     // Not the image Raft means (replaced): prepare a current one; Raft restarts.
-                    try perform(i, [.prepareSnapshot])
+                    try perform(i, hosts[i].core!.handle(.snapshotUnavailable))
                     continue
                 }
                 let data = Array(image.data[req.offset..<req.offset + req.length])
                 network.send(req.message(data: data), now: now, options: options, rng: &rng, lossless: !faultsEnabled)
-            case .persistEntries(let entries):
-                hosts[i].disk.write(action)
-                try invariants.recordPersisted(entries, in: hosts[i].node!.log, node: hosts[i].id, time: now)
             case .send(let m):
                 switch m.payload {
                 case .appendEntries, .heartbeat:
@@ -271,7 +309,7 @@ public final class SimCluster {
                     syncDisk(i)  // contract: persist before send
                 }
                 network.send(m, now: now, options: options, rng: &rng, lossless: !faultsEnabled)
-            case .restoreSnapshot(let snap):
+            case .restoredSnapshot(let snap):
                 stats.snapshotsInstalled += 1
                 syncDisk(i)
                 guard let staged = hosts[i].staging, staged.metadata == snap, let kv = KVStore(deserializing: staged.data) else {
@@ -285,7 +323,7 @@ public final class SimCluster {
                     // Covered by the snapshot: outcome unknown to this host; let the client time out.
                     hosts[i].pendingWrites[idx] = nil
                 }
-            case .apply(let entries):
+            case .apply(let entries, _):
                 syncDisk(i)
                 for e in entries { try apply(i, e) }
             case .readReady(let readID, let index):

@@ -51,6 +51,11 @@ public struct SimNetwork<M: SimAddressed>: Sendable {
         }
     }
 
+    /// Whether a message to `node` is due at `time` (a host's "more input waiting").
+    public func hasDue(at time: Int, to node: NodeID) -> Bool {
+        inFlight[time]?.contains { $0.to == node } ?? false
+    }
+
     /// Removes and returns the messages due at `now`, shuffled (same-time deliveries race).
     public mutating func due(at now: Int, rng: inout SplitMix64) -> [M] {
         guard var batch = inFlight.removeValue(forKey: now) else { return [] }

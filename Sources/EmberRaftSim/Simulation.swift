@@ -1,5 +1,7 @@
 // EmberRaftSim: the seeded whole-cluster Raft simulator — simulated network and disk with
 // faults, a KV model, invariant checks and a linearizability checker — that EmberRaftTests run.
+// Each node is a host core (EmberRaftHost's HostCore, what the cluster runtime drives) whose
+// effects the simulator performs on its disk and network.
 // This file is its entry point (`Simulation`).
 // Must not: be linked by the node (test support only), or use real clocks, randomness or I/O:
 // a seed replays a run exactly.
@@ -31,6 +33,12 @@ public struct SimStats: Sendable, Hashable {
     public var forwardedWrites = 0
     public var bouncedBatches = 0
     public var largestForwardBatch = 0
+    /// Host turns that stepped several messages before performing their plan, and turns whose
+    /// apply the host core carried into the next turn's write.
+    public var multiInputTurns = 0
+    public var deferredApplies = 0
+    /// Turns that installed two snapshots (the case of RELIABILITY.md's follower crash).
+    public var turnsInstallingTwoSnapshots = 0
 }
 
 public struct SimReport: Sendable, CustomStringConvertible {

@@ -53,6 +53,9 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false, fo
         total.forwardedWrites += report.stats.forwardedWrites
         total.bouncedBatches += report.stats.bouncedBatches
         total.largestForwardBatch = max(total.largestForwardBatch, report.stats.largestForwardBatch)
+        total.multiInputTurns += report.stats.multiInputTurns
+        total.deferredApplies += report.stats.deferredApplies
+        total.turnsInstallingTwoSnapshots += report.stats.turnsInstallingTwoSnapshots
         if report.failure != nil {
             failures.append(report)
             if failures.count >= 5 { break }
@@ -76,6 +79,9 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false, fo
         if forwarding != false {
             #expect(total.forwardedBatches > 0 && total.bouncedBatches > 0 && total.largestForwardBatch > 1)
         }
+        // The host core's turns: several messages stepped before a plan, applies carried into
+        // the next turn's write.
+        #expect(total.multiInputTurns > 0 && total.deferredApplies > 0)
         // The linearizability search must almost always be conclusive to mean anything.
         #expect(total.linearizabilityInconclusive * 20 < seeds.count)
     }
