@@ -14,12 +14,13 @@ import Synchronization
 ///
 /// - Each member keeps its own recent (applied index, hash) pairs, each computed from ONE read
 ///   transaction (`EmberStore.stateHashAtApplied`), and the last few its peers reported.
-/// - A round (every `interval`, and on demand: `POST /.ember/check/hashes`) hashes this member's
-///   state and sends it to every voter, asking for theirs at that index. An asked member waits
-///   up to `answerWaitSeconds` for its applied index to reach it, then answers with its own pair
-///   (at that index when it got there exactly, else at its own: compared only where indexes meet).
-///   An idle cluster always meets; under steady writes a round may find no common index
-///   (inconclusive) and the next one tries again.
+/// - A round (the leader's every `interval`, any member's first one after start, and on demand:
+///   `POST /.ember/check/hashes`) names an index every member is at or before (the asker's last
+///   log index) and asks every voter for its hash there. Each member's apply stops at that index
+///   and a read snapshot is taken there (`EmberStore.statePoint`), so the hashes meet under
+///   steady writes too; each member sends its hash to every voter. A member already past the
+///   index (or not there within `answerWaitSeconds`) answers at its applied index instead
+///   (compared only where indexes meet).
 /// - Judgement at an index both sides hold: a hash held by a majority of the voters is right; a
 ///   member holding another raises CORRUPT. With every voter heard and no majority, each raises it.
 ///
@@ -71,6 +72,8 @@ final class CorruptionCheck: Sendable {
     let selfID: NodeID
     let interval: Duration?
     let voters: @Sendable () -> [NodeID]
+    /// Periodic rounds are the leader's (one round checks every member).
+    let isLeader: @Sendable () -> Bool
     let send: @Sendable (HashCheck, NodeID) -> Void
     let logger: Logger
     private let state = Mutex(State())
@@ -78,12 +81,14 @@ final class CorruptionCheck: Sendable {
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
     init(store: EmberStore, selfID: NodeID, interval: Duration?, logger: Logger,
-         voters: @escaping @Sendable () -> [NodeID], send: @escaping @Sendable (HashCheck, NodeID) -> Void) {
+         voters: @escaping @Sendable () -> [NodeID], isLeader: @escaping @Sendable () -> Bool,
+         send: @escaping @Sendable (HashCheck, NodeID) -> Void) {
         self.store = store
         self.selfID = selfID
         self.interval = interval
         self.logger = logger
         self.voters = voters
+        self.isLeader = isLeader
         self.send = send
     }
 
@@ -92,10 +97,14 @@ final class CorruptionCheck: Sendable {
         let first = min(interval, .milliseconds(Int64(Self.firstRoundSeconds * 1000)))
         loop.withLock { $0 = Task { [weak self] in
             var wait = first
+            var firstRound = true
             while !Task.isCancelled {
                 do { try await Task.sleep(for: wait) } catch { return }
                 guard let self else { return }
-                _ = await self.round()
+                // The first round is every member's: a restarted member with a damaged data
+                // file finds out soon, whatever the leader's interval.
+                if firstRound || self.isLeader() { _ = await self.round() }
+                firstRound = false
                 wait = interval
             }
         } }
@@ -109,14 +118,20 @@ final class CorruptionCheck: Sendable {
 
     // MARK: - Rounds
 
-    /// Hashes this member's state, asks every other voter for theirs at that index, and judges
-    /// what has arrived so far (answers are judged as they come).
+    /// Asks every other voter for its hash at this member's last log index (an index every member
+    /// is at or before), hashes its own state there, sends it to every voter and judges what has
+    /// arrived so far (answers are judged as they come). Each asked member sends its answer to
+    /// every voter, so one round gives every member every hash at one index, writes or not.
+    /// Falls back to the applied index when the point was not reached in time.
     @discardableResult
     func round() async -> Pair? {
-        guard let mine = await ownPair() else { return nil }
-        for peer in voters() where peer != selfID {
-            send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: true), peer)
-        }
+        let target = store.lastLogIndex
+        let others = voters().filter { $0 != selfID }
+        // The request form (no hash): the hash follows once computed, which takes a full scan,
+        // and by then the others would have applied past `target`.
+        for peer in others { send(HashCheck(from: selfID, appliedIndex: target, stateHash: "", ask: true), peer) }
+        guard let mine = await pair(at: target) else { return nil }
+        for peer in others { send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: false), peer) }
         judge(at: mine.index)
         return mine
     }
@@ -134,16 +149,19 @@ final class CorruptionCheck: Sendable {
         return judge(at: mine.index)
     }
 
-    /// A peer's report (from the transport's handler).
+    /// A peer's report (from the transport's handler): a hash (kept and judged) and/or a request
+    /// for this member's hash at an index (an empty hash is a request only).
     func receive(_ report: HashCheck) {
-        let pair = Pair(index: report.appliedIndex, hash: report.stateHash)
-        state.withLock { s in
-            var kept = s.peers[report.from, default: []]
-            if !kept.contains(pair) { kept.append(pair) }
-            if kept.count > Self.keptPairs { kept.removeFirst(kept.count - Self.keptPairs) }
-            s.peers[report.from] = kept
+        if !report.stateHash.isEmpty {
+            let pair = Pair(index: report.appliedIndex, hash: report.stateHash)
+            state.withLock { s in
+                var kept = s.peers[report.from, default: []]
+                if !kept.contains(pair) { kept.append(pair) }
+                if kept.count > Self.keptPairs { kept.removeFirst(kept.count - Self.keptPairs) }
+                s.peers[report.from] = kept
+            }
+            judge(at: report.appliedIndex)
         }
-        judge(at: report.appliedIndex)
         guard report.ask else { return }
         let admitted = state.withLock { s -> Bool in
             guard s.answering < Self.maxAnswering else { return false }
@@ -153,13 +171,39 @@ final class CorruptionCheck: Sendable {
         guard admitted else { return }
         Task {
             defer { state.withLock { $0.answering -= 1 } }
-            let deadline = ContinuousClock.now + .milliseconds(Int64(Self.answerWaitSeconds * 1000))
-            while store.appliedIndex < report.appliedIndex && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(10))
+            guard let mine = await pair(at: report.appliedIndex) else { return }
+            // To every voter, not only the asker: each judges itself from every hash.
+            for peer in voters() where peer != selfID {
+                send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: false), peer)
             }
-            guard let mine = await ownPair() else { return }
-            send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: false), report.from)
             judge(at: mine.index)
+        }
+    }
+
+    /// This member's hash exactly at `index` (waiting up to `answerWaitSeconds` for the apply to
+    /// get there; the apply stops there for it), else at its applied index.
+    private func pair(at index: UInt64) async -> Pair? {
+        if let kept = state.withLock({ $0.own.last { $0.index == index } }) { return kept }
+        if let point = await store.statePoint(at: index, timeout: .milliseconds(Int64(Self.answerWaitSeconds * 1000))) {
+            let hash: String? = await withCheckedContinuation { done in
+                queue.async {
+                    defer { point.end() }
+                    done.resume(returning: try? point.hash())
+                }
+            }
+            if let hash {
+                let pair = Pair(index: point.index, hash: hash)
+                keep(pair)
+                return pair
+            }
+        }
+        return await ownPair()
+    }
+
+    private func keep(_ pair: Pair) {
+        state.withLock { s in
+            if !s.own.contains(pair) { s.own.append(pair) }
+            if s.own.count > Self.keptPairs { s.own.removeFirst(s.own.count - Self.keptPairs) }
         }
     }
 
@@ -173,10 +217,7 @@ final class CorruptionCheck: Sendable {
             }
         }
         guard let pair = computed else { return nil }
-        state.withLock { s in
-            if !s.own.contains(pair) { s.own.append(pair) }
-            if s.own.count > Self.keptPairs { s.own.removeFirst(s.own.count - Self.keptPairs) }
-        }
+        keep(pair)
         return pair
     }
 

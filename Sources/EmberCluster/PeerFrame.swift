@@ -426,10 +426,15 @@ struct FrameReader {
 }
 
 extension PeerFrame {
-    /// Whether every build of the peer protocol decodes this frame (level 1), or only builds that
-    /// accepted `PeerTLS.protocolLevel2` do.
-    var knownToEveryBuild: Bool {
-        if case .raft(let m) = self, case .leaderDurable = m.payload { return false }
-        return true
+    /// The peer protocol level a build must speak to be sent this frame (1: every build):
+    /// `.leaderDurable` is level 2, `HashCheck` level 3 (`PeerTLS`).
+    var level: Int {
+        switch self {
+        case .raft(let m):
+            if case .leaderDurable = m.payload { return 2 }
+            return 1
+        case .hashCheck: return 3
+        default: return 1
+        }
     }
 }

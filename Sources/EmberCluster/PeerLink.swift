@@ -34,7 +34,9 @@ final class PeerLink: Sendable {
 
     struct State {
         var channel: (any Channel)?
-        var queue = CircularBuffer<ByteBuffer>()
+        /// Frames sent while not connected, each with the peer protocol level it needs (known
+        /// once connected: the ones the peer does not speak are dropped then).
+        var queue = CircularBuffer<(frame: ByteBuffer, level: Int)>()
         var connecting = false
         var retryScheduled = false
         var backoffMillis: Int64
@@ -42,11 +44,12 @@ final class PeerLink: Sendable {
         var closed = false
         var dropped: UInt64 = 0
         var everConnected = false
-        /// The connected peer accepted `PeerTLS.protocolLevel2` (learnt anew on every connection).
-        var level2 = false
-        /// `level2` of a connection that is up: false while not connected (frames queued meanwhile
+        /// The peer protocol level the connected peer accepted by ALPN (`PeerTLS.level`), learnt
+        /// anew on every connection.
+        var level = 1
+        /// `level` of a connection that is up: 1 while not connected (frames queued meanwhile
         /// must be ones every build knows).
-        var speaksLevel2: Bool { channel != nil && level2 }
+        var speaks: Int { channel != nil ? level : 1 }
         /// Frames for the connected channel not yet written (drained once per event-loop turn).
         var outbox: [ByteBuffer] = []
         var outboxBytes = 0
@@ -72,18 +75,17 @@ final class PeerLink: Sendable {
 
     var isConnected: Bool { state.withLock { $0.channel != nil } }
 
-    /// Whether the peer at the other end of the current connection decodes level-2 messages.
-    var speaksLevel2: Bool { state.withLock { $0.speaksLevel2 } }
-
     /// For `/.ember/status`: connected, frames waiting, frames dropped (queue full or slow peer).
-    var stats: (connected: Bool, queued: Int, dropped: UInt64, level2: Bool) {
-        state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped, $0.speaksLevel2) }
+    var stats: (connected: Bool, queued: Int, dropped: UInt64, level: Int) {
+        state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped, $0.speaks) }
     }
 
-    func send(_ frame: ByteBuffer) {
+    /// Sends `frame`, which only peers speaking `level` or later decode (dropped for others).
+    func send(_ frame: ByteBuffer, level: Int = 1) {
         let (drainOn, dial) = state.withLock { s -> ((any Channel)?, Bool) in
             if s.closed { return (nil, false) }
             if let ch = s.channel {
+                if level > s.level { return (nil, false) }
                 // A frame larger than the byte limit still goes out alone (a big entry or chunk).
                 guard ch.isWritable, s.outbox.isEmpty || (s.outbox.count < Self.outboxFrameLimit
                       && s.outboxBytes + frame.readableBytes <= Self.outboxByteLimit)
@@ -95,7 +97,7 @@ final class PeerLink: Sendable {
                 return (ch, false)
             }
             if s.queue.count >= queueLimit { s.queue.removeFirst(); s.dropped += 1 }
-            s.queue.append(frame)
+            s.queue.append((frame, level))
             return (nil, startDialIfDue(&s))
         }
         if let drainOn { drainOn.eventLoop.execute { self.drain(drainOn) } }
@@ -188,27 +190,27 @@ final class PeerLink: Sendable {
         connect.flatMap { channel in
             channel.eventLoop.submit {
                 let handler = try channel.pipeline.syncOperations.handler(type: PeerOutboundHandler.self)
-                return handler.verified.futureResult.map { handler.negotiatedProtocol == PeerTLS.protocolLevel2 }
+                return handler.verified.futureResult.map { PeerTLS.level(negotiated: handler.negotiatedProtocol) }
             }.flatMap { $0 }.map { (channel, $0) }
         }.whenComplete { result in
             switch result {
-            case .success(let (channel, level2)): self.connected(channel, level2: level2)
+            case .success(let (channel, level)): self.connected(channel, level: level)
             case .failure(let error): self.failed(error)
             }
         }
     }
 
-    private func connected(_ channel: any Channel, level2: Bool) {
+    private func connected(_ channel: any Channel, level: Int) {
         let (pending, closed) = state.withLock { s -> (Bool, Bool) in
             s.connecting = false
             if s.closed { return (false, true) }
             s.channel = channel
-            s.level2 = level2
+            s.level = level
             s.backoffMillis = backoffMin
             s.everConnected = true
             // Frames a dead channel's drain had not written yet, then the ones queued since:
             // both before anything sent from now on.
-            s.outbox += Array(s.queue)
+            s.outbox += s.queue.filter { $0.level <= level }.map(\.frame)
             s.outboxBytes = s.outbox.reduce(0) { $0 + $1.readableBytes }
             s.queue.removeAll()
             let schedule = !s.drainScheduled && !s.outbox.isEmpty

@@ -21,11 +21,26 @@ public struct PeerTLS: Sendable {
     /// messages (`Message.Payload.leaderDurable`); a node of the previous build would close the
     /// link on a message kind it does not know.
     public static let protocolLevel2 = "ember-peer/2"
+    /// Level 3 (0.5.1 on): the corruption check's `HashCheck` frames, including their request
+    /// form (an empty hash). 0.4.0 does not know the frame kind; 0.5.0 knows it but answers only
+    /// the asker and at its own applied index, so members of either are not sent it.
+    public static let protocolLevel3 = "ember-peer/3"
+    /// What this build offers, most preferred first (ALPN picks the first both sides list).
+    public static let offered = [protocolLevel3, protocolLevel2]
+
+    /// The level an ALPN answer stands for (none: level 1, a build that offers nothing).
+    public static func level(negotiated: String?) -> Int {
+        switch negotiated {
+        case protocolLevel3: return 3
+        case protocolLevel2: return 2
+        default: return 1
+        }
+    }
 
     /// `applicationProtocols`: what this node offers and accepts by ALPN (tests pass `[]` to
     /// stand for a node of the previous build).
     public init(certificatePath: String, keyPath: String, caPath: String,
-                applicationProtocols: [String] = [PeerTLS.protocolLevel2]) throws {
+                applicationProtocols: [String] = PeerTLS.offered) throws {
         let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { NIOSSLCertificateSource.certificate($0) }
         let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
         let roots = try NIOSSLCertificate.fromPEMFile(caPath)

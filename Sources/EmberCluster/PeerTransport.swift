@@ -122,22 +122,21 @@ public final class PeerTransport: Sendable {
             logger.debug("frame for unknown peer dropped", metadata: ["peer": "\(peer)"])
             return
         }
-        // A node of the previous build closes the link on a message kind it does not know; this
-        // one is only a shortcut (losing it costs the follower a wait), so it is not sent there.
-        if !frame.knownToEveryBuild && !link.speaksLevel2 { return }
         let bytes: [UInt8]
         do { bytes = try PeerFrameCodec.frame(frame) } catch {
             logger.error("peer frame not sent", metadata: ["peer": "\(peer)", "error": "\(error)"])
             return
         }
-        link.send(ByteBuffer(bytes: bytes))
+        // A node of an older build closes the link on a message kind it does not know; frames of
+        // a later level (a shortcut, a check) are not sent there (`PeerLink` knows the level).
+        link.send(ByteBuffer(bytes: bytes), level: frame.level)
     }
 
     var links: [NodeID: PeerLink] { roster.withLock { $0.links } }
 
     public func connectedPeers() -> [NodeID] { links.filter { $0.value.isConnected }.map(\.key).sorted() }
 
-    func linkStats() -> [NodeID: (connected: Bool, queued: Int, dropped: UInt64, level2: Bool)] { links.mapValues(\.stats) }
+    func linkStats() -> [NodeID: (connected: Bool, queued: Int, dropped: UInt64, level: Int)] { links.mapValues(\.stats) }
 
     public func shutdown() async {
         let channel = server.withLock { c in defer { c = nil }; return c }

@@ -52,6 +52,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         let check = CorruptionCheck(store: local.storage, selfID: cluster.nodeID,
                                     interval: cluster.corruptionCheckSeconds > 0 ? .milliseconds(Int64(cluster.corruptionCheckSeconds * 1000)) : nil,
                                     logger: logger, voters: { [weak host] in host?.status.membership.voters ?? [] },
+                                    isLeader: { [weak host] in host?.status.role == .leader },
                                     send: { [weak transport] frame, peer in transport?.send(.hashCheck(frame), to: peer) })
         peers.check = check
         host.start(transport: transport)
@@ -280,8 +281,9 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             "links": .object(KeyMap(transport.linkStats().mapValues { l in
                 JSON.object(["connected": .bool(l.connected), "queuedFrames": .int(Int64(l.queued)),
                          "droppedFrames": .int(Int64(clamping: l.dropped)),
-                         // The peer accepted protocol level 2 (`PeerTLS.protocolLevel2`).
-                         "level2": .bool(l.level2)])
+                         // The peer protocol level the peer accepted (`PeerTLS`); "level2"
+                         // as 0.5.0 named it (level 2 or later).
+                         "level": .int(Int64(l.level)), "level2": .bool(l.level >= 2)])
             })),
             "stateHash": .string(try await hashCache.hash(of: local.storage)),
         ]

@@ -188,7 +188,8 @@ struct Applier {
                 leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
             }
         }
-        if leafAncestor == nil && Self.identical(node, old) { return false }
+        // Exact equality: an int and an equal double differ (stored differently).
+        if leafAncestor == nil && node.isIdentical(to: old) { return false }
         // Before the tree changes: the index entries of children this write lies below.
         let below = try entriesBelow(ns: ns, path: path, old: old)
         // A small object written at its own path is one record (`InlineObject`).
@@ -257,10 +258,6 @@ struct Applier {
         try maintainIndexes(ns: ns, path: path, node: node, below: below)
         return true
     }
-
-    /// Exact equality (an int and an equal double differ: they are stored differently; strings
-    /// and keys by their bytes).
-    static func identical(_ a: Node, _ b: Node) -> Bool { a.isIdentical(to: b) }
 
     /// Puts the records of `node` (an object) at `key`, written by the write with log index
     /// `version`: its small leaf-only descendants as inline objects carrying that version (which

@@ -204,17 +204,17 @@ extension EmberStore {
     public func stateHash(namespace: String? = nil) throws -> String {
         if let namespace { try KeyCodec.validateNamespace(namespace) }
         let prefix = namespace.map { KeyCodec.namespacePrefix($0) } ?? []
-        return try withVisibleRead { t in try stateHash(t, prefix: prefix) }
+        return try withVisibleRead { t in try Self.stateHash(t, tables: tables, prefix: prefix) }
     }
 
     /// The state hash and the applied index it is the hash at, from one read transaction: what
     /// members compare (`stateHash()` alone may include writes applied after a separately read
     /// index).
     public func stateHashAtApplied() throws -> (applied: UInt64, hash: String) {
-        try withVisibleRead { t in (try tables.metaU64(t, "applied"), try stateHash(t, prefix: [])) }
+        try withVisibleRead { t in (try tables.metaU64(t, "applied"), try Self.stateHash(t, tables: tables, prefix: [])) }
     }
 
-    private func stateHash(_ t: Txn, prefix: [UInt8]) throws -> String {
+    static func stateHash(_ t: Txn, tables: Tables, prefix: [UInt8]) throws -> String {
         var digests: [UInt8] = []
         var buf: [UInt8] = []
         var w = ByteWriter()
@@ -344,7 +344,7 @@ extension Writer {
         }
         guard first.index > applied else { throw StorageError.logMismatch("entry \(first.index) is already applied (\(applied))") }
         guard first.index <= lastIndex + 1 else { throw StorageError.logMismatch("gap: last is \(lastIndex), got \(first.index)") }
-        let stop = min(target, last.index, applied + UInt64(store.options.maxBatchEntries))
+        let stop = hashPoints.cap(min(target, last.index, applied + UInt64(store.options.maxBatchEntries)), applied: applied)
         guard stop > applied else {
             try append(entries, encoded: encoded)
             return []

@@ -30,6 +30,8 @@ final class Writer: @unchecked Sendable {
     var metaSync = true
     /// Set while an online defrag copies the environment: the keys written meanwhile.
     var recording: ChangedKeys?
+    /// Indexes at which a caller waits for the state (`EmberStore.statePoint`).
+    var hashPoints = HashPoints()
 
     init(core: StoreCore) {
         self.store = core
@@ -66,6 +68,7 @@ final class Writer: @unchecked Sendable {
         store.published.withLock {
             $0 = StoreCore.Published(applied: applied, lastIndex: lastIndex, lastTerm: lastTerm, firstIndex: firstIndex)
         }
+        settleHashPoints()
     }
 
     // MARK: - Loop
@@ -503,7 +506,7 @@ final class Writer: @unchecked Sendable {
         let end = min(target, lastIndex)
         var all: [WriteResult] = []
         while applied < end {
-            let stop = min(end, applied + UInt64(store.options.maxBatchEntries))
+            let stop = hashPoints.cap(min(end, applied + UInt64(store.options.maxBatchEntries)), applied: applied)
             var results: [WriteResult] = []
             var aTerm = appliedTerm
             var ts = lastTimestamp

@@ -23,7 +23,7 @@ import Testing
         _ = try await store.submit(namespace: "t", .set(path: try Path("a"), value: .int(1), condition: nil))
         let sent = Sent()
         let check = CorruptionCheck(store: store, selfID: "n1", interval: nil, logger: Logger(label: "test"),
-                                    voters: { voters }, send: { f, to in sent.frames.withLock { $0.append((f, to)) } })
+                                    voters: { voters }, isLeader: { true }, send: { f, to in sent.frames.withLock { $0.append((f, to)) } })
         return (check, store, sent)
     }
 
@@ -31,7 +31,9 @@ import Testing
         let (check, store, sent) = try await Self.make(voters: ["n1", "n2", "n3"])
         defer { store.close() }
         let mine = try #require(await check.round())
-        #expect(sent.frames.withLock { $0.map { "\($0.1) ask=\($0.0.ask)" }.sorted() } == ["n2 ask=true", "n3 ask=true"])
+        // The request form (no hash) to each, then this member's hash to each.
+        #expect(sent.frames.withLock { $0.map { "\($0.1) ask=\($0.0.ask) hash=\(!$0.0.stateHash.isEmpty)" }.sorted() }
+                == ["n2 ask=false hash=true", "n2 ask=true hash=false", "n3 ask=false hash=true", "n3 ask=true hash=false"])
         check.receive(HashCheck(from: "n2", appliedIndex: mine.index, stateHash: "other", ask: false))
         #expect(store.alarms.active(.corrupt) == nil)  // one against one: not yet
         check.receive(HashCheck(from: "n3", appliedIndex: mine.index, stateHash: "other", ask: false))
@@ -70,10 +72,13 @@ import Testing
         let expected = try store.stateHashAtApplied()
         check.receive(HashCheck(from: "n2", appliedIndex: expected.applied, stateHash: expected.hash, ask: true))
         let deadline = ContinuousClock.now + .seconds(10)
-        while sent.frames.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        let answer = try #require(sent.frames.withLock { $0.first })
-        #expect(answer.1 == "n2" && !answer.0.ask)
-        #expect(answer.0.appliedIndex == expected.applied && answer.0.stateHash == expected.hash)
+        while sent.frames.withLock({ $0.count < 2 }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        // To every other voter, not only the asker.
+        let answers = sent.frames.withLock { $0 }
+        #expect(answers.map(\.1).sorted() == ["n2", "n3"])
+        for answer in answers {
+            #expect(!answer.0.ask && answer.0.appliedIndex == expected.applied && answer.0.stateHash == expected.hash)
+        }
         #expect(store.alarms.active(.corrupt) == nil)
     }
 }

@@ -111,3 +111,41 @@ def test_a_follower_with_an_altered_value_raises_corrupt_and_the_cluster_goes_on
         assert out.stdout.count("agrees with the majority") == 3, out.stdout
     finally:
         c.down()
+
+
+def test_the_check_concludes_under_steady_writes(tmp_path):
+    """Every member stops its apply at the round's index and hashes the state there, so a round
+    meets at one index while writes go on (before 0.5.1 a round compared only where members'
+    applied indexes happened to meet, and under steady writes they rarely did)."""
+    import threading
+    c = Cluster(tmp_path / "c")
+    stop = threading.Event()
+    written = [0]
+
+    def writer(url, w):
+        s = requests.Session()
+        while not stop.is_set():
+            assert s.put(f"{url}/steady/w{w}/k{written[0] % 50}.json?ns={NS}", data=str(written[0]), timeout=10).status_code == 200
+            written[0] += 1
+
+    try:
+        leader = c.leader()
+        # Four writers, so several entries are in flight at every moment.
+        for w in range(4):
+            threading.Thread(target=writer, args=(c.url(leader), w), daemon=True).start()
+        wait_for("writes flowing", lambda: written[0] >= 50)
+        verdicts = []
+        for _ in range(3):
+            before = written[0]
+            r = requests.post(c.url(leader) + "/.ember/check/hashes", headers={"Authorization": "Bearer owner"}, timeout=30)
+            assert r.status_code == 200, r.text
+            v = r.json()
+            verdicts.append(v)
+            # Writes went on during the round (it is a round under writes).
+            wait_for("more writes", lambda: written[0] > before + 5)
+            assert v["conclusive"] and not v["corrupt"] and v["missing"] == [], v
+            assert set(v["hashes"]) == set(v["voters"]) and len(set(v["hashes"].values())) == 1, v
+        print("rounds at", [v["appliedIndex"] for v in verdicts], "with", written[0], "writes")
+    finally:
+        stop.set()
+        c.down()
