@@ -11,15 +11,20 @@ extension RaftHost {
     /// as soon as the results are computed: the apply's own commit follows on the store's writer,
     /// and reads on this node wait for it (`EmberStore.applyCommittedReleasing`).
     func applyCommitted(through index: UInt64, metaSync: Bool = true) async {
-        let applied: (results: [WriteResult], release: Release)
-        do { applied = try await store.applyCommittedReleasing(through: index, metaSync: metaSync) } catch {
-            fatalStorage("apply through \(index)", error)
+        let results = await durably("apply through \(index)") { () async throws -> [WriteResult] in
+            if self.store.space.isShort {
+                // Committed before answered, so a failure for lack of room is retried.
+                return try await self.store.applyCommitted(through: index, metaSync: metaSync)
+            }
+            let applied = try await self.store.applyCommittedReleasing(through: index, metaSync: metaSync)
+            self.answer(applied.results)
+            // The loop steps on only after the commit, as after any flush: a turn that went on
+            // would find its own flush queued behind this commit, and a node whose syncs are slow
+            // would then answer its peers two commits late (a check-quorum leader steps down).
+            await self.store.committed(applied.release)
+            return []
         }
-        answer(applied.results)
-        // The loop steps on only after the commit, as after any flush: a turn that went on would
-        // find its own flush queued behind this commit, and a node whose syncs are slow would
-        // then answer its peers two commits late (a check-quorum leader steps down).
-        await store.committed(applied.release)
+        answer(results ?? [])
     }
 
     func answer(_ results: [WriteResult]) {
@@ -36,43 +41,96 @@ extension RaftHost {
     /// majority's log); this returns once the write is durable.
     func write(_ w: HostPersist) async {
         if let hs = w.hardState {
-            do { try await store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor)) } catch {
-                fatalStorage("hard state", error)
+            let stored: Void? = await durably("hard state") {
+                try await self.store.setHardState(EmberStorage.HardState(term: hs.term, votedFor: hs.votedFor))
             }
+            if stored == nil { return }
         }
         let index = w.apply.last?.index ?? 0
         if let report = w.report {
-            // Entries at or below the applied index are committed and, by Log Matching, equal to
-            // what the store holds (it refuses to rewrite applied entries): reported, not written.
-            let applied = store.appliedIndex
-            let fresh = w.entries.filter { $0.index > applied }
             durableReport = report
             defer { decoded.forget() }
-            if !fresh.isEmpty {
-                do {
-                    let entries = try fresh.map(decoded.storageEntry)
-                    let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
-                    // A future leader keeps server timestamps monotonic across the log.
-                    lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
-                    // Every entry was checked where it was proposed (`payload(for:)`, `stamp`):
-                    // not again here, nor on every follower.
-                    if index > 0 {
-                        let (results, release) = try await store.appendAndApplyReleasing(
-                            entries: entries, encoded: encoded, through: index, validated: true)
-                        // Writers hear while the transaction commits; what the turn reports
-                        // (`durableReport`) and sends after its write waits for the commit.
-                        answer(results)
-                        await store.committed(release)
-                        return
-                    }
-                    try await store.append(entries: entries, encoded: encoded, validated: true)
-                } catch {
-                    fatalStorage("append \(fresh.first!.index)...\(fresh.last!.index), apply through \(index)", error)
-                }
-            }
+            let what = "append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0), apply through \(index)"
+            let applied = await durably(what) { try await self.append(w.entries, applyingThrough: index) }
+            guard let applied else { return }
+            if applied { return }
         }
         guard index > 0 else { return }
         await applyCommitted(through: index)
+    }
+
+    /// Appends `entries` (those the store has not applied: a retry after a failure skips what
+    /// got in), applying through `index` in the same transaction when it is set; true when it
+    /// applied. Idempotent, so `durably` may run it again.
+    private func append(_ all: [EmberRaft.LogEntry], applyingThrough index: UInt64) async throws -> Bool {
+        // Entries at or below the applied index are committed and, by Log Matching, equal to
+        // what the store holds (it refuses to rewrite applied entries): reported, not written.
+        let appliedIndex = store.appliedIndex
+        let fresh = all.filter { $0.index > appliedIndex }
+        guard !fresh.isEmpty else { return false }
+        let entries = try fresh.map(decoded.storageEntry)
+        let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
+        // A future leader keeps server timestamps monotonic across the log.
+        lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+        // Every entry was checked where it was proposed (`payload(for:)`, `stamp`): not again
+        // here, nor on every follower.
+        guard index > 0 else {
+            try await store.append(entries: entries, encoded: encoded, validated: true)
+            return false
+        }
+        if store.space.isShort {
+            answer(try await store.appendAndApply(entries: entries, encoded: encoded, through: index, validated: true))
+            return true
+        }
+        let (results, release) = try await store.appendAndApplyReleasing(
+            entries: entries, encoded: encoded, through: index, validated: true)
+        // Writers hear while the transaction commits; what the turn reports (`durableReport`)
+        // and sends after its write waits for the commit.
+        answer(results)
+        await store.committed(release)
+        return true
+    }
+
+    /// How long a storage call that failed for lack of room waits before it is tried again: the
+    /// first wait, and the longest.
+    static let noRoomRetry: (first: Duration, longest: Duration) = (.milliseconds(20), .seconds(2))
+
+    /// Runs a storage call of the Raft loop. A failure for lack of room (map full, disk full)
+    /// aborted its transaction and stored nothing, so the call is retried until room returns,
+    /// with the loop held (no acks, no votes: the others go on without this member, and a leader
+    /// is replaced by check-quorum); the NOSPACE alarm is up meanwhile. While room is short the
+    /// calls commit before they answer, so such a failure is always one that can be retried.
+    /// Any other failure stops the node (`fatalStorage`). Nil: the node is stopping and the call
+    /// was given up (`abandoned`: the rest of the turn does not run, nothing of it was answered).
+    func durably<T>(_ what: String, _ call: () async throws -> T) async -> T? {
+        var wait = Self.noRoomRetry.first
+        var stalledSince: ContinuousClock.Instant?
+        while true {
+            do {
+                let value = try await call()
+                if let since = stalledSince {
+                    logger.notice("storage has room again; the Raft loop goes on",
+                                  metadata: ["operation": "\(what)", "stalled": "\(ContinuousClock.now - since)"])
+                }
+                return value
+            } catch where SpaceGuard.isNoSpace(error) {
+                if stalledSince == nil {
+                    stalledSince = .now
+                    logger.error("storage out of room; the Raft loop waits for space and retries",
+                                 metadata: ["operation": "\(what)", "error": "\(error)"])
+                }
+                if stopRequested.load(ordering: .relaxed) {
+                    logger.error("stopping while out of room: the write is given up (this node answered nothing of it; restarted, it recovers from its disk)",
+                                 metadata: ["operation": "\(what)"])
+                    abandoned = true
+                    return nil
+                }
+                try? await Task.sleep(for: wait)
+                wait = min(wait * 2, Self.noRoomRetry.longest)
+            } catch {
+                fatalStorage(what, error)
+            }
+        }
     }
 
     /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the

@@ -56,6 +56,11 @@ final class RaftHost: @unchecked Sendable {
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
+    /// Set by `stop()`: a storage call waiting for room gives up (`durably`).
+    let stopRequested = Atomic<Bool>(false)
+    /// A write was given up (stopping while out of room): nothing after it in the turn may run
+    /// (a send after an unpersisted write would acknowledge what is not durable).
+    var abandoned = false
     /// Membership changes and leadership transfers in progress (RaftHost+Admin).
     var admin = AdminBook()
     /// Where every member is reached (RaftHost+Admin `syncMembership`).
@@ -142,6 +147,7 @@ final class RaftHost: @unchecked Sendable {
             }
         }
         tickTask?.cancel()
+        stopRequested.store(true, ordering: .relaxed)
         enqueue(.stop, force: true)
         await loopTask?.value
         await snapshots.task?.value  // the loop has ended: nothing starts another
@@ -191,6 +197,7 @@ final class RaftHost: @unchecked Sendable {
                 await endTurn()
                 // Our own entries count for Raft once durable (HOST CONTRACT 2b); a commit this
                 // enables is performed at once (its apply, the new commit index to followers).
+                if abandoned { durableReport = nil; stopping = true }
                 while let report = durableReport {
                     durableReport = nil
                     step(.persisted(through: report.index, term: report.term))
@@ -243,6 +250,7 @@ final class RaftHost: @unchecked Sendable {
     /// Performs the core's effects in order; a write is durable before the next effect starts.
     func perform(_ effects: [HostEffect]) async {
         for effect in effects {
+            if abandoned { return }
             switch effect {
             case .send(let message):
                 transport.send(.raft(message), to: message.to)

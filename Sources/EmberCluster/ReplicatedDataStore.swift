@@ -300,6 +300,10 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         return .object(out)
     }
 
+    public func shuttingDown() {
+        host.stopRequested.store(true, ordering: .relaxed)
+    }
+
     public func shutdown() async {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         check.stop()

@@ -54,4 +54,11 @@ public protocol StoreLifecycle: Sendable {
     /// Orderly stop (waits for background work); `close()` is the synchronous fallback.
     func shutdown() async
     func close()
+    /// The node began a graceful shutdown (before the fronts drain their requests): give up
+    /// waits that would hold a request open forever (a Raft loop waiting for disk room).
+    func shuttingDown()
+}
+
+extension StoreLifecycle {
+    public func shuttingDown() {}
 }

@@ -153,7 +153,7 @@ public final class EmberNode: Sendable {
         // Services stop in reverse order: the stream closer first, so open SSE/WebSocket streams
         // (whose clients may be long gone) do not hold the HTTP server's graceful shutdown.
         let group = ServiceGroup(configuration: .init(
-            services: [app, StreamCloser(hub: hub, realtime: realtime)],
+            services: [app, StreamCloser(hub: hub, realtime: realtime, lifecycle: ports.lifecycle)],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         onDisconnect.start()
         let autoDefrag: Task<Void, Never>? = config.operations.autoDefrag.flatMap { policy in
@@ -183,9 +183,12 @@ public final class EmberNode: Sendable {
 struct StreamCloser: Service {
     let hub: StreamHub
     let realtime: RealtimeHub
+    let lifecycle: any StoreLifecycle
 
     func run() async throws {
         try? await gracefulShutdown()
+        // Writes waiting on the store are answered (503) rather than holding the HTTP drain.
+        lifecycle.shuttingDown()
         realtime.dropAll(reason: "node shutting down")
         hub.closeAll()
     }

@@ -59,6 +59,15 @@ public final class SpaceGuard: Sendable {
         return room.map(judge) ?? (alarms.active(.noSpace) == nil)
     }
 
+    /// Room is close to the reserve (within `closeToReserve` reserves) or the alarm is up. A
+    /// Raft member then commits before it answers (`RaftHost.durably`), so a commit failing for
+    /// lack of room can be retried instead of stopping the node.
+    public var isShort: Bool {
+        if !hasRoom { return true }
+        guard let room = state.withLock({ $0.measured?.room }) else { return alarms.active(.noSpace) != nil }
+        return room.bytes < Self.closeToReserve * reserve(room)
+    }
+
     /// The last measurement (measuring now if there is none).
     public var room: Room? { state.withLock { $0.measured?.room } ?? refresh(now: .now) }
 

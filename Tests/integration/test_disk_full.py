@@ -283,3 +283,73 @@ def test_cluster_follower_then_leader_with_a_full_disk(tmp_path, kind):
         c.down()
         if fs:
             fs.close()
+
+
+def test_a_leader_whose_admitted_write_outgrows_the_reserve_waits_instead_of_stopping(tmp_path):
+    """A write admitted with room above the reserve can still need more room than is left (one
+    7 MiB value: its log entry and its tree record, against 12 MiB of map). Before 0.5.1 the Raft
+    host stopped the node on that failed append; now the Raft loop waits for room and retries
+    (NOSPACE up), the others elect a leader and go on, and after a restart with a bigger map the
+    member catches up and the cluster agrees again."""
+    c = Cluster(tmp_path / "c")
+    acked = {}
+    try:
+        leader = c.leader()
+        assert put(c.url(leader), "a0").status_code == 200
+        acked["a0"] = VALUE
+        c.wait_converged()
+        small = c.followers()[0]
+        stop_node(c, small)
+        start_node(c, small, extra=map_room_flags(c, small, 12 * MiB))
+        c.wait_converged()
+        requests.post(c.url(leader) + "/.ember/leader/transfer", json={"to": small},
+                      headers={"Authorization": "Bearer owner"}, timeout=30).raise_for_status()
+        assert c.leader() == small
+        pid = c.pid(small)
+        assert alarms(c.status(small)) == set()
+
+        big = "b" * (7 * MiB)
+        answers = []
+
+        def write_big():
+            try:
+                answers.append(put(c.url(small), "big", big).status_code)
+            except requests.RequestException as e:
+                answers.append(type(e).__name__)
+        t = threading.Thread(target=write_big, daemon=True)
+        t.start()
+
+        # The member stays up with NOSPACE raised; the other two elect a leader and commit.
+        wait_for("NOSPACE on the member whose append failed", lambda: "NOSPACE" in alarms(c.status(small)), timeout=60)
+        others = [n["id"] for n in c.nodes if n["id"] != small]
+        new_leader = c.leader(among=others, timeout=60)
+        wait_for("writes commit without the stalled member",
+                 lambda: put(c.url(new_leader), "after1").status_code == 200, timeout=60)
+        acked["after1"] = VALUE
+        assert lc_alive(pid), "the member stopped"
+        with open(os.path.join(c.dir, f"{small}.log"), errors="replace") as f:
+            log = f.read()
+        assert "storage out of room; the Raft loop waits for space and retries" in log
+        assert "storage failure; stopping" not in log
+
+        # OPERATIONS.md: a bigger --max-db-size and a restart; it catches up and agrees.
+        stop_node(c, small)
+        t.join(60)
+        assert answers and answers[0] != 200, answers  # never acknowledged by the stalled member
+        start_node(c, small, extra=["--max-db-size", "256MiB"])
+        c.wait_converged(timeout=90)
+        wait_for("NOSPACE cleared", lambda: alarms(c.status(small)) == set())
+        assert_every_node_holds(c, acked)
+        # The 7 MiB write is on every member or on none (it may have committed on the other two).
+        held = {requests.get(f"{n['url']}/fill/big.json?ns={NS}", timeout=60).json() == big for n in c.nodes}
+        assert len(held) == 1, held
+    finally:
+        c.down()
+
+
+def lc_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
