@@ -3,6 +3,7 @@ selenium. A missing browser or driver fails these tests; nothing here passes wit
 Screenshots go to .build/console-artifacts/."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -302,6 +303,14 @@ def test_cluster_dashboard_shows_three_members_and_one_leader(browser):
         wait(browser, 15).until(three_with_one_leader)
         assert len(browser.find_elements(By.CSS_SELECTOR, "#cluster-members tr.leader")) == 1
         assert {r.get_attribute("data-member") for r in browser.find_elements(By.CSS_SELECTOR, "#cluster-members tbody tr")} == {"n1", "n2", "n3"}
+        # Each member's data file and free pages (what a defrag gives back), from its status.
+        for row in browser.find_elements(By.CSS_SELECTOR, "#cluster-members tbody tr"):
+            member = next(n for n in nodes if n["id"] == row.get_attribute("data-member"))
+            st = requests.get(member["url"] + "/.ember/status", headers={"Authorization": "Bearer owner"}, timeout=5).json()["storage"]
+            disk = row.find_element(By.CSS_SELECTOR, "td.disk")
+            assert re.fullmatch(r"\d+\.\d MiB, \d+ % free", disk.text), disk.text
+            assert disk.text.startswith(f"{st['fileBytes'] / 1048576:.1f} MiB"), (disk.text, st)
+            assert f"data file {st['fileBytes']} bytes" in disk.get_attribute("title")
         time.sleep(2.2)  # two metric polls: the charts have points
         shot(browser, "cluster-dashboard")
         assert browser.find_element(By.CSS_SELECTOR, "#chart-writes polyline").get_attribute("points")

@@ -44,6 +44,14 @@ async function poll() {
     const alarms = s && s.alarms ? s.alarms : [];
     const a = cell(tr, s ? (alarms.map((x) => x.alarm).join(', ') || 'none') : '');
     if (alarms.length) { a.className = 'alarm'; a.title = alarms.map((x) => `${x.alarm}: ${x.message}`).join('\n'); }
+    // The data file and its free pages: what `ember defrag` would give back (issue 41).
+    const st = s && s.storage;
+    const d = cell(tr, st && st.fileBytes !== undefined ? `${mib(st.fileBytes)} MiB, ${percent(st.freeBytes, st.fileBytes)} % free` : '');
+    d.className = 'disk';
+    if (st && st.fileBytes !== undefined) {
+      d.title = `data file ${st.fileBytes} bytes; free pages ${st.freeBytes} bytes` + (st.defragRunning ? '; defrag running' : '')
+        + (st.lastDefrag ? `; last defrag ${mib(st.lastDefrag.bytesBefore)} → ${mib(st.lastDefrag.bytesAfter)} MiB` : '');
+    }
     cell(tr, s ? s.term : '');
     cell(tr, s ? s.commitIndex : '');
     cell(tr, s ? s.appliedIndex : '');
@@ -67,6 +75,9 @@ async function poll() {
   }
   await pollMetrics();
 }
+
+function mib(bytes) { return (bytes / 1048576).toFixed(1); }
+function percent(part, whole) { return whole > 0 ? Math.round(100 * part / whole) : 0; }
 
 async function act(question, method, url, body) {
   if (!confirm(question)) return;
