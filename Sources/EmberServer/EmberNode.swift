@@ -16,6 +16,8 @@ public final class EmberNode: Sendable {
     public let hub: StreamHub
     public let realtime: RealtimeHub
     let rest: RestHandler
+    /// Rate limits, per-address limits and identity: one policy for the REST and wire fronts.
+    let policy: ClientPolicy
     let logger: Logger
     /// Prometheus metrics (`/metrics`) and the operations endpoints in front of `rest`.
     public let metrics: NodeMetrics
@@ -45,7 +47,9 @@ public final class EmberNode: Sendable {
         self.realtime = RealtimeHub(limits: config.realtimeLimits, feed: feed)
         self.reads = ReadPool(limits: config.readPool)
         self.onDisconnect = OnDisconnectKeeper(store: store, realtime: realtime, settings: config.onDisconnect, logger: logger)
-        self.rest = RestHandler(store: metered, hub: hub, config: config, reads: reads)
+        let policy = ClientPolicy(config: config)
+        self.policy = policy
+        self.rest = RestHandler(store: metered, hub: hub, config: config, reads: reads, policy: policy)
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
                                  logger: logger)
         store.commits.onBatchCommitted { entries in metrics.recordBatch(entries: entries) }
@@ -79,7 +83,7 @@ public final class EmberNode: Sendable {
         store.commits.onCommit { changes in feed.publish(changes) }
         // A rules change judges open listens again; those that lost read access are cancelled.
         let gate = RulesGate(store: store, defaults: config.rules)
-        let clock = rest.clock
+        let clock = policy.clock
         store.rules.onRulesChanged { ns in feed.enqueue {
             let now = clock()
             hub.revoke(namespace: ns) { path, identity in
@@ -109,7 +113,7 @@ public final class EmberNode: Sendable {
     /// Called by the store's state-replaced hook (and by tests through it).
     func resyncListeners() {
         let gate = RulesGate(store: ports, defaults: config.rules)
-        let now = rest.clock()
+        let now = policy.clock()
         let reader = ports.reader
         hub.resync(stillAllowed: { ns, path, identity in
             (try? gate.canRead(ns, path, identity, query: nil, now: now)) ?? false

@@ -137,7 +137,7 @@ import Testing
     @Test func anAwaitedWriteIsAnsweredAfterItsPush() async throws {
         let (node, _) = try OperationsTests.makeNode()
         let session = try #require(node.realtime.open(id: UUID().uuidString, namespace: "ns"))
-        let handler = RealtimeHandler(session: session, store: node.ports, config: node.config, clock: node.rest.clock,
+        let handler = RealtimeHandler(session: session, store: node.ports, config: node.config, policy: node.policy,
                                       reads: node.reads)
         await handler.handle(wireRequest(1, "q", #"{"p":"/room","h":""}"#))
         for r in 2...11 { await handler.handle(wireRequest(r, "p", #"{"p":"room/x","d":\#(r)}"#)) }

@@ -93,20 +93,20 @@ import Testing
 
     @Test func encodesAnswersAsNIOWouldSendThem() {
         var out = ByteBuffer()
-        RawAnswers.encode(RestFastPath.finish(.ok, [.contentType: "application/json"], ByteBuffer(string: "1")), into: &out)
+        RawAnswers.encode(RestAnswer(status: .ok, headers: [.contentType: "application/json"], body: ByteBuffer(string: "1")).parts, into: &out)
         let text = String(buffer: out)
         #expect(text.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1\r\nDate: "))
         #expect(text.hasSuffix("\r\nServer: Ember\r\n\r\n1"))
 
         // A status made from a bare code still gets its standard reason phrase.
         out.clear()
-        RawAnswers.encode(RestFastPath.render(RestError(429, "Too many requests")), into: &out)
+        RawAnswers.encode(RestAnswer.error(RestError(429, "Too many requests")).parts, into: &out)
         let refused = String(buffer: out)
         #expect(refused.hasPrefix("HTTP/1.1 429 Too Many Requests\r\n"))
         #expect(refused.hasSuffix("\r\n\r\n{\n  \"error\" : \"Too many requests\"\n}\n"))
 
         out.clear()
-        RawAnswers.encode(RestFastPath.silent(), into: &out)
+        RawAnswers.encode(RestAnswer.noContent().parts, into: &out)
         #expect(String(buffer: out).hasPrefix("HTTP/1.1 204 No Content\r\nAccess-Control-Allow-Origin: *\r\n"))
         #expect(String(buffer: out).hasSuffix("Server: Ember\r\n\r\n"))
     }
@@ -162,10 +162,10 @@ import Testing
                 var templated = ByteBuffer()
                 let status = answers.write(reply, into: &templated)
                 var rendered = ByteBuffer()
-                RawAnswers.encode(reply.response, into: &rendered)
+                RawAnswers.encode(reply.answer.parts, into: &rendered)
                 if templated != rendered && attempt < 2 { continue }
                 #expect(String(buffer: templated) == String(buffer: rendered))
-                #expect(status == reply.response.0.status.code)
+                #expect(status == reply.answer.status.code)
                 break
             }
         }

@@ -89,7 +89,7 @@ import Testing
         #expect(node.hub.count == 0)
         // Wire get and listen: status `unavailable`, and the listen is not left half-open.
         let session = node.realtime.open(id: UUID().uuidString, namespace: "ns")!
-        let wire = RealtimeHandler(session: session, store: node.ports, config: node.config, clock: node.rest.clock,
+        let wire = RealtimeHandler(session: session, store: node.ports, config: node.config, policy: node.policy,
                                    reads: node.reads, pipeline: WirePipeline(writer: node.ports.writer, session: session))
         await wire.handle(wireRequest(1, "g", #"{"p":"a","q":{}}"#))
         await wire.handle(wireRequest(2, "q", #"{"p":"a","h":""}"#))

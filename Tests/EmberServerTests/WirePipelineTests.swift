@@ -23,7 +23,7 @@ import Testing
         } else {
             session = RealtimeSession(id: UUID().uuidString, namespace: "ns", limits: limits)
         }
-        let handler = RealtimeHandler(session: session, store: node.ports, config: node.config, clock: node.rest.clock, reads: node.reads,
+        let handler = RealtimeHandler(session: session, store: node.ports, config: node.config, policy: node.policy, reads: node.reads,
                                       pipeline: WirePipeline(writer: node.ports.writer, session: session))
         return (session, handler)
     }

@@ -5,8 +5,8 @@ import NIOCore
 
 /// The writes one connection's fast path took (`RestFastPath` on HTTP parts, `RawRestFastPath`
 /// on bytes), kept in request order until each is answered. A write is judged with the same code
-/// as the Hummingbird path (`RestHandler.prepareWrite`, `resolveIdentity`, the rate limits,
-/// `restError`), so both fronts answer alike byte for byte. Event loop only.
+/// as the Hummingbird path (`RestHandler.prepareWrite`, the `ClientPolicy`'s identity and rate limits,
+/// `RestAnswer`), so both fronts answer alike byte for byte. Event loop only.
 struct FastWriteQueue {
     /// What a write is answered with; each front renders it (HTTPTypes parts, or bytes).
     enum Reply {
@@ -15,12 +15,11 @@ struct FastWriteQueue {
         case json(JSON, pretty: Bool, status: HTTPResponse.Status)
         case error(any Error)
 
-        /// As Hummingbird would answer (the same headers and bodies as RestHandler.json / error).
-        var response: (HTTPResponse, ByteBuffer?) {
+        var answer: RestAnswer {
             switch self {
-            case .silent: RestFastPath.silent()
-            case .json(let value, let pretty, let status): RestFastPath.json(value, pretty: pretty, status: status)
-            case .error(let e): RestFastPath.render(e)
+            case .silent: RestAnswer.noContent()
+            case .json(let value, let pretty, let status): RestAnswer.json(value, pretty: pretty, status: status)
+            case .error(let e): RestAnswer.error(e)
             }
         }
     }
@@ -48,13 +47,9 @@ struct FastWriteQueue {
         nextTag += 1
         var answer = Answer(tag: tag, print: req.print)
         do {
-            let now = rest.clock()
-            guard rest.requestRate.admit(channel, now: now),
-                  rest.addressRequestRate.admit(ClientCredentials.address(of: channel), now: now) else {
-                throw RestError(429, "Too many requests")
-            }
+            guard rest.policy.admitREST(channel, now: rest.clock()) else { throw RestError(429, "Too many requests") }
             let ns = req.namespace ?? rest.config.defaultNamespace
-            let identity = try rest.resolveIdentity(req, headers: headers, channel: channel)
+            let identity = try rest.policy.restIdentity(req, headers: headers, channel: channel)
             let json = try RestHandler.body(body.readableBytesView, method: method)
             let (request, echo) = try rest.prepareWrite(namespace: ns, path: req.path, method: method, json: json,
                                                         condition: nil, identity: identity)

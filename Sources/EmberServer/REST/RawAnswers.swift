@@ -6,8 +6,8 @@ import NIOHTTP1
 
 /// `RawRestFastPath`'s answers as bytes. Nearly every write is answered with one of two shapes —
 /// 204 for `print=silent`, 200 with the JSON echo — which are written from templates (made from
-/// the HTTPTypes rendering itself, once per second for the `Date` line) instead of building header
-/// fields per answer; anything else is rendered as the Hummingbird path would and encoded.
+/// `RestAnswer`'s rendering itself, once per second for the `Date` line) instead of building header
+/// fields per answer; anything else is rendered by `RestAnswer` and encoded.
 /// One per connection (event loop only).
 struct RawAnswers {
     private var second = -1
@@ -27,16 +27,16 @@ struct RawAnswers {
             return 204
         case .json(let value, let pretty, let status) where status == .ok:
             refresh()
-            let body = RestFastPath.jsonBody(value, pretty: pretty)
+            let body = RestAnswer.jsonBody(value, pretty: pretty)
             out.writeImmutableBuffer(jsonHead)
             out.writeString(String(body.count))
             out.writeImmutableBuffer(jsonTail)
             out.writeBytes(body)
             return 200
         default:
-            let response = reply.response
-            Self.encode(response, into: &out)
-            return response.0.status.code
+            let answer = reply.answer
+            Self.encode(answer.parts, into: &out)
+            return answer.status.code
         }
     }
 
@@ -49,7 +49,7 @@ struct RawAnswers {
         // A 200 answer rendered whole, split around its Content-Length value (the one field that
         // differs between answers of that second).
         var rendered = ByteBuffer()
-        Self.encode(RestFastPath.json(.null, pretty: false, status: .ok), into: &rendered)
+        Self.encode(RestAnswer.json(.null, pretty: false).parts, into: &rendered)
         let text = String(buffer: rendered)
         guard let length = text.range(of: "\r\nContent-Length: "),
               let valueEnd = text.range(of: "\r\n", range: length.upperBound..<text.endIndex)?.lowerBound,
@@ -59,7 +59,7 @@ struct RawAnswers {
         jsonHead = ByteBuffer(substring: text[..<length.upperBound])
         jsonTail = ByteBuffer(substring: text[valueEnd..<headEnd.upperBound])
         silent = ByteBuffer()
-        Self.encode(RestFastPath.silent(), into: &silent)
+        Self.encode(RestAnswer.noContent().parts, into: &silent)
     }
 }
 

@@ -3,28 +3,10 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// Who a REST request (or SSE stream) acts as, and the rules endpoint.
+/// The rules endpoint (who a request acts as is the `ClientPolicy`'s decision).
 extension RestHandler {
     /// Firebase's limit on a rules document.
     static let maxRulesBytes = 256 * 1024
-
-    /// `auth=` / `access_token=` or `Authorization: Bearer`, through the node's verifier; no
-    /// credential is anonymous. An admin client certificate (`base`) outranks any token (the CLI
-    /// sends `Bearer owner` by default), so its requests are admin whatever they carry. An admin's `auth_variable_override` replaces the identity (null:
-    /// anonymous); others' is ignored, so it can never raise privileges.
-    func resolveIdentity(_ req: RestRequest, headers: HTTPFields, channel: (any Channel)?, base: Identity = .anonymous) throws -> Identity {
-        let token = ClientCredentials.token(query: req.authToken, headers: headers)
-        var identity = base
-        if token != nil && !base.isAdmin {
-            do { identity = try config.identity(token: token, address: ClientCredentials.address(of: channel), now: clock()) } catch {
-                throw error.restError
-            }
-        }
-        if identity.isAdmin, let override = req.authOverride {
-            identity = override.map { .user(claims: $0, expiresAt: nil) } ?? .anonymous
-        }
-        return identity
-    }
 
     /// `GET`/`PUT /.settings/rules.json` (admin only). A PUT goes through the log like data, so
     /// every replica switches rules at the same point; bad rules are refused with their line.
@@ -33,11 +15,7 @@ extension RestHandler {
         let ns = req.namespace!
         switch method {
         case .get:
-            var headers = HTTPFields()
-            headers[.contentType] = "application/json; charset=utf-8"
-            headers[.cacheControl] = "no-cache"
-            headers[.accessControlAllowOrigin] = "*"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: gate.text(ns))))
+            return RestAnswer.jsonText(gate.text(ns)).response
         case .put:
             var body = request.body
             let data = try await Self.collect(&body, contentLength: request.headers[.contentLength], limit: Self.maxRulesBytes)

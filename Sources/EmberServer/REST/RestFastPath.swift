@@ -19,7 +19,7 @@ import Synchronization
 /// no query, shallow or export parameter. Everything else — reads, streams, priorities, rules,
 /// operations endpoints, every request while one is with Hummingbird — passes to Hummingbird
 /// untouched. What it takes it judges with the same code as the Hummingbird path
-/// (`RestHandler.prepareWrite`, `resolveIdentity`, the rate limits, `restError`), so answers are
+/// (`RestHandler.prepareWrite`, the `ClientPolicy`, `RestAnswer`), so answers are
 /// the same byte for byte (test_rest_fast_path.py compares them).
 ///
 /// Order: HTTP/1.1 answers leave in request order. Writes taken here are answered in order; a
@@ -177,7 +177,7 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
         guard let context else { return }
         var wrote = false
         while let reply = queue.nextAnswered() {
-            let (response, body) = reply.response
+            let (response, body) = reply.answer.parts
             metrics.recordFastPathRequest()
             if response.status.code >= 400 { metrics.recordRejected(status: response.status.code) }
             context.write(wrapOutboundOut(.head(response)), promise: nil)
@@ -220,71 +220,5 @@ final class RestFastPath: ChannelDuplexHandler, RemovableChannelHandler, WriteOu
             return
         }
         context.read()
-    }
-
-    // MARK: - Rendering (the same headers and bodies as RestHandler.json / error / cors)
-
-    static func json(_ value: JSON, pretty: Bool, status: HTTPResponse.Status) -> (HTTPResponse, ByteBuffer?) {
-        let bytes = jsonBody(value, pretty: pretty)
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        headers[.cacheControl] = "no-cache"
-        headers[.accessControlAllowOrigin] = "*"
-        return finish(status, headers, ByteBuffer(bytes: bytes))
-    }
-
-    /// A JSON answer's body (a pretty one ends with a newline, as RestHandler.json's does).
-    static func jsonBody(_ value: JSON, pretty: Bool) -> [UInt8] {
-        var bytes = value.serializedBytes(pretty: pretty)
-        if pretty { bytes.append(0x0A) }
-        return bytes
-    }
-
-    static func render(_ error: any Error) -> (HTTPResponse, ByteBuffer?) {
-        let e = RestHandler.restError(error)
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        headers[.accessControlAllowOrigin] = "*"
-        return finish(HTTPResponse.Status(code: e.status), headers, ByteBuffer(string: e.body))
-    }
-
-    static func silent() -> (HTTPResponse, ByteBuffer?) {
-        var headers = HTTPFields()
-        headers[.accessControlAllowOrigin] = "*"
-        headers[.accessControlAllowMethods] = "GET, PUT, POST, PATCH, DELETE, OPTIONS"
-        headers[.accessControlAllowHeaders] = "Content-Type, Authorization, X-Firebase-ETag, If-Match, If-None-Match"
-        return finish(.noContent, headers, nil)
-    }
-
-    /// Content-Length, Date and Server, as Hummingbird adds them.
-    static func finish(_ status: HTTPResponse.Status, _ headers: HTTPFields, _ body: ByteBuffer?) -> (HTTPResponse, ByteBuffer?) {
-        var headers = headers
-        if let body { headers[.contentLength] = String(body.readableBytes) }
-        headers[.date] = HTTPDate.now()
-        headers[.server] = "Ember"
-        return (HTTPResponse(status: status, headerFields: headers), body)
-    }
-}
-
-/// The `Date` header's text (RFC 9110 IMF-fixdate), made once per second.
-enum HTTPDate {
-    private static let cache = Mutex<(second: Int, text: String)>((-1, ""))
-
-    static func now() -> String {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        let second = ts.tv_sec
-        return cache.withLock { c in
-            if c.second == second { return c.text }
-            var t = tm()
-            var s = time_t(second)
-            gmtime_r(&s, &t)
-            let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-            let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-            let text = String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", days[Int(t.tm_wday)], t.tm_mday, months[Int(t.tm_mon)],
-                              Int(t.tm_year) + 1900, t.tm_hour, t.tm_min, t.tm_sec)
-            c = (second, text)
-            return text
-        }
     }
 }

@@ -85,7 +85,7 @@ extension RestHandler {
         }
         let identity: Identity
         do {
-            identity = try config.tokenVerifier.identity(for: token, address: channel?.remoteAddress?.ipAddress, now: clock())
+            identity = try policy.verify(credential: token, address: ClientCredentials.address(of: channel), now: clock())
         } catch {
             throw RestError(401, error.message)
         }

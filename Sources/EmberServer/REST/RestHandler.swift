@@ -10,38 +10,30 @@ public final class RestHandler: Sendable {
     let store: NodePorts
     let hub: StreamHub
     let config: NodeConfiguration
-    let clock: @Sendable () -> Int64
+    /// Rate limits, per-address limits and identity, shared with the wire front.
+    let policy: ClientPolicy
+    var clock: @Sendable () -> Int64 { policy.clock }
     let pushIDs = Mutex(PushIDGenerator())
     let validation: WriteValidation
-    /// WebSocket connections and SSE streams per client address (shared with the WebSocket glue).
-    public let connectionsPerAddress: ConnectionsPerAddress
-    let requestRate: RequestRateByConnection
-    /// REST requests and wire messages per client address (shared with the WebSocket sessions).
-    public let addressRequestRate: RequestRateByAddress
     let gate: RulesGate
     /// Where reads of stored data run (not on Swift's cooperative threads).
     let reads: ReadPool
 
-    public init(store: NodePorts, hub: StreamHub, config: NodeConfiguration, reads: ReadPool,
-                clock: @escaping @Sendable () -> Int64 = RestHandler.wallClockMillis) {
+    public init(store: NodePorts, hub: StreamHub, config: NodeConfiguration, reads: ReadPool, policy: ClientPolicy) {
         self.store = store
         self.hub = hub
         self.reads = reads
         self.config = config
-        self.clock = clock
+        self.policy = policy
         self.validation = WriteValidation(config)
-        self.connectionsPerAddress = ConnectionsPerAddress(limit: config.maxConnectionsPerAddress)
-        self.requestRate = RequestRateByConnection(rate: config.restRequestRate)
-        self.addressRequestRate = RequestRateByAddress(rate: config.addressRequestRate, maxAddresses: config.maxTrackedAddresses)
         self.gate = RulesGate(store: store, defaults: config.rules)
     }
 
     static let firebaseETag = HTTPField.Name("X-Firebase-ETag")!
     static let methodOverride = HTTPField.Name("X-HTTP-Method-Override")!
 
-    public static let wallClockMillis: @Sendable () -> Int64 = {
-        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-    }
+    /// The node's wall clock (`ClientPolicy.wallClockMillis`), for the operations endpoints.
+    public static let wallClockMillis = ClientPolicy.wallClockMillis
 
     /// `base`: the identity of a request without a token (`.admin` over a connection with an admin
     /// client certificate, see `ClientCertificate`).
@@ -49,35 +41,19 @@ public final class RestHandler: Sendable {
         do {
             return try await handle(request, channel: channel, base: base)
         } catch {
-            return Self.error(Self.restError(error))
-        }
-    }
-
-    /// The status and `{"error": ...}` a failure is answered with (shared with `RestFastPath`).
-    static func restError(_ error: any Error) -> RestError {
-        switch error {
-        case let e as RestError: return e
-        case let e as EmberError: return RestError(e)
-        case let e as StoreUnavailable: return RestError(503, e.message)
-        case let e as StoreRefusal: return RestError(e.status, e.message)
-        case is PermissionDenied: return RestError(401, PermissionDenied.message)
-        default: return RestError(500, "Internal error: \(error)")
+            return RestAnswer.error(error).response
         }
     }
 
     func handle(_ request: Request, channel: (any Channel)?, base: Identity) async throws -> Response {
-        let now = clock()
-        guard requestRate.admit(channel, now: now),
-              addressRequestRate.admit(ClientCredentials.address(of: channel), now: now) else {
-            throw RestError(429, "Too many requests")
-        }
+        guard policy.admitREST(channel, now: clock()) else { throw RestError(429, "Too many requests") }
         var req = try RestRequest.parse(uri: request.uri.string)
         var method = request.method
         if method == .post {
             let override = request.headers[Self.methodOverride]?.uppercased() ?? req.methodOverride
             if let o = override { method = HTTPRequest.Method(o) ?? method }
         }
-        if method == .options { return Self.cors(Response(status: .noContent)) }
+        if method == .options { return RestAnswer.noContent().response }
         if case .node(let name) = req.target {
             if name == "rules/simulate" { return try await rulesPlayground(method: method, request: request, req: req, channel: channel, base: base) }
             if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel, base: base) }
@@ -89,7 +65,7 @@ public final class RestHandler: Sendable {
         let ifMatch = request.headers[.ifMatch]
         let ifNoneMatch = request.headers[.ifNoneMatch]
 
-        let identity = try resolveIdentity(req, headers: request.headers, channel: channel, base: base)
+        let identity = try policy.restIdentity(req, headers: request.headers, channel: channel, base: base)
         if case .rules = req.target { return try await rulesEndpoint(req, method: method, request: request, identity: identity) }
         switch method {
         case .get:
@@ -184,11 +160,9 @@ public final class RestHandler: Sendable {
             }
         }
         if let inm = ifNoneMatch, let etag, inm == etag {
-            var resp = Response(status: .notModified)
-            resp.headers[.eTag] = etag
-            return Self.cors(resp)
+            return RestAnswer.notModified(etag: etag).response
         }
-        if req.print == .silent { return Self.cors(Response(status: .noContent)) }
+        if req.print == .silent { return RestAnswer.noContent().response }
         var resp = Self.json(value, pretty: req.print == .pretty)
         if (wantETag || ifNoneMatch != nil), let etag { resp.headers[.eTag] = etag }
         return resp
@@ -201,9 +175,10 @@ public final class RestHandler: Sendable {
         await store.reader.visibleReads()
         try gate.requireRead(ns, path, identity, query: nil, now: clock())
         let address = ClientCredentials.address(of: channel)
-        guard connectionsPerAddress.acquire(address) else { throw RestError(429, connectionsPerAddress.refusal) }
+        let perAddress = policy.connectionsPerAddress
+        guard perAddress.acquire(address) else { throw RestError(429, perAddress.refusal) }
         guard let (id, events) = hub.register(namespace: ns, path: path, identity: identity) else {
-            connectionsPerAddress.release(address)
+            perAddress.release(address)
             throw RestError(429, "Too many streams are open on this node")
         }
         // The first event (the whole location) is read and serialized on the read pool.
@@ -217,12 +192,11 @@ public final class RestHandler: Sendable {
             hub.noteInitialRead(id: id, version: initial.version)
         } catch {
             hub.unregister(id)
-            connectionsPerAddress.release(address)
+            perAddress.release(address)
             throw error
         }
         let hub = self.hub
         let clock = self.clock
-        let perAddress = connectionsPerAddress
         let keepAlive = config.keepAliveSeconds
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream; charset=utf-8"
@@ -281,7 +255,7 @@ public final class RestHandler: Sendable {
                 throw RestError.badRequest("A priority is written with PUT or DELETE on /<path>/.priority.json, without if-match")
             }
             let priority = try await PriorityWrite.set(json, at: node, namespace: ns, identity: identity, store: store)
-            if req.print == .silent { return Self.cors(Response(status: .noContent)) }
+            if req.print == .silent { return RestAnswer.noContent().response }
             return Self.json(priority, pretty: req.print == .pretty)
         }
         let condition = ifMatch.map { ETag.condition(ifMatch: $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
@@ -293,7 +267,7 @@ public final class RestHandler: Sendable {
             resp.headers[.eTag] = ETag.of(node: outcome.value, version: outcome.version)
             return resp
         }
-        if req.print == .silent { return Self.cors(Response(status: .noContent)) }
+        if req.print == .silent { return RestAnswer.noContent().response }
         var resp = Self.json(echo.answer(outcome), pretty: req.print == .pretty)
         if wantETag { resp.headers[.eTag] = ETag.of(node: outcome.value, version: outcome.version) }
         return resp
@@ -370,31 +344,12 @@ public final class RestHandler: Sendable {
         }
     }
 
+    /// Answers as Hummingbird responses (`RestAnswer`; the operations endpoints use them too).
     static func json(_ value: JSON, pretty: Bool, status: HTTPResponse.Status = .ok) -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        headers[.cacheControl] = "no-cache"
-        headers[.accessControlAllowOrigin] = "*"
-        var bytes = value.serializedBytes(pretty: pretty)
-        if pretty { bytes.append(0x0A) }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        RestAnswer.json(value, pretty: pretty, status: status).response
     }
 
-    static func error(_ e: RestError) -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        headers[.accessControlAllowOrigin] = "*"
-        return Response(status: HTTPResponse.Status(code: e.status), headers: headers,
-                        body: .init(byteBuffer: ByteBuffer(string: e.body)))
-    }
-
-    static func cors(_ r: Response) -> Response {
-        var r = r
-        r.headers[.accessControlAllowOrigin] = "*"
-        r.headers[.accessControlAllowMethods] = "GET, PUT, POST, PATCH, DELETE, OPTIONS"
-        r.headers[.accessControlAllowHeaders] = "Content-Type, Authorization, X-Firebase-ETag, If-Match, If-None-Match"
-        return r
-    }
+    static func error(_ e: RestError) -> Response { RestAnswer.error(e).response }
 }
 
 /// What the answer to an applied REST write holds (Firebase: the value written for PUT, the

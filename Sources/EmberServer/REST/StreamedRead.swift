@@ -54,18 +54,13 @@ extension RestHandler {
                 throw error
             }
         }
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        headers[.cacheControl] = "no-cache"
-        headers[.accessControlAllowOrigin] = "*"
+        var headers = RestAnswer.jsonHeaders
         let stream: any ReadStream, first: [UInt8]
         switch start {
         case .notStreamed: return nil
         case .notModified(let etag):
-            var resp = Response(status: .notModified)
-            resp.headers[.eTag] = etag
-            return Self.cors(resp)
-        case .silent: return Self.cors(Response(status: .noContent))
+            return RestAnswer.notModified(etag: etag).response
+        case .silent: return RestAnswer.noContent().response
         case .opened(let s, let f): (stream, first) = (s, f)
         }
         if wantETag || ifNoneMatch != nil { headers[.eTag] = ETag.of(exists: stream.exists, version: stream.version) }

@@ -9,23 +9,21 @@ struct RealtimeHandler: Sendable {
     final class Services: Sendable {
         let store: NodePorts
         let config: NodeConfiguration
-        let clock: @Sendable () -> Int64
+        /// Rate limits, per-address limits and identity, shared with the REST front.
+        let policy: ClientPolicy
+        var clock: @Sendable () -> Int64 { policy.clock }
         /// Where the initial data of listens and gets is read (not on Swift's cooperative threads).
         let reads: ReadPool
-        /// The per-address budget shared with REST (`--max-requests-per-second-per-address`).
-        let addressRate: RequestRateByAddress?
         let gate: RulesGate
         /// Where onDisconnect writes are registered (nil: the node keeps none, `o` is refused).
         let onDisconnect: OnDisconnectKeeper?
 
-        init(store: NodePorts, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64, reads: ReadPool,
-             addressRate: RequestRateByAddress?, onDisconnect: OnDisconnectKeeper? = nil) {
+        init(store: NodePorts, config: NodeConfiguration, policy: ClientPolicy, reads: ReadPool, onDisconnect: OnDisconnectKeeper? = nil) {
             self.store = store
             self.onDisconnect = onDisconnect
             self.config = config
-            self.clock = clock
+            self.policy = policy
             self.reads = reads
-            self.addressRate = addressRate
             gate = RulesGate(store: store, defaults: config.rules)
         }
     }
@@ -40,7 +38,7 @@ struct RealtimeHandler: Sendable {
     var config: NodeConfiguration { services.config }
     var clock: @Sendable () -> Int64 { services.clock }
     var reads: ReadPool { services.reads }
-    var addressRate: RequestRateByAddress? { services.addressRate }
+    var policy: ClientPolicy { services.policy }
     var gate: RulesGate { services.gate }
     /// Where onDisconnect writes are registered (nil: the node keeps none, `o` is refused).
     var onDisconnect: OnDisconnectKeeper? { services.onDisconnect }
@@ -51,11 +49,9 @@ struct RealtimeHandler: Sendable {
         self.pipeline = pipeline
     }
 
-    init(session: RealtimeSession, store: NodePorts, config: NodeConfiguration, clock: @escaping @Sendable () -> Int64,
-         reads: ReadPool, addressRate: RequestRateByAddress? = nil, pipeline: WirePipeline? = nil,
-         onDisconnect: OnDisconnectKeeper? = nil) {
-        self.init(session: session, services: Services(store: store, config: config, clock: clock, reads: reads, addressRate: addressRate,
-                                                       onDisconnect: onDisconnect),
+    init(session: RealtimeSession, store: NodePorts, config: NodeConfiguration, policy: ClientPolicy,
+         reads: ReadPool, pipeline: WirePipeline? = nil, onDisconnect: OnDisconnectKeeper? = nil) {
+        self.init(session: session, services: Services(store: store, config: config, policy: policy, reads: reads, onDisconnect: onDisconnect),
                   pipeline: pipeline)
     }
 
@@ -95,8 +91,8 @@ struct RealtimeHandler: Sendable {
                                                data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))
             return false
         }
-        if let addressRate, !addressRate.admit(session.address, now: clock()) {
-            session.send(WireMessages.response(r, status: "too_many_requests", data: .string(addressRate.refusal)))
+        if !policy.admitWire(from: session.address, now: clock()) {
+            session.send(WireMessages.response(r, status: "too_many_requests", data: .string(policy.addressRequestRate.refusal)))
             return false
         }
         return true
@@ -345,7 +341,7 @@ struct RealtimeHandler: Sendable {
         if session.baseIdentity.isAdmin { return ("ok", .object(["auth": .null, "expires": .null])) }
         let now = clock()
         let identity: Identity
-        do { identity = try config.tokenVerifier.identity(for: cred, address: session.address, now: now) } catch {
+        do { identity = try policy.verify(credential: cred, address: session.address, now: now) } catch {
             session.setIdentity(session.baseIdentity, now: now)
             return (error.wireStatus, .string(error.message))
         }

@@ -104,7 +104,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     // MARK: - Opening
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let perAddress = node.rest.connectionsPerAddress
+        let perAddress = services.policy.connectionsPerAddress
         guard perAddress.acquire(address) else {
             refuse(.policyViolation, reason: perAddress.refusal)
             return
@@ -399,7 +399,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         pinger?.cancel()
         pinger = nil
         guard let started else {
-            if holdsAddress { node.rest.connectionsPerAddress.release(address) }
+            if holdsAddress { services.policy.connectionsPerAddress.release(address) }
             holdsAddress = false
             context.fireChannelInactive()
             return
@@ -426,7 +426,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         node.realtime.close(session)
         await started.handler.pipeline?.drained()
         await node.onDisconnect.ended(session)
-        if holdsAddress { node.rest.connectionsPerAddress.release(address) }
+        if holdsAddress { services.policy.connectionsPerAddress.release(address) }
         session.tornDown.open()
     }
 }

@@ -42,8 +42,8 @@ struct WireServerChannel: ServerChildChannel, HTTPChannelHandler {
         self.http1 = http1
         self.maxFrameSize = maxFrameSize
         self.node = node
-        services = RealtimeHandler.Services(store: node.ports, config: node.config, clock: node.rest.clock, reads: node.reads,
-                                            addressRate: node.rest.addressRequestRate, onDisconnect: node.onDisconnect)
+        services = RealtimeHandler.Services(store: node.ports, config: node.config, policy: node.policy, reads: node.reads,
+                                            onDisconnect: node.onDisconnect)
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
