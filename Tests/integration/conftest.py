@@ -67,7 +67,9 @@ class Node:
 
     def __init__(self, data_dir=None, rules=RULES, extra_args=()):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="ember-it-")
-        self.port = free_port()
+        # Bound by emberd itself on the first start (--port 0, reported in --port-file), so no
+        # other process can take it between picking and binding; restarts keep it.
+        self._port = None
         self.rules_path = os.path.join(self.data_dir + "-rules.json")
         with open(self.rules_path, "w") as f:
             json.dump(rules, f)
@@ -76,19 +78,40 @@ class Node:
         self.log = None
 
     @property
+    def port(self):
+        # Asked before the first start (a test that passes the port on): picked the old way.
+        if self._port is None:
+            self._port = free_port()
+        return self._port
+
+    @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout=30):
         self.log = open(self.data_dir + ".log", "ab")
+        port_file = self.data_dir + ".port"
+        if os.path.exists(port_file):
+            os.remove(port_file)
         self.proc = subprocess.Popen(
-            [EMBERD, "--data", self.data_dir, "--port", str(self.port), "--rules", self.rules_path,
-             "--keep-alive", "1"] + self.extra_args,
+            [EMBERD, "--data", self.data_dir, "--port", str(self._port or 0), "--port-file", port_file,
+             "--rules", self.rules_path, "--keep-alive", "1"] + self.extra_args,
             stdout=self.log, stderr=self.log)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"emberd exited with {self.proc.returncode}; log {self.data_dir}.log")
+            if self._port is None:
+                try:
+                    with open(port_file) as f:
+                        text = f.read()
+                    if text.endswith("\n"):
+                        self._port = int(text)
+                except FileNotFoundError:
+                    pass
+                if self._port is None:
+                    time.sleep(0.02)
+                    continue
             try:
                 # 401: up, but the rules refuse anonymous reads of the root. Shallow: a restarted
                 # node may hold more data than a debug build serialises within the poll's timeout.
