@@ -16,6 +16,11 @@ import NIOHTTP1
 /// record counts and goes on; the last request removes the record. Parts are plain sets of
 /// disjoint paths (no pushes are generated), so a PATCH repeated after a lost answer writes the
 /// same data again: nothing duplicated, nothing lost.
+///
+/// `--in-flight N` requests are sent at once (they may commit in any order). The count a request
+/// records is the prefix of requests already answered when it was sent: a lower bound of what
+/// the node holds, so a resume re-sends at most the requests that were in flight (idempotent).
+/// A clean stop (the end, or a malformed file) waits for them and records the exact count.
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "import", abstract: "Replace the tree at PATH with FILE's JSON (streamed, resumable).")
     @OptionGroup var connection: ConnectionOptions
@@ -24,18 +29,22 @@ struct ImportCommand: AsyncParsableCommand {
     @Option(help: "Largest request sent (keep below the node's --max-body-bytes).") var maxRequestBytes = 8 << 20
     @Option(help: "Most parts (paths) per request; the node's update limit is 10000.") var maxChildren = 5_000
     @Option(help: "A subtree of the file larger than this (bytes) is sent as its children.") var maxPartBytes = 1 << 20
+    @Option(help: "Requests sent at once (1...\(ImportCommand.maxInFlight)).") var inFlight = 4
     @Flag(help: "Only validate the whole file (keys, depth, sizes); send nothing.") var dryRun = false
     @Flag(help: "Continue an interrupted import of the same file into PATH.") var resume = false
     @Flag(help: "No progress line.") var quiet = false
 
     /// Bytes read from the file at a time.
     static let readBytes = 1 << 20
+    /// Most requests in flight: each holds a request body (up to --max-request-bytes) in memory.
+    static let maxInFlight = 16
 
     func validate() throws {
         guard maxRequestBytes >= 1024, (1...ImportMarker.maxPartsPerRequest).contains(maxChildren), maxPartBytes >= 64 else {
             throw ValidationError("--max-request-bytes must be at least 1024, --max-children 1...\(ImportMarker.maxPartsPerRequest), --max-part-bytes at least 64")
         }
         guard !(dryRun && resume) else { throw ValidationError("--dry-run and --resume exclude each other") }
+        guard (1...Self.maxInFlight).contains(inFlight) else { throw ValidationError("--in-flight must be 1...\(Self.maxInFlight)") }
     }
 
     func run() async throws {
@@ -63,7 +72,8 @@ struct ImportCommand: AsyncParsableCommand {
             let fileID = try ImportMarker.fileID(path: file, size: size)
             try await NodeClient.with(connection) { c in
                 var sender = ImportSender(client: c, path: path, fileID: fileID, maxRequestBytes: maxRequestBytes,
-                                          maxParts: maxChildren, partBytes: partBytes, progress: ImportProgress(total: size, enabled: !quiet))
+                                          maxParts: maxChildren, partBytes: partBytes, inFlight: inFlight,
+                                          progress: ImportProgress(total: size, enabled: !quiet))
                 if resume { try await sender.resumeFromNode() }
                 var parser = ImportParser(file: file, handle: handle, partBytes: sender.partBytes, targetDepth: target.count)
                 try await sender.send(&parser)
@@ -162,6 +172,7 @@ struct ImportSender {
     let fileID: String
     let maxRequestBytes: Int
     let maxParts: Int
+    let inFlight: Int
     let progress: ImportProgress
     /// Data requests sent (this run), and parts the node had already (resume).
     private(set) var requests = 0
@@ -179,9 +190,17 @@ struct ImportSender {
     private(set) var partBytes: Int64
     /// Priorities of objects sent as their children, set once all their members are in.
     private var priorities: [(path: [String], value: JSON)] = []
+    /// Requests sent and not yet answered, by number: the part count and file offset each brings
+    /// the node to; and the numbers answered beyond the answered prefix.
+    private var outstanding: [Int: (seen: Int, bytes: Int64)] = [:]
+    private var answeredAhead: Set<Int> = []
+    /// Every request below this number is answered; what they brought the node to.
+    private var prefix = 0
+    private var committedBytes: Int64 = 0
 
     init(client: NodeClient, path: String, fileID: String, maxRequestBytes: Int, maxParts: Int, partBytes: Int64,
-         progress: ImportProgress) {
+         inFlight: Int, progress: ImportProgress) {
+        self.inFlight = inFlight
         self.partBytes = partBytes
         self.client = client
         self.path = path
@@ -207,33 +226,42 @@ struct ImportSender {
 
     mutating func send(_ parser: inout ImportParser) async throws {
         var whole: JSON?
-        do {
-            while let parts = try parser.next() {
-                for part in parts {
-                    seen += 1
-                    switch part.kind {
-                    case .priority: priorities.append((part.path, part.value))  // resent on resume: idempotent
-                    case .value where part.path.isEmpty: whole = part.value
-                    case .value:
-                        if seen <= skipped { progress.part(end: part.end); continue }
-                        try await add(part)
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            do {
+                while let parts = try parser.next() {
+                    for part in parts {
+                        seen += 1
+                        switch part.kind {
+                        case .priority: priorities.append((part.path, part.value))  // resent on resume: idempotent
+                        case .value where part.path.isEmpty: whole = part.value
+                        case .value:
+                            if seen <= skipped { progress.part(end: part.end); continue }
+                            try await add(part, &group)
+                        }
                     }
                 }
+            } catch let e as ImportFailure {
+                progress.abandon()
+                // What was sent before the error is committed, and the record says so exactly.
+                try await drain(&group)
+                try await record(parts: committed, bytes: committedBytes)
+                throw CLIError("\(e); \(requests) request(s) committed before it (\(committed) part(s) in \(path), "
+                               + "recorded at \(path)/\(ImportMarker.key)); nothing after them was written")
             }
-        } catch let e as ImportFailure {
-            progress.abandon()
-            throw CLIError("\(e); \(requests) request(s) committed before it (\(committed) part(s) in \(path), "
-                           + "recorded at \(path)/\(ImportMarker.key)); nothing after them was written")
+            if let whole, !started {
+                // The file was one part: one PUT, atomic.
+                try await client.call(.PUT, client.dataURL(path, query: ["print=silent"]), body: whole.serializedBytes())
+                requests += 1
+                progress.part(end: parser.offset)
+                return
+            }
+            try await flush(&group)
+            try await drain(&group)
         }
-        if let whole, !started {
-            // The file was one part: one PUT, atomic.
-            try await client.call(.PUT, client.dataURL(path, query: ["print=silent"]), body: whole.serializedBytes())
-            requests += 1
-            progress.part(end: parser.offset)
+        if requests == 1 && !started {
             progress.finish()
             return
         }
-        try await flush()
         for (p, v) in priorities {
             try await client.call(.PUT, client.dataURL(([path] + p).joined(separator: "/") + "/.priority", query: ["print=silent"]),
                                   body: v.serializedBytes())
@@ -243,15 +271,36 @@ struct ImportSender {
         progress.finish()
     }
 
+    /// Waits for every request in flight.
+    private mutating func drain(_ group: inout ThrowingTaskGroup<Int, any Error>) async throws {
+        while let done = try await group.next() { answered(done) }
+    }
+
+    /// Request `number` was answered: the answered prefix grows past every request answered.
+    private mutating func answered(_ number: Int) {
+        answeredAhead.insert(number)
+        while answeredAhead.remove(prefix) != nil {
+            if let o = outstanding.removeValue(forKey: prefix) { committed = o.seen; committedBytes = o.bytes }
+            prefix += 1
+        }
+    }
+
+    /// Writes the progress record alone (after a clean stop: the exact count).
+    private func record(parts: Int, bytes: Int64) async throws {
+        guard started else { return }
+        let body = JSON.object([ImportMarker.key: ImportMarker.record(fileID: fileID, parts: parts, bytes: bytes, partBytes: partBytes)])
+        try await client.call(.PATCH, client.dataURL(path, query: ["print=silent"]), body: body.serializedBytes())
+    }
+
     /// Adds a part to the request being built, sending it first when the part would not fit.
-    private mutating func add(_ part: ImportSplitter.Part) async throws {
+    private mutating func add(_ part: ImportSplitter.Part, _ group: inout ThrowingTaskGroup<Int, any Error>) async throws {
         var entry: [UInt8] = []
         JSONStreamWriter.appendString(part.path.joined(separator: "/"), to: &entry)
         entry.append(0x3A)
         entry += part.value.serializedBytes()
         // Room for the record (~150 bytes) and the braces.
         if bodyParts > 0 && (body.count + entry.count + 256 > maxRequestBytes || bodyParts >= maxParts) {
-            try await flush()
+            try await flush(&group)
         }
         if entry.count + 256 > maxRequestBytes {
             throw CLIError("\(part.path.joined(separator: "/")) alone is \(entry.count) bytes, over --max-request-bytes \(maxRequestBytes)")
@@ -264,23 +313,31 @@ struct ImportSender {
         progress.part(end: part.end)
     }
 
-    /// Sends the request being built (with the record of the count it brings the node to).
-    private mutating func flush() async throws {
+    /// Sends the request being built, once fewer than `inFlight` are out. Its record holds the
+    /// count the answered prefix brought the node to (a lower bound whatever order the requests
+    /// in flight commit in).
+    private mutating func flush(_ group: inout ThrowingTaskGroup<Int, any Error>) async throws {
         if !started {
             // Replace PATH with the record alone: the old data goes, the import's state comes.
-            let first = JSON.object([ImportMarker.key: ImportMarker.record(fileID: fileID, parts: 0, bytes: 0, partBytes: partBytes)])
+            let first = JSON.object([ImportMarker.key: ImportMarker.record(fileID: fileID, parts: committed, bytes: 0, partBytes: partBytes)])
             try await client.call(.PUT, client.dataURL(path, query: ["print=silent"]), body: first.serializedBytes())
             started = true
         }
         guard bodyParts > 0 else { return }
+        while outstanding.count - answeredAhead.count >= inFlight, let done = try await group.next() { answered(done) }
         var b = body
         b.append(0x2C)
         JSONStreamWriter.appendString(ImportMarker.key, to: &b)
         b.append(0x3A)
-        b += ImportMarker.record(fileID: fileID, parts: bodySeen, bytes: bodyEnd, partBytes: partBytes).serializedBytes()
+        b += ImportMarker.record(fileID: fileID, parts: committed, bytes: committedBytes, partBytes: partBytes).serializedBytes()
         b.append(0x7D)
-        try await client.call(.PATCH, client.dataURL(path, query: ["print=silent"]), body: b)
-        committed = bodySeen
+        let number = requests
+        outstanding[number] = (bodySeen, bodyEnd)
+        let client = self.client, url = client.dataURL(path, query: ["print=silent"])
+        group.addTask {
+            try await client.call(.PATCH, url, body: b)
+            return number
+        }
         requests += 1
         body = [0x7B]
         bodyParts = 0

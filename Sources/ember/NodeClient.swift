@@ -78,7 +78,9 @@ struct NodeResponse {
 
 /// HTTP(S) to nodes with the bearer token on every request. Errors (connection refused, HTTP
 /// 4xx/5xx with Firebase's `{"error": ...}`) become one-line `CLIError`s.
-final class NodeClient {
+/// `@unchecked Sendable`: every property is set once in `init` (HTTPClient is thread-safe), so
+/// concurrent requests (`ember import --in-flight`) share one client.
+final class NodeClient: @unchecked Sendable {
     /// Largest answer read into memory (exports and backups stream to files instead).
     static let maxResponseBytes = 512 << 20
 

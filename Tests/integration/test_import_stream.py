@@ -174,3 +174,19 @@ def test_resume_refuses_another_file(inode, tmp_path):
         proc.wait()
     p = ember("import", str(b), path, "--node", inode.url, "--resume", check=False)
     assert p.returncode != 0 and "of another file" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("in_flight", ["1", "16"])
+def test_requests_in_flight_commit_in_any_order_and_equal_the_file(inode, tmp_path, in_flight):
+    """--in-flight N sends N PATCHes at once (default 4, as every test above); whatever order they
+    commit in, the result is the file, and the record is gone."""
+    d = doc(7, users=600)
+    f = tmp_path / "w.json"
+    f.write_text(json.dumps(d))
+    path = f"/window/{uuid.uuid4().hex}"
+    p = ember("import", str(f), path, "--node", inode.url, "--max-request-bytes", "4096", "--max-part-bytes", "1024",
+              "--in-flight", in_flight, "--quiet")
+    assert int(p.stderr.split(" in ")[-1].split(" request")[0]) > 50, p.stderr
+    assert exported(inode, path) == normalized(d)
+    bad = ember("import", str(f), path, "--node", inode.url, "--in-flight", "17", check=False)
+    assert bad.returncode != 0 and "--in-flight must be 1...16" in bad.stderr, bad.stderr
