@@ -75,6 +75,10 @@ final class PeerLink: Sendable {
 
     var isConnected: Bool { state.withLock { $0.channel != nil } }
 
+    /// The level the peer accepted on its last connection (kept while it is down: a member
+    /// restarted with an older build is learnt anew when it reconnects); nil before the first.
+    var knownLevel: Int? { state.withLock { $0.everConnected ? $0.level : nil } }
+
     /// For `/.ember/status`: connected, frames waiting, frames dropped (queue full or slow peer).
     var stats: (connected: Bool, queued: Int, dropped: UInt64, level: Int) {
         state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped, $0.speaks) }

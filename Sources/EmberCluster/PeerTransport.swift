@@ -134,6 +134,13 @@ public final class PeerTransport: Sendable {
 
     var links: [NodeID: PeerLink] { roster.withLock { $0.links } }
 
+    /// Whether every one of `peers` accepted peer protocol `level` or later on its last
+    /// connection: what a leader checks before it logs an entry kind older builds cannot read.
+    func peersSpeak(_ level: Int, _ peers: [NodeID]) -> Bool {
+        let links = self.links
+        return peers.allSatisfy { (links[$0]?.knownLevel ?? 0) >= level }
+    }
+
     public func connectedPeers() -> [NodeID] { links.filter { $0.value.isConnected }.map(\.key).sorted() }
 
     func linkStats() -> [NodeID: (connected: Bool, queued: Int, dropped: UInt64, level: Int)] { links.mapValues(\.stats) }
