@@ -1,7 +1,7 @@
 # Ember's single entry point. `make run` starts a node; `make test` is the default suite (CI).
 SWIFT ?= swift
 
-.PHONY: run build release install cluster cluster-down test unit integration soak bench fuzz fuzz-smoke clean robustness image upgrade-test
+.PHONY: run build release install cluster cluster-down test unit integration soak bench fuzz fuzz-smoke clean robustness image upgrade-test pitr
 
 # Install what is missing, build, and start a durable node on localhost:9000 (./ember-data).
 run: release
@@ -69,6 +69,11 @@ soak: build
 	EMBER_LIGHT=1 $(SWIFT) build -c release -Xswiftc -enable-testing --build-tests --scratch-path .build-rel
 	EMBER_SIM_SEEDS=10000 $(SIM_RELEASE) --skip-build --filter SimulationTests
 	EMBER_SOAK=1 ./scripts/integration.sh
+
+# Point-in-time recovery (issue 37) with the issue's 20 random instants restored (the default
+# suite restores 5).
+pitr: build
+	EMBER_PITR_INSTANTS=20 ./scripts/integration.sh -k pitr
 
 # The fault campaign (RELIABILITY.md): a 3-node and a 5-node cluster behind the userspace proxy
 # under every fault kind, histories checked at the end. ROBUSTNESS_SECONDS per cluster size.

@@ -136,6 +136,8 @@ public struct ClusterConfigFile: Codable, Sendable {
     public var tlsCa: String?
     /// Client URLs of the members (`--client-urls`): `{"n1": "http://10.0.0.1:9000", ...}`.
     public var clientUrls: [String: String]?
+    /// The point-in-time archive's directory (`--archive`).
+    public var archive: String?
 
     public static func load(path: String) throws -> ClusterConfigFile {
         let data: Data
@@ -157,6 +159,7 @@ public struct ClusterConfigFile: Codable, Sendable {
         file.tlsCert = resolve(file.tlsCert)
         file.tlsKey = resolve(file.tlsKey)
         file.tlsCa = resolve(file.tlsCa)
+        file.archive = resolve(file.archive)
         return file
     }
 }

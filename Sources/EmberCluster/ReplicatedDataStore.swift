@@ -33,8 +33,11 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
 
     /// Opens the store, loads Raft's state from it, binds the peer listener and starts the driver.
     public static func open(directory: String, options: StoreOptions, cluster: ClusterConfiguration,
-                            logger: Logger) async throws -> ReplicatedDataStore {
+                            archive: ArchiveOptions? = nil, logger: Logger) async throws -> ReplicatedDataStore {
         try cluster.validate()
+        var options = options
+        // Every member keeps what the archive lacks: any of them may become the leader that writes it.
+        if archive != nil { options.archiveHold = max(options.archiveHold, StoreOptions.defaultArchiveHold) }
         let tls = try PeerTLS(certificatePath: cluster.tlsCertificatePath, keyPath: cluster.tlsKeyPath,
                               caPath: cluster.tlsCAPath)
         let local = try LMDBDataStore(directory: directory, options: options, logger: logger)
@@ -59,7 +62,19 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         check.start()
         logger.info("cluster node started", metadata: [
             "node": "\(cluster.nodeID)", "peerAddress": "\(cluster.peerListen)", "voters": "\(cluster.voters)"])
-        return ReplicatedDataStore(local: local, host: host, transport: transport, config: cluster, logger: logger, check: check)
+        let replicated = ReplicatedDataStore(local: local, host: host, transport: transport, config: cluster, logger: logger, check: check)
+        if let archive {
+            // Only the leader writes the archive; its marks go through Raft like any entry.
+            try local.startArchive(archive, isLeader: { [weak host] in
+                guard let s = host?.status else { return false }
+                return s.role == .leader && !s.removed
+            }, mark: { [weak replicated] index in
+                guard let replicated else { throw ClusterError.shuttingDown }
+                let payload = try replicated.checkedEntry(namespace: Archiver.markNamespace, operation: .archived(through: index), auth: .admin)
+                _ = try await replicated.propose(payload)
+            })
+        }
+        return replicated
     }
 
     init(local: LMDBDataStore, host: RaftHost, transport: PeerTransport, config: ClusterConfiguration, logger: Logger,
@@ -87,7 +102,8 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             onDisconnect: LMDBOnDisconnect(store: store, submit: { op, namespace, auth in
                 try await self.logOnDisconnect(op, namespace: namespace, auth: auth)
             }),
-            admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: self, alarms: admin),
+            admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: self, alarms: admin,
+                              archive: local.archiver),
             lifecycle: self)
     }
 
@@ -297,7 +313,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             }
             out["peers"] = .object(peers)
         }
-        return .object(out)
+        return JSON.object(out).withArchive(local.archiver)
     }
 
     public func shuttingDown() {
@@ -307,6 +323,8 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     public func shutdown() async {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         check.stop()
+        // Before the host: the archive's last segment is marked through Raft.
+        await local.archiver?.stop()
         await host.stop()
         await transport.shutdown()
         local.close()

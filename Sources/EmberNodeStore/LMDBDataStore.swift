@@ -1,6 +1,7 @@
 import EmberCore
 import EmberStorage
 import Logging
+import Synchronization
 
 /// A single node's store: EmberStorage's LMDB store, where every write is a log entry applied
 /// in the same transaction that appends it, and the ports the fronts use over it (`ports`).
@@ -10,6 +11,8 @@ public final class LMDBDataStore: StatusPort, StoreLifecycle {
     /// Built once: the read port keeps the namespaces whose indexes are built.
     public let reader: LMDBReads
     private let hashCache = StateHashCache()
+    /// The point-in-time archive's writer, when the node archives (`startArchive`).
+    private let archiverSlot = Mutex<Archiver?>(nil)
 
     public init(directory: String, options: StoreOptions, logger: Logger) throws {
         self.store = try EmberStore(directory: directory, options: options)
@@ -29,7 +32,8 @@ public final class LMDBDataStore: StatusPort, StoreLifecycle {
         let admin = LMDBAdmin(store: store)
         return NodePorts(reader: reader, writer: LMDBWrites(store: store), commits: LMDBCommitFeed(store: store),
                          rules: LMDBRules(store: store), onDisconnect: LMDBOnDisconnect(store: store),
-                         admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: nil, alarms: admin),
+                         admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: nil, alarms: admin,
+                                           archive: archiver),
                          lifecycle: self)
     }
 
@@ -38,23 +42,61 @@ public final class LMDBDataStore: StatusPort, StoreLifecycle {
             "id": .string("single"), "role": .string("leader"), "term": .int(0), "leader": .string("single"),
             "commitIndex": .int(Int64(appliedIndex)), "appliedIndex": .int(Int64(appliedIndex)),
             "stateHash": .string(try await hashCache.hash(of: store)),
-        ])
+        ]).withArchive(archiver)
+    }
+
+    public var archiver: Archiver? { archiverSlot.withLock { $0 } }
+
+    /// Starts the point-in-time archive's writer over this store (`isLeader`: whether this
+    /// node writes it now; `mark`: how an `.archived` entry reaches the log).
+    @discardableResult
+    public func startArchive(_ options: ArchiveOptions, isLeader: @escaping @Sendable () -> Bool,
+                             mark: @escaping @Sendable (UInt64) async throws -> Void) throws -> Archiver {
+        let archiver = Archiver(store: store, archive: try DirectoryArchiveStore(directory: options.directory), options: options,
+                                logger: logger, isLeader: isLeader, mark: mark)
+        archiverSlot.withLock { $0 = archiver }
+        archiver.start()
+        return archiver
     }
 
     public var memberDirectory: MemberDirectory? { nil }
 
-    public func shutdown() async { close() }
-    public func close() { store.close() }
+    public func shutdown() async {
+        await archiver?.stop()
+        close()
+    }
+    public func close() {
+        archiver?.stopBlocking()
+        store.close()
+    }
 }
 
 public enum StoreFactory {
     /// The node's durable store in `directory`, keeping `logRetain` log entries after compaction.
     public static func open(directory: String, logRetain: Int, maxReadBytes: Int = StoreOptions().maxReadBytes,
-                            mapSize: Int = StoreOptions().mapSize, logger: Logger) throws -> NodePorts {
+                            mapSize: Int = StoreOptions().mapSize, archive: ArchiveOptions? = nil, logger: Logger) throws -> NodePorts {
         var options = StoreOptions()
+        if archive != nil { options.archiveHold = StoreOptions.defaultArchiveHold }
         options.mapSize = mapSize
         options.logRetention = UInt64(max(0, logRetain))
         options.maxReadBytes = maxReadBytes
-        return try LMDBDataStore(directory: directory, options: options, logger: logger).ports
+        let local = try LMDBDataStore(directory: directory, options: options, logger: logger)
+        if let archive {
+            let store = local.storage
+            // A single node is its own leader; its marks go through its writer like any entry.
+            try local.startArchive(archive, isLeader: { true }, mark: { index in
+                _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: index))
+            })
+        }
+        return local.ports
+    }
+}
+
+extension JSON {
+    /// A node status with the archive's section added (when the node archives).
+    public func withArchive(_ archiver: Archiver?) -> JSON {
+        guard let archiver, case .object(var o) = self else { return self }
+        o["archive"] = archiver.archiveStatus().json
+        return .object(o)
     }
 }

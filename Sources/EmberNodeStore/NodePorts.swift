@@ -38,9 +38,13 @@ public struct AdminPorts: Sendable {
     public var cluster: (any ClusterControl)?
     /// NOSPACE and CORRUPT (nil: the store raises none).
     public var alarms: (any AlarmPort)?
+    /// The point-in-time archive (nil: the node does not archive).
+    public var archive: (any ArchivePort)?
 
     public init(status: any StatusPort, storage: (any StorageStatsPort)?, defrag: (any DefragPort)?,
-                backup: (any BackupPort)?, cluster: (any ClusterControl)?, alarms: (any AlarmPort)? = nil) {
+                backup: (any BackupPort)?, cluster: (any ClusterControl)?, alarms: (any AlarmPort)? = nil,
+                archive: (any ArchivePort)? = nil) {
+        self.archive = archive
         self.status = status
         self.storage = storage
         self.defrag = defrag

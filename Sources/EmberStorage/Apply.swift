@@ -52,6 +52,9 @@ struct Applier {
         switch e.operation {
         case .noop:
             return result
+        case .archived(let through):
+            try ArchiveMark.record(tables, t, through: through)
+            return result
         case .setRules(let text):
             try applyRules(e, text: text)
             result.rulesChanged = true

@@ -26,18 +26,22 @@ public enum WriteOperation: Sendable, Equatable {
     /// onDisconnect bookkeeping (`OnDisconnectOperation`): kept in the replicated state so any
     /// replica can run a session's operations when the node holding the session is gone.
     indirect case onDisconnect(OnDisconnectOperation)
+    /// The point-in-time archive (`Archiver`) holds every entry through this index: replicated
+    /// so a new leader continues the archive where the old one stopped, and so every replica
+    /// keeps the entries not yet archived in its log (`StoreOptions.archiveHold`).
+    case archived(through: UInt64)
 
     public var path: Path {
         switch self {
         case .set(let p, _, _), .update(let p, _, _): return p
-        case .noop, .setRules, .onDisconnect: return .root
+        case .noop, .setRules, .onDisconnect, .archived: return .root
         }
     }
 
     public var condition: WriteCondition? {
         switch self {
         case .set(_, _, let c), .update(_, _, let c): return c
-        case .noop, .setRules, .onDisconnect: return nil
+        case .noop, .setRules, .onDisconnect, .archived: return nil
         }
     }
 
@@ -49,6 +53,7 @@ public enum WriteOperation: Sendable, Equatable {
         case (.noop, .noop): return true
         case let (.setRules(a), .setRules(b)): return a == b
         case let (.onDisconnect(a), .onDisconnect(b)): return a == b
+        case let (.archived(a), .archived(b)): return a == b
         default: return false
         }
     }
@@ -112,6 +117,8 @@ public struct LogEntry: Sendable, Equatable {
     }
 
     static let writerTrailer: UInt8 = 1
+    /// Operation tag of `.archived`.
+    static let archivedTag: UInt8 = 32
 
     /// Writes index, term and timestamp into an entry encoded with zeros there (the header has a
     /// fixed layout: format byte, then three 8-byte fields), so a write is encoded only once.
@@ -196,6 +203,9 @@ public struct LogEntry: Sendable, Equatable {
             w.u8(3); w.string(text)
         case .onDisconnect(let op):
             w.u8(4); op.encode(into: &w)
+        case .archived(let through):
+            // A tag well past the others: operations added meanwhile take the next ones.
+            w.u8(Self.archivedTag); w.u64(through)
         }
     }
 
@@ -231,6 +241,7 @@ public struct LogEntry: Sendable, Equatable {
             return .update(path: p, values: vs, condition: c)
         case 3: return .setRules(text: try r.string())
         case 4 where !nested: return .onDisconnect(try OnDisconnectOperation(decoding: &r, limit: limit))
+        case Self.archivedTag where !nested: return .archived(through: try r.u64())
         default: throw .corrupt("log entry operation")
         }
     }

@@ -22,6 +22,8 @@ public enum BackupFormat {
         public var appliedIndex: UInt64
         public var frames: UInt64
         public var bytes: UInt64
+        /// The latest entry time (ms) the state holds (the snapshot header's).
+        public var lastTimestamp: Int64 = 0
     }
 
     static func be32(_ n: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: n >> (24 - 8 * $0)) } }
@@ -37,6 +39,7 @@ public enum BackupFormat {
         private var total: UInt64 = 0
         public private(set) var frames: UInt64 = 0
         public private(set) var appliedIndex: UInt64 = 0
+        public private(set) var lastTimestamp: Int64 = 0
         private var ended = false
 
         public init(path: String) throws {
@@ -72,14 +75,17 @@ public enum BackupFormat {
             }
             guard n <= maxFrameBytes else { throw BackupError("backup frame of \(n) bytes exceeds \(maxFrameBytes)") }
             let chunk = try take(n)
-            if frames == 0 { appliedIndex = try headerAppliedIndex(chunk) }
+            if frames == 0 {
+                appliedIndex = try headerAppliedIndex(chunk)
+                lastTimestamp = headerTimestamp(chunk)
+            }
             digests += SHA1.digest(chunk)
             total += UInt64(n)
             frames += 1
             return chunk
         }
 
-        public var summary: Summary { Summary(appliedIndex: appliedIndex, frames: frames, bytes: total) }
+        public var summary: Summary { Summary(appliedIndex: appliedIndex, frames: frames, bytes: total, lastTimestamp: lastTimestamp) }
     }
 
     /// Checks a whole backup file (frames, sizes, checksum) one frame at a time.
@@ -96,6 +102,12 @@ public enum BackupFormat {
         var chunks: [[UInt8]] = []
         while let c = try r.next() { chunks.append(c) }
         return (chunks, r.summary)
+    }
+
+    /// The last timestamp in a snapshot's first record (after applied index and term), 0 if absent.
+    static func headerTimestamp(_ chunk: [UInt8]) -> Int64 {
+        guard chunk.count >= 27, chunk[2] >= 24, chunk[2] < 0x80 else { return 0 }
+        return Int64(bitPattern: readBE(chunk[19..<27]))
     }
 
     /// The applied index in a snapshot's first record (table 0xFF, empty key, u64 BE applied...).
@@ -120,13 +132,17 @@ extension EmberStore {
         var frames: UInt64 = 0, total: UInt64 = 0
         var digests: [UInt8] = []
         var applied: UInt64 = 0
+        var lastTimestamp: Int64 = 0
         // A backup holds every write already answered on this node.
         core.visibility.waitForReleased()
         do {
             defer { try? handle.close() }
             try handle.write(contentsOf: BackupFormat.magic)
             try snapshot { chunk in
-                if frames == 0 { applied = try BackupFormat.headerAppliedIndex(chunk) }
+                if frames == 0 {
+                    applied = try BackupFormat.headerAppliedIndex(chunk)
+                    lastTimestamp = BackupFormat.headerTimestamp(chunk)
+                }
                 try handle.write(contentsOf: BackupFormat.be32(chunk.count) + chunk)
                 digests += SHA1.digest(chunk)
                 frames += 1
@@ -141,7 +157,7 @@ extension EmberStore {
         }
         _ = try? FileManager.default.removeItem(atPath: path)
         try FileManager.default.moveItem(atPath: tmp, toPath: path)
-        return BackupFormat.Summary(appliedIndex: applied, frames: frames, bytes: total)
+        return BackupFormat.Summary(appliedIndex: applied, frames: frames, bytes: total, lastTimestamp: lastTimestamp)
     }
 
     /// Replaces the whole state with a verified backup file (offline restore of a node's data).

@@ -153,6 +153,9 @@ extension EmberStore {
             try Self.legacyReverseIndexRows(tables, t) { tag, k, v in try add(tag, k, v) }
             try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
             try t.scan(tables.meta, prefix: StoredRules.metaPrefix) { k, v in try add(5, k, v); return true }
+            // The archive's position travels with the state (a base restores it; a follower installing
+            // a snapshot keeps holding what the archive lacks).
+            try t.scan(tables.meta, prefix: ArchiveMark.metaPrefix) { k, v in try add(5, k, v); return true }
             // Keys whose text format 2 would store otherwise (U+E000–U+FFFF): a record of a table
             // format 2 does not know, so a member of 0.4.0 refuses the whole install rather than
             // store them in the wrong order (its install is one transaction; it stays behind).

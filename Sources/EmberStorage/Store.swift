@@ -50,6 +50,12 @@ public struct StoreOptions: Sendable {
     /// Store small objects written whole as one tree record each (`InlineObject`). false writes
     /// the per-leaf format of before (both are always read; tests use it for old directories).
     public var inlineObjects: Bool = true
+    /// Point-in-time archive (`Archiver`): the log keeps applied entries the archive does not
+    /// hold yet (`ArchiveMark`), at most this many behind the applied index; past it they are
+    /// compacted anyway and the archiver reports the gap. 0: no archive (nothing is held).
+    public var archiveHold: UInt64 = 0
+    /// `archiveHold` of a node that archives.
+    public static let defaultArchiveHold: UInt64 = 1_000_000
 
     public init() {}
 }
@@ -329,7 +335,7 @@ public final class EmberStore: @unchecked Sendable {
             } catch { throw StorageError.invalid(error) }
         }
         switch operation {
-        case .noop: nodes = nil
+        case .noop, .archived: nodes = nil
         case .setRules(let text): nodes = nil; _ = try StoredRules(text: text)
         case .onDisconnect(let op):
             nodes = nil

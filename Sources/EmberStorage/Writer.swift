@@ -293,7 +293,12 @@ final class Writer: @unchecked Sendable {
         var first = firstIndex
         let retain = store.options.logRetention
         if last > retain {
-            let upTo = min(a, last - retain)
+            var upTo = min(a, last - retain)
+            let hold = store.options.archiveHold
+            if hold > 0 {
+                // Entries the archive does not hold yet stay, up to `hold` of them.
+                upTo = min(upTo, max(try ArchiveMark.through(tables, t), a > hold ? a - hold : 0))
+            }
             var n = 0
             if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
@@ -331,7 +336,7 @@ final class Writer: @unchecked Sendable {
         var idx = lastIndex
         var ts = lastTimestamp
         var bytes = 0
-        let keepLog = store.options.logRetention > 0
+        let keepLog = store.options.logRetention > 0 || store.options.archiveHold > 0
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")

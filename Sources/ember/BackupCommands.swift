@@ -41,26 +41,42 @@ struct BackupCommand: AsyncParsableCommand {
 /// `ember restore --in FILE --data DIR`: seeds a stopped node's data directory from a backup
 /// (offline). For a cluster, restore the same file into every node's directory before starting
 /// them: each starts from the backup as its Raft snapshot.
+///
+/// `ember restore --archive DIR --to TIME | --to-index N --data NEWDIR`: point-in-time restore
+/// from the archive `emberd --archive` writes (ArchiveRestore): the newest base at or before the
+/// target, then the archived entries up to the last one at or before it.
 struct RestoreCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "restore", abstract: "Seed a stopped node's data directory from a backup file.")
+    static let configuration = CommandConfiguration(commandName: "restore", abstract: "Seed a stopped node's data directory from a backup file, or from the point-in-time archive at any instant of its window.")
     @OptionGroup var output: OutputOptions
-    @Option(name: .customLong("in"), help: "Backup file.") var input: String
+    @Option(name: .customLong("in"), help: "Backup file.") var input: String?
+    @Option(help: "Point-in-time archive directory (emberd --archive); with --to or --to-index.") var archive: String?
+    @Option(help: "Archive: restore the state as of this instant (RFC 3339, e.g. 2026-11-28T12:34:56.789Z): after the last entry at or before it.") var to: String?
+    @Option(help: "Archive: restore the state after this log index.") var toIndex: UInt64?
     @Option(help: "Data directory of the node (created if missing; the node must not be running).") var data: String
     @Flag(help: "Replace data already in DIR.") var force = false
 
+    func validate() throws {
+        switch (input, archive) {
+        case (nil, nil): throw ValidationError("give --in FILE (a backup) or --archive DIR with --to or --to-index")
+        case (_?, _?): throw ValidationError("--in and --archive exclude each other")
+        case (_?, nil):
+            if to != nil || toIndex != nil { throw ValidationError("--to and --to-index go with --archive") }
+        case (nil, _?):
+            guard (to == nil) != (toIndex == nil) else { throw ValidationError("--archive needs one of --to TIME or --to-index N") }
+            if let to, ArchiveTime.parse(to) == nil {
+                throw ValidationError("--to must be an RFC 3339 time such as 2026-11-28T12:34:56.789Z")
+            }
+        }
+    }
+
     func run() async throws {
         try await runCLI {
+            if let archive { return try await restoreArchive(archive) }
+            guard let input else { return }
             // Verify first: nothing is created or replaced for a bad file.
             _ = try BackupFormat.verify(path: input)
-            try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
-            let store: EmberStore
-            do { store = try EmberStore(directory: data, options: StoreOptions()) } catch {
-                throw CLIError("cannot open \(data): \(error) (is the node still running?)")
-            }
+            let store = try openTarget()
             defer { store.close() }
-            if !force && (store.appliedIndex > 0 || store.lastLogIndex > 0) {
-                throw CLIError("\(data) already holds data (applied index \(store.appliedIndex)); use --force to replace it")
-            }
             let summary = try await store.restoreBackup(from: input)
             let hash = try store.stateHash()
             if output.json {
@@ -68,6 +84,43 @@ struct RestoreCommand: AsyncParsableCommand {
             } else {
                 emit("restored \(input) into \(data): index \(summary.appliedIndex), state hash \(hash)")
             }
+        }
+    }
+
+    func openTarget() throws -> EmberStore {
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let store: EmberStore
+        do { store = try EmberStore(directory: data, options: StoreOptions()) } catch {
+            throw CLIError("cannot open \(data): \(error) (is the node still running?)")
+        }
+        if !force && (store.appliedIndex > 0 || store.lastLogIndex > 0) {
+            store.close()
+            throw CLIError("\(data) already holds data (applied index \(store.appliedIndex)); use --force to replace it")
+        }
+        return store
+    }
+
+    func restoreArchive(_ dir: String) async throws {
+        let target: ArchiveCatalog.Target = toIndex.map { ArchiveCatalog.Target.index($0) } ?? .time(ArchiveTime.parse(to ?? "") ?? 0)
+        let source = try DirectoryArchiveStore(directory: dir, create: false)
+        // The plan first: a target outside the window or cut off by a gap creates nothing.
+        _ = try ArchiveCatalog(names: try source.list()).plan(target)
+        let store = try openTarget()
+        let summary: ArchiveRestore.Summary
+        do {
+            defer { store.close() }
+            summary = try await ArchiveRestore.restore(from: source, to: target, into: store,
+                                                       scratchFile: data + "/.restore-base.embk")
+        } catch {
+            // Never leave a state older than asked for where a node could start from it.
+            for f in ["data.mdb", "lock.mdb"] { try? FileManager.default.removeItem(atPath: data + "/" + f) }
+            throw CLIError("restore from \(dir) failed, \(data) left empty: \(error)")
+        }
+        let time = ArchiveTime.format(summary.timestamp)
+        if output.json {
+            emit(#"{"data":"\#(data)","base":"\#(summary.base)","baseIndex":\#(summary.baseIndex),"entriesReplayed":\#(summary.entriesReplayed),"index":\#(summary.index),"time":"\#(time)","stateHash":"\#(summary.stateHash)","hashVerified":\#(summary.hashVerified)}"#)
+        } else {
+            emit("restored \(data) from base \(summary.base), \(summary.entriesReplayed) entries replayed: index \(summary.index), time \(time), state hash \(summary.stateHash)\(summary.hashVerified ? " (matches the archive)" : "")")
         }
     }
 }

@@ -58,6 +58,22 @@ struct StatusCommand: AsyncParsableCommand {
                             r.int("listeners").map(String.init) ?? "-", r.version ?? "-", r.url]
                 }
                 emit(renderTable(header: header, rows: table))
+                // The point-in-time archive, as the node writing it reports it.
+                if let a = (leaderRow ?? rows.first(where: { $0.status?["archive"] != nil }))?.status?["archive"], case .object(let o) = a {
+                    func f(_ k: String) -> String {
+                        switch o[k] {
+                        case .string(let s)?: return s
+                        case .int(let n)?: return String(n)
+                        case .double(let d)?: return String(format: "%.1f", d)
+                        default: return "-"
+                        }
+                    }
+                    var line = "archive \(f("location")): through index \(f("archivedThrough")), lag \(f("lagEntries")) entries / \(f("lagSeconds")) s, "
+                        + "last segment \(f("lastSegmentAt")), last base \(f("lastBaseAt")), window from \(f("windowStart"))"
+                    if case .array(let gaps)? = o["gaps"], !gaps.isEmpty { line += ", \(gaps.count) GAP(S)" }
+                    if case .string(let e)? = o["lastError"] { line += ", error: \(e)" }
+                    emit(line)
+                }
             }
             let down = rows.filter { $0.error != nil }
             if !down.isEmpty {

@@ -188,6 +188,22 @@ struct Emberd: AsyncParsableCommand {
     @Option(name: .customLong("ondisconnect-lease"), help: "Cluster: seconds the leader waits for a silent member before running the onDisconnect writes of its clients' sessions.")
     var onDisconnectLease: Double = 10
 
+    // Point-in-time recovery (issue 37): see deploy/OPERATIONS.md "Point-in-time recovery".
+    @Option(help: "Point-in-time archive: directory (local, or a volume every member mounts) the leader writes committed log entries and base snapshots to; `ember restore --archive` restores any instant of it (config file: archive).")
+    var archive: String?
+
+    @Option(help: "Archive: how long back a restore can reach (e.g. 7d, 12h, 90m); older segments and bases are removed, keeping the newest base before the window.")
+    var archiveRetention = "7d"
+
+    @Option(help: "Archive: interval between base snapshots (e.g. 6h); one is also written when a node starts to archive.")
+    var archiveBaseEvery = "6h"
+
+    @Option(help: "Archive: a segment is closed (stored, fsynced) once it holds this many bytes of entries (e.g. 16MiB)…")
+    var archiveSegmentBytes = "16MiB"
+
+    @Option(help: "Archive: …or when its oldest entry is this old (e.g. 60s): what an archive can lag at most while writes come in.")
+    var archiveSegmentAge = "60s"
+
     /// Smallest --max-db-size: LMDB's tables and a few commits must fit.
     static let minDbSize = 1 << 20
     /// Largest --max-db-size (1 PiB: past any disk; LMDB reserves the address space).
@@ -264,6 +280,7 @@ struct Emberd: AsyncParsableCommand {
         guard corruptionCheckInterval == 0 || (1...86_400).contains(corruptionCheckInterval) else {
             throw ValidationError("--corruption-check-interval must be 0 (off) or 1...86400 seconds")
         }
+        let archiveOptions = try archiveConfiguration(file: configFile)
         let clusterSettings = try clusterConfiguration(file: configFile)
         if checkConfig {
             print(try OperationsFlags.check(config: config, cluster: clusterSettings))
@@ -277,10 +294,11 @@ struct Emberd: AsyncParsableCommand {
             options.maxReadBytes = maxReadMb << 20
             options.mapSize = mapSize
             cluster.corruptionCheckSeconds = corruptionCheckInterval
-            store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, logger: logger).ports
+            store = try await ReplicatedDataStore.open(directory: data, options: options, cluster: cluster, archive: archiveOptions,
+                                                       logger: logger).ports
         } else {
             store = try StoreFactory.open(directory: data, logRetain: logRetain ?? Int(StoreOptions.singleNodeLogRetention), maxReadBytes: maxReadMb << 20,
-                                          mapSize: mapSize, logger: logger)
+                                          mapSize: mapSize, archive: archiveOptions, logger: logger)
         }
         let node = try EmberNode(config: config, ports: store, logger: logger)
         logger.info("emberd starting", metadata: ["version": "\(BuildInfo.version)", "data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
@@ -307,6 +325,29 @@ struct Emberd: AsyncParsableCommand {
 }
 
 extension Emberd {
+    /// The archive's settings from --archive* (or the config file's `archive`); nil: no archive.
+    func archiveConfiguration(file: ClusterConfigFile?) throws -> ArchiveOptions? {
+        guard let dir = archive ?? file?.archive else { return nil }
+        var o = ArchiveOptions(directory: dir)
+        func duration(_ text: String, _ flag: String, _ range: ClosedRange<Double>) throws -> Double {
+            let units: [(String, Double)] = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)]
+            var seconds = Double(text)
+            for (u, scale) in units where seconds == nil && text.hasSuffix(u) { seconds = Double(text.dropLast()).map { $0 * scale } }
+            guard let seconds, range.contains(seconds) else {
+                throw ValidationError("\(flag) must be a duration of \(Int(range.lowerBound))...\(Int(range.upperBound)) seconds, such as 30s, 90m, 6h or 7d")
+            }
+            return seconds
+        }
+        o.retentionSeconds = try duration(archiveRetention, "--archive-retention", 1...(3_650 * 86_400))
+        o.baseEverySeconds = try duration(archiveBaseEvery, "--archive-base-every", 1...(365 * 86_400))
+        o.segmentMaxAgeSeconds = try duration(archiveSegmentAge, "--archive-segment-age", 0.05...86_400)
+        guard let bytes = AutoDefragPolicy.bytes(archiveSegmentBytes), (1...(1 << 30)).contains(bytes) else {
+            throw ValidationError("--archive-segment-bytes must be a size from 1B to 1GiB, such as 16MiB")
+        }
+        o.segmentMaxBytes = bytes
+        return o
+    }
+
     /// Client HTTPS/WSS from --tls-cert/--tls-key/--tls-ca (or the config file's tlsCert,
     /// tlsKey, tlsCa; flags win); nil serves plain HTTP/WS.
     func clientTLS(file: ClusterConfigFile?) throws -> ClientTLS? {

@@ -95,7 +95,7 @@ final class AdminFront: Sendable {
         case "/metrics":
             let text = metrics.render(probe: NodeProbe.read(store), websockets: realtime.connectionCount,
                                       websocketListens: realtime.listenCount, sseStreams: hub.count,
-                                      engine: store.admin.storage, alarms: store.admin.alarms)
+                                      engine: store.admin.storage, alarms: store.admin.alarms, archive: store.admin.archive)
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))

@@ -84,7 +84,7 @@ public final class NodeMetrics: Sendable {
 
     /// Prometheus text: the registry's metrics, then the gauges read from the node now.
     func render(probe: NodeProbe, websockets: Int, websocketListens: Int, sseStreams: Int, engine: (any StorageStatsPort)? = nil,
-                alarms: (any AlarmPort)? = nil) -> String {
+                alarms: (any AlarmPort)? = nil, archive: (any ArchivePort)? = nil) -> String {
         var out = registry.emitToString()
         func gauge(_ name: String, _ help: String, _ values: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
@@ -162,6 +162,30 @@ public final class NodeMetrics: Sendable {
                 gauge("ember_defrag_last_bytes_after", "Data file size after the last defrag.", [("", "\(d.bytesAfter)")])
                 gauge("ember_defrag_last_pause_seconds", "How long the last defrag held writes.", [("", "\(Double(d.pauseNanos) / 1e9)")])
             }
+        }
+        if let archive { out += Self.archiveMetrics(archive.archiveStatus()) }
+        return out
+    }
+
+    /// The point-in-time archive's gauges (issue 37).
+    static func archiveMetrics(_ a: ArchiveStatus) -> String {
+        var out = ""
+        func gauge(_ name: String, _ help: String, _ value: String) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n\(name) \(value)\n"
+        }
+        gauge("ember_archive_active", "1 while this node writes the point-in-time archive (the leader).", a.active ? "1" : "0")
+        gauge("ember_archive_archived_index", "Index through which the archive holds every entry (replicated).", "\(a.archivedThrough)")
+        gauge("ember_archive_lag_entries", "Applied entries the archive does not hold yet.", "\(a.lagEntries)")
+        gauge("ember_archive_lag_seconds", "Age of the oldest entry the archive does not hold yet (on the node writing it).", "\(a.lagSeconds)")
+        gauge("ember_archive_gaps", "Gaps this node found (entries compacted before they were archived).", "\(a.gaps.count)")
+        if let t = a.lastSegmentAtMs {
+            gauge("ember_archive_last_segment_timestamp_seconds", "When this node stored its last segment.", "\(Double(t) / 1000)")
+        }
+        if let t = a.lastBaseAtMs {
+            gauge("ember_archive_last_base_timestamp_seconds", "When this node stored its last base snapshot.", "\(Double(t) / 1000)")
+        }
+        if let t = a.windowStartMs {
+            gauge("ember_archive_window_start_timestamp_seconds", "The oldest time a restore can reach.", "\(Double(t) / 1000)")
         }
         return out
     }

@@ -1,0 +1,360 @@
+import Dispatch
+import EmberCore
+import EmberStorage
+import Foundation
+import Logging
+import Synchronization
+
+/// Settings of the point-in-time archive (`emberd --archive DIR`).
+public struct ArchiveOptions: Sendable {
+    public var directory: String
+    /// What retention keeps (the restorable window), and how often a base snapshot is written.
+    public var retentionSeconds: Double = 7 * 86_400
+    public var baseEverySeconds: Double = 6 * 3_600
+    /// A segment is closed at this many entry bytes…
+    public var segmentMaxBytes: Int = 16 << 20
+    /// …or when its oldest entry is this old (how much a lost archive writer can leave unarchived).
+    public var segmentMaxAgeSeconds: Double = 60
+    /// How often the archiver looks for newly applied entries.
+    public var pollMilliseconds: Int = 200
+    /// Entries read from the log per read transaction.
+    public static let readBatch = 1_000
+    /// How long a mark (`.archived` entry) may take to commit before the archiver gives up its turn.
+    public static let markTimeoutSeconds = 30.0
+
+    public init(directory: String) { self.directory = directory }
+}
+
+/// The archive's figures for `/.ember/status`, `/metrics` and `ember status`.
+public struct ArchiveStatus: Sendable {
+    public var location: String
+    /// This node writes the archive (the leader; a single node always).
+    public var active: Bool
+    public var archivedThrough: UInt64
+    public var appliedIndex: UInt64
+    /// Applied entries the archive does not hold yet, and the age of the oldest of them.
+    public var lagEntries: UInt64
+    public var lagSeconds: Double
+    public var lastSegment: String?
+    public var lastSegmentAtMs: Int64?
+    public var lastBase: String?
+    public var lastBaseAtMs: Int64?
+    /// The oldest restorable time (the oldest base's), as of this node's last listing.
+    public var windowStartMs: Int64?
+    /// Entries compacted before they were archived (the hold limit was passed): `from...to`.
+    public var gaps: [String]
+    public var lastError: String?
+    /// Entries through this index that the archive lacks are only marks and no-ops (an idle
+    /// archive: they wait for the next real entry); not lag.
+    var idleThrough: UInt64 = 0
+
+    public var json: JSON {
+        var o: KeyMap<JSON> = [
+            "location": .string(location), "active": .bool(active), "archivedThrough": .int(Int64(archivedThrough)),
+            "lagEntries": .int(Int64(lagEntries)), "lagSeconds": .double(lagSeconds),
+            "gaps": .array(gaps.map { .string($0) }),
+        ]
+        o["lastSegment"] = lastSegment.map { .string($0) } ?? .null
+        o["lastSegmentAt"] = lastSegmentAtMs.map { .string(ArchiveTime.format($0)) } ?? .null
+        o["lastBase"] = lastBase.map { .string($0) } ?? .null
+        o["lastBaseAt"] = lastBaseAtMs.map { .string(ArchiveTime.format($0)) } ?? .null
+        o["windowStart"] = windowStartMs.map { .string(ArchiveTime.format($0)) } ?? .null
+        o["lastError"] = lastError.map { .string($0) } ?? .null
+        return .object(o)
+    }
+}
+
+public protocol ArchivePort: Sendable {
+    func archiveStatus() -> ArchiveStatus
+}
+
+/// Writes the point-in-time archive while this node leads: committed log entries, read back
+/// from the store's log once applied, into segments (`ArchiveSegment`), each closed at a size
+/// or an age with the state hash at its last entry; a base snapshot (the backup format) when it
+/// starts and every `baseEverySeconds`; retention after each base. After a segment is stored,
+/// a `.archived(through:)` entry is logged: the position is replicated, so a new leader goes on
+/// from it (adopting segments its predecessor stored but could not mark: no gap, no overlap),
+/// and every member's log holds what the archive lacks (`StoreOptions.archiveHold`).
+///
+/// Runs on a thread of its own: its work is file I/O, fsyncs and full-state scans.
+public final class Archiver: ArchivePort, Sendable {
+    let store: EmberStore
+    let archive: any ArchiveStore
+    let options: ArchiveOptions
+    let logger: Logger
+    let isLeader: @Sendable () -> Bool
+    let mark: @Sendable (UInt64) async throws -> Void
+    let now: @Sendable () -> Int64
+
+    private struct Shared {
+        var stopping = false
+        var status: ArchiveStatus
+    }
+    private let shared: Mutex<Shared>
+    private let wake = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+
+    /// `mark` logs `.archived(through:)` and returns once it is applied here.
+    public init(store: EmberStore, archive: any ArchiveStore, options: ArchiveOptions, logger: Logger,
+                isLeader: @escaping @Sendable () -> Bool, mark: @escaping @Sendable (UInt64) async throws -> Void,
+                now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }) {
+        self.store = store
+        self.archive = archive
+        self.options = options
+        self.logger = logger
+        self.isLeader = isLeader
+        self.mark = mark
+        self.now = now
+        shared = Mutex(Shared(status: ArchiveStatus(location: archive.location, active: false, archivedThrough: 0, appliedIndex: 0,
+                                                   lagEntries: 0, lagSeconds: 0, gaps: [])))
+    }
+
+    public func start() {
+        guard !started.exchange(true, ordering: .relaxed) else { return }
+        let t = Thread { [self] in
+            var run = Run()
+            while true {
+                _ = wake.wait(timeout: .now() + .milliseconds(options.pollMilliseconds))
+                if shared.withLock({ $0.stopping }) { break }
+                step(&run)
+            }
+            // An orderly stop stores what is pending (a single node's last writes).
+            if run.active && isLeader() { try? closeSegment(&run) }
+            done.signal()
+        }
+        t.name = "ember-archiver"
+        t.start()
+    }
+
+    /// `stopBlocking` from a thread of its own (it may wait for a mark to commit).
+    public func stop() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread { [self] in
+                stopBlocking()
+                c.resume()
+            }
+        }
+    }
+
+    /// Stops the thread after it stored the open segment (when this node leads).
+    public func stopBlocking() {
+        guard started.load(ordering: .relaxed) else { return }
+        let first = shared.withLock { s in
+            defer { s.stopping = true }
+            return !s.stopping
+        }
+        guard first else { return }
+        wake.signal()
+        done.wait()
+    }
+
+    public func archiveStatus() -> ArchiveStatus {
+        var s = shared.withLock { $0.status }
+        let applied = store.appliedIndex
+        s.archivedThrough = max(s.archivedThrough, (try? store.archivedThrough()) ?? 0)
+        s.appliedIndex = applied
+        s.lagEntries = applied > s.archivedThrough && s.idleThrough < applied ? applied - s.archivedThrough : 0
+        return s
+    }
+
+    // MARK: - The loop
+
+    /// The leader's archiving state (the thread's own).
+    struct Run {
+        var active = false
+        /// Next index to read from the log.
+        var next: UInt64 = 1
+        var buffer: [(index: UInt64, bytes: [UInt8])] = []
+        var bytes = 0
+        /// Time of the oldest buffered entry that is more than a mark or a no-op.
+        var oldestContent: Int64? = nil
+        var lastBaseAt: Int64 = 0
+        var lastBaseIndex: UInt64? = nil
+    }
+
+    /// Pause after a failed step (an unreachable archive volume) before trying again.
+    static let retryPauseSeconds = 1.0
+
+    func step(_ run: inout Run) {
+        guard isLeader() else {
+            if run.active { logger.info("archive: not the leader any more; another member continues it") }
+            run = Run()
+            update { $0.active = false; $0.lagSeconds = 0; $0.idleThrough = 0 }
+            return
+        }
+        do {
+            if !run.active { try begin(&run) }
+            try readNew(&run)
+            if let oldest = run.oldestContent,
+               run.bytes >= options.segmentMaxBytes || Double(now() - oldest) >= options.segmentMaxAgeSeconds * 1000 {
+                try closeSegment(&run)
+            }
+            if Double(now() - run.lastBaseAt) >= options.baseEverySeconds * 1000 { try writeBase(&run) }
+            let lag = run.oldestContent.map { Double(max(0, now() - $0)) / 1000 } ?? 0
+            let idle = run.oldestContent == nil ? run.next - 1 : 0
+            update { $0.lagSeconds = lag; $0.lastError = nil; $0.idleThrough = idle }
+        } catch {
+            logger.warning("archive: \(error)", metadata: ["archive": "\(archive.location)"])
+            update { $0.lastError = "\(error)" }
+            // Start over from the replicated position (the store's log still holds the entries);
+            // the base schedule stays.
+            let (lastBase, lastBaseIndex) = (run.lastBaseAt, run.lastBaseIndex)
+            run = Run()
+            run.lastBaseAt = lastBase
+            run.lastBaseIndex = lastBaseIndex
+            Thread.sleep(forTimeInterval: Self.retryPauseSeconds)
+        }
+    }
+
+    /// Taking over: the replicated position, plus segments a predecessor stored but could not
+    /// mark (they continue it without a gap); then a base.
+    func begin(_ run: inout Run) throws {
+        var through = try store.archivedThrough()
+        let catalog = ArchiveCatalog(names: try archive.list())
+        (archive as? DirectoryArchiveStore)?.removeStaleTemporaries(olderThan: 3_600)
+        let adopted = catalog.continuousEnd(after: through)
+        if adopted > through {
+            logger.info("archive: continuing after segments already stored", metadata: ["through": "\(adopted)"])
+            try markSync(adopted)
+            through = adopted
+        }
+        run.active = true
+        run.next = through + 1
+        update { $0.active = true; $0.archivedThrough = through }
+        // A base when this node starts to archive (unless a failed step only started over).
+        if run.lastBaseAt == 0 || Double(now() - run.lastBaseAt) >= options.baseEverySeconds * 1000 { try writeBase(&run) }
+        if run.next < store.firstLogIndex && run.next <= store.appliedIndex {
+            // The log does not hold what follows the archive's position: the node never archived
+            // before (nothing to continue), or it compacted past the hold (a gap in a chain).
+            try restartFromBase(&run, reportGap: catalog.segments.contains { $0.last == through })
+        }
+        logger.info("archive: writing", metadata: ["archive": "\(archive.location)", "from": "\(run.next)"])
+    }
+
+    /// Reads applied entries into the open segment (up to its size limit).
+    func readNew(_ run: inout Run) throws {
+        var applied = store.appliedIndex
+        while run.next <= applied && run.bytes < options.segmentMaxBytes {
+            let got = try store.encodedEntries(from: run.next, through: applied, maxCount: ArchiveOptions.readBatch)
+            guard let first = got.first, first.index == run.next else {
+                try skipGap(&run)
+                applied = store.appliedIndex
+                continue
+            }
+            for e in got {
+                // Marks and no-ops alone never make a segment due (an idle archive stays idle).
+                if run.oldestContent == nil, let entry = try? LogEntry(decoding: e.bytes) {
+                    switch entry.operation {
+                    case .noop, .archived: break
+                    default: run.oldestContent = entry.timestamp > 0 ? entry.timestamp : now()
+                    }
+                }
+                run.bytes += e.bytes.count
+                run.buffer.append(e)
+            }
+            run.next = got.last!.index + 1
+        }
+    }
+
+    /// The log no longer holds the next entry (compacted past `archiveHold`): store what is
+    /// buffered, report the gap, and start again from a new base.
+    func skipGap(_ run: inout Run) throws { try restartFromBase(&run, reportGap: true) }
+
+    func restartFromBase(_ run: inout Run, reportGap: Bool) throws {
+        let from = run.next
+        if !run.buffer.isEmpty { try storeSegment(&run, hash: "") }
+        // The base written when this node began serves when the log holds what follows it.
+        let base = run.lastBaseIndex.map { $0 + 1 >= store.firstLogIndex } == true ? run.lastBaseIndex! : try writeBase(&run)
+        if reportGap {
+            let gap = "\(from)...\(base)"
+            logger.error("archive: entries were compacted before they were archived; restores cannot cross this gap",
+                         metadata: ["entries": "\(gap)"])
+            update { $0.gaps.append(gap) }
+        }
+        try markSync(base)
+        run.next = base + 1
+    }
+
+    /// Closes the open segment at the applied index, with the state hash there.
+    func closeSegment(_ run: inout Run) throws {
+        guard !run.buffer.isEmpty else { return }
+        let (at, hash) = try store.stateHashAtApplied()
+        if at >= run.next {
+            // Everything through `at`, whatever the size: the hash is the state there.
+            while run.next <= at {
+                let got = try store.encodedEntries(from: run.next, through: at, maxCount: ArchiveOptions.readBatch)
+                guard let first = got.first, first.index == run.next else { break }
+                run.buffer += got
+                run.next = got.last!.index + 1
+            }
+        }
+        try storeSegment(&run, hash: run.buffer.last?.index == at ? hash : "")
+    }
+
+    func storeSegment(_ run: inout Run, hash: String) throws {
+        let segment = try ArchiveSegment(entries: run.buffer, stateHash: hash)
+        try archive.put(segment.name, bytes: segment.encoded())
+        try markSync(segment.last)
+        run.buffer.removeAll()
+        run.bytes = 0
+        run.oldestContent = nil
+        let at = now()
+        update { s in
+            s.lastSegment = segment.name
+            s.lastSegmentAtMs = at
+            s.archivedThrough = max(s.archivedThrough, segment.last)
+        }
+    }
+
+    /// Writes a base snapshot of the current state, then applies retention. Returns its index.
+    @discardableResult
+    func writeBase(_ run: inout Run) throws -> UInt64 {
+        let local = store.directory + "/archive-base.partial"
+        defer { try? FileManager.default.removeItem(atPath: local) }
+        let summary = try store.writeBackup(to: local)
+        let name = ArchiveName.base(index: summary.appliedIndex, timestamp: summary.lastTimestamp)
+        try archive.putFile(name, from: local)
+        let at = now()
+        run.lastBaseAt = at
+        run.lastBaseIndex = summary.appliedIndex
+        update { $0.lastBase = name; $0.lastBaseAtMs = at }
+        try applyRetention()
+        return summary.appliedIndex
+    }
+
+    func applyRetention() throws {
+        let catalog = ArchiveCatalog(names: try archive.list())
+        let expired = catalog.expired(now: now(), retentionMs: Int64(options.retentionSeconds * 1000))
+        for name in expired { try archive.delete(name) }
+        if !expired.isEmpty { logger.info("archive: retention removed \(expired.count) objects") }
+        let kept = ArchiveCatalog(names: try archive.list())
+        update { $0.windowStartMs = kept.bases.first?.lastTimestamp }
+    }
+
+    /// Logs the mark and waits for it (from this thread, off Swift's cooperative pool).
+    func markSync(_ index: UInt64) throws {
+        let result = MarkResult()
+        let mark = self.mark
+        Task {
+            do { try await mark(index) } catch { result.error.withLock { $0 = error } }
+            result.done.signal()
+        }
+        guard result.done.wait(timeout: .now() + ArchiveOptions.markTimeoutSeconds) == .success else {
+            throw ArchiveError("the archive mark through \(index) did not commit in \(Int(ArchiveOptions.markTimeoutSeconds)) s")
+        }
+        if let e = result.error.withLock({ $0 }) { throw e }
+        update { $0.archivedThrough = max($0.archivedThrough, index) }
+    }
+
+    /// The namespace `.archived` entries are logged in (any valid one: a mark touches no data).
+    public static let markNamespace = "default"
+
+    private func update(_ f: (inout ArchiveStatus) -> Void) { shared.withLock { f(&$0.status) } }
+}
+
+/// A mark's outcome, handed from its task to the archiver's thread.
+final class MarkResult: Sendable {
+    let error = Mutex<(any Error)?>(nil)
+    let done = DispatchSemaphore(value: 0)
+}
