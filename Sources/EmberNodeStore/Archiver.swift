@@ -119,8 +119,9 @@ public final class Archiver: ArchivePort, Sendable {
                 if shared.withLock({ $0.stopping }) { break }
                 step(&run)
             }
-            // An orderly stop stores what is pending (a single node's last writes).
-            if run.active && isLeader() { try? closeSegment(&run) }
+            // An orderly stop stores what is pending (a single node's last writes), unmarked: the
+            // members may be stopping too, and whoever archives next adopts it (`begin`).
+            if run.active && isLeader() { try? closeSegment(&run, mark: false) }
             done.signal()
         }
         t.name = "ember-archiver"
@@ -277,7 +278,7 @@ public final class Archiver: ArchivePort, Sendable {
     }
 
     /// Closes the open segment at the applied index, with the state hash there.
-    func closeSegment(_ run: inout Run) throws {
+    func closeSegment(_ run: inout Run, mark: Bool = true) throws {
         guard !run.buffer.isEmpty else { return }
         let (at, hash) = try store.stateHashAtApplied()
         if at >= run.next {
@@ -289,13 +290,13 @@ public final class Archiver: ArchivePort, Sendable {
                 run.next = got.last!.index + 1
             }
         }
-        try storeSegment(&run, hash: run.buffer.last?.index == at ? hash : "")
+        try storeSegment(&run, hash: run.buffer.last?.index == at ? hash : "", mark: mark)
     }
 
-    func storeSegment(_ run: inout Run, hash: String) throws {
+    func storeSegment(_ run: inout Run, hash: String, mark: Bool = true) throws {
         let segment = try ArchiveSegment(entries: run.buffer, stateHash: hash)
         try archive.put(segment.name, bytes: segment.encoded())
-        try markSync(segment.last)
+        if mark { try markSync(segment.last) }
         run.buffer.removeAll()
         run.bytes = 0
         run.oldestContent = nil
@@ -340,8 +341,14 @@ public final class Archiver: ArchivePort, Sendable {
             do { try await mark(index) } catch { result.error.withLock { $0 = error } }
             result.done.signal()
         }
-        guard result.done.wait(timeout: .now() + ArchiveOptions.markTimeoutSeconds) == .success else {
-            throw ArchiveError("the archive mark through \(index) did not commit in \(Int(ArchiveOptions.markTimeoutSeconds)) s")
+        // Waits in slices: a stopping node does not wait for a mark its stopping peers cannot
+        // commit (the segment is stored; whoever archives next adopts it).
+        let deadline = Date().addingTimeInterval(ArchiveOptions.markTimeoutSeconds)
+        while result.done.wait(timeout: .now() + .milliseconds(100)) != .success {
+            if shared.withLock({ $0.stopping }) { throw ArchiveError("stopping before the archive mark through \(index) committed") }
+            if Date() > deadline {
+                throw ArchiveError("the archive mark through \(index) did not commit in \(Int(ArchiveOptions.markTimeoutSeconds)) s")
+            }
         }
         if let e = result.error.withLock({ $0 }) { throw e }
         update { $0.archivedThrough = max($0.archivedThrough, index) }
