@@ -70,6 +70,12 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
                 return s.role == .leader && !s.removed
             }, mark: { [weak replicated] index in
                 guard let replicated else { throw ClusterError.shuttingDown }
+                // A member of an older build (peer level 2 and before: 0.5.0) cannot read the entry:
+                // the archive waits (entries stay held) until every member is upgraded.
+                let peers = replicated.host.status.membership.voters.filter { $0 != replicated.config.nodeID }
+                guard replicated.transport.peersSpeak(3, peers) else {
+                    throw ClusterError.refused("a member runs a build before peer level 3 and cannot read archive marks; archiving resumes once every member is upgraded")
+                }
                 let payload = try replicated.checkedEntry(namespace: Archiver.markNamespace, operation: .archived(through: index), auth: .admin)
                 _ = try await replicated.propose(payload)
             })
