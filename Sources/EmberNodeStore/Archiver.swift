@@ -121,7 +121,11 @@ public final class Archiver: ArchivePort, Sendable {
             }
             // An orderly stop stores what is pending (a single node's last writes), unmarked: the
             // members may be stopping too, and whoever archives next adopts it (`begin`).
-            if run.active && isLeader() { try? closeSegment(&run, mark: false) }
+            // (Begun first if the node stops before the thread's first turn.)
+            if isLeader() {
+                if !run.active { try? begin(&run) }
+                if run.active { try? closeSegment(&run, mark: false) }
+            }
             done.signal()
         }
         t.name = "ember-archiver"
@@ -279,7 +283,6 @@ public final class Archiver: ArchivePort, Sendable {
 
     /// Closes the open segment at the applied index, with the state hash there.
     func closeSegment(_ run: inout Run, mark: Bool = true) throws {
-        guard !run.buffer.isEmpty else { return }
         let (at, hash) = try store.stateHashAtApplied()
         if at >= run.next {
             // Everything through `at`, whatever the size: the hash is the state there.
@@ -290,6 +293,7 @@ public final class Archiver: ArchivePort, Sendable {
                 run.next = got.last!.index + 1
             }
         }
+        guard !run.buffer.isEmpty else { return }
         try storeSegment(&run, hash: run.buffer.last?.index == at ? hash : "", mark: mark)
     }
 

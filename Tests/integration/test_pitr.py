@@ -291,3 +291,35 @@ def test_retention_removes_old_objects_and_the_window_stays_restorable(tmp_path)
             assert not os.path.exists(os.path.join(data, "data.mdb"))
     finally:
         n.stop()
+
+
+def test_a_restarted_node_continues_its_archive_without_gap_or_overlap(tmp_path):
+    archive = str(tmp_path / "archive")
+    # Segments close only at stop (age 1h): the last one is stored at SIGTERM, before its mark.
+    n = Node(data_dir=str(tmp_path / "data"),
+             extra_args=["--archive", archive, "--archive-segment-age", "1h", "--archive-base-every", "1h"]).start()
+    try:
+        for i in range(10):
+            requests.put(f"{n.url}/r/a{i}.json?ns=rs", data=str(i), timeout=5).raise_for_status()
+        n.stop()
+        assert n.proc.returncode == 0
+        stored = ls(archive)["segments"]
+        assert len(stored) == 1
+        n.start()
+        for i in range(10):
+            requests.put(f"{n.url}/r/b{i}.json?ns=rs", data=str(i), timeout=5).raise_for_status()
+        live = requests.get(f"{n.url}/.json?ns=rs", timeout=5).json()
+    finally:
+        n.stop()
+    listing = ls(archive)
+    segs = listing["segments"]
+    assert segs[0] == stored[0] and len(segs) == 2 and listing["gaps"] == []
+    assert segs[1]["first"] == segs[0]["last"] + 1, "the restarted node adopted the unmarked segment"
+    assert ember("archive", "verify", archive).returncode == 0
+    data, p = restore(archive, "--to-index", str(segs[-1]["last"]))
+    out = json.loads(p.stdout)
+    assert out["hashVerified"] is True and out["stateHash"] == segs[-1]["stateHash"]
+    assert served(data, "rs") == live
+    # Through the adopted segment from the first base.
+    data, p = restore(archive, "--to-index", str(segs[1]["first"] + 2))
+    assert json.loads(p.stdout)["baseIndex"] <= segs[0]["last"]

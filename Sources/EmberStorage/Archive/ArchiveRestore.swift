@@ -59,6 +59,11 @@ public enum ArchiveRestore {
             if !seg.stateHash.isEmpty && index == seg.last { lastHash = (seg.last, seg.stateHash) }
             if stop { break segments }
         }
+        // Ending on a base at a segment's end (nothing replayed): that segment's hash checks the base.
+        if lastHash == nil, let s = catalog.segments.last(where: { $0.last == index }) {
+            let seg = try segment(s, archive)
+            if !seg.stateHash.isEmpty { lastHash = (index, seg.stateHash) }
+        }
         let hash = try store.stateHash()
         var verified = false
         if let lastHash, lastHash.index == index {

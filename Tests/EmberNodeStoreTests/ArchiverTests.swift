@@ -1,0 +1,115 @@
+import EmberCore
+import EmberStorage
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import EmberNodeStore
+
+/// The archiver over a real LMDB store and a real archive directory: taking over from a
+/// predecessor that stored a segment but did not mark it, and a gap when the log was compacted
+/// past the hold while no node archived.
+@Suite struct ArchiverTests {
+    static func open(hold: UInt64) throws -> LMDBDataStore {
+        var o = StoreOptions()
+        o.mapSize = 1 << 30
+        o.logRetention = 0
+        o.archiveHold = hold
+        return try LMDBDataStore(directory: NSTemporaryDirectory() + "ember-archiver-\(UUID().uuidString)", options: o,
+                                 logger: Logger(label: "test"))
+    }
+
+    static func options(_ dir: String) -> ArchiveOptions {
+        var a = ArchiveOptions(directory: dir)
+        a.segmentMaxAgeSeconds = 0.05
+        a.pollMilliseconds = 20
+        return a
+    }
+
+    static func write(_ store: EmberStore, _ n: Int, _ prefix: String) async throws {
+        for i in 0..<n { _ = try await store.submit(namespace: "t", .set(path: try Path("/\(prefix)\(i)"), value: .int(Int64(i)))) }
+    }
+
+    /// Waits (bounded) until the archive holds every applied entry.
+    static func caughtUp(_ a: Archiver, _ store: EmberStore) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let s = a.archiveStatus()
+            if s.active && s.lagEntries == 0 && s.lastSegment != nil && s.archivedThrough > 0 { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the archive did not catch up: \(a.archiveStatus())")
+    }
+
+    @Test func aNewWriterAdoptsAStoredButUnmarkedSegment() async throws {
+        let local = try Self.open(hold: 10_000)
+        defer { local.close() }
+        let store = local.storage
+        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        let archive = try DirectoryArchiveStore(directory: dir)
+        let base = NSTemporaryDirectory() + "ember-base-\(UUID().uuidString)"
+        _ = try store.writeBackup(to: base)
+        try archive.putFile(ArchiveName.base(index: 0, timestamp: 0), from: base)
+        try await Self.write(store, 20, "a")
+        // The predecessor stored entries 1...10 and died before its mark committed.
+        let seg = try ArchiveSegment(entries: try store.encodedEntries(from: 1, through: 10, maxCount: 100), stateHash: "")
+        try archive.put(seg.name, bytes: seg.encoded())
+        #expect(try store.archivedThrough() == 0)
+        let a = try local.startArchive(Self.options(dir), isLeader: { true }, mark: { i in
+            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
+        })
+        try await Self.caughtUp(a, store)
+        await a.stop()
+        let c = ArchiveCatalog(names: try archive.list())
+        #expect(c.gaps.isEmpty && c.overlaps.isEmpty)
+        #expect(c.segments.first?.name == seg.name)
+        #expect(c.segments.dropFirst().first?.first == 11)
+        #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
+        // The whole history restores, to the hash the last segment recorded.
+        let target = try DirectoryArchiveStore(directory: dir).list()
+        #expect(!target.isEmpty)
+        let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+        defer { restored.close() }
+        let end = c.segments.last!.last
+        let r = try await ArchiveRestore.restore(from: archive, to: .index(end), into: restored,
+                                                 scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+        #expect(r.index == end && r.hashVerified)
+        #expect(try restored.read(namespace: "t", path: try Path("/a19")).node == (try store.read(namespace: "t", path: try Path("/a19")).node))
+    }
+
+    @Test func compactionPastTheHoldIsAReportedGapAndANewBase() async throws {
+        let local = try Self.open(hold: 20)
+        defer { local.close() }
+        let store = local.storage
+        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        let leading = Atomic<Bool>(true)
+        let a = try local.startArchive(Self.options(dir), isLeader: { leading.load(ordering: .relaxed) }, mark: { i in
+            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
+        })
+        try await Self.write(store, 5, "a")
+        try await Self.caughtUp(a, store)
+        let before = a.archiveStatus().archivedThrough
+        // No node archives while 100 entries are written: the log keeps 20 of them at most.
+        leading.store(false, ordering: .relaxed)
+        while a.archiveStatus().active { try await Task.sleep(for: .milliseconds(10)) }
+        try await Self.write(store, 100, "b")
+        #expect(store.firstLogIndex > before + 1)
+        leading.store(true, ordering: .relaxed)
+        try await Self.caughtUp(a, store)
+        await a.stop()
+        let s = a.archiveStatus()
+        #expect(s.gaps.count == 1)
+        let archive = try DirectoryArchiveStore(directory: dir)
+        let c = ArchiveCatalog(names: try archive.list())
+        #expect(c.gaps.count == 1 && c.gaps[0].from == before + 1)
+        // A restore across the gap is refused; after the new base it works.
+        let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+        defer { restored.close() }
+        #expect(throws: ArchiveError.self) { try c.plan(.index(c.gaps[0].from)) }
+        let r = try await ArchiveRestore.restore(from: archive, to: .index(c.segments.last!.last), into: restored,
+                                                 scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+        #expect(r.baseIndex > before && r.hashVerified)
+        #expect(try restored.stateHash() == (try store.stateHash()))
+    }
+}
