@@ -3,6 +3,7 @@ snapshots; `ember restore --archive DIR --to TIME | --to-index N` rebuilds the s
 instant of the window. Real processes, a real archive directory, restored data directories
 served by real nodes and compared with the state each instant had.
 """
+import asyncio
 import json
 import math
 import os
@@ -16,6 +17,7 @@ import pytest
 import requests
 
 from conftest import EMBERD, Node, wait_for
+from wire import WireClient
 
 EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
 SEED = int(os.environ.get("EMBER_PITR_SEED", "37"))
@@ -77,6 +79,7 @@ class History:
         self.url, self.ns, self.rng = url, ns, rng
         self.model = {}
         self.steps = []  # (before ms, after ms, state after)
+        self.kinds = set()
 
     def req(self, method, path, body=None, headers=None):
         r = requests.request(method, f"{self.url}/{path}.json?ns={self.ns}", data=None if body is None else json.dumps(body),
@@ -88,7 +91,8 @@ class History:
         return requests.get(f"{self.url}/.json?ns={self.ns}", timeout=10).json()
 
     def one(self, i):
-        kind = self.rng.choice(["set", "update", "transaction", "increment", "timestamp", "delete", "set", "update"])
+        kind = self.rng.choice(["set", "update", "transaction", "increment", "timestamp", "delete", "set", "update", "ondisconnect"])
+        self.kinds.add(kind)
         before = now_ms()
         if kind == "set":
             k, v = f"k{self.rng.randrange(8)}", {"n": i, "s": "x" * self.rng.randrange(5)}
@@ -117,6 +121,13 @@ class History:
         elif kind == "timestamp":
             self.req("PUT", "ts", {".sv": "timestamp"})
             self.model["ts"] = None  # the server's time: taken from the node below
+        elif kind == "ondisconnect":
+            # A wire client registers onDisconnect writes and goes: the node runs them.
+            asyncio.run(self.ondisconnect(i))
+            self.model.setdefault("od", {})[f"c{i}"] = i
+            self.model["odruns"] = self.model.get("odruns", 0) + 1
+            wait_for("onDisconnect ran", lambda: (requests.get(f"{self.url}/od/c{i}.json?ns={self.ns}", timeout=5).json() == i
+                                                  and requests.get(f"{self.url}/odruns.json?ns={self.ns}", timeout=5).json() == self.model["odruns"]))
         elif kind == "delete":
             k = f"k{self.rng.randrange(8)}"
             self.req("DELETE", f"items/{k}")
@@ -132,6 +143,13 @@ class History:
         assert state == self.model, (kind, state, self.model)
         self.steps.append((before, after, json.loads(json.dumps(self.model)) or None))
         time.sleep(0.012)  # separate instants: each write's time is known to lie in [before, after]
+
+    async def ondisconnect(self, i):
+        c = await WireClient.connect(self.url, self.ns)
+        for action, body in [("o", {"p": f"od/c{i}", "d": i}), ("o", {"p": "odruns", "d": {".sv": {"increment": 1}}})]:
+            _, r = await c.request(action, body)
+            assert r["s"] == "ok", r
+        await c.close()
 
     def rules(self, text):
         before = now_ms()
@@ -156,6 +174,7 @@ def archived(tmp_path_factory):
         if i == 30:
             h.rules('{"rules": {".read": true, ".write": true, "items": {".indexOn": ["n"]}}}')
     wait_archived(n.url)
+    assert h.kinds == {"set", "update", "transaction", "increment", "timestamp", "delete", "ondisconnect"}, h.kinds
     yield n, archive, ns, h
     n.stop()
     assert n.proc.returncode == 0
