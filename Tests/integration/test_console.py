@@ -386,3 +386,23 @@ def test_without_the_admin_token_the_page_shows_what_the_rules_allow(browser, co
     browser.get(f"{console_node.url}/.ember/console/#rules")
     wait(browser).until(lambda d: "401" in d.find_element(By.ID, "rules-status").text)
     shot(browser, "anonymous")
+
+
+def test_cluster_panel_shows_the_point_in_time_archive(browser, tmp_path):
+    archive = str(tmp_path / "archive")
+    n = Node(extra_args=["--archive", archive, "--archive-segment-age", "0.2s"]).start()
+    try:
+        requests.put(n.url + "/a.json", data="1", timeout=5).raise_for_status()
+        browser.get(n.url + "/.ember/console/#cluster")
+        browser.execute_script("sessionStorage.setItem('ember.token', 'owner')")
+        browser.refresh()
+        st = None
+
+        def shows_archive(drv):
+            nonlocal st
+            st = requests.get(n.url + "/.ember/status", timeout=5).json()["archive"]
+            text = drv.find_element(By.ID, "cluster-archive").text
+            return st["lastSegment"] and text.startswith(f"archive {archive}: through index {st['archivedThrough']}") and f"window from {st['windowStart']}" in text
+        wait(browser, 15).until(shows_archive)
+    finally:
+        n.stop()

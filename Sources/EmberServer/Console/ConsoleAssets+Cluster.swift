@@ -31,6 +31,13 @@ async function poll() {
   $('cluster-summary').textContent = self.role === 'single' || !self.voters
     ? `single node ${self.id || ''}: applied ${self.appliedIndex}`
     : `${ids.length} members, leader ${leaderId || 'none'}, term ${self.term}; this node: ${self.id} (${self.role})`;
+  // The point-in-time archive as the node writing it (the leader) reports it (issue 37).
+  const arch = (leader && leader.archive) || self.archive;
+  $('cluster-archive').textContent = arch
+    ? `archive ${arch.location}: through index ${arch.archivedThrough}, lag ${arch.lagEntries} entries / ${Number(arch.lagSeconds).toFixed(1)} s; `
+      + `last segment ${arch.lastSegmentAt || '-'}, last base ${arch.lastBaseAt || '-'}, window from ${arch.windowStart || '-'}`
+      + (arch.gaps && arch.gaps.length ? `; GAPS: ${arch.gaps.join(', ')}` : '') + (arch.lastError ? `; error: ${arch.lastError}` : '')
+    : '';
   const body = $('cluster-members').querySelector('tbody');
   body.replaceChildren();
   for (const id of ids) {

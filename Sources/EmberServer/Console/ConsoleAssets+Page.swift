@@ -102,6 +102,7 @@ extension ConsoleAssets {
   </section>
   <section id="tab-cluster" class="tab" hidden>
     <div id="cluster-summary" class="status"></div>
+    <div id="cluster-archive" class="status"></div>
     <table id="cluster-members" class="members">
       <thead><tr><th>Member</th><th>Role</th><th>Alarms</th><th>Disk</th><th>Term</th><th>Commit</th><th>Applied</th><th>Lag</th><th>Connections</th><th>Listeners</th><th>URL</th><th></th></tr></thead>
       <tbody></tbody>
