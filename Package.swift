@@ -144,7 +144,8 @@ var package = Package(
         .executableTarget(
             name: "ember-bench",
             dependencies: [
-                "EmberCore", "EmberStorage",
+                "EmberCore", "EmberStorage", "EmberNodeStore",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
