@@ -298,6 +298,21 @@ public final class Archiver: ArchivePort, Sendable {
     }
 
     func storeSegment(_ run: inout Run, hash: String, mark: Bool = true) throws {
+        // Entries another writer stored meanwhile (a deposed leader that had not noticed yet):
+        // its segment stays, this one starts after it (no entry is archived twice).
+        if let first = run.buffer.first?.index,
+           let other = ArchiveCatalog(names: try archive.list()).segments
+            .filter({ $0.first <= first && $0.last >= first }).max(by: { $0.last < $1.last }) {
+            logger.info("archive: entries already stored by another writer", metadata: ["segment": "\(other.name)"])
+            run.buffer.removeAll { $0.index <= other.last }
+            if run.buffer.isEmpty {
+                if mark { try markSync(other.last) }
+                run.bytes = 0
+                run.oldestContent = nil
+                if run.next <= other.last { run.next = other.last + 1 }
+                return
+            }
+        }
         let segment = try ArchiveSegment(entries: run.buffer, stateHash: hash)
         try archive.put(segment.name, bytes: segment.encoded())
         if mark { try markSync(segment.last) }

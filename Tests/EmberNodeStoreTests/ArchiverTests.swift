@@ -78,6 +78,32 @@ import Testing
         #expect(try restored.read(namespace: "t", path: try Path("/a19")).node == (try store.read(namespace: "t", path: try Path("/a19")).node))
     }
 
+    @Test func entriesAnotherWriterStoredMeanwhileAreNotStoredTwice() async throws {
+        let local = try Self.open(hold: 10_000)
+        defer { local.close() }
+        let store = local.storage
+        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        var options = Self.options(dir)
+        options.segmentMaxAgeSeconds = 3_600  // closed only when the archiver stops
+        let a = try local.startArchive(options, isLeader: { true }, mark: { i in
+            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
+        })
+        let deadline = ContinuousClock.now + .seconds(60)
+        while a.archiveStatus().lastBase == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await Self.write(store, 30, "a")
+        // A deposed leader stores the first 10 of them while this one still buffers them.
+        let archive = try DirectoryArchiveStore(directory: dir)
+        let from = try store.archivedThrough() + 1
+        let other = try ArchiveSegment(entries: try store.encodedEntries(from: from, through: from + 9, maxCount: 100), stateHash: "")
+        try archive.put(other.name, bytes: other.encoded())
+        await a.stop()
+        let c = ArchiveCatalog(names: try archive.list())
+        #expect(c.overlaps.isEmpty && c.gaps.isEmpty)
+        #expect(c.segments.count == 2 && c.segments[0].name == other.name && c.segments[1].first == other.last + 1)
+        #expect(c.segments[1].last == store.appliedIndex)
+        #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
+    }
+
     @Test func compactionPastTheHoldIsAReportedGapAndANewBase() async throws {
         let local = try Self.open(hold: 20)
         defer { local.close() }
