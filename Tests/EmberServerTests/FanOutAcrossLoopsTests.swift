@@ -121,9 +121,9 @@ import Testing
             s.attach(channel: channel) {}
             let query = try k.queryWire.map { try QuerySpec(wire: $0) } ?? .default
             let read = ReadResult(node: initial.child(at: p(k.path)), version: 1, appliedIndex: 1)
-            #expect(s.beginListen(path: p(k.path), query: query, queryWire: k.queryWire, tag: k.tag) == .started)
+            #expect(started(s.beginListen(r: 1, listen(p(k.path), query, k.queryWire, k.tag))))
             let ok = WireMessages.response(1, status: "ok", data: .object([:]))
-            s.completeListen(path: p(k.path), queryWire: k.queryWire, tag: k.tag, read: read, response: ok)
+            s.listenRead(r: 1, listen(p(k.path), .default, k.queryWire, k.tag), indexed: true, read: read)
             var r = WireListen(path: p(k.path), query: query, queryWire: k.queryWire, tag: k.tag)
             expected.append(r.activate(with: read).flatMap { WireFraming.split($0.serialized()) } + WireFraming.split(ok.serialized()))
             reference.append(r)

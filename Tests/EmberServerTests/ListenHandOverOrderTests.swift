@@ -20,17 +20,14 @@ import Testing
         let scores = n(#"{"pterodactyl":93,"stegosaurus":5}"#)
         // A tagged query on /scores (orderByValue, limitToLast 1) is active.
         let qw: JSON = .object(["i": .string(".value"), "l": .int(1), "vf": .string("r")])
-        #expect(session.beginListen(path: p("scores"), query: try QuerySpec(wire: qw), queryWire: qw, tag: 1) == .started)
-        session.completeListen(path: p("scores"), queryWire: qw, tag: 1,
-                               read: ReadResult(node: scores, version: 4, appliedIndex: 4),
-                               response: WireMessages.response(1, status: "ok", data: .object([:])))
+        #expect(started(session.beginListen(r: 1, listen(p("scores"), try QuerySpec(wire: qw), qw, 1))))
+        session.listenRead(r: 1, listen(p("scores"), .default, qw, 1), indexed: true, read: ReadResult(node: scores, version: 4, appliedIndex: 4))
         // A parent listen begins; its read (index 4) happens, then entry 5 commits and is delivered
         // before the listen completes.
-        #expect(session.beginListen(path: .root, query: .default, queryWire: nil, tag: nil) == .started)
+        #expect(started(session.beginListen(r: 1, listen(.root, .default, nil, nil))))
         let read = ReadResult(node: Node(children: ["scores": scores]), version: 4, appliedIndex: 4)
         session.deliver(CommittedChange(index: 5, namespace: "ns", path: p("scores/trex"), kind: .set(n("100"))))
-        session.completeListen(path: .root, queryWire: nil, tag: nil, read: read,
-                               response: WireMessages.response(2, status: "ok", data: .object([:])))
+        session.listenRead(r: 2, listen(.root, .default, nil, nil), indexed: true, read: read)
         let messages = await drain(session, 5)
         // Tagged initial data, ok, the tagged update for entry 5, the parent's data, ok.
         #expect(body(messages[2])["t"] == .int(1))
@@ -45,12 +42,10 @@ import Testing
 
     @Test func changesAlreadyInTheReadAreNotAppliedTwice() async throws {
         let session = RealtimeSession(id: "s", namespace: "ns", limits: .init())
-        #expect(session.beginListen(path: p("c"), query: .default, queryWire: nil, tag: nil) == .started)
+        #expect(started(session.beginListen(r: 1, listen(p("c"), .default, nil, nil))))
         // Entry 7 is both in the read and delivered meanwhile: one message with the value.
         session.deliver(CommittedChange(index: 7, namespace: "ns", path: p("c"), kind: .merge([(p("x"), n("1"))])))
-        session.completeListen(path: p("c"), queryWire: nil, tag: nil,
-                               read: ReadResult(node: n(#"{"x":1,"y":2}"#), version: 7, appliedIndex: 7),
-                               response: WireMessages.response(1, status: "ok", data: .object([:])))
+        session.listenRead(r: 1, listen(p("c"), .default, nil, nil), indexed: true, read: ReadResult(node: n(#"{"x":1,"y":2}"#), version: 7, appliedIndex: 7))
         let messages = await drain(session, 2)
         #expect(body(messages[0])["d"] == .object(["x": .int(1), "y": .int(2)]))
         #expect(messages[1].objectValue?["d"]?.objectValue?["r"] == .int(1))

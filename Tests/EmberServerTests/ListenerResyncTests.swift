@@ -69,17 +69,13 @@ import Testing
         // at /secret the snapshot's rules no longer allow.
         let session = try #require(node.realtime.open(id: "s", namespace: Self.ns))
         let qw: JSON = .object(["i": .string(".key"), "l": .int(1), "vf": .string("l")])
-        #expect(session.beginListen(path: p("w"), query: .default, queryWire: nil, tag: nil) == .started)
-        session.completeListen(path: p("w"), queryWire: nil, tag: nil, read: initial,
-                               response: WireMessages.response(1, status: "ok", data: .object([:])))
-        #expect(session.beginListen(path: p("w"), query: try QuerySpec(wire: qw), queryWire: qw, tag: 7) == .started)
-        session.completeListen(path: p("w"), queryWire: qw, tag: 7, read: initial,
-                               response: WireMessages.response(2, status: "ok", data: .object([:])))
-        #expect(session.beginListen(path: p("secret"), query: .default, queryWire: nil, tag: nil) == .started)
-        session.completeListen(path: p("secret"), queryWire: nil, tag: nil,
-                               read: try node.ports.reader.read(namespace: Self.ns, path: p("secret")),
-                               response: WireMessages.response(3, status: "ok", data: .object([:])))
-        #expect(session.beginListen(path: p("y"), query: .default, queryWire: nil, tag: nil) == .started)
+        #expect(started(session.beginListen(r: 1, listen(p("w"), .default, nil, nil))))
+        session.listenRead(r: 1, listen(p("w"), .default, nil, nil), indexed: true, read: initial)
+        #expect(started(session.beginListen(r: 1, listen(p("w"), try QuerySpec(wire: qw), qw, 7))))
+        session.listenRead(r: 2, listen(p("w"), .default, qw, 7), indexed: true, read: initial)
+        #expect(started(session.beginListen(r: 1, listen(p("secret"), .default, nil, nil))))
+        session.listenRead(r: 3, listen(p("secret"), .default, nil, nil), indexed: true, read: try node.ports.reader.read(namespace: Self.ns, path: p("secret")))
+        #expect(started(session.beginListen(r: 1, listen(p("y"), .default, nil, nil))))
         let staleY = try node.ports.reader.read(namespace: Self.ns, path: p("y"))
         let before = await drain(session, 6)
         #expect(body(before[2])["d"] == .object(["a": .int(1)]))
@@ -95,8 +91,7 @@ import Testing
         #expect(leader.appliedIndex > local.appliedIndex)
         try await install(leader, into: local)
         node.resyncListeners()
-        session.completeListen(path: p("y"), queryWire: nil, tag: nil, read: staleY,
-                               response: WireMessages.response(4, status: "ok", data: .object([:])))
+        session.listenRead(r: 4, listen(p("y"), .default, nil, nil), indexed: true, read: staleY)
         // A change applied after the install.
         try await set(node.ports, "w/a", "0")
 
@@ -155,9 +150,8 @@ import Testing
             let read = try node.ports.reader.read(namespace: Self.ns, path: p(path))
             node.hub.noteInitialRead(id: id, version: read.version)
             streams.append((id, events, read))
-            #expect(session.beginListen(path: p(path), query: .default, queryWire: nil, tag: nil) == .started)
-            session.completeListen(path: p(path), queryWire: nil, tag: nil, read: read,
-                                   response: WireMessages.response(Int64(r + 1), status: "ok", data: .object([:])))
+            #expect(started(session.beginListen(r: 1, listen(p(path), .default, nil, nil))))
+            session.listenRead(r: Int64(r + 1), listen(p(path), .default, nil, nil), indexed: true, read: read)
         }
         defer { for s in streams { node.hub.release(s.id) } }
         _ = await drain(session, 4)

@@ -94,10 +94,8 @@ import Testing
         let hub = RealtimeHub()
         let s = try #require(hub.open(id: "q", namespace: "ns"))
         let window: JSON = .object(["i": .string(".value"), "l": .int(1), "vf": .string("l")])
-        #expect(s.beginListen(path: p("scores"), query: try QuerySpec(wire: window), queryWire: window, tag: 3) == .started)
-        s.completeListen(path: p("scores"), queryWire: window, tag: 3,
-                         read: ReadResult(node: n(#"{"a":5,"b":9}"#), version: 1, appliedIndex: 1),
-                         response: WireMessages.response(1, status: "ok", data: .object([:])))
+        #expect(started(s.beginListen(r: 1, listen(p("scores"), try QuerySpec(wire: window), window, 3))))
+        s.listenRead(r: 1, listen(p("scores"), .default, window, 3), indexed: true, read: ReadResult(node: n(#"{"a":5,"b":9}"#), version: 1, appliedIndex: 1))
         #expect(hub.listenCount == 1)
         // b drops below a: the one-child window changes from a to b.
         hub.publish(CommittedChange(index: 2, namespace: "ns", path: p("scores/b"), kind: .set(n("1"))))
@@ -107,7 +105,7 @@ import Testing
         let push = try #require(got.last?.objectValue?["d"]?.objectValue?["b"]?.objectValue)
         #expect(push["t"] == .int(3))
         #expect(push["d"] == .object(["a": .null, "b": .int(1)]))
-        s.endListen(path: p("scores"), queryWire: window, tag: 3)
+        s.endListen(listen(p("scores"), .default, window, 3))
         #expect(hub.listenCount == 0)
         hub.close(s)
     }
@@ -116,13 +114,13 @@ import Testing
         let hub = RealtimeHub()
         let s = try #require(hub.open(id: "a", namespace: "ns"))
         for path in ["", "x", "x/y"] {
-            #expect(s.beginListen(path: p(path), query: .default, queryWire: nil, tag: nil) == .started)
+            #expect(started(s.beginListen(r: 1, listen(p(path), .default, nil, nil))))
         }
         #expect(hub.listenCount == 3)
         hub.close(s)
         #expect(hub.listenCount == 0)
         // A listen begun after the hub forgot the session is not indexed.
-        #expect(s.beginListen(path: p("z"), query: .default, queryWire: nil, tag: nil) == .started)
+        #expect(started(s.beginListen(r: 1, listen(p("z"), .default, nil, nil))))
         #expect(hub.listenCount == 0)
     }
 

@@ -60,9 +60,8 @@ import Testing
             let s = try #require(hub.open(id: "s\(i)", namespace: "ns"))
             let query = try l.queryWire.map { try QuerySpec(wire: $0) } ?? .default
             let read = ReadResult(node: initial.child(at: p(l.path)), version: 1, appliedIndex: 1)
-            #expect(s.beginListen(path: p(l.path), query: query, queryWire: l.queryWire, tag: l.tag) == .started)
-            s.completeListen(path: p(l.path), queryWire: l.queryWire, tag: l.tag, read: read,
-                             response: WireMessages.response(1, status: "ok", data: .object([:])))
+            #expect(started(s.beginListen(r: 1, listen(p(l.path), query, l.queryWire, l.tag))))
+            s.listenRead(r: 1, listen(p(l.path), .default, l.queryWire, l.tag), indexed: true, read: read)
             sessions.append(s)
             // The per-listen path as it was: JSON messages serialised and split one listen at a time.
             var r = WireListen(path: p(l.path), query: query, queryWire: l.queryWire, tag: l.tag)

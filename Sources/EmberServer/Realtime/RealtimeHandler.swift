@@ -1,8 +1,10 @@
 import EmberCore
 import Foundation
 
-/// Handles the requests of one wire-protocol session (reference §6.3): listens, gets, writes,
-/// onDisconnect, auth. Every request gets a response carrying its `r`.
+/// Carries out the store operations of one wire-protocol session (reference §6.3): the session's
+/// `WireServerSession` decides what each request means and what is answered; this driver judges
+/// rules, reads, writes and verifies credentials, and feeds the outcomes back. Every request gets
+/// a response carrying its `r`.
 struct RealtimeHandler: Sendable {
     /// What every connection of a node shares: held once per node, not copied per connection
     /// (the configuration alone is hundreds of bytes).
@@ -76,7 +78,7 @@ struct RealtimeHandler: Sendable {
     /// `.notInline`, untouched. Only called with no request of the session queued or being
     /// handled, so it cannot overtake one.
     func inlineWrite(_ parsed: Result<WireClientMessage, WireClientMessage.ParseError>) -> Inline {
-        guard let pipeline, case .success(.request(let r, let action, let body)) = parsed, action == "p" || action == "m",
+        guard let pipeline, case .success(.request(let r, let action, let body)) = parsed, RealtimeSession.Wire.isWrite(action),
               let request = try? pipelinedWrite(action, body), pipeline.responses.hasRoom else { return .notInline }
         // From here on the message is this path's: a refusal by the rate limits is its answer.
         guard admitted(r) else { return .answered }
@@ -86,60 +88,84 @@ struct RealtimeHandler: Sendable {
 
     /// The session's and the address's request rates; a refused request is answered here.
     private func admitted(_ r: Int64) -> Bool {
-        guard session.admitRequest(now: clock()) else {
-            session.send(WireMessages.response(r, status: "too_many_requests",
-                                               data: .string("Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)")))
-            return false
+        let refusal: String
+        if !session.admitRequest(now: clock()) {
+            refusal = "Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)"
+        } else if !policy.admitWire(from: session.address, now: clock()) {
+            refusal = policy.addressRequestRate.refusal
+        } else {
+            return true
         }
-        if !policy.admitWire(from: session.address, now: clock()) {
-            session.send(WireMessages.response(r, status: "too_many_requests", data: .string(policy.addressRequestRate.refusal)))
-            return false
-        }
-        return true
+        session.drive { $0.refused(r, refusal) }
+        return false
     }
 
     /// Handles one parsed message (`WireClientMessage.parse`).
     func handle(parsed: Result<WireClientMessage, WireClientMessage.ParseError>) async {
-        let r: Int64, action: String, body: KeyMap<JSON>
-        switch parsed {
-        case .failure(.notProtocol):
-            session.send(WireServerMessage.protocolError("Invalid message").json)
-            return
-        case .failure(.missingRequestFields):
-            session.send(WireServerMessage.protocolError("Request without r or a").json)
-            return
-        case .success(.ping):
-            session.send(WireMessages.pong)
-            return
-        case .success(.ignored):
-            return
-        case .success(.request(let rr, let a, let b)):
-            (r, action, body) = (rr, a, b)
-        }
-        guard admitted(r) else { return }
-        if let pipeline {
-            // Writes go down the pipeline without waiting; anything else waits for the writes
-            // before it to be answered (it must see them, and answer after them).
-            if action == "p" || action == "m" {
-                do {
-                    if let request = try pipelinedWrite(action, body) {
-                        await pipeline.submit(r: r, request)
+        if case .success(.request(let r, let action, let body)) = parsed {
+            guard admitted(r) else { return }
+            if let pipeline {
+                // Writes go down the pipeline without waiting; anything else waits for the writes
+                // before it to be answered (it must see them, and answer after them).
+                if RealtimeSession.Wire.isWrite(action) {
+                    do {
+                        if let request = try pipelinedWrite(action, body) {
+                            await pipeline.submit(r: r, request)
+                            return
+                        }
+                    } catch {
+                        // Refused by the front's checks: answered in order behind the queued writes.
+                        await pipeline.drained()
+                        session.drive { $0.failed(r, WireMessages.failure(error)) }
                         return
                     }
-                } catch {
-                    // Refused by the front's checks: answered in order behind the queued writes.
-                    await pipeline.drained()
-                    session.send(WireMessages.errorResponse(r, error))
-                    return
                 }
+                await pipeline.drained()
             }
-            await pipeline.drained()
         }
-        do {
-            let (status, data) = try await dispatch(action, body, r: r)
-            if let status { session.send(WireMessages.response(r, status: status, data: data)) }
-        } catch {
-            session.send(WireMessages.errorResponse(r, error))
+        let now = clock()
+        for op in session.drive({ $0.receive(parsed, now: now) }) { await carryOut(op) }
+    }
+
+    /// One store operation the session asked for; its outcome goes back to the session.
+    func carryOut(_ op: RealtimeSession.Op) async {
+        do { try await run(op) } catch {
+            guard let r = op.request else { preconditionFailure("only store operations fail") }
+            session.drive { $0.failed(r, WireMessages.failure(error)) }
+        }
+    }
+
+    private func run(_ op: RealtimeSession.Op) async throws {
+        switch op {
+        case .authorizeListen(let r, let l):
+            await store.reader.visibleReads()
+            try gate.requireRead(session.namespace, l.path, session.identity, query: l.tag == nil ? nil : l.query, now: clock())
+            for next in session.beginListen(r: r, l) { await carryOut(next) }
+        case .readListen(let r, let l):
+            let (store, ns) = (self.store, session.namespace)
+            let read: ReadResult
+            do { read = try await reads.run { try store.reader.read(namespace: ns, path: l.path) } } catch {
+                session.drive { $0.listenReadFailed(r: r, l, WireMessages.failure(error)) }
+                return
+            }
+            session.listenRead(r: r, l, indexed: l.tag == nil || isIndexed(l.query, at: l.path), read: read)
+        case .get(let r, let path, let query):
+            let data = try await get(path, query)
+            session.drive { $0.answer(r, data) }
+        case .write(let r, let action, let body):
+            let (path, completion) = action == "p" ? try await put(body) : try await merge(body)
+            session.send(WireAckQueue.response(r: r, path: path, completion).json)
+        case .registerOnDisconnect(let r, let action, let path, let body):
+            try await registerOnDisconnect(action, path, body)
+            session.drive { $0.answer(r, .string("")) }
+        case .cancelOnDisconnect(let r, let path):
+            try await onDisconnect?.cancel(at: path, for: session)
+            session.cancelOnDisconnect(at: path)
+            session.drive { $0.answer(r, .string("")) }
+        case .verifyCredential(let r, let credential):
+            auth(r, credential)
+        case .send, .sendFrame, .listenIndexed, .identityChanged, .armExpiry, .disarmExpiry:
+            preconditionFailure("the session carries out its own effects")
         }
     }
 
@@ -177,54 +203,21 @@ struct RealtimeHandler: Sendable {
         return stamp
     }
 
-    /// Returns the response (status, data), or nil status when the response was already queued.
-    func dispatch(_ action: String, _ b: KeyMap<JSON>, r: Int64) async throws -> (String?, JSON) {
-        switch action {
-        case "q", "l": return try await listen(b, r: r)
-        case "n", "u":
-            let (path, qw, tag) = try listenIdentity(b)
-            session.endListen(path: path, queryWire: qw, tag: tag)
-            return ("ok", .object([:]))
-        case "g": return try await get(b)
-        case "p": return try await put(b)
-        case "m": return try await merge(b)
-        case "o":
-            let path = try wirePath(b)
+    /// `o`/`om`: logs the write to run when this connection ends (checked by the rules when
+    /// registered, as Firebase does, and judged again when it runs).
+    func registerOnDisconnect(_ action: String, _ path: Path, _ b: KeyMap<JSON>) async throws {
+        let kind: WriteRequest.Kind
+        if action == "o" {
             let data = b["d"] ?? .null
             try WriteValidation(config).validateFully(data, at: path)
-            guard try gate.canWrite(session.namespace, path, .set(data), session.identity, now: clock()) else { throw PermissionDenied() }
-            try await registerOnDisconnect(path, .set(data))
-            return ("ok", .string(""))
-        case "om":
-            let path = try wirePath(b)
-            let parts = try mergeParts(path, b["d"], full: true)
-            guard try gate.canWrite(session.namespace, path, .update(parts), session.identity, now: clock()) else { throw PermissionDenied() }
-            try await registerOnDisconnect(path, .update(parts))
-            return ("ok", .string(""))
-        case "oc":
-            let path = try wirePath(b)
-            try await onDisconnect?.cancel(at: path, for: session)
-            session.cancelOnDisconnect(at: path)
-            return ("ok", .string(""))
-        case "auth", "gauth": return auth(b)
-        case "unauth":
-            session.setIdentity(session.baseIdentity, now: clock())
-            return ("ok", .string(""))
-        case "s", "appcheck", "unappeck", "unappcheck":
-            return ("ok", .string(""))
-        default:
-            return ("invalid_request", .string("Unknown action \(action)"))
+            kind = .set(data)
+        } else {
+            kind = .update(try mergeParts(path, b["d"], full: true))
         }
-    }
-
-    /// Logs the write to run when this connection ends (checked by the rules when registered,
-    /// as Firebase does, and judged again when it runs).
-    func registerOnDisconnect(_ path: Path, _ kind: WriteRequest.Kind) async throws {
+        guard try gate.canWrite(session.namespace, path, kind, session.identity, now: clock()) else { throw PermissionDenied() }
         guard let onDisconnect else { throw StoreUnavailable("This node keeps no onDisconnect operations") }
         let write = WriteRequest(namespace: session.namespace, path: path, kind: kind, identity: session.identity)
-        guard session.addOnDisconnect(OnDisconnectWrite(path: path, kind: kind)) else {
-            throw RestError(429, "Too many onDisconnect operations")
-        }
+        guard session.addOnDisconnect(OnDisconnectWrite(path: path, kind: kind)) else { throw RealtimeSession.Wire.tooManyOnDisconnect }
         do { try await onDisconnect.register(write, for: session) } catch {
             session.removeLastOnDisconnect()
             throw error
@@ -232,39 +225,7 @@ struct RealtimeHandler: Sendable {
     }
 
     func wirePath(_ b: KeyMap<JSON>) throws -> Path {
-        guard let p = b["p"]?.stringValue else { throw EmberError.invalidData("request needs a path p") }
-        return try Path(p)
-    }
-
-    func listenIdentity(_ b: KeyMap<JSON>) throws -> (Path, JSON?, Int64?) {
-        let path = try wirePath(b)
-        var tag: Int64?
-        if case .int(let t)? = b["t"] { tag = t }
-        let qw = b["q"]
-        return (path, tag == nil ? nil : qw, tag)
-    }
-
-    func listen(_ b: KeyMap<JSON>, r: Int64) async throws -> (String?, JSON) {
-        let (path, qw, tag) = try listenIdentity(b)
-        let query = try tag == nil ? QuerySpec.default : QuerySpec(wire: qw ?? .object([:]))
-        await store.reader.visibleReads()
-        try gate.requireRead(session.namespace, path, session.identity, query: tag == nil ? nil : query, now: clock())
-        switch session.beginListen(path: path, query: query, queryWire: qw, tag: tag) {
-        case .duplicate: return ("ok", .object([:]))
-        case .tooMany: return ("too_many_listens", .string("Too many listens on this connection (limit \(session.limits.maxListens))"))
-        case .started: break
-        }
-        let read: ReadResult
-        let (store, ns) = (self.store, session.namespace)
-        do { read = try await reads.run { try store.reader.read(namespace: ns, path: path) } } catch {
-            session.endListen(path: path, queryWire: qw, tag: tag)
-            throw error
-        }
-        var ok: KeyMap<JSON> = [:]
-        if tag != nil, !isIndexed(query, at: path) { ok["w"] = .array([.string("no_index")]) }
-        session.completeListen(path: path, queryWire: qw, tag: tag, read: read,
-                               response: WireMessages.response(r, status: "ok", data: .object(ok)))
-        return (nil, .null)
+        try RealtimeSession.Wire.path(b)
     }
 
     func isIndexed(_ q: QuerySpec, at path: Path) -> Bool {
@@ -275,44 +236,42 @@ struct RealtimeHandler: Sendable {
         }
     }
 
-    func get(_ b: KeyMap<JSON>) async throws -> (String?, JSON) {
-        let path = try wirePath(b)
-        var query: QuerySpec?
-        if let qw = b["q"], case .object(let o) = qw, !o.isEmpty { query = try QuerySpec(wire: qw) }
+    func get(_ path: Path, _ query: QuerySpec?) async throws -> JSON {
         await store.reader.visibleReads()
         try gate.requireRead(session.namespace, path, session.identity, query: query, now: clock())
         let (store, ns, window) = (self.store, session.namespace, query)
         // The read and its conversion (both grow with the data) on the read pool.
-        return ("ok", try await reads.run {
+        return try await reads.run {
             let node = try store.reader.read(namespace: ns, path: path).node
             return (window.map { $0.apply(to: node) } ?? node).exportJSON()
-        })
+        }
     }
 
-    func put(_ b: KeyMap<JSON>) async throws -> (String?, JSON) {
+    /// An awaited `p` (no pipeline, or a priority-only set).
+    func put(_ b: KeyMap<JSON>) async throws -> (Path, WireAckQueue.Completion) {
         // `p` to `<path>/.priority` (the SDKs' setPriority) sets the priority alone.
         if let raw = b["p"]?.stringValue, let node = try PriorityWrite.target(ofRawPath: raw) {
             _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store)
             await session.feed?.barrier()
-            return ("ok", .string(""))
+            return (node, .applied)
         }
         let request = try setRequest(b)
-        let path = request.path
         let outcome = try await store.writer.write(request)
         // The change is on the node's feed: the response waits until the listeners have it.
         await session.feed?.barrier()
         // A failed compare-and-set: the current value reached the client's listens before this
         // response, because pushes and responses share the session's ordered queue.
-        return outcome.applied ? ("ok", .string("")) : ("datastale", .string("The data at \(path) changed; retry the transaction"))
+        return (request.path, outcome.applied ? .applied : .stale)
     }
 
-    func merge(_ b: KeyMap<JSON>) async throws -> (String?, JSON) {
+    /// An awaited `m` (no pipeline).
+    func merge(_ b: KeyMap<JSON>) async throws -> (Path, WireAckQueue.Completion) {
         let path = try wirePath(b)
         let parts = try mergeParts(path, b["d"])
         _ = try await store.writer.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
                                                identity: session.identity, writer: try writerStamp(b)))
         await session.feed?.barrier()
-        return ("ok", .string(""))
+        return (path, .applied)
     }
 
     func mergeParts(_ path: Path, _ d: JSON?, full: Bool = false) throws -> [(Path, JSON)] {
@@ -333,25 +292,16 @@ struct RealtimeHandler: Sendable {
         }
     }
 
-    /// `auth`/`gauth`: the node's verifier judges the credential. A refused one leaves the
-    /// connection anonymous; an accepted one with an expiry is revoked (`ac`) when it expires.
-    func auth(_ b: KeyMap<JSON>) -> (String?, JSON) {
-        guard let cred = b["cred"]?.stringValue else { return ("invalid_token", .string("auth needs cred")) }
-        // An admin client certificate outranks tokens, as on REST.
-        if session.baseIdentity.isAdmin { return ("ok", .object(["auth": .null, "expires": .null])) }
+    /// `auth`/`gauth`: the node's verifier judges the credential; the session decides the rest (a
+    /// refused one leaves the connection at its base identity; an accepted one with an expiry is
+    /// revoked with `ac` when it expires).
+    func auth(_ r: Int64, _ credential: String) {
         let now = clock()
-        let identity: Identity
-        do { identity = try policy.verify(credential: cred, address: session.address, now: now) } catch {
-            session.setIdentity(session.baseIdentity, now: now)
-            return (error.wireStatus, .string(error.message))
-        }
-        session.setIdentity(identity, now: now)
-        switch identity {
-        case .user(let claims, let expiresAt):
-            let expires: JSON = expiresAt.map { .int($0 / 1000) } ?? .null
-            return ("ok", .object(["auth": claims, "expires": expires]))
-        case .admin, .anonymous:
-            return ("ok", .object(["auth": .null, "expires": .null]))
+        do {
+            let identity = try policy.verify(credential: credential, address: session.address, now: now)
+            session.drive { $0.credentialVerified(r: r, identity, now: now) }
+        } catch {
+            session.drive { $0.credentialRefused(r: r, status: error.wireStatus, message: error.message, now: now) }
         }
     }
 }

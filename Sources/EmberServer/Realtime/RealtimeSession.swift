@@ -1,4 +1,5 @@
 import EmberCore
+import EmberProtocol
 import Foundation
 import NIOCore
 import NIOWebSocket
@@ -32,20 +33,17 @@ public final class RealtimeSession: Sendable {
         public init() {}
     }
 
+    /// The protocol's state and rules (`WireServerSession`); this class drives it: its lock, its
+    /// socket, its timers and the hub's index.
+    typealias Wire = WireServerSession<EmberWire>
+    typealias Op = Wire.Effect
+
     struct State {
-        var listens: KeyMap<WireListen> = [:]
-        /// The onDisconnect writes registered (the log holds them; this copy counts them against
-        /// `maxOnDisconnect`), and the name the log knows the session by, once it registered one.
-        var onDisconnect: [OnDisconnectWrite] = []
+        var wire: Wire
+        /// The name the onDisconnect log knows the session by, once it registered one.
         var onDisconnectSession: OnDisconnectRef?
-        /// Who the connection speaks for (`auth`/`gauth`); anonymous until then and after expiry.
-        var identity: Identity = .anonymous
-        /// Bumped on every identity change, so a stale expiry timer does nothing.
-        var identityGeneration = 0
         var expiryTimer: Task<Void, Never>?
         var requestBucket: TokenBucket?
-        var closed = false
-        var closeReason: String?
         /// Frames queued for the socket, oldest first (at most `limits.outboundQueue`).
         var frames: [String] = []
         /// The socket writer waiting for frames (`nextFrames`).
@@ -68,7 +66,7 @@ public final class RealtimeSession: Sendable {
     /// (`ClientCertificate`), else anonymous. `unauth`, a refused `auth` and expiry return to it.
     public let baseIdentity: Identity
     let limits: Limits
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     /// Runs after the identity changed or expired (the rules layer re-judges the listens); takes
     /// the session so it does not keep itself alive.
     private let identityChangedHook = Mutex<(@Sendable (RealtimeSession) -> Void)?>(nil)
@@ -92,18 +90,18 @@ public final class RealtimeSession: Sendable {
         self.address = address
         self.baseIdentity = base
         self.limits = limits
-        state.withLock { $0.identity = base }
+        state = Mutex(State(wire: Wire(base: base, limits: .init(maxListens: limits.maxListens, maxOnDisconnect: limits.maxOnDisconnect))))
     }
 
-    public var closeReason: String? { state.withLock { $0.closeReason } }
+    public var closeReason: String? { state.withLock { $0.wire.closeReason } }
     /// The socket the session writes to, once attached.
     var socketChannel: (any Channel)? { state.withLock { $0.outbox?.channel } }
-    public var listenCount: Int { state.withLock { $0.listens.count } }
+    public var listenCount: Int { state.withLock { $0.wire.listenCount } }
 
     // MARK: - Sending (always under the state lock, which fixes the order)
 
     private func enqueue(_ s: inout State, _ message: JSON) {
-        guard !s.closed else { return }
+        guard !s.wire.isClosed else { return }
         for frame in WireFraming.split(message.serialized()) { enqueue(&s, frame: frame) }
     }
 
@@ -111,14 +109,14 @@ public final class RealtimeSession: Sendable {
     /// `batch`: the publish's flushes, grouped per event loop (nil: this connection's flush is
     /// scheduled on its own).
     private func enqueue(_ s: inout State, frame: String, batch: FlushBatch? = nil) {
-        guard !s.closed else { return }
+        guard !s.wire.isClosed else { return }
         if s.outbox != nil {
             enqueueToSocket(&s, frame: frame, batch: batch)
             return
         }
         guard s.frames.count < limits.outboundQueue else {
-            s.closed = true
-            s.closeReason = "outbound queue over \(limits.outboundQueue) messages: client too slow"
+            let closing = s.wire.close(reason: "outbound queue over \(limits.outboundQueue) messages: client too slow")
+            perform(&s, closing)
             // The socket writer still sends what is queued, then closes.
             if let w = s.frameWaiter { s.frameWaiter = nil; w.resume(returning: nil) }
             return
@@ -132,22 +130,11 @@ public final class RealtimeSession: Sendable {
         }
     }
 
-    func send(_ message: JSON) {
-        state.withLock { enqueue(&$0, message) }
-    }
-
-    /// Queues whole frames in order (pipelined write responses, built without a JSON value).
-    func send(frames: [String]) {
-        state.withLock { s in for f in frames { enqueue(&s, frame: f) } }
-    }
-
     func finish(reason: String?) {
         state.withLock { s in
-            s.expiryTimer?.cancel()
-            s.expiryTimer = nil
-            if !s.closed {
-                s.closed = true
-                s.closeReason = reason
+            if !s.wire.isClosed {
+                let closing = s.wire.close(reason: reason)
+                perform(&s, closing)
                 if let w = s.frameWaiter { s.frameWaiter = nil; w.resume(returning: nil) }
             }
             if let f = s.onFinish { s.onFinish = nil; f() }
@@ -162,7 +149,7 @@ public final class RealtimeSession: Sendable {
         state.withLock { s in
             precondition(s.outbox == nil, "a session is attached to one socket")
             s.outbox = ConnectionOutbox(channel: channel)
-            if s.closed { onFinish() } else { s.onFinish = onFinish }
+            if s.wire.isClosed { onFinish() } else { s.onFinish = onFinish }
             let queued = s.frames
             s.frames = []
             for f in queued { enqueueToSocket(&s, frame: f, batch: nil) }
@@ -205,8 +192,8 @@ public final class RealtimeSession: Sendable {
     /// A client that stops reading: past `maxOutboundBytes` its connection is closed at once
     /// (its queued bytes dropped), without waiting for a close handshake it would not read.
     private func cutOff(_ s: inout State) {
-        s.closed = true
-        s.closeReason = "outbound queue over \(limits.maxOutboundBytes) bytes: client not reading (slow consumer)"
+        let closing = s.wire.close(reason: "outbound queue over \(limits.maxOutboundBytes) bytes: client not reading (slow consumer)")
+        perform(&s, closing)
         s.outbox!.discard()
         slowConsumers?.count.add(1, ordering: .relaxed)
         if let f = s.onFinish { s.onFinish = nil; f() }
@@ -269,7 +256,7 @@ public final class RealtimeSession: Sendable {
                 } else if !s.frames.isEmpty {
                     c.resume(returning: s.frames)
                     s.frames = []
-                } else if s.closed {
+                } else if s.wire.isClosed {
                     c.resume(returning: nil)
                 } else {
                     precondition(s.frameWaiter == nil, "one consumer of a session's frames")
@@ -305,10 +292,10 @@ public final class RealtimeSession: Sendable {
     /// same publish.
     func deliver(_ shared: SharedFrames) {
         state.withLock { s in
-            guard !s.closed else { return }
-            for key in s.listens.keys {
-                for frame in s.listens[key]!.applyFrames(shared.change, shared: shared) { enqueue(&s, frame: frame) }
-            }
+            guard !s.wire.isClosed else { return }
+            var frames: [String] = []
+            s.wire.forEachListen { l in frames += l.applyFrames(shared.change, shared: shared) }
+            for frame in frames { enqueue(&s, frame: frame) }
         }
     }
 
@@ -317,8 +304,8 @@ public final class RealtimeSession: Sendable {
     /// shared, already encoded buffer; its flush joins `batch` (one task per event loop).
     func deliver(_ frames: SharedPathFrames, key: String, batch: FlushBatch) {
         state.withLock { s in
-            guard !s.closed, let i = s.listens.index(forKey: key) else { return }
-            switch s.listens.values[i].delivery(of: frames.change, matched: true) {
+            guard !s.wire.isClosed, let delivery = s.wire.withListen(key, { $0.delivery(of: frames.change, matched: true) }) else { return }
+            switch delivery {
             case .nothing:
                 return
             case .shared:
@@ -327,35 +314,93 @@ public final class RealtimeSession: Sendable {
                 } else {
                     for frame in frames.untagged {
                         enqueue(&s, frame: frame)
-                        if s.closed { return }
+                        if s.wire.isClosed { return }
                     }
                 }
             case .own(let messages):
                 for frame in messages.flatMap({ WireFraming.split($0.serialized()) }) {
                     enqueue(&s, frame: frame, batch: batch)
-                    if s.closed { return }
+                    if s.wire.isClosed { return }
                 }
             }
         }
     }
 
-    // MARK: - Listens
+    // MARK: - Driving the protocol
 
-    enum ListenStart {
-        case started
-        case duplicate
-        case tooMany
+    /// Carries out the effects that are the connection's own — messages (in order, under the
+    /// lock), the hub's index, the expiry timer — and collects the store operations for the
+    /// handler in `ops`. Under the state lock. Stops after `identityChanged` and returns the
+    /// effects after it: the caller runs the hook outside the lock first (the listens it revokes
+    /// are told before, say, the `auth` response that follows).
+    private func perform(_ s: inout State, _ effects: some Collection<Op>, ops: inout [Op]) -> ArraySlice<Op>? {
+        for (i, e) in zip(effects.indices, effects) {
+            switch e {
+            case .send(let message): enqueue(&s, message)
+            case .sendFrame(let frame): enqueue(&s, frame: frame)
+            case .listenIndexed(let path, let key, let added): notifyIndex(&s, path, key, added)
+            case .identityChanged: return ArraySlice(effects[effects.index(after: i)...])
+            case .disarmExpiry:
+                s.expiryTimer?.cancel()
+                s.expiryTimer = nil
+            case .armExpiry(let generation, let delay):
+                s.expiryTimer = Task { [weak self] in
+                    try? await Task.sleep(for: .milliseconds(delay))
+                    guard !Task.isCancelled else { return }
+                    self?.expiryTimerFired(generation: generation)
+                }
+            default: ops.append(e)
+            }
+        }
+        return nil
     }
 
-    func beginListen(path: Path, query: QuerySpec, queryWire: JSON?, tag: Int64?) -> ListenStart {
-        state.withLock { s in
-            let key = WireListen.key(path: path, queryWire: queryWire, tag: tag)
-            if s.listens[key] != nil { return .duplicate }
-            guard s.listens.count < limits.maxListens else { return .tooMany }
-            s.listens[key] = WireListen(path: path, query: query, queryWire: queryWire, tag: tag)
-            notifyIndex(&s, path, key, true)
-            return .started
+    private func perform(_ s: inout State, _ effects: [Op]) {
+        var ops: [Op] = []
+        let rest = perform(&s, effects, ops: &ops)
+        assert(ops.isEmpty && rest == nil, "only the connection's own effects here")
+    }
+
+    /// Runs `step` on the protocol state and carries out its effects; returns the store
+    /// operations for the handler, in order.
+    @discardableResult
+    func drive(_ step: (inout Wire) -> [Op]) -> [Op] {
+        var ops: [Op] = []
+        var rest = state.withLock { s in
+            let effects = step(&s.wire)
+            return perform(&s, effects, ops: &ops)
         }
+        while let remaining = rest {
+            runIdentityChangedHook()
+            rest = state.withLock { s in perform(&s, remaining, ops: &ops) }
+        }
+        return ops
+    }
+
+    func send(_ message: JSON) {
+        state.withLock { enqueue(&$0, message) }
+    }
+
+    /// Queues whole frames in order (pipelined write responses, built without a JSON value).
+    func send(frames: [String]) {
+        state.withLock { s in for f in frames { enqueue(&s, frame: f) } }
+    }
+
+    // MARK: - Listens
+
+    /// The rules allowed listen `l` of request `r`: it joins the session (or is answered at once:
+    /// a duplicate, one too many); the handler then reads its data (`.readListen`).
+    func beginListen(r: Int64, _ l: Wire.ListenRequest) -> [Op] {
+        drive { $0.beginListen(r: r, l) { WireListen(path: l.path, query: l.query, queryWire: l.queryWire, tag: l.tag) } }
+    }
+
+    /// Sends the initial data, then the `ok` (clients mark their cache complete on `ok`).
+    func listenRead(r: Int64, _ l: Wire.ListenRequest, indexed: Bool, read: ReadResult) {
+        drive { $0.listenRead(r: r, l, indexed: indexed) { $0.activate(with: read) } }
+    }
+
+    func endListen(_ l: Wire.ListenRequest) {
+        drive { $0.endListen(l) }
     }
 
     /// Called under the state lock, so the hub's index sees a session's listens in order.
@@ -367,45 +412,51 @@ public final class RealtimeSession: Sendable {
     /// The hub forgets the session: its listens leave the index, and later ones stay out of it.
     func removeFromIndex() {
         state.withLock { s in
-            for (key, l) in s.listens { notifyIndex(&s, l.path, key, false) }
+            for (path, key) in s.wire.indexedListens { notifyIndex(&s, path, key, false) }
             s.indexed = false
         }
     }
 
-    /// Sends the initial data, then the `ok` (clients mark their cache complete on `ok`).
-    func completeListen(path: Path, queryWire: JSON?, tag: Int64?, read: ReadResult, response: JSON) {
+    /// The listened locations (for `resync`, which reads them outside the state lock).
+    var listenedPaths: [Path] {
+        state.withLock { s in s.wire.isClosed ? [] : s.wire.indexedListens.map(\.path) }
+    }
+
+    /// The node's state was replaced from a snapshot: listens the rules no longer allow are
+    /// cancelled (`c`), the others get their complete data again (`WireListen.resync`), queued
+    /// ahead of every later push. `reads` holds the new data by path; a listen begun after they
+    /// were taken has none here and reads the new state itself.
+    func resync(reads: [Path: ReadResult], stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
+        revokeListens(stillAllowed: stillAllowed)
         state.withLock { s in
-            let key = WireListen.key(path: path, queryWire: queryWire, tag: tag)
-            guard s.listens[key] != nil else { return }
-            for m in s.listens[key]!.activate(with: read) { enqueue(&s, m) }
-            enqueue(&s, response)
+            guard !s.wire.isClosed else { return }
+            var messages: [JSON] = []
+            s.wire.forEachListenSorted { l in
+                if let read = reads[l.path] { messages += l.resync(with: read) }
+            }
+            for m in messages { enqueue(&s, m) }
         }
     }
 
-    func endListen(path: Path, queryWire: JSON?, tag: Int64?) {
-        state.withLock { s in
-            let key = WireListen.key(path: path, queryWire: queryWire, tag: tag)
-            if s.listens.removeValue(forKey: key) != nil { notifyIndex(&s, path, key, false) }
-        }
+    /// Cancels the listens the rules no longer let this connection read: each gets a `c` push,
+    /// which clients surface as permission_denied.
+    func revokeListens(stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
+        drive { $0.revokeListens { l, identity in stillAllowed(l.path, l.query, identity) } }
     }
 
     // MARK: - onDisconnect
 
     func addOnDisconnect(_ write: OnDisconnectWrite) -> Bool {
-        state.withLock { s in
-            guard s.onDisconnect.count < limits.maxOnDisconnect else { return false }
-            s.onDisconnect.append(write)
-            return true
-        }
+        state.withLock { $0.wire.addOnDisconnect(write) }
     }
 
     /// A registration that failed: its write was the last added (requests are handled in order).
     func removeLastOnDisconnect() {
-        state.withLock { s in _ = s.onDisconnect.popLast() }
+        state.withLock { $0.wire.removeLastOnDisconnect() }
     }
 
     func cancelOnDisconnect(at path: Path) {
-        state.withLock { s in s.onDisconnect = OnDisconnectWrite.cancel(s.onDisconnect, at: path) }
+        state.withLock { $0.wire.cancelOnDisconnect(at: path) }
     }
 
     /// How the log names this session (set by its first registration).
@@ -416,42 +467,11 @@ public final class RealtimeSession: Sendable {
 
     // MARK: - Identity and request rate
 
-    public var identity: Identity { state.withLock { $0.identity } }
+    public var identity: Identity { state.withLock { $0.wire.identity } }
 
-    /// Sets the connection's identity. A user identity with an expiry flips back to anonymous at
-    /// that moment, and the client is told with `ac` (`expired_token`) so it re-authenticates.
-    func setIdentity(_ identity: Identity, now: Int64) {
-        let changed = state.withLock { s -> Bool in
-            let changed = s.identity != identity
-            s.identity = identity
-            s.identityGeneration += 1
-            s.expiryTimer?.cancel()
-            s.expiryTimer = nil
-            guard case .user(_, let expiresAt?) = identity, !s.closed else { return changed }
-            let generation = s.identityGeneration
-            let delay = max(0, expiresAt - now)
-            s.expiryTimer = Task { [weak self] in
-                try? await Task.sleep(for: .milliseconds(delay))
-                guard !Task.isCancelled else { return }
-                self?.expireIdentity(generation: generation)
-            }
-            return changed
-        }
-        if changed { runIdentityChangedHook() }
-    }
-
-    /// The token behind the identity set as `generation` expired: drop to anonymous and send
-    /// `ac`. Listens and writes are re-judged against the new identity by the rules layer.
-    func expireIdentity(generation: Int) {
-        let expired = state.withLock { s -> Bool in
-            guard s.identityGeneration == generation, !s.closed else { return false }
-            s.identity = baseIdentity
-            s.identityGeneration += 1
-            s.expiryTimer = nil
-            enqueue(&s, WireMessages.authRevoked(status: "expired_token", reason: "Auth token is expired."))
-            return true
-        }
-        if expired { runIdentityChangedHook() }
+    /// The timer armed for `generation` fired (`WireServerSession.expiryTimerFired`).
+    func expiryTimerFired(generation: Int) {
+        drive { $0.expiryTimerFired(generation: generation) }
     }
 
     /// Called (outside the state lock) whenever the identity changes: `auth` as someone else,
@@ -474,42 +494,25 @@ public final class RealtimeSession: Sendable {
             return s.requestBucket!.take(now: now)
         }
     }
+}
 
-    /// The listened locations (for `resync`, which reads them outside the state lock).
-    var listenedPaths: [Path] {
-        state.withLock { s in s.closed ? [] : s.listens.values.map(\.path) }
+/// emberd's side of `WireServerSession`: its identities, listens and onDisconnect writes.
+enum EmberWire: WireServerContext {
+    typealias Identity = EmberNodeStore.Identity
+    typealias Listen = WireListen
+    typealias OnDisconnect = OnDisconnectWrite
+
+    static func claims(of identity: Identity) -> JSON? { identity.authVariable }
+
+    static func expiry(of identity: Identity) -> Int64? {
+        if case .user(_, let expiresAt) = identity { return expiresAt }
+        return nil
     }
 
-    /// The node's state was replaced from a snapshot: listens the rules no longer allow are
-    /// cancelled (`c`), the others get their complete data again (`WireListen.resync`), queued
-    /// ahead of every later push. `reads` holds the new data by path; a listen begun after they
-    /// were taken has none here and reads the new state itself.
-    func resync(reads: [Path: ReadResult], stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
-        revokeListens(stillAllowed: stillAllowed)
-        state.withLock { s in
-            guard !s.closed else { return }
-            for key in s.listens.keys.sorted() {
-                guard let read = reads[s.listens[key]!.path] else { continue }
-                for m in s.listens[key]!.resync(with: read) { enqueue(&s, m) }
-            }
-        }
-    }
+    static func outranksTokens(_ identity: Identity) -> Bool { identity.isAdmin }
 
-    /// Cancels the listens the rules no longer let this connection read: each gets a `c` push
-    /// (`{"p": path, "q": query}`), which clients surface as permission_denied.
-    func revokeListens(stillAllowed: (Path, QuerySpec, Identity) -> Bool) {
-        state.withLock { s in
-            guard !s.closed else { return }
-            for key in s.listens.keys.sorted() {
-                let l = s.listens[key]!
-                guard !stillAllowed(l.path, l.query, s.identity) else { continue }
-                s.listens.removeValue(forKey: key)
-                notifyIndex(&s, l.path, key, false)
-                var b: KeyMap<JSON> = ["p": .string(WireMessages.wirePath(l.path))]
-                if let q = l.queryWire { b["q"] = q }
-                enqueue(&s, .object(["t": .string("d"), "d": .object(["a": .string("c"), "b": .object(b)])]))
-            }
-        }
+    static func cancel(_ writes: [OnDisconnectWrite], at path: Path) -> [OnDisconnectWrite] {
+        OnDisconnectWrite.cancel(writes, at: path)
     }
 }
 

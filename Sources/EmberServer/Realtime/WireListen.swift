@@ -1,10 +1,11 @@
 import EmberCore
 import EmberProtocol
 
-/// One listen of a connection: a location with a query. Untagged listens forward changes as
-/// they come; tagged (filtered) ones keep the location's data to compute their window and send
-/// only the children that enter, leave or change in it.
-struct WireListen {
+/// One listen of a connection (its name and limits are the protocol's: `WireServerSession`): a
+/// location with a query. Untagged listens forward changes as they come; tagged (filtered) ones
+/// keep the location's data to compute their window and send only the children that enter, leave
+/// or change in it.
+struct WireListen: WireServerListen {
     let path: Path
     let query: QuerySpec
     /// The client's `q` object as sent, echoed in `c` (revocation) messages.
@@ -28,11 +29,6 @@ struct WireListen {
     var sentVersion: UInt64 = 0
 
     var isTagged: Bool { tag != nil }
-
-    /// Key identifying a listen within a connection: path plus canonical query.
-    static func key(path: Path, queryWire: JSON?, tag: Int64?) -> String {
-        path.description + "|" + (tag == nil ? "" : (queryWire?.serialized() ?? ""))
-    }
 
     func affects(_ change: CommittedChange) -> Bool {
         path.contains(change.path) || change.path.contains(path)

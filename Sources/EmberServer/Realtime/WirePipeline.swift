@@ -1,4 +1,5 @@
 import EmberCore
+import EmberProtocol
 import NIOCore
 import Synchronization
 
@@ -46,21 +47,12 @@ struct WirePipeline: Sendable {
 }
 
 /// The ordered responses of a connection's pipelined writes, and the sink their outcomes reach
-/// (on the store's commit thread).
+/// (on the store's commit thread). The order is the protocol's (`WireAckQueue`); this holds it
+/// under its own lock (completions come from the commit thread, reservations from the reader) and
+/// wakes the waiters.
 final class WireResponses: WriteOutcomeSink {
-    struct Slot {
-        let seq: UInt64
-        let r: Int64
-        let path: Path
-        var response: JSON?
-        var done = false
-    }
     struct State {
-        /// Unanswered writes in request order, and answered ones behind an unanswered one.
-        /// Starts small (NIO's default is 16 slots, ~800 B per idle connection); grows with
-        /// the writes in flight.
-        var slots = CircularBuffer<Slot>(initialCapacity: 2)
-        var nextSeq: UInt64 = 0
+        var acks: WireAckQueue
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
         var roomWaiter: CheckedContinuation<Void, Never>?
     }
@@ -68,83 +60,63 @@ final class WireResponses: WriteOutcomeSink {
     let session: RealtimeSession
     /// Named limit: unanswered writes per connection (`RealtimeSession.Limits.maxPipelinedWrites`).
     let limit: Int
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     init(session: RealtimeSession, limit: Int) {
-        precondition(limit > 0, "maxPipelinedWrites must be positive")
         self.session = session
         self.limit = limit
+        state = Mutex(State(acks: WireAckQueue(limit: limit)))
     }
 
     /// Takes the next response slot. Callers make sure one is free (`waitForRoom`, `hasRoom`):
     /// only the session's task or, while no task runs, its event loop reserves, and completions
     /// only free slots meanwhile.
     func reserve(r: Int64, path: Path) -> UInt64 {
-        state.withLock { s in
-            assert(s.slots.count < limit, "a response slot is reserved only when one is free")
-            let seq = s.nextSeq
-            s.nextSeq += 1
-            s.slots.append(Slot(seq: seq, r: r, path: path))
-            return seq
-        }
+        state.withLock { $0.acks.reserve(r: r, path: path) }
     }
 
     /// Fewer than `limit` writes are unanswered.
-    var hasRoom: Bool { state.withLock { $0.slots.count < limit } }
+    var hasRoom: Bool { state.withLock { $0.acks.hasRoom } }
 
     func completed(_ outcomes: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)]) {
         state.withLock { s in
-            guard let first = s.slots.first?.seq else { return }
-            for (seq, outcome) in outcomes {
-                let i = s.slots.index(s.slots.startIndex, offsetBy: Int(seq &- first))
-                assert(s.slots[i].seq == seq, "pipelined write outcomes arrive for queued writes")
-                s.slots[i].done = true
-                s.slots[i].response = Self.response(s.slots[i], outcome)
-            }
-            // Answer the prefix that is complete, in request order; under this lock, so answers
-            // from the commit thread and refusals from the reader cannot overtake each other.
-            var frames: [String] = []
-            while let head = s.slots.first, head.done {
-                s.slots.removeFirst()
-                frames.append(head.response.map { $0.serialized() } ?? WireMessages.okFrame(head.r))
-            }
+            // Answered in request order; under this lock, so answers from the commit thread and
+            // refusals from the reader cannot overtake each other.
+            let frames = s.acks.complete(outcomes.map { ($0.tag, Self.completion($0.outcome)) })
             if !frames.isEmpty { session.send(frames: frames) }
-            if s.slots.isEmpty {
+            if s.acks.isEmpty {
                 for w in s.drainWaiters { w.resume() }
                 s.drainWaiters = []
             }
-            if s.slots.count < limit, let w = s.roomWaiter {
+            if s.acks.hasRoom, let w = s.roomWaiter {
                 s.roomWaiter = nil
                 w.resume()
             }
         }
     }
 
-    /// nil: the plain `ok` (sent as a prebuilt frame).
-    static func response(_ slot: Slot, _ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) -> JSON? {
+    static func completion(_ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) -> WireAckQueue.Completion {
         switch outcome {
-        case .success(let o) where o.applied: return nil
-        case .success:
-            return WireMessages.response(slot.r, status: "datastale", data: .string("The data at \(slot.path) changed; retry the transaction"))
-        case .failure(let e): return WireMessages.errorResponse(slot.r, e)
+        case .success(let o): o.applied ? .applied : .stale
+        case .failure(let e): .failed(WireMessages.failure(e))
         }
     }
 
     func waitForDrain() async {
-        if state.withLock({ $0.slots.isEmpty }) { return }
+        if state.withLock({ $0.acks.isEmpty }) { return }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             state.withLock { s in
-                if s.slots.isEmpty { c.resume() } else { s.drainWaiters.append(c) }
+                if s.acks.isEmpty { c.resume() } else { s.drainWaiters.append(c) }
             }
         }
     }
 
     func waitForRoom() async {
         // Only completions change the count meanwhile, and they lower it.
-        if state.withLock({ $0.slots.count < limit }) { return }
+        if state.withLock({ $0.acks.hasRoom }) { return }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             state.withLock { s in
-                if s.slots.count < limit { c.resume() } else { s.roomWaiter = c }
+                if s.acks.hasRoom { c.resume() } else { s.roomWaiter = c }
             }
         }
     }
