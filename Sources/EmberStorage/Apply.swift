@@ -8,6 +8,8 @@ struct Applier {
     var defsCache: [String: [IndexDef]]
     /// The rules writes are judged by (a `.setRules` entry changes them for the entries after it).
     var rules: RulesState
+    /// Trigger definitions by namespace (a trigger `.define` entry changes them for the entries after it).
+    var triggers: [String: TriggerSet]
     /// Ancestors' raised `sub` versions, written once per transaction (flat mode); nil: each
     /// write puts its ancestors' records itself.
     let pending: PendingVersions?
@@ -19,8 +21,9 @@ struct Applier {
     static let bulkParts = 64
 
     init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
-         pending: PendingVersions? = nil) {
+         pending: PendingVersions? = nil, triggers: [String: TriggerSet] = [:]) {
         self.tables = tables
+        self.triggers = triggers
         self.t = txn
         self.defsCache = defsCache
         self.rules = rules
@@ -62,6 +65,9 @@ struct Applier {
         case .onDisconnect(let op):
             try applyOnDisconnect(e, op, into: &result)
             return result
+        case .triggers(let op):
+            try applyTriggers(e, op)
+            return result
         case .set(let path, let json, let cond):
             let key = EncodedPath(ns, path)
             let (old, oldLeafRecord) = try tables.readNodeRecord(t, key: key.bytes)
@@ -80,7 +86,9 @@ struct Applier {
                 result.version = failed
                 return result
             }
+            let capture = try captureTriggers(ns, parts: [(path, old)])
             let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index)
+            if changed, let capture { try recordTriggers(e, capture, parts: [(path, node)]) }
             result.outcome = .applied(changed: changed)
             result.value = node
             if changed { result.changeSet.changes = [(path, node)] }
@@ -126,12 +134,14 @@ struct Applier {
             let order = bulk ? keys.indices.sorted { bytesLess(keys[$0].bytes, keys[$1].bytes) } : Array(keys.indices)
             if bulk { rows = OrderedRows() }
             defer { rows = nil }
+            let capture = try captureTriggers(ns, parts: resolved.map { ($0.0, $0.2) })
             var changed = [Bool](repeating: false, count: resolved.count)
             for i in order {
                 let (abs, node, old, leafRecord) = resolved[i]
                 changed[i] = try write(ns: ns, path: abs, key: keys[i], node: node, old: old, oldLeafRecord: leafRecord, index: e.index)
             }
             try rows?.flush(t, tables.idxS)
+            if let capture, changed.contains(true) { try recordTriggers(e, capture, parts: resolved.map { ($0.0, $0.1) }) }
             for (i, (abs, node, _, _)) in resolved.enumerated() {
                 if changed[i] {
                     anyChange = true

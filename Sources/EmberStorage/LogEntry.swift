@@ -30,18 +30,20 @@ public enum WriteOperation: Sendable, Equatable {
     /// so a new leader continues the archive where the old one stopped, and so every replica
     /// keeps the entries not yet archived in its log (`StoreOptions.archiveHold`).
     case archived(through: UInt64)
+    /// Trigger definitions and delivery bookkeeping (`TriggerOperation`).
+    case triggers(TriggerOperation)
 
     public var path: Path {
         switch self {
         case .set(let p, _, _), .update(let p, _, _): return p
-        case .noop, .setRules, .onDisconnect, .archived: return .root
+        case .noop, .setRules, .onDisconnect, .archived, .triggers: return .root
         }
     }
 
     public var condition: WriteCondition? {
         switch self {
         case .set(_, _, let c), .update(_, _, let c): return c
-        case .noop, .setRules, .onDisconnect, .archived: return nil
+        case .noop, .setRules, .onDisconnect, .archived, .triggers: return nil
         }
     }
 
@@ -54,6 +56,7 @@ public enum WriteOperation: Sendable, Equatable {
         case let (.setRules(a), .setRules(b)): return a == b
         case let (.onDisconnect(a), .onDisconnect(b)): return a == b
         case let (.archived(a), .archived(b)): return a == b
+        case let (.triggers(a), .triggers(b)): return a == b
         default: return false
         }
     }
@@ -119,6 +122,7 @@ public struct LogEntry: Sendable, Equatable {
     static let writerTrailer: UInt8 = 1
     /// Operation tag of `.archived`.
     static let archivedTag: UInt8 = 32
+    static let triggersTag: UInt8 = 16
 
     /// Writes index, term and timestamp into an entry encoded with zeros there (the header has a
     /// fixed layout: format byte, then three 8-byte fields), so a write is encoded only once.
@@ -206,6 +210,9 @@ public struct LogEntry: Sendable, Equatable {
         case .archived(let through):
             // A tag well past the others: operations added meanwhile take the next ones.
             w.u8(Self.archivedTag); w.u64(through)
+        case .triggers(let op):
+            // Tag 16: clear of the small tags other operations take.
+            w.u8(Self.triggersTag); TriggerOperation.encode(op, into: &w)
         }
     }
 
@@ -242,6 +249,7 @@ public struct LogEntry: Sendable, Equatable {
         case 3: return .setRules(text: try r.string())
         case 4 where !nested: return .onDisconnect(try OnDisconnectOperation(decoding: &r, limit: limit))
         case Self.archivedTag where !nested: return .archived(through: try r.u64())
+        case Self.triggersTag where !nested: return .triggers(try TriggerOperation.decode(&r, limit: limit))
         default: throw .corrupt("log entry operation")
         }
     }

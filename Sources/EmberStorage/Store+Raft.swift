@@ -156,6 +156,9 @@ extension EmberStore {
             // The archive's position travels with the state (a base restores it; a follower installing
             // a snapshot keeps holding what the archive lacks).
             try t.scan(tables.meta, prefix: ArchiveMark.metaPrefix) { k, v in try add(5, k, v); return true }
+            // Trigger definitions, cursors, outboxes and dead letters: a follower that installs
+            // this snapshot resumes delivery where the leader's state was.
+            try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in try add(5, k, v); return true }
             // Keys whose text format 2 would store otherwise (U+E000–U+FFFF): a record of a table
             // format 2 does not know, so a member of 0.4.0 refuses the whole install rather than
             // store them in the wrong order (its install is one transaction; it stays behind).
@@ -264,6 +267,7 @@ extension Writer {
         var sawHeader = false
         var senderFormat: UInt64 = 0
         var rules: [String: StoredRules] = [:]
+        var triggerSets: [String: TriggerSet] = [:]
         decoded.removeAll()  // the log is replaced
         try writeTxn { t in
             for dbi in [tables.tree, tables.ver, tables.idx, tables.log] {
@@ -272,6 +276,7 @@ extension Writer {
             for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try t.drop(dbi, delete: false) }
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
             try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
+            try t.deletePrefix(tables.meta, TriggerKeys.prefix)
             // Each table's rows come in key order (versions in two runs): full pages.
             var ordered = DenseCopy.OrderedPuts()
             while let chunk = try next() {
@@ -318,6 +323,7 @@ extension Writer {
             // has its key text in code point order: put it in this format's order.
             if senderFormat < 3 { try TextOrderMigration.all(tables, t) }
             rules = try StoredRules.loadAll(tables, t)
+            triggerSets = try tables.allTriggerSets(t)
             // The stream is per leaf (every version installs it): small objects become inline
             // records again, in this same transaction.
             if tables.inlineObjects {
@@ -332,6 +338,7 @@ extension Writer {
         lastTimestamp = max(lastTimestamp, ts)
         defsCache = [:]
         storedRules = rules
+        storedTriggers = triggerSets
         publishRules()
         publishState()
     }

@@ -337,6 +337,7 @@ public final class EmberStore: @unchecked Sendable {
         switch operation {
         case .noop, .archived: nodes = nil
         case .setRules(let text): nodes = nil; _ = try StoredRules(text: text)
+        case .triggers(let op): nodes = nil; try Self.checkTriggers(op)
         case .onDisconnect(let op):
             nodes = nil
             if case .register = op, namespace == OnDisconnectTable.namespace {

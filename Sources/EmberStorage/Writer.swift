@@ -18,6 +18,8 @@ final class Writer: @unchecked Sendable {
     var defsCache: [String: [IndexDef]] = [:]
     /// Stored rules per namespace (the default comes from `StoreCore.defaultRules` per batch).
     var storedRules: [String: StoredRules] = [:]
+    /// Trigger definitions per namespace (`Applier.triggers`).
+    var storedTriggers: [String: TriggerSet] = [:]
     /// Set while a flat transaction runs (`withApplyRetry`).
     var pendingVersions: PendingVersions?
     /// Appended, unapplied entries as decoded when appended (`DecodedTail`).
@@ -49,6 +51,7 @@ final class Writer: @unchecked Sendable {
             votedFor = try t.get(tables.meta, Array("votedFor".utf8)).map { String(decoding: $0, as: UTF8.self) }
             lastTimestamp = Int64(bitPattern: try tables.metaU64(t, "lastTimestamp"))
             storedRules = try StoredRules.loadAll(tables, t)
+            storedTriggers = try tables.allTriggerSets(t)
         }
         publishRules()
         publishState()
@@ -232,7 +235,7 @@ final class Writer: @unchecked Sendable {
     /// per-transaction caches and runs it again `.nested`. When that throws too, the caches are
     /// restored again (the transaction left nothing behind) and the error is rethrown.
     func withApplyRetry<T>(_ body: (ApplyMode) throws -> T) throws -> T {
-        let saveDefs = defsCache, saveRules = storedRules
+        let saveDefs = defsCache, saveRules = storedRules, saveTriggers = storedTriggers
         do {
             pendingVersions = PendingVersions()
             defer { pendingVersions = nil }
@@ -240,6 +243,7 @@ final class Writer: @unchecked Sendable {
         } catch {
             defsCache = saveDefs
             storedRules = saveRules
+            storedTriggers = saveTriggers
             store.metricsState.withLock { $0.nestedRetries += 1 }
         }
         do {
@@ -247,6 +251,7 @@ final class Writer: @unchecked Sendable {
         } catch {
             defsCache = saveDefs
             storedRules = saveRules
+            storedTriggers = saveTriggers
             throw error
         }
     }
@@ -254,20 +259,24 @@ final class Writer: @unchecked Sendable {
     /// Applies one entry inside `t` in the given mode.
     func applyEntry(_ e: LogEntry, in t: Txn, mode: ApplyMode, prebuilt: [Node]? = nil) throws -> WriteResult {
         guard mode == .nested else {
-            var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions)
+            var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
+                             triggers: storedTriggers)
             let r = try ap.apply(e, prebuilt: prebuilt)
             defsCache = ap.defsCache
             storedRules = ap.rules.stored
+            storedTriggers = ap.triggers
             return r
         }
         var child: OpaquePointer?
         try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
-        var ap = Applier(tables: tables, txn: Txn(ptr: child!, changes: recording), defsCache: defsCache, rules: rulesState())
+        var ap = Applier(tables: tables, txn: Txn(ptr: child!, changes: recording), defsCache: defsCache, rules: rulesState(),
+                         triggers: storedTriggers)
         do {
             let r = try ap.apply(e, prebuilt: prebuilt)
             try check(mdb_txn_commit(child))
             defsCache = ap.defsCache
             storedRules = ap.rules.stored
+            storedTriggers = ap.triggers
             return r
         } catch let err as StorageError {
             mdb_txn_abort(child)

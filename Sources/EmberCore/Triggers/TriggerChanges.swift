@@ -1,0 +1,102 @@
+/// One location of a trigger's pattern changed by a committed write.
+public struct TriggerChange: Sendable, Equatable {
+    public var location: Path
+    /// Wildcard name → the key at the location.
+    public var params: [String: String]
+    /// created, updated or deleted (`written` is what a trigger may ask for instead).
+    public var kind: TriggerEventKind
+    public var before: Node
+    public var after: Node
+    /// Firebase's `delta`: what the write put at or below the location, relative to it (null
+    /// where it deleted); the whole new value when the write lay at or above the location.
+    public var delta: JSON
+
+    public init(location: Path, params: [String: String], kind: TriggerEventKind, before: Node, after: Node, delta: JSON) {
+        self.location = location
+        self.params = params
+        self.kind = kind
+        self.before = before
+        self.after = after
+        self.delta = delta
+    }
+}
+
+/// The changes a committed write makes to a trigger's locations: pure, from the write's parts
+/// (absolute paths and their new values) and the values before the write at the parts' scopes
+/// (`TriggerPattern.scope`), which the apply reads in its transaction before writing.
+public enum TriggerChanges {
+    /// The distinct paths whose values before the write `changes` needs, in order. Scopes of one
+    /// write never nest: two parts of an update never do, and a part above locations is its own
+    /// scope, which would contain the other part.
+    public static func scopes(_ pattern: TriggerPattern, parts: [Path]) -> [Path] {
+        var out: [Path] = []
+        for p in parts {
+            if let s = pattern.scope(of: p), !out.contains(s) { out.append(s) }
+        }
+        return out
+    }
+
+    /// Every location whose value changed, in the order of `scopes`, then key order below each
+    /// scope. `before[i]` is the value at `scopes(pattern, parts)[i]` before the write.
+    public static func changes(_ pattern: TriggerPattern, parts: [(Path, Node)], before: [Node]) -> [TriggerChange] {
+        let scopes = scopes(pattern, parts: parts.map(\.0))
+        precondition(scopes.count == before.count, "one value before the write per scope")
+        var out: [TriggerChange] = []
+        for (scope, old) in zip(scopes, before) {
+            let inside = parts.compactMap { p, n in scope.relative(p).map { ($0, n) } }
+            let new = old.updating(inside)
+            if scope.count == pattern.count {
+                // The write lies at or below this one location.
+                guard let params = pattern.match(scope), !old.isIdentical(to: new) else { continue }
+                let delta: JSON = inside.contains { $0.0.isRoot } ? new.toJSON() : patch(inside)
+                out.append(TriggerChange(location: scope, params: params, kind: kind(old, new), before: old, after: new, delta: delta))
+            } else {
+                walk(pattern, at: scope, old, new, into: &out)
+            }
+        }
+        return out
+    }
+
+    /// Locations below `path` (above the pattern's depth) in either value, in key order.
+    static func walk(_ pattern: TriggerPattern, at path: Path, _ old: Node, _ new: Node, into out: inout [TriggerChange]) {
+        if path.count == pattern.count {
+            guard !old.isIdentical(to: new), let params = pattern.match(path) else { return }
+            out.append(TriggerChange(location: path, params: params, kind: kind(old, new), before: old, after: new,
+                                     delta: new.toJSON()))
+            return
+        }
+        switch pattern.segments[path.count] {
+        case .literal(let k):
+            walk(pattern, at: path.child(k), old.child(k), new.child(k), into: &out)
+        case .wildcard:
+            // Leaves have no children: a leaf replaced by an object creates its children.
+            var keys = Set(old.children.keys)
+            keys.formUnion(new.children.keys)
+            for k in keys.sorted(by: KeyOrder.less) {
+                walk(pattern, at: path.child(k), old.child(k), new.child(k), into: &out)
+            }
+        }
+    }
+
+    static func kind(_ old: Node, _ new: Node) -> TriggerEventKind {
+        if old.isEmpty { return .created }
+        if new.isEmpty { return .deleted }
+        return .updated
+    }
+
+    /// The parts below a location as one JSON object (null for a deleted part).
+    static func patch(_ parts: [(Path, Node)]) -> JSON {
+        var root = JSON.object([:])
+        for (rel, node) in parts.sorted(by: { $0.0 < $1.0 }) { set(&root, rel.segments[...], node.isEmpty ? .null : node.toJSON()) }
+        return root
+    }
+
+    static func set(_ j: inout JSON, _ path: ArraySlice<String>, _ value: JSON) {
+        guard let k = path.first else { j = value; return }
+        var o = j.objectValue ?? [:]
+        var child = o[k] ?? .object([:])
+        set(&child, path.dropFirst(), value)
+        o[k] = child
+        j = .object(o)
+    }
+}

@@ -1,0 +1,169 @@
+/// One trigger's delivery decisions without I/O (the worker does the POSTs and logs the
+/// cursor): which events go out in which POST, when a failed POST is retried (exponential
+/// backoff from `backoffMs` up to `maxBackoffMs`), and when events are settled — delivered,
+/// or dead after `retries` retries — so the worker may log the trigger's cursor past them.
+/// Time comes in as milliseconds (`now`), so tests drive it.
+///
+/// Events come in log order, in groups of one log entry (an entry that changed N locations
+/// gives N events). An entry is settled only once all of its events are: the cursor moves in
+/// whole entries, so after a failover an entry is delivered again from its first event (same
+/// ids: at least once).
+public struct TriggerDelivery: Sendable {
+    public struct Event: Sendable, Equatable {
+        public var index: UInt64
+        public var seq: Int
+        /// The last event of its entry.
+        public var last: Bool
+        public init(index: UInt64, seq: Int, last: Bool) {
+            self.index = index
+            self.seq = seq
+            self.last = last
+        }
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// POST these events (in one request) and report `completed(batch:)`.
+        case send(batch: UInt64, events: [Event])
+        /// Log the cursor past these entries (their events delivered, or dead with this reason).
+        case settle(indexes: [UInt64], deadLetter: String?)
+        /// The definition says stop: delivery waits at the failing event until resumed.
+        case halt(reason: String)
+    }
+
+    struct Batch {
+        var id: UInt64
+        var events: [Event]
+        var attempts = 0
+        var inFlight = false
+        var retryAt: Int64?
+        /// Delivered (nil) or dead with this reason, once finished.
+        var outcome: String??
+    }
+
+    public let limits: TriggerLimits
+    private var queue: [Event] = []
+    private var batches: [Batch] = []
+    private var settled: [(Event, String?)] = []
+    private var nextBatch: UInt64 = 1
+    public private(set) var halted: String?
+    public private(set) var lastError: String?
+    /// The highest index taken in (the worker reads the outbox after it).
+    public private(set) var takenThrough: UInt64 = 0
+
+    /// Named limit: entries per `settle` action (the log entry that carries it stays small).
+    public static let maxSettle = 1_000
+
+    public init(limits: TriggerLimits) { self.limits = limits }
+
+    /// Nothing queued, in flight, waiting or unsettled.
+    public var isIdle: Bool { queue.isEmpty && batches.isEmpty && settled.isEmpty }
+
+    /// Events the worker should add now (0: enough queued).
+    public var wants: Int { halted != nil ? 0 : max(0, limits.batchSize * limits.inFlight * 2 - queue.count) }
+
+    /// Takes in one entry's events (log order, after everything taken before).
+    public mutating func take(index: UInt64, events count: Int) {
+        precondition(count > 0, "an outbox entry holds at least one event")
+        precondition(index > takenThrough || isIdle, "entries come in log order")
+        for s in 0..<count { queue.append(Event(index: index, seq: s, last: s == count - 1)) }
+        takenThrough = index
+    }
+
+    /// Forgets everything not yet settled (a new leader's worker, a resume): the worker reads
+    /// the outbox again.
+    public mutating func reset() {
+        queue = []; batches = []; settled = []; halted = nil; takenThrough = 0
+    }
+
+    public func backoff(afterAttempts n: Int) -> Int64 {
+        var d = Int64(limits.backoffMs)
+        for _ in 1..<max(1, n) where d < Int64(limits.maxBackoffMs) { d *= 2 }
+        return min(d, Int64(limits.maxBackoffMs))
+    }
+
+    /// What to do at `now`: retries that are due, and new POSTs while the window has room and
+    /// no POST waits for a retry (a failing receiver is not sent later events meanwhile).
+    public mutating func poll(now: Int64) -> [Action] {
+        guard halted == nil else { return [] }
+        var out: [Action] = []
+        var inFlight = batches.filter(\.inFlight).count
+        for i in batches.indices where !batches[i].inFlight && batches[i].outcome == nil {
+            guard let at = batches[i].retryAt, at <= now, inFlight < limits.inFlight else { continue }
+            batches[i].inFlight = true
+            batches[i].retryAt = nil
+            inFlight += 1
+            out.append(.send(batch: batches[i].id, events: batches[i].events))
+        }
+        let waiting = batches.contains { $0.retryAt != nil }
+        while !waiting && inFlight < limits.inFlight && !queue.isEmpty {
+            let n = min(limits.batchSize, queue.count)
+            let b = Batch(id: nextBatch, events: Array(queue.prefix(n)), inFlight: true)
+            queue.removeFirst(n)
+            nextBatch += 1
+            batches.append(b)
+            inFlight += 1
+            out.append(.send(batch: b.id, events: b.events))
+        }
+        return out
+    }
+
+    /// When `poll` has something to do next without new input (a retry's time), if ever.
+    public var nextWake: Int64? {
+        halted == nil ? batches.compactMap(\.retryAt).min() : nil
+    }
+
+    /// A POST finished: `error` nil for a 2xx, else why it failed (kept as `lastError`).
+    public mutating func completed(batch id: UInt64, error: String?, now: Int64) -> [Action] {
+        guard let i = batches.firstIndex(where: { $0.id == id }), batches[i].inFlight else { return [] }
+        batches[i].inFlight = false
+        if let error {
+            lastError = error
+            batches[i].attempts += 1
+            if batches[i].attempts > limits.retries {
+                switch limits.onFailure {
+                case .continue:
+                    batches[i].outcome = .some("\(error) (after \(batches[i].attempts) attempts)")
+                case .stop:
+                    halted = "\(error) (after \(batches[i].attempts) attempts)"
+                    return [.halt(reason: halted!)]
+                }
+            } else {
+                batches[i].retryAt = now + backoff(afterAttempts: batches[i].attempts)
+                return []
+            }
+        } else {
+            batches[i].outcome = .some(nil)
+        }
+        return settle()
+    }
+
+    /// Finished batches at the front become settled events; entries whose events are all
+    /// settled become `settle` actions, runs of delivered and dead entries apart.
+    mutating func settle() -> [Action] {
+        while let b = batches.first, let outcome = b.outcome {
+            settled += b.events.map { ($0, outcome) }
+            batches.removeFirst()
+        }
+        var out: [Action] = []
+        var run: [UInt64] = []
+        var runReason: String?? = nil
+        var entryDead: String? = nil
+        var consumed = 0
+        for (k, (e, reason)) in settled.enumerated() {
+            if e.seq == 0 { entryDead = nil }
+            if let reason { entryDead = reason }
+            guard e.last else { continue }
+            // One entry complete: dead if any of its events is.
+            if let r = runReason, r != entryDead || run.count >= Self.maxSettle {
+                out.append(.settle(indexes: run, deadLetter: r))
+                run = []
+            }
+            runReason = .some(entryDead)
+            run.append(e.index)
+            consumed = k + 1
+        }
+        if let r = runReason, !run.isEmpty { out.append(.settle(indexes: run, deadLetter: r)) }
+        settled.removeFirst(consumed)
+        return out
+    }
+}

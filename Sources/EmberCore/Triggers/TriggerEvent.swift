@@ -1,0 +1,83 @@
+/// One event a trigger delivers, as kept in its outbox until delivered: a change of one
+/// location by one committed log entry, and who wrote it.
+public struct TriggerEvent: Sendable, Equatable {
+    /// The log entry's index, and the event's place among the entry's events for this trigger.
+    public var index: UInt64
+    public var seq: Int
+    /// The entry's timestamp (ms since 1970).
+    public var timestamp: Int64
+    public var type: TriggerEventKind
+    public var location: Path
+    public var params: [String: String]
+    public var before: JSON
+    public var after: JSON
+    public var delta: JSON
+    /// Firebase's `authtype`: `admin`, `app_user` or `unauthenticated`; `authid` the user's id.
+    public var authType: String
+    public var authID: String?
+
+    public init(index: UInt64, seq: Int, timestamp: Int64, type: TriggerEventKind, location: Path, params: [String: String],
+                before: JSON, after: JSON, delta: JSON, authType: String, authID: String?) {
+        self.index = index
+        self.seq = seq
+        self.timestamp = timestamp
+        self.type = type
+        self.location = location
+        self.params = params
+        self.before = before
+        self.after = after
+        self.delta = delta
+        self.authType = authType
+        self.authID = authID
+    }
+
+    /// Stable across retries, failovers and restarts: the entry's index and the event's place in it.
+    public var id: String { "\(index)-\(seq)" }
+
+    /// The CloudEvents 1.0 structured form, with Firebase's attribute names: `subject`
+    /// `refs/<path>`, `ref`, `instance`, `params`, `authtype`/`authid`; `data` holds Firebase's
+    /// `data` (the value before) and `delta`, plus `before` and `after` whole.
+    public func cloudEvent(namespace: String, trigger: String) -> JSON {
+        let ref = location.segments.joined(separator: "/")
+        var o: KeyMap<JSON> = [
+            "specversion": .string("1.0"),
+            "id": .string(id),
+            "source": .string("//ember/namespaces/\(namespace)/triggers/\(trigger)"),
+            "type": .string(type.cloudEventType),
+            "time": .string(Self.rfc3339(millis: timestamp)),
+            "subject": .string("refs/" + ref),
+            "datacontenttype": .string("application/json"),
+            "ref": .string("/" + ref),
+            "instance": .string(namespace),
+            "trigger": .string(trigger),
+            "sequence": .string(String(index)),
+            "params": .object(KeyMap(uniqueKeysWithValues: params.map { ($0.key, JSON.string($0.value)) })),
+            "authtype": .string(authType),
+            "data": .object(["data": before, "delta": delta, "before": before, "after": after]),
+        ]
+        if let authID { o["authid"] = .string(authID) }
+        return .object(o)
+    }
+
+    /// `2026-11-28T20:42:57.123Z` (UTC; days to civil date after H. Hinnant's published method).
+    public static func rfc3339(millis: Int64) -> String {
+        let ms = ((millis % 1000) + 1000) % 1000
+        let secs = (millis - ms) / 1000
+        let days = secs >= 0 ? secs / 86_400 : (secs - 86_399) / 86_400
+        let sod = secs - days * 86_400
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        func pad(_ v: Int64, _ n: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, n - s.count)) + s
+        }
+        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(sod / 3600, 2)):\(pad(sod % 3600 / 60, 2)):\(pad(sod % 60, 2)).\(pad(ms, 3))Z"
+    }
+}

@@ -1,0 +1,204 @@
+import Testing
+@testable import EmberCore
+
+private func pth(_ s: String) -> Path { try! Path(s) }
+private func nd(_ s: String) -> Node { try! Node(json: JSON.parse(s)) }
+private func def(_ json: String, name: String = "t") throws -> TriggerDefinition {
+    try TriggerDefinition(name: name, json: JSON.parse(json))
+}
+private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http://127.0.0.1:8080/hook", "secret": "0123456789abcdef"}"#
+
+/// Trigger definitions: parsing, validation and their limits (issue 36).
+@Suite struct TriggerDefinitionTests {
+    @Test func patternsMatchConcretePaths() throws {
+        let pat = try TriggerPattern(parsing: "/rooms/{room}/messages/{id}")
+        #expect(pat.match(pth("/rooms/r1/messages/m1")) == ["room": "r1", "id": "m1"])
+        #expect(pat.match(pth("/rooms/r1/msgs/m1")) == nil)
+        #expect(pat.match(pth("/rooms/r1/messages")) == nil)
+        #expect(pat.scope(of: pth("/rooms/r1/messages/m1/text")) == pth("/rooms/r1/messages/m1"))
+        #expect(pat.scope(of: pth("/rooms")) == pth("/rooms"))
+        #expect(pat.scope(of: .root) == .root)
+        #expect(pat.scope(of: pth("/users/x")) == nil)
+        #expect(pat.description == "/rooms/{room}/messages/{id}")
+        #expect(try TriggerPattern(parsing: "/").count == 0)
+    }
+
+    @Test func badPatternsAreRefusedWithTheReason() {
+        for (text, reason) in [("messages/{id}", "start with '/'"), ("/m/{id", "not a {wildcard}"), ("/m/{1d}", "wildcard name"),
+                               ("/m/{a}/n/{a}", "appears twice"), ("/m/a.b", "path:"), ("/m/{}", "not a {wildcard}")] {
+            #expect(throws: TriggerDefinitionError.self) { try TriggerPattern(parsing: text) }
+            do { _ = try TriggerPattern(parsing: text) } catch { #expect(error.reason.contains(reason), "\(text): \(error.reason)") }
+        }
+    }
+
+    @Test func definitionsParseWithDefaults() throws {
+        let d = try def(valid)
+        #expect(d.on == [.created] && d.url.host == "127.0.0.1" && d.url.port == 8080 && d.url.target == "/hook" && !d.url.tls)
+        #expect(d.limits == TriggerLimits())
+        #expect(d.firedType(for: .created) == .created && d.firedType(for: .deleted) == nil)
+        let w = try def(#"{"path": "/a", "on": ["written", "deleted"], "url": "https://h.example", "secret": "0123456789abcdef", "retries": 2, "batchSize": 10, "onFailure": "stop"}"#)
+        #expect(w.firedType(for: .deleted) == .deleted && w.firedType(for: .created) == .written)
+        #expect(w.url.tls && w.url.port == 443 && w.url.target == "/" && w.limits.retries == 2 && w.limits.batchSize == 10 && w.limits.onFailure == .stop)
+        // The canonical form round-trips.
+        #expect(try TriggerDefinition(name: "t", json: w.json) == w)
+    }
+
+    @Test func badDefinitionsAreRefusedWithTheReason() throws {
+        let cases: [(String, String)] = [
+            (#"{"on": ["created"], "url": "http://h/", "secret": "0123456789abcdef"}"#, "\"path\""),
+            (#"{"path": "/a", "on": [], "url": "http://h/", "secret": "0123456789abcdef"}"#, "\"on\""),
+            (#"{"path": "/a", "on": ["changed"], "url": "http://h/", "secret": "0123456789abcdef"}"#, "\"on\""),
+            (#"{"path": "/a", "on": ["created"], "url": "ftp://h/", "secret": "0123456789abcdef"}"#, "http"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://:80/", "secret": "0123456789abcdef"}"#, "no host"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h:99999/", "secret": "0123456789abcdef"}"#, "port"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://u@h/", "secret": "0123456789abcdef"}"#, "user info"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "short"}"#, "secret"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "retries": -1}"#, "retries"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "batchSize": 1.5}"#, "batchSize"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "backoffMs": 500, "maxBackoffMs": 100}"#, "maxBackoffMs"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "onFailure": "retry"}"#, "onFailure"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "colour": 1}"#, "unknown field"),
+            (#"[1]"#, "an object"),
+        ]
+        for (json, reason) in cases {
+            do { _ = try def(json); Issue.record("accepted \(json)") } catch let e as TriggerDefinitionError {
+                #expect(e.reason.contains(reason), "\(json): \(e.reason)")
+            }
+        }
+        #expect(throws: TriggerDefinitionError.self) { try def(valid, name: "bad name") }
+    }
+
+    @Test func documentLimits() throws {
+        #expect(try TriggerSet(text: "{}").isEmpty)
+        let many = (0...TriggerSet.maxTriggers).map { "\"t\($0)\": \(valid)" }.joined(separator: ",")
+        #expect(throws: TriggerDefinitionError.self) { try TriggerSet(text: "{\(many)}") }
+        #expect(throws: TriggerDefinitionError.self) { try TriggerSet(text: "not json") }
+        let two = try TriggerSet(text: "{\"b\": \(valid), \"a\": \(valid)}")
+        #expect(two.definitions.map(\.name) == ["a", "b"])
+        #expect(try TriggerSet(text: two.text) == two)
+    }
+}
+
+/// The events a committed write makes for a pattern, with before, after, delta and params.
+@Suite struct TriggerChangesTests {
+    let pattern = try! TriggerPattern(parsing: "/messages/{id}")
+
+    func changes(_ parts: [(String, String)], old: (Path) -> Node) -> [TriggerChange] {
+        let ps = parts.map { (pth($0.0), nd($0.1)) }
+        let scopes = TriggerChanges.scopes(pattern, parts: ps.map(\.0))
+        return TriggerChanges.changes(pattern, parts: ps, before: scopes.map(old))
+    }
+
+    @Test func createUpdateDeleteAtTheLocation() {
+        let c = changes([("/messages/m1", #"{"text": "hi"}"#)]) { _ in .empty }
+        #expect(c.count == 1 && c[0].kind == .created && c[0].params == ["id": "m1"] && c[0].before.isEmpty)
+        #expect(c[0].after == nd(#"{"text": "hi"}"#) && c[0].delta == .object(["text": .string("hi")]))
+        let u = changes([("/messages/m1/text", #""bye""#)]) { _ in nd(#"{"text": "hi", "n": 1}"#) }
+        #expect(u.count == 1 && u[0].kind == .updated && u[0].location == pth("/messages/m1"))
+        #expect(u[0].after == nd(#"{"text": "bye", "n": 1}"#) && u[0].delta == .object(["text": .string("bye")]))
+        let d = changes([("/messages/m1", "null")]) { _ in nd(#"{"text": "hi"}"#) }
+        #expect(d.count == 1 && d[0].kind == .deleted && d[0].after.isEmpty && d[0].delta == .null)
+        // Deleting the last child below the location deletes it.
+        let d2 = changes([("/messages/m1/text", "null")]) { _ in nd(#"{"text": "hi"}"#) }
+        #expect(d2.count == 1 && d2[0].kind == .deleted && d2[0].delta == .object(["text": .null]))
+        // The same value again: no event.
+        #expect(changes([("/messages/m1", #"{"text": "hi"}"#)]) { _ in nd(#"{"text": "hi"}"#) }.isEmpty)
+    }
+
+    @Test func writesAboveTheLocationsAndMultiPathUpdates() {
+        // A set of the whole list: one event per child that changed, in key order.
+        let old = nd(#"{"a": 1, "b": 2, "c": 3}"#)
+        let c = changes([("/messages", #"{"a": 1, "b": 20, "d": 4}"#)]) { _ in old }
+        #expect(c.map(\.location) == [pth("/messages/b"), pth("/messages/c"), pth("/messages/d")])
+        #expect(c.map(\.kind) == [.updated, .deleted, .created])
+        // A multi-path update at the root touching two messages is two events, and a third
+        // part outside the pattern none.
+        let m = changes([("/messages/x/text", #""1""#), ("/messages/y", #"{"text": "2"}"#), ("/other", "5")]) { _ in .empty }
+        #expect(m.map(\.location) == [pth("/messages/x"), pth("/messages/y")] && m.allSatisfy { $0.kind == .created })
+        // Two parts below one location: one event with both in the delta.
+        let two = changes([("/messages/x/a", "1"), ("/messages/x/b", "2")]) { _ in .empty }
+        #expect(two.count == 1 && two[0].delta == .object(["a": .int(1), "b": .int(2)]))
+        // The root replaced: every message of either side.
+        let root = changes([("/", #"{"messages": {"z": 1}}"#)]) { _ in nd(#"{"messages": {"a": 1}, "x": 1}"#) }
+        #expect(root.map(\.location) == [pth("/messages/a"), pth("/messages/z")])
+    }
+
+    @Test func nestedWildcards() throws {
+        let pat = try TriggerPattern(parsing: "/rooms/{room}/messages/{id}")
+        let parts = [(pth("/rooms"), nd(#"{"r1": {"messages": {"m1": "a", "m2": "b"}}, "r2": {"messages": {"m3": "c"}, "title": "t"}}"#))]
+        let c = TriggerChanges.changes(pat, parts: parts, before: [.empty])
+        #expect(c.map(\.params) == [["room": "r1", "id": "m1"], ["room": "r1", "id": "m2"], ["room": "r2", "id": "m3"]])
+    }
+}
+
+/// The delivery decisions: batches, window, retries with backoff, dead letters, stop.
+@Suite struct TriggerDeliveryTests {
+    func limits(_ body: (inout TriggerLimits) -> Void) -> TriggerLimits {
+        var l = TriggerLimits()
+        body(&l)
+        return l
+    }
+
+    @Test func deliversInOrderAndSettlesWholeEntries() {
+        var m = TriggerDelivery(limits: limits { $0.batchSize = 2 })
+        m.take(index: 5, events: 3)
+        m.take(index: 7, events: 1)
+        var a = m.poll(now: 0)
+        #expect(a == [.send(batch: 1, events: [.init(index: 5, seq: 0, last: false), .init(index: 5, seq: 1, last: false)])])
+        #expect(m.poll(now: 0).isEmpty, "window of one")
+        // Entry 5 is not settled until its third event is delivered.
+        #expect(m.completed(batch: 1, error: nil, now: 1).isEmpty)
+        a = m.poll(now: 1)
+        #expect(a == [.send(batch: 2, events: [.init(index: 5, seq: 2, last: true), .init(index: 7, seq: 0, last: true)])])
+        #expect(m.completed(batch: 2, error: nil, now: 2) == [.settle(indexes: [5, 7], deadLetter: nil)])
+        #expect(m.isIdle && m.takenThrough == 7)
+    }
+
+    @Test func retriesBackOffExponentiallyUpToTheCeilingThenDeadLetter() {
+        var m = TriggerDelivery(limits: limits { $0.retries = 4; $0.backoffMs = 100; $0.maxBackoffMs = 300 })
+        m.take(index: 1, events: 1)
+        m.take(index: 2, events: 1)
+        var now: Int64 = 0
+        var waits: [Int64] = []
+        _ = m.poll(now: now)
+        for attempt in 1...4 {
+            #expect(m.completed(batch: 1, error: "HTTP 500", now: now).isEmpty)
+            let wake = m.nextWake!
+            waits.append(wake - now)
+            // Nothing is sent before the retry is due, not even the next event.
+            #expect(m.poll(now: wake - 1).isEmpty, "attempt \(attempt)")
+            now = wake
+            #expect(m.poll(now: now) == [.send(batch: 1, events: [.init(index: 1, seq: 0, last: true)])])
+        }
+        #expect(waits == [100, 200, 300, 300])
+        #expect(m.completed(batch: 1, error: "HTTP 500", now: now) == [.settle(indexes: [1], deadLetter: "HTTP 500 (after 5 attempts)")])
+        #expect(m.lastError == "HTTP 500")
+        #expect(m.poll(now: now) == [.send(batch: 2, events: [.init(index: 2, seq: 0, last: true)])])
+        #expect(m.completed(batch: 2, error: nil, now: now) == [.settle(indexes: [2], deadLetter: nil)])
+    }
+
+    @Test func stopPolicyHaltsAtTheFailingEvent() {
+        var m = TriggerDelivery(limits: limits { $0.retries = 0; $0.onFailure = .stop })
+        m.take(index: 1, events: 1)
+        _ = m.poll(now: 0)
+        #expect(m.completed(batch: 1, error: "timeout", now: 0) == [.halt(reason: "timeout (after 1 attempts)")])
+        #expect(m.poll(now: 1_000_000).isEmpty && m.wants == 0 && m.nextWake == nil)
+        m.reset()
+        #expect(m.isIdle && m.halted == nil)
+    }
+
+    @Test func aWindowSettlesOnlyTheDeliveredPrefix() {
+        var m = TriggerDelivery(limits: limits { $0.inFlight = 3 })
+        for i in 1...3 { m.take(index: UInt64(i), events: 1) }
+        #expect(m.poll(now: 0).count == 3)
+        #expect(m.completed(batch: 3, error: nil, now: 0).isEmpty)
+        #expect(m.completed(batch: 2, error: nil, now: 0).isEmpty)
+        #expect(m.completed(batch: 1, error: nil, now: 0) == [.settle(indexes: [1, 2, 3], deadLetter: nil)])
+    }
+
+    @Test func timesAreRFC3339() {
+        #expect(TriggerEvent.rfc3339(millis: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(TriggerEvent.rfc3339(millis: 1_795_639_377_123) == "2026-11-25T20:42:57.123Z")
+        #expect(TriggerEvent.rfc3339(millis: 951_782_400_000) == "2000-02-29T00:00:00.000Z")
+    }
+}
