@@ -111,6 +111,9 @@ var package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                // Trigger delivery (issue 36): POSTs to the receivers, HMAC-SHA256 signatures.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // The client's event generation: pure, testable alone against the SDKs' spec cases.
         .target(name: "EmberSyncTree", dependencies: ["EmberCore"]),

@@ -100,7 +100,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         let store = local.storage
         let admin = LMDBAdmin(store: store)
         let host = self.host
-        return NodePorts(
+        var ports = NodePorts(
             reader: reader, writer: self,
             commits: LMDBCommitFeed(store: store, hiddenNamespaces: [MemberDirectory.namespace],
                                     stateReplaced: { handler in host.stateReplacedHandlers.withLock { $0.append(handler) } }),
@@ -111,6 +111,17 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: self, alarms: admin,
                               archive: local.archiver),
             lifecycle: self)
+        // Trigger entries go through Raft; the leader delivers (`TriggerWorker`).
+        ports.triggers = LMDBTriggers(store: store, log: { namespace, op in try await self.logTriggers(namespace: namespace, op) },
+                                      isLeader: { host.status.role == .leader })
+        return ports
+    }
+
+    /// Logs a trigger entry through Raft (the triggers port's `log`).
+    func logTriggers(namespace: String, _ op: TriggerOperation) async throws {
+        try Self.refuseReserved(namespace)
+        let payload = try checkedEntry(namespace: namespace, operation: .triggers(op), auth: .admin)
+        if case .rejected(let e) = try await propose(payload).outcome { throw LMDBTranslation.translate(e) }
     }
 
     /// etcd's corrupt check on demand (`POST /.ember/check/hashes`).

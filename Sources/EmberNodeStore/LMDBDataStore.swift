@@ -30,11 +30,13 @@ public final class LMDBDataStore: StatusPort, StoreLifecycle {
 
     public var ports: NodePorts {
         let admin = LMDBAdmin(store: store)
-        return NodePorts(reader: reader, writer: LMDBWrites(store: store), commits: LMDBCommitFeed(store: store),
-                         rules: LMDBRules(store: store), onDisconnect: LMDBOnDisconnect(store: store),
-                         admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: nil, alarms: admin,
-                                           archive: archiver),
-                         lifecycle: self)
+        var ports = NodePorts(reader: reader, writer: LMDBWrites(store: store), commits: LMDBCommitFeed(store: store),
+                              rules: LMDBRules(store: store), onDisconnect: LMDBOnDisconnect(store: store),
+                              admin: AdminPorts(status: self, storage: admin, defrag: admin, backup: admin, cluster: nil, alarms: admin,
+                                                archive: archiver),
+                              lifecycle: self)
+        ports.triggers = LMDBTriggers(store: store)
+        return ports
     }
 
     public func nodeStatus() async throws -> JSON {

@@ -10,6 +10,8 @@ public struct NodePorts: Sendable {
     public var admin: AdminPorts
     /// Stops the store behind the ports.
     public var lifecycle: any StoreLifecycle
+    /// Database triggers (nil: a store without them).
+    public var triggers: (any TriggersPort)?
 
     public init(reader: any ReadPort, writer: any WritePort, commits: any CommitFeedPort, rules: any RulesPort,
                 onDisconnect: any OnDisconnectPort, admin: AdminPorts, lifecycle: any StoreLifecycle) {

@@ -10,6 +10,8 @@ public struct RestRequest: Sendable, Equatable {
         case priority(Path)
         /// `/.settings/rules.json`
         case rules
+        /// `/.settings/triggers.json`
+        case triggers
         /// `/.ember/status` and other node endpoints without `.json`.
         case node(String)
     }
@@ -37,7 +39,7 @@ public struct RestRequest: Sendable, Equatable {
     public var path: Path {
         switch target {
         case .data(let p), .priority(let p): return p
-        case .rules, .node: return .root
+        case .rules, .triggers, .node: return .root
         }
     }
 
@@ -150,6 +152,7 @@ public struct RestRequest: Sendable, Equatable {
         }
         p = ""
         if segments.count == 2 && segments[0] == ".settings" && segments[1] == "rules" { return .rules }
+        if segments.count == 2 && segments[0] == ".settings" && segments[1] == "triggers" { return .triggers }
         var isPriority = false
         if segments.last == ".priority" {
             isPriority = true

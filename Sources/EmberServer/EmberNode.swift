@@ -28,6 +28,8 @@ public final class EmberNode: Sendable {
     public let feed: ChangeFeed
     /// Durable onDisconnect: this node's sessions' writes in the log, and the leader's lease.
     public let onDisconnect: OnDisconnectKeeper
+    /// Trigger delivery (issue 36), while this node delivers (single node; cluster leader).
+    let triggers: TriggerWorker?
 
     public init(config: NodeConfiguration, ports store: NodePorts, logger: Logger) throws {
         self.config = config
@@ -49,7 +51,9 @@ public final class EmberNode: Sendable {
         self.onDisconnect = OnDisconnectKeeper(store: store, realtime: realtime, settings: config.onDisconnect, logger: logger)
         let policy = ClientPolicy(config: config)
         self.policy = policy
-        self.rest = RestHandler(store: metered, hub: hub, config: config, reads: reads, policy: policy)
+        let rest = RestHandler(store: metered, hub: hub, config: config, reads: reads, policy: policy)
+        self.rest = rest
+        self.triggers = store.triggers.map { TriggerWorker(port: $0, runtime: rest.triggerRuntime, logger: logger) }
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
                                  logger: logger)
         store.commits.onBatchCommitted { entries in metrics.recordBatch(entries: entries) }
@@ -160,6 +164,7 @@ public final class EmberNode: Sendable {
             services: [app, StreamCloser(hub: hub, realtime: realtime, lifecycle: ports.lifecycle)],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         onDisconnect.start()
+        triggers?.start()
         let autoDefrag: Task<Void, Never>? = config.operations.autoDefrag.flatMap { policy in
             ports.admin.storage.flatMap { stats in ports.admin.defrag.map { defrag in
                 Task { [logger] in await AutoDefrag(policy: policy, stats: stats, defrag: defrag, logger: logger).run() }
@@ -171,6 +176,7 @@ public final class EmberNode: Sendable {
         autoDefrag?.cancel()
         await autoDefrag?.value
         await onDisconnect.stop()
+        await triggers?.stop()
         realtime.dropAll(reason: "node shutting down")
         hub.closeAll()
         // Reads still running finish before the store closes under them.

@@ -25,19 +25,20 @@ public struct TriggerChange: Sendable, Equatable {
 /// (absolute paths and their new values) and the values before the write at the parts' scopes
 /// (`TriggerPattern.scope`), which the apply reads in its transaction before writing.
 public enum TriggerChanges {
-    /// The distinct paths whose values before the write `changes` needs, in order. Scopes of one
-    /// write never nest: two parts of an update never do, and a part above locations is its own
-    /// scope, which would contain the other part.
+    /// The distinct paths whose values before the write `changes` needs, in path order (an
+    /// update's parts come in the order its client's JSON object happened to list them). Scopes
+    /// of one write never nest: two parts of an update never do, and a part above locations is
+    /// its own scope, which would contain the other part.
     public static func scopes(_ pattern: TriggerPattern, parts: [Path]) -> [Path] {
-        var out: [Path] = []
+        var out: Set<Path> = []
         for p in parts {
-            if let s = pattern.scope(of: p), !out.contains(s) { out.append(s) }
+            if let s = pattern.scope(of: p) { out.insert(s) }
         }
-        return out
+        return out.sorted()
     }
 
     /// Every location whose value changed, in the order of `scopes`, then key order below each
-    /// scope. `before[i]` is the value at `scopes(pattern, parts)[i]` before the write.
+    /// scope: the order of an entry's events, the same on every replica. `before[i]` is the value at `scopes(pattern, parts)[i]` before the write.
     public static func changes(_ pattern: TriggerPattern, parts: [(Path, Node)], before: [Node]) -> [TriggerChange] {
         let scopes = scopes(pattern, parts: parts.map(\.0))
         precondition(scopes.count == before.count, "one value before the write per scope")
@@ -70,8 +71,9 @@ public enum TriggerChanges {
             walk(pattern, at: path.child(k), old.child(k), new.child(k), into: &out)
         case .wildcard:
             // Leaves have no children: a leaf replaced by an object creates its children.
-            var keys = Set(old.children.keys)
-            keys.formUnion(new.children.keys)
+            // Keys are compared by their bytes (KeyMap), not as Swift strings.
+            var keys = Array(old.children.keys)
+            for k in new.children.keys where old.children[k] == nil { keys.append(k) }
             for k in keys.sorted(by: KeyOrder.less) {
                 walk(pattern, at: path.child(k), old.child(k), new.child(k), into: &out)
             }

@@ -96,6 +96,7 @@ final class AdminFront: Sendable {
             let text = metrics.render(probe: NodeProbe.read(store), websockets: realtime.connectionCount,
                                       websocketListens: realtime.listenCount, sseStreams: hub.count,
                                       engine: store.admin.storage, alarms: store.admin.alarms, archive: store.admin.archive)
+                + rest.triggerMetricsText()
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
@@ -172,6 +173,7 @@ final class AdminFront: Sendable {
             "holders": .object(KeyMap(try book.holders().mapValues { JSON.string($0) })),
             "pendingSessions": .int(Int64(pending)),
         ])
+        if let t = rest.triggerStatus() { s["triggers"] = t }
         return .object(s)
     }
 

@@ -18,6 +18,8 @@ public final class RestHandler: Sendable {
     let gate: RulesGate
     /// Where reads of stored data run (not on Swift's cooperative threads).
     let reads: ReadPool
+    /// This node's view of trigger delivery (the worker records into it; status and metrics read it).
+    public let triggerRuntime = TriggerRuntime()
 
     public init(store: NodePorts, hub: StreamHub, config: NodeConfiguration, reads: ReadPool, policy: ClientPolicy) {
         self.store = store
@@ -57,6 +59,7 @@ public final class RestHandler: Sendable {
         if case .node(let name) = req.target {
             if name == "rules/simulate" { return try await rulesPlayground(method: method, request: request, req: req, channel: channel, base: base) }
             if Self.isClusterAdmin(name) { return try await clusterAdmin(name, method: method, request: request, req: req, channel: channel, base: base) }
+            if Self.isTriggerAdmin(name) { return try await triggerAdmin(name, method: method, request: request, req: req, channel: channel, base: base) }
             return try await nodeEndpoint(name, method: method)
         }
         let ns = req.namespace ?? config.defaultNamespace
@@ -67,6 +70,7 @@ public final class RestHandler: Sendable {
 
         let identity = try policy.restIdentity(req, headers: request.headers, channel: channel, base: base)
         if case .rules = req.target { return try await rulesEndpoint(req, method: method, request: request, identity: identity) }
+        if case .triggers = req.target { return try await triggersEndpoint(req, method: method, request: request, identity: identity) }
         switch method {
         case .get:
             if ifMatch != nil { throw RestError.badRequest("if-match is not supported on GET requests") }

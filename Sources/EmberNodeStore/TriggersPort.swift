@@ -1,0 +1,76 @@
+import EmberCore
+import EmberStorage
+
+/// One trigger with its replicated state, as the fronts and the delivery worker read it.
+public struct TriggerInfo: Sendable {
+    public let definition: TriggerDefinition
+    public let state: TriggerState
+}
+
+/// Database triggers (issue 36): definitions and delivery bookkeeping go through the log
+/// (`TriggerOperation`), read from this node's applied state.
+public protocol TriggersPort: Sendable {
+    /// Logs a trigger entry (admin). Bad definitions: 400 with the reason, nothing logged.
+    func log(namespace: String, _ operation: TriggerOperation) async throws
+    func definitions(namespace: String) throws -> TriggerSet
+    func triggers(namespace: String) throws -> [TriggerInfo]
+    /// Namespaces that have triggers.
+    func namespaces() throws -> [String]
+    /// Outbox rows (one per log entry) after `after` (nil: from the oldest), at most `limit`.
+    func outbox(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])]
+    func deadLetters(namespace: String, trigger: String, limit: Int) throws -> [(index: UInt64, reason: String, events: [TriggerEvent])]
+    /// Whether this node delivers (a single node always; a cluster member while it leads).
+    var delivers: Bool { get }
+    /// Called after every storage commit (the worker looks for new events).
+    func onCommit(_ handler: @escaping @Sendable () -> Void)
+}
+
+/// The triggers port of an LMDB store: entries straight into the store on a single node; a
+/// cluster member proposes them through Raft (`log`) and delivers while it leads.
+public struct LMDBTriggers: TriggersPort {
+    let store: EmberStore
+    let logEntry: @Sendable (_ namespace: String, _ operation: TriggerOperation) async throws -> Void
+    let isLeader: @Sendable () -> Bool
+
+    public init(store: EmberStore, log: (@Sendable (String, TriggerOperation) async throws -> Void)? = nil,
+                isLeader: @escaping @Sendable () -> Bool = { true }) {
+        self.store = store
+        self.isLeader = isLeader
+        self.logEntry = log ?? { namespace, op in
+            try LMDBTranslation.refuseReserved(namespace)
+            let result: WriteResult
+            do { result = try await store.submit(namespace: namespace, .triggers(op)) } catch let e as StorageError {
+                throw LMDBTranslation.translate(e)
+            }
+            if case .rejected(let e) = result.outcome { throw LMDBTranslation.translate(e) }
+        }
+    }
+
+    public func log(namespace: String, _ operation: TriggerOperation) async throws { try await logEntry(namespace, operation) }
+
+    func translated<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let e as StorageError { throw LMDBTranslation.translate(e) }
+    }
+
+    public func definitions(namespace: String) throws -> TriggerSet { try translated { try store.triggerSet(namespace: namespace) } }
+
+    public func triggers(namespace: String) throws -> [TriggerInfo] {
+        try translated { try store.triggers(namespace: namespace).map { TriggerInfo(definition: $0.definition, state: $0.state) } }
+    }
+
+    public func namespaces() throws -> [String] { try translated { try store.triggerNamespaces() } }
+
+    public func outbox(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])] {
+        try translated { try store.triggerOutbox(namespace: namespace, trigger: trigger, after: after, limit: limit) }
+    }
+
+    public func deadLetters(namespace: String, trigger: String, limit: Int) throws -> [(index: UInt64, reason: String, events: [TriggerEvent])] {
+        try translated { try store.triggerDeadLetters(namespace: namespace, trigger: trigger, limit: limit) }
+    }
+
+    public var delivers: Bool { isLeader() }
+
+    public func onCommit(_ handler: @escaping @Sendable () -> Void) {
+        store.onCommit { _ in handler() }
+    }
+}

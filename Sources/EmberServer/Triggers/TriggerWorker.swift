@@ -1,0 +1,256 @@
+import AsyncHTTPClient
+import Crypto
+import EmberCore
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// Delivers trigger events from the replicated outboxes (`TriggersPort`) while this node
+/// delivers (a single node always; a cluster member while it leads): one lane per trigger,
+/// each driving its `TriggerDelivery` state machine — the POSTs here, the decisions there — and
+/// logging the trigger's cursor (`settle`) once its receiver answered 2xx, so a new leader, or
+/// this node after a restart, resumes from the last settled entry: at least once, in log order.
+final class TriggerWorker: Sendable {
+    let port: any TriggersPort
+    let runtime: TriggerRuntime
+    let logger: Logger
+    private let lanes = Mutex<[String: (definition: TriggerDefinition, lane: TriggerLane)]>([:])
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    /// How often the worker looks at the definitions and leadership (a commit only wakes the
+    /// lanes: with no trigger defined, commits cost the worker nothing).
+    static let reconcileInterval = Duration.milliseconds(500)
+    /// Named limit: outbox rows read per top-up.
+    static let maxRowsPerRead = 256
+
+    init(port: any TriggersPort, runtime: TriggerRuntime, logger: Logger) {
+        self.port = port
+        self.runtime = runtime
+        self.logger = logger
+        port.onCommit { [weak self] in self?.wake() }
+    }
+
+    /// After a commit (on the commit path: must not block): the lanes look for new events.
+    func wake() {
+        let current = lanes.withLock { $0.isEmpty ? [] : Array($0.values) }
+        for l in current { l.lane.wake() }
+    }
+
+    func start() {
+        task.withLock { t in
+            guard t == nil else { return }
+            t = Task { [self] in await run() }
+        }
+    }
+
+    func stop() async {
+        let t = task.withLock { t in defer { t = nil }; return t }
+        t?.cancel()
+        await t?.value
+        let all = lanes.withLock { l in defer { l = [:] }; return l }
+        for (_, l) in all { await l.lane.stop() }
+    }
+
+    private func run() async {
+        while !Task.isCancelled {
+            reconcile()
+            try? await Task.sleep(for: Self.reconcileInterval)
+        }
+    }
+
+    /// Starts a lane per trigger this node should deliver, stops the others (a definition that
+    /// changed restarts its lane with the new limits and target).
+    private func reconcile() {
+        var want: [String: (String, TriggerDefinition)] = [:]
+        if port.delivers, let namespaces = try? port.namespaces() {
+            for ns in namespaces {
+                guard let set = try? port.definitions(namespace: ns) else { continue }
+                for d in set.definitions { want[TriggerRuntime.key(ns, d.name)] = (ns, d) }
+            }
+        }
+        var stopping: [TriggerLane] = []
+        lanes.withLock { lanes in
+            for (k, l) in lanes where want[k]?.1 != l.definition {
+                stopping.append(l.lane)
+                lanes[k] = nil
+            }
+            for (k, (ns, d)) in want where lanes[k] == nil {
+                let lane = TriggerLane(namespace: ns, definition: d, port: port, runtime: runtime, logger: logger)
+                lanes[k] = (d, lane)
+                lane.start()
+            }
+        }
+        for l in stopping { Task { await l.stop() } }
+    }
+}
+
+/// One trigger's delivery loop.
+final class TriggerLane: Sendable {
+    let ns: String
+    let definition: TriggerDefinition
+    let port: any TriggersPort
+    let runtime: TriggerRuntime
+    let logger: Logger
+    enum Input: Sendable {
+        case wake
+        case completed(batch: UInt64, error: String?, status: Int?)
+    }
+    private let inputs = AsyncStream<Input>.makeStream()
+    private let wakePending = Atomic<Bool>(false)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    init(namespace: String, definition: TriggerDefinition, port: any TriggersPort, runtime: TriggerRuntime, logger: Logger) {
+        self.ns = namespace
+        self.definition = definition
+        self.port = port
+        self.runtime = runtime
+        self.logger = logger
+    }
+
+    func wake() {
+        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { inputs.continuation.yield(.wake) }
+    }
+
+    func start() { task.withLock { $0 = Task { [self] in await run() } } }
+
+    func stop() async {
+        let t = task.withLock { $0 }
+        t?.cancel()
+        inputs.continuation.yield(.wake)
+        await t?.value
+        runtime.setDelivering(ns, definition.name, false)
+    }
+
+    static func nowMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    private func run() async {
+        let name = definition.name
+        var machine = TriggerDelivery(limits: definition.limits)
+        var events: [UInt64: [TriggerEvent]] = [:]
+        var iterator = inputs.stream.makeAsyncIterator()
+        var timer: Task<Void, Never>?
+        defer { timer?.cancel() }
+        runtime.setDelivering(ns, name, true)
+        while !Task.isCancelled {
+            // Paused or halted (replicated flags): wait for a change.
+            let state = (try? port.triggers(namespace: ns))?.first { $0.definition.name == name }?.state
+            guard let state, !state.paused, state.halted == nil else {
+                if !machine.isIdle { machine.reset(); events = [:] }
+                wakePending.store(false, ordering: .relaxed)
+                _ = await next(&iterator, wakeAt: Self.nowMillis() + 1_000, timer: &timer)
+                continue
+            }
+            // Resumed after a halt: from the outbox again.
+            if machine.halted != nil { machine.reset(); events = [:] }
+            // Top up from the outbox: from the oldest row when idle (a replay may have put
+            // older rows back), else after the newest row taken.
+            wakePending.store(false, ordering: .relaxed)
+            if machine.wants > 0, let rows = try? port.outbox(namespace: ns, trigger: name, after: machine.isIdle ? nil : machine.takenThrough,
+                                                               limit: min(TriggerWorker.maxRowsPerRead, machine.wants)) {
+                for r in rows where !r.events.isEmpty && (machine.isIdle || r.index > machine.takenThrough) {
+                    machine.take(index: r.index, events: r.events.count)
+                    events[r.index] = r.events
+                }
+            }
+            await perform(machine.poll(now: Self.nowMillis()), &machine, &events)
+            guard let input = await next(&iterator, wakeAt: machine.nextWake, timer: &timer) else { return }
+            if case .completed(let batch, let error, _) = input {
+                await perform(machine.completed(batch: batch, error: error, now: Self.nowMillis()), &machine, &events)
+            }
+        }
+    }
+
+    /// Carries out the machine's actions: POSTs run concurrently and report back as inputs;
+    /// cursors and halts are logged in order before the loop goes on.
+    private func perform(_ actions: [TriggerDelivery.Action], _ machine: inout TriggerDelivery, _ events: inout [UInt64: [TriggerEvent]]) async {
+        let name = definition.name
+        for a in actions {
+            switch a {
+            case .send(let batch, let items):
+                let payload = items.compactMap { i in events[i.index]?.first { $0.seq == i.seq } }
+                let continuation = inputs.continuation
+                Task { [self] in
+                    let (error, status) = await post(payload)
+                    continuation.yield(.completed(batch: batch, error: error, status: status))
+                }
+            case .settle(let indexes, let reason):
+                do {
+                    try await port.log(namespace: ns, .settle(name: name, indexes: indexes, deadLetter: reason))
+                    if let reason {
+                        runtime.dead(events: indexes.reduce(0) { $0 + (events[$1]?.count ?? 0) })
+                        logger.warning("trigger events dead-lettered", metadata: ["trigger": "\(name)", "entries": "\(indexes.count)", "reason": "\(reason)"])
+                    }
+                    for i in indexes { events[i] = nil }
+                } catch {
+                    // Not logged (no leader, or this node no longer leads): start over from the
+                    // replicated cursor; what was delivered since may be delivered again.
+                    logger.notice("trigger cursor not logged; delivery restarts from the outbox", metadata: ["trigger": "\(name)", "error": "\(error)"])
+                    machine.reset()
+                    events = [:]
+                    try? await Task.sleep(for: .milliseconds(200))
+                    return
+                }
+            case .halt(let reason):
+                try? await port.log(namespace: ns, .halt(name: name, reason: reason))
+                logger.warning("trigger halted", metadata: ["trigger": "\(name)", "reason": "\(reason)"])
+            }
+        }
+    }
+
+    /// The next input, or `.wake` at `wakeAt` (ms); nil once cancelled.
+    private func next(_ it: inout AsyncStream<Input>.Iterator, wakeAt: Int64?, timer: inout Task<Void, Never>?) async -> Input? {
+        timer?.cancel()
+        timer = nil
+        if let wakeAt {
+            let delay = max(0, wakeAt - Self.nowMillis())
+            let c = inputs.continuation
+            timer = Task {
+                try? await Task.sleep(for: .milliseconds(delay))
+                if !Task.isCancelled { c.yield(.wake) }
+            }
+        }
+        if Task.isCancelled { return nil }
+        return await it.next()
+    }
+
+    /// Header carrying `sha256=<hex HMAC-SHA256 of the body with the trigger's secret>`.
+    static let signatureHeader = "X-Ember-Signature"
+
+    static func signature(_ body: [UInt8], secret: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: Array(secret.utf8)))
+        return "sha256=" + mac.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// One POST of `payload` (a CloudEvent, or an array of them when the trigger batches):
+    /// nil error on a 2xx.
+    private func post(_ payload: [TriggerEvent]) async -> (String?, Int?) {
+        let name = definition.name
+        let json: JSON = definition.limits.batchSize > 1
+            ? .array(payload.map { $0.cloudEvent(namespace: ns, trigger: name) })
+            : payload.first?.cloudEvent(namespace: ns, trigger: name) ?? .null
+        let body = json.serializedBytes()
+        var request = HTTPClientRequest(url: definition.url.text)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: definition.limits.batchSize > 1 ? "application/cloudevents-batch+json" : "application/cloudevents+json")
+        request.headers.add(name: Self.signatureHeader, value: Self.signature(body, secret: definition.secret))
+        request.headers.add(name: "X-Ember-Trigger", value: name)
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let start = Self.nowMillis()
+        var failure: String?
+        var status: Int?
+        do {
+            let response = try await HTTPClient.shared.execute(request, timeout: .milliseconds(Int64(definition.limits.timeoutMs)))
+            status = Int(response.status.code)
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            if !(200..<300).contains(Int(response.status.code)) { failure = "HTTP \(response.status.code)" }
+        } catch {
+            failure = "\(error)"
+        }
+        let end = Self.nowMillis()
+        let latencies = failure == nil ? payload.map { Double(max(0, end - $0.timestamp)) / 1000 } : []
+        runtime.recorded(ns, name, .init(ids: payload.map(\.id), outcome: failure ?? "delivered", status: status, millis: end - start, at: end),
+                         events: payload.count, latencies: latencies)
+        return (failure, status)
+    }
+}

@@ -1,0 +1,239 @@
+"""Database triggers (issue 36) against real emberd processes and a real HTTP receiver:
+definitions through /.settings/triggers.json, CloudEvents with before/after/delta/params/auth for
+every kind of write, HMAC signatures, dead letters and replay, and delivery resumed from the
+replicated cursor after a kill -9."""
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+
+from conftest import Node, wait_for
+
+OWNER = {"Authorization": "Bearer owner"}
+SECRET = "s3cret-s3cret-s3cret"
+
+
+def token(uid):
+    """An unsigned JWT: the default protected mode reads its claims (no keys configured)."""
+    def b64(obj):
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    return b64({"alg": "none", "typ": "JWT"}) + "." + b64({"sub": uid, "uid": uid}) + ".sig"
+
+
+class Receiver:
+    """A webhook receiver: verifies each POST's signature, records the CloudEvents in arrival
+    order, and answers `status` (after `delay` seconds)."""
+
+    def __init__(self, secret=SECRET):
+        self.secret = secret.encode()
+        self.events = []
+        self.bad_signatures = 0
+        self.status = 200
+        self.delay = 0.0
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                want = "sha256=" + hmac.new(receiver.secret, body, hashlib.sha256).hexdigest()
+                if not hmac.compare_digest(want, self.headers.get("X-Ember-Signature", "")):
+                    with receiver.lock:
+                        receiver.bad_signatures += 1
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                status = receiver.status
+                if status == 200:
+                    doc = json.loads(body)
+                    with receiver.lock:
+                        receiver.events.extend(doc if isinstance(doc, list) else [doc])
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def received(self):
+        with self.lock:
+            return list(self.events)
+
+    def wait(self, n, what="events"):
+        return wait_for(f"{n} {what}", lambda: (lambda e: e if len(e) >= n else None)(self.received()))
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def put_triggers(node, ns, doc, headers=OWNER):
+    return requests.put(f"{node.url}/.settings/triggers.json?ns={ns}", data=json.dumps(doc), headers=headers, timeout=10)
+
+
+def trig(url, path, on, **limits):
+    return {"path": path, "on": on, "url": url, "secret": SECRET, **limits}
+
+
+def test_definitions_are_admin_only_and_validated(node, ns, receiver):
+    good = {"msgs": trig(receiver.url, "/messages/{id}", ["created"])}
+    assert put_triggers(node, ns, good, headers={}).status_code == 401
+    assert put_triggers(node, ns, good, headers={"Authorization": "Bearer " + token("alice")}).status_code == 401
+    for bad, reason in [
+        ({"msgs": trig(receiver.url, "messages/{id}", ["created"])}, "start with '/'"),
+        ({"msgs": trig(receiver.url, "/messages/{id}", ["changed"])}, '"on"'),
+        ({"msgs": trig("ftp://x/", "/messages/{id}", ["created"])}, "http"),
+        ({"msgs": {**trig(receiver.url, "/m/{id}", ["created"]), "secret": "short"}}, "secret"),
+        ({"msgs": trig(receiver.url, "/m/{id}", ["created"], retries=-1)}, "retries"),
+        ({"bad name": trig(receiver.url, "/m/{id}", ["created"])}, "trigger name"),
+    ]:
+        r = put_triggers(node, ns, bad)
+        assert r.status_code == 400 and reason in r.json()["error"], (bad, r.text)
+    get = lambda: requests.get(f"{node.url}/.settings/triggers.json?ns={ns}", headers=OWNER, timeout=5)
+    assert get().json() == {}, "a refused document stores nothing"
+    assert put_triggers(node, ns, good).status_code == 200
+    stored = get().json()
+    assert stored["msgs"]["path"] == "/messages/{id}" and stored["msgs"]["retries"] == 8, "limits spelled out with defaults"
+    assert requests.get(f"{node.url}/.settings/triggers.json?ns={ns}", timeout=5).status_code == 401
+
+
+def test_events_carry_before_after_params_and_auth(tmp_path, receiver):
+    rules = {"rules": {".read": True,
+                       "messages": {"$id": {".write": "auth != null"}},
+                       "counters": {".write": True}}}
+    node = Node(data_dir=str(tmp_path / "d"), rules=rules).start()
+    try:
+        ns = "t" + uuid.uuid4().hex[:8]
+        assert put_triggers(node, ns, {
+            "msgs": trig(receiver.url, "/messages/{id}", ["created", "updated", "deleted"]),
+            "likes": trig(receiver.url, "/rooms/{room}/likes/{uid}", ["written"]),
+            "counters": trig(receiver.url, "/counters/{c}", ["written"]),
+        }).status_code == 200
+        u = lambda p: f"{node.url}/{p}.json?ns={ns}"
+        alice = {"Authorization": "Bearer " + token("alice")}
+        assert requests.put(u("messages/m1"), json={"text": "hi"}, headers=alice).status_code == 200      # created
+        assert requests.patch(u("messages/m1"), json={"text": "bye"}, headers=alice).status_code == 200   # updated
+        # A multi-path update at the root touching two messages (and a nested-wildcard location).
+        assert requests.patch(u(""), json={"messages/m2": {"text": "two"}, "messages/m3/text": "three",
+                                           "rooms/r1/likes/bob": True}, headers=OWNER).status_code == 200
+        # A transaction: a conditional write (ETag) that holds.
+        r = requests.get(u("messages/m2"), headers={"X-Firebase-ETag": "true"})
+        assert requests.put(u("messages/m2"), json={"text": "two!"}, headers={**alice, "if-match": r.headers["ETag"]}).status_code == 200
+        # A write the rules refuse: no event (the next write is the barrier).
+        assert requests.put(u("messages/m9"), json={"text": "anon"}).status_code == 401
+        assert requests.put(u("counters/c"), json={".sv": {"increment": 5}}).status_code == 200          # server increment
+        assert requests.delete(u("messages/m1"), headers=alice).status_code == 200                         # deleted
+        got = receiver.wait(8)
+        # Per trigger in log order (triggers deliver independently of each other).
+        per = lambda t: [(x["type"].rsplit(".", 1)[1], x["ref"]) for x in got if x["trigger"] == t]
+        assert per("msgs") == [("created", "/messages/m1"), ("updated", "/messages/m1"), ("created", "/messages/m2"),
+                               ("created", "/messages/m3"), ("updated", "/messages/m2"), ("deleted", "/messages/m1")], per("msgs")
+        assert per("likes") == [("written", "/rooms/r1/likes/bob")] and per("counters") == [("written", "/counters/c")]
+        e = {(x["ref"], x["type"].rsplit(".", 1)[1]): x for x in got}
+        c = e[("/messages/m1", "created")]
+        assert c["specversion"] == "1.0" and c["subject"] == "refs/messages/m1" and c["params"] == {"id": "m1"}
+        assert c["authtype"] == "app_user" and c["authid"] == "alice" and c["data"]["before"] is None
+        assert c["data"]["after"] == {"text": "hi"} and c["data"]["delta"] == {"text": "hi"}
+        up = e[("/messages/m1", "updated")]
+        assert up["data"]["before"] == {"text": "hi"} and up["data"]["after"] == {"text": "bye"} and up["data"]["delta"] == {"text": "bye"}
+        m2, m3 = e[("/messages/m2", "created")], e[("/messages/m3", "created")]
+        assert m2["sequence"] == m3["sequence"] and m2["id"] != m3["id"], "one entry, two events, distinct ids"
+        assert m2["authtype"] == "admin" and "authid" not in m2 and m3["data"]["after"] == {"text": "three"}
+        like = e[("/rooms/r1/likes/bob", "written")]
+        assert like["params"] == {"room": "r1", "uid": "bob"} and like["data"]["after"] is True
+        tx = e[("/messages/m2", "updated")]
+        assert tx["data"]["before"] == {"text": "two"} and tx["data"]["after"] == {"text": "two!"}
+        inc = e[("/counters/c", "written")]
+        assert inc["data"]["after"] == 5 and inc["authtype"] == "unauthenticated"
+        d = e[("/messages/m1", "deleted")]
+        assert d["data"]["before"] == {"text": "bye"} and d["data"]["after"] is None
+        assert not any("m9" in x["ref"] for x in got), "no event for the refused write"
+        assert receiver.bad_signatures == 0
+        # The cursor passed everything; status and metrics show the triggers.
+        st = wait_for("cursors settled", lambda: (lambda s: s if all(t["pending"] == 0 for t in s["triggers"][ns].values()) else None)(
+            requests.get(f"{node.url}/.ember/status", timeout=5).json()))
+        assert st["triggers"][ns]["msgs"]["events"] == 6
+        m = requests.get(f"{node.url}/metrics", timeout=5).text
+        assert f'ember_trigger_lag_entries{{namespace="{ns}",trigger="msgs"}} 0' in m
+        assert 'ember_trigger_deliveries_total{outcome="delivered"} 8' in m and "ember_trigger_latency_seconds_count 8" in m
+    finally:
+        node.stop()
+
+
+def test_dead_letter_after_the_ceiling_then_replay(node, ns, receiver):
+    assert put_triggers(node, ns, {"msgs": trig(receiver.url, "/messages/{id}", ["created"], retries=2, backoffMs=20, maxBackoffMs=40)}).status_code == 200
+    admin = lambda p: f"{node.url}/.ember/triggers{p}?ns={ns}"
+    receiver.status = 500
+    assert requests.put(f"{node.url}/messages/a.json?ns={ns}", json=1).status_code == 200
+    dead = wait_for("a dead letter", lambda: requests.get(admin("/msgs/dead"), headers=OWNER, timeout=5).json()["deadLetters"])
+    assert dead[0]["reason"].startswith("HTTP 500 (after 3 attempts)") and dead[0]["events"][0]["ref"] == "/messages/a"
+    dead_id = dead[0]["events"][0]["id"]
+    # The trigger goes on (onFailure continue): the next event is delivered.
+    receiver.status = 200
+    assert requests.put(f"{node.url}/messages/b.json?ns={ns}", json=2).status_code == 200
+    assert [e["ref"] for e in receiver.wait(1)] == ["/messages/b"]
+    info = requests.get(admin(""), headers=OWNER, timeout=5).json()["triggers"]["msgs"]
+    assert info["state"]["deadLetters"] == 1 and info["definition"]["secret"] == "(withheld)"
+    assert "HTTP 500" in info["node"]["lastError"]
+    # Replay puts it back; it arrives with its original id.
+    assert requests.post(admin("/msgs/replay"), json={"from": 0}, headers=OWNER, timeout=5).status_code == 200
+    got = receiver.wait(2)
+    assert got[1]["ref"] == "/messages/a" and got[1]["id"] == dead_id
+    assert requests.get(admin("/msgs/dead"), headers=OWNER, timeout=5).json()["deadLetters"] == []
+    assert requests.post(admin("/msgs/replay"), data="[", headers=OWNER, timeout=5).status_code == 400
+    assert requests.post(admin("/nope/pause"), headers=OWNER, timeout=5).status_code == 404
+    assert requests.post(admin("/msgs/pause"), timeout=5).status_code == 401
+
+
+def test_delivery_resumes_from_the_cursor_after_kill9(tmp_path, receiver):
+    """Every committed event arrives after a kill -9 while the receiver was down, in log order;
+    an event delivered twice has the same id."""
+    node = Node(data_dir=str(tmp_path / "d")).start()
+    ns = "k" + uuid.uuid4().hex[:8]
+    try:
+        assert put_triggers(node, ns, {"seq": trig(receiver.url, "/seq/{n}", ["created"], backoffMs=20, maxBackoffMs=200, retries=1000)}).status_code == 200
+        for i in range(5):
+            assert requests.put(f"{node.url}/seq/{i:03}.json?ns={ns}", json=i).status_code == 200
+        receiver.wait(5)
+        receiver.status = 503  # down: events pile up in the outbox
+        for i in range(5, 25):
+            assert requests.put(f"{node.url}/seq/{i:03}.json?ns={ns}", json=i).status_code == 200
+        node.kill9()
+        node.start()
+        receiver.status = 200
+        got = receiver.wait(25)
+        node_status = wait_for("outbox drained", lambda: (lambda s: s if s["triggers"][ns]["seq"]["pending"] == 0 else None)(
+            requests.get(f"{node.url}/.ember/status", timeout=5).json()))
+        refs = [e["ref"] for e in receiver.received()]
+        firsts = list(dict.fromkeys(refs))
+        assert firsts == [f"/seq/{i:03}" for i in range(25)], "every event, in log order"
+        by_ref = {}
+        for e in receiver.received():
+            assert by_ref.setdefault(e["ref"], e["id"]) == e["id"], "a duplicate carries the same id"
+        assert node_status["triggers"][ns]["seq"]["cursor"] >= max(int(e["sequence"]) for e in got)
+    finally:
+        node.stop()
