@@ -120,6 +120,12 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     /// Logs a trigger entry through Raft (the triggers port's `log`).
     func logTriggers(namespace: String, _ op: TriggerOperation) async throws {
         try Self.refuseReserved(namespace)
+        // A member of an older build (peer level 2 and before: 0.5.0) cannot read trigger entries:
+        // definitions and cursors wait (events stay in the outbox) until every member is upgraded.
+        let peers = host.status.membership.voters.filter { $0 != config.nodeID }
+        guard transport.peersSpeak(3, peers) else {
+            throw StoreUnavailable("a member runs a build before peer level 3 and cannot read trigger entries; retry once every member is upgraded")
+        }
         let payload = try checkedEntry(namespace: namespace, operation: .triggers(op), auth: .admin)
         if case .rejected(let e) = try await propose(payload).outcome { throw LMDBTranslation.translate(e) }
     }

@@ -237,3 +237,19 @@ def test_delivery_resumes_from_the_cursor_after_kill9(tmp_path, receiver):
         assert node_status["triggers"][ns]["seq"]["cursor"] >= max(int(e["sequence"]) for e in got)
     finally:
         node.stop()
+
+
+def test_past_the_retention_limit_the_gap_is_reported(node, ns, receiver):
+    """A trigger whose receiver is down keeps `retainEntries` entries; later events are counted
+    as its gap (status, /metrics), the node goes on, and what was kept is delivered."""
+    assert put_triggers(node, ns, {"r": trig(receiver.url, "/r/{n}", ["created"], retainEntries=3, backoffMs=20, maxBackoffMs=50, retries=1000)}).status_code == 200
+    receiver.status = 503
+    for i in range(6):
+        assert requests.put(f"{node.url}/r/{i}.json?ns={ns}", json=i).status_code == 200
+    st = requests.get(f"{node.url}/.ember/status", timeout=5).json()["triggers"][ns]["r"]
+    assert st["behind"] is True and st["pending"] == 3 and st["gap"]["skippedEvents"] == 3
+    assert st["gap"]["firstIndex"] < st["gap"]["lastIndex"]
+    m = requests.get(f"{node.url}/metrics", timeout=5).text
+    assert f'ember_trigger_behind{{namespace="{ns}",trigger="r"}} 1' in m
+    receiver.status = 200
+    assert [e["ref"] for e in receiver.wait(3)] == ["/r/0", "/r/1", "/r/2"]

@@ -1,12 +1,13 @@
-"""Trigger delivery across a leader's kill -9 (issue 36): the new leader resumes from the
-replicated cursor; every committed event arrives, in log order, duplicates only with the same id."""
+"""Trigger delivery across a leader's kill -9 and a whole-cluster restart (issue 36): delivery
+resumes from the replicated cursor; every committed event arrives, in log order, duplicates only
+with the same id."""
 import json
 import time
 
 import pytest
 import requests
 
-from cluster_helpers import Cluster
+from cluster_helpers import Cluster, script
 from conftest import wait_for
 from test_triggers import OWNER, SECRET, Receiver
 
@@ -49,5 +50,19 @@ def test_new_leader_resumes_delivery_after_kill9(tmp_path, receiver):
             assert ids.setdefault(e["ref"], e["id"]) == e["id"], "a duplicate carries the same id"
         # The new leader's status shows the trigger drained.
         wait_for("outbox drained", lambda: requests.get(f"{new_url}/.ember/status", timeout=5).json()["triggers"][ns]["seq"]["pending"] == 0)
+
+        # The whole cluster stopped with events undelivered, then started: the same.
+        receiver.status = 503
+        for i in range(30, 40):
+            assert requests.put(f"{new_url}/seq/{i:03}.json?ns={ns}", json=i, timeout=10).status_code == 200
+        c.down()
+        for n in c.nodes:
+            script("start-node", "--dir", c.dir, "--id", n["id"])
+        receiver.status = 200
+        wait_for("every event after the restart", lambda: len(set(e["ref"] for e in receiver.received())) >= 40)
+        got = receiver.received()
+        assert list(dict.fromkeys(e["ref"] for e in got)) == [f"/seq/{i:03}" for i in range(40)]
+        for e in got:
+            assert ids.setdefault(e["ref"], e["id"]) == e["id"], "a duplicate carries the same id"
     finally:
         c.down()
