@@ -196,6 +196,14 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         #expect(m.completed(batch: 1, error: nil, now: 0) == [.settle(indexes: [1, 2, 3], deadLetter: nil)])
     }
 
+    @Test func theQueueIsBounded() {
+        var m = TriggerDelivery(limits: limits { $0.batchSize = 1_000; $0.inFlight = 64 })
+        #expect(m.wants == TriggerDelivery.maxQueued)
+        m.take(index: 1, events: 10)
+        #expect(m.wants == TriggerDelivery.maxQueued - 10)
+        #expect(TriggerDelivery(limits: TriggerLimits()).wants == 2)
+    }
+
     @Test func timesAreRFC3339() {
         #expect(TriggerEvent.rfc3339(millis: 0) == "1970-01-01T00:00:00.000Z")
         #expect(TriggerEvent.rfc3339(millis: 1_795_639_377_123) == "2026-11-25T20:42:57.123Z")

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import threading
 import time
 import uuid
@@ -37,6 +38,7 @@ class Receiver:
         self.bad_signatures = 0
         self.status = 200
         self.delay = 0.0
+        self.attempts = []  # (time, status) of every signed POST
         self.lock = threading.Lock()
         receiver = self
 
@@ -53,6 +55,8 @@ class Receiver:
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 status = receiver.status
+                with receiver.lock:
+                    receiver.attempts.append((time.monotonic(), status))
                 if status == 200:
                     doc = json.loads(body)
                     with receiver.lock:
@@ -253,3 +257,21 @@ def test_past_the_retention_limit_the_gap_is_reported(node, ns, receiver):
     assert f'ember_trigger_behind{{namespace="{ns}",trigger="r"}} 1' in m
     receiver.status = 200
     assert [e["ref"] for e in receiver.wait(3)] == ["/r/0", "/r/1", "/r/2"]
+
+
+@pytest.mark.skipif(not os.environ.get("EMBER_SOAK"), reason="soak only (EMBER_SOAK=1, make soak): a minute's wait")
+def test_receiver_down_for_a_minute_backs_off_then_everything_arrives(node, ns, receiver):
+    """Retries wait at least the backoff (doubling from backoffMs up to maxBackoffMs) while the
+    receiver is down; once it is back every event arrives, in order."""
+    assert put_triggers(node, ns, {"d": trig(receiver.url, "/d/{n}", ["created"], backoffMs=200, maxBackoffMs=5000, retries=1000)}).status_code == 200
+    receiver.status = 503
+    for i in range(20):
+        assert requests.put(f"{node.url}/d/{i:03}.json?ns={ns}", json=i).status_code == 200
+    time.sleep(60)  # the outage itself (what is asserted is below, on what the receiver saw)
+    receiver.status = 200
+    got = receiver.wait(20)
+    assert [e["ref"] for e in got][:20] == [f"/d/{i:03}" for i in range(20)]
+    failed = [t for t, st in receiver.attempts if st == 503]
+    for k, (a, b) in enumerate(zip(failed, failed[1:]), start=1):
+        assert b - a >= 0.9 * min(0.2 * 2 ** (k - 1), 5.0), f"retry {k} came after {b - a:.3f} s"
+    assert len(failed) < 40, f"{len(failed)} attempts in a minute: no backoff"

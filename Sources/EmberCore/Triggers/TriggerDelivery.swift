@@ -58,8 +58,14 @@ public struct TriggerDelivery: Sendable {
     /// Nothing queued, in flight, waiting or unsettled.
     public var isIdle: Bool { queue.isEmpty && batches.isEmpty && settled.isEmpty }
 
-    /// Events the worker should add now (0: enough queued).
-    public var wants: Int { halted != nil ? 0 : max(0, limits.batchSize * limits.inFlight * 2 - queue.count) }
+    /// Named limit: events queued (taken in, not yet sent) at most, whatever the batch size and
+    /// window: the worker holds their data in memory.
+    public static let maxQueued = 10_000
+
+    /// Events the worker should add now (0: enough queued): two windows' worth.
+    public var wants: Int {
+        halted != nil ? 0 : max(0, min(limits.batchSize * limits.inFlight * 2, Self.maxQueued) - queue.count)
+    }
 
     /// Takes in one entry's events (log order, after everything taken before).
     public mutating func take(index: UInt64, events count: Int) {
