@@ -58,7 +58,23 @@ extension Applier {
             let newRows = state.pending + (existing == nil ? 1 : 0)
             let newBytes = state.pendingBytes - oldBytes + UInt64(w.bytes.count)
             state.events += UInt64(fired.count)
-            if newRows > UInt64(def.limits.retainEntries) || newBytes > UInt64(def.limits.retainBytes) {
+            if def.feed {
+                // A feed keeps the newest entries: the oldest go, and its cursor says which
+                // (a consumer asking for older ones is answered 410 with it).
+                try t.put(tables.meta, key, w.bytes)
+                state.pending = newRows
+                state.pendingBytes = newBytes
+                let prefix = TriggerKeys.outboxPrefix(ns, def.name)
+                while state.pending > UInt64(def.limits.retainEntries) || state.pendingBytes > UInt64(def.limits.retainBytes) {
+                    var oldest: ([UInt8], Int)?
+                    try t.scan(tables.meta, prefix: prefix) { k, v in oldest = (k, v.count); return false }
+                    guard let (k, n) = oldest, k != key else { break }
+                    try t.delete(tables.meta, k)
+                    state.pending -= 1
+                    state.pendingBytes -= UInt64(n)
+                    state.cursor = TriggerKeys.index(ofRow: k)
+                }
+            } else if newRows > UInt64(def.limits.retainEntries) || newBytes > UInt64(def.limits.retainBytes) {
                 // Never a silent skip: the gap is recorded and reported (status, metrics).
                 state.skipped += UInt64(fired.count)
                 if state.gapFirst == 0 { state.gapFirst = e.index }

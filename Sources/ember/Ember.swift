@@ -15,6 +15,6 @@ struct Ember: AsyncParsableCommand {
             WatchCommand.self, ExportCommand.self, ImportCommand.self, RulesCommand.self,
             StatusCommand.self, MembersCommand.self, LeaderCommand.self,
             BackupCommand.self, RestoreCommand.self, CertsCommand.self, StatsCommand.self, CompactCommand.self,
-            DefragCommand.self, CheckCommand.self, ArchiveCommand.self, TriggersCommand.self,
+            DefragCommand.self, CheckCommand.self, ArchiveCommand.self, TriggersCommand.self, FeedCommand.self,
         ])
 }

@@ -33,12 +33,12 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
 
     @Test func definitionsParseWithDefaults() throws {
         let d = try def(valid)
-        #expect(d.on == [.created] && d.url.host == "127.0.0.1" && d.url.port == 8080 && d.url.target == "/hook" && !d.url.tls)
+        #expect(d.on == [.created] && d.url?.host == "127.0.0.1" && d.url?.port == 8080 && d.url?.target == "/hook" && d.url?.tls == false && !d.feed)
         #expect(d.limits == TriggerLimits())
         #expect(d.firedType(for: .created) == .created && d.firedType(for: .deleted) == nil)
         let w = try def(#"{"path": "/a", "on": ["written", "deleted"], "url": "https://h.example", "secret": "0123456789abcdef", "retries": 2, "batchSize": 10, "onFailure": "stop"}"#)
         #expect(w.firedType(for: .deleted) == .deleted && w.firedType(for: .created) == .written)
-        #expect(w.url.tls && w.url.port == 443 && w.url.target == "/" && w.limits.retries == 2 && w.limits.batchSize == 10 && w.limits.onFailure == .stop)
+        #expect(w.url?.tls == true && w.url?.port == 443 && w.url?.target == "/" && w.limits.retries == 2 && w.limits.batchSize == 10 && w.limits.onFailure == .stop)
         // The canonical form round-trips.
         #expect(try TriggerDefinition(name: "t", json: w.json) == w)
     }
@@ -66,6 +66,11 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
             }
         }
         #expect(throws: TriggerDefinitionError.self) { try def(valid, name: "bad name") }
+        // A feed has neither a URL nor a secret.
+        let feed = try def(#"{"path": "/a/{id}", "on": ["written"], "feed": true}"#)
+        let again = try TriggerDefinition(name: "t", json: feed.json)
+        #expect(feed.feed && feed.url == nil && again == feed)
+        #expect(throws: TriggerDefinitionError.self) { try def(#"{"path": "/a/{id}", "on": ["written"], "feed": true, "url": "http://h/"}"#) }
     }
 
     @Test func documentLimits() throws {

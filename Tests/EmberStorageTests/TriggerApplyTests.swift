@@ -103,6 +103,17 @@ import Testing
         #expect(st.json["gap"]?["skippedEvents"] == .int(2))
     }
 
+    @Test func aFeedKeepsTheNewestEntries() async throws {
+        let s = try openStore()
+        try await op(s, .define(text: #"{"f": {"path": "/m/{id}", "on": ["written"], "feed": true, "retainEntries": 3}}"#))
+        var indexes: [UInt64] = []
+        for i in 0..<5 { indexes.append(try await s.set("/m/k\(i)", "\(i)").index) }
+        let rows = try s.triggerOutbox(namespace: "t", trigger: "f", after: nil, limit: 10)
+        #expect(rows.map(\.index) == Array(indexes[2...]))
+        let st = try s.triggers(namespace: "t")[0].state
+        #expect(st.cursor == indexes[1] && st.pending == 3 && !st.behind)
+    }
+
     @Test func aSnapshotCarriesDefinitionsCursorsAndOutbox() async throws {
         let s = try openStore()
         try await op(s, .define(text: Self.defs))

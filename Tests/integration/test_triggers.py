@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -16,6 +17,8 @@ import pytest
 import requests
 
 from conftest import Node, wait_for
+
+EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(os.environ.get("EMBERD", "")) or ".", "ember"))
 
 OWNER = {"Authorization": "Bearer owner"}
 SECRET = "s3cret-s3cret-s3cret"
@@ -275,3 +278,57 @@ def test_receiver_down_for_a_minute_backs_off_then_everything_arrives(node, ns, 
     for k, (a, b) in enumerate(zip(failed, failed[1:]), start=1):
         assert b - a >= 0.9 * min(0.2 * 2 ** (k - 1), 5.0), f"retry {k} came after {b - a:.3f} s"
     assert len(failed) < 40, f"{len(failed)} attempts in a minute: no backoff"
+
+
+def read_feed(node, ns, n, headers=None, **params):
+    """The first `n` change events of the feed (id, events), read from its SSE stream."""
+    q = "&".join(f"{k}={v}" for k, v in {"ns": ns, **params}.items())
+    out, ident = [], None
+    with requests.get(f"{node.url}/.ember/feed?{q}", headers={**OWNER, **(headers or {})}, stream=True, timeout=(5, 30)) as r:
+        assert r.status_code == 200, r.text
+        for line in r.iter_lines(decode_unicode=True):
+            if line.startswith("id: "):
+                ident = int(line[4:])
+            elif line.startswith("data: ") and ident is not None:
+                out.append((ident, json.loads(line[6:])))
+                ident = None
+                if len(out) == n:
+                    return out
+    raise AssertionError(f"the feed ended after {len(out)} events")
+
+
+def test_pull_feed_resumes_from_a_cursor_across_a_restart(tmp_path):
+    node = Node(data_dir=str(tmp_path / "d")).start()
+    try:
+        ns = "f" + uuid.uuid4().hex[:8]
+        assert put_triggers(node, ns, {"items": {"path": "/items/{id}", "on": ["written"], "feed": True, "retainEntries": 5}}).status_code == 200
+        u = lambda p: f"{node.url}/{p}.json?ns={ns}"
+        for i in range(3):
+            assert requests.put(u(f"items/i{i}"), json={"n": i}).status_code == 200
+        first = read_feed(node, ns, 3, path="/items/{id}")
+        assert [e[1][0]["ref"] for e in first] == ["/items/i0", "/items/i1", "/items/i2"]
+        assert [e[0] for e in first] == sorted(e[0] for e in first) and first[0][1][0]["data"]["after"] == {"n": 0}
+        node.stop()
+        node.start()
+        for i in range(3, 5):
+            assert requests.put(u(f"items/i{i}"), json={"n": i}).status_code == 200
+        # Resumed after the last cursor read (Last-Event-ID): exactly what came after.
+        resumed = read_feed(node, ns, 2, headers={"Last-Event-ID": str(first[-1][0])}, path="/items/{id}")
+        assert [e[1][0]["ref"] for e in resumed] == ["/items/i3", "/items/i4"]
+        # The CLI: JSON lines with the cursor, resumable with --from.
+        out = subprocess.run([EMBER, "feed", "/items/{id}", "--node", node.url, "--ns", ns, "--from", str(resumed[0][0]), "--count", "1"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        line = json.loads(out.stdout.strip())
+        assert line["ref"] == "/items/i4" and line["cursor"] == resumed[1][0]
+        # Past the feed's retention (5 entries) an old cursor is answered 410 with the oldest.
+        for i in range(5, 10):
+            assert requests.put(u(f"items/i{i}"), json={"n": i}).status_code == 200
+        r = requests.get(f"{node.url}/.ember/feed?ns={ns}&path=/items/{{id}}&from={first[0][0]}", headers=OWNER, timeout=10)
+        assert r.status_code == 410 and r.json()["oldest"] > first[0][0]
+        after = read_feed(node, ns, 5, path="/items/{id}", **{"from": r.json()["oldest"]})
+        assert [e[1][0]["ref"] for e in after] == [f"/items/i{i}" for i in range(5, 10)]
+        assert requests.get(f"{node.url}/.ember/feed?ns={ns}&path=/nope", headers=OWNER, timeout=10).status_code == 404
+        assert requests.get(f"{node.url}/.ember/feed?ns={ns}&path=/items/{{id}}", timeout=10).status_code == 401
+    finally:
+        node.stop()

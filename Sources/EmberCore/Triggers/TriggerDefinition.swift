@@ -56,9 +56,14 @@ public struct TriggerDefinition: Sendable, Equatable {
     public var name: String
     public var pattern: TriggerPattern
     public var on: [TriggerEventKind]
-    public var url: TriggerURL
+    /// nil for a feed.
+    public var url: TriggerURL?
+    /// Empty for a feed.
     public var secret: String
     public var limits: TriggerLimits
+    /// A pull feed (`"feed": true`): nothing is POSTed; consumers read the events from
+    /// `GET /.ember/feed` with their own cursor, and the newest `retainEntries` entries are kept.
+    public var feed: Bool
 
     /// Named limits of a definition.
     public static let maxNameBytes = 64
@@ -78,7 +83,7 @@ public struct TriggerDefinition: Sendable, Equatable {
         }
         func fail(_ why: String) -> TriggerDefinitionError { .init("trigger \(name): \(why)") }
         guard case .object(let o) = json else { throw fail("definition must be an object") }
-        let known: Set<String> = Set(["path", "on", "url", "secret", "onFailure"] + TriggerLimits.ranges.map(\.0))
+        let known: Set<String> = Set(["path", "on", "url", "secret", "onFailure", "feed"] + TriggerLimits.ranges.map(\.0))
         for (k, _) in o where !known.contains(k) { throw fail("unknown field \"\(k.prefix(80))\"") }
         guard let path = o["path"]?.stringValue else { throw fail("\"path\" (a string) is required") }
         do { pattern = try TriggerPattern(parsing: path) } catch { throw fail(error.reason) }
@@ -93,13 +98,24 @@ public struct TriggerDefinition: Sendable, Equatable {
             if !on.contains(kind) { on.append(kind) }
         }
         self.on = on.sorted()
-        guard let u = o["url"]?.stringValue else { throw fail("\"url\" (a string) is required") }
-        do { url = try TriggerURL(parsing: u) } catch { throw fail(error.reason) }
-        guard let s = o["secret"]?.stringValue else { throw fail("\"secret\" (a string) is required") }
-        guard (Self.minSecretBytes...Self.maxSecretBytes).contains(s.utf8.count) else {
-            throw fail("\"secret\" must be \(Self.minSecretBytes)-\(Self.maxSecretBytes) bytes")
+        switch o["feed"] {
+        case nil, .bool(false)?: feed = false
+        case .bool(true)?: feed = true
+        default: throw fail("\"feed\" must be true or false")
         }
-        secret = s
+        if feed {
+            guard o["url"] == nil && o["secret"] == nil else { throw fail("a feed has no \"url\" or \"secret\"") }
+            url = nil
+            secret = ""
+        } else {
+            guard let u = o["url"]?.stringValue else { throw fail("\"url\" (a string) is required") }
+            do { url = try TriggerURL(parsing: u) } catch { throw fail(error.reason) }
+            guard let s = o["secret"]?.stringValue else { throw fail("\"secret\" (a string) is required") }
+            guard (Self.minSecretBytes...Self.maxSecretBytes).contains(s.utf8.count) else {
+                throw fail("\"secret\" must be \(Self.minSecretBytes)-\(Self.maxSecretBytes) bytes")
+            }
+            secret = s
+        }
         var limits = TriggerLimits()
         for (key, range, kp) in TriggerLimits.ranges {
             guard let v = o[key] else { continue }
@@ -129,8 +145,7 @@ public struct TriggerDefinition: Sendable, Equatable {
         var o: KeyMap<JSON> = [:]
         o["path"] = .string(pattern.description)
         o["on"] = .array(on.map { .string($0.rawValue) })
-        o["url"] = .string(url.text)
-        o["secret"] = .string(secret)
+        if let url { o["url"] = .string(url.text); o["secret"] = .string(secret) } else { o["feed"] = .bool(true) }
         for (key, _, kp) in TriggerLimits.ranges { o[key] = .int(Int64(limits[keyPath: kp])) }
         o["onFailure"] = .string(limits.onFailure.rawValue)
         return .object(o)

@@ -49,6 +49,7 @@ public final class RestHandler: Sendable {
 
     func handle(_ request: Request, channel: (any Channel)?, base: Identity) async throws -> Response {
         guard policy.admitREST(channel, now: clock()) else { throw RestError(429, "Too many requests") }
+        if request.uri.path == Self.feedPath { return try await feedEndpoint(request, channel: channel, base: base) }
         var req = try RestRequest.parse(uri: request.uri.string)
         var method = request.method
         if method == .post {

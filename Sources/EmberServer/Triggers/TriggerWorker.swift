@@ -66,7 +66,8 @@ final class TriggerWorker: Sendable {
         if port.delivers, let namespaces = try? port.namespaces() {
             for ns in namespaces {
                 guard let set = try? port.definitions(namespace: ns) else { continue }
-                for d in set.definitions { want[TriggerRuntime.key(ns, d.name)] = (ns, d) }
+                // Feeds are read by their consumers (`GET /.ember/feed`), not delivered.
+                for d in set.definitions where !d.feed { want[TriggerRuntime.key(ns, d.name)] = (ns, d) }
             }
         }
         var stopping: [TriggerLane] = []
@@ -230,7 +231,7 @@ final class TriggerLane: Sendable {
             ? .array(payload.map { $0.cloudEvent(namespace: ns, trigger: name) })
             : payload.first?.cloudEvent(namespace: ns, trigger: name) ?? .null
         let body = json.serializedBytes()
-        var request = HTTPClientRequest(url: definition.url.text)
+        var request = HTTPClientRequest(url: definition.url?.text ?? "")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: definition.limits.batchSize > 1 ? "application/cloudevents-batch+json" : "application/cloudevents+json")
         request.headers.add(name: Self.signatureHeader, value: Self.signature(body, secret: definition.secret))
