@@ -156,6 +156,8 @@ public final class Archiver: ArchivePort, Sendable {
 
     public func archiveStatus() -> ArchiveStatus {
         var s = shared.withLock { $0.status }
+        // The thread notices a lost leadership at its next turn (or after a mark in flight fails).
+        s.active = s.active && isLeader()
         let applied = store.appliedIndex
         s.archivedThrough = max(s.archivedThrough, (try? store.archivedThrough()) ?? 0)
         s.appliedIndex = applied

@@ -23,7 +23,7 @@ SOAK_ROUNDS = int(os.environ.get("EMBER_PARTITION_ROUNDS", "10" if os.environ.ge
 
 
 class ProxiedCluster:
-    def __init__(self, base, n=3):
+    def __init__(self, base, n=3, extra=()):
         self.dir = str(base)
         os.makedirs(self.dir)
         certs = os.path.join(self.dir, "certs")
@@ -49,7 +49,7 @@ class ProxiedCluster:
                 [EMBERD, "--data", os.path.join(self.dir, a), "--port", str(self.port[a]), "--rules", rules,
                  "--node-id", a, "--peers", peers,
                  "--peer-tls-cert", os.path.join(certs, f"{a}.pem"), "--peer-tls-key", os.path.join(certs, f"{a}.key"),
-                 "--peer-tls-ca", os.path.join(certs, "ca.pem")], stdout=log, stderr=log)
+                 "--peer-tls-ca", os.path.join(certs, "ca.pem"), *extra], stdout=log, stderr=log)
 
     def url(self, i):
         return f"http://127.0.0.1:{self.port[i]}"

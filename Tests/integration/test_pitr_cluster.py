@@ -58,3 +58,42 @@ def test_kill9_of_the_archiving_leader_leaves_no_gap_and_no_duplicate(tmp_path):
         assert out["stateHash"] == live[0]["stateHash"]
     finally:
         c.down()
+
+
+def test_a_partitioned_leader_leaves_no_gap_and_no_duplicate(tmp_path):
+    from test_partition import ProxiedCluster, put
+    archive = str(tmp_path / "archive")
+    c = ProxiedCluster(tmp_path / "p", extra=["--archive", archive, "--archive-segment-age", "0.2s", "--archive-base-every", "1h"])
+    try:
+        old = c.leader()
+        wait_for("the leader archives", lambda: c.status(old)["archive"]["active"])
+        acked = {}
+        n = iter(range(10**6))
+
+        def written_and_archived():
+            i = next(n)
+            assert put(c.url(old), f"a{i}", i, acked) == 204
+            return len(ls(archive)["segments"]) >= 2
+        wait_for("segments written", written_and_archived)
+        c.isolate(old, "blackhole")
+        majority = [i for i in c.ids if i != old]
+        new = c.leader(among=majority)
+        wait_for("the new leader archives", lambda: c.status(new)["archive"]["active"])
+        for i in range(30):
+            assert put(c.url(majority[i % 2]), f"b{i}", i, acked) == 204
+        wait_for("the isolated leader steps down", lambda: c.status(old)["role"] != "leader")
+        c.heal()
+        live = c.wait_converged()
+        leader = c.leader()
+        wait_for("archive caught up", lambda: (lambda a: a["active"] and a["lagEntries"] == 0 and a["lastError"] is None)(
+            c.status(leader)["archive"]))
+        wait_for("only the leader archives", lambda: [i for i in c.ids if c.status(i)["archive"]["active"]] == [leader])
+        listing = ls(archive)
+        segs = listing["segments"]
+        assert listing["gaps"] == [] and all(b["first"] == a["last"] + 1 for a, b in zip(segs, segs[1:])), segs
+        assert ember("archive", "verify", archive).returncode == 0
+        data, p = restore(archive, "--to-index", str(segs[-1]["last"]))
+        out = json.loads(p.stdout)
+        assert out["hashVerified"] is True and out["stateHash"] == live[0]["stateHash"]
+    finally:
+        c.down()
