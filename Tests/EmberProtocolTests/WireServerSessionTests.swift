@@ -281,3 +281,22 @@ typealias Session = WireServerSession<TestWire>
         #expect(describe(s.answer(6, .string(""))) == [response(6, "ok", #""""#)])
     }
 }
+
+/// What a client's WebSocket URL names: the endpoint, the namespace and the session it replaces.
+@Suite struct WireConnectTargetTests {
+    @Test func theEndpointAndItsParameters() {
+        for uri in ["/.ws", "/.ws?v=5", "/.ws/x"] { #expect(WireConnectTarget.endpoint(Substring(uri)) != nil, "\(uri)") }
+        for uri in ["/", "/.wsx", "/a/.ws", "/.ws.json"] { #expect(WireConnectTarget.endpoint(Substring(uri)) == nil, "\(uri)") }
+        let plain = WireConnectTarget(target: "/.ws?v=5", defaultNamespace: "default")
+        #expect(plain == WireConnectTarget(target: "/.ws", defaultNamespace: "default"))
+        #expect(plain.namespace == "default" && plain.lastSession == nil)
+        let named = WireConnectTarget(target: "/.ws?v=5&ns=first&ns=game-1&ls=0a1b2c", defaultNamespace: "default")
+        #expect(named.namespace == "game-1" && named.lastSession == "0a1b2c")
+        // A namespace that is not a key, and an `ls` that cannot be one of our ids, are ignored.
+        let bad = WireConnectTarget(target: "/.ws?ns=a%2Fb&ls=ABC", defaultNamespace: "default")
+        #expect(bad.namespace == "default" && bad.lastSession == nil)
+        let long = String(repeating: "a", count: WireConnectTarget.maxLastSessionBytes + 1)
+        #expect(WireConnectTarget(target: Substring("/.ws?ls=" + long), defaultNamespace: "d").lastSession == nil)
+        #expect(WireConnectTarget(target: Substring("/.ws?ls=" + long.dropLast()), defaultNamespace: "d").lastSession != nil)
+    }
+}

@@ -2,7 +2,7 @@ import NIOCore
 import Synchronization
 
 /// The SDK's `ls=<last session id>` (a query parameter of the WebSocket URL, sent when it
-/// reconnects): the server ends that previous session at once, so its onDisconnect writes run
+/// reconnects; read by `WireConnectTarget`): the server ends that previous session at once, so its onDisconnect writes run
 /// now instead of when the old socket's missing pong gives it away (reference §6.1).
 ///
 /// - Only a session still open on this node, in the same namespace, is ended. Session ids are 60
@@ -16,18 +16,9 @@ import Synchronization
 ///   unanswered (`RealtimeSession.Limits.pingIntervalSeconds`), and if that node died, the
 ///   leader runs the session's writes after the onDisconnect lease (`OnDisconnectKeeper`).
 enum LastSession {
-    /// The longest `ls` value considered (ours are 15 hex digits).
-    static let maxIDBytes = 64
     /// How long a new connection's hello waits for the session it replaces to be torn down
     /// (its onDisconnect writes go through the log, which may have no leader for a while).
     static let maxWait: Duration = .seconds(5)
-
-    /// The `ls` query item, when it can be a session id of ours (anything else is ignored).
-    static func id(from items: [(String, String)]) -> String? {
-        guard let v = items.last(where: { $0.0 == "ls" })?.1, !v.isEmpty, v.utf8.count <= maxIDBytes,
-              v.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return nil }
-        return v
-    }
 }
 
 extension RealtimeSession {

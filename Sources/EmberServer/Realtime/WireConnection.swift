@@ -82,13 +82,9 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         self.channel = channel
         self.node = node
         self.services = services
-        let target = Self.target(of: head) ?? Substring("/.ws")
-        var namespace = node.config.defaultNamespace
-        if let q = target.firstIndex(of: "?"), let items = PercentDecoding.queryItems(target[target.index(after: q)...]) {
-            for (k, v) in items where k == "ns" && Key.isValid(v) { namespace = v }
-            lastSession = LastSession.id(from: items)
-        }
-        self.namespace = namespace
+        let target = WireConnectTarget(target: Self.target(of: head) ?? Substring("/.ws"), defaultNamespace: node.config.defaultNamespace)
+        namespace = target.namespace
+        lastSession = target.lastSession
         host = head.headers.first(name: "host") ?? "\(node.config.host):\(node.config.port)"
         address = ClientCredentials.address(of: channel)
         self.logger = logger
@@ -97,8 +93,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
 
     /// The request target when it is the wire protocol's endpoint (`/.ws`, `/.ws?...`, `/.ws/...`).
     static func target(of head: HTTPRequestHead) -> Substring? {
-        let t = Substring(head.uri)
-        return t == "/.ws" || t.hasPrefix("/.ws?") || t.hasPrefix("/.ws/") ? t : nil
+        WireConnectTarget.endpoint(Substring(head.uri))
     }
 
     // MARK: - Opening
