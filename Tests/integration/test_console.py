@@ -406,3 +406,48 @@ def test_cluster_panel_shows_the_point_in_time_archive(browser, tmp_path):
         wait(browser, 15).until(shows_archive)
     finally:
         n.stop()
+
+
+def test_triggers_panel_shows_state_and_pauses_resumes_replays(browser, console_node):
+    from test_triggers import Receiver, SECRET, put_triggers
+    receiver = Receiver()
+    try:
+        ns = "tp" + uuid.uuid4().hex[:8]
+        receiver.status = 500
+        assert put_triggers(console_node, ns, {"hook": {"path": "/m/{id}", "on": ["created"], "url": receiver.url, "secret": SECRET,
+                                                        "retries": 0}}).status_code == 200
+        rest(console_node, ns, "/m/a", "PUT", 1)
+        open_console(browser, console_node, ns, tab="triggers")
+        sel = '#triggers-table tr[data-trigger="hook"]'
+        # The panel redraws its table every second: read cells by selector each time, and click
+        # again when the button was redrawn under the click.
+        text = lambda d, cell: d.execute_script("const e = document.querySelector(arguments[0]); return e ? e.textContent : null", sel + " " + cell)
+
+        def click(cls):
+            from selenium.common.exceptions import StaleElementReferenceException
+            for _ in range(20):
+                try:
+                    browser.find_element(By.CSS_SELECTOR, sel + " button." + cls).click()
+                    return
+                except StaleElementReferenceException:
+                    continue
+            raise AssertionError(f"could not click {cls}")
+        wait(browser, 20).until(lambda d: text(d, "td.dead") == "1")
+        assert "HTTP 500" in text(browser, "td.error")
+        assert "✗" in text(browser, "td.recent")
+        state = lambda: requests.get(f"{console_node.url}/.ember/triggers?ns={ns}", headers={"Authorization": "Bearer " + ADMIN}, timeout=5).json()["triggers"]["hook"]["state"]
+        click("pause")
+        wait(browser).until(lambda d: text(d, "td.state") == "paused")
+        assert state()["paused"] is True
+        click("resume")
+        wait(browser).until(lambda d: text(d, "td.state") == "active")
+        receiver.status = 200
+        click("show-dead")
+        wait(browser).until(lambda d: '"/m/a"' in d.find_element(By.ID, "triggers-dead").text)
+        click("replay")
+        browser.switch_to.alert.accept()
+        wait(browser, 20).until(lambda d: text(d, "td.dead") == "0")
+        assert [e["ref"] for e in receiver.wait(1)] == ["/m/a"]
+        shot(browser, "triggers-panel")
+    finally:
+        receiver.close()

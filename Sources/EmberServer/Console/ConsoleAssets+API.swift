@@ -108,8 +108,9 @@ import * as data from './data.js';
 import * as query from './query.js';
 import * as rules from './rules.js';
 import * as cluster from './cluster.js';
+import * as triggers from './triggers.js';
 
-const tabs = { data, query, rules, cluster };
+const tabs = { data, query, rules, cluster, triggers };
 let current = null;
 
 // The location's hash names the tab, and for the data tab optionally a path: #data:/users/alice.

@@ -21,6 +21,7 @@ extension ConsoleAssets {
     <button data-tab="query">Query</button>
     <button data-tab="rules">Rules</button>
     <button data-tab="cluster">Cluster</button>
+    <button data-tab="triggers">Triggers</button>
   </nav>
   <form id="signin" class="signin">
     <label>Namespace <input id="ns" placeholder="default" size="10"></label>
@@ -112,6 +113,14 @@ extension ConsoleAssets {
       <figure><figcaption>Commit latency, ms (this node)</figcaption><svg id="chart-latency" viewBox="0 0 300 80"></svg><span id="latency-now"></span></figure>
     </div>
   </section>
+  <section id="tab-triggers" class="tab" hidden>
+    <div id="triggers-status" class="status"></div>
+    <table id="triggers-table" class="members">
+      <thead><tr><th>Trigger</th><th>Path</th><th>On</th><th>State</th><th>Cursor</th><th>Pending</th><th>Dead letters</th><th>Last error</th><th>Recent deliveries</th><th></th></tr></thead>
+      <tbody></tbody>
+    </table>
+    <pre id="triggers-dead" class="result mono"></pre>
+  </section>
 </main>
 </body>
 </html>
@@ -172,6 +181,7 @@ main { padding: 16px; }
 .members th, .members td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; }
 .members tr.leader td:nth-child(2) { color: var(--accent); font-weight: 700; }
 .members td.alarm { color: var(--bad); font-weight: 700; }
+.members td.recent { white-space: pre; font-size: 12px; }
 .charts { display: flex; gap: 24px; margin-top: 16px; flex-wrap: wrap; }
 .charts figure { margin: 0; background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px; }
 .charts svg { width: 300px; height: 80px; }

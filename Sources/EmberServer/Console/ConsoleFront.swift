@@ -30,6 +30,7 @@ enum ConsoleFront {
         "query.js": Asset("text/javascript; charset=utf-8", ConsoleAssets.queryJS),
         "rules.js": Asset("text/javascript; charset=utf-8", ConsoleAssets.rulesJS),
         "cluster.js": Asset("text/javascript; charset=utf-8", ConsoleAssets.clusterJS),
+        "triggers.js": Asset("text/javascript; charset=utf-8", ConsoleAssets.triggersJS),
         "main.js": Asset("text/javascript; charset=utf-8", ConsoleAssets.mainJS),
     ]
 
