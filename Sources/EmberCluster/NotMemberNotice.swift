@@ -31,7 +31,7 @@ public struct NotMemberNotice: Sendable, Hashable {
     /// newer committed configuration removed it. A node not in its own voter set (still joining,
     /// or already knowing of its removal) has nothing to learn.
     public func removes(_ node: NodeID, configIndex own: UInt64, voters: Membership) -> Bool {
-        voters.contains(node) && configIndex > own && commitIndex >= configIndex
+        voters.isMember(node) && configIndex > own && commitIndex >= configIndex
             && !self.voters.isEmpty && !self.voters.contains(node)
     }
 }

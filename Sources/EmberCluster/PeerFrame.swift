@@ -174,6 +174,11 @@ public enum PeerFrameCodec {
                 w.u8(0); w.string(id); w.string(peer.description); w.optionalString(url)
             case .removeMember(let id): w.u8(1); w.string(id)
             case .transferLeadership(let to): w.u8(2); w.string(to)
+            // Learner operations (level 3, after 0.5.0): never sent to an older leader.
+            case .addLearner(let id, let peer, let url):
+                w.u8(3); w.string(id); w.string(peer.description); w.optionalString(url)
+            case .promoteMember(let id): w.u8(4); w.string(id)
+            case .demoteMember(let id): w.u8(5); w.string(id)
             }
         case .adminReply(let r):
             w.u8(5)
@@ -215,6 +220,12 @@ public enum PeerFrameCodec {
                 operation = .addMember(id: member, peer: peer, url: url)
             case 1: operation = .removeMember(id: try r.string())
             case 2: operation = .transferLeadership(to: try r.string())
+            case 3:
+                let member = try r.string(), peerText = try r.string(), url = try r.optionalString()
+                guard let peer = PeerAddress(peerText) else { throw .unknownTag("peer address", 0) }
+                operation = .addLearner(id: member, peer: peer, url: url)
+            case 4: operation = .promoteMember(id: try r.string())
+            case 5: operation = .demoteMember(id: try r.string())
             case let t: throw .unknownTag("admin operation", t)
             }
             frame = .admin(AdminForward(from: from, origin: origin, requestID: id, operation: operation))
@@ -286,10 +297,17 @@ public enum PeerFrameCodec {
         case .heartbeat(let commit, let ctx): w.u8(6); w.varint(commit); w.varint(ctx)
         case .heartbeatResponse(let ctx): w.u8(7); w.varint(ctx)
         case .installSnapshot(let c):
-            w.u8(8)
+            // Tag 14: a snapshot whose membership has learners (level 3, after 0.5.0). Without learners the
+            // frame is tag 8, byte for byte what builds before learners read.
+            let learners = c.metadata.membership.learners
+            w.u8(learners.isEmpty ? 8 : 14)
             w.varint(c.metadata.index); w.varint(c.metadata.term)
             w.varint(UInt64(c.metadata.membership.voters.count))
             for v in c.metadata.membership.voters { w.string(v) }
+            if !learners.isEmpty {
+                w.varint(UInt64(learners.count))
+                for v in learners { w.string(v) }
+            }
             w.varint(UInt64(c.offset)); w.varint(UInt64(c.totalSize)); w.bytes(c.data); w.bool(c.done)
         case .installSnapshotResponse(let index, let received, let done):
             w.u8(9); w.varint(index); w.varint(UInt64(received)); w.bool(done)
@@ -325,15 +343,20 @@ public enum PeerFrameCodec {
                 success: try r.bool(), index: try r.varint(), conflictTerm: try r.varint(), conflictIndex: try r.varint()))
         case 6: return .heartbeat(commit: try r.varint(), readContext: try r.varint())
         case 7: return .heartbeatResponse(readContext: try r.varint())
-        case 8:
+        case let tag where tag == 8 || tag == 14:
             let index = try r.varint(), term = try r.varint()
             let n = try r.count(minimumBytesEach: 1)
             var voters: [NodeID] = []
             for _ in 0..<n { voters.append(try r.string()) }
+            var learners: [NodeID] = []
+            if tag == 14 {
+                let k = try r.count(minimumBytesEach: 1)
+                for _ in 0..<k { learners.append(try r.string()) }
+            }
             let offset = try r.snapshotSize(), total = try r.snapshotSize()
             let data = try r.bytes()
             let done = try r.bool()
-            let meta = SnapshotMetadata(index: index, term: term, membership: Membership(voters: voters))
+            let meta = SnapshotMetadata(index: index, term: term, membership: Membership(voters: voters, learners: learners))
             return .installSnapshot(SnapshotChunk(metadata: meta, offset: offset, totalSize: total, data: data, done: done))
         case 9: return .installSnapshotResponse(snapshotIndex: try r.varint(), receivedBytes: try r.snapshotSize(), done: try r.bool())
         case 10: return .timeoutNow
@@ -427,12 +450,19 @@ struct FrameReader {
 
 extension PeerFrame {
     /// The peer protocol level a build must speak to be sent this frame (1: every build):
-    /// `.leaderDurable` is level 2, `HashCheck` level 3 (`PeerTLS`).
+    /// `.leaderDurable` is level 2, `HashCheck` and the frames that name learners (a snapshot
+    /// whose membership has learners, the learner admin requests) level 3 (`PeerTLS`).
     var level: Int {
         switch self {
         case .raft(let m):
             if case .leaderDurable = m.payload { return 2 }
+            if case .installSnapshot(let c) = m.payload, !c.metadata.membership.learners.isEmpty { return 3 }
             return 1
+        case .admin(let a):
+            switch a.operation {
+            case .addLearner, .promoteMember, .demoteMember: return 3
+            default: return 1
+            }
         case .hashCheck: return 3
         default: return 1
         }

@@ -98,19 +98,58 @@ extension RaftHost {
                 answer(a, .error(409, "\(id) is already a member"))
                 return
             }
-            guard voters.voters.count < MemberDirectory.maxMembers else {
+            if voters.isLearner(id) {
+                answer(a, .error(409, "\(id) is already a learner; promote it (POST /.ember/members/\(id)/promote)"))
+                return
+            }
+            guard voters.members.count < MemberDirectory.maxMembers else {
                 answer(a, .error(409, "The cluster already has \(MemberDirectory.maxMembers) members (the limit)"))
                 return
             }
             var next = members.directory
             next.members[id] = MemberDirectory.Member(peer: peer.description, url: url)
             proposeChange(.addVoter(id), next, a)
-        case .removeMember(let id):
-            guard voters.contains(id) else {
-                answer(a, .error(404, "\(id) is not a member"))
+        case .addLearner(let id, let peer, let url):
+            guard !voters.isMember(id) else {
+                answer(a, .error(409, "\(id) is already a \(voters.isLearner(id) ? "learner" : "member")"))
+                return
+            }
+            guard voters.members.count < MemberDirectory.maxMembers else {
+                answer(a, .error(409, "The cluster already has \(MemberDirectory.maxMembers) members (the limit)"))
+                return
+            }
+            var next = members.directory
+            next.members[id] = MemberDirectory.Member(peer: peer.description, url: url, learner: true)
+            proposeChange(.addLearner(id), next, a)
+        case .promoteMember(let id):
+            guard voters.isLearner(id), var member = members.directory.members[id] else {
+                answer(a, voters.contains(id) ? .error(409, "\(id) is already a voter") : .error(404, "\(id) is not a learner"))
+                return
+            }
+            member.learner = nil
+            var next = members.directory
+            next.members[id] = member
+            proposeChange(.promoteLearner(id), next, a)
+        case .demoteMember(let id):
+            guard voters.contains(id), var member = members.directory.members[id] else {
+                answer(a, voters.isLearner(id) ? .error(409, "\(id) is already a learner") : .error(404, "\(id) is not a member"))
                 return
             }
             guard voters.voters.count > 1 else {
+                answer(a, .error(409, "\(id) is the last voter and cannot be demoted"))
+                return
+            }
+            // Demoting the leader needs no hand-over first: it steps down once the change commits.
+            member.learner = true
+            var next = members.directory
+            next.members[id] = member
+            proposeChange(.demoteVoter(id), next, a)
+        case .removeMember(let id):
+            guard voters.isMember(id) else {
+                answer(a, .error(404, "\(id) is not a member"))
+                return
+            }
+            guard voters.voters.count > 1 || voters.isLearner(id) else {
                 answer(a, .error(409, "\(id) is the last member and cannot be removed"))
                 return
             }
@@ -127,7 +166,8 @@ extension RaftHost {
             proposeChange(.removeVoter(id), next, a)
         case .transferLeadership(let to):
             guard voters.contains(to) else {
-                answer(a, .error(404, "\(to) is not a member"))
+                answer(a, voters.isLearner(to) ? .error(409, "\(to) is a learner and cannot lead; promote it first")
+                    : .error(404, "\(to) is not a member"))
                 return
             }
             if to == node.id {
@@ -180,6 +220,10 @@ extension RaftHost {
             return .error(409, "Another membership change is pending (or the leader has not yet committed an entry of its term); retry when it commits")
         case .configChangeNoop:
             return .error(409, "The change would not alter the membership")
+        case .tooManyLearners(let limit):
+            return .error(409, "The cluster already has \(limit) learners (the limit)")
+        case .learnerBehind(let id, let lag, let limit):
+            return .error(409, "\(id) is \(lag) entries behind the leader's log; a learner is promoted only within \(limit) (it would hold commits back until caught up): retry once it has caught up (ember status shows its lag)")
         }
     }
 
@@ -191,6 +235,7 @@ extension RaftHost {
             answer(a, ClusterAdminAnswer(status: 200, body: .object([
                 "index": .int(Int64(r.index)),
                 "voters": .array(node.log.membership(atApplied: r.index).voters.map { .string($0) }),
+                "learners": .array(node.log.membership(atApplied: r.index).learners.map { .string($0) }),
             ])))
         } else {
             answer(a, .error(503, "Leadership changed before the change committed; it did not take effect, retry"))
@@ -263,16 +308,17 @@ extension RaftHost {
                 members.directory = MemberDirectory(peers: config.peers)
             } else if let context = node.membershipContext, let d = MemberDirectory(context: context) {
                 members.directory = d
-            } else if let d = try? RaftPersistence.storedDirectory(store), d.voters == m.voters {
+            } else if let d = try? RaftPersistence.storedDirectory(store), d.membership == m {
                 members.directory = d
             } else {
                 // Bootstrap membership: the flags' addresses.
-                members.directory = MemberDirectory(members: MemberDirectory(peers: config.peers).members.filter { m.contains($0.key) })
+                members.directory = MemberDirectory(members: MemberDirectory(peers: config.peers).members.filter { m.isMember($0.key) })
             }
             let d = members.directory
             publishedDirectory.withLock { $0 = d }
             logger.info("membership", metadata: [
-                "voters": "\(m)", "member": "\(m.voters.isEmpty || m.contains(config.nodeID))"])
+                "voters": "\(m)", "member": "\(m.voters.isEmpty || m.isMember(config.nodeID))",
+                "learner": "\(m.isLearner(config.nodeID))"])
         }
         var addresses = m.voters.isEmpty ? config.peers : members.directory.addresses
         for (id, address) in config.dialOverrides where addresses[id] != nil { addresses[id] = address }

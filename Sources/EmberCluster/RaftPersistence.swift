@@ -28,7 +28,8 @@ enum RaftPersistence {
             guard let config = ConfigEntry(decoding: e.data) else { throw StorageError.corrupt("config entry \(e.index)") }
             // Entries proposed without a directory (none are, by this host) still record the voters.
             let directory = MemberDirectory(context: config.context)
-                ?? MemberDirectory(members: Dictionary(uniqueKeysWithValues: config.membership.voters.map { ($0, .init(peer: "")) }))
+                ?? MemberDirectory(members: Dictionary(uniqueKeysWithValues: config.membership.voters.map { ($0, .init(peer: "")) }
+                    + config.membership.learners.map { ($0, .init(peer: "", learner: true)) }))
             return EmberStorage.LogEntry(
                 index: e.index, term: e.term, namespace: MemberDirectory.namespace,
                 operation: .set(path: MemberDirectory.path, value: .string(directory.text())), timestamp: 0)
@@ -49,7 +50,7 @@ enum RaftPersistence {
         if case .noop = e.operation { return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .noop) }
         if e.namespace == MemberDirectory.namespace, case .set(_, .string(let text), _) = e.operation,
            let directory = MemberDirectory(text: text) {
-            let data = ConfigEntry(membership: Membership(voters: directory.voters), context: directory.context).encoded()
+            let data = ConfigEntry(membership: directory.membership, context: directory.context).encoded()
             return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .configChange, data: data)
         }
         return EmberRaft.LogEntry(index: e.index, term: e.term, kind: .normal, data: e.encoded())
@@ -84,8 +85,9 @@ enum RaftPersistence {
                 next += 1
             }
         }
-        let applied = try storedDirectory(store)?.voters ?? voters
-        let metadata = SnapshotMetadata(index: snap.index, term: snap.term, membership: Membership(voters: applied))
+        // Learners survive a restart: the stored directory marks them.
+        let applied = try storedDirectory(store)?.membership ?? Membership(voters: voters)
+        let metadata = SnapshotMetadata(index: snap.index, term: snap.term, membership: applied)
         let state = PersistentState(
             hardState: EmberRaft.HardState(term: hs.term, votedFor: hs.votedFor, commit: snap.index),
             snapshot: metadata, entries: entries)

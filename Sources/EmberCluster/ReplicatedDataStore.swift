@@ -266,6 +266,13 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     }
 
 
+    /// The role operators see: a learner is a follower that never votes ("learner").
+    static func roleName(_ s: RaftStatus, reportRemoved: Bool = true) -> String {
+        if reportRemoved && s.removed { return "removed" }
+        if s.learner && s.role == .follower { return "learner" }
+        return s.role == .preCandidate ? "candidate" : s.role.rawValue
+    }
+
     public func probe() -> ClusterProbe {
         let s = host.status
         var peers: [String: ClusterProbe.Peer] = [:]
@@ -289,7 +296,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
                 peers[id] = peer
             }
         }
-        return ClusterProbe(id: s.id, role: s.role == .preCandidate ? "candidate" : s.role.rawValue, leader: s.leaderID,
+        return ClusterProbe(id: s.id, role: Self.roleName(s, reportRemoved: false), leader: s.leaderID,
                             term: s.term, commitIndex: s.commitIndex, appliedIndex: local.appliedIndex,
                             lastIndex: s.lastIndex, peers: peers)
     }
@@ -303,7 +310,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         let s = host.status
         var out: KeyMap<JSON> = [
             "id": .string(s.id),
-            "role": .string(s.removed ? "removed" : s.role == .preCandidate ? "candidate" : s.role.rawValue),
+            "role": .string(Self.roleName(s)),
             "term": .int(Int64(s.term)),
             "leader": s.leaderID.map { .string($0) } ?? .null,
             "commitIndex": .int(Int64(s.commitIndex)),
@@ -313,8 +320,9 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             "lastIndex": .int(Int64(s.lastIndex)),
             "snapshotIndex": .int(Int64(s.snapshotIndex)),
             "voters": .array(s.membership.voters.map { .string($0) }),
+            "learners": .array(s.membership.learners.map { .string($0) }),
             // False once removed by a membership change (and while joining, until added).
-            "member": .bool(s.membership.contains(s.id) && !s.removed),
+            "member": .bool(s.membership.isMember(s.id) && !s.removed),
             "members": host.publishedDirectory.withLock { $0 }.json,
             "connectedPeers": .array(transport.connectedPeers().map { .string($0) }),
             "links": .object(KeyMap(transport.linkStats().mapValues { l in

@@ -16,11 +16,17 @@ public struct MemberDirectory: Sendable, Hashable {
         public var peer: String
         /// The member's client URL, when the operator gave it (for clients and tools).
         public var url: String?
+        /// A non-voting member (learner). Omitted (nil) for voters, so a directory without
+        /// learners is the same text builds before learners wrote and read.
+        public var learner: Bool?
 
-        public init(peer: String, url: String? = nil) {
+        public init(peer: String, url: String? = nil, learner: Bool = false) {
             self.peer = peer
             self.url = url
+            self.learner = learner ? true : nil
         }
+
+        public var isLearner: Bool { learner == true }
     }
 
     public var members: [NodeID: Member]
@@ -34,7 +40,10 @@ public struct MemberDirectory: Sendable, Hashable {
     public static let maxMembers = 64
     public static let maxURLBytes = 256
 
-    public var voters: [NodeID] { members.keys.sorted() }
+    public var voters: [NodeID] { members.filter { !$0.value.isLearner }.keys.sorted() }
+    public var learners: [NodeID] { members.filter { $0.value.isLearner }.keys.sorted() }
+    /// Raft's membership as this directory states it.
+    public var membership: Membership { Membership(voters: voters, learners: learners) }
 
     public var addresses: [NodeID: PeerAddress] {
         members.compactMapValues { PeerAddress($0.peer) }
@@ -74,6 +83,7 @@ public struct MemberDirectory: Sendable, Hashable {
         .object(KeyMap(members.mapValues { m in
             var o: KeyMap<JSON> = ["peer": .string(m.peer)]
             if let url = m.url { o["url"] = .string(url) }
+            if m.isLearner { o["learner"] = .bool(true) }
             return JSON.object(o)
         }))
     }

@@ -22,12 +22,20 @@ public struct RaftConfig: Sendable, Hashable {
     public var maxInflightSnapshotChunks: Int
     /// Seed for the deterministic generator that randomizes election timeouts.
     public var randomSeed: UInt64
+    /// Most learners (non-voting members) a configuration may hold: each one is another stream
+    /// of AppendEntries (and of snapshots) from the leader.
+    public var maxLearners: Int
+    /// A learner is promoted only while at most this many entries behind the leader's log: a
+    /// voter further behind would hold the commit quorum back until it caught up.
+    public var maxPromotionLag: UInt64
 
     public static let defaultMaxEntriesPerMessage = 64
     public static let defaultMaxBytesPerMessage = 1 << 20
     public static let defaultMaxInflightMessages = 32
     public static let defaultSnapshotChunkSize = 1 << 20
     public static let defaultMaxInflightSnapshotChunks = 4
+    public static let defaultMaxLearners = 8
+    public static let defaultMaxPromotionLag: UInt64 = 1_000
 
     public init(
         electionTick: Int = 10,
@@ -39,7 +47,9 @@ public struct RaftConfig: Sendable, Hashable {
         maxInflightMessages: Int = RaftConfig.defaultMaxInflightMessages,
         snapshotChunkSize: Int = RaftConfig.defaultSnapshotChunkSize,
         maxInflightSnapshotChunks: Int = RaftConfig.defaultMaxInflightSnapshotChunks,
-        randomSeed: UInt64 = 0
+        randomSeed: UInt64 = 0,
+        maxLearners: Int = RaftConfig.defaultMaxLearners,
+        maxPromotionLag: UInt64 = RaftConfig.defaultMaxPromotionLag
     ) {
         precondition(electionTick > heartbeatTick && heartbeatTick > 0, "need electionTick > heartbeatTick > 0")
         precondition(maxEntriesPerMessage > 0 && maxBytesPerMessage > 0 && maxInflightMessages > 0)
@@ -54,5 +64,8 @@ public struct RaftConfig: Sendable, Hashable {
         self.snapshotChunkSize = snapshotChunkSize
         self.maxInflightSnapshotChunks = maxInflightSnapshotChunks
         self.randomSeed = randomSeed
+        precondition(maxLearners >= 0)
+        self.maxLearners = maxLearners
+        self.maxPromotionLag = maxPromotionLag
     }
 }

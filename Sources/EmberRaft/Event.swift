@@ -34,7 +34,8 @@ public enum Event: Sendable, Hashable {
     /// A leader counts its own log as matching only through the latest such index. Stale reports
     /// (the log was truncated and `index` now holds another term) are ignored.
     case persisted(through: UInt64, term: UInt64)
-    /// Start an election now (e.g. to bootstrap a test quickly). Ignored by leaders and non-voters.
+    /// Start an election now (e.g. to bootstrap a test quickly). Ignored by leaders and non-voters
+    /// (learners included).
     case campaign
     /// A member told the host that a configuration at `configIndex`, committed and without this
     /// node, exists: we were removed while we could not hear of it (a removed node is no longer
@@ -56,4 +57,9 @@ public enum ProposalRejection: Sendable, Hashable {
     case configChangePending
     /// The change would not alter membership (adding a member or removing a non-member).
     case configChangeNoop
+    /// Adding a learner would exceed `RaftConfig.maxLearners`.
+    case tooManyLearners(limit: Int)
+    /// The learner to promote is `lag` entries behind the leader's log, more than
+    /// `RaftConfig.maxPromotionLag` allows (or not known to hold anything: `lag` is the whole log).
+    case learnerBehind(NodeID, lag: UInt64, limit: UInt64)
 }

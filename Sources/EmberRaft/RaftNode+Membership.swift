@@ -39,18 +39,41 @@ extension RaftNode {
             out.other.append(.proposalRejected(.configChangeNoop))
             return
         }
+        if next.learners.count > membership.learners.count && next.learners.count > config.maxLearners {
+            out.other.append(.proposalRejected(.tooManyLearners(limit: config.maxLearners)))
+            return
+        }
+        if let refusal = promotionRefusal(change) {
+            out.other.append(.proposalRejected(refusal))
+            return
+        }
         let entry = appendAsLeader(kind: .configChange, data: ConfigEntry(membership: next, context: context).encoded())
         pendingConfigIndex = entry.index
         out.other.append(.proposalAccepted(index: entry.index, term: entry.term))
         if role == .leader { broadcastAppend() }
     }
 
-    /// Recomputes the voter set from the log after config entries were appended or truncated.
+    /// Promoting a learner (`promoteLearner`, or `addVoter` naming one) that is further behind
+    /// than `maxPromotionLag`: it would count toward the commit quorum at once, so with one more
+    /// voter down commits would wait for it to catch up. nil when allowed.
+    func promotionRefusal(_ change: ConfigChange) -> ProposalRejection? {
+        let target: NodeID
+        switch change {
+        case .promoteLearner(let id): target = id
+        case .addVoter(let id) where membership.isLearner(id): target = id
+        default: return nil
+        }
+        let match = progress[target]?.matchIndex ?? 0
+        let lag = log.lastIndex > match ? log.lastIndex - match : 0
+        return lag > config.maxPromotionLag ? .learnerBehind(target, lag: lag, limit: config.maxPromotionLag) : nil
+    }
+
+    /// Recomputes the membership from the log after config entries were appended or truncated.
     mutating func refreshMembership() {
         configIndex = log.lastConfigIndex(atOrBefore: log.lastIndex)
         membership = log.membership(at: log.lastIndex)
         guard role == .leader else { return }
-        for v in membership.voters where v != id && progress[v] == nil {
+        for v in membership.members where v != id && progress[v] == nil {
             progress[v] = PeerProgress(nextIndex: log.lastIndex + 1)
         }
         // A removed follower keeps being replicated to until its removal commits, so it learns
@@ -67,23 +90,23 @@ extension RaftNode {
         if role != .follower { becomeFollower(term: term, leader: nil) }
     }
 
-    /// Drops progress of peers that are no longer voters (their removal has committed).
+    /// Drops progress of peers that are no longer members (their removal has committed).
     mutating func pruneDeparted() {
-        for k in progress.keys.sorted() where !membership.contains(k) {
+        for k in progress.keys.sorted() where !membership.isMember(k) {
             progress[k] = nil
         }
     }
 
     /// Removed peers the leader still replicates to (their removal has not committed yet).
     public var departingPeers: [NodeID] {
-        progress.keys.filter { !membership.contains($0) }.sorted()
+        progress.keys.filter { !membership.isMember($0) }.sorted()
     }
 
-    /// Peers the leader sends to: the voters, plus removed peers until their removal commits.
-    /// Sorted (replays stay deterministic); built without sets, as it runs on every broadcast.
+    /// Peers the leader sends to: voters and learners, plus removed peers until their removal
+    /// commits. Sorted (replays stay deterministic); built without sets, as it runs on every broadcast.
     var replicationTargets: [NodeID] {
         var out = progress.keys.filter { $0 != id }
-        for v in membership.voters where v != id && progress[v] == nil { out.append(v) }
+        for v in membership.members where v != id && progress[v] == nil { out.append(v) }
         out.sort()
         return out
     }

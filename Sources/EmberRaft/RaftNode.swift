@@ -28,7 +28,7 @@ public struct RaftNode: Sendable {
     /// Highest log index the host reported durable (`Event.persisted`); a leader's own vote in
     /// the commit quorum counts only up to here, so it may send entries before writing them.
     public internal(set) var durableIndex: UInt64
-    /// Voter set in effect: from the latest config entry in the log (effective once appended).
+    /// Membership in effect: from the latest config entry in the log (effective once appended).
     public internal(set) var membership: Membership
     /// Index of the entry (or snapshot) that defined `membership`.
     public internal(set) var configIndex: UInt64
@@ -132,13 +132,16 @@ public struct RaftNode: Sendable {
         return decoded.context
     }
 
-    /// Only voters may campaign (a removed or not-yet-added node just follows).
+    /// Only voters may campaign (a learner, or a removed or not-yet-added node, just follows).
     var isPromotable: Bool { membership.contains(id) && removedAtConfigIndex <= configIndex }
+
+    /// A non-voting member in the configuration in effect.
+    public var isLearner: Bool { membership.isLearner(id) }
 
     /// Removed from the cluster: by a configuration in our log, or one we were told of
     /// (`Event.removedFromCluster`). A node still joining (no voters yet) is not removed.
     public var isRemoved: Bool {
-        (!membership.voters.isEmpty && !membership.contains(id)) || removedAtConfigIndex > configIndex
+        (!membership.voters.isEmpty && !membership.isMember(id)) || removedAtConfigIndex > configIndex
     }
 
     public var status: RaftStatus {
@@ -147,7 +150,7 @@ public struct RaftNode: Sendable {
             commitIndex: commitIndex, appliedIndex: appliedIndex, lastIndex: log.lastIndex,
             snapshotIndex: log.snapshotIndex, membership: membership,
             progress: role == .leader ? progress : [:], leadTransferee: leadTransferee,
-            configIndex: configIndex, removed: isRemoved, inferredCommits: inferredCommits)
+            configIndex: configIndex, removed: isRemoved, inferredCommits: inferredCommits, learner: isLearner)
     }
 
     // MARK: - Output
@@ -215,7 +218,7 @@ public struct RaftNode: Sendable {
         resetElectionTimer()
         progress = [:]
         announcedDurable = 0
-        for peer in membership.voters where peer != id {
+        for peer in membership.members where peer != id {
             progress[peer] = PeerProgress(nextIndex: log.lastIndex + 1)
         }
         // Any config entry already in our log may be uncommitted: block new changes until the

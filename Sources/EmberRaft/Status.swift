@@ -22,4 +22,6 @@ public struct RaftStatus: Sendable, Hashable {
     /// Times this node, a follower, advanced its commit index on the leader's durable notice
     /// (`RaftNode.inferCommit`) rather than on the leader's commit index.
     public var inferredCommits: UInt64 = 0
+    /// A non-voting member (its `role` is `.follower`): it replicates but never votes or campaigns.
+    public var learner = false
 }

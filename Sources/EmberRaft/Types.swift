@@ -7,7 +7,7 @@ public typealias NodeID = String
 public enum EntryKind: UInt8, Sendable, Hashable {
     /// An application command; `data` is opaque to Raft.
     case normal
-    /// A membership change; `data` is an encoded `Membership` (the full voter set after the change).
+    /// A membership change; `data` is an encoded `ConfigEntry` (the full membership after the change).
     case configChange
     /// Appended by every new leader so it can commit entries of its own term promptly.
     case noop
@@ -49,7 +49,7 @@ public struct HardState: Sendable, Hashable {
 public struct SnapshotMetadata: Sendable, Hashable {
     public var index: UInt64
     public var term: UInt64
-    /// The voter set in effect at `index`.
+    /// The membership (voters and learners) in effect at `index`.
     public var membership: Membership
 
     public init(index: UInt64, term: UInt64, membership: Membership) {
@@ -88,11 +88,11 @@ public struct PersistentState: Sendable, Hashable {
         self.entries = entries
     }
 
-    /// A brand-new member of the initial cluster: empty log, initial voter set recorded at index 0.
-    public static func bootstrap(voters: [NodeID]) -> PersistentState {
+    /// A brand-new member of the initial cluster: empty log, initial membership recorded at index 0.
+    public static func bootstrap(voters: [NodeID], learners: [NodeID] = []) -> PersistentState {
         PersistentState(
             hardState: HardState(),
-            snapshot: SnapshotMetadata(index: 0, term: 0, membership: Membership(voters: voters)),
+            snapshot: SnapshotMetadata(index: 0, term: 0, membership: Membership(voters: voters, learners: learners)),
             entries: [])
     }
 

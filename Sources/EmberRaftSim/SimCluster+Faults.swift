@@ -38,6 +38,7 @@ extension SimCluster {
             }
         }
         if rng.chance(options.membershipChangeRate) { try changeMembership() }
+        if options.learnerChangeRate > 0 && rng.chance(options.learnerChangeRate) { try changeLearners() }
         if rng.chance(options.transferRate), let leader = currentLeader {
             let others = hosts[leader].node!.membership.voters.filter { $0 != hosts[leader].id }
             stats.transfers += 1
@@ -55,7 +56,8 @@ extension SimCluster {
             stats.membershipChanges += 1
             try step(l, .proposeConfigChange(.removeVoter(victim)))
         } else {
-            // Prefer a node that joined earlier but whose addition never took effect.
+            // Prefer a node that joined earlier but whose addition never took effect (a learner
+            // named here is promoted).
             var candidate = hosts.first { !voters.contains($0.id) && !removed.contains($0.id) }?.id
             if candidate == nil {
                 let id = "n\(hosts.count + 1)"
@@ -130,8 +132,8 @@ extension SimCluster {
     /// After healing: one leader, everyone caught up with everything it committed.
     func checkConverged() throws {
         guard let l = currentLeader, let leader = hosts[l].node else { throw fail("liveness: no leader after settling") }
-        // Only current members must catch up; removed nodes may be stuck behind forever.
-        for h in hosts where leader.membership.contains(h.id) {
+        // Only current members (learners too) must catch up; removed nodes may be stuck behind forever.
+        for h in hosts where leader.membership.isMember(h.id) {
             guard let n = h.node else { throw fail("liveness: \(h.id) still down") }
             if n.role == .leader && n.id != leader.id && n.term == leader.term { throw fail("two leaders") }
             if n.appliedIndex != leader.commitIndex || n.commitIndex != leader.log.lastIndex {

@@ -82,6 +82,8 @@ public final class SimCluster {
     var removed: Set<NodeID> = []
     /// Set while a client proposal is being stepped, to attribute `.proposalAccepted/Rejected`.
     var proposing: (historyID: Int, client: Int, opID: UInt64)?
+    /// The reason of the latest `.proposalRejected` (membership changes read it).
+    var lastRejection: ProposalRejection?
 
     public internal(set) var completedOps = 0
     public internal(set) var unknownOps = 0
@@ -94,8 +96,9 @@ public final class SimCluster {
         self.rng = SplitMix64(seed: seed)
         clients = Array(repeating: SimClient(), count: options.clients)
         let ids = (1...options.nodeCount).map { "n\($0)" }
-        for id in ids {
-            var h = SimHost(id: id, core: nil, disk: SimDisk(.bootstrap(voters: ids)))
+        let learners = (0..<options.learners).map { "n\(options.nodeCount + 1 + $0)" }
+        for id in ids + learners {
+            var h = SimHost(id: id, core: nil, disk: SimDisk(.bootstrap(voters: ids, learners: learners)))
             h.core = HostCore(node: RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable))
             hosts.append(h)
         }
@@ -221,6 +224,7 @@ public final class SimCluster {
         let index = n.commitIndex
         guard let term = n.log.term(at: index) else { return }
         var holders = 0
+        // Voters only: a leader counting a learner's copy would fail here.
         for h in hosts where n.membership.contains(h.id) {
             let d = h.disk.durable
             let base = d.snapshot.index
@@ -344,6 +348,7 @@ public final class SimCluster {
                     hosts[i].pendingWrites[index] = (term, p.opID, p.historyID, p.client)
                 }
             case .proposalRejected(let reason):
+                lastRejection = reason
                 if case .notLeader(let hint) = reason { lastProposals.append(.notLeader(hint: hint)) } else { lastProposals.append(.notLeader(hint: nil)) }
                 if let p = proposing {
                     history.discard(p.historyID)

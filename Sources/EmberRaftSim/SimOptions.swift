@@ -22,6 +22,11 @@ public struct SimOptions: Sendable, Hashable {
     public var transferRate = 0.005  // per tick
     /// Per tick: the leader removes a voter or adds a fresh node (single-server changes).
     public var membershipChangeRate = 0.0
+    /// Learners (non-voting members) in the initial configuration, besides the `nodeCount` voters.
+    public var learners = 0
+    /// Per tick: the leader adds a fresh learner, removes one, promotes one (refused while it is
+    /// behind) or demotes a voter (SimCluster+Learners).
+    public var learnerChangeRate = 0.0
     public var compactThreshold = 12  // applied entries beyond the snapshot before compacting
     public var raft = RaftConfig(electionTick: 10, heartbeatTick: 2)
     /// Deliberately broken mode for testing the checker: serve reads from the contacted node's
@@ -78,6 +83,31 @@ public struct SimOptions: Sendable, Hashable {
             maxInflightMessages: [1, 2, 4, 32][rng.below(4)],
             snapshotChunkSize: [5, 16, 64, 4096][rng.below(4)],
             maxInflightSnapshotChunks: [1, 2, 4][rng.below(3)])
+        return o
+    }
+
+    /// `randomized` plus learners: 1-3 in the initial configuration, and (with PreVote, as for
+    /// voter churn) learners added, removed, promoted and voters demoted while the faults run.
+    /// A small `maxPromotionLag`, so promotions are refused as often as they are let through.
+    public static func withLearners(seed: UInt64, nodeCount: Int) -> SimOptions {
+        var o = randomized(seed: seed, nodeCount: nodeCount)
+        var rng = SplitMix64(seed: seed ^ 0x1EA2_0E25)
+        o.learners = 1 + rng.below(3)
+        o.learnerChangeRate = o.raft.preVote ? [0.01, 0.03, 0.06][rng.below(3)] : 0
+        o.raft.maxLearners = 4
+        o.raft.maxPromotionLag = [0, 4, 32][rng.below(3)]
+        return o
+    }
+
+    /// The leader-churn profile with learners changing (and being promoted) all the time.
+    public static func learnersUnderLeaderChurn(seed: UInt64, nodeCount: Int) -> SimOptions {
+        var o = leaderChurn(seed: seed, nodeCount: nodeCount)
+        var rng = SplitMix64(seed: seed ^ 0x1EA2_C4A2)
+        o.raft.preVote = true  // removed and demoted servers that do not know it yet campaign otherwise
+        o.learners = 1 + rng.below(2)
+        o.learnerChangeRate = 0.08
+        o.raft.maxLearners = 3
+        o.raft.maxPromotionLag = [2, 16][rng.below(2)]
         return o
     }
 

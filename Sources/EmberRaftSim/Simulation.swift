@@ -15,6 +15,12 @@ public struct SimStats: Sendable, Hashable {
     public var partitions = 0
     public var transfers = 0
     public var membershipChanges = 0
+    /// Learner changes proposed (`SimOptions.learnerChangeRate`) and, of promotions, how many
+    /// the leader accepted and how many it refused because the learner was behind.
+    public var learnerChanges = 0
+    public var promotions = 0
+    public var promotionsRefusedBehind = 0
+    public var demotions = 0
     /// Runs whose linearizability search hit its step budget (counted as passing).
     public var linearizabilityInconclusive = 0
     public var compactions = 0

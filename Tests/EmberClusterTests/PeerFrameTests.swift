@@ -27,6 +27,9 @@ import Testing
         .installSnapshot(SnapshotChunk(metadata: meta, offset: 1 << 20, totalSize: 3 << 20, data: [9, 9], done: false)),
         // Snapshots are many frames long: offsets and sizes far beyond one frame travel.
         .installSnapshot(SnapshotChunk(metadata: meta, offset: 300 << 20, totalSize: 5 << 30, data: [1], done: false)),
+        // With learners: tag 14, a level-3 frame.
+        .installSnapshot(SnapshotChunk(metadata: SnapshotMetadata(index: 40, term: 3, membership: Membership(voters: ["n1", "n2"], learners: ["n4", "n5"])),
+                                       offset: 0, totalSize: 2, data: [1, 2], done: true)),
         .installSnapshotResponse(snapshotIndex: 40, receivedBytes: 12, done: true),
         .installSnapshotResponse(snapshotIndex: 40, receivedBytes: 4 << 30, done: false),
         .timeoutNow,
@@ -53,12 +56,34 @@ import Testing
                 id: "n5", peer: PeerAddress(host: "::1", port: 7005), url: nil))),
             .admin(AdminForward(from: "n2", origin: "n2", requestID: 7, operation: .removeMember(id: "n1"))),
             .admin(AdminForward(from: "n2", origin: "n1", requestID: 8, operation: .transferLeadership(to: "n3"))),
+            .admin(AdminForward(from: "n2", origin: "n2", requestID: 9, operation: .addLearner(
+                id: "n6", peer: PeerAddress(host: "127.0.0.1", port: 7006), url: "http://127.0.0.1:9006"))),
+            .admin(AdminForward(from: "n2", origin: "n2", requestID: 10, operation: .addLearner(
+                id: "n7", peer: PeerAddress(host: "::1", port: 7007), url: nil))),
+            .admin(AdminForward(from: "n2", origin: "n2", requestID: 11, operation: .promoteMember(id: "n6"))),
+            .admin(AdminForward(from: "n2", origin: "n2", requestID: 12, operation: .demoteMember(id: "n1"))),
             .adminReply(AdminReply(from: "n1", requestID: 8, status: 409, body: "{\"error\":\"pending\"}")),
             .notMember(NotMemberNotice(from: "n1", configIndex: 1 << 33, commitIndex: 1 << 34, voters: ["n1", "n2"])),
             .notMember(NotMemberNotice(from: "n1", configIndex: 0, commitIndex: 0, voters: [])),
             .hashCheck(HashCheck(from: "n2", appliedIndex: 1 << 40, stateHash: String(repeating: "ab", count: 20), ask: true)),
             .hashCheck(HashCheck(from: "n3", appliedIndex: 0, stateHash: "", ask: false)),
         ]
+    }
+
+    /// Frames that name learners go only to members that speak level 3; a snapshot of a
+    /// membership without learners is the frame every build reads (tag 8).
+    @Test func learnerFramesAreLevelThree() throws {
+        func snapshot(_ m: Membership) -> PeerFrame {
+            .raft(Message(from: "n1", to: "n2", term: 3, payload: .installSnapshot(SnapshotChunk(
+                metadata: SnapshotMetadata(index: 9, term: 3, membership: m), offset: 0, totalSize: 1, data: [1], done: true))))
+        }
+        let plain = snapshot(Membership(voters: ["n1", "n2"]))
+        #expect(plain.level == 1 && snapshot(Membership(voters: ["n1"], learners: ["n2"])).level == 3)
+        for op: ClusterAdminOperation in [.promoteMember(id: "n2"), .demoteMember(id: "n2"),
+                                          .addLearner(id: "n2", peer: PeerAddress(host: "h", port: 1), url: nil)] {
+            #expect(PeerFrame.admin(AdminForward(from: "n2", origin: "n2", requestID: 1, operation: op)).level == 3)
+        }
+        #expect(PeerFrame.admin(AdminForward(from: "n2", origin: "n2", requestID: 1, operation: .removeMember(id: "n3"))).level == 1)
     }
 
     @Test func everyFrameRoundTrips() throws {

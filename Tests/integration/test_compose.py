@@ -26,7 +26,30 @@ def compose():
 
 
 def nodes_of(compose):
-    return {name: s for name, s in compose["services"].items() if s.get("entrypoint") is None}
+    """The voters: services that run emberd and belong to no optional profile."""
+    return {name: s for name, s in compose["services"].items()
+            if s.get("entrypoint") is None and not s.get("profiles")}
+
+
+def test_optional_learner_service_joins_and_registers_as_a_learner(compose):
+    services = compose["services"]
+    l1, job = services["l1"], services["l1-register"]
+    assert l1["profiles"] == ["learners"] and job["profiles"] == ["learners"]
+    args = l1["command"]
+    assert "--join" in args and flag(args, "--node-id") == "l1"
+    assert "l1" in flag(services["certs"]["command"], "--nodes").split(",")
+    assert flag(args, "--peer-tls-cert") == "/certs/l1.pem"
+    # It knows the voters' peers (to hear from the leader) and does not claim to be one.
+    assert flag(args, "--peers") == flag(services["n1"]["command"], "--peers")
+    assert flag(args, "--peer-address").split(":")[0] in l1["networks"]["peers"]["aliases"]
+    data = [v for v, t, _ in mounts(l1) if t == flag(args, "--data")]
+    assert data == ["l1-data"] and "l1-data" in compose["volumes"]
+    (mapping,) = l1["ports"]
+    assert mapping == "9004:9000"
+    script = job["command"][0]
+    body = json.loads(script[script.index("-d '") + 4:script.rindex("}'") + 1])
+    assert body == {"id": "l1", "address": flag(args, "--peer-address"), "clientURL": "http://127.0.0.1:9004",
+                    "learner": True}
 
 
 def mounts(service):

@@ -7,7 +7,10 @@ import NIOCore
 
 /// Cluster administration over REST (admin credential required):
 ///
-///   POST   /.ember/members          {"id": "n4", "address": "host:peerPort", "clientURL": "http://..."}
+///   POST   /.ember/members          {"id": "n4", "address": "host:peerPort", "clientURL": "http://...",
+///                                     "learner": true}   (learner: a non-voting member; default false)
+///   POST   /.ember/members/ID/promote   a caught-up learner becomes a voter (409 while it is behind)
+///   POST   /.ember/members/ID/demote    a voter becomes a learner
 ///   DELETE /.ember/members/ID
 ///   POST   /.ember/leader/transfer  {"to": "n2"}
 ///
@@ -47,7 +50,20 @@ extension RestHandler {
             default:
                 throw RestError.badRequest("\"clientURL\" must be an http(s) URL of at most \(MemberDirectory.maxURLBytes) bytes")
             }
-            operation = .addMember(id: id, peer: address, url: url)
+            let learner: Bool
+            switch body["learner"] {
+            case nil, .null?, .bool(false)?: learner = false
+            case .bool(true)?: learner = true
+            default: throw RestError.badRequest("\"learner\" must be true or false")
+            }
+            operation = learner ? .addLearner(id: id, peer: address, url: url) : .addMember(id: id, peer: address, url: url)
+        case (let n, .post) where n.hasPrefix("members/") && (n.hasSuffix("/promote") || n.hasSuffix("/demote")):
+            let parts = n.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 3, ClusterConfiguration.isValidNodeID(String(parts[1])) else {
+                throw RestError.badRequest("Invalid node id in the URL")
+            }
+            let id = String(parts[1])
+            operation = parts[2] == "promote" ? .promoteMember(id: id) : .demoteMember(id: id)
         case (let n, .delete) where n.hasPrefix("members/"):
             let id = String(n.dropFirst("members/".count))
             guard ClusterConfiguration.isValidNodeID(id) else { throw RestError.badRequest("Invalid node id in the URL") }

@@ -26,12 +26,34 @@ private func seeds(default count: UInt64, offset: UInt64) -> [UInt64] {
     return (0..<n).map { offset + $0 }
 }
 
+/// The fault profiles seeds run under.
+enum SimProfile: String {
+    case randomized, leaderChurn, learners, learnersUnderLeaderChurn
+
+    func options(seed: UInt64, nodeCount: Int) -> SimOptions {
+        switch self {
+        case .randomized: return .randomized(seed: seed, nodeCount: nodeCount)
+        case .leaderChurn: return .leaderChurn(seed: seed, nodeCount: nodeCount)
+        case .learners: return .withLearners(seed: seed, nodeCount: nodeCount)
+        case .learnersUnderLeaderChurn: return .learnersUnderLeaderChurn(seed: seed, nodeCount: nodeCount)
+        }
+    }
+
+    var churn: Bool { self == .leaderChurn || self == .learnersUnderLeaderChurn }
+    var learners: Bool { self == .learners || self == .learnersUnderLeaderChurn }
+}
+
 private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false, forwarding: Bool? = nil) {
+    runSeeds(seeds, nodeCount: nodeCount, profile: churn ? .leaderChurn : .randomized, forwarding: forwarding)
+}
+
+private func runSeeds(_ seeds: [UInt64], nodeCount: Int, profile: SimProfile, forwarding: Bool? = nil) {
+    let churn = profile.churn
     var failures: [SimReport] = []
     var completed = 0
     var total = SimStats()
     for seed in seeds {
-        var options = churn ? SimOptions.leaderChurn(seed: seed, nodeCount: nodeCount) : SimOptions.randomized(seed: seed, nodeCount: nodeCount)
+        var options = profile.options(seed: seed, nodeCount: nodeCount)
         if let forwarding { options.forwarding = forwarding }
         let report = Simulation.run(seed: seed, nodeCount: nodeCount, options: options)
         completed += report.completedOps
@@ -40,6 +62,10 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false, fo
         total.partitions += report.stats.partitions
         total.transfers += report.stats.transfers
         total.membershipChanges += report.stats.membershipChanges
+        total.learnerChanges += report.stats.learnerChanges
+        total.promotions += report.stats.promotions
+        total.promotionsRefusedBehind += report.stats.promotionsRefusedBehind
+        total.demotions += report.stats.demotions
         total.snapshotsInstalled += report.stats.snapshotsInstalled
         total.snapshotChunksStaged += report.stats.snapshotChunksStaged
         total.compactions += report.stats.compactions
@@ -61,11 +87,16 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false, fo
             if failures.count >= 5 { break }
         }
     }
+    if profile.learners && seeds.count >= 10 {
+        // Learners come and go, and promotions are both let through and refused as behind.
+        #expect(total.learnerChanges > 0 && total.promotions > 0 && total.demotions > 0)
+        #expect(total.promotionsRefusedBehind > 0)
+    }
     for f in failures {
-        Issue.record("\(f)\nreplay: EMBER_SIM_SEED=\(f.seed) swift test --filter EmberRaftTests.SimulationTests\(churn ? " (leader-churn profile)" : "")")
+        Issue.record("\(f)\nreplay: EMBER_SIM_SEED=\(f.seed) swift test --filter EmberRaftTests.SimulationTests (\(profile.rawValue) profile)")
     }
     #expect(completed > 0, "clients completed no operations at all")
-    print("\(nodeCount)-node\(churn ? " leader-churn" : "") simulation: \(seeds.count) seeds, \(completed) client ops completed, \(total)")
+    print("\(nodeCount)-node \(profile.rawValue) simulation: \(seeds.count) seeds, \(completed) client ops completed, \(total)")
     if seeds.count >= 50 {
         // Coverage: the fault profiles must actually exercise every mechanism.
         #expect(total.crashes > 0 && total.partitions > 0 && total.transfers > 0)
@@ -106,6 +137,20 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, churn: Bool = false, fo
 
     @Test func fiveNodeLeaderChurn() {
         runSeeds(seeds(default: 60, offset: 2_000_001), nodeCount: 5, churn: true)
+    }
+
+    /// Learners (issue 38) in the initial configuration, crashed and partitioned like any node,
+    /// added, removed, promoted (or refused as behind) and demoted while faults run; every
+    /// invariant holds (commits durable on a majority of voters: a leader counting a learner
+    /// fails it), histories through learners are linearizable, and learners converge too.
+    @Test func learnersUnderFaults() {
+        runSeeds(seeds(default: 30, offset: 5_000_001), nodeCount: 3, profile: .learners)
+        runSeeds(seeds(default: 10, offset: 6_000_001), nodeCount: 5, profile: .learners)
+    }
+
+    /// Promotion and demotion during leader churn (frequent transfers, partitions, crashes).
+    @Test func learnerPromotionDuringLeaderChurn() {
+        runSeeds(seeds(default: 20, offset: 7_000_001), nodeCount: 3, profile: .learnersUnderLeaderChurn)
     }
 
     /// Seeds that once failed liveness (issue 16): a follower stuck behind the leader's commit index

@@ -1,0 +1,258 @@
+// Learners (non-voting members): replicated to like followers, never voting, campaigning or
+// counting toward the commit and read quorums; added, promoted, demoted and removed by
+// single-server changes.
+
+@testable import EmberRaft
+import Testing
+
+private func accepted(_ actions: [Action]) -> Bool {
+    actions.contains { if case .proposalAccepted = $0 { return true } else { return false } }
+}
+
+private func rejection(_ actions: [Action]) -> ProposalRejection? {
+    for a in actions { if case .proposalRejected(let r) = a { return r } }
+    return nil
+}
+
+/// A 3-voter cluster led by n1 with n4 added as a learner and caught up.
+private func clusterWithLearner(_ tweak: (inout RaftConfig) -> Void = { _ in }) -> TestCluster {
+    let config = TestCluster.config(tweak)
+    var c = TestCluster(3, config: config)
+    c.elect("n1")
+    for i in 0..<3 { c.propose("n1", "a\(i)") }
+    c.deliverAll()
+    c.addJoiningNode("n4", config: config)
+    let added = c.step("n1", .proposeConfigChange(.addLearner("n4")))
+    precondition(accepted(added), "addLearner refused: \(added)")
+    c.deliverAll()
+    c.tickAll(2)
+    return c
+}
+
+private func votingMessages(_ actions: [Action]) -> [Message] {
+    actions.messages.filter {
+        switch $0.payload {
+        case .preVote, .requestVote: return true
+        default: return false
+        }
+    }
+}
+
+@Suite struct LearnerTests {
+    @Test func learnerReceivesTheLogButDoesNotCountTowardCommit() {
+        var c = clusterWithLearner()
+        for id in c.ids {
+            #expect(c[id].membership.voters == ["n1", "n2", "n3"])
+            #expect(c[id].membership.learners == ["n4"])
+        }
+        #expect(c["n4"].isLearner && c["n4"].status.learner && !c["n1"].status.learner)
+        #expect(c.payloads("n4") == ["a0", "a1", "a2"])
+        #expect(c["n4"].commitIndex == c["n1"].commitIndex)
+        // The leader and the learner alone (2 of 4 members, 1 of 3 voters) commit nothing.
+        c.isolate("n2")
+        c.isolate("n3")
+        let before = c["n1"].commitIndex
+        c.propose("n1", "needs-a-voter")
+        c.deliverAll()
+        c.tickAll(3)
+        #expect(c["n4"].log.lastIndex > before)  // the learner holds it...
+        #expect(c["n1"].commitIndex == before)  // ...which is not a quorum
+        c.heal()
+        c.tickAll(2)
+        #expect(c["n1"].commitIndex > before)
+        #expect(c.payloads("n4").last == "needs-a-voter")
+    }
+
+    @Test func losingTheLearnerDoesNotStopCommits() {
+        var c = clusterWithLearner()
+        c.isolate("n4")
+        let before = c["n1"].commitIndex
+        c.propose("n1", "without-learner")
+        c.deliverAll()
+        #expect(c["n1"].commitIndex == before + 1)
+    }
+
+    @Test func learnerNeverCampaignsOrVotesInTheQuorum() {
+        var c = clusterWithLearner()
+        c.isolate("n4")
+        var sent: [Message] = []
+        for _ in 0..<60 { sent += votingMessages(c.step("n4", .tick)) }
+        sent += votingMessages(c.step("n4", .campaign))
+        sent += votingMessages(c.step("n4", .receive(Message(from: "n1", to: "n4", term: c["n4"].term, payload: .timeoutNow))))
+        #expect(sent.isEmpty)
+        #expect(c["n4"].role == .follower && c["n4"].term == c["n1"].term)
+        // Leadership cannot be handed to a learner either.
+        c.heal()
+        c.step("n1", .transferLeadership(to: "n4"))
+        c.deliverAll()
+        c.tickAll(3)
+        #expect(c["n1"].role == .leader)
+        // A candidate's quorum counts voters only: n2 cannot win with n4's vote and its own.
+        c.isolate("n1")
+        c.isolate("n3")
+        c.cut.remove(["n2", "n4"])
+        c.step("n2", .campaign)
+        c.deliverAll()
+        c.tickAll(30)
+        #expect(c["n2"].role != .leader)
+    }
+
+    @Test func readIndexQuorumCountsVotersOnly() {
+        var c = clusterWithLearner()
+        c.isolate("n2")
+        c.isolate("n3")
+        c.cut.remove(["n1", "n4"])
+        c.step("n1", .readIndex(id: 7))
+        c.tickAll(3)
+        #expect(!(c.events["n1"] ?? []).contains(.readReady(id: 7, index: c["n1"].commitIndex)))
+        c.heal()
+        c.tickAll(2)
+        #expect((c.events["n1"] ?? []).contains { if case .readReady(7, _) = $0 { true } else { false } })
+        // A read through the learner goes to the leader and completes at the learner.
+        c.step("n4", .readIndex(id: 9))
+        c.deliverAll()
+        c.tickAll(2)
+        #expect((c.events["n4"] ?? []).contains { if case .readReady(9, _) = $0 { true } else { false } })
+    }
+
+    @Test func promotionIsRefusedWhileBehindThenAllowed() {
+        var c = clusterWithLearner { $0.maxPromotionLag = 2 }
+        c.isolate("n4")
+        for i in 0..<5 { c.propose("n1", "b\(i)") }
+        c.deliverAll()
+        let lag = c["n1"].log.lastIndex - c["n1"].status.progress["n4"]!.matchIndex
+        #expect(rejection(c.step("n1", .proposeConfigChange(.promoteLearner("n4")))) == .learnerBehind("n4", lag: lag, limit: 2))
+        // Naming it as a voter is the same promotion, with the same check.
+        #expect(rejection(c.step("n1", .proposeConfigChange(.addVoter("n4")))) == .learnerBehind("n4", lag: lag, limit: 2))
+        #expect(c["n1"].membership.learners == ["n4"])
+        c.heal()
+        c.tickAll(3)
+        #expect(accepted(c.step("n1", .proposeConfigChange(.promoteLearner("n4")))))
+        c.deliverAll()
+        c.tickAll(2)
+        for id in c.ids {
+            #expect(c[id].membership.voters == ["n1", "n2", "n3", "n4"] && c[id].membership.learners.isEmpty)
+        }
+        #expect(!c["n4"].isLearner)
+        // Now it votes: n2 and n3 down, n1 + n4 are 2 of 4, not a quorum; n4 can campaign.
+        c.isolate("n2")
+        c.isolate("n3")
+        let before = c["n1"].commitIndex
+        c.propose("n1", "needs-3-of-4")
+        c.deliverAll()
+        #expect(c["n1"].commitIndex == before)
+        c.heal()
+        c.isolate("n1")
+        c.tickAll(40)
+        #expect(c.leaders.contains { $0 != "n1" })
+    }
+
+    @Test func promotingANonLearnerIsANoop() {
+        var c = clusterWithLearner()
+        #expect(rejection(c.step("n1", .proposeConfigChange(.promoteLearner("n2")))) == .configChangeNoop)
+        #expect(rejection(c.step("n1", .proposeConfigChange(.promoteLearner("n9")))) == .configChangeNoop)
+        #expect(rejection(c.step("n1", .proposeConfigChange(.addLearner("n2")))) == .configChangeNoop)
+        #expect(rejection(c.step("n1", .proposeConfigChange(.demoteVoter("n4")))) == .configChangeNoop)
+    }
+
+    @Test func demotedVoterKeepsReplicatingButStopsVoting() {
+        var c = clusterWithLearner()
+        #expect(accepted(c.step("n1", .proposeConfigChange(.demoteVoter("n3")))))
+        c.deliverAll()
+        c.tickAll(2)
+        #expect(c["n3"].membership.voters == ["n1", "n2"] && c["n3"].membership.learners == ["n3", "n4"])
+        #expect(c["n3"].isLearner && !c["n3"].isRemoved)
+        // Two voters: n1 and n2 commit alone, and n3 still receives everything.
+        c.isolate("n3")
+        let before = c["n1"].commitIndex
+        c.propose("n1", "two-voters")
+        c.deliverAll()
+        #expect(c["n1"].commitIndex == before + 1)
+        c.heal()
+        c.tickAll(2)
+        #expect(c.payloads("n3").last == "two-voters")
+    }
+
+    @Test func demotedLeaderStepsDownOnceItCommits() {
+        var c = clusterWithLearner()
+        #expect(accepted(c.step("n1", .proposeConfigChange(.demoteVoter("n1")))))
+        c.deliverAll()
+        c.tickAll(2)
+        #expect(c["n1"].role == .follower && c["n1"].isLearner)
+        c.tickAll(40)
+        let leaders = c.leaders
+        #expect(leaders.count == 1 && leaders.allSatisfy { ["n2", "n3"].contains($0) })
+        // The new leader replicates to both learners.
+        c.propose(leaders[0], "after")
+        c.deliverAll()
+        c.tickAll(2)
+        #expect(c.payloads("n1").last == "after" && c.payloads("n4").last == "after")
+    }
+
+    @Test func learnersAreLimited() {
+        var c = clusterWithLearner { $0.maxLearners = 1 }
+        c.addJoiningNode("n5", config: TestCluster.config { $0.maxLearners = 1 })
+        #expect(rejection(c.step("n1", .proposeConfigChange(.addLearner("n5")))) == .tooManyLearners(limit: 1))
+        // Demoting a voter would make a second learner too.
+        #expect(rejection(c.step("n1", .proposeConfigChange(.demoteVoter("n2")))) == .tooManyLearners(limit: 1))
+    }
+
+    @Test func removedLearnerIsNoLongerReplicatedTo() {
+        var c = clusterWithLearner()
+        #expect(accepted(c.step("n1", .proposeConfigChange(.removeVoter("n4")))))
+        c.deliverAll()
+        c.tickAll(2)
+        #expect(c["n1"].membership.learners.isEmpty)
+        #expect(c["n4"].isRemoved)
+        #expect(c["n1"].status.progress["n4"] == nil)
+        c.propose("n1", "after-removal")
+        c.deliverAll()
+        #expect(!c.payloads("n4").contains("after-removal"))
+    }
+
+    @Test func learnerBehindTheLogStartGetsASnapshotThatNamesItALearner() {
+        var c = clusterWithLearner()
+        c.isolate("n4")
+        for i in 0..<6 { c.propose("n1", "s\(i)") }
+        c.deliverAll()
+        c.step("n1", .compact(index: c["n1"].appliedIndex))
+        c.heal()
+        c.tickAll(2)
+        #expect(c["n1"].status.progress["n4"]?.state == .snapshot)
+        c.provideImage("n1", Array(0..<10))
+        for _ in 0..<10 { c.tickAll(1) }
+        let restored = (c.events["n4"] ?? []).compactMap { if case .restoreSnapshot(let s) = $0 { return s } else { return nil } }
+        #expect(restored.count == 1)
+        #expect(restored.first?.membership == Membership(voters: ["n1", "n2", "n3"], learners: ["n4"]))
+        #expect(c["n4"].isLearner && c["n4"].commitIndex == c["n1"].commitIndex)
+    }
+
+    @Test func learnerStaysALearnerAcrossARestart() {
+        let c = clusterWithLearner()
+        // The config entry is in n4's log (as its host persisted it): a restart reads it back.
+        let state = PersistentState(hardState: c["n4"].hardState, snapshot: c["n4"].log.snapshot, entries: c["n4"].log.entries)
+        let restarted = RaftNode(id: "n4", config: TestCluster.config(), state: state)
+        #expect(restarted.isLearner && restarted.membership.learners == ["n4"])
+        // And from a snapshot's metadata alone (its log compacted away).
+        let bootstrapped = RaftNode(id: "n5", config: TestCluster.config(), state: .bootstrap(voters: ["n1"], learners: ["n5"]))
+        #expect(bootstrapped.isLearner && !bootstrapped.isRemoved)
+    }
+
+    @Test func encodingWithoutLearnersIsTheOriginalOne() {
+        let plain = Membership(voters: ["n2", "n1"])
+        // count 2, then "n1", "n2": the format builds before learners read.
+        #expect(plain.encoded() == [2, 0, 0, 0, 2, 0, 0, 0, 110, 49, 2, 0, 0, 0, 110, 50])
+        let mixed = Membership(voters: ["n1", "n2"], learners: ["n3", "n1"])
+        #expect(mixed.learners == ["n3"])  // a voter named as a learner stays a voter
+        let bytes = mixed.encoded()
+        #expect(Membership(decoding: bytes) == mixed)
+        // The voter count carries the flag: a reader without learners would need 2^31 ids.
+        #expect(bytes[3] & 0x80 != 0)
+        let entry = ConfigEntry(membership: mixed, context: Array("ctx".utf8))
+        #expect(ConfigEntry(decoding: entry.encoded()) == entry)
+        // Truncations and absurd counts are malformed, not crashes or long loops.
+        for n in 0..<bytes.count { #expect(Membership(decoding: Array(bytes.prefix(n))) == nil) }
+        #expect(Membership(decoding: [0xFF, 0xFF, 0xFF, 0x7F]) == nil)
+        #expect(Membership(decoding: [0, 0, 0, 0x80, 0, 0, 0, 0]) == nil)  // flagged, zero learners
+    }
+}
