@@ -16,7 +16,7 @@ import requests
 
 from conftest import EMBERD
 from cluster_helpers import Cluster, lc, script
-from test_membership import add_node, admin, wait_converged, wait_for, write_range
+from test_membership import add_node, admin, handshake_nodes, wait_converged, wait_for, write_range
 
 EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
 
@@ -65,6 +65,8 @@ def test_learner_replicates_serves_and_is_not_in_the_quorum(tmp_path):
         assert out.returncode == 0, out.stderr
         row = next(line for line in out.stdout.splitlines() if line.split()[:1] == ["n4"])
         assert row.split()[1] == "learner", out.stdout
+        # Clients are told about the learner with the voters (the wire handshake's node list).
+        assert n4["url"] in handshake_nodes(c.url(leader))
 
         # --- a listener on the learner sees a write made at the leader ---
         with requests.get(f"{n4['url']}/live.json", headers={"Accept": "text/event-stream"},

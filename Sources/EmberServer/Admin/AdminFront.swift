@@ -148,6 +148,12 @@ final class AdminFront: Sendable {
         s["clientURL"] = .string(ownURL)
         var members = ops.memberURLs
         members[ownID] = ownURL
+        // Members added at run time (learners too) with a client URL: `ember status` finds them.
+        if case .object(let directory)? = s["members"] {
+            for id in directory.keys where members[id] == nil {
+                if case .object(let m)? = directory[id], case .string(let url)? = m["url"] { members[id] = url }
+            }
+        }
         s["clientURLs"] = .object(KeyMap(members.mapValues { JSON.string($0) }))
         // Bytes per table, free pages and the file (a few mdb_stat calls and the free list).
         if let alarms = store.admin.alarms {

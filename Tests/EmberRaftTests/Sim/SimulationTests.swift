@@ -144,13 +144,13 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, profile: SimProfile, fo
     /// invariant holds (commits durable on a majority of voters: a leader counting a learner
     /// fails it), histories through learners are linearizable, and learners converge too.
     @Test func learnersUnderFaults() {
-        runSeeds(seeds(default: 30, offset: 5_000_001), nodeCount: 3, profile: .learners)
-        runSeeds(seeds(default: 10, offset: 6_000_001), nodeCount: 5, profile: .learners)
+        runSeeds(seeds(default: 20, offset: 5_000_001), nodeCount: 3, profile: .learners)
+        runSeeds(seeds(default: 6, offset: 6_000_001), nodeCount: 5, profile: .learners)
     }
 
     /// Promotion and demotion during leader churn (frequent transfers, partitions, crashes).
     @Test func learnerPromotionDuringLeaderChurn() {
-        runSeeds(seeds(default: 20, offset: 7_000_001), nodeCount: 3, profile: .learnersUnderLeaderChurn)
+        runSeeds(seeds(default: 16, offset: 7_000_001), nodeCount: 3, profile: .learnersUnderLeaderChurn)
     }
 
     /// Seeds that once failed liveness (issue 16): a follower stuck behind the leader's commit index
