@@ -42,6 +42,7 @@ class Receiver:
         self.status = 200
         self.delay = 0.0
         self.attempts = []  # (time, status) of every signed POST
+        self.batches = []  # (Content-Type, events) of every accepted POST
         self.lock = threading.Lock()
         receiver = self
 
@@ -64,6 +65,7 @@ class Receiver:
                     doc = json.loads(body)
                     with receiver.lock:
                         receiver.events.extend(doc if isinstance(doc, list) else [doc])
+                        receiver.batches.append((self.headers.get("Content-Type"), len(doc) if isinstance(doc, list) else 1))
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -332,3 +334,17 @@ def test_pull_feed_resumes_from_a_cursor_across_a_restart(tmp_path):
         assert requests.get(f"{node.url}/.ember/feed?ns={ns}&path=/items/{{id}}", timeout=10).status_code == 401
     finally:
         node.stop()
+
+
+def test_a_batching_trigger_posts_arrays_in_order(node, ns, receiver):
+    """batchSize > 1: each POST is a JSON array (application/cloudevents-batch+json) of up to
+    batchSize events, in log order."""
+    assert put_triggers(node, ns, {"b": trig(receiver.url, "/b/{n}", ["created"], batchSize=4, backoffMs=20, maxBackoffMs=50, retries=1000)}).status_code == 200
+    receiver.status = 503  # events queue up, so they go out in full batches once it is back
+    for i in range(10):
+        assert requests.put(f"{node.url}/b/{i:02}.json?ns={ns}", json=i).status_code == 200
+    receiver.status = 200
+    got = receiver.wait(10)
+    assert [e["ref"] for e in got] == [f"/b/{i:02}" for i in range(10)]
+    assert all(ct == "application/cloudevents-batch+json" and 1 <= n <= 4 for ct, n in receiver.batches)
+    assert max(n for _, n in receiver.batches) == 4, receiver.batches
