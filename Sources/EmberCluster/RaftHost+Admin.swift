@@ -110,6 +110,7 @@ extension RaftHost {
             next.members[id] = MemberDirectory.Member(peer: peer.description, url: url)
             proposeChange(.addVoter(id), next, a)
         case .addLearner(let id, let peer, let url):
+            guard learnersReadableByAll(a) else { return }
             guard !voters.isMember(id) else {
                 answer(a, .error(409, "\(id) is already a \(voters.isLearner(id) ? "learner" : "member")"))
                 return
@@ -131,6 +132,7 @@ extension RaftHost {
             next.members[id] = member
             proposeChange(.promoteLearner(id), next, a)
         case .demoteMember(let id):
+            guard learnersReadableByAll(a) else { return }
             guard voters.contains(id), var member = members.directory.members[id] else {
                 answer(a, voters.isLearner(id) ? .error(409, "\(id) is already a learner") : .error(404, "\(id) is not a member"))
                 return
@@ -176,6 +178,16 @@ extension RaftHost {
             }
             startTransfer(to: to, a, then: nil)
         }
+    }
+
+    /// A configuration with learners is a config entry a build before peer level 3 (0.5.0) cannot
+    /// read: refuses (409) a change that makes one while a member's link has not shown level 3.
+    private func learnersReadableByAll(_ a: PendingAdmin) -> Bool {
+        let peers = node.membership.members.filter { $0 != node.id }
+        if transport.peersSpeak(3, peers) { return true }
+        let behind = peers.filter { !transport.peersSpeak(3, [$0]) }
+        answer(a, .error(409, "\(behind.joined(separator: ", ")) runs a build before peer level 3 (or is not connected) and cannot read a configuration with learners; upgrade every member first"))
+        return false
     }
 
     private func startTransfer(to target: NodeID, _ a: PendingAdmin, then: PendingAdmin?) {

@@ -46,6 +46,14 @@ def test_learner_replicates_serves_and_is_not_in_the_quorum(tmp_path):
         assert admin(c.url(follower), "POST", "/.ember/members/n2/promote").status_code == 409
         assert admin(c.url(follower), "POST", "/.ember/members/a%2Fb/promote").status_code == 400
 
+        # --- refused while a member has not shown it reads learners (peer level 3): here a
+        # voter n9 that never connected, as a member of an older build would look ---
+        r = admin(c.url(leader), "POST", "/.ember/members", {"id": "n9", "address": "127.0.0.1:1"})
+        assert r.status_code == 200, r.text
+        r = admin(c.url(follower), "POST", "/.ember/members", {**body, "learner": True})
+        assert r.status_code == 409 and "n9" in r.json()["error"] and "level 3" in r.json()["error"], r.text
+        assert admin(c.url(leader), "DELETE", "/.ember/members/n9").status_code == 200
+
         # --- add n4 as a learner through a follower (forwarded to the leader) ---
         r = admin(c.url(follower), "POST", "/.ember/members", {**body, "learner": True})
         assert r.status_code == 200, r.text
