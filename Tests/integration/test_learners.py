@@ -67,6 +67,9 @@ def test_learner_replicates_serves_and_is_not_in_the_quorum(tmp_path):
         assert all(s["voters"] == three and s["learners"] == ["n4"] for s in st.values())
         assert st["n4"]["members"]["n4"] == {"peer": n4["peerAddress"], "url": n4["url"], "learner": True}
         assert requests.get(n4["url"] + "/m.json", timeout=5).json() == list(range(40))
+        # Queries are served from the learner's applied state too.
+        q = requests.get(n4["url"] + "/m.json", params={"orderBy": '"$key"', "startAt": '"38"', "endAt": '"39"'}, timeout=5)
+        assert q.status_code == 200 and q.json() == {"38": 38, "39": 39}, q.text
         with open(os.path.join(c.dir, "n4.log"), errors="replace") as f:
             assert "installed snapshot from leader" in f.read()
         out = subprocess.run([EMBER, "status", "--node", c.url(leader)], capture_output=True, text=True, timeout=60)
