@@ -58,17 +58,19 @@ extension SimCluster {
         } else {
             // Prefer a node that joined earlier but whose addition never took effect (a learner
             // named here is promoted).
-            var candidate = hosts.first { !voters.contains($0.id) && !removed.contains($0.id) }?.id
-            if candidate == nil {
-                let id = "n\(hosts.count + 1)"
-                var h = SimHost(id: id, core: nil, disk: SimDisk(.joining))
-                h.core = HostCore(node: RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable))
-                hosts.append(h)
-                candidate = id
-            }
+            let candidate = hosts.first { !voters.contains($0.id) && !removed.contains($0.id) }?.id ?? addJoiningHost()
             stats.membershipChanges += 1
-            try step(l, .proposeConfigChange(.addVoter(candidate!)))
+            try step(l, .proposeConfigChange(.addVoter(candidate)))
         }
+    }
+
+    /// A new, empty node that starts as a joining member (no membership of its own yet).
+    func addJoiningHost() -> NodeID {
+        let id = "n\(hosts.count + 1)"
+        var h = SimHost(id: id, core: nil, disk: SimDisk(.joining))
+        h.core = HostCore(node: RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable))
+        hosts.append(h)
+        return id
     }
 
     func crash(_ i: Int) {

@@ -21,15 +21,8 @@ extension SimCluster {
             change = .removeVoter(victim)
         default:
             // A node that joined earlier but whose addition never took effect, else a fresh one.
-            var candidate = hosts.first { !m.isMember($0.id) && !removed.contains($0.id) }?.id
-            if candidate == nil {
-                let id = "n\(hosts.count + 1)"
-                var h = SimHost(id: id, core: nil, disk: SimDisk(.joining))
-                h.core = HostCore(node: RaftNode(id: id, config: raftConfig(for: id, restart: 0), state: h.disk.durable))
-                hosts.append(h)
-                candidate = id
-            }
-            change = .addLearner(candidate!)
+            let candidate = hosts.first { !m.isMember($0.id) && !removed.contains($0.id) }?.id ?? addJoiningHost()
+            change = .addLearner(candidate)
         }
         stats.learnerChanges += 1
         lastRejection = nil

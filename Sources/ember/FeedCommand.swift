@@ -19,13 +19,7 @@ struct FeedCommand: AsyncParsableCommand {
                 var q = ["path=" + (pattern.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) ?? pattern)]
                 if let ns = c.options.ns { q.append("ns=\(ns)") }
                 if let from { q.append("from=\(from)") }
-                var request = c.makeRequest(.GET, c.options.node + "/.ember/feed?" + q.joined(separator: "&"))
-                request.headers.add(name: "Accept", value: "text/event-stream")
-                let response = try await c.send(request)
-                guard response.status.code == 200 else {
-                    let body = Array(buffer: try await response.body.collect(upTo: 1 << 20))
-                    throw NodeClient.failure(.GET, request.url, Int(response.status.code), body)
-                }
+                let response = try await c.openEventStream(c.options.node + "/.ember/feed?" + q.joined(separator: "&"))
                 var parser = SSEParser()
                 var seen = 0
                 for try await buffer in response.body {

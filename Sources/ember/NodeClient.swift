@@ -140,6 +140,19 @@ final class NodeClient: @unchecked Sendable {
         return r
     }
 
+    /// Opens an SSE stream (`GET url` asking for `text/event-stream`); a non-200 answer throws
+    /// with the node's error message.
+    func openEventStream(_ url: String) async throws -> HTTPClientResponse {
+        var request = makeRequest(.GET, url)
+        request.headers.add(name: "Accept", value: "text/event-stream")
+        let response = try await send(request)
+        guard response.status.code == 200 else {
+            let body = Array(buffer: try await response.body.collect(upTo: 1 << 20))
+            throw Self.failure(.GET, request.url, Int(response.status.code), body)
+        }
+        return response
+    }
+
     /// Sends a request; the response head within --timeout.
     func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
         do {

@@ -18,13 +18,7 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         try await runCLI {
             try await NodeClient.with(connection, streaming: true) { c in
-                var request = c.makeRequest(.GET, c.dataURL(path))
-                request.headers.add(name: "Accept", value: "text/event-stream")
-                let response = try await c.send(request)
-                guard response.status.code == 200 else {
-                    let body = Array(buffer: try await response.body.collect(upTo: 1 << 20))
-                    throw NodeClient.failure(.GET, request.url, Int(response.status.code), body)
-                }
+                let response = try await c.openEventStream(c.dataURL(path))
                 var parser = SSEParser()
                 var seen = 0
                 for try await buffer in response.body {
