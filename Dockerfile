@@ -30,8 +30,9 @@ FROM debian:bookworm-slim
 ARG VERSION=unknown
 LABEL org.opencontainers.image.title="Ember" org.opencontainers.image.version="${VERSION}"
 # liblmdb0: the storage engine; libjemalloc2: emberd's malloc; curl: the compose health check;
-# ca-certificates for HTTPS clients; libsqlite3-0 and libstdc++6 for what the binaries link.
-RUN apt-get update && apt-get install -y --no-install-recommends liblmdb0 libjemalloc2 libsqlite3-0 libstdc++6 \
+# ca-certificates for HTTPS clients (and trigger receivers); libsqlite3-0, libstdc++6 and zlib1g
+# (the trigger delivery's HTTP client) for what the binaries link.
+RUN apt-get update && apt-get install -y --no-install-recommends liblmdb0 libjemalloc2 libsqlite3-0 libstdc++6 zlib1g \
         curl ca-certificates tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data ember \
