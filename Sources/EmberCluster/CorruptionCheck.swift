@@ -29,12 +29,13 @@ import Synchronization
 final class CorruptionCheck: Sendable {
     /// Pairs kept per member (own and each peer's), newest last.
     static let keptPairs = 16
-    /// How long an asked member waits for its applied index to reach the asker's.
-    static let answerWaitSeconds = 2.0
+    /// How long an asked member waits for its applied index to reach the asker's (a member
+    /// behind by more answers at its applied index; a loaded machine lags seconds).
+    static let answerWaitSeconds = 5.0
     /// Answers computed at once at most (each may wait and hash); further asks are dropped.
     static let maxAnswering = 8
     /// How long an on-demand check waits for every voter's answer.
-    static let onDemandWaitSeconds = 5.0
+    static let onDemandWaitSeconds = 8.0
     /// A periodic check's first round after start: soon, so a restarted member with a damaged
     /// data file finds out before long (the interval may be minutes).
     static let firstRoundSeconds = 2.0
@@ -72,6 +73,9 @@ final class CorruptionCheck: Sendable {
     let selfID: NodeID
     let interval: Duration?
     let voters: @Sendable () -> [NodeID]
+    /// The Raft log's last index in memory (entries are sent to followers before this member's
+    /// own log holds them durably, so the store's last index can be behind what others applied).
+    let raftLastIndex: @Sendable () -> UInt64
     /// Periodic rounds are the leader's (one round checks every member).
     let isLeader: @Sendable () -> Bool
     let send: @Sendable (HashCheck, NodeID) -> Void
@@ -81,13 +85,15 @@ final class CorruptionCheck: Sendable {
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
     init(store: EmberStore, selfID: NodeID, interval: Duration?, logger: Logger,
-         voters: @escaping @Sendable () -> [NodeID], isLeader: @escaping @Sendable () -> Bool,
+         voters: @escaping @Sendable () -> [NodeID], raftLastIndex: @escaping @Sendable () -> UInt64 = { 0 },
+         isLeader: @escaping @Sendable () -> Bool,
          send: @escaping @Sendable (HashCheck, NodeID) -> Void) {
         self.store = store
         self.selfID = selfID
         self.interval = interval
         self.logger = logger
         self.voters = voters
+        self.raftLastIndex = raftLastIndex
         self.isLeader = isLeader
         self.send = send
     }
@@ -125,12 +131,17 @@ final class CorruptionCheck: Sendable {
     /// Falls back to the applied index when the point was not reached in time.
     @discardableResult
     func round() async -> Pair? {
-        let target = store.lastLogIndex
+        // No member has applied past the newest entry in existence; the store's last index alone
+        // can be behind entries already sent (and committed by the others' acks).
+        let target = max(store.lastLogIndex, raftLastIndex())
         let others = voters().filter { $0 != selfID }
+        // The point is queued on the writer before anything is sent, so this member's own apply
+        // cannot pass it while the asks travel.
+        let point = pointRequest(at: target)
         // The request form (no hash): the hash follows once computed, which takes a full scan,
         // and by then the others would have applied past `target`.
         for peer in others { send(HashCheck(from: selfID, appliedIndex: target, stateHash: "", ask: true), peer) }
-        guard let mine = await pair(at: target) else { return nil }
+        guard let mine = await pair(at: target, point: point) else { return nil }
         for peer in others { send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: false), peer) }
         judge(at: mine.index)
         return mine
@@ -169,9 +180,12 @@ final class CorruptionCheck: Sendable {
             return true
         }
         guard admitted else { return }
+        // Queued on the writer now, from the transport's handler: a Raft frame behind this one
+        // (a commit past the index) reaches the writer after the point, whatever tasks run first.
+        let point = pointRequest(at: report.appliedIndex)
         Task {
             defer { state.withLock { $0.answering -= 1 } }
-            guard let mine = await pair(at: report.appliedIndex) else { return }
+            guard let mine = await pair(at: report.appliedIndex, point: point) else { return }
             // To every voter, not only the asker: each judges itself from every hash.
             for peer in voters() where peer != selfID {
                 send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: false), peer)
@@ -180,11 +194,20 @@ final class CorruptionCheck: Sendable {
         }
     }
 
-    /// This member's hash exactly at `index` (waiting up to `answerWaitSeconds` for the apply to
-    /// get there; the apply stops there for it), else at its applied index.
-    private func pair(at index: UInt64) async -> Pair? {
-        if let kept = state.withLock({ $0.own.last { $0.index == index } }) { return kept }
-        if let point = await store.statePoint(at: index, timeout: .milliseconds(Int64(Self.answerWaitSeconds * 1000))) {
+    /// Asks the writer to stop at `index` for a snapshot (nil: this member's hash there is kept).
+    private func pointRequest(at index: UInt64) -> Task<StatePoint?, Never>? {
+        if state.withLock({ s in s.own.contains { $0.index == index } }) { return nil }
+        return store.requestStatePoint(at: index, timeout: .milliseconds(Int64(Self.answerWaitSeconds * 1000)))
+    }
+
+    /// This member's hash exactly at `index` (the apply stops there for `point`, waited on up to
+    /// `answerWaitSeconds`), else at its applied index.
+    private func pair(at index: UInt64, point request: Task<StatePoint?, Never>?) async -> Pair? {
+        if let kept = state.withLock({ $0.own.last { $0.index == index } }) {
+            if let request { Task { await request.value?.end() } }
+            return kept
+        }
+        if let point = await request?.value {
             let hash: String? = await withCheckedContinuation { done in
                 queue.async {
                     defer { point.end() }

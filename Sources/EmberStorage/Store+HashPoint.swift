@@ -115,8 +115,8 @@ extension EmberStore {
     }
 
     /// `statePoint`, with the request queued on the writer before this returns (jobs run in
-    /// order, so a test can queue an apply after it).
-    func requestStatePoint(at index: UInt64, timeout: Duration) -> Task<StatePoint?, Never> {
+    /// order: an apply queued after it cannot pass the point first).
+    public func requestStatePoint(at index: UInt64, timeout: Duration) -> Task<StatePoint?, Never> {
         let (stream, out) = AsyncStream<StatePoint?>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let waiter = HashPointWaiter { point in
             out.yield(point)

@@ -15,7 +15,7 @@ import Testing
         let frames = Mutex<[(HashCheck, String)]>([])
     }
 
-    static func make(voters: [String]) async throws -> (CorruptionCheck, EmberStore, Sent) {
+    static func make(voters: [String], raftLastIndex: (@Sendable () -> UInt64)? = nil) async throws -> (CorruptionCheck, EmberStore, Sent) {
         let dir = NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)"
         var options = StoreOptions()
         options.mapSize = 1 << 30
@@ -23,7 +23,7 @@ import Testing
         _ = try await store.submit(namespace: "t", .set(path: try Path("a"), value: .int(1), condition: nil))
         let sent = Sent()
         let check = CorruptionCheck(store: store, selfID: "n1", interval: nil, logger: Logger(label: "test"),
-                                    voters: { voters }, isLeader: { true }, send: { f, to in sent.frames.withLock { $0.append((f, to)) } })
+                                    voters: { voters }, raftLastIndex: raftLastIndex ?? { 0 }, isLeader: { true }, send: { f, to in sent.frames.withLock { $0.append((f, to)) } })
         return (check, store, sent)
     }
 
@@ -80,5 +80,85 @@ import Testing
             #expect(!answer.0.ask && answer.0.appliedIndex == expected.applied && answer.0.stateHash == expected.hash)
         }
         #expect(store.alarms.active(.corrupt) == nil)
+    }
+
+    static func answers(_ sent: Sent, count: Int) async throws -> [(HashCheck, String)] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while sent.frames.withLock({ $0.filter { !$0.0.ask }.count < count }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return sent.frames.withLock { $0.filter { !$0.0.ask } }
+    }
+
+    /// A follower's store holding a leader's log of three sets, applied through index 1, and the
+    /// leader's hash after each entry.
+    static func follower() async throws -> (EmberStore, [UInt64: String], [LogEntry]) {
+        var options = StoreOptions()
+        options.mapSize = 1 << 30
+        let leader = try EmberStore(directory: NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)", options: options)
+        defer { leader.close() }
+        var hashes: [UInt64: String] = [:]
+        for (i, key) in ["a", "b", "c"].enumerated() {
+            _ = try await leader.submit(namespace: "t", .set(path: try Path(key), value: .int(Int64(i)), condition: nil))
+            let h = try leader.stateHashAtApplied()
+            hashes[h.applied] = h.hash
+        }
+        let f = try EmberStore(directory: NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)", options: options)
+        let entries = try leader.entries(from: 1)
+        try await f.append(entries: entries)
+        _ = try await f.applyCommitted(through: 1)
+        return (f, hashes, entries)
+    }
+
+    static func check(_ store: EmberStore, _ sent: Sent, raftLastIndex: @escaping @Sendable () -> UInt64 = { 0 }) -> CorruptionCheck {
+        CorruptionCheck(store: store, selfID: "n1", interval: nil, logger: Logger(label: "test"),
+                        voters: { ["n1", "n2", "n3"] }, raftLastIndex: raftLastIndex, isLeader: { true },
+                        send: { f, to in sent.frames.withLock { $0.append((f, to)) } })
+    }
+
+    /// An ask for the next index is queued on the writer when it arrives: an apply queued right
+    /// after it (a commit in the next Raft frame) stops at the asked index first, so the answer
+    /// is the hash there, not a fallback at a later applied index.
+    @Test func anAskForTheNextIndexStopsTheApplyThere() async throws {
+        let (store, hashes, _) = try await Self.follower()
+        defer { store.close() }
+        let sent = Sent()
+        let check = Self.check(store, sent)
+        check.receive(HashCheck(from: "n2", appliedIndex: 2, stateHash: "", ask: true))
+        _ = try await store.applyCommitted(through: 3)
+        #expect(store.appliedIndex == 3)
+        let answers = try await Self.answers(sent, count: 2)
+        #expect(answers.map(\.1).sorted() == ["n2", "n3"])
+        for answer in answers {
+            #expect(answer.0.appliedIndex == 2 && answer.0.stateHash == hashes[2])
+        }
+    }
+
+    /// A round asks at the Raft log's last index when the store's log is behind it (entries are
+    /// sent to followers before the leader's own log holds them), and waits for its own apply there.
+    @Test func aRoundAsksAtTheRaftLogsLastIndex() async throws {
+        let (full, hashes, entries) = try await Self.follower()
+        full.close()
+        var options = StoreOptions()
+        options.mapSize = 1 << 30
+        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)", options: options)
+        defer { store.close() }
+        try await store.append(entries: Array(entries.prefix(2)))
+        _ = try await store.applyCommitted(through: 1)
+        let sent = Sent()
+        // The store's log ends at 2; the Raft log (in memory) at 3, sent but not yet stored here.
+        let check = Self.check(store, sent, raftLastIndex: { 3 })
+        #expect(store.lastLogIndex == 2)
+        async let round = check.round()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while sent.frames.withLock({ $0.filter(\.0.ask).count < 2 }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(sent.frames.withLock { $0.filter(\.0.ask).map(\.0.appliedIndex) } == [3, 3])
+        // The entry arrives and is applied with the one before it: the round's hash is at 3.
+        try await store.append(entries: [entries[2]])
+        _ = try await store.applyCommitted(through: 3)
+        let mine = try #require(await round)
+        #expect(mine.index == 3 && mine.hash == hashes[3])
     }
 }
