@@ -20,7 +20,8 @@ public protocol ReadPort: Sendable {
     /// The JSON of the location streamed from one snapshot as the caller pulls it (`ReadStream`);
     /// nil when this port does not stream (the caller reads whole). Synchronous store work: the
     /// front runs it, and each `next`, on its `ReadPool`.
-    func openReadStream(namespace: String, path: Path, format: TreeJSONFormat) throws -> (any ReadStream)?
+    /// With `query`: only the children the query selects (same snapshot, same rules as `query`).
+    func openReadStream(namespace: String, path: Path, format: TreeJSONFormat, query: QuerySpec?) throws -> (any ReadStream)?
     /// Readies a namespace for `query`: builds its indexes the first time it is queried (which
     /// writes); cheap afterwards. Awaited before the query itself runs on the read pool.
     func prepareQueries(namespace: String) async throws

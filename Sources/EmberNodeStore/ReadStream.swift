@@ -9,6 +9,8 @@ public protocol ReadStream: AnyObject, Sendable {
     /// reading it (the REST front's `ETag.of(exists:version:)`).
     var version: UInt64 { get }
     var exists: Bool { get }
+    /// The snapshot's applied index (a stream's first event, then the changes after it).
+    var appliedIndex: UInt64 { get }
     /// True once every byte was handed out.
     var isFinished: Bool { get }
     /// The next bytes: about `maxBytes` (plus at most one stored value), or the rest.
@@ -24,6 +26,7 @@ final class LMDBReadStream: ReadStream {
 
     var version: UInt64 { inner.version }
     var exists: Bool { inner.exists }
+    var appliedIndex: UInt64 { inner.appliedIndex }
     var isFinished: Bool { inner.isFinished }
     func next(maxBytes: Int) throws -> [UInt8] {
         do { return try inner.next(maxBytes: maxBytes) } catch let e as StorageError { throw LMDBTranslation.translate(e) }
@@ -32,8 +35,10 @@ final class LMDBReadStream: ReadStream {
 }
 
 extension LMDBReads {
-    public func openReadStream(namespace: String, path: Path, format: TreeJSONFormat) throws -> (any ReadStream)? {
+    public func openReadStream(namespace: String, path: Path, format: TreeJSONFormat, query: QuerySpec?) throws -> (any ReadStream)? {
         try refuseReserved(namespace)
-        return LMDBReadStream(try LMDBTranslation.translating { try store.openTreeStream(namespace: namespace, path: path, format: format) })
+        return LMDBReadStream(try LMDBTranslation.translating {
+            try store.openTreeStream(namespace: namespace, path: path, format: format, query: query)
+        })
     }
 }

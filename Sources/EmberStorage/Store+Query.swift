@@ -12,19 +12,31 @@ extension EmberStore {
     public func query(namespace: String, path: Path, spec: QuerySpec) throws -> [(key: String, node: Node)] {
         try KeyCodec.validateNamespace(namespace)
         return try withVisibleRead { t in
-            let base = Tables.treeKey(namespace, path)
-            switch spec.index {
-            case .key:
-                return try keyQuery(t, base: base, spec: spec)
-            case .value, .child:
-                if let def = try tables.indexDefs(t, namespace).first(where: { $0.index == spec.index && $0.matches(path) }) {
-                    let prefix = KeyCodec.namespacePrefix(namespace) + def.id + KeyCodec.encode(path)
-                    return try indexQuery(t, base: base, prefix: prefix, spec: spec)
-                }
-                return spec.window(of: try tables.readNode(t, key: base))
-            case .priority:
-                return spec.window(of: try tables.readNode(t, key: base))
+            switch try querySelection(t, namespace: namespace, path: path, spec: spec) {
+            case .whole(let window): return window
+            case .keys(let keys):
+                let base = Tables.treeKey(namespace, path)
+                return try keys.map { k in (k, try tables.readNode(t, key: base + KeyCodec.segment(k))) }
             }
+        }
+    }
+
+    /// The children a query selects at `path`, read in `t`: their keys when the tree or an index
+    /// gives them without reading the location (the children are then read, or streamed, from
+    /// the same snapshot), else the window computed from the location read whole.
+    func querySelection(_ t: Txn, namespace: String, path: Path, spec: QuerySpec) throws -> QuerySelection {
+        let base = Tables.treeKey(namespace, path)
+        switch spec.index {
+        case .key:
+            return try keyQuery(t, base: base, spec: spec)
+        case .value, .child:
+            if let def = try tables.indexDefs(t, namespace).first(where: { $0.index == spec.index && $0.matches(path) }) {
+                let prefix = KeyCodec.namespacePrefix(namespace) + def.id + KeyCodec.encode(path)
+                return .keys(try indexQuery(t, base: base, prefix: prefix, spec: spec))
+            }
+            return .whole(spec.window(of: try tables.readNode(t, key: base)))
+        case .priority:
+            return .whole(spec.window(of: try tables.readNode(t, key: base)))
         }
     }
 
@@ -66,10 +78,10 @@ extension EmberStore {
         return KeyCodec.segment(name)
     }
 
-    func keyQuery(_ t: Txn, base: [UInt8], spec: QuerySpec) throws -> [(key: String, node: Node)] {
+    func keyQuery(_ t: Txn, base: [UInt8], spec: QuerySpec) throws -> QuerySelection {
         let limit = spec.limit ?? .max
         var keys: [String] = []
-        if limit == 0 { return [] }
+        if limit == 0 { return .keys([]) }
         var c = try t.cursor(tables.treeS, within: base, keysOnly: true)
         defer { c.close() }
         if spec.limit == nil || spec.limitFromStart {
@@ -98,12 +110,12 @@ extension EmberStore {
         }
         // No child record: an inline object keeps its children (a few leaves) in its own record.
         if keys.isEmpty, let v = try t.get(tables.treeS, base), v.first == InlineObject.tag {
-            return spec.window(of: try InlineObject.decode(v).node)
+            return .whole(spec.window(of: try InlineObject.decode(v).node))
         }
-        return try keys.map { k in (k, try tables.readNode(t, key: base + KeyCodec.segment(k))) }
+        return .keys(keys)
     }
 
-    func indexQuery(_ t: Txn, base: [UInt8], prefix: [UInt8], spec: QuerySpec) throws -> [(key: String, node: Node)] {
+    func indexQuery(_ t: Txn, base: [UInt8], prefix: [UInt8], spec: QuerySpec) throws -> [String] {
         let limit = spec.limit ?? .max
         if limit == 0 { return [] }
         struct Hit { var ivKey: ArraySlice<UInt8>; var value: IndexValue; var key: String; var truncated: Bool }
@@ -163,6 +175,14 @@ extension EmberStore {
             return x != 0 ? x < 0 : KeyOrder.compare(a.key, b.key) < 0
         }
         if hits.count > limit { hits = forward ? Array(hits.prefix(limit)) : Array(hits.suffix(limit)) }
-        return try hits.map { h in (h.key, try tables.readNode(t, key: base + KeyCodec.segment(h.key))) }
+        return hits.map(\.key)
     }
+}
+
+/// The children a query selects (`EmberStore.querySelection`).
+enum QuerySelection {
+    /// Keys only, in no particular order: each child is read (or streamed) from the snapshot.
+    case keys([String])
+    /// The window already read (the location was read whole: unindexed, by priority, inline).
+    case whole([(key: String, node: Node)])
 }

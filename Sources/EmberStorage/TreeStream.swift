@@ -42,6 +42,12 @@ public final class TreeStream: @unchecked Sendable {
     /// no descendant follows: a priority alone is no data).
     private var pendingPriorities: [(rel: [String], priority: Priority)] = []
     private weak var registry: StreamRegistry?
+    /// A query's children (their encoded key segments, in tree order), walked one subtree after
+    /// another; nil for the whole location. `selectedAt` is the child being walked.
+    private var selected: [[UInt8]]?
+    private var selectedAt = 0
+    /// A query's answer is an array when its selected keys are (not the location's keys).
+    private var selectionIsArray = false
 
     private struct Level {
         var key: String?
@@ -51,7 +57,7 @@ public final class TreeStream: @unchecked Sendable {
     }
 
     init(handle: EnvHandle, tables: Tables, namespace: String, path: Path, format: TreeJSONFormat,
-         registry: StreamRegistry) throws {
+         select: ((Txn) throws -> QuerySelection)? = nil, registry: StreamRegistry) throws {
         self.tables = tables
         let base = Tables.treeKey(namespace, path)
         self.base = base
@@ -71,7 +77,9 @@ public final class TreeStream: @unchecked Sendable {
         self.handle = handle
         self.txn = t
         self.registry = registry
-        do { try start(txn) } catch {
+        do {
+            if let select { try startSelection(txn, try select(txn)) } else { try start(txn) }
+        } catch {
             release()
             throw error
         }
@@ -94,7 +102,15 @@ public final class TreeStream: @unchecked Sendable {
                 while w.out.count < maxBytes, let (k, v) = entry {
                     let jump = try visit(txn, k, v)
                     let e = try jump.map { try cursor!.seek($0) } ?? cursor!.next()
-                    entry = e.flatMap { bytesStart($0.0, with: base) ? $0 : nil }
+                    if let sel = selected {
+                        // Within the child being walked, else on to the next selected child.
+                        if let e, bytesStart(e.0, with: base + sel[selectedAt]) { entry = e } else {
+                            selectedAt += 1
+                            entry = try seekSelected()
+                        }
+                    } else {
+                        entry = e.flatMap { bytesStart($0.0, with: base) ? $0 : nil }
+                    }
                 }
                 if entry == nil { finish() }
             }
@@ -126,6 +142,42 @@ public final class TreeStream: @unchecked Sendable {
         }
         // Nothing at or below the location: it may be a child of an inline object.
         if entry == nil { whole(try tables.inlineLeaf(t, key: base) ?? .empty) }
+    }
+
+    /// A query's answer: the selected children's subtrees in key order (or its window, when the
+    /// store read the location whole to compute it).
+    private func startSelection(_ t: Txn, _ selection: QuerySelection) throws {
+        switch selection {
+        case .whole(let window):
+            var kids: KeyMap<Node> = [:]
+            for (k, n) in window { kids[k] = n }
+            return whole(Node(children: kids))
+        case .keys(let keys):
+            if keys.isEmpty { return whole(.empty) }
+            // The location is a small inline object: its children have no records of their own.
+            if let v = try t.get(tables.treeS, base), v.first == InlineObject.tag {
+                var kids: KeyMap<Node> = [:]
+                for k in keys { kids[k] = try tables.readNode(t, key: base + KeyCodec.segment(k)) }
+                return whole(Node(children: kids))
+            }
+            let indices = keys.compactMap(Node.arrayIndex)
+            selectionIsArray = !format.export && indices.count == keys.count && indices.max()! < 2 * keys.count
+            selected = keys.map(KeyCodec.segment).sorted { $0.lexicographicallyPrecedes($1) }
+            cursor = try t.cursor(tables.treeS, within: base)
+            entry = try seekSelected()
+            if entry == nil { whole(.empty) }
+        }
+    }
+
+    /// The first record of the selected child at `selectedAt` or after it (every selected key
+    /// has records in this snapshot: the query read it here).
+    private func seekSelected() throws -> ([UInt8], [UInt8])? {
+        while let sel = selected, selectedAt < sel.count {
+            let prefix = base + sel[selectedAt]
+            if let e = try cursor!.seek(prefix), bytesStart(e.0, with: prefix) { return e }
+            selectedAt += 1
+        }
+        return nil
     }
 
     /// The whole answer from one node already in memory (a leaf or an inline object: small).
@@ -192,7 +244,8 @@ public final class TreeStream: @unchecked Sendable {
         while levels.count < rel.count {
             let d = levels.count  // the level's path is rel[0..<d]; its first child is rel[d]
             let priority = pendingPriorities.first { $0.rel.count == d && $0.rel.elementsEqual(rel[0..<d]) }?.priority
-            let isArray = try !format.export && Node.arrayIndex(rel[d]) != nil && isArrayForm(t, levelKey(key, depth: d))
+            let isArray = try d == 0 && selected != nil ? selectionIsArray
+                : !format.export && Node.arrayIndex(rel[d]) != nil && isArrayForm(t, levelKey(key, depth: d))
             open(d == 0 ? nil : rel[d - 1], isArray: isArray, priority: priority)
         }
     }

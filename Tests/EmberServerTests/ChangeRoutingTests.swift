@@ -18,6 +18,15 @@ import Testing
         #expect(ChangeRouting.events(for: set, at: p("x")).isEmpty)
     }
 
+    /// A streamed first event (head, the location's JSON, tail) is byte for byte the whole one.
+    @Test func aStreamedRootPutIsTheWholeOnesBytes() {
+        for json in [#"{"c":1,"b":[1,2,"x\n"]}"#, "null", #""s""#, "3.5"] {
+            let node = n(json)
+            let streamed = ChangeRouting.rootPutHead + node.toJSON().serialized() + ChangeRouting.rootPutTail
+            #expect(streamed == ChangeRouting.sseText(.put(path: .root, data: node)))
+        }
+    }
+
     @Test func mergeAsPatchOrPuts() {
         let merge = CommittedChange(index: 2, namespace: "ns", path: p("a"),
                                     kind: .merge([(p("b/c"), n("1")), (p("d"), n(#"{"e":2}"#))]))

@@ -98,6 +98,52 @@ import Testing
         #expect(s.openTreeStreams == 0)
     }
 
+    /// A streamed query writes exactly the whole query's answer (its children as a node) for key,
+    /// indexed child and value, unindexed and priority queries with random bounds and limits.
+    @Test func streamedQueriesEqualTheWholeQuery() async throws {
+        var g = TestSeed.generator(0x57EA_0002)
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let s = try openStore(dir)
+        defer { s.close() }
+        try await s.setIndexes(namespace: "t", [try IndexSpec(location: "/items", indexes: ["n", ".value"])])
+        let indexes: [QueryIndex] = [.key, .child(Path(validated: ["n"])), .value, .priority, .child(Path(validated: ["m"]))]
+        func bound(_ index: QueryIndex) -> QueryBound {
+            let name: String? = Bool.random(using: &g) ? nil : Self.keys.randomElement(using: &g)!
+            switch index {
+            case .key: return QueryBound(value: .string(Self.keys.randomElement(using: &g)!), inclusive: Bool.random(using: &g))
+            default: return QueryBound(value: Bool.random(using: &g) ? .number(Double(Int.random(in: -3...3, using: &g))) : .string("p"), name: name)
+            }
+        }
+        let formats = [TreeJSONFormat(), TreeJSONFormat(export: true), TreeJSONFormat(pretty: true)]
+        for round in 0..<40 {
+            // Children that are leaves, objects with n, inline objects and arrays' indices.
+            var kids: KeyMap<JSON> = [:]
+            for k in Self.keys where Int.random(in: 0..<3, using: &g) > 0 {
+                kids[k] = Bool.random(using: &g) ? .object(["n": .int(Int64.random(in: -3...3, using: &g)), "x": Self.randomValue(&g, depth: 2)])
+                    : Self.randomValue(&g, depth: 1)
+            }
+            _ = try await s.submit(namespace: "t", .set(path: p("/items"), value: .object(kids)))
+            for _ in 0..<8 {
+                let index = indexes.randomElement(using: &g)!
+                var spec = QuerySpec(index: index)
+                if Bool.random(using: &g) { spec.start = bound(index) }
+                if Bool.random(using: &g) { spec.end = bound(index) }
+                if Bool.random(using: &g) { spec.limit = Int.random(in: 0...8, using: &g); spec.limitFromStart = Bool.random(using: &g) }
+                var window: KeyMap<Node> = [:]
+                for (k, n) in try s.query(namespace: "t", path: p("/items"), spec: spec) { window[k] = n }
+                let node = Node(children: window)
+                for f in formats {
+                    let expected = (f.export ? node.exportJSON() : node.toJSON()).serializedBytes(pretty: f.pretty)
+                    let chunk = [1, 64, 1 << 20].randomElement(using: &g)!
+                    let got = try Self.drain(try s.openTreeStream(namespace: "t", path: p("/items"), format: f, query: spec), chunk: chunk)
+                    #expect(got == expected, "round \(round) \(spec) \(f): \(String(decoding: got, as: UTF8.self)) != \(String(decoding: expected, as: UTF8.self))")
+                }
+            }
+        }
+        #expect(s.openTreeStreams == 0)
+    }
+
     @Test func aStreamReadsTheSnapshotItOpenedOnWhileWritesGoOnBelow() async throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -74,10 +74,10 @@ def test_priority_alone_over_the_wire(node, ns):
 
 
 def test_read_over_the_size_limit_is_refused_with_firebases_error(tmp_path):
-    """--max-read-mb bounds a read built whole (an SSE listen's first event, wire listens and
-    gets): a larger location answers 400 with Firebase's text there, while a plain GET streams
-    (docs/REST.md "Large reads stream": not built whole, so not limited), and shallow reads,
-    children and writes over it still work."""
+    """--max-read-mb bounds a read built whole (wire listens and gets): a larger location
+    answers 400 with Firebase's text there, while a plain GET, a query and an SSE listen's first
+    event stream (docs/REST.md "Large reads stream": not built whole, so not limited), and shallow
+    reads, children and writes over it still work."""
     from conftest import Node
     node = Node(data_dir=str(tmp_path / "data"), extra_args=["--max-read-mb", "1"]).start()
     try:
@@ -90,9 +90,25 @@ def test_read_over_the_size_limit_is_refused_with_firebases_error(tmp_path):
         shallow = requests.get(f"{base}/big.json?shallow=true")
         assert shallow.status_code == 200 and len(shallow.json()) == 15000
         assert requests.get(f"{base}/big/c00042.json").json() == "x" * 100
-        stream = requests.get(f"{base}/big.json", headers={"Accept": "text/event-stream"}, timeout=10)
-        assert stream.status_code == 400
-        assert stream.json() == {"error": "Data requested exceeds the maximum size that can be accessed with a single request."}
+        queried = requests.get(f"{base}/big.json", params={"orderBy": '"$key"', "startAt": '"c00010"'})
+        assert queried.status_code == 200 and queried.json() == {k: v for k, v in big.items() if k >= "c00010"}
+        stream = requests.get(f"{base}/big.json", headers={"Accept": "text/event-stream"}, stream=True, timeout=10)
+        assert stream.status_code == 200
+        first = b""
+        for chunk in stream.iter_content(chunk_size=None):
+            first += chunk
+            if b"\n\n" in first:
+                break
+        stream.close()
+        event, data = first[:first.index(b"\n\n")].decode().split("\n", 1)
+        assert event == "event: put" and json.loads(data[len("data: "):]) == {"path": "/", "data": big}
+        # The wire protocol's first answers are built whole: refused over the limit.
+        from websockets.sync.client import connect
+        with connect(f"ws://127.0.0.1:{node.port}/.ws?v=5&ns=default", open_timeout=10, max_size=None) as ws:
+            ws.recv(timeout=10)  # the handshake
+            ws.send(json.dumps({"t": "d", "d": {"r": 1, "a": "g", "b": {"p": "/big", "q": {}}}}))
+            answer = json.loads(ws.recv(timeout=10))
+            assert answer["d"]["r"] == 1 and answer["d"]["b"]["s"] != "ok", answer
         # The node is unharmed: replacing the big value works and reads are served again.
         assert requests.put(f"{base}/big.json", data='"small"').status_code == 200
         assert requests.get(f"{base}/.json").json() == {"big": "small"}

@@ -43,9 +43,9 @@ struct GatedReads: ReadPort {
     func withRulesData<T>(namespace: String, _ body: (any RulesDataSource) throws -> T) throws -> T {
         try inner.withRulesData(namespace: namespace, body)
     }
-    func openReadStream(namespace: String, path: Path, format: TreeJSONFormat) throws -> (any ReadStream)? {
+    func openReadStream(namespace: String, path: Path, format: TreeJSONFormat, query: QuerySpec?) throws -> (any ReadStream)? {
         try gate.checkServing()
-        return try inner.openReadStream(namespace: namespace, path: path, format: format)
+        return try inner.openReadStream(namespace: namespace, path: path, format: format, query: query)
     }
     func prepareQueries(namespace: String) async throws {
         try gate.checkServing()

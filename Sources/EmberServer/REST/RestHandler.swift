@@ -186,13 +186,19 @@ public final class RestHandler: Sendable {
             perAddress.release(address)
             throw RestError(429, "Too many streams are open on this node")
         }
-        // The first event (the whole location) is read and serialized on the read pool.
+        // The first event (the whole location) is streamed from one snapshot on the read pool
+        // (`StreamedRead`: memory about one chunk, paced by the client), or read whole where
+        // the store does not stream; the changes after that snapshot follow.
         let store = self.store
-        let initial: (text: String, appliedIndex: UInt64, version: UInt64)
+        let initial: (text: String, stream: (any ReadStream)?, appliedIndex: UInt64, version: UInt64)
         do {
             initial = try await reads.run {
+                // Past the node's open streams (a burst of listeners) the first event is read whole.
+                let opened: (any ReadStream)?
+                do { opened = try store.reader.openReadStream(namespace: ns, path: path, format: TreeJSONFormat(), query: nil) } catch is StoreUnavailable { opened = nil }
+                if let s = opened { return ("", s, s.appliedIndex, s.version) }
                 let r = try store.reader.read(namespace: ns, path: path)
-                return (ChangeRouting.sseText(.put(path: .root, data: r.node)), r.appliedIndex, r.version)
+                return (ChangeRouting.sseText(.put(path: .root, data: r.node)), nil, r.appliedIndex, r.version)
             }
             hub.noteInitialRead(id: id, version: initial.version)
         } catch {
@@ -207,12 +213,24 @@ public final class RestHandler: Sendable {
         headers[.contentType] = "text/event-stream; charset=utf-8"
         headers[.cacheControl] = "no-cache"
         headers[.accessControlAllowOrigin] = "*"
+        let reads = self.reads
         let body = ResponseBody { writer in
             defer {
+                initial.stream?.close()
                 hub.release(id)
                 perAddress.release(address)
             }
-            try await writer.write(ByteBuffer(string: initial.text))
+            if let stream = initial.stream {
+                try await writer.write(ByteBuffer(string: ChangeRouting.rootPutHead))
+                while !stream.isFinished {
+                    let chunk = try await reads.run(continuing: true) { try stream.next(maxBytes: StreamedRead.chunkBytes) }
+                    if !chunk.isEmpty { try await writer.write(ByteBuffer(bytes: chunk)) }
+                }
+                stream.close()
+                try await writer.write(ByteBuffer(string: ChangeRouting.rootPutTail))
+            } else {
+                try await writer.write(ByteBuffer(string: initial.text))
+            }
             let ticker = Task {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(keepAlive))

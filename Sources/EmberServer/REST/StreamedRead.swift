@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// REST GETs of a location (plain, `format=export`, `print=pretty`, `shallow`) answered from a
+/// REST GETs of a location (plain, `format=export`, `print=pretty`, `shallow`, queries) answered from a
 /// `ReadStream`: the JSON is written as the store walks its snapshot, one chunk at a time, each
 /// written to the socket (and awaited: the client's reading paces the walk) before the next is
 /// read. The node's memory per read is about one chunk, whatever the location's size; the
@@ -20,11 +20,12 @@ enum StreamedRead {
     /// sent whole (Content-Length) like before streaming.
     static let chunkBytes = 256 << 10
 
-    /// Whether a GET is served streamed: data reads without a query (those are windows the
-    /// store computes whole) or a shallow page (`shallowAfter`).
+    /// Whether a GET is served streamed: data reads, queries included (their children stream
+    /// once the store has found their keys), but not a shallow page (`shallowAfter`) or a shallow
+    /// query (keys only, paged by their limit).
     static func applies(to req: RestRequest) -> Bool {
         guard case .data = req.target else { return false }
-        return req.query == nil && req.shallowAfter == nil
+        return req.shallowAfter == nil && !(req.shallow && req.query != nil)
     }
 }
 
@@ -43,8 +44,10 @@ extension RestHandler {
             case opened(any ReadStream, first: [UInt8])
         }
         let start: Start = try await reads.run {
-            guard let s = try store.reader.openReadStream(namespace: ns, path: path, format: format) else { return .notStreamed }
-            if let inm = ifNoneMatch, inm == ETag.of(exists: s.exists, version: s.version) {
+            guard let s = try store.reader.openReadStream(namespace: ns, path: path, format: format, query: req.query) else { return .notStreamed }
+            // A query's answer has no ETag (as when it is read whole): the location's version is
+            // not the window's.
+            if req.query == nil, let inm = ifNoneMatch, inm == ETag.of(exists: s.exists, version: s.version) {
                 s.close()
                 return .notModified(inm)
             }
@@ -63,7 +66,7 @@ extension RestHandler {
         case .silent: return RestAnswer.noContent().response
         case .opened(let s, let f): (stream, first) = (s, f)
         }
-        if wantETag || ifNoneMatch != nil { headers[.eTag] = ETag.of(exists: stream.exists, version: stream.version) }
+        if req.query == nil && (wantETag || ifNoneMatch != nil) { headers[.eTag] = ETag.of(exists: stream.exists, version: stream.version) }
         if stream.isFinished {
             var bytes = first
             if pretty { bytes.append(0x0A) }

@@ -53,6 +53,12 @@ public enum ChangeRouting {
         }
     }
 
+    /// A `put` of the whole location around its JSON streamed in between (`sseText`'s bytes:
+    /// the object's members in key order, "data" before "path"), for a first event that is
+    /// written as the store walks its snapshot.
+    public static let rootPutHead = "event: put\ndata: {\"data\":"
+    public static let rootPutTail = ",\"path\":\"/\"}\n\n"
+
     public static let keepAliveText = "event: keep-alive\ndata: null\n\n"
     /// The stream's token expired. firebase-admin compares the raw data line to exactly this
     /// text and reconnects with a fresh credential.
