@@ -210,6 +210,30 @@ struct ImportSender {
         self.progress = progress
     }
 
+    /// How a request is retried while a cluster elects a leader (502/503/504, or the connection
+    /// dropped or refused, for a few seconds): attempts in all, and the first and longest wait
+    /// (doubling). Safe to repeat: parts are plain sets of disjoint paths, and a repeated record
+    /// count is never above what the node holds.
+    static let retry = (attempts: 10, first: Duration.milliseconds(100), longest: Duration.seconds(4))
+
+    static func callRetrying(_ client: NodeClient, _ method: HTTPMethod, _ url: String, body: [UInt8]) async throws {
+        var wait = retry.first
+        for attempt in 1...retry.attempts {
+            let last = attempt == retry.attempts
+            do {
+                let r = try await client.call(method, url, body: body, allowError: true)
+                if (200..<300).contains(r.status) { return }
+                guard [502, 503, 504].contains(r.status), !last else { throw ImportRequestFailure(NodeClient.failure(method, url, r.status, r.body)) }
+            } catch let e as ImportRequestFailure {
+                throw e.error
+            } catch {
+                if last { throw error }
+            }
+            try await Task.sleep(for: wait)
+            wait = min(wait * 2, retry.longest)
+        }
+    }
+
     /// Reads the node's progress record: the parts to skip.
     mutating func resumeFromNode() async throws {
         let r = try await client.call(.GET, client.dataURL(path + "/" + ImportMarker.key))
@@ -320,7 +344,7 @@ struct ImportSender {
         if !started {
             // Replace PATH with the record alone: the old data goes, the import's state comes.
             let first = JSON.object([ImportMarker.key: ImportMarker.record(fileID: fileID, parts: committed, bytes: 0, partBytes: partBytes)])
-            try await client.call(.PUT, client.dataURL(path, query: ["print=silent"]), body: first.serializedBytes())
+            try await Self.callRetrying(client, .PUT, client.dataURL(path, query: ["print=silent"]), body: first.serializedBytes())
             started = true
         }
         guard bodyParts > 0 else { return }
@@ -335,13 +359,19 @@ struct ImportSender {
         outstanding[number] = (bodySeen, bodyEnd)
         let client = self.client, url = client.dataURL(path, query: ["print=silent"])
         group.addTask {
-            try await client.call(.PATCH, url, body: b)
+            try await Self.callRetrying(client, .PATCH, url, body: b)
             return number
         }
         requests += 1
         body = [0x7B]
         bodyParts = 0
     }
+}
+
+/// A refusal not to retry (its status says the request itself is wrong).
+private struct ImportRequestFailure: Error {
+    let error: CLIError
+    init(_ error: CLIError) { self.error = error }
 }
 
 /// The progress line of an import: bytes of the file, parts (children) per second, ETA.
