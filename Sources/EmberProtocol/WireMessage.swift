@@ -125,6 +125,12 @@ public enum WireClientMessage: Sendable, Equatable {
     /// Parsed only: a control message the server has no use for.
     case ignored
 
+    /// A request body's `p` as a path (no leading slash on the wire; either is accepted).
+    public static func path(of b: KeyMap<JSON>) throws(EmberError) -> Path {
+        guard let p = b["p"]?.stringValue else { throw EmberError.invalidData("request needs a path p") }
+        return try Path(p)
+    }
+
     public var json: JSON {
         switch self {
         case .request(let r, let action, let body):

@@ -36,7 +36,8 @@ public protocol WireServerListen: Sendable {
 /// driver (`RealtimeSession`, `RealtimeHandler`) holds it under its connection's lock, and every
 /// rule is testable by feeding inputs and reading effects (`WireServerSessionTests`).
 ///
-/// Not here: the request budgets (the node's `ClientPolicy`, shared with REST), what a write or a
+/// Not here: the request budgets (`WireRequestBudget`, and the node's `ClientPolicy` shared with
+/// REST), the order of pipelined writes and other requests (`WireRequestRoute`), what a write or a
 /// listen's data holds (the rules and the store, judged by the driver), and redirects — emberd
 /// sends no `r` control message; a cluster names its members in the hello (`en`).
 public struct WireServerSession<Context: WireServerContext>: Sendable {
@@ -229,8 +230,7 @@ public struct WireServerSession<Context: WireServerContext>: Sendable {
 
     /// A request's `p` as a path (no leading slash on the wire; either is accepted).
     public static func path(_ b: KeyMap<JSON>) throws(EmberError) -> Path {
-        guard let p = b["p"]?.stringValue else { throw EmberError.invalidData("request needs a path p") }
-        return try Path(p)
+        try WireClientMessage.path(of: b)
     }
 
     /// `q`/`n`: the path, and for a tagged listen its tag and query (an untagged listen's `q` is
@@ -244,10 +244,10 @@ public struct WireServerSession<Context: WireServerContext>: Sendable {
         return ListenRequest(path: path, queryWire: qw, tag: tag, query: query)
     }
 
-    /// `p` and `m` are writes: the driver may pipeline them (`WireAckQueue`) instead of handing
-    /// them to `receive` one at a time; every other request waits for the writes before it.
+    /// `p` and `m` are writes: the driver may pipeline them (`WireRequestRoute`, `WireAckQueue`)
+    /// instead of handing them to `receive` one at a time.
     public static func isWrite(_ action: String) -> Bool {
-        action == "p" || action == "m"
+        WireRequestRoute.isWrite(action)
     }
 
     // MARK: - Listens

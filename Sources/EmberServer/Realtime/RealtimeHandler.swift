@@ -78,7 +78,9 @@ struct RealtimeHandler: Sendable {
     /// `.notInline`, untouched. Only called with no request of the session queued or being
     /// handled, so it cannot overtake one.
     func inlineWrite(_ parsed: Result<WireClientMessage, WireClientMessage.ParseError>) -> Inline {
-        guard let pipeline, case .success(.request(let r, let action, let body)) = parsed, RealtimeSession.Wire.isWrite(action),
+        guard let pipeline else { return .notInline }
+        let route = WireRequestRoute(parsed, pipelined: true)
+        guard let r = route.request, case .pipelined(let action, let body) = route.handling,
               let request = try? pipelinedWrite(action, body), pipeline.responses.hasRoom else { return .notInline }
         // From here on the message is this path's: a refusal by the rate limits is its answer.
         guard admitted(r) else { return .answered }
@@ -89,8 +91,8 @@ struct RealtimeHandler: Sendable {
     /// The session's and the address's request rates; a refused request is answered here.
     private func admitted(_ r: Int64) -> Bool {
         let refusal: String
-        if !session.admitRequest(now: clock()) {
-            refusal = "Too many requests (limit \(Int(session.limits.requestRate.perSecond)) per second)"
+        if let sessionRefusal = session.admitRequest(now: clock()) {
+            refusal = sessionRefusal
         } else if !policy.admitWire(from: session.address, now: clock()) {
             refusal = policy.addressRequestRate.refusal
         } else {
@@ -102,25 +104,29 @@ struct RealtimeHandler: Sendable {
 
     /// Handles one parsed message (`WireClientMessage.parse`).
     func handle(parsed: Result<WireClientMessage, WireClientMessage.ParseError>) async {
-        if case .success(.request(let r, let action, let body)) = parsed {
+        // Writes go down the pipeline without waiting; any other request waits for the writes
+        // before it to be answered (`WireRequestRoute`).
+        let route = WireRequestRoute(parsed, pipelined: pipeline != nil)
+        if let r = route.request {
             guard admitted(r) else { return }
-            if let pipeline {
-                // Writes go down the pipeline without waiting; anything else waits for the writes
-                // before it to be answered (it must see them, and answer after them).
-                if RealtimeSession.Wire.isWrite(action) {
-                    do {
-                        if let request = try pipelinedWrite(action, body) {
-                            await pipeline.submit(r: r, request)
-                            return
-                        }
-                    } catch {
-                        // Refused by the front's checks: answered in order behind the queued writes.
-                        await pipeline.drained()
-                        session.drive { $0.failed(r, WireMessages.failure(error)) }
+            switch route.handling {
+            case .now:
+                break
+            case .pipelined(let action, let body):
+                do {
+                    if let request = try pipelinedWrite(action, body) {
+                        await pipeline!.submit(r: r, request)
                         return
                     }
+                } catch {
+                    // Refused by the front's checks: answered in order behind the queued writes.
+                    await pipeline!.drained()
+                    session.drive { $0.failed(r, WireMessages.failure(error)) }
+                    return
                 }
-                await pipeline.drained()
+                await pipeline!.drained()
+            case .afterWrites:
+                await pipeline!.drained()
             }
         }
         let now = clock()
@@ -172,35 +178,31 @@ struct RealtimeHandler: Sendable {
     /// The store request of a `p` or `m` that can be pipelined; nil for a priority-only set
     /// (`<path>/.priority`), which reads the current value and takes the awaited path.
     func pipelinedWrite(_ action: String, _ b: KeyMap<JSON>) throws -> WriteRequest? {
-        if action == "m" {
-            let path = try wirePath(b)
-            return WriteRequest(namespace: session.namespace, path: path, kind: .update(try mergeParts(path, b["d"])),
-                                identity: session.identity, writer: try writerStamp(b))
-        }
-        if let raw = b["p"]?.stringValue, try PriorityWrite.target(ofRawPath: raw) != nil { return nil }
-        return try setRequest(b)
+        if action == "p", let raw = b["p"]?.stringValue, try PriorityWrite.target(ofRawPath: raw) != nil { return nil }
+        return try writeRequest(action, b)
     }
 
-    /// A `p` request as a store write: `h` (hash) or `v` (version) make it a compare-and-set.
-    func setRequest(_ b: KeyMap<JSON>) throws -> WriteRequest {
-        let path = try wirePath(b)
-        let data = b["d"] ?? .null
-        try validate(data, at: path)
-        var condition: WriteCondition?
-        if let h = b["h"]?.stringValue { condition = .hash(h) }
-        if case .int(let v)? = b["v"], v >= 0 { condition = .version(UInt64(v)) }
-        return WriteRequest(namespace: session.namespace, path: path, kind: .set(data), condition: condition, identity: session.identity,
-                            writer: try writerStamp(b))
-    }
-
-    /// Ember extension of `p`/`m`: `"w": {"id": "<writer>", "n": <seq>}` names the write for
-    /// exactly-once across resends (`WriteStamp`). Absent: an ordinary write.
-    func writerStamp(_ b: KeyMap<JSON>) throws -> WriteStamp? {
-        guard let w = b["w"] else { return nil }
-        guard case .string(let id)? = w["id"], case .int(let n)? = w["n"], let stamp = WriteStamp(validating: id, seq: n) else {
-            throw EmberError.invalidData("w must be {\"id\": 1-64 characters of A-Z a-z 0-9 - _, \"n\": a positive integer}")
+    /// A `p` or `m` request (`WireWrite`) as a store write, as this session's identity.
+    func writeRequest(_ action: String, _ b: KeyMap<JSON>) throws -> WriteRequest {
+        let w = try WireWrite(action: action, body: b, validation: WriteValidation(config))
+        var writer: WriteStamp?
+        if let s = w.stamp {
+            // The store's rule for the writer's name (`WriteStamp(validating:)`).
+            guard let stamp = WriteStamp(validating: s.id, seq: s.n) else { throw WireWrite.invalidStamp }
+            writer = stamp
         }
-        return stamp
+        let kind: WriteRequest.Kind
+        switch w.kind {
+        case .set(let data): kind = .set(data)
+        case .update(let parts): kind = .update(parts)
+        }
+        let condition: WriteCondition? = switch w.condition {
+        case .hash(let h)?: .hash(h)
+        case .version(let v)?: .version(v)
+        case nil: nil
+        }
+        return WriteRequest(namespace: session.namespace, path: w.path, kind: kind, condition: condition, identity: session.identity,
+                            writer: writer)
     }
 
     /// `o`/`om`: logs the write to run when this connection ends (checked by the rules when
@@ -222,10 +224,6 @@ struct RealtimeHandler: Sendable {
             session.removeLastOnDisconnect()
             throw error
         }
-    }
-
-    func wirePath(_ b: KeyMap<JSON>) throws -> Path {
-        try RealtimeSession.Wire.path(b)
     }
 
     func isIndexed(_ q: QuerySpec, at path: Path) -> Bool {
@@ -255,7 +253,7 @@ struct RealtimeHandler: Sendable {
             await session.feed?.barrier()
             return (node, .applied)
         }
-        let request = try setRequest(b)
+        let request = try writeRequest("p", b)
         let outcome = try await store.writer.write(request)
         // The change is on the node's feed: the response waits until the listeners have it.
         await session.feed?.barrier()
@@ -266,21 +264,15 @@ struct RealtimeHandler: Sendable {
 
     /// An awaited `m` (no pipeline).
     func merge(_ b: KeyMap<JSON>) async throws -> (Path, WireAckQueue.Completion) {
-        let path = try wirePath(b)
-        let parts = try mergeParts(path, b["d"])
-        _ = try await store.writer.write(WriteRequest(namespace: session.namespace, path: path, kind: .update(parts),
-                                               identity: session.identity, writer: try writerStamp(b)))
+        let request = try writeRequest("m", b)
+        _ = try await store.writer.write(request)
         await session.feed?.barrier()
-        return (path, .applied)
+        return (request.path, .applied)
     }
 
     func mergeParts(_ path: Path, _ d: JSON?, full: Bool = false) throws -> [(Path, JSON)] {
         guard case .object(let obj)? = d else { throw EmberError.invalidData("a merge needs an object") }
         return try WriteValidation(config).updateParts(base: path, obj, full: full)
-    }
-
-    func validate(_ json: JSON, at path: Path) throws {
-        try WriteValidation(config).validate(json, at: path)
     }
 
     /// A new identity may lose read access: the session's listens are judged again (revoked with

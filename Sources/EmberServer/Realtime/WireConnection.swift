@@ -12,6 +12,10 @@ import Synchronization
 /// arrival order by a task that runs only while some are queued; frames to the client go straight
 /// to the socket through the session (`ConnectionOutbox`).
 ///
+/// The rules are sans-IO machines this driver feeds: the WebSocket frames' (`WebSocketInbound`:
+/// fragments, ping and pong, the close handshake), the request queue's (`WireRequestQueue`: order,
+/// backpressure, teardown) and the wire session's (`RealtimeSession`, `RealtimeHandler`).
+///
 /// Threading: everything but `requests` is touched on the channel's event loop only; `requests`
 /// is shared with the task handling them (under its lock). `started` is set on the loop before
 /// any request task starts and never changes after.
@@ -50,14 +54,8 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
 
     // Event-loop state.
     private var reassembler: WireReassembler
-    /// A message arriving in WebSocket fragments (text only; binary messages are ignored).
-    private var fragments: ByteBuffer?
-    private var fragmentIsText = false
-    private var inFragments = false
-    private var awaitingPong = false
+    private var inbound: WebSocketInbound<FrameBytes>
     private var pinger: RepeatedTask?
-    /// The server's close frame is sent; the socket closes on the client's answer or a timeout.
-    private var closing = false
     private var holdsAddress = false
     /// Pipelined writes read since the last hand-off (`RealtimeHandler.inlineWrite`): they go to
     /// the store together at the end of the read, or before a message the task must handle.
@@ -66,17 +64,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     /// A message as parsed on the event loop (the task does not parse it again).
     typealias Parsed = Result<WireClientMessage, WireClientMessage.ParseError>
 
-    private struct Requests {
-        var queue = CircularBuffer<Parsed>(initialCapacity: 1)
-        /// A task is handling the queue.
-        var running = false
-        /// Reading is paused (`Limits.maxQueuedRequests`).
-        var paused = false
-        /// The socket closed: the connection is torn down once its last request is handled.
-        var ended = false
-        var tornDown = false
-    }
-    private let requests = Mutex(Requests())
+    private let requests = Mutex(WireRequestQueue<Parsed>(maxQueued: Limits.maxQueuedRequests))
 
     init(channel: any Channel, head: HTTPRequestHead, node: EmberNode, services: RealtimeHandler.Services, logger: Logger) {
         self.channel = channel
@@ -89,6 +77,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         address = ClientCredentials.address(of: channel)
         self.logger = logger
         reassembler = WireReassembler(maxMessageBytes: node.realtime.limits.session.maxMessageBytes)
+        inbound = WebSocketInbound(maxMessageBytes: node.realtime.limits.session.maxMessageBytes)
     }
 
     /// The request target when it is the wire protocol's endpoint (`/.ws`, `/.ws?...`, `/.ws/...`).
@@ -119,7 +108,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     }
 
     private func open(base: Identity) {
-        guard channel.isActive, !closing else { return }
+        guard channel.isActive, !inbound.closing else { return }
         if let ls = lastSession {
             lastSession = nil
             if let old = node.realtime.session(namespace: namespace, id: ls) {
@@ -173,58 +162,45 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        switch frame.opcode {
-        case .text, .binary:
-            guard !inFragments else { return protocolError("a new message before the last one ended") }
-            if frame.fin {
-                if frame.opcode == .text { text(frame.unmaskedData) }
-            } else {
-                inFragments = true
-                fragmentIsText = frame.opcode == .text
-                fragments = fragmentIsText ? frame.unmaskedData : nil
-            }
-        case .continuation:
-            guard inFragments else { return protocolError("a continuation without a message") }
-            if fragmentIsText {
-                var part = frame.unmaskedData
-                guard fragments!.readableBytes + part.readableBytes <= reassembler.maxMessageBytes else {
-                    return tooLarge()
-                }
-                fragments!.writeBuffer(&part)
-            }
-            if frame.fin {
-                inFragments = false
-                if let whole = fragments { text(whole) }
-                fragments = nil
-            }
-        case .ping:
-            guard frame.fin else { return protocolError("a fragmented ping") }
-            guard !closing else { return }
-            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), promise: nil)
-        case .pong:
-            awaitingPong = false
-        case .connectionClose:
-            if closing {
-                channel.close(promise: nil)
-            } else {
-                // The client closes: answered with its code, then the socket closes.
-                var data = frame.unmaskedData
-                let code = data.readWebSocketErrorCode() ?? .normalClosure
-                closing = true
-                var reply = channel.allocator.buffer(capacity: 2)
-                reply.write(webSocketErrorCode: code)
-                let channel = self.channel
-                channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: reply)).whenComplete { _ in
-                    channel.close(promise: nil)
-                }
-            }
-        default:
+        switch inbound.frame(Self.opcode(frame.opcode), fin: frame.fin, FrameBytes(buffer: frame.unmaskedData)) {
+        case .none:
             break
+        case .message(let whole):
+            text(whole.buffer)
+        case .pong(let data):
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .pong, data: data.buffer), promise: nil)
+        case .answerClose(let data):
+            // The client closes: answered with its code, then the socket closes.
+            var data = data.buffer
+            let code = data.readWebSocketErrorCode() ?? .normalClosure
+            var reply = channel.allocator.buffer(capacity: 2)
+            reply.write(webSocketErrorCode: code)
+            let channel = self.channel
+            channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: reply)).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+        case .closeSocket:
+            channel.close(promise: nil)
+        case .protocolError(let what):
+            protocolError(what)
+        case .tooLarge:
+            tooLarge()
+        }
+    }
+
+    static func opcode(_ opcode: WebSocketOpcode) -> WebSocketInbound<FrameBytes>.Opcode {
+        switch opcode {
+        case .text: .text
+        case .binary: .binary
+        case .continuation: .continuation
+        case .ping: .ping
+        case .pong: .pong
+        case .connectionClose: .close
+        default: .other
         }
     }
 
     private func text(_ buffer: ByteBuffer) {
-        guard !closing else { return }
         let out: WireReassembler.Output
         do { out = try reassembler.feed(String(buffer: buffer)) } catch {
             return tooLarge()
@@ -234,8 +210,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         // With nothing of the session queued or being handled (the task starts only from this
         // loop, so that stays true meanwhile), a pipelined write is handled right here: no task
         // hop per write and one hand-off to the store per read.
-        if let handler = started?.handler, handler.pipeline != nil,
-           requests.withLock({ !$0.running && $0.queue.isEmpty }) {
+        if let handler = started?.handler, handler.pipeline != nil, requests.withLock({ $0.isIdle }) {
             switch handler.inlineWrite(parsed) {
             case .write(let tag, let request):
                 burst.append((tag, request))
@@ -249,19 +224,10 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         }
         // The writes before it go first: the task's request must see them (and answer after them).
         flushBurst()
-        let (start, pause) = requests.withLock { r -> (Bool, Bool) in
-            r.queue.append(parsed)
-            var pause = false
-            if r.queue.count >= Limits.maxQueuedRequests, !r.paused {
-                r.paused = true
-                pause = true
-            }
-            guard started != nil, !r.running else { return (false, pause) }
-            r.running = true
-            return (true, pause)
-        }
-        if pause { channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
-        if start { startTask() }
+        let ready = started != nil
+        let arrival = requests.withLock { $0.arrive(parsed, handlerReady: ready) }
+        if arrival.pauseReading { channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+        if arrival.startHandler { startTask() }
     }
 
     /// Hands the gathered writes to the store (their answers come back through the pipeline).
@@ -278,12 +244,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     }
 
     private func startHandlingIfQueued() {
-        let start = requests.withLock { r -> Bool in
-            guard !r.queue.isEmpty, !r.running else { return false }
-            r.running = true
-            return true
-        }
-        if start { startTask() }
+        if requests.withLock({ $0.startIfQueued() }) { startTask() }
     }
 
     private func startTask() {
@@ -295,29 +256,17 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     /// after the last one when the socket has closed meanwhile.
     private func handleQueued(_ handler: RealtimeHandler) async {
         while true {
-            let (next, resume, tearDown) = requests.withLock { r -> (Parsed?, Bool, Bool) in
-                guard let m = r.queue.popFirst() else {
-                    r.running = false
-                    let tear = r.ended && !r.tornDown
-                    if tear { r.tornDown = true }
-                    return (nil, false, tear)
+            switch requests.withLock({ $0.next() }) {
+            case .handle(let next, let resumeReading):
+                if resumeReading {
+                    let channel = self.channel
+                    channel.eventLoop.execute { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
                 }
-                var resume = false
-                if r.paused, r.queue.count <= Limits.maxQueuedRequests / 2 {
-                    r.paused = false
-                    resume = true
-                }
-                return (m, resume, false)
-            }
-            if resume {
-                let channel = self.channel
-                channel.eventLoop.execute { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
-            }
-            guard let next else {
+                await handler.handle(parsed: next)
+            case .stop(let tearDown):
                 if tearDown { await tearDownSession() }
                 return
             }
-            await handler.handle(parsed: next)
         }
     }
 
@@ -341,13 +290,16 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
 
     /// Every `Limits.pingIntervalSeconds` of the session: the previous ping must have been answered.
     private func ping() {
-        guard !closing else { return }
-        if awaitingPong {
+        switch inbound.pingDue() {
+        case .none:
+            return
+        case .timeout:
             started?.session.finish(reason: "ping timeout")
             channel.close(promise: nil)
             return
+        case .ping:
+            break
         }
-        awaitingPong = true
         var data = channel.allocator.buffer(capacity: 8)
         data.writeInteger(UInt64.random(in: 0...UInt64.max))
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: data), promise: nil)
@@ -359,7 +311,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     /// has queued goes out, then the close frame with the reason. A connection cut off as a slow
     /// consumer is already closed; only the log says why.
     private func sessionEnded() {
-        guard let session = started?.session, channel.isActive, !closing else { return }
+        guard let session = started?.session, channel.isActive, !inbound.closing else { return }
         let reason = session.closeReason ?? "closed"
         if reason.contains("slow consumer") {
             logger.warning("websocket cut off", metadata: ["reason": "\(reason)", "session": "\(session.id)"])
@@ -370,8 +322,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
     }
 
     private func sendClose(_ code: WebSocketErrorCode, reason: String) {
-        guard !closing, channel.isActive else { return }
-        closing = true
+        guard channel.isActive, inbound.beginClose() else { return }
         pinger?.cancel()
         pinger = nil
         let text = String(reason.prefix(120))
@@ -400,13 +351,7 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
             return
         }
         started.session.finish(reason: started.session.closeReason)
-        let tearDown = requests.withLock { r -> Bool in
-            r.ended = true
-            guard !r.running, !r.tornDown else { return false }
-            r.tornDown = true
-            return true
-        }
-        if tearDown { Task { await self.tearDownSession() } }
+        if requests.withLock({ $0.socketClosed() }) { Task { await self.tearDownSession() } }
         context.fireChannelInactive()
     }
 
@@ -423,5 +368,15 @@ final class WireConnection: ChannelInboundHandler, RemovableChannelHandler, @unc
         await node.onDisconnect.ended(session)
         if holdsAddress { services.policy.connectionsPerAddress.release(address) }
         session.tornDown.open()
+    }
+}
+
+/// A frame's payload as the WebSocket rules see it (`WebSocketInbound`).
+struct FrameBytes: WebSocketPayload {
+    var buffer: ByteBuffer
+    var byteCount: Int { buffer.readableBytes }
+    mutating func append(_ other: FrameBytes) {
+        var part = other.buffer
+        buffer.writeBuffer(&part)
     }
 }

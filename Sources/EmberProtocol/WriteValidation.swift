@@ -6,17 +6,19 @@ import EmberCore
 /// front only adds its own limits that the store does not know (nodes per write, parts per update)
 /// and parses the shape of multi-path updates. Writes that are kept for later (onDisconnect) use
 /// `validateFully`, because they reach the store only when the connection ends.
-struct WriteValidation: Sendable {
-    let maxWriteNodes: Int
-    let maxUpdateParts: Int
+public struct WriteValidation: Sendable {
+    /// Named limit: nodes one write may make.
+    public let maxWriteNodes: Int
+    /// Named limit: paths in one multi-path update.
+    public let maxUpdateParts: Int
 
-    init(_ config: NodeConfiguration) {
-        maxWriteNodes = config.maxWriteNodes
-        maxUpdateParts = config.maxUpdateParts
+    public init(maxWriteNodes: Int, maxUpdateParts: Int) {
+        self.maxWriteNodes = maxWriteNodes
+        self.maxUpdateParts = maxUpdateParts
     }
 
     /// The front's limits only: one walk over the JSON, no allocation.
-    func validate(_ json: JSON, at path: Path) throws {
+    public func validate(_ json: JSON, at path: Path) throws {
         var budget = maxWriteNodes
         guard Self.countNodes(json, budget: &budget) else {
             throw EmberError.tooLarge("Data to write exceeds the maximum of \(maxWriteNodes) nodes in a single request.")
@@ -24,7 +26,7 @@ struct WriteValidation: Sendable {
     }
 
     /// Everything the store would check, now (for writes stored until a connection ends).
-    func validateFully(_ json: JSON, at path: Path) throws {
+    public func validateFully(_ json: JSON, at path: Path) throws {
         let node = try Node(json: ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
         guard node.nodeCount <= maxWriteNodes else {
             throw EmberError.tooLarge("Data to write exceeds the maximum of \(maxWriteNodes) nodes in a single request.")
@@ -33,7 +35,7 @@ struct WriteValidation: Sendable {
 
     /// Counts the nodes the JSON will make (nulls make none, a server value makes one leaf,
     /// `.priority` is not a node), spending `budget`; false as soon as it runs out.
-    static func countNodes(_ json: JSON, budget: inout Int) -> Bool {
+    public static func countNodes(_ json: JSON, budget: inout Int) -> Bool {
         switch json {
         case .null: return true
         case .bool, .int, .double, .string:
@@ -57,7 +59,7 @@ struct WriteValidation: Sendable {
     /// The parts of a multi-path update at `base`: relative paths in path order, each within the
     /// front's limits (`full`: every check, for onDisconnect); overlapping paths ("a" and "a/b")
     /// make the result order-dependent and are refused.
-    func updateParts(base: Path, _ obj: KeyMap<JSON>, full: Bool = false) throws -> [(Path, JSON)] {
+    public func updateParts(base: Path, _ obj: KeyMap<JSON>, full: Bool = false) throws -> [(Path, JSON)] {
         guard obj.count <= maxUpdateParts else {
             throw EmberError.tooLarge("Too many paths in one update (limit \(maxUpdateParts))")
         }
