@@ -147,7 +147,7 @@ var package = Package(
         .executableTarget(
             name: "ember-bench",
             dependencies: [
-                "EmberCore", "EmberStorage", "EmberNodeStore",
+                "EmberCore", "EmberStorage", "EmberNodeStore", "EmberProtocol",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,3 +1,4 @@
+import EmberProtocol
 import Foundation
 import NIOCore
 import NIOPosix
@@ -200,20 +201,6 @@ final class LeanListener: ChannelInboundHandler, @unchecked Sendable {
 
     /// A client frame (RFC 6455: masked; the all-zero key leaves the payload as it is).
     static func clientFrame(opcode: UInt8, payload: [UInt8]) -> ByteBuffer {
-        var b = ByteBuffer()
-        b.reserveCapacity(payload.count + 14)
-        b.writeInteger(0x80 | opcode)
-        if payload.count < 126 {
-            b.writeInteger(UInt8(0x80 | payload.count))
-        } else if payload.count <= 0xFFFF {
-            b.writeInteger(UInt8(0x80 | 126))
-            b.writeInteger(UInt16(payload.count))
-        } else {
-            b.writeInteger(UInt8(0x80 | 127))
-            b.writeInteger(UInt64(payload.count))
-        }
-        b.writeInteger(UInt32(0))
-        b.writeBytes(payload)
-        return b
+        ByteBuffer(bytes: WebSocketClientFrame.encode(opcode: opcode, payload: payload))
     }
 }

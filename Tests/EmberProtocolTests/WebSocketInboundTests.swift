@@ -111,3 +111,17 @@ struct TestBytes: WebSocketPayload, Equatable {
         }
     }
 }
+
+/// A client's frames as RFC 6455 §5.2 lays them out.
+@Suite struct WebSocketClientFrameTests {
+    @Test func theHeaderLengthsAndTheMask() {
+        // RFC 6455 §5.7: a masked "Hello" with key 37 fa 21 3d.
+        #expect(WebSocketClientFrame.encode(opcode: 0x1, payload: Array("Hello".utf8), mask: (0x37, 0xfa, 0x21, 0x3d))
+                == [0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58])
+        let medium = WebSocketClientFrame.encode(opcode: 0x2, fin: false, payload: [UInt8](repeating: 7, count: 300))
+        #expect(Array(medium.prefix(4)) == [0x02, 0x80 | 126, 0x01, 0x2C])
+        #expect(medium.count == 4 + 4 + 300 && medium.suffix(300).allSatisfy { $0 == 7 })
+        let large = WebSocketClientFrame.encode(opcode: 0x1, payload: [UInt8](repeating: 1, count: 70_000))
+        #expect(Array(large.prefix(10)) == [0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0x01, 0x11, 0x70])
+    }
+}
