@@ -1,4 +1,6 @@
 import EmberCore
+import EmberProtocol
+import NIOCore
 import Testing
 
 @testable import EmberServer
@@ -89,6 +91,58 @@ import Testing
             #expect(answer.opcode == TestWebSocket.close && answer.closeCode == 4001)
             // Then the server closes the socket: the stream ends.
             #expect(await ws.nextFrame() == nil)
+        }
+    }
+
+    @Test func aPeerThatNeverAnswersPingsIsPingedThenDisconnected() async throws {
+        try await InProcessNode.with({ $0.realtimeLimits.session.pingIntervalSeconds = 0.2 }) { server in
+            let ws = try await open(server)
+            // This client answers nothing: frames until the server closes the socket.
+            var opcodes: [UInt8] = []
+            while let frame = await ws.nextFrame() { opcodes.append(frame.opcode) }
+            #expect(opcodes.first == TestWebSocket.ping)
+            #expect(opcodes.filter { $0 == TestWebSocket.ping }.count == 1, "closed at the first tick without a pong: \(opcodes)")
+        }
+    }
+
+    @Test func aFragmentedMessageOverTheLimitEndsTheSessionWithTheReason() async throws {
+        try await InProcessNode.with({ $0.realtimeLimits.session.maxMessageBytes = 1_000 }) { server in
+            let ws = try await open(server)
+            let part = [UInt8](repeating: UInt8(ascii: "x"), count: 400)
+            try await ws.send(TestWebSocket.text, fin: false, part)
+            try await ws.send(TestWebSocket.continuation, fin: false, part)
+            try await ws.send(TestWebSocket.continuation, fin: false, part)
+            var messages: [JSON] = []
+            let close = try #require(await ws.nextControlFrame(skipped: &messages))
+            #expect(close.opcode == TestWebSocket.close)
+            #expect(String(decoding: close.payload.dropFirst(2), as: UTF8.self) == "message too large")
+            await ws.close()
+        }
+    }
+
+    /// More requests than the connection reads ahead (`WireConnection.Limits.maxQueuedRequests`),
+    /// in one write: reading pauses and resumes (`WireRequestQueue`), every one is answered, in order.
+    @Test func requestsSentAtOnceBeyondTheReadAheadAreAnsweredInOrder() async throws {
+        try await InProcessNode.with { server in
+            let ws = try await open(server)
+            try await ws.request(1, "p", #"{"p":"burst","d":"x"}"#)
+            let n = 300
+            var burst: [UInt8] = []
+            for r in 2...n {
+                // Gets (not handled on the event loop) mixed with writes: all go through the queue.
+                let text = r % 3 == 0 ? wireRequest(r, "p", #"{"p":"burst","d":\#(r)}"#) : wireRequest(r, "g", #"{"p":"burst","q":{}}"#)
+                burst += WebSocketClientFrame.encode(opcode: TestWebSocket.text, payload: Array(text.utf8), mask: (1, 2, 3, 4))
+            }
+            try await ws.channel.writeAndFlush(ByteBuffer(bytes: burst)).get()
+            let responses = await ws.untilResponse(Int64(n)).compactMap(wireResponse)
+            #expect(responses.map(\.r) == Array(1...Int64(n)))
+            #expect(responses.allSatisfy { $0.status == "ok" })
+            // Each get saw the writes before it and none after.
+            for g in responses where g.r % 3 != 0 && g.r > 1 {
+                let last = (g.r / 3) * 3
+                #expect(g.data == (last >= 3 ? .int(last) : .string("x")), "get \(g.r)")
+            }
+            await ws.close()
         }
     }
 }
