@@ -102,35 +102,23 @@ extension RaftHost {
                 answer(a, .error(409, "\(id) is already a learner; promote it (POST /.ember/members/\(id)/promote)"))
                 return
             }
-            guard voters.members.count < MemberDirectory.maxMembers else {
-                answer(a, .error(409, "The cluster already has \(MemberDirectory.maxMembers) members (the limit)"))
-                return
-            }
-            var next = members.directory
-            next.members[id] = MemberDirectory.Member(peer: peer.description, url: url)
-            proposeChange(.addVoter(id), next, a)
+            guard roomForAMember(a) else { return }
+            proposeChange(.addVoter(id), setting: id, to: MemberDirectory.Member(peer: peer.description, url: url), a)
         case .addLearner(let id, let peer, let url):
             guard learnersReadableByAll(a) else { return }
             guard !voters.isMember(id) else {
                 answer(a, .error(409, "\(id) is already a \(voters.isLearner(id) ? "learner" : "member")"))
                 return
             }
-            guard voters.members.count < MemberDirectory.maxMembers else {
-                answer(a, .error(409, "The cluster already has \(MemberDirectory.maxMembers) members (the limit)"))
-                return
-            }
-            var next = members.directory
-            next.members[id] = MemberDirectory.Member(peer: peer.description, url: url, learner: true)
-            proposeChange(.addLearner(id), next, a)
+            guard roomForAMember(a) else { return }
+            proposeChange(.addLearner(id), setting: id, to: MemberDirectory.Member(peer: peer.description, url: url, learner: true), a)
         case .promoteMember(let id):
             guard voters.isLearner(id), var member = members.directory.members[id] else {
                 answer(a, voters.contains(id) ? .error(409, "\(id) is already a voter") : .error(404, "\(id) is not a learner"))
                 return
             }
             member.learner = nil
-            var next = members.directory
-            next.members[id] = member
-            proposeChange(.promoteLearner(id), next, a)
+            proposeChange(.promoteLearner(id), setting: id, to: member, a)
         case .demoteMember(let id):
             guard learnersReadableByAll(a) else { return }
             guard voters.contains(id), var member = members.directory.members[id] else {
@@ -143,9 +131,7 @@ extension RaftHost {
             }
             // Demoting the leader needs no hand-over first: it steps down once the change commits.
             member.learner = true
-            var next = members.directory
-            next.members[id] = member
-            proposeChange(.demoteVoter(id), next, a)
+            proposeChange(.demoteVoter(id), setting: id, to: member, a)
         case .removeMember(let id):
             guard voters.isMember(id) else {
                 answer(a, .error(404, "\(id) is not a member"))
@@ -163,9 +149,7 @@ extension RaftHost {
                 startTransfer(to: target, a, then: a)
                 return
             }
-            var next = members.directory
-            next.members[id] = nil
-            proposeChange(.removeVoter(id), next, a)
+            proposeChange(.removeVoter(id), setting: id, to: nil, a)
         case .transferLeadership(let to):
             guard voters.contains(to) else {
                 answer(a, voters.isLearner(to) ? .error(409, "\(to) is a learner and cannot lead; promote it first")
@@ -199,7 +183,21 @@ extension RaftHost {
         step(.transferLeadership(to: target))
     }
 
-    private func proposeChange(_ change: ConfigChange, _ next: MemberDirectory, _ a: PendingAdmin) {
+    /// True when the cluster has room for one more member (`MemberDirectory.maxMembers`); else `a`
+    /// is answered 409.
+    private func roomForAMember(_ a: PendingAdmin) -> Bool {
+        guard node.membership.members.count < MemberDirectory.maxMembers else {
+            answer(a, .error(409, "The cluster already has \(MemberDirectory.maxMembers) members (the limit)"))
+            return false
+        }
+        return true
+    }
+
+    /// Proposes `change` with the directory (which travels with it) holding `member` for `id`
+    /// (nil: removed).
+    private func proposeChange(_ change: ConfigChange, setting id: NodeID, to member: MemberDirectory.Member?, _ a: PendingAdmin) {
+        var next = members.directory
+        next.members[id] = member
         for outcome in step(.proposeConfigChange(change, context: next.context)) {
             switch outcome {
             case .proposalAccepted(let index, let term):
