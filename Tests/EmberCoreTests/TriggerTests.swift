@@ -145,7 +145,7 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
     }
 
     @Test func deliversInOrderAndSettlesWholeEntries() {
-        var m = TriggerDelivery(limits: limits { $0.batchSize = 2 })
+        var m = TriggerDelivery(limits: limits { $0.batchSize = 2 }, seed: 1)
         m.take(index: 5, events: 3)
         m.take(index: 7, events: 1)
         var a = m.poll(now: 0)
@@ -160,7 +160,7 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
     }
 
     @Test func retriesBackOffExponentiallyUpToTheCeilingThenDeadLetter() {
-        var m = TriggerDelivery(limits: limits { $0.retries = 4; $0.backoffMs = 100; $0.maxBackoffMs = 300 })
+        var m = TriggerDelivery(limits: limits { $0.retries = 4; $0.backoffMs = 100; $0.maxBackoffMs = 300 }, seed: 1)
         m.take(index: 1, events: 1)
         m.take(index: 2, events: 1)
         var now: Int64 = 0
@@ -175,15 +175,43 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
             now = wake
             #expect(m.poll(now: now) == [.send(batch: 1, events: [.init(index: 1, seq: 0, last: true)])])
         }
-        #expect(waits == [100, 200, 300, 300])
+        // The nominal waits double up to the ceiling (100, 200, 300, 300); each is jittered
+        // down by at most half.
+        #expect(zip(waits, [100, 200, 300, 300] as [Int64]).allSatisfy { w, d in w >= d / 2 && w <= d }, "\(waits)")
         #expect(m.completed(batch: 1, error: "HTTP 500", now: now) == [.settle(indexes: [1], deadLetter: "HTTP 500 (after 5 attempts)")])
         #expect(m.lastError == "HTTP 500")
         #expect(m.poll(now: now) == [.send(batch: 2, events: [.init(index: 2, seq: 0, last: true)])])
         #expect(m.completed(batch: 2, error: nil, now: now) == [.settle(indexes: [2], deadLetter: nil)])
     }
 
+    /// Every retry's wait of a batch that keeps failing (nominal 1,000 ms each), with `seed`.
+    func retryWaits(seed: UInt64, count: Int) -> [Int64] {
+        var m = TriggerDelivery(limits: limits { $0.retries = 1_000; $0.backoffMs = 1_000; $0.maxBackoffMs = 1_000 }, seed: seed)
+        m.take(index: 1, events: 1)
+        var now: Int64 = 0
+        var waits: [Int64] = []
+        _ = m.poll(now: now)
+        for _ in 0..<count {
+            _ = m.completed(batch: 1, error: "HTTP 503", now: now)
+            let wake = m.nextWake!
+            waits.append(wake - now)
+            now = wake
+            _ = m.poll(now: now)
+        }
+        return waits
+    }
+
+    @Test func retryWaitsAreJitteredBetweenHalfAndAllOfTheBackoffReplayablyPerSeed() {
+        let a = retryWaits(seed: 7, count: 300)
+        #expect(a == retryWaits(seed: 7, count: 300), "the same seed draws the same waits")
+        #expect(a != retryWaits(seed: 8, count: 300), "another seed draws others")
+        #expect(a.allSatisfy { (500...1_000).contains($0) }, "\(a.filter { !(500...1_000).contains($0) })")
+        // Spread over the whole range, not a constant: two triggers failing together part.
+        #expect(a.min()! < 550 && a.max()! > 950 && Set(a).count > 150, "min \(a.min()!), max \(a.max()!), \(Set(a).count) distinct")
+    }
+
     @Test func stopPolicyHaltsAtTheFailingEvent() {
-        var m = TriggerDelivery(limits: limits { $0.retries = 0; $0.onFailure = .stop })
+        var m = TriggerDelivery(limits: limits { $0.retries = 0; $0.onFailure = .stop }, seed: 1)
         m.take(index: 1, events: 1)
         _ = m.poll(now: 0)
         #expect(m.completed(batch: 1, error: "timeout", now: 0) == [.halt(reason: "timeout (after 1 attempts)")])
@@ -193,7 +221,7 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
     }
 
     @Test func aWindowSettlesOnlyTheDeliveredPrefix() {
-        var m = TriggerDelivery(limits: limits { $0.inFlight = 3 })
+        var m = TriggerDelivery(limits: limits { $0.inFlight = 3 }, seed: 1)
         for i in 1...3 { m.take(index: UInt64(i), events: 1) }
         #expect(m.poll(now: 0).count == 3)
         #expect(m.completed(batch: 3, error: nil, now: 0).isEmpty)
@@ -202,11 +230,11 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
     }
 
     @Test func theQueueIsBounded() {
-        var m = TriggerDelivery(limits: limits { $0.batchSize = 1_000; $0.inFlight = 64 })
+        var m = TriggerDelivery(limits: limits { $0.batchSize = 1_000; $0.inFlight = 64 }, seed: 1)
         #expect(m.wants == TriggerDelivery.maxQueued)
         m.take(index: 1, events: 10)
         #expect(m.wants == TriggerDelivery.maxQueued - 10)
-        #expect(TriggerDelivery(limits: TriggerLimits()).wants == 2)
+        #expect(TriggerDelivery(limits: TriggerLimits(), seed: 1).wants == 2)
     }
 
     @Test func timesAreRFC3339() {

@@ -266,8 +266,9 @@ def test_past_the_retention_limit_the_gap_is_reported(node, ns, receiver):
 
 @pytest.mark.skipif(not os.environ.get("EMBER_SOAK"), reason="soak only (EMBER_SOAK=1, make soak): a minute's wait")
 def test_receiver_down_for_a_minute_backs_off_then_everything_arrives(node, ns, receiver):
-    """Retries wait at least the backoff (doubling from backoffMs up to maxBackoffMs) while the
-    receiver is down; once it is back every event arrives, in order."""
+    """Retries wait at least half the backoff (doubling from backoffMs up to maxBackoffMs; each
+    wait is jittered between half and all of it) while the receiver is down; once it is back every
+    event arrives, in order."""
     assert put_triggers(node, ns, {"d": trig(receiver.url, "/d/{n}", ["created"], backoffMs=200, maxBackoffMs=5000, retries=1000)}).status_code == 200
     receiver.status = 503
     for i in range(20):
@@ -278,7 +279,7 @@ def test_receiver_down_for_a_minute_backs_off_then_everything_arrives(node, ns, 
     assert [e["ref"] for e in got][:20] == [f"/d/{i:03}" for i in range(20)]
     failed = [t for t, st in receiver.attempts if st == 503]
     for k, (a, b) in enumerate(zip(failed, failed[1:]), start=1):
-        assert b - a >= 0.9 * min(0.2 * 2 ** (k - 1), 5.0), f"retry {k} came after {b - a:.3f} s"
+        assert b - a >= 0.45 * min(0.2 * 2 ** (k - 1), 5.0), f"retry {k} came after {b - a:.3f} s"
     assert len(failed) < 40, f"{len(failed)} attempts in a minute: no backoff"
 
 

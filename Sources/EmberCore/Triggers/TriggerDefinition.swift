@@ -22,7 +22,8 @@ public struct TriggerLimits: Sendable, Equatable {
     public var timeoutMs = 10_000
     /// Attempts after the first before the failure policy applies.
     public var retries = 8
-    /// First retry delay; doubles per attempt up to `maxBackoffMs`.
+    /// First retry delay; doubles per attempt up to `maxBackoffMs` (each wait jittered down to
+    /// half at random: `TriggerDelivery`).
     public var backoffMs = 200
     public var maxBackoffMs = 30_000
     /// Events per POST (1: one CloudEvent per request; more: a JSON array, `application/cloudevents-batch+json`).

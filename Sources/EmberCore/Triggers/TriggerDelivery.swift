@@ -1,8 +1,9 @@
 /// One trigger's delivery decisions without I/O (the worker does the POSTs and logs the
 /// cursor): which events go out in which POST, when a failed POST is retried (exponential
-/// backoff from `backoffMs` up to `maxBackoffMs`), and when events are settled — delivered,
-/// or dead after `retries` retries — so the worker may log the trigger's cursor past them.
-/// Time comes in as milliseconds (`now`), so tests drive it.
+/// backoff from `backoffMs` up to `maxBackoffMs`, each wait jittered), and when events are
+/// settled — delivered, or dead after `retries` retries — so the worker may log the trigger's
+/// cursor past them. Time comes in as milliseconds (`now`) and randomness as a seed, so tests
+/// drive both and replay them.
 ///
 /// Events come in log order, in groups of one log entry (an entry that changed N locations
 /// gives N events). An entry is settled only once all of its events are: the cursor moves in
@@ -49,11 +50,17 @@ public struct TriggerDelivery: Sendable {
     public private(set) var lastError: String?
     /// The highest index taken in (the worker reads the outbox after it).
     public private(set) var takenThrough: UInt64 = 0
+    /// The jitter's generator (SplitMix64): seeded by the worker, by tests with a fixed seed.
+    private var rngState: UInt64
 
     /// Named limit: entries per `settle` action (the log entry that carries it stays small).
     public static let maxSettle = 1_000
 
-    public init(limits: TriggerLimits) { self.limits = limits }
+    /// `seed`: the retry jitter's randomness (the worker passes a random one).
+    public init(limits: TriggerLimits, seed: UInt64) {
+        self.limits = limits
+        self.rngState = seed
+    }
 
     /// Nothing queued, in flight, waiting or unsettled.
     public var isIdle: Bool { queue.isEmpty && batches.isEmpty && settled.isEmpty }
@@ -81,10 +88,31 @@ public struct TriggerDelivery: Sendable {
         queue = []; batches = []; settled = []; halted = nil; takenThrough = 0
     }
 
+    /// The nominal wait after `n` failed attempts: `backoffMs` doubled per attempt, at most
+    /// `maxBackoffMs`.
     public func backoff(afterAttempts n: Int) -> Int64 {
         var d = Int64(limits.backoffMs)
         for _ in 1..<max(1, n) where d < Int64(limits.maxBackoffMs) { d *= 2 }
         return min(d, Int64(limits.maxBackoffMs))
+    }
+
+    /// The wait actually used: drawn uniformly from [nominal/2, nominal] ("equal jitter"), so the
+    /// triggers (and the batches of one trigger) that failed together against a receiver that went
+    /// down do not all retry in the same millisecond when it comes back, and the doubling still
+    /// bounds the attempts an outage costs.
+    mutating func jitteredBackoff(afterAttempts n: Int) -> Int64 {
+        let d = backoff(afterAttempts: n)
+        let half = d / 2
+        return d - half + Int64(nextRandom() % UInt64(half + 1))
+    }
+
+    /// SplitMix64 (Steele, Lea and Flood's published constants).
+    private mutating func nextRandom() -> UInt64 {
+        rngState &+= 0x9E37_79B9_7F4A_7C15
+        var z = rngState
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 
     /// What to do at `now`: retries that are due, and new POSTs while the window has room and
@@ -134,7 +162,7 @@ public struct TriggerDelivery: Sendable {
                     return [.halt(reason: halted!)]
                 }
             } else {
-                batches[i].retryAt = now + backoff(afterAttempts: batches[i].attempts)
+                batches[i].retryAt = now + jitteredBackoff(afterAttempts: batches[i].attempts)
                 return []
             }
         } else {

@@ -127,7 +127,7 @@ final class TriggerLane: Sendable {
 
     private func run() async {
         let name = definition.name
-        var machine = TriggerDelivery(limits: definition.limits)
+        var machine = TriggerDelivery(limits: definition.limits, seed: UInt64.random(in: .min ... .max))
         var events: [UInt64: [TriggerEvent]] = [:]
         var iterator = inputs.stream.makeAsyncIterator()
         var timer: Task<Void, Never>?
