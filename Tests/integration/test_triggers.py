@@ -337,6 +337,47 @@ def test_pull_feed_resumes_from_a_cursor_across_a_restart(tmp_path):
         node.stop()
 
 
+def test_pull_feed_for_a_token_holds_only_what_its_rules_let_it_read(tmp_path):
+    """A non-admin caller with a valid token reads a feed filtered by the rules, event by event
+    (alice reads rooms/alice, not rooms/bob); without a token, or with a malformed or refused
+    one, the feed is refused with a JSON error."""
+    rules = {"rules": {"rooms": {"$room": {".read": "auth != null && auth.uid == $room"}}}}
+    node = Node(data_dir=str(tmp_path / "d"), rules=rules).start()
+    try:
+        ns = "f" + uuid.uuid4().hex[:8]
+        assert put_triggers(node, ns, {"msgs": {"path": "/rooms/{room}/msgs/{id}", "on": ["written"], "feed": True}}).status_code == 200
+        u = lambda p: f"{node.url}/{p}.json?ns={ns}"
+        assert requests.put(u("rooms/alice/msgs/m1"), json=1, headers=OWNER).status_code == 200
+        assert requests.put(u("rooms/bob/msgs/m2"), json=2, headers=OWNER).status_code == 200
+        # One entry, two events: alice's half of it only.
+        assert requests.patch(u(""), json={"rooms/alice/msgs/m3": 3, "rooms/bob/msgs/m4": 4}, headers=OWNER).status_code == 200
+        assert requests.put(u("rooms/bob/msgs/m5"), json=5, headers=OWNER).status_code == 200
+        assert requests.put(u("rooms/alice/msgs/m6"), json=6, headers=OWNER).status_code == 200
+        everything = read_feed(node, ns, 5, path="/rooms/{room}/msgs/{id}")
+        assert [[e["ref"] for e in events] for _, events in everything] == [
+            ["/rooms/alice/msgs/m1"], ["/rooms/bob/msgs/m2"], ["/rooms/alice/msgs/m3", "/rooms/bob/msgs/m4"],
+            ["/rooms/bob/msgs/m5"], ["/rooms/alice/msgs/m6"]]
+        cursors = [c for c, _ in everything]
+        alice = {"Authorization": "Bearer " + token("alice")}
+        # Entries 2 and 4 hold nothing alice may read: skipped, so her third change is m6.
+        mine = read_feed(node, ns, 3, headers=alice, path="/rooms/{room}/msgs/{id}")
+        assert [(c, [e["ref"] for e in events]) for c, events in mine] == [
+            (cursors[0], ["/rooms/alice/msgs/m1"]), (cursors[2], ["/rooms/alice/msgs/m3"]), (cursors[4], ["/rooms/alice/msgs/m6"])]
+        assert mine[1][1][0]["data"]["after"] == 3
+        bob = read_feed(node, ns, 3, path="/rooms/{room}/msgs/{id}", auth=token("bob"))
+        assert [[e["ref"] for e in events] for _, events in bob] == [
+            ["/rooms/bob/msgs/m2"], ["/rooms/bob/msgs/m4"], ["/rooms/bob/msgs/m5"]]
+        # Resumed after her first cursor: the same filter.
+        resumed = read_feed(node, ns, 1, headers={**alice, "Last-Event-ID": str(cursors[0])}, path="/rooms/{room}/msgs/{id}")
+        assert resumed[0][0] == cursors[2] and [e["ref"] for e in resumed[0][1]] == ["/rooms/alice/msgs/m3"]
+        feed = f"{node.url}/.ember/feed?ns={ns}&path=/rooms/{{room}}/msgs/{{id}}"
+        for headers in [{}, {"Authorization": "Basic " + token("alice")}, {"Authorization": "Bearer not-a-jwt"}]:
+            r = requests.get(feed, headers=headers, timeout=10)
+            assert r.status_code == 401 and r.json()["error"], (headers, r.status_code, r.text)
+    finally:
+        node.stop()
+
+
 def test_a_batching_trigger_posts_arrays_in_order(node, ns, receiver):
     """batchSize > 1: each POST is a JSON array (application/cloudevents-batch+json) of up to
     batchSize events, in log order."""

@@ -4,11 +4,16 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// The pull feed (issue 36): `GET /.ember/feed?ns=NS&path=/pattern&from=CURSOR` (admin) streams
+/// The pull feed (issue 36): `GET /.ember/feed?ns=NS&path=/pattern&from=CURSOR` streams
 /// the events of the feed defined for that pattern in `/.settings/triggers.json` (`"feed": true`)
 /// as server-sent events, one per log entry: `id:` the entry's log index (the cursor), `data:` a
 /// JSON array of its CloudEvents. `from` (or `Last-Event-ID`) resumes after that cursor; one
 /// older than the feed keeps answers 410 with the oldest cursor it can resume from.
+///
+/// Who may read it: an admin, every event; a caller with an auth token, only the events at
+/// locations the namespace's rules let that identity read (each event's concrete path is
+/// checked as a REST read of it would be, when the event is sent: the rules in force and the
+/// data as they are then); an entry with none of those is not sent. No token: 401.
 extension RestHandler {
     static let feedPath = "/.ember/feed"
     /// Named limits: rows read per poll, and how often an idle feed looks for new entries.
@@ -37,7 +42,7 @@ extension RestHandler {
             default: throw RestError.badRequest("Unknown parameter \(k.prefix(40)) (path, from, ns)")
             }
         }
-        try authorizeAdmin(request: request, req: req, channel: channel, base: base)
+        let identity = try feedIdentity(request: request, req: req, channel: channel, base: base)
         if from == nil, let last = request.headers[HTTPField.Name("Last-Event-ID")!] {
             guard let n = UInt64(last) else { throw RestError.badRequest("Last-Event-ID must be a cursor (a log index)") }
             from = n
@@ -65,19 +70,28 @@ extension RestHandler {
         headers[.accessControlAllowOrigin] = "*"
         let keepAlive = Duration.seconds(Int64(max(1, config.keepAliveSeconds)))
         let start = cursor
+        let gate = self.gate, clock = self.clock
         let body = ResponseBody { writer in
             var cursor = start
             var idle = Duration.zero
             while !Task.isCancelled {
+                // A token that expired ends the stream (the consumer resumes with a fresh one).
+                if case .user(_, let expiresAt?) = identity, expiresAt <= clock() { break }
                 // Entries trimmed past this consumer's position: end the stream (it resumes and
                 // is answered 410 with the oldest cursor).
                 guard let state = try port.triggers(namespace: ns).first(where: { $0.definition.name == name })?.state,
                       cursor >= state.cursor else { break }
                 let rows = try port.outbox(namespace: ns, trigger: name, after: cursor, limit: Self.feedRowsPerRead)
                 for r in rows {
-                    let data = JSON.array(r.events.map { $0.cloudEvent(namespace: ns, trigger: name) }).serialized()
-                    try await writer.write(ByteBuffer(string: "id: \(r.index)\nevent: change\ndata: \(data)\n\n"))
                     cursor = r.index
+                    var events = r.events
+                    if !identity.isAdmin {
+                        let now = clock()
+                        events = try events.filter { try gate.canRead(ns, $0.location, identity, query: nil, now: now) }
+                        if events.isEmpty { continue }
+                    }
+                    let data = JSON.array(events.map { $0.cloudEvent(namespace: ns, trigger: name) }).serialized()
+                    try await writer.write(ByteBuffer(string: "id: \(r.index)\nevent: change\ndata: \(data)\n\n"))
                 }
                 if rows.isEmpty {
                     try await Task.sleep(for: Self.feedPoll)
@@ -93,5 +107,20 @@ extension RestHandler {
             try await writer.finish(nil)
         }
         return Response(status: .ok, headers: headers, body: body)
+    }
+
+    /// The feed's reader: an admin (token or client certificate), or the identity of a valid auth
+    /// token (its events filtered by the rules). No credential, a malformed `Authorization` or a
+    /// token the node refuses: 401.
+    func feedIdentity(request: Request, req: RestRequest, channel: (any Channel)?, base: Identity) throws -> Identity {
+        if base.isAdmin { return base }
+        if req.authToken == nil, request.headers[.authorization] != nil, ClientCredentials.token(query: nil, headers: request.headers) == nil {
+            throw RestError(401, "Authorization must be 'Bearer <token>'")
+        }
+        let identity = try policy.restIdentity(req, headers: request.headers, channel: channel, base: base)
+        guard identity != .anonymous else {
+            throw RestError(401, "The feed requires an admin credential or an auth token (Authorization: Bearer ...)")
+        }
+        return identity
     }
 }
