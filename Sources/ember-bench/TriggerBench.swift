@@ -1,0 +1,349 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// `ember-bench triggers`: trigger delivery (issue 36) against a local receiver in this process
+/// (`TriggerReceiver`), on a 3-node cluster (mutual TLS on loopback, writes at the leader) or one
+/// node. Each run uses a namespace of its own (a rerun of the same keys would write identical
+/// values, which the store skips, and fire nothing):
+/// (a) open loop at `--rate` writes/s: commit → receiver latency per event, from the entry's
+///     timestamp (`time`, ms) and from the write's send time (its value, µs) to the arrival;
+/// (b) closed-loop writes as fast as the leader takes them with one batching trigger on every
+///     write: writes/s, events/s delivered and the trigger's lag (pending entries) over the run,
+///     whether it grows; then the same with a trigger without batching: events/s;
+/// (c) the leader's write throughput with no trigger, `--triggers` active triggers and none
+///     again, in one run (the mean of the two runs without against the one with).
+struct TriggerBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "triggers", abstract: "Triggers: commit → receiver latency, sustained delivery with and without batching, write throughput with triggers.")
+
+    @Option(help: "emberd binary to start.")
+    var emberd = ".build/release/emberd"
+
+    @Option(help: "openssl binary (the cluster's certificates).")
+    var openssl = "/usr/bin/openssl"
+
+    @Option(help: "3: a local cluster, writes at the leader; 1: a single node.")
+    var nodes = 3
+
+    @Option(help: "Open-loop writes/s of the latency run (a).")
+    var rate = 1_000
+
+    @Option(help: "Seconds per run (the closed-loop runs add a 1 s warm-up).")
+    var duration = 10.0
+
+    @Option(help: "WebSocket connections of the closed-loop runs (b, c).")
+    var connections = 16
+
+    @Option(help: "`p` requests each connection keeps outstanding (b, c).")
+    var pipeline = 64
+
+    @Option(help: "Value size in bytes (b, c).")
+    var valueSize = 16
+
+    @Option(help: "Events per POST of the batching triggers (b, c).")
+    var batchSize = 1_000
+
+    @Option(help: "POSTs in flight per trigger (1 keeps strict order).")
+    var inFlight = 1
+
+    @Option(help: "Active triggers in the throughput comparison (c).")
+    var triggers = 10
+
+    /// Named limits: open-loop sends in flight, and how long a run waits for delivery to finish.
+    static let maxRateInFlight = 4_096
+    static let drainSeconds = 60.0
+    /// How often the lag is sampled during a run.
+    static let lagSampleMillis = 500
+
+    func validate() throws {
+        guard nodes == 1 || nodes == 3 else { throw ValidationError("--nodes must be 1 or 3") }
+        guard (1...100_000).contains(rate) else { throw ValidationError("--rate must be 1...100000") }
+        guard duration > 0, connections >= 1, pipeline >= 1, valueSize >= 0 else {
+            throw ValidationError("--duration, --connections and --pipeline must be positive")
+        }
+        guard (1...1_000).contains(batchSize), (1...64).contains(inFlight) else {
+            throw ValidationError("--batch-size must be 1...1000 and --in-flight 1...64 (a trigger's limits)")
+        }
+        guard (1...32).contains(triggers) else { throw ValidationError("--triggers must be 1...32 (a namespace's limit)") }
+    }
+
+    func run() async throws {
+        let http = HTTPLoad(clients: 8, duration: duration).makeClient()
+        let processes = ProcessSet()
+        let dir = NSTemporaryDirectory() + "ember-trigger-bench-\(UUID().uuidString)"
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try await runAll(http, processes, dir: dir)
+        } catch {
+            processes.stopAndWaitAll()
+            try? FileManager.default.removeItem(atPath: dir)
+            try? await http.shutdown()
+            throw error
+        }
+        processes.stopAndWaitAll()
+        try? FileManager.default.removeItem(atPath: dir)
+        try await http.shutdown()
+    }
+
+    func runAll(_ http: HTTPClient, _ processes: ProcessSet, dir: String) async throws {
+        let receiver = try TriggerReceiver()
+        defer { receiver.stop() }
+        let leader = try await startNodes(http, processes, dir: dir)
+        print("ember-bench triggers: \(nodes == 3 ? "3-node cluster, writes at the leader" : "one node"), receiver \(receiver.url) "
+              + "in the bench process; \(duration) s per run; load average \(loadAverage())")
+        try await latencyRun(http, receiver, leader: leader)
+        try await sustainedRun(http, receiver, leader: leader, ns: "tbatch", batch: batchSize)
+        try await sustainedRun(http, receiver, leader: leader, ns: "tsingle", batch: 1)
+        try await throughputRun(http, receiver, leader: leader)
+        if receiver.malformed > 0 { print("  receiver: \(receiver.malformed) POSTs it could not read") }
+        print("load average \(loadAverage())")
+    }
+
+    // MARK: - Nodes
+
+    /// Starts the node(s) and returns the URL of the one that leads.
+    func startNodes(_ http: HTTPClient, _ processes: ProcessSet, dir: String) async throws -> String {
+        let limits = ["--log-level", "warning", "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
+        let base = 20_000 + Int.random(in: 0..<1000) * 10
+        if nodes == 1 {
+            processes.add(try HTTPLoad.launch(emberd, ["--data", "\(dir)/n1", "--port", "\(base)"] + limits))
+            let url = "http://127.0.0.1:\(base)"
+            try await HTTPLoad.waitReady(http, url + "/.json?auth=owner")
+            return url
+        }
+        let ids = (1...nodes).map { "n\($0)" }
+        try makePeerCertificates(openssl: openssl, dir: dir, ids: ids)
+        let peers = ids.enumerated().map { "\($1)=127.0.0.1:\(base + 5 + $0)" }.joined(separator: ",")
+        var urls: [String] = []
+        for (i, id) in ids.enumerated() {
+            processes.add(try HTTPLoad.launch(emberd, [
+                "--data", "\(dir)/\(id)", "--port", "\(base + i)", "--node-id", id, "--peers", peers,
+                "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
+            ] + limits))
+            urls.append("http://127.0.0.1:\(base + i)")
+        }
+        for u in urls { try await HTTPLoad.waitReady(http, u + "/.json") }
+        for _ in 0..<600 {
+            for u in urls {
+                if let s = try? await getJSON(http, u + "/.ember/status"), s["role"] as? String == "leader" { return u }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ValidationError("the cluster elected no leader")
+    }
+
+    // MARK: - Triggers over REST
+
+    /// One trigger on `path` to the receiver, with `batch` events per POST; retention high
+    /// enough that no run reaches it (a gap would end the measurement's meaning).
+    func definition(_ path: String, on: String, receiver: TriggerReceiver, batch: Int) -> [String: Any] {
+        ["path": path, "on": [on], "url": receiver.url, "secret": "ember-bench-trigger-secret",
+         "batchSize": batch, "inFlight": inFlight, "retries": 1_000, "backoffMs": 20, "maxBackoffMs": 1_000,
+         "retainEntries": 10_000_000, "retainBytes": 1 << 30]
+    }
+
+    func putTriggers(_ http: HTTPClient, _ leader: String, ns: String, _ triggers: [String: Any]) async throws {
+        var r = HTTPClientRequest(url: "\(leader)/.settings/triggers.json?ns=\(ns)&auth=owner")
+        r.method = .PUT
+        r.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: triggers)))
+        let resp = try await http.execute(r, timeout: .seconds(30))
+        let body = try await resp.body.collect(upTo: 1 << 20)
+        guard resp.status == .ok else { throw ValidationError("PUT triggers: \(resp.status) \(String(buffer: body))") }
+        // The leader's worker starts a lane within its reconcile interval (500 ms).
+        try await Task.sleep(for: .seconds(1))
+    }
+
+    /// Each trigger's replicated state in `ns` (`pending`: entries not yet delivered).
+    func triggerStates(_ http: HTTPClient, _ leader: String, ns: String) async throws -> [String: [String: Any]] {
+        let o = try await getJSON(http, "\(leader)/.ember/triggers?ns=\(ns)&auth=owner")
+        var out: [String: [String: Any]] = [:]
+        for (name, t) in (o["triggers"] as? [String: Any]) ?? [:] {
+            if let s = (t as? [String: Any])?["state"] as? [String: Any] { out[name] = s }
+        }
+        return out
+    }
+
+    func getJSON(_ http: HTTPClient, _ url: String) async throws -> [String: Any] {
+        let resp = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(5))
+        let body = try await resp.body.collect(upTo: 16 << 20)
+        guard resp.status == .ok, let o = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            throw ValidationError("GET \(url): \(resp.status)")
+        }
+        return o
+    }
+
+    func pending(_ states: [String: [String: Any]]) -> Int {
+        states.values.reduce(0) { $0 + (($1["pending"] as? NSNumber)?.intValue ?? 0) }
+    }
+
+    /// Until no trigger in `ns` has entries pending (or the drain limit): seconds it took, nil if never.
+    func waitDelivered(_ http: HTTPClient, _ leader: String, ns: String) async throws -> Double? {
+        let t0 = Date()
+        while Date().timeIntervalSince(t0) < Self.drainSeconds {
+            if pending(try await triggerStates(http, leader, ns: ns)) == 0 { return Date().timeIntervalSince(t0) }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    // MARK: - (a) latency
+
+    func latencyRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String) async throws {
+        let ns = "tlat", name = "lat"
+        receiver.keepEvents(of: name)
+        try await putTriggers(http, leader, ns: ns, [name: definition("/lat/{k}", on: "written", receiver: receiver, batch: 1)])
+        let (rate, seconds) = (rate, duration)
+        let w = try await RawProbe.onThread("trigger-latency-writer") {
+            try RawProbe.openLoopWrites(url: leader, rate: rate, seconds: seconds, maxInFlight: Self.maxRateInFlight,
+                                        request: { i, sent in
+                                            RawHTTPRequest(method: "PUT", target: "/lat/p\(i % 1_000).json?ns=\(ns)&print=silent", body: "\(sent)")
+                                        },
+                                        stop: RawHTTPRequest(method: "PUT", target: "/latstop.json?ns=\(ns)&print=silent", body: "0"))
+        }
+        let drained = try await waitDelivered(http, leader, ns: ns)
+        let events = receiver.events(name)
+        var seen = Set<UInt64>(), commit: [Double] = [], sent: [Double] = []
+        for e in events where seen.insert(e.index).inserted {
+            commit.append(Double(e.arrivedMicros) / 1_000 - Double(e.timeMillis))
+            if let a = e.after { sent.append(Double(e.arrivedMicros - a) / 1_000) }
+        }
+        commit.sort()
+        sent.sort()
+        print(String(format: "(a) latency, open loop %d writes/s for %.0f s: %d writes acknowledged (%d errors, %d sends late), "
+                     + "%d events received (%d duplicates)%@; load average %@",
+                     rate, seconds, w.acked, w.errors, w.late, seen.count, events.count - seen.count,
+                     drained == nil ? ", NOT all delivered within \(Int(Self.drainSeconds)) s" : "", loadAverage()))
+        print(String(format: "    commit (entry timestamp, ms resolution) → receiver: p50 %.2f ms, p99 %.2f ms, max %.2f ms (goal p50 < 5, p99 < 50); load average %@",
+                     pct(commit, 0.5), pct(commit, 0.99), commit.last ?? 0, loadAverage()))
+        print(String(format: "    write sent → receiver (includes the quorum write): p50 %.2f ms, p99 %.2f ms, max %.2f ms; load average %@",
+                     pct(sent, 0.5), pct(sent, 0.99), sent.last ?? 0, loadAverage()))
+        try await putTriggers(http, leader, ns: ns, [:])
+    }
+
+    func pct(_ sorted: [Double], _ p: Double) -> Double {
+        sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+
+    // MARK: - (b) sustained
+
+    struct LagSample {
+        var t: Double
+        var pending: Int
+        var delivered: Int
+    }
+
+    /// Closed-loop writes at the leader in `ns` (a new key per write: one `created` event each)
+    /// while the lag is sampled; the load's result and the samples.
+    func loadWithLag(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String, ns: String,
+                     names: [String], name: String) async throws -> (HTTPLoad.Result, [LagSample]) {
+        let t0 = Date()
+        let sampler = Task { () -> [LagSample] in
+            var out: [LagSample] = []
+            while !Task.isCancelled {
+                if let states = try? await triggerStates(http, leader, ns: ns) {
+                    out.append(LagSample(t: Date().timeIntervalSince(t0), pending: pending(states),
+                                         delivered: names.reduce(0) { $0 + receiver.counts($1).events }))
+                }
+                try? await Task.sleep(for: .milliseconds(Self.lagSampleMillis))
+            }
+            return out
+        }
+        let ws = leader.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=\(ns)"
+        let result: HTTPLoad.Result
+        do {
+            result = try await WireWriteLoad(url: ws, connections: connections, pipeline: pipeline, duration: duration,
+                                             valueSize: valueSize, inserts: true).run(name: name)
+        } catch {
+            sampler.cancel()
+            throw error
+        }
+        sampler.cancel()
+        return (result, await sampler.value)
+    }
+
+    /// Events/s the receiver got over the measured window (after the 1 s warm-up).
+    func deliveredRate(_ samples: [LagSample]) -> Double {
+        let window = samples.filter { $0.t >= RawHTTPLoad.warmup && $0.t <= RawHTTPLoad.warmup + duration }
+        guard let a = window.first, let b = window.last, b.t > a.t else { return 0 }
+        return Double(b.delivered - a.delivered) / (b.t - a.t)
+    }
+
+    /// The least-squares slope of the lag over the measured window, entries/s.
+    func lagTrend(_ samples: [LagSample]) -> Double {
+        let w = samples.filter { $0.t >= RawHTTPLoad.warmup && $0.t <= RawHTTPLoad.warmup + duration }
+        guard w.count >= 2 else { return 0 }
+        let n = Double(w.count), mt = w.reduce(0) { $0 + $1.t } / n, mp = w.reduce(0) { $0 + Double($1.pending) } / n
+        let cov = w.reduce(0) { $0 + ($1.t - mt) * (Double($1.pending) - mp) }
+        let varT = w.reduce(0) { $0 + ($1.t - mt) * ($1.t - mt) }
+        return varT > 0 ? cov / varT : 0
+    }
+
+    func sustainedRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String, ns: String, batch: Int) async throws {
+        let name = batch > 1 ? "batched" : "single"
+        try await putTriggers(http, leader, ns: ns, [name: definition("/bench/{w}/{k}", on: "created", receiver: receiver, batch: batch)])
+        let before = receiver.counts(name)
+        let (result, samples) = try await loadWithLag(http, receiver, leader: leader, ns: ns, names: [name],
+                                                      name: "    writes, one trigger with batchSize \(batch)")
+        result.print()
+        let trend = lagTrend(samples)
+        let quarters = [0.25, 0.5, 0.75, 1.0].map { q -> String in
+            let t = RawHTTPLoad.warmup + duration * q
+            return String(samples.last { $0.t <= t }?.pending ?? 0)
+        }
+        // Growing: the trigger falls behind by more than 2 % of the write rate for the whole run.
+        let grows = trend > 0.02 * result.rate
+        print(String(format: "(b) batchSize %d, inFlight %d: %.0f matching writes/s, %.0f events/s delivered during the run; "
+                     + "lag (entries pending) at 1/4, 1/2, 3/4 and the end: %@; trend %+.0f entries/s: %@; load average %@",
+                     batch, inFlight, result.rate, deliveredRate(samples), quarters.joined(separator: ", "), trend,
+                     grows ? "GROWS (delivery does not keep up)" : "steady (keeps up)", loadAverage()))
+        if batch > 1 {
+            let drained = try await waitDelivered(http, leader, ns: ns)
+            let got = receiver.counts(name).events - before.events
+            print(String(format: "    after the load: %@; %d events received for %d writes acknowledged (goal: keeps up with ≥ 20,000 writes/s); load average %@",
+                         drained.map { String(format: "the lag reached 0 in %.2f s", $0) } ?? "still behind after \(Int(Self.drainSeconds)) s",
+                         got, result.total, loadAverage()))
+        } else {
+            // Each POST's cursor is a log entry the lane waits for: under the write load it queues
+            // behind the writes. The backlog's delivery with no writes is the receiver-bound rate.
+            let c0 = receiver.counts(name).events, t0 = Date()
+            while Date().timeIntervalSince(t0) < duration, pending(try await triggerStates(http, leader, ns: ns)) > 0 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let drainRate = Double(receiver.counts(name).events - c0) / max(Date().timeIntervalSince(t0), 1e-3)
+            print(String(format: "    without batching: %.0f events/s to the local receiver during the writes, %.0f events/s delivering the backlog "
+                         + "after them (goal ≥ 3,000); load average %@", deliveredRate(samples), drainRate, loadAverage()))
+        }
+        // Removed: its backlog is not delivered into the next run.
+        try await putTriggers(http, leader, ns: ns, [:])
+    }
+
+    // MARK: - (c) throughput with triggers
+
+    func throughputRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String) async throws {
+        var rates: [(String, Double)] = []
+        for (k, with) in [false, true, false].enumerated() {
+            let ns = "tput\(k)"
+            let names = with ? (0..<triggers).map { "t\($0)" } : []
+            if with {
+                try await putTriggers(http, leader, ns: ns, Dictionary(uniqueKeysWithValues: names.map {
+                    ($0, definition("/bench/{w}/{k}", on: "created", receiver: receiver, batch: batchSize) as Any)
+                }))
+            }
+            let label = with ? "\(triggers) triggers (batchSize \(batchSize))" : "no trigger"
+            let (result, samples) = try await loadWithLag(http, receiver, leader: leader, ns: ns, names: names, name: "    writes, \(label)")
+            result.print()
+            if with {
+                print(String(format: "    the %d triggers delivered %.0f events/s together during the run, lag at the end %d entries; load average %@",
+                             triggers, deliveredRate(samples), samples.last?.pending ?? 0, loadAverage()))
+                try await putTriggers(http, leader, ns: ns, [:])
+            }
+            rates.append((label, result.rate))
+        }
+        let without = (rates[0].1 + rates[2].1) / 2, with = rates[1].1
+        print(String(format: "(c) leader write throughput: no trigger %.0f and %.0f writes/s (before and after), %d active triggers %.0f writes/s: "
+                     + "%.1f %% less than without (goal within 15 %%); load average %@",
+                     rates[0].1, rates[2].1, triggers, with, 100 * (1 - with / max(without, 1e-9)), loadAverage()))
+    }
+}

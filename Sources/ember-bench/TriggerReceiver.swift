@@ -1,0 +1,242 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The trigger bench's local HTTP receiver: a listening socket on loopback, one blocking thread
+/// per connection (a trigger lane keeps one keep-alive connection per POST in flight), every
+/// POST answered `200` with an empty body right after its bytes are in. Each event it carries
+/// is recorded with the wall-clock time (µs) its last byte arrived: its log index, the entry's
+/// timestamp (`time`, ms) and, for the latency probe, the value written (`after`: the writer's
+/// send time in µs). The body is scanned for those fields, not parsed (a JSON parse of 20,000
+/// events/s would cost the 2 shared cores more than the node's delivery does).
+final class TriggerReceiver: @unchecked Sendable {
+    struct Event: Sendable {
+        var index: UInt64
+        var timeMillis: Int64
+        var after: Int64?
+        var arrivedMicros: Int64
+    }
+
+    struct Counts: Sendable {
+        var posts = 0
+        var events = 0
+        var highestIndex: UInt64 = 0
+    }
+
+    private struct State {
+        var counts: [String: Counts] = [:]
+        var detailed: [String: [Event]] = [:]
+        var malformed = 0
+    }
+
+    let port: Int
+    private let listener: Int32
+    private let state = Mutex(State())
+    /// Triggers whose every event is kept (the latency probe's); the others are counted.
+    private let detailedTriggers: Mutex<Set<String>> = Mutex([])
+
+    /// Named limits: events kept per detailed trigger, one POST's body, one request head.
+    static let maxDetailedEvents = 2_000_000
+    static let maxBodyBytes = 64 << 20
+    static let maxHeadBytes = 16 * 1024
+
+    init() throws {
+        (listener, port) = try Self.listen()
+        let fd = listener
+        let t = Thread { [weak self] in
+            while true {
+                let c = accept(fd, nil, nil)
+                guard c >= 0 else { return }
+                var one: Int32 = 1
+                setsockopt(c, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                guard let self else { Glibc.close(c); return }
+                let conn = Thread { self.serve(c) }
+                conn.name = "trigger-receiver-conn"
+                conn.start()
+            }
+        }
+        t.name = "trigger-receiver"
+        t.start()
+    }
+
+    /// A listening socket on 127.0.0.1 at a port the kernel picks: (fd, port).
+    static func listen() throws -> (Int32, Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw RawProbe.Failure(description: "socket: errno \(errno)") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = 0
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(fd, 128) == 0 else {
+            Glibc.close(fd)
+            throw RawProbe.Failure(description: "bind/listen: errno \(errno)")
+        }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return (fd, Int(UInt16(bigEndian: addr.sin_port)))
+    }
+
+    var url: String { "http://127.0.0.1:\(port)/hook" }
+
+    /// Stops accepting (connections end when their peer closes them).
+    func stop() { _ = Glibc.shutdown(listener, Int32(SHUT_RDWR)) }
+
+    func keepEvents(of trigger: String) { _ = detailedTriggers.withLock { $0.insert(trigger) } }
+
+    func counts(_ trigger: String) -> Counts { state.withLock { $0.counts[trigger] ?? Counts() } }
+
+    func events(_ trigger: String) -> [Event] { state.withLock { $0.detailed[trigger] ?? [] } }
+
+    var malformed: Int { state.withLock { $0.malformed } }
+
+    // MARK: - One connection
+
+    private func serve(_ fd: Int32) {
+        defer { Glibc.close(fd) }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(1 << 16)
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        func fill() -> Bool {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { return false }
+            buffer.append(contentsOf: chunk[0..<n])
+            return true
+        }
+        while true {
+            guard let headEnd = Self.find(buffer, Self.crlfcrlf) else {
+                guard buffer.count <= Self.maxHeadBytes, fill() else { return }
+                continue
+            }
+            let head = String(decoding: buffer[0..<headEnd], as: UTF8.self)
+            var length = -1, trigger = ""
+            for line in head.split(separator: "\r\n").dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                let name = line[..<colon].lowercased()
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                if name == "content-length" { length = Int(value) ?? -1 }
+                if name == "x-ember-trigger" { trigger = value }
+            }
+            guard length >= 0, length <= Self.maxBodyBytes else {
+                respond(fd, "411 Length Required")
+                return
+            }
+            let end = headEnd + 4 + length
+            while buffer.count < end { guard fill() else { return } }
+            let arrived = ClusterProbe.micros()
+            record(trigger: trigger, body: buffer[(headEnd + 4)..<end], arrived: arrived)
+            buffer.removeFirst(end)
+            guard respond(fd, "200 OK") else { return }
+        }
+    }
+
+    @discardableResult
+    private func respond(_ fd: Int32, _ status: String) -> Bool {
+        let bytes = Array("HTTP/1.1 \(status)\r\nContent-Length: 0\r\n\r\n".utf8)
+        return bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) == $0.count }
+    }
+
+    private func record(trigger: String, body: ArraySlice<UInt8>, arrived: Int64) {
+        let scanned = Self.scan(body, arrived: arrived)
+        let detailed = detailedTriggers.withLock { $0.contains(trigger) }
+        state.withLock { s in
+            guard let events = scanned, !events.isEmpty else { s.malformed += 1; return }
+            var c = s.counts[trigger] ?? Counts()
+            c.posts += 1
+            c.events += events.count
+            c.highestIndex = max(c.highestIndex, events.map(\.index).max() ?? 0)
+            s.counts[trigger] = c
+            if detailed {
+                let room = Self.maxDetailedEvents - (s.detailed[trigger]?.count ?? 0)
+                if room > 0 { s.detailed[trigger, default: []].append(contentsOf: events.prefix(room)) }
+            }
+        }
+    }
+
+    // MARK: - Scanning a CloudEvent (or an array of them)
+
+    static let crlfcrlf = Array("\r\n\r\n".utf8)
+    static let sequenceKey = Array(#""sequence":""#.utf8)
+    static let timeKey = Array(#""time":""#.utf8)
+    static let afterKey = Array(#""after":"#.utf8)
+
+    static func find(_ hay: some Collection<UInt8>, _ needle: [UInt8], from: Int = 0) -> Int? {
+        hay.withContiguousStorageIfAvailable { h -> Int? in
+            guard h.count >= needle.count else { return nil }
+            var i = max(0, from)
+            while i <= h.count - needle.count {
+                if h[i] == needle[0] {
+                    var j = 1
+                    while j < needle.count && h[i + j] == needle[j] { j += 1 }
+                    if j == needle.count { return i }
+                }
+                i += 1
+            }
+            return nil
+        } ?? nil
+    }
+
+    /// Events in a POST body, in order: each has exactly one `sequence`, `time` and `after` (the
+    /// bench's values are numbers or strings without those keys), so the k-th of each belongs to
+    /// the k-th event whatever order the keys are written in. nil when they do not line up.
+    static func scan(_ body: ArraySlice<UInt8>, arrived: Int64) -> [Event]? {
+        let b = Array(body)
+        func all(_ key: [UInt8]) -> [Int] {
+            var out: [Int] = [], at = 0
+            while let i = find(b, key, from: at) {
+                out.append(i + key.count)
+                at = i + key.count
+            }
+            return out
+        }
+        let seqs = all(sequenceKey), times = all(timeKey), afters = all(afterKey)
+        guard seqs.count == times.count, seqs.count == afters.count else { return nil }
+        var out: [Event] = []
+        out.reserveCapacity(seqs.count)
+        for k in seqs.indices {
+            guard let index = digits(b, seqs[k]).0, let millis = rfc3339Millis(b, times[k]) else { return nil }
+            out.append(Event(index: UInt64(max(0, index)), timeMillis: millis, after: digits(b, afters[k]).0, arrivedMicros: arrived))
+        }
+        return out
+    }
+
+    /// A decimal integer at `i` (an optional minus sign), and where it ends.
+    static func digits(_ b: [UInt8], _ i: Int) -> (Int64?, Int) {
+        var j = i, v: Int64 = 0, neg = false
+        if j < b.count && b[j] == UInt8(ascii: "-") { neg = true; j += 1 }
+        let start = j
+        while j < b.count, b[j] >= 48, b[j] <= 57 { v = v &* 10 &+ Int64(b[j] - 48); j += 1 }
+        return (j > start ? (neg ? -v : v) : nil, j)
+    }
+
+    /// `2026-11-28T20:42:57.123Z` at `i`, in ms since 1970 (civil date to days: H. Hinnant's
+    /// published method).
+    static func rfc3339Millis(_ b: [UInt8], _ i: Int) -> Int64? {
+        guard i + 24 <= b.count else { return nil }
+        func n(_ from: Int, _ count: Int) -> Int64? {
+            var v: Int64 = 0
+            for k in from..<(from + count) {
+                guard b[k] >= 48 && b[k] <= 57 else { return nil }
+                v = v * 10 + Int64(b[k] - 48)
+            }
+            return v
+        }
+        guard let y0 = n(i, 4), let m = n(i + 5, 2), let d = n(i + 8, 2), let hh = n(i + 11, 2), let mm = n(i + 14, 2),
+              let ss = n(i + 17, 2), let ms = n(i + 20, 3) else { return nil }
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return ((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms
+    }
+}
