@@ -86,8 +86,8 @@ robustness:
 	$(SWIFT) build --product ember
 	test -x .venv/bin/pytest || (python3 -m venv .venv && .venv/bin/pip install -q -r Tests/integration/requirements.txt)
 	.venv/bin/pytest -q -p no:cacheprovider Tests/robustness/test_checkers.py
-	.venv/bin/python Tests/robustness/campaign.py --nodes 3 --seconds $(ROBUSTNESS_SECONDS) --seed $(ROBUSTNESS_SEED) --out $(ROBUSTNESS_OUT)/3
-	.venv/bin/python Tests/robustness/campaign.py --nodes 5 --seconds $(ROBUSTNESS_SECONDS) --seed $(ROBUSTNESS_SEED) --out $(ROBUSTNESS_OUT)/5
+	.venv/bin/python Tests/robustness/campaign.py --nodes 3 --seconds $(ROBUSTNESS_SECONDS) --seed $(ROBUSTNESS_SEED) --triggers --out $(ROBUSTNESS_OUT)/3
+	.venv/bin/python Tests/robustness/campaign.py --nodes 5 --seconds $(ROBUSTNESS_SECONDS) --seed $(ROBUSTNESS_SEED) --triggers --out $(ROBUSTNESS_OUT)/5
 
 bench:
 	./scripts/bootstrap.sh --with-etcd

@@ -12,11 +12,18 @@ history file (invoke / ok / fail / info with times); the checkers run on it at t
 
 The seed fixes the nemesis schedule and every client's sequence of operations; thread timing is
 the machine's, so a replay repeats the same faults and workload, not the same interleaving.
+With --triggers (make robustness) the namespace also has database triggers (issue 36) on the
+registers, the group, the transaction key, the counter, the list's children and a location
+every write to is refused by the rules, all POSTing to a receiver in this process, and the
+nemesis also kills the leader; checkers/triggers.py checks delivery at the end.
+
 Exit status 1 on any anomaly.
 """
 import argparse
 import asyncio
 import calendar
+import hashlib
+import hmac
 import json
 import os
 import random
@@ -25,13 +32,15 @@ import sys
 import threading
 import time
 
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import requests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from checkers.run import check_all, report  # noqa: E402
-from cluster import Cluster, build_slowdisk  # noqa: E402
+from cluster import OWNER, Cluster, build_slowdisk  # noqa: E402
 
 ROOT_PATH = "rb"
 REGISTERS = ["r0", "r1", "r2"]
@@ -45,6 +54,13 @@ MAX_PRESENCE_SESSIONS = 100_000  # sessions one presence worker opens at most
 ONDISCONNECT_LEASE = 3      # seconds (--ondisconnect-lease): shorter than the longest fault
 REQUEST_TIMEOUT = 5.0       # seconds; a request not answered by then has an unknown outcome
 MAX_EVENTS_PER_LISTENER = 200_000  # bound on what one listener records
+LOCKED = "locked"           # with --triggers: the rules refuse every write here
+TRIGGER_SECRET = "campaign-trigger-secret"
+# With --triggers: name -> (pattern, batchSize). Each location gets one event per change.
+TRIGGERS = {**{k: (f"/{ROOT_PATH}/{k}", 1) for k in REGISTERS},
+            "group": (f"/{ROOT_PATH}/{GROUP}", 1), "txn": (f"/{ROOT_PATH}/{TXN}", 1), "cnt": (f"/{ROOT_PATH}/{COUNTER}", 1),
+            "list": (f"/{ROOT_PATH}/{LIST}/{{id}}", 8), "locked": (f"/{ROOT_PATH}/{LOCKED}", 1)}
+TRIGGER_RULES = {"rules": {".read": True, ".write": True, ROOT_PATH: {LOCKED: {".validate": False}}}}
 
 
 class History:
@@ -90,11 +106,12 @@ def url_of(key):
 # --- REST clients -------------------------------------------------------------------------------
 
 class RestClient(threading.Thread):
-    def __init__(self, name, seed, cluster, history, stop):
+    def __init__(self, name, seed, cluster, history, stop, refusals=False):
         super().__init__(daemon=True)
         self.name, self.rng, self.c, self.h, self.stop = name, random.Random(seed), cluster, history, stop
         self.n = 0
         self.s = requests.Session()
+        self.refusals = refusals  # --triggers: some writes go where the rules refuse them
 
     def token(self):
         self.n += 1
@@ -124,6 +141,13 @@ class RestClient(threading.Thread):
 
     def one(self, node, base, roll):
         h, t = self.h, REQUEST_TIMEOUT
+        if self.refusals and self.rng.random() < 0.05:
+            v = self.token()
+            op = h.invoke(client=self.name, f="refused", key=url_of(LOCKED), value=v, node=node, via="rest")
+            if self.call(op, lambda: self.s.put(f"{base}/{url_of(LOCKED)}.json?print=silent", data=json.dumps(v), timeout=t),
+                         (), fail_codes=(401, 403)):
+                h.done(op, "ok")  # not reached: no answer is a success
+            return
         if roll < 0.25:
             key, v = self.rng.choice(REGISTERS), self.token()
             op = h.invoke(client=self.name, f="write", key=url_of(key), value=v, node=node, via="rest")
@@ -389,6 +413,96 @@ def wait_ondisconnect_drained(c, timeout=90):
     return False
 
 
+# --- triggers (--triggers) ---------------------------------------------------------------------
+
+class TriggerReceiver:
+    """The triggers' HTTP endpoint: checks each POST's signature and records every CloudEvent it
+    carries (a batch is an array) in arrival order, then answers 200."""
+
+    def __init__(self, history):
+        h = history
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a real receiver would
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    # The sender died mid-request (its node killed): nothing was delivered, and
+                    # it gets no answer; the event is retried from the replicated cursor.
+                    h.write(dict(type="trigger-truncated", trigger=self.headers.get("X-Ember-Trigger")))
+                    self.close_connection = True
+                    return
+                want = "sha256=" + hmac.new(TRIGGER_SECRET.encode(), body, hashlib.sha256).hexdigest()
+                if not hmac.compare_digest(want, self.headers.get("X-Ember-Signature", "")):
+                    h.write(dict(type="trigger-bad-signature", trigger=self.headers.get("X-Ember-Trigger")))
+                else:
+                    doc = json.loads(body)
+                    for e in doc if isinstance(doc, list) else [doc]:
+                        h.write(dict(type="trigger-event", trigger=e["trigger"], id=e["id"], sequence=e["sequence"], ref=e["ref"],
+                                     kind=e["type"].rsplit(".", 1)[1], tokens=sorted(tokens_in(e["data"]["delta"]))))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def tokens_in(value):
+    from checkers.triggers import tokens_of
+    return tokens_of(value)
+
+
+def define_triggers(c, receiver, timeout=60):
+    doc = {name: {"path": path, "on": ["written"] if "{" not in path else ["created"], "url": receiver.url,
+                  "secret": TRIGGER_SECRET, "batchSize": batch, "retries": 1000, "backoffMs": 20, "maxBackoffMs": 500,
+                  "retainEntries": 10_000_000}
+           for name, (path, batch) in TRIGGERS.items()}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for i in c.ids:
+            try:
+                r = requests.put(f"{c.url(i)}/.settings/triggers.json", data=json.dumps(doc), headers=OWNER, timeout=10)
+                if r.status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+        time.sleep(0.5)
+    raise RuntimeError("could not define the triggers")
+
+
+def wait_triggers_drained(c, timeout=120):
+    """Until the leader reports no trigger entries pending; the last states read."""
+    deadline, states = time.time() + timeout, None
+    while time.time() < deadline:
+        lead = current_leader(c)
+        try:
+            if lead:
+                r = requests.get(f"{c.url(lead)}/.ember/triggers", headers=OWNER, timeout=5)
+                states = {n: t["state"] for n, t in r.json()["triggers"].items()}
+                if len(states) == len(TRIGGERS) and all(s["pending"] == 0 for s in states.values()):
+                    return True, states
+        except (requests.RequestException, ValueError, KeyError):
+            pass
+        time.sleep(0.5)
+    return False, states
+
+
 # --- nemesis ------------------------------------------------------------------------------------
 
 FAULTS = ["kill", "pause", "partition-one", "partition-leader", "partition-majority", "bridge", "transfer", "wipe",
@@ -419,6 +533,10 @@ def nemesis(c, h, rng, stop, faults):
         victim = rng.choice(ids)
         rec = dict(type="nemesis", action=kind)
         if kind == "kill":
+            c.kill9(victim)
+            rec["nodes"] = [victim]
+        elif kind == "kill-leader":
+            victim = current_leader(c) or victim
             c.kill9(victim)
             rec["nodes"] = [victim]
         elif kind == "pause":
@@ -523,22 +641,31 @@ def run(args):
     rng = random.Random(args.seed)
     hist_path = os.path.join(args.out, "history.jsonl")
     h = History(hist_path)
-    h.write(dict(type="meta", seed=args.seed, nodes=args.nodes, seconds=args.seconds,
-                 groups=[url_of(GROUP)], counters=[url_of(COUNTER)], txn_keys=[url_of(TXN)], lists=[url_of(LIST)],
-                 presence=[url_of(PRESENCE), url_of(PRUNS)]))
+    meta = dict(type="meta", seed=args.seed, nodes=args.nodes, seconds=args.seconds,
+                groups=[url_of(GROUP)], counters=[url_of(COUNTER)], txn_keys=[url_of(TXN)], lists=[url_of(LIST)],
+                presence=[url_of(PRESENCE), url_of(PRUNS)])
+    if args.triggers:
+        meta["triggers"] = {name: path.replace("{id}", "*") for name, (path, _) in TRIGGERS.items()}
+        meta["refused_keys"] = [url_of(LOCKED)]
+    h.write(meta)
     faults = [f for f in FAULTS if f in args.faults.split(",")] if args.faults else FAULTS
+    if args.triggers and not args.faults:
+        faults = faults + ["kill-leader"]
     slowdisk = build_slowdisk(args.out) if "slow-disk" in faults else None
     if "slow-disk" in faults and not slowdisk:
         print("campaign: no C compiler for slowdisk.c; running without slow disks", file=sys.stderr)
         faults = [f for f in faults if f != "slow-disk"]
     c = Cluster(os.path.join(args.out, "cluster"), n=args.nodes,
                 extra=["--snapshot-entries", str(args.snapshot_entries), "--ondisconnect-lease", str(ONDISCONNECT_LEASE)],
-                slowdisk=slowdisk)
+                slowdisk=slowdisk, rules=TRIGGER_RULES if args.triggers else None)
+    receiver = TriggerReceiver(h) if args.triggers else None
     # Writers stop first; listeners stay connected until the final state is recorded.
     stop, nem_stop, listen_stop = threading.Event(), threading.Event(), threading.Event()
     try:
         c.leader(timeout=60)
-        workers = [RestClient(f"c{i}", rng.getrandbits(64), c, h, stop) for i in range(args.clients)]
+        if receiver:
+            define_triggers(c, receiver)
+        workers = [RestClient(f"c{i}", rng.getrandbits(64), c, h, stop, refusals=bool(receiver)) for i in range(args.clients)]
         workers += [SseListener(f"sse-{k}", rng.getrandbits(64), c, h, listen_stop, k) for k in REGISTERS + [GROUP]]
         workers += [WireWorker(f"w{i}", rng.getrandbits(64), c, h, listen_stop, k, stop) for i, k in enumerate([REGISTERS[0], GROUP])]
         workers += [PresenceWorker(f"p{i}", rng.getrandbits(64), c, h, stop) for i in range(2)]
@@ -562,6 +689,9 @@ def run(args):
         # Every session has ended: the onDisconnect writes of all of them run (some by a lease).
         h.write(dict(type="ondisconnect-drained", ok=wait_ondisconnect_drained(c)))
         converged = c.wait_converged(timeout=120)
+        if receiver:
+            ok, states = wait_triggers_drained(c)
+            h.write(dict(type="triggers-drained", ok=ok, states=states))
         time.sleep(3)  # listeners receive the last events
         final_state(c, h)
         listen_stop.set()
@@ -572,6 +702,8 @@ def run(args):
         listen_stop.set()
         nem_stop.set()
         c.down()
+        if receiver:
+            receiver.close()
         record_installs(c, h)
         h.close()
     results, summary = check_all(load_history(hist_path), budget=args.budget)
@@ -599,6 +731,8 @@ def main(argv=None):
     p.add_argument("--faults", default="", help=f"comma-separated subset of {','.join(FAULTS)} (default: all)")
     p.add_argument("--snapshot-entries", type=int, default=200)
     p.add_argument("--budget", type=int, default=2_000_000, help="linearizability search steps per key")
+    p.add_argument("--triggers", action="store_true",
+                   help="triggers on the workload's keys delivered to a receiver here, leader kills, checkers/triggers.py")
     return run(p.parse_args(argv))
 
 

@@ -47,7 +47,7 @@ def build_slowdisk(out_dir):
 
 
 class Cluster:
-    def __init__(self, directory, n=3, extra=(), slowdisk=None):
+    def __init__(self, directory, n=3, extra=(), slowdisk=None, rules=None):
         self.dir = str(directory)
         # The LD_PRELOAD library that delays syncs while a node's control file exists (slowdisk.c).
         self.slowdisk = slowdisk
@@ -59,7 +59,7 @@ class Cluster:
             lc.make_node_cert(self.certs, i, emberd=EMBERD)
         self.rules = os.path.join(self.dir, "rules.json")
         with open(self.rules, "w") as f:
-            json.dump(RULES, f)
+            json.dump(rules or RULES, f)
         reserved = ReservedPorts(2 * len(self.ids))  # held while the links bind theirs
         ports = reserved.ports
         self.port = dict(zip(self.ids, ports))

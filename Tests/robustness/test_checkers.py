@@ -4,7 +4,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from checkers import counters, linearizable, listeners, presence, pushes, state, transactions  # noqa: E402
+from checkers import counters, linearizable, listeners, presence, pushes, state, transactions, triggers  # noqa: E402
 from checkers.history import pair  # noqa: E402
 from checkers.run import check_all  # noqa: E402
 
@@ -374,3 +374,70 @@ def test_writes_between_agrees_with_a_scan_of_every_write():
             assert (found is not None) == any(x.invoke > lo and x.complete < hi for x in ws)
             if found is not None:
                 assert found.invoke > lo and found.complete < hi
+
+
+# --- triggers (campaign --triggers) -------------------------------------------------------------
+
+TRIGGER_LOCATIONS = {"r0": "/rb/r0", "group": "/rb/m", "cnt": "/rb/cnt", "list": "/rb/list/*", "locked": "/rb/locked"}
+
+
+def trigger_history():
+    """Acknowledged: a write to rb/r0, an update of rb/m, an increment, a push; failed: a write
+    refused at rb/locked and a write never sent; unknown: an increment. Delivered in order, the
+    write twice (a redelivery after a failover), the unknown increment's event too."""
+    h = H()
+    h.op("write", 0, 1, key="rb/r0", value="c1-1")
+    h.op("update", 1, 2, key="rb/m", value={"a": "c1-2", "b": "c1-2"})
+    h.op("incr", 2, 3, key="rb/cnt", value=5)
+    h.op("push", 3, 4, key="rb/list", value="c1-3", result="-Nabc")
+    h.op("refused", 4, 5, status="fail", key="rb/locked", value="c1-4")
+    h.op("write", 5, 6, status="fail", key="rb/r0", value="c1-5")
+    h.op("incr", 6, 7, status="info", key="rb/cnt", value=7)
+    ev = lambda trigger, index, ref, tokens, seq=0, kind="written": dict(
+        type="trigger-event", trigger=trigger, id=f"{index}-{seq}", sequence=str(index), ref=ref, kind=kind, tokens=tokens, t=index)
+    h.records += [ev("r0", 10, "/rb/r0", ["c1-1"]), ev("group", 11, "/rb/m", ["c1-2"]), ev("cnt", 12, "/rb/cnt", []),
+                  ev("r0", 10, "/rb/r0", ["c1-1"]), ev("list", 13, "/rb/list/-Nabc", ["c1-3"], kind="created"),
+                  ev("cnt", 16, "/rb/cnt", []), dict(type="triggers-drained", ok=True, t=20)]
+    return h
+
+
+def test_triggers_clean_history_passes():
+    h = trigger_history()
+    assert triggers.check(h.records, h.ops, TRIGGER_LOCATIONS, refused_keys=["rb/locked"]) == []
+
+
+def kinds(h):
+    return [a.kind for a in triggers.check(h.records, h.ops, TRIGGER_LOCATIONS, refused_keys=["rb/locked"])]
+
+
+def test_triggers_lost_change_is_caught():
+    h = trigger_history()
+    h.records = [r for r in h.records if r.get("trigger") != "list"]
+    assert kinds(h) == ["acknowledged change never delivered"]
+
+
+def test_triggers_out_of_order_and_changed_redelivery_are_caught():
+    h = trigger_history()
+    h.records.insert(-1, dict(type="trigger-event", trigger="r0", id="9-0", sequence="9", ref="/rb/r0", kind="written", tokens=["x"], t=30))
+    assert kinds(h) == ["out of order"]
+    h = trigger_history()
+    h.records.insert(-1, dict(type="trigger-event", trigger="r0", id="10-0", sequence="10", ref="/rb/r0", kind="written", tokens=["other"], t=30))
+    assert kinds(h) == ["redelivery differs"]
+
+
+def test_triggers_event_for_a_refused_write_is_caught():
+    h = trigger_history()
+    h.records.insert(-1, dict(type="trigger-event", trigger="r0", id="17-0", sequence="17", ref="/rb/r0", kind="written", tokens=["c1-5"], t=30))
+    assert kinds(h) == ["event for a refused write"]
+    h = trigger_history()
+    h.records.insert(-1, dict(type="trigger-event", trigger="locked", id="17-0", sequence="17", ref="/rb/locked", kind="written", tokens=["c1-4"], t=30))
+    assert sorted(kinds(h)) == ["event for a refused write", "event where every write is refused"]
+
+
+def test_triggers_counter_events_and_drain_are_checked():
+    h = trigger_history()
+    h.records.insert(-1, dict(type="trigger-event", trigger="cnt", id="18-0", sequence="18", ref="/rb/cnt", kind="written", tokens=[], t=30))
+    assert kinds(h) == ["counter events"], "three events for at most two increments"
+    h = trigger_history()
+    h.records[-1]["ok"] = False
+    assert kinds(h) == ["not drained"]

@@ -3,7 +3,7 @@ Tests/robustness). Prints one line per checker and each anomaly; exits 1 on any 
 import sys
 from collections import Counter
 
-from . import counters, linearizable, listeners, presence, pushes, state, transactions
+from . import counters, linearizable, listeners, presence, pushes, state, transactions, triggers
 from .history import load, of, pair
 
 
@@ -39,6 +39,9 @@ def check_all(records, budget=linearizable.DEFAULT_BUDGET):
         return next((v for v in (finals.get(key) or {}).values() if v is not None), None) or {}
     ends = {r["sid"]: r["t"] for r in records if r.get("type") == "presence-end"}
     results["presence"] = presence.check(ops, first(pkey), first(rkey), ends, presence.fault_windows(records))
+    # Only campaigns run with --triggers (make robustness) deliver triggers.
+    if meta.get("triggers"):
+        results["triggers"] = triggers.check(records, ops, meta["triggers"], refused_keys=meta.get("refused_keys", []))
     summary = {
         "operations": len(ops),
         "by_status": dict(Counter(o.status for o in ops)),
@@ -53,6 +56,11 @@ def check_all(records, budget=linearizable.DEFAULT_BUDGET):
         "presence_registered": sum(1 for o in ops if o.f == "presence" and o.extra.get("registered")),
         "presence_clean_closes": len(ends),
     }
+    if meta.get("triggers"):
+        delivered = [r for r in records if r.get("type") == "trigger-event"]
+        summary["trigger_events"] = len(delivered)
+        summary["trigger_redeliveries"] = len(delivered) - len({(r["trigger"], r["id"]) for r in delivered})
+        summary["trigger_posts_cut_short"] = sum(1 for r in records if r.get("type") == "trigger-truncated")
     return results, summary
 
 
