@@ -138,6 +138,53 @@ extension PersistentConnection {
         conn.submit(.shutdown)
     }
 
+    /// Spreading: the first hello names the cluster; the client leaves that socket before sending
+    /// anything (the app never sees it connected) for the node its seed picks, at once, and
+    /// stays there when that node's hello names the same nodes. The seed is one the pure
+    /// `NodeList` says moves (`NodeListSpreadTests` checks the choices themselves).
+    @Test func aSpreadingClientMovesOnceToTheNodeItsSeedPicks() async throws {
+        let given = "ws://a:1/.ws?v=5&ns=x"
+        let named = ["http://a:1", "http://b:2", "http://c:3"]
+        let moving = (UInt64(0)..<100).first { seed in
+            var l = NodeList(given: [given], seed: seed)
+            return l.handshake(named: named) != nil
+        }
+        let seed = try #require(moving)
+        var replay = NodeList(given: [given], seed: seed)
+        let move = replay.handshake(named: named)
+        let target = try #require(move)
+        let transport = FakeTransport()
+        let delegate = FakeDelegate()
+        // A reconnect after a failure would ask for a delay: the move asks for none.
+        let delaysAsked = Recorder()
+        var policy = fastPolicy
+        policy.random = { delaysAsked.add("delay"); return 0 }
+        let conn = PersistentConnection(urls: [given], transport: transport, policy: policy, delegate: delegate, spreadSeed: seed)
+        let done = Recorder()
+        conn.submit(.write(action: "p", path: try Path("a"), data: .int(1), hash: nil, onComplete: completion(done, "w")))
+        let s0 = try await transport.socket(0)
+        s0.hello(nodes: named)
+        let s1 = try await transport.socket(1)
+        #expect(s0.isClosed)
+        #expect(s0.sent.isEmpty, "nothing is sent to the node left")
+        #expect(transport.openedURLs == [given, target])
+        s1.hello(nodes: named.reversed())
+        #expect(try await eventually { s1.actions == ["p"] })
+        s1.respond(1)
+        await done.wait { $0 == ["w ok"] }
+        await conn.handled()
+        #expect(await conn.url == target)
+        #expect(transport.opened.count == 2, "the second hello does not move it again")
+        #expect(delegate.log.all.filter { $0.hasPrefix("connected") } == ["connected true"])
+        #expect(delaysAsked.all.isEmpty)
+        // Its node dies: the next node of its own order, not the given one's neighbour by rule.
+        s1.drop()
+        _ = try await transport.socket(2)
+        replay.advance()
+        #expect(transport.openedURLs.last == replay.current)
+        conn.submit(.shutdown)
+    }
+
     /// A node that accepts the connection but never says hello does not hold the client: after
     /// the handshake timeout the attempt counts as failed and the next node is tried.
     @Test func aSilentNodeIsLeftAfterTheHandshakeTimeout() async throws {

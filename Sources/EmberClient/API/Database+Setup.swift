@@ -31,8 +31,10 @@ extension Database {
         setup.withLock { s in
             if let repo = s.repo { return repo }
             let c = s.configuration
+            let seed = c.spreadsConnections ? (c.connectionSeed ?? UInt64.random(in: .min ... .max)) : nil
             let repo = Repo(websocketURLs: s.websocketURLs, transport: c.transport, policy: c.reconnectPolicy,
-                            callbackQueue: s.callbackQueue, authToken: c.authToken, authTokenProvider: c.authTokenProvider)
+                            callbackQueue: s.callbackQueue, authToken: c.authToken, authTokenProvider: c.authTokenProvider,
+                            spreadSeed: seed)
             repo.database = self
             // The disk cache is attached before any operation reaches the Repo, so cached data
             // and the restored write queue are in place for the first listener or write.

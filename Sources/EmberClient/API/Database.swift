@@ -14,6 +14,13 @@ public struct DatabaseConfiguration: Sendable {
     /// Asked for the credential before every connect (overrides `authToken`); see
     /// `Database.setAuthTokenProvider`.
     public var authTokenProvider: AuthTokenProvider?
+    /// Spread a cluster's clients over its nodes (default true): the client starts at a random
+    /// given URL and moves once to a random node of those the first handshake names (members and
+    /// learners; reads and listens are served there, writes forwarded to the leader), and fails
+    /// over in its own random order. Off: the given URLs in order, first one first.
+    public var spreadsConnections = true
+    /// The seed of those choices (nil: a random one per database); tests fix it to replay them.
+    public var connectionSeed: UInt64?
     var transport: any WireTransport
 
     public init(reconnectPolicy: ReconnectPolicy = .default, callbackQueue: DispatchQueue? = nil, authToken: String? = nil) {

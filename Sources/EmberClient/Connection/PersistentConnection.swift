@@ -86,7 +86,9 @@ actor PersistentConnection {
     /// and moves to the next when a connection attempt fails or an established one drops, so a
     /// client of a cluster survives the death of its node; listens and pending writes are
     /// re-sent on every connect (`WireClientSession`). Handshakes add the cluster's other nodes
-    /// (`NodeList`), so one URL of a cluster is enough.
+    /// (`NodeList`), so one URL of a cluster is enough; a spreading list (a seed) moves once to
+    /// a random node the first handshake named, so a cluster's clients spread over its members
+    /// and learners.
     private(set) var nodes: NodeList
     var urls: [String] { nodes.all }
     var url: String { nodes.current }
@@ -127,11 +129,13 @@ actor PersistentConnection {
                   tokenProvider: tokenProvider, handshakeTimeout: handshakeTimeout)
     }
 
+    /// `spreadSeed`: spread over the cluster's nodes with choices drawn from it (`NodeList`);
+    /// nil: the given order.
     init(urls: [String], transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
          authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
-         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout) {
+         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout, spreadSeed: UInt64? = nil) {
         precondition(!urls.isEmpty, "a connection needs at least one URL")
-        nodes = NodeList(given: urls)
+        nodes = NodeList(given: urls, seed: spreadSeed)
         self.handshakeTimeout = handshakeTimeout
         session = WireClientSession(credential: authToken)
         self.tokenProvider = tokenProvider
@@ -279,9 +283,9 @@ actor PersistentConnection {
             switch effect {
             case .send(let message):
                 send(message)
-            case .connected(let serverTimeMs, let nodes):
+            case .connected(let serverTimeMs, _):
+                // The nodes it named were learned when the hello arrived (`receive`).
                 guard case .connecting(let id, let socket) = state else { continue }
-                if let nodes { self.nodes.learn(clientURLs: nodes) }
                 state = .connected(id: id, socket, since: .now)
                 lastSend = .now
                 scheduleKeepAlive(id)
@@ -414,8 +418,24 @@ actor PersistentConnection {
     private func receive(_ text: String) {
         ClientLog.log("< \(text.prefix(1000))")
         guard let message = WireServerMessage.parse(text) else { return }
+        if case .hello(_, _, _, let named) = message, case .connecting(_, let socket) = state,
+           let target = nodes.handshake(named: named) {
+            moveOnHello(socket, to: target)
+            return
+        }
         let handlers = listenHandlers
         run(session.receive(message, hash: { handlers[$0]?.hash() ?? "" }))
+    }
+
+    /// Leaves a node whose hello just arrived for the one the spread picked (`NodeList.handshake`):
+    /// nothing was sent on this socket yet, the app never saw it connected, and the next attempt
+    /// starts now (no back-off: nothing failed).
+    private func moveOnHello(_ socket: any TransportConnection, to target: String) {
+        ClientLog.log("Moving to \(target): spreading clients over the nodes the handshake named")
+        socket.close()
+        state = .disconnected
+        run(session.closed())
+        connectNow()
     }
 
     private func scheduleKeepAlive(_ id: Int) {

@@ -38,7 +38,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
     private(set) var connection: PersistentConnection!
 
     init(websocketURLs: [String], transport: any WireTransport, policy: ReconnectPolicy, callbackQueue: DispatchQueue,
-         authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil) {
+         authToken: String? = nil, authTokenProvider: AuthTokenProvider? = nil, spreadSeed: UInt64? = nil) {
         forwarder = ListenForwarder()
         syncTree = SyncTree(listenProvider: forwarder)
         callbackQueueBox = Mutex(callbackQueue)
@@ -46,7 +46,7 @@ final class Repo: @unchecked Sendable, ConnectionDelegate {
         updateInfo("connected", Node(.bool(false)))
         updateInfo("serverTimeOffset", Node(.int(0)))
         connection = PersistentConnection(urls: websocketURLs, transport: transport, policy: policy, delegate: self,
-                                          authToken: authToken, tokenProvider: authTokenProvider)
+                                          authToken: authToken, tokenProvider: authTokenProvider, spreadSeed: spreadSeed)
     }
 
     var callbackQueue: DispatchQueue {

@@ -89,9 +89,10 @@ final class EmberServerProcess: @unchecked Sendable {
         return try JSON.parse(body)
     }
 
-    static func http(_ method: String, _ url: String, body: String? = nil) async throws -> (Int, String) {
+    static func http(_ method: String, _ url: String, body: String? = nil, headers: [String: String] = [:]) async throws -> (Int, String) {
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         request.timeoutInterval = 5
         if let body { request.httpBody = Data(body.utf8) }
         let (data, response) = try await URLSession.shared.data(for: request)
