@@ -61,6 +61,13 @@ public struct ClusterConfiguration: Sendable {
     /// Recent apply results kept so a forwarded write's answer can be matched even when its
     /// index was applied before the leader's reply arrived.
     public var recentResults = 4_096
+    /// How close a learner must be to the leader's log (entries) before `promote` is accepted
+    /// (emberd's `--max-promotion-lag`): a voter further behind would hold commits back until it
+    /// caught up. Refusals say how far behind it is (409).
+    public var maxPromotionLag: UInt64 = ClusterConfiguration.defaultMaxPromotionLag
+    public static let defaultMaxPromotionLag = RaftConfig.defaultMaxPromotionLag
+    /// Largest `maxPromotionLag` accepted: past it "caught up" means nothing.
+    public static let maxPromotionLagLimit: UInt64 = 100_000_000
     /// Seconds between corruption-check rounds (`CorruptionCheck`; emberd's
     /// `--corruption-check-interval`); 0: only on demand.
     public var corruptionCheckSeconds = 300.0

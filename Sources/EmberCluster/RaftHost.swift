@@ -102,7 +102,7 @@ final class RaftHost: @unchecked Sendable {
         let (state, applied, lastTimestamp) = try await RaftPersistence.load(store, voters: config.join ? [] : config.voters)
         lastStamp = lastTimestamp
         let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
-                                    randomSeed: UInt64.random(in: 0...UInt64.max))
+                                    randomSeed: UInt64.random(in: 0...UInt64.max), maxPromotionLag: config.maxPromotionLag)
         core = HostCore(node: RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied))
         published = Mutex(core.node.status)
         members = DirectoryBook(directory: MemberDirectory(peers: config.peers))

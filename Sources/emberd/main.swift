@@ -160,6 +160,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: applied entries a compaction keeps in the log, so a follower briefly behind catches up without a snapshot (default: --snapshot-entries).")
     var snapshotCatchUpEntries: UInt64?
 
+    @Option(help: "Cluster: a learner is promoted to voter (POST /.ember/members/ID/promote, `ember members promote`) only while at most this many entries behind the leader's log; further behind, promote answers 409 with its lag (a voter that far behind would hold commits back until it caught up). Counted on the leader; 0...100000000.")
+    var maxPromotionLag: UInt64 = ClusterConfiguration.defaultMaxPromotionLag
+
     // Operations (issue 5): see README "Operations".
     @Option(help: "This node's client URL as clients and `ember status` reach it (default http://HOST:PORT).")
     var advertiseUrl: String?
@@ -279,6 +282,9 @@ struct Emberd: AsyncParsableCommand {
         }
         guard corruptionCheckInterval == 0 || (1...86_400).contains(corruptionCheckInterval) else {
             throw ValidationError("--corruption-check-interval must be 0 (off) or 1...86400 seconds")
+        }
+        guard maxPromotionLag <= ClusterConfiguration.maxPromotionLagLimit else {
+            throw ValidationError("--max-promotion-lag must be 0...\(ClusterConfiguration.maxPromotionLagLimit) entries")
         }
         let archiveOptions = try archiveConfiguration(file: configFile)
         let clusterSettings = try clusterConfiguration(file: configFile)
@@ -409,6 +415,7 @@ extension Emberd {
         config.snapshotEveryEntries = snapshotEntries
         config.snapshotCatchUpEntries = snapshotCatchUpEntries ?? snapshotEntries
         config.join = join
+        config.maxPromotionLag = maxPromotionLag
         if let peerDial { config.dialOverrides = try ClusterConfiguration.parsePeers(peerDial) }
         return config
     }

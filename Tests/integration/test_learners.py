@@ -152,3 +152,39 @@ def test_learner_replicates_serves_and_is_not_in_the_quorum(tmp_path):
         assert requests.get(n4["url"] + "/m.json", timeout=5).json() == list(range(60))
     finally:
         c.down()
+
+
+def test_promotion_threshold_flag(tmp_path):
+    """--max-promotion-lag: promote is refused (409, with the lag and the limit) while the learner
+    is further behind than the flag says, accepted once it has caught up. The learner is held
+    back with SIGSTOP, so its lag is certain (it acknowledges nothing while stopped)."""
+    out = subprocess.run([EMBERD, "--help"], capture_output=True, text=True, timeout=60)
+    assert "--max-promotion-lag" in out.stdout
+    p = subprocess.run([EMBERD, "--max-promotion-lag", "100000001", "--check-config"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--max-promotion-lag must be 0...100000000" in p.stderr, p.stderr
+
+    c = Cluster(tmp_path / "c", extra=["--max-promotion-lag", "5"])
+    try:
+        leader = c.leader()
+        n4 = add_node(c, "n4")
+        body = {"id": "n4", "address": n4["peerAddress"], "clientURL": n4["url"], "learner": True}
+        assert admin(c.url(leader), "POST", "/.ember/members", body).status_code == 200
+        all4 = ["n1", "n2", "n3", "n4"]
+        wait_converged(c, all4)
+
+        os.kill(c.pid("n4"), signal.SIGSTOP)
+        try:
+            write_range(c.url(leader), 0, 20)
+            r = admin(c.url(leader), "POST", "/.ember/members/n4/promote")
+            assert r.status_code == 409, r.text
+            assert "entries behind" in r.json()["error"] and "only within 5" in r.json()["error"], r.text
+            assert c.status(leader)["learners"] == ["n4"]
+        finally:
+            os.kill(c.pid("n4"), signal.SIGCONT)
+
+        wait_converged(c, all4)
+        r = admin(c.url(leader), "POST", "/.ember/members/n4/promote")
+        assert r.status_code == 200, r.text
+        assert r.json()["voters"] == all4 and r.json()["learners"] == []
+    finally:
+        c.down()

@@ -50,6 +50,7 @@ public enum OperationsFlags {
             summary["peerListen"] = cluster.peerListen.description
             summary["peers"] = cluster.peers.mapValues(\.description)
             summary["peerTls"] = ["cert": cluster.tlsCertificatePath, "key": cluster.tlsKeyPath, "ca": cluster.tlsCAPath]
+            summary["maxPromotionLag"] = cluster.maxPromotionLag
         }
         if let tls = config.clientTLS {
             _ = try NIOSSLContext(configuration: try tls.serverConfiguration())
