@@ -23,6 +23,10 @@ import Synchronization
 ///   (compared only where indexes meet).
 /// - Judgement at an index both sides hold: a hash held by a majority of the voters is right; a
 ///   member holding another raises CORRUPT. With every voter heard and no majority, each raises it.
+/// - Learners (issue 38) are reporters: they are asked, answer and hear every hash like voters,
+///   and a learner whose hash differs from the voters' majority raises CORRUPT on itself; their
+///   hashes never count toward (or against) a majority, and without a voters' majority a learner
+///   concludes nothing (the voters judge themselves).
 ///
 /// Off the Raft driver: frames arrive from the transport's handler, hashes are computed on one
 /// serial queue (a full scan of the tree: seconds for a large state).
@@ -54,6 +58,9 @@ final class CorruptionCheck: Sendable {
         /// Voters' hashes at `index` (this member's included).
         var hashes: [NodeID: String]
         var voters: [NodeID]
+        /// Learners' hashes at `index` (this member's included when it is one): compared with
+        /// the voters' majority, never counted in it.
+        var learnerHashes: [NodeID: String] = [:]
         /// A majority agreed on one hash (or every voter answered).
         var conclusive: Bool
         /// This member holds a minority hash.
@@ -73,6 +80,8 @@ final class CorruptionCheck: Sendable {
     let selfID: NodeID
     let interval: Duration?
     let voters: @Sendable () -> [NodeID]
+    /// The configuration's learners: asked and told like voters, judged against the voters.
+    let learners: @Sendable () -> [NodeID]
     /// The Raft log's last index in memory (entries are sent to followers before this member's
     /// own log holds them durably, so the store's last index can be behind what others applied).
     let raftLastIndex: @Sendable () -> UInt64
@@ -85,7 +94,8 @@ final class CorruptionCheck: Sendable {
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
     init(store: EmberStore, selfID: NodeID, interval: Duration?, logger: Logger,
-         voters: @escaping @Sendable () -> [NodeID], raftLastIndex: @escaping @Sendable () -> UInt64 = { 0 },
+         voters: @escaping @Sendable () -> [NodeID], learners: @escaping @Sendable () -> [NodeID] = { [] },
+         raftLastIndex: @escaping @Sendable () -> UInt64 = { 0 },
          isLeader: @escaping @Sendable () -> Bool,
          send: @escaping @Sendable (HashCheck, NodeID) -> Void) {
         self.store = store
@@ -93,6 +103,7 @@ final class CorruptionCheck: Sendable {
         self.interval = interval
         self.logger = logger
         self.voters = voters
+        self.learners = learners
         self.raftLastIndex = raftLastIndex
         self.isLeader = isLeader
         self.send = send
@@ -122,6 +133,12 @@ final class CorruptionCheck: Sendable {
 
     var lastVerdict: Verdict? { state.withLock { $0.last } }
 
+    /// Everyone asked and told: the voters, then the learners (each once).
+    private func reporters() -> [NodeID] {
+        let v = voters()
+        return v + learners().filter { !v.contains($0) }
+    }
+
     // MARK: - Rounds
 
     /// Asks every other voter for its hash at this member's last log index (an index every member
@@ -134,7 +151,7 @@ final class CorruptionCheck: Sendable {
         // No member has applied past the newest entry in existence; the store's last index alone
         // can be behind entries already sent (and committed by the others' acks).
         let target = max(store.lastLogIndex, raftLastIndex())
-        let others = voters().filter { $0 != selfID }
+        let others = reporters().filter { $0 != selfID }
         // The point is queued on the writer before anything is sent, so this member's own apply
         // cannot pass it while the asks travel.
         let point = pointRequest(at: target)
@@ -186,8 +203,8 @@ final class CorruptionCheck: Sendable {
         Task {
             defer { state.withLock { $0.answering -= 1 } }
             guard let mine = await pair(at: report.appliedIndex, point: point) else { return }
-            // To every voter, not only the asker: each judges itself from every hash.
-            for peer in voters() where peer != selfID {
+            // To every voter and learner, not only the asker: each judges itself from every hash.
+            for peer in reporters() where peer != selfID {
                 send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: false), peer)
             }
             judge(at: mine.index)
@@ -247,37 +264,58 @@ final class CorruptionCheck: Sendable {
     // MARK: - Judgement
 
     /// Judges this member at `index` from the hashes held there; raises CORRUPT on a minority hash.
+    /// A learner is judged against the voters' majority only (its own hash and other learners'
+    /// are never counted).
     @discardableResult
     func judge(at index: UInt64) -> Verdict? {
         let members = voters()
-        guard members.contains(selfID) else { return nil }  // a joining node has no say yet
-        let (mine, hashes) = state.withLock { s -> (String?, [NodeID: String]) in
-            var h: [NodeID: String] = [:]
+        let learnerIDs = learners().filter { !members.contains($0) }
+        let isLearner = learnerIDs.contains(selfID)
+        guard members.contains(selfID) || isLearner else { return nil }  // a joining node has no say yet
+        let (mine, hashes, learnerHashes) = state.withLock { s -> (String?, [NodeID: String], [NodeID: String]) in
+            var h: [NodeID: String] = [:], l: [NodeID: String] = [:]
             for m in members where m != selfID {
                 if let p = s.peers[m]?.last(where: { $0.index == index }) { h[m] = p.hash }
             }
+            for m in learnerIDs where m != selfID {
+                if let p = s.peers[m]?.last(where: { $0.index == index }) { l[m] = p.hash }
+            }
             let mine = s.own.last(where: { $0.index == index })?.hash
-            if let mine { h[selfID] = mine }
-            return (mine, h)
+            if let mine {
+                if isLearner { l[selfID] = mine } else { h[selfID] = mine }
+            }
+            return (mine, h, l)
         }
-        guard let mine, hashes.count > 1 else { return nil }
+        guard let mine else { return nil }
+        // The voters' hashes only: a learner's never makes or breaks a majority.
         var holders: [String: [NodeID]] = [:]
         for (id, h) in hashes { holders[h, default: []].append(id) }
         let majority = members.count / 2 + 1
         let winner = holders.first { $0.value.count >= majority }
         let everyone = hashes.count == members.count
-        let corrupt = winner.map { $0.key != mine } ?? (everyone && holders.count > 1)
-        let verdict = Verdict(index: index, hash: mine, hashes: hashes, voters: members,
-                              conclusive: winner != nil || everyone, corrupt: corrupt)
+        let corrupt: Bool, conclusive: Bool
+        if isLearner {
+            // Without a voters' majority a learner cannot tell who is right: the voters judge
+            // themselves, the learner waits for a round that concludes.
+            guard !hashes.isEmpty else { return nil }
+            corrupt = winner.map { $0.key != mine } ?? false
+            conclusive = winner != nil
+        } else {
+            guard hashes.count > 1 else { return nil }
+            corrupt = winner.map { $0.key != mine } ?? (everyone && holders.count > 1)
+            conclusive = winner != nil || everyone
+        }
+        let verdict = Verdict(index: index, hash: mine, hashes: hashes, voters: members, learnerHashes: learnerHashes,
+                              conclusive: conclusive, corrupt: corrupt)
         state.withLock { $0.last = verdict }
         if corrupt {
-            let why = winner.map { "\($0.value.sorted().joined(separator: ", ")) hold \($0.key)" }
+            let why = winner.map { "\($0.value.sorted().joined(separator: ", ")) hold \($0.key)\(isLearner ? " (a majority of the voters)" : "")" }
                 ?? "no hash is held by a majority (\(holders.map { "\($0.key): \($0.value.sorted().joined(separator: ", "))" }.sorted().joined(separator: "; ")))"
-            store.alarms.raise(.corrupt, "at applied index \(index) this member's state hash is \(mine); \(why)")
+            store.alarms.raise(.corrupt, "at applied index \(index) this \(isLearner ? "learner" : "member")'s state hash is \(mine); \(why)")
         } else if let winner {
             // A peer holding a minority hash raises the alarm itself (it judges the same hashes);
             // here it is only logged, once per peer and index.
-            for (id, h) in hashes where h != winner.key {
+            for (id, h) in hashes.merging(learnerHashes, uniquingKeysWith: { a, _ in a }) where h != winner.key {
                 let key = "\(id)@\(index)"
                 let first = state.withLock { s -> Bool in
                     if s.logged.count >= Self.maxLogged { s.logged.removeAll() }
@@ -285,7 +323,8 @@ final class CorruptionCheck: Sendable {
                 }
                 if first {
                     logger.error("a member's state hash disagrees with the majority's",
-                                 metadata: ["member": "\(id)", "appliedIndex": "\(index)", "hash": "\(h)", "majority": "\(winner.key)"])
+                                 metadata: ["member": "\(id)", "learner": "\(learnerHashes[id] != nil)", "appliedIndex": "\(index)",
+                                            "hash": "\(h)", "majority": "\(winner.key)"])
                 }
             }
         }
@@ -302,6 +341,8 @@ extension CorruptionCheck.Verdict {
             "stateHash": .string(hash),
             "voters": .array(voters.map { .string($0) }),
             "hashes": .object(KeyMap(hashes.mapValues { JSON.string($0) })),
+            // Learners' hashes: compared with the voters' majority, never counted in it.
+            "learnerHashes": .object(KeyMap(learnerHashes.mapValues { JSON.string($0) })),
             // Voters that did not answer at this index (behind, ahead or unreachable).
             "missing": .array(voters.filter { hashes[$0] == nil }.map { .string($0) }),
             "conclusive": .bool(conclusive),

@@ -55,6 +55,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         let check = CorruptionCheck(store: local.storage, selfID: cluster.nodeID,
                                     interval: cluster.corruptionCheckSeconds > 0 ? .milliseconds(Int64(cluster.corruptionCheckSeconds * 1000)) : nil,
                                     logger: logger, voters: { [weak host] in host?.status.membership.voters ?? [] },
+                                    learners: { [weak host] in host?.status.membership.learners ?? [] },
                                     raftLastIndex: { [weak host] in host?.status.lastIndex ?? 0 },
                                     isLeader: { [weak host] in host?.status.role == .leader },
                                     send: { [weak transport] frame, peer in transport?.send(.hashCheck(frame), to: peer) })

@@ -149,3 +149,51 @@ def test_the_check_concludes_under_steady_writes(tmp_path):
     finally:
         stop.set()
         c.down()
+
+
+def test_a_learner_with_an_altered_value_raises_corrupt_on_itself(tmp_path):
+    """Learners are reporters in the check (issue 38): asked and told like voters, a learner
+    whose state differs from the voters' majority raises CORRUPT on itself and serves no data;
+    its hash is shown in a voter's verdict (learnerHashes) and never counted, so the voters stay
+    healthy and keep committing."""
+    from test_membership import add_node, admin, wait_converged
+    tool = build_tool("lmdb_alter.c", str(tmp_path), libs=["-llmdb"])
+    c = Cluster(tmp_path / "c", extra=("--corruption-check-interval", "1"))
+    try:
+        leader = c.leader()
+        assert put(c.url(leader), "victim", PRISTINE).status_code == 200
+        n4 = add_node(c, "n4")
+        body = {"id": "n4", "address": n4["peerAddress"], "clientURL": n4["url"], "learner": True}
+        assert admin(c.url(leader), "POST", "/.ember/members", body).status_code == 200
+        all4 = ["n1", "n2", "n3", "n4"]
+        wait_converged(c, all4)
+
+        def verdict():
+            r = requests.post(c.url(leader) + "/.ember/check/hashes", headers={"Authorization": "Bearer owner"}, timeout=30)
+            assert r.status_code == 200, r.text
+            return r.json()
+        # Healthy: the leader's verdict shows the learner's hash, equal to the voters'.
+        v = wait_for("the learner's hash in a verdict", lambda: (lambda v: "n4" in v["learnerHashes"] and v)(verdict()))
+        assert v["learnerHashes"]["n4"] == v["stateHash"] and not v["corrupt"] and "n4" not in v["voters"], v
+
+        stop_node(c, "n4")
+        altered = subprocess.run([tool, data_dir(c, "n4"), PRISTINE, TAMPERED], capture_output=True, text=True)
+        assert altered.returncode == 0 and altered.stdout.strip() == "1", altered
+        start_node(c, "n4")
+        st = wait_for("CORRUPT on the altered learner", lambda: "CORRUPT" in alarms(c.status("n4")) and c.status("n4"),
+                      timeout=FOUND_WITHIN)
+        assert st["role"] == "learner"
+        alarm = next(a for a in st["alarms"] if a["alarm"] == "CORRUPT")
+        assert "this learner's state hash" in alarm["message"] and "a majority of the voters" in alarm["message"], alarm
+        r = get(c.url("n4"), "victim")
+        assert r.status_code == 503 and "CORRUPT" in r.json()["error"], r.text
+
+        # The voters: no alarm, writes commit; the leader sees the learner's other hash, uncounted.
+        three = ["n1", "n2", "n3"]
+        assert all(alarms(c.status(n)) == set() for n in three)
+        assert put(c.url(leader), "after", "x").status_code == 200
+        v = wait_for("the learner's other hash in a verdict",
+                     lambda: (lambda v: v["learnerHashes"].get("n4") not in (None, v["stateHash"]) and v)(verdict()))
+        assert v["conclusive"] and not v["corrupt"] and set(v["hashes"]) == set(three), v
+    finally:
+        c.down()
