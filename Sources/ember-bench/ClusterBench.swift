@@ -17,6 +17,8 @@ import Glibc
 /// - open loop (`--rate R`): R writes/s at the leader, each carrying its send time, read back by a
 ///   listener on a follower (Ember: SSE; etcd: a watch), which reports write → follower event
 ///   latency at that fixed rate.
+/// - `--learners N` (issue 38): N learners added to the voters; the probe's listener is on a
+///   learner and `--learner-readers K` reads from them during the load (ClusterBench+Learners).
 /// Every closed-loop run prints each server process's CPU per acknowledged write.
 struct ClusterBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -42,6 +44,12 @@ struct ClusterBench: AsyncParsableCommand {
     @Flag(help: "Skip the etcd run.")
     var skipEtcd = false
 
+    @Option(help: "Learners (non-voting members, 0...8) added to the 3 voters before the load: writes stay on the voters, the write → listener probe listens on a learner.")
+    var learners = 0
+
+    @Option(help: "With --learners: HTTP/1.1 clients reading one small value from the learners (spread over them) during the write load.")
+    var learnerReaders = 0
+
     @Option(help: "Rounds of the same pair of runs (Ember and etcd in turn, the first alternating), then the medians.")
     var rounds = 1
 
@@ -60,6 +68,11 @@ struct ClusterBench: AsyncParsableCommand {
         guard `protocol` == .ws || pipeline == 1 else { throw ValidationError("--pipeline needs --protocol ws") }
         if let rate { guard rate >= 1 && rate <= 100_000 else { throw ValidationError("--rate must be 1...100000") } }
         guard (1...Self.maxRounds).contains(rounds) else { throw ValidationError("--rounds must be 1...\(Self.maxRounds)") }
+        guard (0...Self.maxLearners).contains(learners) else { throw ValidationError("--learners must be 0...\(Self.maxLearners)") }
+        guard (0...Self.maxLearnerReaders).contains(learnerReaders) else {
+            throw ValidationError("--learner-readers must be 0...\(Self.maxLearnerReaders)")
+        }
+        guard learnerReaders == 0 || learners > 0 else { throw ValidationError("--learner-readers needs --learners") }
     }
 
     func run() async throws {
@@ -78,7 +91,7 @@ struct ClusterBench: AsyncParsableCommand {
     }
 
     var shape: String {
-        if let rate { return "open loop: \(rate) writes/s at the leader, a listener on a follower" }
+        if let rate { return "open loop: \(rate) writes/s at the leader, a listener on a \(listenerName)" }
         let spread = leaderOnly ? "all on the leader" : "spread over the nodes"
         switch `protocol` {
         case .rest: return "\(clients) HTTP/1.1 clients \(spread)"
@@ -95,8 +108,8 @@ struct ClusterBench: AsyncParsableCommand {
             try? FileManager.default.removeItem(atPath: dir)
         }
         let ids = (1...Self.nodes).map { "n\($0)" }
-        try makePeerCertificates(openssl: openssl, dir: dir, ids: ids)
-        print("ember-bench cluster: \(Self.nodes) nodes each, \(shape), \(load.valueSize)-byte values, \(duration) s per run"
+        try makePeerCertificates(openssl: openssl, dir: dir, ids: ids + Self.learnerIDs(learners))
+        print("ember-bench cluster: \(Self.nodes) nodes each" + (learners > 0 ? " (Ember: + \(learners) learners)" : "") + ", \(shape), \(load.valueSize)-byte values, \(duration) s per run"
               + (rounds == 1 ? "" : skipEtcd ? ", \(rounds) rounds" : ", \(rounds) rounds (Ember and etcd in turn, the first alternating)")
               + ", load average \(loadAverage())")
         var pairs: [(ember: RunFigures, etcd: RunFigures)] = []
@@ -165,15 +178,26 @@ struct ClusterBench: AsyncParsableCommand {
         try await waitForLeader(http, nodes.map(\.url))
         let (leaderURL, followerURL) = try await roles(http, nodes.map(\.url))
         for i in nodes.indices where nodes[i].url == leaderURL { nodes[i].name += " (leader)" }
+        let voterURLs = nodes.map(\.url)
+        let learnerNodes = try await startLearners(http, processes, dir: dir, certs: certs, base: base, voterPeers: peers, leaderURL: leaderURL)
+        nodes += learnerNodes
+        // With learners the probe's listener is on one: write at the leader → event on a learner.
+        let listenURL = learnerNodes.first?.url ?? followerURL
         if let rate {
-            return try await rateRun(name: "ember (3 nodes)", rate: rate, servers: nodes) {
-                try await ClusterProbe.emberLatency(http, writeTo: leaderURL, listenOn: followerURL, rate: rate,
+            return try await rateRun(name: emberName, rate: rate, servers: nodes) {
+                try await ClusterProbe.emberLatency(http, writeTo: leaderURL, listenOn: listenURL, rate: rate,
                                                      seconds: duration, maxInFlight: Self.maxRateInFlight)
             }
         }
-        let targets = leaderOnly ? [leaderURL] : nodes.map(\.url)
-        return try await closedLoopEmber(bench, http, targets: targets, leaderURL: leaderURL, followerURL: followerURL, servers: nodes)
+        let targets = leaderOnly ? [leaderURL] : voterURLs
+        let reads = try await learnerReads(http, learnerURLs: learnerNodes.map(\.url), leaderURL: leaderURL)
+        let figures = try await closedLoopEmber(bench, http, targets: targets, leaderURL: leaderURL, followerURL: listenURL, servers: nodes)
+        if let reads { try await reads.value.print(unit: "reads") }
+        return figures
     }
+
+    var emberName: String { learners == 0 ? "ember (3 nodes)" : "ember (3 voters + \(learners) learners)" }
+    var listenerName: String { learners == 0 ? "follower" : "learner" }
 
     /// Starts a fresh 3-member etcd cluster in `dir`, runs the same load on it, stops it.
     func etcdRun(_ http: HTTPClient, _ processes: ProcessSet, dir: String) async throws -> RunFigures {
@@ -234,20 +258,20 @@ struct ClusterBench: AsyncParsableCommand {
         switch `protocol` {
         case .rest:
             // Connection w talks to targets[w % targets.count].
-            result = try await RawHTTPLoad(bases: targets, clients: clients, duration: duration).run(name: "ember (3 nodes)") { worker, i in
+            result = try await RawHTTPLoad(bases: targets, clients: clients, duration: duration).run(name: emberName) { worker, i in
                 RawHTTPRequest(method: "PUT", target: "/bench/w\(worker)/\(benchKey(i, inserts: false)).json?print=silent",
                                body: "\"\(benchValue(i, size: valueSize))\"")
             }
         case .ws:
             let urls = targets.map { $0.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=bench" }
             result = try await WireWriteLoad(urls: urls, connections: clients, pipeline: pipeline, duration: duration,
-                                             valueSize: valueSize, inserts: load.inserts).run(name: "ember (3 nodes)")
+                                             valueSize: valueSize, inserts: load.inserts).run(name: emberName)
         }
         result.print()
         let perWrite = cpu.report(writes: result.total)
         let lat = try await probe.value
-        print(String(format: "ember write (leader) → SSE event (follower) under that load: %d probes, p50 %.2f ms, p99 %.2f ms",
-                     lat.samples.count, lat.p50, lat.p99))
+        print(String(format: "ember write (leader) → SSE event (%@) under that load: %d probes, p50 %.2f ms, p99 %.2f ms",
+                     listenerName, lat.samples.count, lat.p50, lat.p99))
         return RunFigures(rate: result.rate, p50: result.p50, p99: result.p99, cpuPerWrite: perWrite)
     }
 
@@ -276,7 +300,7 @@ struct ClusterBench: AsyncParsableCommand {
         let cpu = CPUMeter(servers)
         let lat = try await body()
         let expected = Int(Double(rate) * duration)
-        print(String(format: "%@: %d of %d writes seen by the follower's listener, write → event p50 %.2f ms, p99 %.2f ms, max %.2f ms; "
+        print(String(format: "%@: %d of %d writes seen by the listener, write → event p50 %.2f ms, p99 %.2f ms, max %.2f ms; "
                      + "%d write errors, %d sends late by > 1 ms",
                      name, lat.samples.count, expected, lat.p50, lat.p99, lat.samples.last ?? 0, lat.errors, lat.lateSends))
         let perWrite = cpu.report(writes: lat.acknowledged)

@@ -254,9 +254,10 @@ struct HTTPLoad: Sendable {
         var total: Int
         var rate: Double { Double(count) / seconds }
 
-        func print() {
-            Swift.print(String(format: "%@: %d writes in %.1f s = %.0f writes/s, p50 %.2f ms, p99 %.2f ms, %d errors",
-                               name, count, seconds, rate, p50, p99, errors))
+        /// `unit`: what a request is (the learners' readers print "reads").
+        func print(unit: String = "writes") {
+            Swift.print(String(format: "%@: %d %@ in %.1f s = %.0f %@/s, p50 %.2f ms, p99 %.2f ms, %d errors",
+                               name, count, unit, seconds, rate, unit, p50, p99, errors))
         }
     }
 
