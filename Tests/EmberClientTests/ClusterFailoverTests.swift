@@ -18,7 +18,7 @@ import EmberTestSupport
         // with "outcome unknown": the client is told, the SDK does not retry writes.)
         let leader = try #require(try await cluster.leader(among: cluster.ids))
         let order = cluster.ids.filter { $0 != leader } + [leader]
-        // In the given order (no spreading: ClusterSpreadTests), so the client starts at order[0].
+        // In the given order (no spreading: ClusterSpreadTests.swift), so the client starts at order[0].
         var configuration = DatabaseConfiguration.fastReconnect
         configuration.spreadsConnections = false
         let db = oneURL ? Database(urls: [cluster.url(order[0], ns: ns)], configuration: configuration)

@@ -112,11 +112,12 @@ import Testing
         #expect(counts.values.allSatisfy { $0 > 140 }, "\(counts)")
     }
 
-    /// The seeds ClusterSpreadTests gives its twelve clients reach every one of four nodes (so
-    /// there the learner gets clients whatever its place in the handshake's list).
+    /// The seeds the cluster spread test (ClusterSpreadTests.swift) gives its twelve clients
+    /// reach every one of four nodes (so there the learner gets clients whatever its place in
+    /// the handshake's list).
     @Test func theIntegrationTestsSeedsReachEveryNodeOfFour() {
         var landed = Set<String>()
-        for seed in ClusterSpreadTests.seeds {
+        for seed in ClusterFailoverTests.spreadSeeds {
             var list = NodeList(given: ["ws://a:1" + suffix], seed: seed)
             _ = list.handshake(named: cluster)
             landed.insert(list.current)
