@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # The console's tests drive a real headless Chromium (Tests/integration/test_console.py).
 ./scripts/bootstrap.sh --with-browser
 VENV=.venv
-if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import firebase_admin, yaml, prometheus_client, selenium" 2>/dev/null; then
+if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import firebase_admin, yaml, prometheus_client, selenium, moto.server" 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r Tests/integration/requirements.txt
 fi

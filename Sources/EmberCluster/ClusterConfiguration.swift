@@ -166,7 +166,8 @@ public struct ClusterConfigFile: Codable, Sendable {
         file.tlsCert = resolve(file.tlsCert)
         file.tlsKey = resolve(file.tlsKey)
         file.tlsCa = resolve(file.tlsCa)
-        file.archive = resolve(file.archive)
+        // An object store's location (s3://bucket/prefix) is not a path.
+        if file.archive?.contains("://") != true { file.archive = resolve(file.archive) }
         return file
     }
 }

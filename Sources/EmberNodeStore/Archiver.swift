@@ -7,7 +7,10 @@ import Synchronization
 
 /// Settings of the point-in-time archive (`emberd --archive DIR`).
 public struct ArchiveOptions: Sendable {
+    /// Where the archive is: a directory, or an object store's location (`s3://bucket/prefix`).
     public var directory: String
+    /// The archive's objects when they are not in `directory` (an object store: EmberArchiveS3).
+    public var store: (any ArchiveStore)? = nil
     /// What retention keeps (the restorable window), and how often a base snapshot is written.
     public var retentionSeconds: Double = 7 * 86_400
     public var baseEverySeconds: Double = 6 * 3_600

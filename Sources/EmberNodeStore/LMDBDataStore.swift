@@ -54,7 +54,7 @@ public final class LMDBDataStore: StatusPort, StoreLifecycle {
     @discardableResult
     public func startArchive(_ options: ArchiveOptions, isLeader: @escaping @Sendable () -> Bool,
                              mark: @escaping @Sendable (UInt64) async throws -> Void) throws -> Archiver {
-        let archiver = Archiver(store: store, archive: try DirectoryArchiveStore(directory: options.directory), options: options,
+        let archiver = Archiver(store: store, archive: try options.store ?? DirectoryArchiveStore(directory: options.directory), options: options,
                                 logger: logger, isLeader: isLeader, mark: mark)
         archiverSlot.withLock { $0 = archiver }
         archiver.start()

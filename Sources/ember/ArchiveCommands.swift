@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmberArchiveS3
 import EmberCore
 import EmberStorage
 import Foundation
@@ -14,11 +15,12 @@ struct ArchiveCommand: AsyncParsableCommand {
 struct ArchiveListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "ls", abstract: "Show the archive's recoverable window, its segments and bases, and any gap.")
     @OptionGroup var output: OutputOptions
-    @Argument(help: "Archive directory.") var directory: String
+    @Argument(help: "Archive: directory or s3://bucket/prefix (see --archive-s3-*).") var directory: String
+    @OptionGroup var archiveS3: ArchiveS3Flags
 
     func run() async throws {
         try await runCLI {
-            let store = try DirectoryArchiveStore(directory: directory, create: false)
+            let store = try archiveS3.open(directory, create: false)
             let c = ArchiveCatalog(names: try store.list())
             let windows = c.windows
             let start = windows.first, end = windows.max { $0.endIndex < $1.endIndex }
@@ -68,11 +70,12 @@ struct ArchiveListCommand: AsyncParsableCommand {
 struct ArchiveVerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check every checksum of the archive and its index continuity.")
     @OptionGroup var output: OutputOptions
-    @Argument(help: "Archive directory.") var directory: String
+    @Argument(help: "Archive: directory or s3://bucket/prefix (see --archive-s3-*).") var directory: String
+    @OptionGroup var archiveS3: ArchiveS3Flags
 
     func run() async throws {
         try await runCLI {
-            let store = try DirectoryArchiveStore(directory: directory, create: false)
+            let store = try archiveS3.open(directory, create: false)
             let (checked, problems) = try ArchiveRestore.verify(store)
             if output.json {
                 emit(JSON.object(["checked": .int(Int64(checked)), "ok": .bool(problems.isEmpty),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmberArchiveS3
 import EmberStorage
 import Foundation
 
@@ -49,7 +50,8 @@ struct RestoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "restore", abstract: "Seed a stopped node's data directory from a backup file, or from the point-in-time archive at any instant of its window.")
     @OptionGroup var output: OutputOptions
     @Option(name: .customLong("in"), help: "Backup file.") var input: String?
-    @Option(help: "Point-in-time archive directory (emberd --archive); with --to or --to-index.") var archive: String?
+    @Option(help: "Point-in-time archive: directory or s3://bucket/prefix (emberd --archive; see --archive-s3-*); with --to or --to-index.") var archive: String?
+    @OptionGroup var archiveS3: ArchiveS3Flags
     @Option(help: "Archive: restore the state as of this instant (RFC 3339, e.g. 2026-11-28T12:34:56.789Z): after the last entry at or before it.") var to: String?
     @Option(help: "Archive: restore the state after this log index.") var toIndex: UInt64?
     @Option(help: "Data directory of the node (created if missing; the node must not be running).") var data: String
@@ -87,6 +89,17 @@ struct RestoreCommand: AsyncParsableCommand {
         }
     }
 
+    /// Where `restore --archive` replays before moving the result into DIR.
+    static let stagingName = ".restore-partial"
+
+    /// DIR may receive a restore: created if missing; data already there needs --force. Creates
+    /// no data file.
+    func checkTarget() throws {
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        guard FileManager.default.fileExists(atPath: data + "/data.mdb") else { return }
+        try openTarget().close()
+    }
+
     func openTarget() throws -> EmberStore {
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         let store: EmberStore
@@ -102,20 +115,34 @@ struct RestoreCommand: AsyncParsableCommand {
 
     func restoreArchive(_ dir: String) async throws {
         let target: ArchiveCatalog.Target = toIndex.map { ArchiveCatalog.Target.index($0) } ?? .time(ArchiveTime.parse(to ?? "") ?? 0)
-        let source = try DirectoryArchiveStore(directory: dir, create: false)
+        let source = try archiveS3.open(dir, create: false)
         // The plan first: a target outside the window or cut off by a gap creates nothing.
         _ = try ArchiveCatalog(names: try source.list()).plan(target)
-        let store = try openTarget()
+        try checkTarget()
+        // The replay runs in a staging directory and its data file is moved into place only
+        // once the target is reached: a corrupt segment met on the way leaves DIR as it was,
+        // never a state older than asked for where a node could start from it.
+        let staging = data + "/" + Self.stagingName
+        try? FileManager.default.removeItem(atPath: staging)
+        try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
         let summary: ArchiveRestore.Summary
         do {
+            let store = try EmberStore(directory: staging, options: StoreOptions())
             defer { store.close() }
             summary = try await ArchiveRestore.restore(from: source, to: target, into: store,
-                                                       scratchFile: data + "/.restore-base.embk")
+                                                       scratchFile: staging + "/.restore-base.embk")
         } catch {
-            // Never leave a state older than asked for where a node could start from it.
-            for f in ["data.mdb", "lock.mdb"] { try? FileManager.default.removeItem(atPath: data + "/" + f) }
-            throw CLIError("restore from \(dir) failed, \(data) left empty: \(error)")
+            try? FileManager.default.removeItem(atPath: staging)
+            throw CLIError("restore from \(dir) failed, \(data) left as it was: \(error)")
         }
+        guard rename(staging + "/data.mdb", data + "/data.mdb") == 0 else {
+            let e = errno
+            try? FileManager.default.removeItem(atPath: staging)
+            throw CLIError("cannot move the restored data file into \(data): errno \(e)")
+        }
+        let fd = open(data, O_RDONLY)
+        if fd >= 0 { _ = fsync(fd); close(fd) }
+        try? FileManager.default.removeItem(atPath: staging)
         let time = ArchiveTime.format(summary.timestamp)
         if output.json {
             emit(#"{"data":"\#(data)","base":"\#(summary.base)","baseIndex":\#(summary.baseIndex),"entriesReplayed":\#(summary.entriesReplayed),"index":\#(summary.index),"time":"\#(time)","stateHash":"\#(summary.stateHash)","hashVerified":\#(summary.hashVerified)}"#)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmberArchiveS3
 import EmberCore
 import EmberServer
 import EmberStorage
@@ -192,8 +193,13 @@ struct Emberd: AsyncParsableCommand {
     var onDisconnectLease: Double = 10
 
     // Point-in-time recovery (issue 37): see deploy/OPERATIONS.md "Point-in-time recovery".
-    @Option(help: "Point-in-time archive: directory (local, or a volume every member mounts) the leader writes committed log entries and base snapshots to; `ember restore --archive` restores any instant of it (config file: archive).")
+    @Option(help: "Point-in-time archive: directory (local, or a volume every member mounts) or S3-compatible object store location (s3://bucket/prefix, see --archive-s3-*) the leader writes committed log entries and base snapshots to; `ember restore --archive` restores any instant of it (config file: archive).")
     var archive: String?
+
+    @OptionGroup var archiveS3: ArchiveS3Flags
+
+    @Option(help: "s3:// archive: bases larger than this are uploaded in parts of this size (S3 multipart upload; 5MiB to 5GiB).")
+    var archiveS3PartSize = "8MiB"
 
     @Option(help: "Archive: how long back a restore can reach (e.g. 7d, 12h, 90m); older segments and bases are removed, keeping the newest base before the window.")
     var archiveRetention = "7d"
@@ -335,6 +341,15 @@ extension Emberd {
     func archiveConfiguration(file: ClusterConfigFile?) throws -> ArchiveOptions? {
         guard let dir = archive ?? file?.archive else { return nil }
         var o = ArchiveOptions(directory: dir)
+        if dir.contains("://") {
+            guard dir.hasPrefix(S3Location.scheme) else { throw ValidationError("--archive takes a directory or s3://bucket/prefix, not \(dir)") }
+            guard let part = AutoDefragPolicy.bytes(archiveS3PartSize) else {
+                throw ValidationError("--archive-s3-part-size must be a size from 5MiB to 5GiB, such as 8MiB")
+            }
+            do { o.store = try archiveS3.open(dir, create: true, partBytes: part) } catch {
+                throw ValidationError("--archive \(dir): \(error)")
+            }
+        }
         func duration(_ text: String, _ flag: String, _ range: ClosedRange<Double>) throws -> Double {
             let units: [(String, Double)] = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)]
             var seconds = Double(text)

@@ -1,6 +1,7 @@
 import EmberCore
 import EmberTestSupport
 import Foundation
+import Synchronization
 import Testing
 @testable import EmberStorage
 
@@ -21,8 +22,30 @@ import Testing
         #expect(try back.decodedEntries().map(\.index) == Array(5...10))
     }
 
-    @Test func everyAlteredByteIsFound() throws {
-        let bytes = try ArchiveSegment(entries: (1...3).map { entry($0, ts: 7) }, stateHash: "h").encoded()
+    /// Segments are written deflated (format 2); the uncompressed format 0.6.0 wrote (1) stays readable.
+    @Test func compressedAndUncompressedSegmentsBothDecode() throws {
+        let entries = (1...200).map { i in
+            entry(UInt64(i), ts: 1_700_000_000_000 + Int64(i),
+                  .update(path: p("/users/u\(i % 17)"), values: [(p("name"), .string("user \(i)")), (p("score"), .int(Int64(i * 7)))]))
+        }
+        let s = try ArchiveSegment(entries: entries, stateHash: "h")
+        let v2 = s.encoded(), v1 = s.encoded(compressed: false)
+        #expect(v2[8] == 2 && v1[8] == 1)
+        #expect(try ArchiveSegment(decoding: v2) == s)
+        #expect(try ArchiveSegment(decoding: v1) == s)
+        let raw = entries.reduce(0) { $0 + $1.bytes.count }
+        #expect(v1.count > raw && v2.count * 3 < v1.count, "\(raw) bytes of entries: \(v1.count) stored, \(v2.count) compressed")
+        // A block that does not inflate to its recorded size (checksum recomputed) is refused.
+        var bad = v2
+        bad.removeLast(20)
+        let sizeAt = 8 + 1 + 40 + 1 + 1 + "h".utf8.count
+        bad[sizeAt + 7] &+= 1
+        bad += SHA1.digest(bad)
+        #expect(throws: ArchiveError.self) { try ArchiveSegment(decoding: bad) }
+    }
+
+    @Test(arguments: [true, false]) func everyAlteredByteIsFound(compressed: Bool) throws {
+        let bytes = try ArchiveSegment(entries: (1...3).map { entry($0, ts: 7) }, stateHash: "h").encoded(compressed: compressed)
         for i in 0..<bytes.count {
             var bad = bytes
             bad[i] ^= 0x01
@@ -175,7 +198,13 @@ import Testing
         }
         let b = try openStore()
         defer { b.close() }
-        _ = try await ArchiveRestore.restore(from: dir, to: .index(last), into: b, scratchFile: tempDir() + "/scratch")
+        // Each segment of the plan is fetched (and decoded) once, the base once.
+        let counted = CountingArchiveStore(dir)
+        _ = try await ArchiveRestore.restore(from: counted, to: .index(last), into: b, scratchFile: tempDir() + "/scratch")
+        let fetched = counted.fetched.withLock { $0 }
+        let plan = try ArchiveCatalog(names: dir.list()).plan(.index(last))
+        #expect(plan.segments.count >= 2)
+        #expect(fetched == Dictionary(uniqueKeysWithValues: (plan.segments.map(\.name) + [plan.base.name]).map { ($0, 1) }))
         #expect(try b.get("/c/n") == n("7"))
         #expect(try b.get("/a").isEmpty)
         #expect(try b.get("/ts") == a.get("/ts"))
@@ -190,7 +219,8 @@ import Testing
         #expect(c.appliedIndex == 0)
     }
 
-    @Test func aCorruptSegmentIsRefusedBeforeAnythingIsInstalled() async throws {
+    /// The whole segment's checksum is checked before any of its entries is applied.
+    @Test func aCorruptSegmentFailsTheRestoreBeforeAnyOfItsEntries() async throws {
         let a = try openStore()
         defer { a.close() }
         let dir = try DirectoryArchiveStore(directory: tempDir() + "/archive")
@@ -232,4 +262,19 @@ import Testing
         #expect(a.firstLogIndex > 21)
         #expect(a.appliedIndex - a.firstLogIndex + 1 <= 51)
     }
+}
+
+/// An archive that counts how often each object is read (a restore reads each once).
+final class CountingArchiveStore: ArchiveStore, Sendable {
+    let inner: DirectoryArchiveStore
+    let fetched = Mutex<[String: Int]>([:])
+    init(_ inner: DirectoryArchiveStore) { self.inner = inner }
+    func count(_ name: String) { fetched.withLock { $0[name, default: 0] += 1 } }
+    func put(_ name: String, bytes: [UInt8]) throws { try inner.put(name, bytes: bytes) }
+    func putFile(_ name: String, from path: String) throws { try inner.putFile(name, from: path) }
+    func list() throws -> [String] { try inner.list() }
+    func get(_ name: String) throws -> [UInt8] { count(name); return try inner.get(name) }
+    func getFile(_ name: String, to path: String) throws { count(name); try inner.getFile(name, to: path) }
+    func delete(_ name: String) throws { try inner.delete(name) }
+    var location: String { inner.location }
 }

@@ -19,18 +19,16 @@ public enum ArchiveRestore {
     /// Entries applied per store transaction during the replay.
     public static let replayBatch = 2_000
 
-    /// Checks every segment the plan needs (checksums, ranges) before anything is installed:
-    /// a corrupt segment or a gap fails here and `store` is left as it was.
+    /// One pass: the plan from the listing (a gap or a target outside the window fails before
+    /// anything is installed), then the base, then each segment fetched and decoded once and
+    /// replayed. A segment found corrupt (its whole checksum is checked before any of its
+    /// entries is applied) or holding another range fails the restore with `store` holding a
+    /// state older than the target: the caller discards it (`ember restore` restores into a
+    /// staging directory and moves the result into place only on success).
     public static func restore(from archive: any ArchiveStore, to target: ArchiveCatalog.Target, into store: EmberStore,
                                scratchFile: String) async throws -> Summary {
         let catalog = ArchiveCatalog(names: try archive.list())
         let plan = try catalog.plan(target)
-        var previous = plan.base.first
-        for s in plan.segments {
-            let seg = try segment(s, archive)
-            guard seg.first <= previous + 1 else { throw ArchiveError("gap before segment \(s.name)") }
-            previous = seg.last
-        }
         try archive.getFile(plan.base.name, to: scratchFile)
         defer { try? FileManager.default.removeItem(atPath: scratchFile) }
         do { _ = try BackupFormat.verify(path: scratchFile) } catch { throw ArchiveError("base \(plan.base.name): \(error)") }
@@ -44,9 +42,12 @@ public enum ArchiveRestore {
         var lastHash: (index: UInt64, hash: String)? = nil
         segments: for s in plan.segments {
             let seg = try segment(s, archive)
+            guard seg.first <= index + 1 else { throw ArchiveError("gap before segment \(s.name)") }
             var batch: [LogEntry] = []
             var stop = false
-            for e in try seg.decodedEntries() where e.index > index + UInt64(batch.count) {
+            for (k, bytes) in seg.entries.enumerated() where seg.first + UInt64(k) > index + UInt64(batch.count) {
+                let e: LogEntry
+                do { e = try LogEntry(decoding: bytes) } catch { throw ArchiveError("segment \(s.name), entry \(seg.first + UInt64(k)): \(error)") }
                 switch target {
                 case .index(let i): stop = e.index > i
                 case .time(let t): stop = e.timestamp > t
