@@ -11,6 +11,9 @@ import Synchronization
 /// each driving its `TriggerDelivery` state machine — the POSTs here, the decisions there — and
 /// logging the trigger's cursor (`settle`) once its receiver answered 2xx, so a new leader, or
 /// this node after a restart, resumes from the last settled entry: at least once, in log order.
+/// Cursors are logged in the background, one log entry at a time (those due meanwhile go in the
+/// next one): POSTs go on while a cursor commits through Raft, so an unbatched trigger is not
+/// held to one event per commit round trip.
 final class TriggerWorker: Sendable {
     let port: any TriggersPort
     let runtime: TriggerRuntime
@@ -96,6 +99,16 @@ final class TriggerLane: Sendable {
     enum Input: Sendable {
         case wake
         case completed(batch: UInt64, error: String?, status: Int?)
+        /// The cursor entry in flight was logged (nil) or not (why).
+        case settled(error: String?)
+    }
+
+    /// Cursors waiting to be logged and the one being logged; `held`: their entries, which a
+    /// top-up from the outbox must not take again (their rows go when the cursor commits).
+    struct Settling {
+        var queue: [(indexes: [UInt64], reason: String?, dead: Int)] = []
+        var inFlight: (indexes: [UInt64], reason: String?, dead: Int)?
+        var held: Set<UInt64> = []
     }
     private let inputs = AsyncStream<Input>.makeStream()
     private let wakePending = Atomic<Bool>(false)
@@ -129,6 +142,7 @@ final class TriggerLane: Sendable {
         let name = definition.name
         var machine = TriggerDelivery(limits: definition.limits, seed: UInt64.random(in: .min ... .max))
         var events: [UInt64: [TriggerEvent]] = [:]
+        var settling = Settling()
         var iterator = inputs.stream.makeAsyncIterator()
         var timer: Task<Void, Never>?
         defer { timer?.cancel() }
@@ -147,24 +161,50 @@ final class TriggerLane: Sendable {
             // Top up from the outbox: from the oldest row when idle (a replay may have put
             // older rows back), else after the newest row taken.
             wakePending.store(false, ordering: .relaxed)
-            if machine.wants > 0, let rows = try? port.outbox(namespace: ns, trigger: name, after: machine.isIdle ? nil : machine.takenThrough,
+            // While cursors are being logged, an idle machine reads after the entries they hold.
+            let after = machine.isIdle ? settling.held.max() : machine.takenThrough
+            if machine.wants > 0, let rows = try? port.outbox(namespace: ns, trigger: name, after: after,
                                                                limit: min(TriggerWorker.maxRowsPerRead, machine.wants)) {
-                for r in rows where !r.events.isEmpty && (machine.isIdle || r.index > machine.takenThrough) {
+                for r in rows where !r.events.isEmpty && !settling.held.contains(r.index) && (machine.isIdle || r.index > machine.takenThrough) {
                     machine.take(index: r.index, events: r.events.count)
                     events[r.index] = r.events
                 }
             }
-            await perform(machine.poll(now: Self.nowMillis()), &machine, &events)
+            await perform(machine.poll(now: Self.nowMillis()), &machine, &events, &settling)
             guard let input = await next(&iterator, wakeAt: machine.nextWake, timer: &timer) else { return }
-            if case .completed(let batch, let error, _) = input {
-                await perform(machine.completed(batch: batch, error: error, now: Self.nowMillis()), &machine, &events)
+            switch input {
+            case .completed(let batch, let error, _):
+                await perform(machine.completed(batch: batch, error: error, now: Self.nowMillis()), &machine, &events, &settling)
+            case .settled(let error):
+                guard let done = settling.inFlight else { break }
+                settling.inFlight = nil
+                if let error {
+                    // Not logged (no leader, or this node no longer leads): start over from the
+                    // replicated cursor; what was delivered since may be delivered again.
+                    logger.notice("trigger cursor not logged; delivery restarts from the outbox", metadata: ["trigger": "\(name)", "error": "\(error)"])
+                    machine.reset()
+                    events = [:]
+                    settling = Settling()
+                    try? await Task.sleep(for: .milliseconds(200))
+                    continue
+                }
+                settling.held.subtract(done.indexes)
+                if let reason = done.reason {
+                    runtime.dead(events: done.dead)
+                    logger.warning("trigger events dead-lettered", metadata: ["trigger": "\(name)", "entries": "\(done.indexes.count)", "reason": "\(reason)"])
+                }
+                logNextCursor(&settling)
+            case .wake:
+                break
             }
         }
     }
 
     /// Carries out the machine's actions: POSTs run concurrently and report back as inputs;
-    /// cursors and halts are logged in order before the loop goes on.
-    private func perform(_ actions: [TriggerDelivery.Action], _ machine: inout TriggerDelivery, _ events: inout [UInt64: [TriggerEvent]]) async {
+    /// cursors are queued to be logged in order in the background (`logNextCursor`); a halt is
+    /// logged before the loop goes on.
+    private func perform(_ actions: [TriggerDelivery.Action], _ machine: inout TriggerDelivery,
+                         _ events: inout [UInt64: [TriggerEvent]], _ settling: inout Settling) async {
         let name = definition.name
         for a in actions {
             switch a {
@@ -176,25 +216,37 @@ final class TriggerLane: Sendable {
                     continuation.yield(.completed(batch: batch, error: error, status: status))
                 }
             case .settle(let indexes, let reason):
-                do {
-                    try await port.log(namespace: ns, .settle(name: name, indexes: indexes, deadLetter: reason))
-                    if let reason {
-                        runtime.dead(events: indexes.reduce(0) { $0 + (events[$1]?.count ?? 0) })
-                        logger.warning("trigger events dead-lettered", metadata: ["trigger": "\(name)", "entries": "\(indexes.count)", "reason": "\(reason)"])
-                    }
-                    for i in indexes { events[i] = nil }
-                } catch {
-                    // Not logged (no leader, or this node no longer leads): start over from the
-                    // replicated cursor; what was delivered since may be delivered again.
-                    logger.notice("trigger cursor not logged; delivery restarts from the outbox", metadata: ["trigger": "\(name)", "error": "\(error)"])
-                    machine.reset()
-                    events = [:]
-                    try? await Task.sleep(for: .milliseconds(200))
-                    return
-                }
+                let dead = reason == nil ? 0 : indexes.reduce(0) { $0 + (events[$1]?.count ?? 0) }
+                for i in indexes { events[i] = nil }
+                settling.queue.append((indexes, reason, dead))
+                settling.held.formUnion(indexes)
+                logNextCursor(&settling)
             case .halt(let reason):
                 try? await port.log(namespace: ns, .halt(name: name, reason: reason))
                 logger.warning("trigger halted", metadata: ["trigger": "\(name)", "reason": "\(reason)"])
+            }
+        }
+    }
+
+    /// Logs the queued cursors as one entry when none is in flight: the queue's first run of the
+    /// same outcome, at most `TriggerDelivery.maxSettle` entries; reports `.settled`.
+    private func logNextCursor(_ settling: inout Settling) {
+        guard settling.inFlight == nil, var next = settling.queue.first else { return }
+        settling.queue.removeFirst()
+        while let more = settling.queue.first, more.reason == next.reason,
+              next.indexes.count + more.indexes.count <= TriggerDelivery.maxSettle {
+            next.indexes += more.indexes
+            next.dead += more.dead
+            settling.queue.removeFirst()
+        }
+        settling.inFlight = next
+        let (port, ns, name, continuation) = (self.port, self.ns, definition.name, inputs.continuation)
+        Task {
+            do {
+                try await port.log(namespace: ns, .settle(name: name, indexes: next.indexes, deadLetter: next.reason))
+                continuation.yield(.settled(error: nil))
+            } catch {
+                continuation.yield(.settled(error: "\(error)"))
             }
         }
     }
