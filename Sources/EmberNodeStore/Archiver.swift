@@ -319,8 +319,12 @@ public final class Archiver: ArchivePort, Sendable {
             }
         }
         let segment = try ArchiveSegment(entries: run.buffer, stateHash: hash)
+        // A leader deposed meanwhile (by a transfer it made, a removal) stores nothing more: the
+        // new leader goes on from the replicated position.
+        guard isLeader() else { throw ArchiveError("not the leader any more: \(segment.name) not stored") }
         try archive.put(segment.name, bytes: segment.encoded())
         if mark { try markSync(segment.last) }
+        removeRedundantSegments()
         run.buffer.removeAll()
         run.bytes = 0
         run.oldestContent = nil
@@ -329,6 +333,25 @@ public final class Archiver: ArchivePort, Sendable {
             s.lastSegment = segment.name
             s.lastSegmentAtMs = at
             s.archivedThrough = max(s.archivedThrough, segment.last)
+        }
+    }
+
+    /// A deposed leader that had not noticed yet may store a segment after this writer checked
+    /// the listing (`storeSegment`): entries stored twice. A segment whose range another one
+    /// holds entirely is removed, once that one reads back whole (the entries are the same
+    /// committed ones). Best effort: the next stored segment looks again.
+    func removeRedundantSegments() {
+        guard let names = try? archive.list() else { return }
+        let segments = ArchiveCatalog(names: names).segments
+        for inner in segments {
+            guard let outer = segments.first(where: { $0.name != inner.name && $0.first <= inner.first && inner.last <= $0.last }),
+                  (try? ArchiveSegment(decoding: archive.get(outer.name)))?.name == outer.name else { continue }
+            do {
+                try archive.delete(inner.name)
+                logger.info("archive: removed a segment another stored entirely", metadata: ["segment": "\(inner.name)", "in": "\(outer.name)"])
+            } catch {
+                logger.warning("archive: cannot remove a redundant segment: \(error)", metadata: ["segment": "\(inner.name)"])
+            }
         }
     }
 

@@ -104,6 +104,38 @@ import Testing
         #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
     }
 
+    /// A deposed writer's segment stored after this writer's check (inside one it stored) is
+    /// removed when the next segment is stored: no entry stays archived twice.
+    @Test func aLateSegmentInsideAStoredOneIsRemoved() async throws {
+        let local = try Self.open(hold: 10_000)
+        defer { local.close() }
+        let store = local.storage
+        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        var options = Self.options(dir)
+        options.segmentMaxAgeSeconds = 3_600  // closed only when the archiver stops
+        let mark: @Sendable (UInt64) async throws -> Void = { i in
+            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
+        }
+        let first = try local.startArchive(options, isLeader: { true }, mark: mark)
+        try await Self.write(store, 20, "a")
+        await first.stop()
+        let archive = try DirectoryArchiveStore(directory: dir)
+        let stored = try #require(ArchiveCatalog(names: try archive.list()).segments.last)
+        #expect(stored.last - stored.first >= 10)
+        let late = try ArchiveSegment(entries: try store.encodedEntries(from: stored.first + 2, through: stored.first + 8, maxCount: 100),
+                                      stateHash: "")
+        try archive.put(late.name, bytes: late.encoded())
+        #expect(ArchiveCatalog(names: try archive.list()).overlaps.count == 1)
+        let second = try local.startArchive(options, isLeader: { true }, mark: mark)
+        try await Self.write(store, 10, "b")
+        await second.stop()
+        let c = ArchiveCatalog(names: try archive.list())
+        #expect(c.overlaps.isEmpty && c.gaps.isEmpty)
+        #expect(!c.segments.contains { $0.name == late.name } && c.segments.contains { $0.name == stored.name })
+        #expect(c.segments.last?.last == store.appliedIndex)
+        #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
+    }
+
     @Test func compactionPastTheHoldIsAReportedGapAndANewBase() async throws {
         let local = try Self.open(hold: 20)
         defer { local.close() }
