@@ -14,6 +14,8 @@ public protocol TriggersPort: Sendable {
     func log(namespace: String, _ operation: TriggerOperation) async throws
     func definitions(namespace: String) throws -> TriggerSet
     func triggers(namespace: String) throws -> [TriggerInfo]
+    /// One trigger's state alone (nil: no such trigger): what a delivery lane checks each turn.
+    func state(namespace: String, trigger: String) throws -> TriggerState?
     /// Namespaces that have triggers.
     func namespaces() throws -> [String]
     /// Outbox rows (one per log entry) after `after` (nil: from the oldest), at most `limit`.
@@ -56,6 +58,10 @@ public struct LMDBTriggers: TriggersPort {
 
     public func triggers(namespace: String) throws -> [TriggerInfo] {
         try translated { try store.triggers(namespace: namespace).map { TriggerInfo(definition: $0.definition, state: $0.state) } }
+    }
+
+    public func state(namespace: String, trigger: String) throws -> TriggerState? {
+        try translated { try store.triggerState(namespace: namespace, name: trigger) }
     }
 
     public func namespaces() throws -> [String] { try translated { try store.triggerNamespaces() } }

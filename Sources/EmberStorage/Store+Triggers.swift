@@ -50,6 +50,14 @@ extension EmberStore {
         }
     }
 
+    /// One trigger's replicated state (nil: no such trigger), without reading the definitions: a
+    /// delivery lane checks it on every turn, and parsing the whole set each time cost the
+    /// leader's writes (every commit wakes every lane).
+    public func triggerState(namespace: String, name: String) throws -> TriggerState? {
+        try KeyCodec.validateNamespace(namespace)
+        return try withVisibleRead { t in try tables.triggerState(t, namespace, name) }
+    }
+
     /// Outbox rows of a trigger after log index `after` (nil: from the oldest), at most `limit`.
     public func triggerOutbox(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])] {
         try withVisibleRead { t in

@@ -149,7 +149,7 @@ final class TriggerLane: Sendable {
         runtime.setDelivering(ns, name, true)
         while !Task.isCancelled {
             // Paused or halted (replicated flags): wait for a change.
-            let state = (try? port.triggers(namespace: ns))?.first { $0.definition.name == name }?.state
+            let state = try? port.state(namespace: ns, trigger: name)
             guard let state, !state.paused, state.halted == nil else {
                 if !machine.isIdle { machine.reset(); events = [:] }
                 wakePending.store(false, ordering: .relaxed)
