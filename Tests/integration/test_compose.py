@@ -105,6 +105,18 @@ def test_nodes_may_open_as_many_files_as_connections(compose):
         assert nofile["soft"] == nofile["hard"] >= 200_000, name
 
 
+def test_the_nofile_override_covers_every_emberd_service_the_learner_included(compose):
+    """deploy/compose-nofile.yml is for engines whose hard limit is below the file's: a service it
+    leaves out (the learner once) fails to start there with `error setting rlimit type 7`."""
+    with open(os.path.join(ROOT, "deploy", "compose-nofile.yml")) as f:
+        override = yaml.safe_load(f)["services"]
+    emberd = {name for name, s in compose["services"].items() if s.get("entrypoint") is None and "ulimits" in s}
+    assert "l1" in emberd and emberd == set(override), (emberd, set(override))
+    for name, s in override.items():
+        nofile = s["ulimits"]["nofile"]
+        assert nofile["soft"] == nofile["hard"] < 20_000, name  # under the lowest engine limit seen
+
+
 def test_emberd_raises_its_open_file_soft_limit_to_the_hard_limit(tmp_path):
     """A node started with a low soft limit (the usual 1024) runs with its hard limit."""
     import resource

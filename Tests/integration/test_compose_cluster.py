@@ -30,7 +30,8 @@ EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
 PROJECT = "embercompose"
 IMAGE = "ember:compose-test"
 NODES = ["n1", "n2", "n3"]
-URLS = {"n1": "http://127.0.0.1:9001", "n2": "http://127.0.0.1:9002", "n3": "http://127.0.0.1:9003"}
+URLS = {"n1": "http://127.0.0.1:9001", "n2": "http://127.0.0.1:9002", "n3": "http://127.0.0.1:9003",
+        "l1": "http://127.0.0.1:9004"}  # l1: the optional learner (profile "learners")
 # What docker-compose.yml asks each node's open-file limit to be.
 COMPOSE_NOFILE = 1048576
 # A healthy cluster from `up -d` (three containers starting, an election, health checks every 5 s).
@@ -346,6 +347,64 @@ def test_backup_from_the_host_restores_into_a_fresh_node(compose, tmp_path):
         assert got["backup"]["marker"] == "kept"
     finally:
         n.stop()
+
+
+def test_the_learners_profile_adds_a_learner_that_serves_reads_and_listeners(compose):
+    # `--profile learners` (docker-compose 1.29 reads profiles too) starts l1 empty with --join and
+    # the one-shot l1-register job, which adds it through n1 as a learner.
+    leader = agreed_leader(compose.status, NODES, SHORT)
+    compose("--profile", "learners", "up", "-d")
+    try:
+        compose.wait_healthy(["l1"])
+        register_job_succeeded(compose)
+        l1 = wait_for("l1 a caught-up learner", lambda: (lambda s: s if s["role"] == "learner"
+                      and s["appliedIndex"] >= compose.status(leader)["commitIndex"] else None)(compose.status("l1")))
+        assert l1["voters"] == NODES and l1["learners"] == ["l1"], l1
+        # The voters are unchanged: the learner is in no quorum.
+        assert compose.status(leader)["voters"] == NODES
+        # A listener on l1 hears a write made at n1; a write through l1 is read back there at once.
+        got = {}
+        ready = threading.Event()
+
+        def listen():
+            def want(event, data):
+                ready.set()
+                return event == "put" and data.get("data") == "from n1"
+            got["events"] = sse_events(URLS["l1"] + "/learner/msg.json?ns=compose", compose.auth(), want, timeout=30)
+
+        t = threading.Thread(target=listen)
+        t.start()
+        assert ready.wait(SHORT)
+        r = requests.put(URLS["n1"] + "/learner/msg.json?ns=compose", headers=compose.auth(), data='"from n1"', timeout=SHORT)
+        assert r.status_code == 200, r.text
+        t.join(30)
+        assert not t.is_alive() and got["events"][-1][1]["data"] == "from n1"
+        r = requests.put(URLS["l1"] + "/learner/w.json?ns=compose", headers=compose.auth(), data='"via l1"', timeout=SHORT)
+        assert r.status_code == 200, r.text
+        got = requests.get(URLS["l1"] + "/learner.json?ns=compose", headers=compose.auth(), timeout=SHORT).json()
+        assert got == {"msg": "from n1", "w": "via l1"}, got
+        out = json.loads(sh([EMBER, "status", "--node", URLS["n1"], "--token-file", compose.token_file, "--json"]).stdout)
+        assert {n["id"]: n["role"] for n in out["nodes"]}.get("l1") == "learner", out
+        # A second `up` leaves it a learner (the job's 409 counts as success).
+        compose("--profile", "learners", "up", "-d")
+        register_job_succeeded(compose)
+        assert compose.status("l1")["role"] == "learner"
+    finally:
+        # The later tests run the three voters only: l1 leaves the cluster and its containers go
+        # (`down` without the profile would leave them running).
+        requests.delete(URLS["n1"] + "/.ember/members/l1", headers=compose.auth(), timeout=SHORT)
+        compose("--profile", "learners", "rm", "-s", "-f", "l1", "l1-register", check=False)
+
+
+def register_job_succeeded(compose):
+    """Waits for the one-shot l1-register job to exit; asserts it succeeded (200, or 409 when l1
+    was a learner already)."""
+    deadline = time.time() + UP_TIMEOUT
+    job = compose.inspect("l1-register")["State"]
+    while job["Status"] != "exited" and time.time() < deadline:
+        time.sleep(0.5)
+        job = compose.inspect("l1-register")["State"]
+    assert job["Status"] == "exited" and job["ExitCode"] == 0, (job, compose("logs", "l1-register", check=False).stdout)
 
 
 def ca_fingerprint(compose):
