@@ -157,13 +157,13 @@ public struct Node: Sendable, Equatable {
             // A leaf written under becomes an object that keeps the leaf's priority (SDK spec tests 83–85).
             leaf = nil
         }
-        var child = children[key] ?? .empty
-        child.set(node, at: path.dropFirst())
-        if child.isEmpty {
+        // In place (KeyMap's `_modify`): a child copied out and stored back would share its
+        // children with the parent while it is changed, and copy them on every set (a bulk
+        // update of N parts one level down copied an N-child map N times).
+        children[key, default: .empty].set(node, at: path.dropFirst())
+        if children[key]?.isEmpty ?? true {
             children.removeValue(forKey: key)
             if children.isEmpty { priority = nil }
-        } else {
-            children[key] = child
         }
     }
 

@@ -35,7 +35,16 @@ public enum KeyCodec {
 
     /// The string whose text-order bytes are `bytes` (the inverse of `appendText`).
     static func text<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-        String(decoding: bytes.lazy.map { KeyOrder.textByte(fromOrderByte: $0) }, as: UTF8.self)
+        // Written straight into the string's storage: decoding a lazy map took the
+        // non-contiguous path (a dynamic cast and an array copy per key), a hot spot of exports.
+        String(unsafeUninitializedCapacity: bytes.count) { buf in
+            var n = 0
+            for b in bytes {
+                buf[n] = KeyOrder.textByte(fromOrderByte: b)
+                n += 1
+            }
+            return n
+        }
     }
 
     public static func encode(_ path: Path) -> [UInt8] {
