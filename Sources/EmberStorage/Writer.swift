@@ -200,6 +200,7 @@ final class Writer: @unchecked Sendable {
         }
         let done = DispatchTime.now().uptimeNanoseconds
         let cpuDone = Self.threadCPUNanos()
+        try releaseFreedPages()
         store.metricsState.withLock {
             $0.commits += 1
             $0.transactionNanos += applied - timing.start
@@ -207,6 +208,42 @@ final class Writer: @unchecked Sendable {
             $0.transactionCPUNanos += cpuApplied - timing.cpuStart
             $0.commitCPUNanos += cpuDone - cpuApplied
         }
+    }
+
+    /// The file's end (last page number) after the previous commit, to see a commit that grew it.
+    private var fileEnd: Int = -1
+
+    /// Growth of the file in one commit past which an empty turn follows (512 KiB of 4 KiB pages).
+    static let releaseAfterGrowthPages = 128
+
+    /// LMDB reuses a page freed by transaction N only from transaction N+2 on (a reader may
+    /// still be on N-1's snapshot until N commits), so after a large transaction the next one
+    /// finds the pages the previous one freed still held and grows the file for its own copies:
+    /// a bulk load (each PATCH rewriting most index pages) kept two transactions' worth of copies
+    /// free at the file's end (issue 41: 62 MiB of a 194 MiB file). When a commit grew the file
+    /// by more than `releaseAfterGrowthPages`, one tiny transaction (a meta value rewritten with
+    /// itself: no state changes) moves the transaction id on, so the next large one reuses them.
+    private func releaseFreedPages() throws {
+        var info = MDB_envinfo()
+        guard mdb_env_info(store.env, &info) == 0 else { return }
+        let end = info.me_last_pgno
+        defer { if fileEnd < end { fileEnd = end } }
+        guard fileEnd >= 0, end - fileEnd > Self.releaseAfterGrowthPages else { return }
+        var t: OpaquePointer?
+        try check(mdb_txn_begin(store.env, nil, 0, &t))
+        do {
+            let txn = Txn(ptr: t!, changes: recording)
+            guard let applied = try txn.get(tables.meta, Array("applied".utf8)) else {
+                mdb_txn_abort(t)
+                return
+            }
+            try txn.put(tables.meta, Array("applied".utf8), applied)
+        } catch {
+            mdb_txn_abort(t)
+            throw error
+        }
+        try check(mdb_txn_commit(t))
+        store.metricsState.withLock { $0.commits += 1 }
     }
 
     /// CPU time of the calling thread (the writer's own work, whatever else runs on the machine).
