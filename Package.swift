@@ -58,7 +58,10 @@ var package = Package(
             providers: [.apt(["zlib1g-dev"])]),
         .target(name: "EmberCore"),
         // Writes are judged by the rules when applied, so storage evaluates them (EmberRules is pure).
-        .target(name: "EmberStorage", dependencies: ["EmberCore", "CLMDB", "EmberRules", "CZlib"]),
+        // swift-crypto for SHA-1 at machine speed (BoringSSL): the state hash scans the whole tree.
+        .target(name: "EmberStorage", dependencies: [
+            "EmberCore", "CLMDB", "EmberRules", "CZlib", .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .target(name: "EmberRaft"),
         // The decisions of a Raft host without its I/O (persist before send, deferred apply,
         // snapshot staging and install): what the cluster runtime and the simulator both drive.

@@ -163,6 +163,32 @@ struct Txn {
         }
     }
 
+    /// `scan` without copying: `body` sees each record's bytes where LMDB's map holds them,
+    /// valid only during that call (for a full pass that consumes them at once: the state hash).
+    func scanBorrowed(_ dbi: MDB_dbi, prefix: [UInt8],
+                      _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        let c = try cursor(dbi)
+        defer { c.close() }
+        var k = MDB_val(), v = MDB_val()
+        var rc: Int32
+        if prefix.isEmpty {
+            rc = mdb_cursor_get(c.ptr, &k, &v, MDB_FIRST)
+        } else {
+            let start = Array(prefix.prefix(maxKeySize))
+            rc = start.withUnsafeBytes { kb in
+                k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)
+            }
+        }
+        while rc == 0 {
+            let key = UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)
+            guard key.starts(with: prefix) else { return }
+            if try !body(key, UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)) { return }
+            rc = mdb_cursor_get(c.ptr, &k, &v, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try check(rc) }
+    }
+
     /// Deletes every record whose key starts with `prefix`; returns how many.
     @discardableResult
     func deletePrefix(_ dbi: MDB_dbi, _ prefix: [UInt8], excludingExact: Bool = false) throws -> Int {

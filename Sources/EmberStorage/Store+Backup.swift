@@ -66,7 +66,7 @@ public enum BackupFormat {
             if n == 0 {
                 let trailer = try take(36)
                 guard readBE(trailer[0..<8]) == frames, readBE(trailer[8..<16]) == total,
-                      Array(trailer[16..<36]) == SHA1.digest(digests) else {
+                      Array(trailer[16..<36]) == FastSHA1.digest(digests) else {
                     throw BackupError("backup file \(path) fails its checksum")
                 }
                 guard frames > 0 else { throw BackupError("backup file \(path) holds no snapshot") }
@@ -79,7 +79,7 @@ public enum BackupFormat {
                 appliedIndex = try headerAppliedIndex(chunk)
                 lastTimestamp = headerTimestamp(chunk)
             }
-            digests += SHA1.digest(chunk)
+            digests += FastSHA1.digest(chunk)
             total += UInt64(n)
             frames += 1
             return chunk
@@ -144,12 +144,12 @@ extension EmberStore {
                     lastTimestamp = BackupFormat.headerTimestamp(chunk)
                 }
                 try handle.write(contentsOf: BackupFormat.be32(chunk.count) + chunk)
-                digests += SHA1.digest(chunk)
+                digests += FastSHA1.digest(chunk)
                 frames += 1
                 total += UInt64(chunk.count)
             }
             try handle.write(contentsOf: BackupFormat.be32(0) + BackupFormat.be64(frames) + BackupFormat.be64(total)
-                             + SHA1.digest(digests))
+                             + FastSHA1.digest(digests))
             try handle.synchronize()
         } catch {
             try? FileManager.default.removeItem(atPath: tmp)

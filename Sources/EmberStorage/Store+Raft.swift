@@ -221,29 +221,32 @@ extension EmberStore {
     }
 
     static func stateHash(_ t: Txn, tables: Tables, prefix: [UInt8]) throws -> String {
-        var digests: [UInt8] = []
-        var buf: [UInt8] = []
-        var w = ByteWriter()
-        // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
-        func add(_ k: [UInt8], _ data: [UInt8]) {
-            w.bytes = buf
-            buf = []  // w must own the buffer alone, or every append copies it
-            w.varint(k.count); w.bytes += k; w.varint(data.count); w.bytes += data
-            buf = w.bytes
-            if buf.count >= 1 << 20 { digests += SHA1.digest(buf); buf = [] }
-        }
-        try t.scan(tables.treeS, prefix: prefix) { k, v in
-            // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf;
-            // an inline object as the per-leaf records it stands for (in the same key order).
+        var hasher = StateHasher()
+        // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf; an
+        // inline object as the per-leaf records it stands for (in the same key order).
+        func add<K: Collection<UInt8>>(_ k: K, _ v: UnsafeRawBufferPointer) throws {
             if v.first == InlineObject.tag {
-                for (rk, rv) in try InlineObject.decode(v).records(at: k) { add(rk, rv) }
+                for (rk, rv) in try InlineObject.decode(Array(v)).records(at: Array(k)) { hasher.add(rk, rv) }
+            } else if v.first == 3 && v.count > 9 {
+                hasher.add(k, head: 1, UnsafeRawBufferPointer(rebasing: v[1..<(v.count - 8)]))
             } else {
-                add(k, v.first == 3 && v.count > 9 ? [1] + v[1..<(v.count - 8)] : v)
+                hasher.add(k, v)
             }
-            return true
         }
-        digests += SHA1.digest(buf)
-        return SHA1.digest(digests).map { String(format2: $0) }.joined()
+        // In full-key order over `tree` and `treex`: the same bytes as before long keys existed.
+        // Without long keys (`treex` empty), straight from LMDB's pages.
+        if try t.hasOverflow(tables.treeS) {
+            try t.scan(tables.treeS, prefix: prefix) { k, v in
+                try v.withUnsafeBytes { try add(k, $0) }
+                return true
+            }
+        } else {
+            try t.scanBorrowed(tables.treeS.main, prefix: prefix) { k, v in
+                try add(k, v)
+                return true
+            }
+        }
+        return hasher.finish()
     }
 }
 

@@ -407,7 +407,9 @@ final class Writer: @unchecked Sendable {
                     assert(encoded == e.encoded(), "patched log entry differs from its encoding")
                     // Without retention the entry would be trimmed in this very transaction:
                     // a single node restarts from its applied state, never from the log.
-                    if keepLog { try t.put(tables.log, Self.logKey(idx), encoded) }
+                    // In index order past the log's end: MDB_APPEND fills its pages (a plain put
+                    // splits them in half, and the archive's log then writes twice the pages).
+                    if keepLog { try t.putOrdered(tables.log, Self.logKey(idx), encoded) }
                     results.append(try applyEntry(e, in: t, mode: mode, prebuilt: prepared.nodes))
                 }
                 try pendingVersions?.flush(tables, t)
@@ -475,15 +477,16 @@ final class Writer: @unchecked Sendable {
 
     // MARK: - Raft primitives
 
-    /// Puts entries into the log table, with their given encodings when there are some.
+    /// Puts entries into the log table, with their given encodings when there are some (appended
+    /// with full pages; an entry replacing a conflicting one is put plainly: `putOrdered`).
     func putLog(_ t: Txn, _ entries: [LogEntry], _ encoded: [[UInt8]]?) throws {
         precondition(encoded == nil || encoded!.count == entries.count, "one encoding per entry")
         for (i, e) in entries.enumerated() {
             if let bytes = encoded?[i] {
                 assert(bytes == e.encoded(), "a given encoding differs from the entry's")
-                try t.put(tables.log, Self.logKey(e.index), bytes)
+                try t.putOrdered(tables.log, Self.logKey(e.index), bytes)
             } else {
-                try t.put(tables.log, Self.logKey(e.index), e.encoded())
+                try t.putOrdered(tables.log, Self.logKey(e.index), e.encoded())
             }
         }
     }

@@ -73,7 +73,7 @@ public struct ArchiveSegment: Sendable, Equatable {
         } else {
             w.bytes += block.bytes
         }
-        w.bytes += SHA1.digest(w.bytes)
+        w.bytes += FastSHA1.digest(w.bytes)
         return w.bytes
     }
 
@@ -84,7 +84,7 @@ public struct ArchiveSegment: Sendable, Equatable {
             throw ArchiveError("not an Ember archive segment")
         }
         let body = Array(bytes[0..<(bytes.count - 20)])
-        guard SHA1.digest(body) == Array(bytes[(bytes.count - 20)...]) else { throw ArchiveError("checksum mismatch") }
+        guard FastSHA1.digest(body) == Array(bytes[(bytes.count - 20)...]) else { throw ArchiveError("checksum mismatch") }
         var r = ByteReader(body, at: 8)
         do {
             let format = try r.u8()
