@@ -229,6 +229,8 @@ public final class Archiver: ArchivePort, Sendable {
             try markSync(adopted)
             through = adopted
         }
+        // What a predecessor left holding entries twice (it may have stopped before it looked).
+        if !catalog.overlaps.isEmpty { cleanUpOverlaps() }
         run.active = true
         run.next = through + 1
         update { $0.active = true; $0.archivedThrough = through }
@@ -324,7 +326,7 @@ public final class Archiver: ArchivePort, Sendable {
         guard isLeader() else { throw ArchiveError("not the leader any more: \(segment.name) not stored") }
         try archive.put(segment.name, bytes: segment.encoded())
         if mark { try markSync(segment.last) }
-        removeRedundantSegments()
+        cleanUpOverlaps()
         run.buffer.removeAll()
         run.bytes = 0
         run.oldestContent = nil
@@ -337,21 +339,42 @@ public final class Archiver: ArchivePort, Sendable {
     }
 
     /// A deposed leader that had not noticed yet may store a segment after this writer checked
-    /// the listing (`storeSegment`): entries stored twice. A segment whose range another one
-    /// holds entirely is removed, once that one reads back whole (the entries are the same
-    /// committed ones). Best effort: the next stored segment looks again.
-    func removeRedundantSegments() {
+    /// the listing (`storeSegment`): entries stored twice, inside a segment or across two. The
+    /// catalog's cleanup (`ArchiveCatalog.cleanup`) is applied once every segment that stays and
+    /// holds entries of a changed range reads back whole: segments the others cover are removed,
+    /// a partial overlap is trimmed off the later segment (its end and its state hash stay; the
+    /// trimmed copy is stored before the original goes, so no entry is ever missing). Best
+    /// effort: the next stored segment, and the next writer's `begin`, look again.
+    func cleanUpOverlaps() {
         guard let names = try? archive.list() else { return }
-        let segments = ArchiveCatalog(names: names).segments
-        for inner in segments {
-            guard let outer = segments.first(where: { $0.name != inner.name && $0.first <= inner.first && inner.last <= $0.last }),
-                  (try? ArchiveSegment(decoding: archive.get(outer.name)))?.name == outer.name else { continue }
-            do {
-                try archive.delete(inner.name)
-                logger.info("archive: removed a segment another stored entirely", metadata: ["segment": "\(inner.name)", "in": "\(outer.name)"])
-            } catch {
-                logger.warning("archive: cannot remove a redundant segment: \(error)", metadata: ["segment": "\(inner.name)"])
+        let catalog = ArchiveCatalog(names: names)
+        let plan = catalog.cleanup
+        guard !plan.isEmpty else { return }
+        let removed = Set(plan.remove.map(\.name))
+        let changed = plan.remove + plan.trim.map(\.segment)
+        var read: [String: ArchiveSegment] = [:]
+        for s in catalog.segments where !removed.contains(s.name) && changed.contains(where: { s.first <= $0.last && $0.first <= s.last }) {
+            guard let seg = try? ArchiveSegment(decoding: archive.get(s.name)), seg.name == s.name else {
+                logger.warning("archive: a segment does not read back whole; overlapping segments stay", metadata: ["segment": "\(s.name)"])
+                return
             }
+            read[s.name] = seg
+        }
+        do {
+            for s in plan.remove {
+                try archive.delete(s.name)
+                logger.info("archive: removed a segment others hold entirely", metadata: ["segment": "\(s.name)"])
+            }
+            for t in plan.trim {
+                guard let seg = read[t.segment.name], t.from > seg.first, t.from <= seg.last else { continue }
+                let kept = seg.entries.enumerated().dropFirst(Int(t.from - seg.first)).map { (index: seg.first + UInt64($0.offset), bytes: $0.element) }
+                let trimmed = try ArchiveSegment(entries: kept, stateHash: seg.stateHash)
+                try archive.put(trimmed.name, bytes: trimmed.encoded())
+                try archive.delete(seg.name)
+                logger.info("archive: trimmed a segment that began inside the one before it", metadata: ["segment": "\(seg.name)", "now": "\(trimmed.name)"])
+            }
+        } catch {
+            logger.warning("archive: cannot clean up overlapping segments: \(error)")
         }
     }
 

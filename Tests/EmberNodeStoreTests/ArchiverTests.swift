@@ -78,16 +78,36 @@ import Testing
         #expect(try restored.read(namespace: "t", path: try Path("/a19")).node == (try store.read(namespace: "t", path: try Path("/a19")).node))
     }
 
+    /// A store and an archive directory for archivers that close their segment only when they
+    /// stop, and the mark they log (`.archived`) through that store.
+    struct Manual {
+        let local: LMDBDataStore
+        let dir: String
+        let options: ArchiveOptions
+        var store: EmberStore { local.storage }
+        var archive: DirectoryArchiveStore { get throws { try DirectoryArchiveStore(directory: dir) } }
+
+        init() throws {
+            local = try ArchiverTests.open(hold: 10_000)
+            dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+            var o = ArchiverTests.options(dir)
+            o.segmentMaxAgeSeconds = 3_600
+            options = o
+        }
+
+        func start() throws -> Archiver {
+            let store = self.store
+            return try local.startArchive(options, isLeader: { true }, mark: { i in
+                _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
+            })
+        }
+    }
+
     @Test func entriesAnotherWriterStoredMeanwhileAreNotStoredTwice() async throws {
-        let local = try Self.open(hold: 10_000)
-        defer { local.close() }
-        let store = local.storage
-        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
-        var options = Self.options(dir)
-        options.segmentMaxAgeSeconds = 3_600  // closed only when the archiver stops
-        let a = try local.startArchive(options, isLeader: { true }, mark: { i in
-            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
-        })
+        let m = try Manual()
+        defer { m.local.close() }
+        let (store, dir) = (m.store, m.dir)
+        let a = try m.start()
         let deadline = ContinuousClock.now + .seconds(60)
         while a.archiveStatus().lastBase == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         try await Self.write(store, 30, "a")
@@ -107,26 +127,20 @@ import Testing
     /// A deposed writer's segment stored after this writer's check (inside one it stored) is
     /// removed when the next segment is stored: no entry stays archived twice.
     @Test func aLateSegmentInsideAStoredOneIsRemoved() async throws {
-        let local = try Self.open(hold: 10_000)
-        defer { local.close() }
-        let store = local.storage
-        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
-        var options = Self.options(dir)
-        options.segmentMaxAgeSeconds = 3_600  // closed only when the archiver stops
-        let mark: @Sendable (UInt64) async throws -> Void = { i in
-            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
-        }
-        let first = try local.startArchive(options, isLeader: { true }, mark: mark)
+        let m = try Manual()
+        defer { m.local.close() }
+        let store = m.store
+        let first = try m.start()
         try await Self.write(store, 20, "a")
         await first.stop()
-        let archive = try DirectoryArchiveStore(directory: dir)
+        let archive = try m.archive
         let stored = try #require(ArchiveCatalog(names: try archive.list()).segments.last)
         #expect(stored.last - stored.first >= 10)
         let late = try ArchiveSegment(entries: try store.encodedEntries(from: stored.first + 2, through: stored.first + 8, maxCount: 100),
                                       stateHash: "")
         try archive.put(late.name, bytes: late.encoded())
         #expect(ArchiveCatalog(names: try archive.list()).overlaps.count == 1)
-        let second = try local.startArchive(options, isLeader: { true }, mark: mark)
+        let second = try m.start()
         try await Self.write(store, 10, "b")
         await second.stop()
         let c = ArchiveCatalog(names: try archive.list())
@@ -134,6 +148,87 @@ import Testing
         #expect(!c.segments.contains { $0.name == late.name } && c.segments.contains { $0.name == stored.name })
         #expect(c.segments.last?.last == store.appliedIndex)
         #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
+    }
+
+    /// Restores to every segment's end: each reaches it, and reproduces the hash it recorded.
+    static func restoresToEverySegmentEnd(_ archive: DirectoryArchiveStore) async throws {
+        for s in ArchiveCatalog(names: try archive.list()).segments {
+            let seg = try ArchiveSegment(decoding: try archive.get(s.name))
+            let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+            defer { restored.close() }
+            let r = try await ArchiveRestore.restore(from: archive, to: .index(s.last), into: restored,
+                                                     scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+            #expect(r.index == s.last, "\(s.name)")
+            #expect(r.hashVerified == !seg.stateHash.isEmpty, "\(s.name)")
+        }
+    }
+
+    /// A late segment that starts inside a stored one and ends past it (neither holds the other):
+    /// the next writer trims it to start after the stored one; its end and the state hash it
+    /// recorded there stay, every restore stays exact, and verify finds nothing.
+    @Test func aLateSegmentOverlappingAStoredOnePartlyIsTrimmed() async throws {
+        let m = try Manual()
+        defer { m.local.close() }
+        let store = m.store
+        let first = try m.start()
+        try await Self.write(store, 20, "a")
+        await first.stop()
+        let archive = try m.archive
+        let stored = try #require(ArchiveCatalog(names: try archive.list()).segments.last)
+        try await Self.write(store, 5, "b")
+        let (at, hash) = try store.stateHashAtApplied()
+        #expect(at > stored.last)
+        // A deposed writer's segment from inside the stored one to `at`, stored after it.
+        let late = try ArchiveSegment(entries: try store.encodedEntries(from: stored.first + 5, through: at, maxCount: 100), stateHash: hash)
+        try archive.put(late.name, bytes: late.encoded())
+        try await Self.write(store, 5, "c")
+        #expect(ArchiveCatalog(names: try archive.list()).overlaps.count == 1)
+        let second = try m.start()
+        try await Self.write(store, 5, "d")
+        await second.stop()
+        let c = ArchiveCatalog(names: try archive.list())
+        #expect(c.overlaps.isEmpty && c.gaps.isEmpty, "\(c.segments.map(\.name))")
+        #expect(c.segments.contains { $0.name == stored.name } && !c.segments.contains { $0.name == late.name })
+        let trimmed = try #require(c.segments.first { $0.first == stored.last + 1 })
+        #expect(trimmed.last == at)
+        #expect(try ArchiveSegment(decoding: try archive.get(trimmed.name)).stateHash == hash)
+        #expect(c.segments.last?.last == store.appliedIndex)
+        #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
+        try await Self.restoresToEverySegmentEnd(archive)
+    }
+
+    /// A late segment that two stored ones cover together (inside neither alone) is removed.
+    @Test func aLateSegmentTwoStoredOnesCoverIsRemoved() async throws {
+        let m = try Manual()
+        defer { m.local.close() }
+        let store = m.store
+        for prefix in ["a", "b"] {
+            let a = try m.start()
+            try await Self.write(store, 20, prefix)
+            await a.stop()
+        }
+        let archive = try m.archive
+        let stored = ArchiveCatalog(names: try archive.list()).segments
+        try #require(stored.count == 2 && stored[1].first == stored[0].last + 1 && stored[1].last - stored[1].first > 5)
+        // From the stored segments' entries (the log no longer holds those the archive marked).
+        var entries: [(index: UInt64, bytes: [UInt8])] = []
+        for s in stored {
+            let seg = try ArchiveSegment(decoding: try archive.get(s.name))
+            entries += seg.entries.enumerated().map { (seg.first + UInt64($0.offset), $0.element) }
+        }
+        let late = try ArchiveSegment(entries: entries.filter { $0.index >= stored[0].first + 2 && $0.index <= stored[1].first + 3 },
+                                      stateHash: "")
+        try archive.put(late.name, bytes: late.encoded())
+        #expect(ArchiveCatalog(names: try archive.list()).overlaps.count == 2)
+        let third = try m.start()
+        try await Self.write(store, 5, "c")
+        await third.stop()
+        let c = ArchiveCatalog(names: try archive.list())
+        #expect(c.overlaps.isEmpty && c.gaps.isEmpty, "\(c.segments.map(\.name))")
+        #expect(c.segments.prefix(2).map(\.name) == stored.map(\.name))
+        #expect(c.segments.last?.last == store.appliedIndex)
+        #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
+        try await Self.restoresToEverySegmentEnd(archive)
     }
 
     @Test func compactionPastTheHoldIsAReportedGapAndANewBase() async throws {

@@ -75,6 +75,34 @@ import Testing
         #expect(o.overlaps.count == 1 && o.gaps.isEmpty)
     }
 
+    /// Entries held twice: a segment the others cover (together or alone) is removed, the
+    /// longest first; a partial overlap is trimmed off the later segment; nothing else changes.
+    @Test func cleanupRemovesCoveredSegmentsAndTrimsPartialOverlaps() {
+        let a = seg(100, 350, 1, 35), b1 = seg(100, 300, 1, 30), b2 = seg(301, 500, 31, 50), inner = seg(120, 130, 12, 13)
+        func plan(_ names: [String]) -> (remove: [String], trim: [String: UInt64]) {
+            let c = ArchiveCatalog(names: names).cleanup
+            return (c.remove.map(\.name), Dictionary(uniqueKeysWithValues: c.trim.map { ($0.segment.name, $0.from) }))
+        }
+        #expect(ArchiveCatalog(names: [seg(1, 99, 0, 9), b1, b2]).cleanup.isEmpty)
+        // Covered by two together: the longer one goes, not the one inside it.
+        #expect(plan([b1, a, b2]).remove == [a] && plan([b1, a, b2]).trim.isEmpty)
+        // Neither covers the other: the later one starts after the earlier one's end.
+        #expect(plan([a, b2]).remove.isEmpty && plan([a, b2]).trim == [b2: 351])
+        // Inside one: removed; inside and then a partial overlap: both.
+        #expect(plan([b1, inner]).remove == [inner] && plan([b1, inner]).trim.isEmpty)
+        #expect(plan([b1, inner, seg(250, 400, 25, 40)]).remove == [inner] && plan([b1, inner, seg(250, 400, 25, 40)]).trim == [seg(250, 400, 25, 40): 301])
+        // What the plan leaves holds every index once.
+        for names in [[b1, a, b2], [a, b2], [b1, inner, seg(250, 400, 25, 40)], [a, b1, b2, inner, seg(290, 320, 29, 32)]] {
+            let c = ArchiveCatalog(names: names)
+            let p = c.cleanup
+            var ranges = c.segments.filter { s in !p.remove.contains(s) }.map { s in (s.first, s.last) }
+            for t in p.trim { ranges = ranges.map { $0 == (t.segment.first, t.segment.last) ? (t.from, $0.1) : $0 } }
+            ranges.sort { $0.0 < $1.0 }
+            #expect(ranges.first?.0 == c.segments.first?.first && ranges.map(\.1).max() == c.segments.map(\.last).max())
+            for (x, y) in zip(ranges, ranges.dropFirst()) { #expect(y.0 == x.1 + 1, "\(names): \(ranges)") }
+        }
+    }
+
     @Test func planTakesTheNewestBaseAtOrBeforeTheTargetAndRefusesOutsideOrAcrossAGap() throws {
         let c = ArchiveCatalog(names: [ArchiveName.base(index: 0, timestamp: 0), ArchiveName.base(index: 15, timestamp: 250),
                                        seg(1, 10, 100, 200), seg(11, 20, 210, 300), seg(31, 40, 500, 600)])

@@ -85,6 +85,50 @@ public struct ArchiveCatalog: Sendable, Equatable {
         return out
     }
 
+    /// How to make segments that hold entries twice (writers racing at a leader change) hold each
+    /// entry once, keeping every entry: `remove` segments the remaining others cover entirely (the
+    /// longest first, ties by name, so writers looking at the same listing decide alike), then
+    /// `trim` each segment that still starts inside the one before it (neither covers the other)
+    /// to start after it, keeping its end and the state hash recorded there. The entries at an
+    /// index are the same committed ones in every segment, so restores stay exact.
+    public struct Cleanup: Sendable, Equatable {
+        public var remove: [Object] = []
+        public var trim: [Trim] = []
+        public var isEmpty: Bool { remove.isEmpty && trim.isEmpty }
+    }
+
+    public struct Trim: Sendable, Equatable {
+        public var segment: Object
+        /// The trimmed segment's first index (`segment.last` stays).
+        public var from: UInt64
+    }
+
+    public var cleanup: Cleanup {
+        let overlapping = Set(overlaps.flatMap { [$0.0, $0.1] })
+        guard !overlapping.isEmpty else { return Cleanup() }
+        var out = Cleanup()
+        var kept = segments
+        let candidates = segments.filter { overlapping.contains($0.name) }
+            .sorted { ($0.last - $0.first, $1.name) > ($1.last - $1.first, $0.name) }
+        for s in candidates where s.first > 0 {
+            var end = s.first - 1
+            for o in kept where o.name != s.name && o.last >= s.first && o.first <= s.last {
+                if o.first > end + 1 { break }
+                end = max(end, o.last)
+            }
+            if end >= s.last {
+                out.remove.append(s)
+                kept.removeAll { $0.name == s.name }
+            }
+        }
+        var end: UInt64? = nil
+        for s in kept {
+            if let e = end, s.first <= e, s.last > e { out.trim.append(Trim(segment: s, from: e + 1)) }
+            end = max(end ?? 0, s.last)
+        }
+        return out
+    }
+
     /// The last index the segments hold without a gap after `index` (index itself when none follows).
     public func continuousEnd(after index: UInt64) -> UInt64 {
         var end = index
