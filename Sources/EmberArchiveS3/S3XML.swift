@@ -18,6 +18,11 @@ public enum S3XML {
 
     public static func value(_ tag: String, in xml: String) -> String? { values(tag, in: xml).first }
 
+    /// XML's five predefined entities, for both directions.
+    static let entities: [(name: String, character: Character)] = [
+        ("amp", "&"), ("lt", "<"), ("gt", ">"), ("quot", "\""), ("apos", "'"),
+    ]
+
     public static func unescape(_ s: String) -> String {
         guard s.contains("&") else { return s }
         var out = ""
@@ -29,13 +34,9 @@ public enum S3XML {
                 return out
             }
             let name = rest[rest.index(after: amp)..<semi]
-            switch name {
-            case "amp": out += "&"
-            case "lt": out += "<"
-            case "gt": out += ">"
-            case "quot": out += "\""
-            case "apos": out += "'"
-            default:
+            if let e = entities.first(where: { $0.name == name }) {
+                out.append(e.character)
+            } else {
                 let code: UInt32? = name.hasPrefix("#x") ? UInt32(name.dropFirst(2), radix: 16)
                     : name.hasPrefix("#") ? UInt32(name.dropFirst()) : nil
                 if let code, let u = Unicode.Scalar(code) { out.unicodeScalars.append(u) } else { out += rest[amp...semi] }
@@ -48,14 +49,7 @@ public enum S3XML {
     public static func escape(_ s: String) -> String {
         var out = ""
         for c in s {
-            switch c {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            default: out.append(c)
-            }
+            if let e = entities.first(where: { $0.character == c }) { out += "&\(e.name);" } else { out.append(c) }
         }
         return out
     }

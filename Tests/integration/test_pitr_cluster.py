@@ -12,6 +12,31 @@ from conftest import Node, wait_for
 from test_pitr import ember, ls, restore
 
 
+class Writer:
+    """PUTs /w/k{i} round the given nodes from a thread until stopped; `acked` holds every write a
+    node acknowledged (refused and failed ones are left out: the node may be down or deposed)."""
+
+    def __init__(self, urls):
+        self.urls, self.acked, self.stop = urls, {}, threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set():
+            try:
+                r = requests.put(f"{self.urls[i % len(self.urls)]}/w/k{i}.json", data=str(i), timeout=5)
+                if r.status_code == 200:
+                    self.acked[f"k{i}"] = i
+            except requests.RequestException:
+                pass
+            i += 1
+
+    def join(self):
+        self.stop.set()
+        self.thread.join()
+
+
 def test_kill9_of_the_archiving_leader_leaves_no_gap_and_no_duplicate(tmp_path):
     archive = str(tmp_path / "archive")
     c = Cluster(tmp_path / "c", extra=("--archive", archive, "--archive-segment-age", "0.2s", "--archive-base-every", "1h"))
@@ -20,29 +45,14 @@ def test_kill9_of_the_archiving_leader_leaves_no_gap_and_no_duplicate(tmp_path):
         wait_for("the leader archives", lambda: c.status(leader)["archive"]["active"])
         followers = [n["id"] for n in c.nodes if n["id"] != leader]
         assert not any(c.status(f)["archive"]["active"] for f in followers), "a follower must never write the archive"
-        acked = {}
-        stop = threading.Event()
-
-        def writer(node_ids):
-            i = 0
-            while not stop.is_set():
-                for nid in node_ids:
-                    try:
-                        r = requests.put(f"{c.url(nid)}/w/k{i}.json", data=str(i), timeout=5)
-                        if r.status_code == 200:
-                            acked[f"k{i}"] = i
-                    except requests.RequestException:
-                        pass
-                    i += 1
-        t = threading.Thread(target=writer, args=(followers,))
-        t.start()
+        w = Writer([c.url(f) for f in followers])
+        acked = w.acked
         wait_for("segments written", lambda: len(ls(archive)["segments"]) >= 3 and len(acked) > 50)
         c.kill9(leader)
         new = c.leader(among=followers, timeout=30)
         wait_for("the new leader archives", lambda: c.status(new)["archive"]["active"])
         wait_for("more writes", lambda: len(acked) > 200)
-        stop.set()
-        t.join()
+        w.join()
         wait_for("archive caught up", lambda: (lambda a: a["lagEntries"] == 0 and a["lastError"] is None)(c.status(new)["archive"]))
         listing = ls(archive)
         assert listing["gaps"] == []
@@ -111,21 +121,8 @@ def test_the_archiving_leader_removed_and_re_added_leaves_no_gap_and_no_duplicat
         wait_for("the leader archives", lambda: c.status(old)["archive"]["active"])
         member = c.status(old)["members"][old]
         stay = [n["id"] for n in c.nodes if n["id"] != old]
-        acked = {}
-        stop = threading.Event()
-
-        def writer():
-            i = 0
-            while not stop.is_set():
-                try:
-                    r = requests.put(f"{c.url(stay[i % 2])}/w/k{i}.json", data=str(i), timeout=5)
-                    if r.status_code == 200:
-                        acked[f"k{i}"] = i
-                except requests.RequestException:
-                    pass
-                i += 1
-        t = threading.Thread(target=writer)
-        t.start()
+        w = Writer([c.url(n) for n in stay])
+        acked = w.acked
         try:
             wait_for("segments written", lambda: len(ls(archive)["segments"]) >= 2 and len(acked) > 30)
             # Removed (asked of a node that stays: forwarded to the leader, which steps aside first).
@@ -149,8 +146,7 @@ def test_the_archiving_leader_removed_and_re_added_leaves_no_gap_and_no_duplicat
             segments_before = len(ls(archive)["segments"])
             wait_for("it stores segments again", lambda: len(ls(archive)["segments"]) >= segments_before + 2)
         finally:
-            stop.set()
-            t.join()
+            w.join()
         ids = [n["id"] for n in c.nodes]
         wait_for("archive caught up", lambda: (lambda a: a["active"] and a["lagEntries"] == 0 and a["lastError"] is None)(
             c.status(old)["archive"]))
