@@ -14,7 +14,10 @@ extension Applier {
         var items: [(TriggerDefinition, [Node])] = []
         var read: [Path: Node] = [:]
         for (p, old) in parts { read[p] = old }
+        var byPattern: [String: [Node]] = [:]
         for def in set.definitions {
+            // Triggers on one pattern read the same scopes.
+            if let before = byPattern[def.pattern.description] { items.append((def, before)); continue }
             let scopes = TriggerChanges.scopes(def.pattern, parts: parts.map(\.0))
             if scopes.isEmpty { continue }
             var before: [Node] = []
@@ -24,44 +27,61 @@ extension Applier {
                 read[s] = n
                 before.append(n)
             }
+            byPattern[def.pattern.description] = before
             items.append((def, before))
         }
         return items.isEmpty ? nil : TriggerCapture(items: items)
     }
 
     /// After the write: each trigger's events go to its outbox (one row for the entry), unless
-    /// its retention limit is reached: then they are counted as the trigger's gap.
+    /// its retention limit is reached: then they are counted as the trigger's gap. Triggers on
+    /// the same pattern share the changes, and those that also fire on the same kinds share the
+    /// encoded row: ten triggers on one path cost one diff and one encoding, not ten.
     func recordTriggers(_ e: LogEntry, _ capture: TriggerCapture, parts: [(Path, Node)]) throws {
         let ns = e.namespace
         let (authType, authID) = Self.triggerAuth(e.auth)
+        var changesByPattern: [String: [(TriggerChange, before: JSON, after: JSON)]] = [:]
+        var rowsByKinds: [String: [UInt8]] = [:]
         for (def, before) in capture.items {
-            let changes = TriggerChanges.changes(def.pattern, parts: parts, before: before)
-            let fired = changes.compactMap { c in def.firedType(for: c.kind).map { (c, $0) } }
+            let patternKey = def.pattern.description
+            let changes: [(TriggerChange, before: JSON, after: JSON)]
+            if let c = changesByPattern[patternKey] { changes = c } else {
+                let fresh = TriggerChanges.changes(def.pattern, parts: parts, before: before).map { ($0, $0.before.toJSON(), $0.after.toJSON()) }
+                changesByPattern[patternKey] = fresh
+                changes = fresh
+            }
+            let fired = changes.compactMap { c in def.firedType(for: c.0.kind).map { (c, $0) } }
             if fired.isEmpty { continue }
-            var state = try tables.triggerState(t, ns, def.name) ?? TriggerState()
             let key = TriggerKeys.row(TriggerKeys.outboxPrefix(ns, def.name), e.index)
             // An onDisconnect run applies several writes at one index: their events share its row.
-            var events: [TriggerEvent] = []
             let existing = try t.get(tables.meta, key)
-            if let existing {
-                var r = ByteReader(existing)
-                events = try TriggerRecord.decode(&r)
+            let rowKey = patternKey + "\u{0}" + def.on.map(\.rawValue).joined(separator: ",")
+            let encoded: [UInt8]
+            if existing == nil, let row = rowsByKinds[rowKey] { encoded = row } else {
+                var events: [TriggerEvent] = []
+                if let existing {
+                    var r = ByteReader(existing)
+                    events = try TriggerRecord.decode(&r)
+                }
+                for ((c, before, after), type) in fired {
+                    events.append(TriggerEvent(index: e.index, seq: events.count, timestamp: e.timestamp, type: type, location: c.location,
+                                               params: c.params, before: before, after: after, delta: c.delta,
+                                               authType: authType, authID: authID))
+                }
+                var w = ByteWriter()
+                TriggerRecord.encode(events, into: &w)
+                encoded = w.bytes
+                if existing == nil { rowsByKinds[rowKey] = encoded }
             }
-            for (c, type) in fired {
-                events.append(TriggerEvent(index: e.index, seq: events.count, timestamp: e.timestamp, type: type, location: c.location,
-                                           params: c.params, before: c.before.toJSON(), after: c.after.toJSON(), delta: c.delta,
-                                           authType: authType, authID: authID))
-            }
-            var w = ByteWriter()
-            TriggerRecord.encode(events, into: &w)
+            var state = try tables.triggerState(t, ns, def.name) ?? TriggerState()
             let oldBytes = UInt64(existing?.count ?? 0)
             let newRows = state.pending + (existing == nil ? 1 : 0)
-            let newBytes = state.pendingBytes - oldBytes + UInt64(w.bytes.count)
+            let newBytes = state.pendingBytes - oldBytes + UInt64(encoded.count)
             state.events += UInt64(fired.count)
             if def.feed {
                 // A feed keeps the newest entries: the oldest go, and its cursor says which
                 // (a consumer asking for older ones is answered 410 with it).
-                try t.put(tables.meta, key, w.bytes)
+                try t.put(tables.meta, key, encoded)
                 state.pending = newRows
                 state.pendingBytes = newBytes
                 let prefix = TriggerKeys.outboxPrefix(ns, def.name)
@@ -80,7 +100,7 @@ extension Applier {
                 if state.gapFirst == 0 { state.gapFirst = e.index }
                 state.gapLast = e.index
             } else {
-                try t.put(tables.meta, key, w.bytes)
+                try t.put(tables.meta, key, encoded)
                 state.pending = newRows
                 state.pendingBytes = newBytes
             }

@@ -45,8 +45,8 @@ struct TriggerBench: AsyncParsableCommand {
     @Option(help: "Events per POST of the batching triggers (b, c).")
     var batchSize = 1_000
 
-    @Option(help: "POSTs in flight per trigger (1 keeps strict order).")
-    var inFlight = 1
+    @Option(help: "POSTs in flight per trigger, pipelined in order on one connection (the definitions' inFlight).")
+    var inFlight = 16
 
     @Option(help: "Active triggers in the throughput comparison (c).")
     var triggers = 10

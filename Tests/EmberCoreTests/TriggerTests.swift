@@ -229,12 +229,92 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         #expect(m.completed(batch: 1, error: nil, now: 0) == [.settle(indexes: [1, 2, 3], deadLetter: nil)])
     }
 
+    @Test func aWindowGoesBackToTheFailedBatchAndResendsWhatFollowsInOrder() {
+        var m = TriggerDelivery(limits: limits { $0.inFlight = 3; $0.backoffMs = 100; $0.maxBackoffMs = 100 }, seed: 1)
+        for i in 1...4 { m.take(index: UInt64(i), events: 1) }
+        func ev(_ i: UInt64) -> [TriggerDelivery.Event] { [.init(index: i, seq: 0, last: true)] }
+        #expect(m.poll(now: 0) == [.send(batch: 1, events: ev(1)), .send(batch: 2, events: ev(2)), .send(batch: 3, events: ev(3))])
+        // 2 is delivered, then 1 fails: 2 goes back behind 1; 3 (still in flight) too, whatever
+        // its receiver answers.
+        #expect(m.completed(batch: 2, error: nil, now: 1).isEmpty)
+        #expect(m.completed(batch: 1, error: "HTTP 503", now: 2).isEmpty)
+        #expect(m.completed(batch: 3, error: nil, now: 3).isEmpty)
+        let due = m.nextWake!
+        #expect(due >= 2 + 50 && due <= 2 + 100, "the failed batch's backoff, not the resends' \(due)")
+        #expect(m.poll(now: due - 1).isEmpty, "nothing overtakes the failed batch")
+        // Resent in log order with the same events (same ids), then the next new one.
+        #expect(m.poll(now: due) == [.send(batch: 1, events: ev(1)), .send(batch: 2, events: ev(2)), .send(batch: 3, events: ev(3))])
+        #expect(m.nextWake == nil, "window full: the next input is a completion")
+        #expect(m.completed(batch: 1, error: nil, now: due) == [.settle(indexes: [1], deadLetter: nil)])
+        #expect(m.poll(now: due) == [.send(batch: 4, events: ev(4))])
+        #expect(m.completed(batch: 3, error: nil, now: due).isEmpty)
+        #expect(m.completed(batch: 2, error: nil, now: due) == [.settle(indexes: [2, 3], deadLetter: nil)])
+        #expect(m.completed(batch: 4, error: nil, now: due) == [.settle(indexes: [4], deadLetter: nil)])
+        #expect(m.isIdle)
+    }
+
+    @Test func nothingOvertakesABatchThatMustGoAgainWhileItsFirstAnswerIsOutstanding() {
+        // The failed batch's retry is answered before the first answers of those behind it.
+        var m = TriggerDelivery(limits: limits { $0.inFlight = 3; $0.backoffMs = 10; $0.maxBackoffMs = 10 }, seed: 1)
+        for i in 1...4 { m.take(index: UInt64(i), events: 1) }
+        func ev(_ i: UInt64) -> [TriggerDelivery.Event] { [.init(index: i, seq: 0, last: true)] }
+        #expect(m.poll(now: 0).count == 3)
+        #expect(m.completed(batch: 1, error: "HTTP 503", now: 0).isEmpty)
+        let due = m.nextWake!
+        #expect(m.poll(now: due) == [.send(batch: 1, events: ev(1))])
+        #expect(m.completed(batch: 1, error: nil, now: due) == [.settle(indexes: [1], deadLetter: nil)])
+        #expect(m.poll(now: due).isEmpty, "4 waits: 2 and 3 go again first")
+        #expect(m.nextWake == nil, "their answers come first")
+        #expect(m.completed(batch: 2, error: nil, now: due).isEmpty)
+        #expect(m.poll(now: due) == [.send(batch: 2, events: ev(2))])
+        #expect(m.completed(batch: 3, error: nil, now: due).isEmpty)
+        #expect(m.poll(now: due) == [.send(batch: 3, events: ev(3)), .send(batch: 4, events: ev(4))])
+        #expect(m.completed(batch: 2, error: nil, now: due) == [.settle(indexes: [2], deadLetter: nil)])
+        #expect(m.completed(batch: 3, error: nil, now: due) == [.settle(indexes: [3], deadLetter: nil)])
+        #expect(m.completed(batch: 4, error: nil, now: due) == [.settle(indexes: [4], deadLetter: nil)])
+        #expect(m.isIdle)
+    }
+
+    @Test func retriesOfAWindowGoOutInLogOrderWhateverTheirJitter() {
+        // Every batch of the window fails (a connection lost): each draws its own wait, yet none
+        // is sent before the one ahead of it.
+        for seed in 1...50 as ClosedRange<UInt64> {
+            var m = TriggerDelivery(limits: limits { $0.inFlight = 4; $0.backoffMs = 1_000; $0.maxBackoffMs = 1_000 }, seed: seed)
+            for i in 1...4 { m.take(index: UInt64(i), events: 1) }
+            _ = m.poll(now: 0)
+            for b in 1...4 as ClosedRange<UInt64> { _ = m.completed(batch: b, error: "connection closed", now: 0) }
+            var sent: [UInt64] = []
+            var now: Int64 = 0
+            while sent.count < 4, let wake = m.nextWake {
+                now = max(now, wake)
+                for case .send(let b, _) in m.poll(now: now) { sent.append(b) }
+            }
+            #expect(sent == [1, 2, 3, 4], "seed \(seed)")
+        }
+    }
+
     @Test func theQueueIsBounded() {
         var m = TriggerDelivery(limits: limits { $0.batchSize = 1_000; $0.inFlight = 64 }, seed: 1)
         #expect(m.wants == TriggerDelivery.maxQueued)
         m.take(index: 1, events: 10)
         #expect(m.wants == TriggerDelivery.maxQueued - 10)
         #expect(TriggerDelivery(limits: TriggerLimits(), seed: 1).wants == 2)
+    }
+
+    @Test func theSerializedBodyIsTheCloudEvent() throws {
+        let a = TriggerEvent(index: 42, seq: 1, timestamp: 1_795_639_377_123, type: .updated, location: Path(validated: ["rooms", "r\"1", "msgs", "m\n2"]),
+                             params: ["room": "r\"1", "msg": "m\n2", "10": "x"], before: try JSON.parse(#"{"b":1,"2":[true,null],"a":"é\u0001"}"#),
+                             after: try JSON.parse(#"{"b":2.5}"#), delta: try JSON.parse(#"{"b":2.5,"2":null}"#), authType: "app_user", authID: "u\\1")
+        let b = TriggerEvent(index: 43, seq: 0, timestamp: 0, type: .deleted, location: Path(validated: ["x"]), params: [:],
+                             before: .string("v"), after: .null, delta: .null, authType: "admin", authID: nil)
+        for e in [a, b] {
+            let one = TriggerEvent.cloudEventBody([e], namespace: "n s", trigger: "t/1", batch: false)
+            #expect(try JSON.parse(String(decoding: one, as: UTF8.self)) == e.cloudEvent(namespace: "n s", trigger: "t/1"))
+        }
+        let both = TriggerEvent.cloudEventBody([a, b], namespace: "ns", trigger: "t", batch: true)
+        #expect(try JSON.parse(String(decoding: both, as: UTF8.self)) == .array([a, b].map { $0.cloudEvent(namespace: "ns", trigger: "t") }))
+        // What receivers scan for stays byte-exact (compact, no spaces).
+        #expect(String(decoding: both, as: UTF8.self).contains(#""sequence":"43","#))
     }
 
     @Test func timesAreRFC3339() {

@@ -390,3 +390,98 @@ def test_a_batching_trigger_posts_arrays_in_order(node, ns, receiver):
     assert [e["ref"] for e in got] == [f"/b/{i:02}" for i in range(10)]
     assert all(ct == "application/cloudevents-batch+json" and 1 <= n <= 4 for ct, n in receiver.batches)
     assert max(n for _, n in receiver.batches) == 4, receiver.batches
+
+
+class KeepAliveReceiver:
+    """An HTTP/1.1 receiver that keeps connections alive (so the trigger's window is pipelined
+    on them) and records every attempt in arrival order: (event id, log index, status, client
+    port, body). Events at `fail_once` refs are answered 503 the first time they arrive."""
+
+    def __init__(self, fail_once=()):
+        self.attempts = []
+        self.fail_once = set(fail_once)
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                want = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+                doc = json.loads(body)
+                with receiver.lock:
+                    status = 200 if hmac.compare_digest(want, self.headers.get("X-Ember-Signature", "")) else 401
+                    if status == 200 and doc["ref"] in receiver.fail_once:
+                        receiver.fail_once.discard(doc["ref"])
+                        status = 503
+                    receiver.attempts.append((doc["id"], int(doc["sequence"]), status, self.client_address[1], body))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def accepted(self):
+        with self.lock:
+            return {a[1] for a in self.attempts if a[2] == 200}
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_pipelined_window_keeps_log_order_and_resends_the_same_ids_after_a_failure(node, ns):
+    """inFlight 8 without batching: POSTs pipelined on a kept-alive connection arrive in log
+    order; when one fails, the ones pipelined behind it are sent again after its retry, with
+    the same ids and bodies, so the receiver's last word on each event is in log order."""
+    admin = lambda p: f"{node.url}/.ember/triggers{p}?ns={ns}"
+    state = lambda: requests.get(admin(""), headers=OWNER, timeout=5).json()["triggers"]["p"]["state"]
+    recv = KeepAliveReceiver(fail_once={"/p/05", "/p/22"})
+    try:
+        doc = {"p": trig(recv.url, "/p/{n}", ["created"], inFlight=8, backoffMs=50, maxBackoffMs=50, retries=100)}
+        assert put_triggers(node, ns, doc).status_code == 200
+        # A backlog, so the window fills: paused while the writes commit.
+        assert requests.post(admin("/p/pause"), headers=OWNER, timeout=5).status_code == 200
+        for i in range(40):
+            assert requests.put(f"{node.url}/p/{i:02}.json?ns={ns}", json=i).status_code == 200
+        assert state()["pending"] == 40
+        assert requests.post(admin("/p/resume"), headers=OWNER, timeout=5).status_code == 200
+        wait_for("40 events accepted", lambda: len(recv.accepted()) >= 40)
+        wait_for("the cursor past them", lambda: state()["pending"] == 0)
+        with recv.lock:
+            attempts = list(recv.attempts)
+        refs = {a[1]: json.loads(a[4])["ref"] for a in attempts}
+        order = sorted(refs)
+        assert [refs[i] for i in order] == [f"/p/{i:02}" for i in range(40)], "every event, each at its own entry"
+        assert recv.accepted() == set(order)
+        assert all(a[2] in (200, 503) for a in attempts), "signatures verify"
+        indexes = [a[1] for a in attempts]
+        failed = [a[1] for a in attempts if a[2] == 503]
+        assert [refs[i] for i in failed] == ["/p/05", "/p/22"]
+        # Arrivals are increasing runs; each new run starts again at the event that failed in
+        # the run before it (go-back-N): nothing overtakes a failed event's retry.
+        restarts = [indexes[k] for k in range(1, len(indexes)) if indexes[k] <= indexes[k - 1]]
+        assert restarts == failed, (restarts, failed, [(a[1], a[2]) for a in attempts])
+        # The receiver's last word per event is in log order.
+        last = {}
+        for pos, a in enumerate(attempts):
+            if a[2] == 200:
+                last[a[1]] = pos
+        assert sorted(last, key=last.get) == order
+        # A redelivery repeats the id with the same body.
+        bodies = {}
+        for a in attempts:
+            assert bodies.setdefault(a[0], a[4]) == a[4]
+        # Pipelined on kept-alive connections, not one connection per POST.
+        assert len({a[3] for a in attempts}) <= 3, len({a[3] for a in attempts})
+    finally:
+        recv.close()

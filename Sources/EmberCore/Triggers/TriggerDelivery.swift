@@ -39,6 +39,9 @@ public struct TriggerDelivery: Sendable {
         var retryAt: Int64?
         /// Delivered (nil) or dead with this reason, once finished.
         var outcome: String??
+        /// Sent behind a batch that failed since: sent again after it, whatever its receiver
+        /// answers this time (go-back-N keeps a window's deliveries in log order).
+        var resend = false
     }
 
     public let limits: TriggerLimits
@@ -115,20 +118,23 @@ public struct TriggerDelivery: Sendable {
         return z ^ (z >> 31)
     }
 
-    /// What to do at `now`: retries that are due, and new POSTs while the window has room and
-    /// no POST waits for a retry (a failing receiver is not sent later events meanwhile).
+    /// What to do at `now`: retries that are due, in log order (a retry not yet due holds back
+    /// those after it), and new POSTs while the window has room and no POST waits for a retry
+    /// (a failing receiver is not sent later events meanwhile).
     public mutating func poll(now: Int64) -> [Action] {
         guard halted == nil else { return [] }
         var out: [Action] = []
         var inFlight = batches.filter(\.inFlight).count
-        for i in batches.indices where !batches[i].inFlight && batches[i].outcome == nil {
-            guard let at = batches[i].retryAt, at <= now, inFlight < limits.inFlight else { continue }
+        for i in batches.indices where batches[i].outcome == nil {
+            // One in flight that must go again: nothing behind it may go before it does.
+            if batches[i].inFlight { if batches[i].resend { break } else { continue } }
+            guard let at = batches[i].retryAt, at <= now, inFlight < limits.inFlight else { break }
             batches[i].inFlight = true
             batches[i].retryAt = nil
             inFlight += 1
             out.append(.send(batch: batches[i].id, events: batches[i].events))
         }
-        let waiting = batches.contains { $0.retryAt != nil }
+        let waiting = batches.contains { $0.retryAt != nil || $0.resend }
         while !waiting && inFlight < limits.inFlight && !queue.isEmpty {
             let n = min(limits.batchSize, queue.count)
             let b = Batch(id: nextBatch, events: Array(queue.prefix(n)), inFlight: true)
@@ -142,14 +148,28 @@ public struct TriggerDelivery: Sendable {
     }
 
     /// When `poll` has something to do next without new input (a retry's time), if ever.
+    /// The first waiting batch's: later ones wait behind it; none while the window is full (a
+    /// completion comes first).
     public var nextWake: Int64? {
-        halted == nil ? batches.compactMap(\.retryAt).min() : nil
+        guard halted == nil, batches.lazy.filter(\.inFlight).count < limits.inFlight else { return nil }
+        guard let first = batches.first(where: { $0.outcome == nil && (!$0.inFlight || $0.resend) }) else { return nil }
+        return first.inFlight ? nil : first.retryAt
     }
 
     /// A POST finished: `error` nil for a 2xx, else why it failed (kept as `lastError`).
+    ///
+    /// With a window (`inFlight` > 1) the batches behind a failed one were sent after it: they
+    /// are sent again after its retry, in order, with the same ids (whatever their receiver
+    /// answered), so the receiver sees the trigger's events in log order once more.
     public mutating func completed(batch id: UInt64, error: String?, now: Int64) -> [Action] {
         guard let i = batches.firstIndex(where: { $0.id == id }), batches[i].inFlight else { return [] }
         batches[i].inFlight = false
+        if batches[i].resend {
+            batches[i].resend = false
+            if let error { lastError = error }
+            batches[i].retryAt = now
+            return []
+        }
         if let error {
             lastError = error
             batches[i].attempts += 1
@@ -163,12 +183,26 @@ public struct TriggerDelivery: Sendable {
                 }
             } else {
                 batches[i].retryAt = now + jitteredBackoff(afterAttempts: batches[i].attempts)
+                goBack(after: i, now: now)
                 return []
             }
         } else {
             batches[i].outcome = .some(nil)
         }
         return settle()
+    }
+
+    /// The batches after `i` go back to be sent again after it: those in flight once they
+    /// finish, those delivered (not yet settled: `i` is before them) now.
+    mutating func goBack(after i: Int, now: Int64) {
+        for j in batches.indices where j > i {
+            if batches[j].inFlight {
+                batches[j].resend = true
+            } else if batches[j].outcome == .some(nil) {
+                batches[j].outcome = nil
+                batches[j].retryAt = now
+            }
+        }
     }
 
     /// Finished batches at the front become settled events; entries whose events are all

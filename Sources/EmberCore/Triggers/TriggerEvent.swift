@@ -59,6 +59,71 @@ public struct TriggerEvent: Sendable, Equatable {
         return .object(o)
     }
 
+    /// `cloudEvent` serialized straight to bytes (compact JSON, the same members in a fixed
+    /// order), without building the tree and sorting its keys: the worker serializes every event
+    /// it POSTs, and building and sorting the envelope was most of a busy leader's delivery cost.
+    public func writeCloudEvent(namespace: String, trigger: String, into out: inout [UInt8]) {
+        func key(_ k: StaticString) {
+            out.append(0x22)
+            out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+            out.append(contentsOf: [0x22, 0x3A])
+        }
+        func str(_ k: StaticString, _ v: String, comma: Bool = true) {
+            key(k)
+            JSONWriter.writeString(v, into: &out)
+            if comma { out.append(0x2C) }
+        }
+        let ref = location.segments.joined(separator: "/")
+        out.append(0x7B)
+        str("specversion", "1.0")
+        str("id", id)
+        str("source", "//ember/namespaces/\(namespace)/triggers/\(trigger)")
+        str("type", type.cloudEventType)
+        str("time", Self.rfc3339(millis: timestamp))
+        str("subject", "refs/" + ref)
+        str("datacontenttype", "application/json")
+        str("ref", "/" + ref)
+        str("instance", namespace)
+        str("trigger", trigger)
+        str("sequence", String(index))
+        key("params")
+        out.append(0x7B)
+        for (k, name) in params.keys.sorted().enumerated() {
+            if k > 0 { out.append(0x2C) }
+            JSONWriter.writeString(name, into: &out)
+            out.append(0x3A)
+            JSONWriter.writeString(params[name]!, into: &out)
+        }
+        out.append(contentsOf: [0x7D, 0x2C])
+        str("authtype", authType)
+        if let authID { str("authid", authID) }
+        key("data")
+        out.append(0x7B)
+        key("data"); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
+        key("delta"); JSONWriter.write(delta, into: &out, pretty: false, indent: 0); out.append(0x2C)
+        key("before"); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
+        key("after"); JSONWriter.write(after, into: &out, pretty: false, indent: 0)
+        out.append(contentsOf: [0x7D, 0x7D])
+    }
+
+    /// The POST body of `events`: one CloudEvent, or (`batch`) a JSON array of them.
+    public static func cloudEventBody(_ events: [TriggerEvent], namespace: String, trigger: String, batch: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(events.count * 512)
+        if !batch {
+            guard let e = events.first else { return Array("null".utf8) }
+            e.writeCloudEvent(namespace: namespace, trigger: trigger, into: &out)
+            return out
+        }
+        out.append(0x5B)
+        for (k, e) in events.enumerated() {
+            if k > 0 { out.append(0x2C) }
+            e.writeCloudEvent(namespace: namespace, trigger: trigger, into: &out)
+        }
+        out.append(0x5D)
+        return out
+    }
+
     /// `2026-11-28T20:42:57.123Z` (UTC; days to civil date after H. Hinnant's published method).
     public static func rfc3339(millis: Int64) -> String {
         let ms = ((millis % 1000) + 1000) % 1000
@@ -76,7 +141,7 @@ public struct TriggerEvent: Sendable, Equatable {
         let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
         func pad(_ v: Int64, _ n: Int) -> String {
             let s = String(v)
-            return String(repeating: "0", count: max(0, n - s.count)) + s
+            return s.utf8.count >= n ? s : String(repeating: "0", count: n - s.utf8.count) + s
         }
         return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(sod / 3600, 2)):\(pad(sod % 3600 / 60, 2)):\(pad(sod % 60, 2)).\(pad(ms, 3))Z"
     }

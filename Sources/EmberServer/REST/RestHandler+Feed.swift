@@ -90,7 +90,7 @@ extension RestHandler {
                         events = try events.filter { try gate.canRead(ns, $0.location, identity, query: nil, now: now) }
                         if events.isEmpty { continue }
                     }
-                    let data = JSON.array(events.map { $0.cloudEvent(namespace: ns, trigger: name) }).serialized()
+                    let data = String(decoding: TriggerEvent.cloudEventBody(events, namespace: ns, trigger: name, batch: true), as: UTF8.self)
                     try await writer.write(ByteBuffer(string: "id: \(r.index)\nevent: change\ndata: \(data)\n\n"))
                 }
                 if rows.isEmpty {
