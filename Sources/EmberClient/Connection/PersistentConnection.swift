@@ -78,7 +78,7 @@ actor PersistentConnection {
     }
 
     /// How long a get waits for a connection before failing with `offline` (JS: 3 s).
-    static let getConnectTimeout: Duration = .seconds(3)
+    static let defaultGetConnectTimeout: Duration = .seconds(3)
     static let keepAliveInterval: Duration = .seconds(45)
     static let defaultHandshakeTimeout: Duration = .seconds(20)
 
@@ -95,6 +95,9 @@ actor PersistentConnection {
     /// How long an opened socket may go without the server's hello before it counts as failed
     /// (a node that accepts connections but never answers must not hold the client forever).
     let handshakeTimeout: Duration
+    /// How long a get made without a connection waits for one (tests shorten it: their check is
+    /// the `offline` completion itself, not how long it took).
+    let getConnectTimeout: Duration
     private let transport: any WireTransport
     private weak var delegate: (any ConnectionDelegate)?
     private var backoff: ReconnectBackoff
@@ -124,19 +127,22 @@ actor PersistentConnection {
 
     init(url: String, transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
          authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
-         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout) {
+         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout,
+         getConnectTimeout: Duration = PersistentConnection.defaultGetConnectTimeout) {
         self.init(urls: [url], transport: transport, policy: policy, delegate: delegate, authToken: authToken,
-                  tokenProvider: tokenProvider, handshakeTimeout: handshakeTimeout)
+                  tokenProvider: tokenProvider, handshakeTimeout: handshakeTimeout, getConnectTimeout: getConnectTimeout)
     }
 
     /// `spreadSeed`: spread over the cluster's nodes with choices drawn from it (`NodeList`);
     /// nil: the given order.
     init(urls: [String], transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
          authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
-         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout, spreadSeed: UInt64? = nil) {
+         handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout,
+         getConnectTimeout: Duration = PersistentConnection.defaultGetConnectTimeout, spreadSeed: UInt64? = nil) {
         precondition(!urls.isEmpty, "a connection needs at least one URL")
         nodes = NodeList(given: urls, seed: spreadSeed)
         self.handshakeTimeout = handshakeTimeout
+        self.getConnectTimeout = getConnectTimeout
         session = WireClientSession(credential: authToken)
         self.tokenProvider = tokenProvider
         self.transport = transport
@@ -301,9 +307,9 @@ actor PersistentConnection {
             case .getCompleted(let id, let status, let data):
                 getHandlers.removeValue(forKey: id)?(status, data)
             case .armGetTimeout(let id):
-                let inbox = inbox
+                let inbox = inbox, timeout = getConnectTimeout
                 Task {
-                    try? await Task.sleep(for: Self.getConnectTimeout)
+                    try? await Task.sleep(for: timeout)
                     inbox.yield(.getTimeout(id: id))
                 }
             case .data(let path, let data, let isMerge, let tag):
