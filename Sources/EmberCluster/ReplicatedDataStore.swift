@@ -335,6 +335,9 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
                          "level": .int(Int64(l.level)), "level2": .bool(l.level >= 2)])
             })),
             "stateHash": .string(try await hashCache.hash(of: local.storage)),
+            // The corruption check's last verdict on this member (periodic or asked for), so the
+            // console shows voters' and learners' hashes without running a check (null: none yet).
+            "lastHashCheck": check.lastVerdict?.json(node: config.nodeID, alarm: local.storage.alarms.active(.corrupt)) ?? .null,
         ]
         if s.role == .leader {
             var peers: KeyMap<JSON> = [:]

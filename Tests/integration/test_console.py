@@ -319,6 +319,80 @@ def test_cluster_dashboard_shows_three_members_and_one_leader(browser):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_cluster_panel_marks_learners_and_shows_their_state_hashes(browser):
+    """3 voters + a learner: the learner is a row of its own marked as one, and the corruption
+    check's verdict (the button runs it) lists its hash apart from the voters', not counted."""
+    d = tempfile.mkdtemp(prefix="ember-console-learner-")
+    env = {**os.environ, "EMBERD": EMBERD}
+    subprocess.run([sys.executable, SCRIPT, "up", "--nodes", "3", "--dir", d], check=True, env=env, capture_output=True)
+    try:
+        out = subprocess.run([sys.executable, SCRIPT, "add-node", "--dir", d, "--id", "n4", "--register", "--learner"],
+                             check=True, env=env, capture_output=True, text=True)
+        n4 = json.loads(out.stdout.strip().splitlines()[-1])
+        with open(os.path.join(d, "cluster.json")) as f:
+            nodes = json.load(f)["nodes"]
+        owner = {"Authorization": "Bearer owner"}
+        requests.put(nodes[0]["url"] + "/checked.json", data='"a value"', headers=owner, timeout=10).raise_for_status()
+        browser.get(nodes[0]["url"] + "/.ember/console/#cluster")
+        browser.execute_script("sessionStorage.setItem('ember.token', 'owner')")
+        browser.refresh()
+
+        # Read in one script: the panel re-renders its rows every second (no stale elements).
+        def four_with_a_learner(drv):
+            return [tuple(r) for r in drv.execute_script(
+                "return [...document.querySelectorAll('#cluster-members tbody tr')].map((r) => "
+                "[r.dataset.member, r.cells[1].textContent, r.classList.contains('learner')])")]
+        wait(browser, 20).until(lambda drv: ("n4", "learner", True) in four_with_a_learner(drv)
+                                and len(four_with_a_learner(drv)) == 4)
+        rows = four_with_a_learner(browser)
+        assert [m for m, _, learner in rows if learner] == ["n4"], rows
+        assert sorted(role for m, role, _ in rows if m != "n4") == ["follower", "follower", "leader"], rows
+        assert "3 voters + 1 learner" in browser.find_element(By.ID, "cluster-summary").text
+        # The learner has Promote, not Make leader.
+        buttons = browser.execute_script(
+            "return [...document.querySelectorAll('#cluster-members tr[data-member=\"n4\"] button')].map((b) => b.className)")
+        assert "promote" in buttons and "transfer" not in buttons, buttons
+
+        # Every member applied everything (an idle cluster): the check meets at one index.
+        def applied():
+            seen = {requests.get(n["url"] + "/.ember/status", headers=owner, timeout=5).json()["appliedIndex"] for n in nodes}
+            return len(seen) == 1
+        deadline = time.time() + 20
+        while not applied():
+            assert time.time() < deadline, "the members did not reach one applied index"
+            time.sleep(0.1)
+        browser.find_element(By.ID, "cluster-check-run").click()
+
+        def hash_rows(drv):
+            return {r[0]: r[1:] for r in drv.execute_script(
+                "return [...document.querySelectorAll('#cluster-hashes tbody tr')].map((r) => "
+                "[r.dataset.member, ...[...r.cells].map((c) => c.textContent), r.classList.contains('learner')])")}
+        wait(browser, 30).until(lambda drv: "applied index" in drv.find_element(By.ID, "cluster-check-summary").text
+                                and "n4" in hash_rows(drv) and hash_rows(drv)["n4"][2])
+        shot(browser, "cluster-learner-hashes")
+        table = hash_rows(browser)
+        summary = browser.find_element(By.ID, "cluster-check-summary").text
+        index = int(re.search(r"applied index (\d+)", summary).group(1))
+        assert "a majority of the voters agree" in summary, summary
+        assert set(table) == {"n1", "n2", "n3", "n4"}, table
+        assert table["n4"][1:2] == ["learner (not counted)"] and table["n4"][4] is True, table
+        assert all(table[m][1] == "voter" and table[m][4] is False for m in ("n1", "n2", "n3")), table
+        # The hashes shown are the members' own at that index: the learner's is the one its
+        # status reports (nothing was written since), equal to the voters'.
+        st4 = requests.get(n4["url"] + "/.ember/status", headers=owner, timeout=5).json()
+        assert st4["appliedIndex"] == index, (st4["appliedIndex"], index)
+        assert table["n4"][2] == st4["stateHash"] and table["n4"][3] == "agrees", table
+        assert {table[m][2] for m in table} == {st4["stateHash"]}, table
+        # The node's status carries the same verdict (lastHashCheck), learnerHashes included,
+        # and the table follows it on the next polls.
+        last = requests.get(nodes[0]["url"] + "/.ember/status", headers=owner, timeout=5).json()["lastHashCheck"]
+        assert last["learnerHashes"] == {"n4": st4["stateHash"]} and "n4" not in last["hashes"], last
+        assert sorted(last["voters"]) == ["n1", "n2", "n3"]
+    finally:
+        subprocess.run([sys.executable, SCRIPT, "down", "--dir", d], env=env, capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_rules_simulate_endpoint_limits_and_errors(console_node):
     url = console_node.url + "/.ember/rules/simulate"
     admin = {"Authorization": "Bearer " + ADMIN}

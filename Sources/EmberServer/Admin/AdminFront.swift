@@ -65,8 +65,11 @@ final class AdminFront: Sendable {
         let path = request.uri.path
         if ConsoleFront.handles(path) {
             let ops = config.operations
-            return try ConsoleFront.respond(to: request, enabled: ops.console,
-                                            memberOrigins: ConsoleFront.origins(of: Array(ops.memberURLs.values) + [ops.advertisedURL].compactMap { $0 }))
+            // Members and learners added since start (the directory's client URLs) too: the
+            // cluster panel polls each one's status.
+            let urls = Array(ops.memberURLs.values) + ops.handshakeClientURLs(directory: store.admin.status.memberDirectory)
+                + [ops.advertisedURL].compactMap { $0 }
+            return try ConsoleFront.respond(to: request, enabled: ops.console, memberOrigins: ConsoleFront.origins(of: urls))
         }
         guard path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/.ember/status"
             || path == "/.ember/backup" || path == "/.ember/defrag" || path == Self.checkHashesPath else { return nil }

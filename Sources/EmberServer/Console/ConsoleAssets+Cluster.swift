@@ -1,6 +1,7 @@
 extension ConsoleAssets {
-    /// The cluster dashboard: every member's `/.ember/status` and this node's `/metrics`, polled;
-    /// leader transfer and member removal behind a confirm.
+    /// The cluster dashboard: every member's (voters' and learners') `/.ember/status` and this
+    /// node's `/metrics`, polled; the corruption check's last verdict (voters' and learners'
+    /// hashes) and a button to run it; leader transfer, promotion and removal behind a confirm.
     static let clusterJS = #"""
 import { request } from './api.js';
 
@@ -23,6 +24,9 @@ async function poll() {
   const urls = Object.assign({}, self.clientURLs || {});
   for (const [id, m] of Object.entries(self.members || {})) if (m && m.url) urls[id] = m.url;
   const ids = (self.voters && self.voters.length ? self.voters : Object.keys(urls)).slice().sort();
+  // Learners (non-voting members) after the voters: they serve clients, in no quorum.
+  const learners = (self.learners || []).filter((id) => !ids.includes(id)).sort();
+  ids.push(...learners);
   if (!ids.includes(self.id)) ids.push(self.id);
   const statuses = {};
   await Promise.all(ids.map(async (id) => { statuses[id] = id === self.id ? self : (urls[id] ? await statusOf(urls[id]) : null); }));
@@ -30,7 +34,8 @@ async function poll() {
   const leader = leaderId ? statuses[leaderId] : null;
   $('cluster-summary').textContent = self.role === 'single' || !self.voters
     ? `single node ${self.id || ''}: applied ${self.appliedIndex}`
-    : `${ids.length} members, leader ${leaderId || 'none'}, term ${self.term}; this node: ${self.id} (${self.role})`;
+    : `${ids.length - learners.length} voters` + (learners.length ? ` + ${learners.length} learner${learners.length > 1 ? 's' : ''}` : '')
+      + `, leader ${leaderId || 'none'}, term ${self.term}; this node: ${self.id} (${self.role})`;
   // The point-in-time archive as the node writing it (the leader) reports it (issue 37).
   const arch = (leader && leader.archive) || self.archive;
   $('cluster-archive').textContent = arch
@@ -44,9 +49,11 @@ async function poll() {
     const s = statuses[id];
     const tr = document.createElement('tr');
     tr.dataset.member = id;
+    const isLearner = learners.includes(id);
     if (id === leaderId) tr.classList.add('leader');
+    if (isLearner) tr.classList.add('learner');
     cell(tr, id + (id === self.id ? ' (this node)' : ''));
-    cell(tr, s ? s.role : 'unreachable');
+    cell(tr, s ? s.role : (isLearner ? 'learner, unreachable' : 'unreachable'));
     // NOSPACE (writes refused) and CORRUPT (serves no data; OPERATIONS.md says how to repair).
     const alarms = s && s.alarms ? s.alarms : [];
     const a = cell(tr, s ? (alarms.map((x) => x.alarm).join(', ') || 'none') : '');
@@ -69,7 +76,11 @@ async function poll() {
     cell(tr, urls[id] || '');
     const actions = cell(tr, '');
     if (self.voters && ids.length > 1) {
-      if (id !== leaderId) {
+      if (isLearner) {
+        const p = document.createElement('button'); p.textContent = 'Promote'; p.className = 'promote';
+        p.addEventListener('click', () => act(`Promote learner ${id} to voter? Every commit then waits for it too.`, 'POST', '/.ember/members/' + encodeURIComponent(id) + '/promote'));
+        actions.append(p);
+      } else if (id !== leaderId) {
         const t = document.createElement('button'); t.textContent = 'Make leader'; t.className = 'transfer';
         t.addEventListener('click', () => act(`Transfer leadership to ${id}?`, 'POST', '/.ember/leader/transfer', { to: id }));
         actions.append(t);
@@ -80,8 +91,48 @@ async function poll() {
     }
     body.append(tr);
   }
+  $('cluster-check').hidden = !self.voters;
+  if (self.voters) showCheck(self.lastHashCheck || null, learners);
   await pollMetrics();
 }
+
+// The corruption check's verdict (POST /.ember/check/hashes, or `lastHashCheck` in the status):
+// each voter's hash and each learner's, the learners marked as not counted toward the majority.
+let lastLearners = [];
+function showCheck(v, learners) {
+  lastLearners = learners;
+  const body = $('cluster-hashes').querySelector('tbody');
+  if (!v) { $('cluster-check-summary').textContent = 'no state hash check yet on this node'; body.replaceChildren(); return; }
+  const counts = {};
+  for (const h of Object.values(v.hashes || {})) counts[h] = (counts[h] || 0) + 1;
+  const majority = Object.keys(counts).find((h) => counts[h] > (v.voters || []).length / 2) || null;
+  $('cluster-check-summary').textContent = `state hashes at applied index ${v.appliedIndex} (checked on ${v.node}): `
+    + (v.corrupt ? 'CORRUPT' : v.conclusive ? 'a majority of the voters agree' : 'no conclusion')
+    + (v.alarm ? `; ${v.alarm}` : '');
+  $('cluster-check-summary').className = 'status' + (v.corrupt ? ' error' : '');
+  body.replaceChildren();
+  const learnerHashes = v.learnerHashes || {};
+  const rows = (v.voters || []).map((id) => [id, false, (v.hashes || {})[id]])
+    .concat([...new Set(Object.keys(learnerHashes).concat(learners))].sort().map((id) => [id, true, learnerHashes[id]]));
+  for (const [id, learner, hash] of rows) {
+    const tr = document.createElement('tr');
+    tr.dataset.member = id;
+    if (learner) tr.classList.add('learner');
+    cell(tr, id);
+    cell(tr, learner ? 'learner (not counted)' : 'voter');
+    cell(tr, hash || '').className = 'mono hash';
+    const agree = cell(tr, !hash ? 'no answer at this index' : !majority ? '' : hash === majority ? 'agrees' : 'DIFFERS');
+    agree.className = 'agreement' + (hash && majority && hash !== majority ? ' alarm' : '');
+    body.append(tr);
+  }
+}
+
+async function runCheck() {
+  $('cluster-check-summary').textContent = 'checking…';
+  try { showCheck(await request('POST', '/.ember/check/hashes'), lastLearners); }
+  catch (err) { $('cluster-check-summary').textContent = err.message; $('cluster-check-summary').className = 'status error'; }
+}
+$('cluster-check-run').addEventListener('click', runCheck);
 
 function mib(bytes) { return (bytes / 1048576).toFixed(1); }
 function percent(part, whole) { return whole > 0 ? Math.round(100 * part / whole) : 0; }

@@ -108,6 +108,13 @@ extension ConsoleAssets {
       <thead><tr><th>Member</th><th>Role</th><th>Alarms</th><th>Disk</th><th>Term</th><th>Commit</th><th>Applied</th><th>Lag</th><th>Connections</th><th>Listeners</th><th>URL</th><th></th></tr></thead>
       <tbody></tbody>
     </table>
+    <div id="cluster-check" hidden>
+      <button id="cluster-check-run">Check state hashes</button> <span id="cluster-check-summary" class="status"></span>
+      <table id="cluster-hashes" class="members">
+        <thead><tr><th>Member</th><th>Counted</th><th>State hash</th><th>Against the voters' majority</th></tr></thead>
+        <tbody></tbody>
+      </table>
+    </div>
     <div class="charts">
       <figure><figcaption>Writes/s (this node)</figcaption><svg id="chart-writes" viewBox="0 0 300 80"></svg><span id="writes-now"></span></figure>
       <figure><figcaption>Commit latency, ms (this node)</figcaption><svg id="chart-latency" viewBox="0 0 300 80"></svg><span id="latency-now"></span></figure>
@@ -180,6 +187,7 @@ main { padding: 16px; }
 .members { border-collapse: collapse; background: #fff; width: 100%; }
 .members th, .members td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; }
 .members tr.leader td:nth-child(2) { color: var(--accent); font-weight: 700; }
+.members tr.learner td:first-child { font-style: italic; }
 .members td.alarm { color: var(--bad); font-weight: 700; }
 .members td.recent { white-space: pre; font-size: 12px; }
 .charts { display: flex; gap: 24px; margin-top: 16px; flex-wrap: wrap; }
