@@ -13,7 +13,7 @@ import NIOPosix
 struct EmberBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ember-bench", abstract: "Ember benchmarks.",
-        subcommands: [WriteBench.self, RealtimeBench.self, ClusterBench.self, StorageBench.self, PITRBench.self, PITRWindowBench.self, TriggerBench.self, RealtimeListenersChild.self, HTTPLoadCheck.self], defaultSubcommand: WriteBench.self)
+        subcommands: [WriteBench.self, RealtimeBench.self, ClusterBench.self, LearnerBench.self, StorageBench.self, PITRBench.self, PITRWindowBench.self, TriggerBench.self, RealtimeListenersChild.self, HTTPLoadCheck.self], defaultSubcommand: WriteBench.self)
 }
 
 /// The load shape and binaries every write benchmark shares (`write`, `cluster`).
