@@ -42,7 +42,7 @@ final class FakeTransport: WireTransport {
     var opened: [FakeSocket] { sockets.withLock { $0 } }
 
     func socket(_ i: Int) async throws -> FakeSocket {
-        guard try await eventually(timeout: .seconds(5), { self.opened.count > i }) else { throw TestFailure("socket \(i) never opened") }
+        guard try await eventually({ self.opened.count > i }) else { throw TestFailure("socket \(i) never opened") }
         return opened[i]
     }
 }
@@ -264,14 +264,14 @@ extension PersistentConnection {
     @Test func getFailsOfflineAfterTimeoutAndListenRejectionReportsStatus() async throws {
         let transport = FakeTransport()
         // A short wait for a connection: the test waits for the `offline` completion itself (the
-        // deadline below only bounds a failure). With the 3 s default and a 6 s deadline it failed
-        // when parallel tests held the cooperative threads past the deadline.
+        // deadline only bounds a failure). With the 3 s default and a 6 s deadline it failed when
+        // parallel tests held the cooperative threads past the deadline.
         let conn = PersistentConnection(url: "ws://x", transport: transport, policy: fastPolicy, delegate: nil,
                                         getConnectTimeout: .milliseconds(50))
         let done = Recorder()
         conn.submit(.get(path: .root, queryWire: nil, onComplete: completion(done, "get")))
         let s = try await transport.socket(0)
-        await done.wait(timeout: .seconds(120)) { $0 == ["get offline"] }
+        await done.wait { $0 == ["get offline"] }
         #expect(s.sent.isEmpty, "the get was never sent: no handshake yet")
         s.hello()
         conn.submit(.listen(.init(path: try Path("secret"), queryWire: nil, tag: nil, hash: { "" }, onComplete: completion(done, "listen"))))

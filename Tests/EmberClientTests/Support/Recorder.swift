@@ -11,9 +11,11 @@ final class Recorder: Sendable {
     var all: [String] { items.withLock { $0 } }
     func clear() { items.withLock { $0.removeAll() } }
 
-    /// Waits until `condition` holds on the recorded items; fails the test on timeout.
+    /// Waits until `condition` holds on the recorded items; fails the test on timeout. The
+    /// deadline only bounds a failure: parallel tests can hold the cooperative threads for
+    /// seconds, so it is long.
     @discardableResult
-    func wait(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+    func wait(timeout: Duration = patience, sourceLocation: SourceLocation = #_sourceLocation,
               _ condition: ([String]) -> Bool) async -> [String] {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -26,13 +28,18 @@ final class Recorder: Sendable {
         return snapshot
     }
 
-    func wait(count: Int, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async -> [String] {
+    func wait(count: Int, timeout: Duration = patience, sourceLocation: SourceLocation = #_sourceLocation) async -> [String] {
         await wait(timeout: timeout, sourceLocation: sourceLocation) { $0.count >= count }
     }
 }
 
+/// How long a test waits for something that should happen before it fails: a bound on a
+/// failure, never what a pass waits for (parallel tests under load held the cooperative threads
+/// past 5 and 6 s deadlines; the checks return as soon as their condition holds).
+let patience: Duration = .seconds(60)
+
 /// Polls `condition` until it holds or the deadline passes.
-func eventually(timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws -> Bool {
+func eventually(timeout: Duration = patience, _ condition: () async throws -> Bool) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
