@@ -154,7 +154,7 @@ import Testing
             }
         }
 
-        let expectedBytes = expected.map { frames in frames.reduce(0) { $0 + ConnectionOutbox.encodedSize($1) } }
+        let expectedBytes = expected.map { frames in frames.reduce(0) { $0 + WireOutbound.frameSize(payload: $1.utf8.count) } }
         let until = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < until {
             let done = clients.indices.allSatisfy { clients[$0].received.bytes.withLock { $0.count } >= expectedBytes[$0] }

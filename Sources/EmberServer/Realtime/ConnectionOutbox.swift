@@ -1,3 +1,4 @@
+import EmberProtocol
 import NIOCore
 
 /// The bytes a WebSocket session has queued for its socket (kept in the session's state, under
@@ -10,10 +11,8 @@ import NIOCore
 /// very buffer (no copy, no allocation); a second frame in the same turn copies it once (the
 /// buffer is copy-on-write) and appends.
 ///
-/// `queuedBytes` counts what is encoded here plus what was handed to the channel and not yet
-/// written to the socket; the session cuts the connection off once that passes its bound
-/// (`RealtimeSession.Limits.maxOutboundBytes`), so a client that stops reading holds at most
-/// that much memory.
+/// What may be queued, when to flush and when to cut a client off are `WireOutbound`'s rules (the
+/// session keeps one beside this buffer); this holds the bytes.
 struct ConnectionOutbox {
     let channel: any Channel
     /// The WebSocket frame encoder's context, below which the encoded bytes are written: looked
@@ -22,21 +21,15 @@ struct ConnectionOutbox {
     /// Encoded frames waiting for the next flush; allocated on first use, dropped after each
     /// flush (an idle connection holds no buffer).
     private(set) var pending: ByteBuffer?
-    /// A flush is scheduled on the event loop and has not taken `pending` yet.
-    var flushScheduled = false
-    /// Bytes handed to the channel whose write has not completed.
-    var inFlight = 0
 
     init(channel: any Channel) {
         self.channel = channel
     }
 
-    var queuedBytes: Int { (pending?.readableBytes ?? 0) + inFlight }
-
     /// Appends one text frame, encoded (RFC 6455: FIN + text opcode, unmasked as a server's are).
     mutating func append(_ text: String) {
         if pending == nil {
-            pending = channel.allocator.buffer(capacity: Self.encodedSize(text))
+            pending = channel.allocator.buffer(capacity: WireOutbound.frameSize(payload: text.utf8.count))
         }
         Self.appendTextFrame(text, to: &pending!)
     }
@@ -51,23 +44,16 @@ struct ConnectionOutbox {
         }
     }
 
-    /// Takes the pending bytes for a write, counting them in flight until the write completes.
+    /// Takes the pending bytes for a write.
     mutating func take() -> ByteBuffer? {
         guard let buffer = pending, buffer.readableBytes > 0 else { return nil }
         pending = nil
-        inFlight += buffer.readableBytes
         return buffer
     }
 
     /// Forgets the pending bytes (the connection is being cut off).
     mutating func discard() {
         pending = nil
-    }
-
-    /// Size of `text` as a frame: header (2, 4 or 10 bytes) and payload.
-    static func encodedSize(_ text: String) -> Int {
-        let n = text.utf8.count
-        return n + (n < 126 ? 2 : n <= 0xFFFF ? 4 : 10)
     }
 
     static func appendTextFrame(_ text: String, to buffer: inout ByteBuffer) {

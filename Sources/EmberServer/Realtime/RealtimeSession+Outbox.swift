@@ -1,12 +1,14 @@
 import EmberCore
+import EmberProtocol
 import NIOCore
 import NIOWebSocket
 import Synchronization
 
 /// A session's way to its client: every message goes through one queue under the state lock (which
 /// fixes the order of pushes and responses), to the socket (`ConnectionOutbox`, flushed once per
-/// event-loop turn) or, without one, to an in-memory queue a reader drains (`nextFrames`); a client
-/// that cannot keep up is cut off.
+/// event-loop turn) or, without one, to an in-memory queue a reader drains (`nextFrames`). The
+/// rules — the bounds, when to flush, when a client that cannot keep up is cut off — are
+/// `WireOutbound`'s; this carries them out.
 extension RealtimeSession {
     // MARK: - Sending (always under the state lock, which fixes the order)
 
@@ -24,9 +26,8 @@ extension RealtimeSession {
             enqueueToSocket(&s, frame: frame, batch: batch)
             return
         }
-        guard s.frames.count < limits.outboundQueue else {
-            let closing = s.wire.close(reason: "outbound queue over \(limits.outboundQueue) messages: client too slow")
-            perform(&s, closing)
+        if case .close(let reason) = s.outbound.offerMessage() {
+            perform(&s, s.wire.close(reason: reason))
             // The socket writer still sends what is queued, then closes.
             if let w = s.frameWaiter { s.frameWaiter = nil; w.resume(returning: nil) }
             return
@@ -36,6 +37,7 @@ extension RealtimeSession {
             // A waiter exists only while the queue was empty: this frame is all there is.
             s.frameWaiter = nil
             w.resume(returning: s.frames)
+            s.outbound.took(messages: s.frames.count)
             s.frames = []
         }
     }
@@ -48,6 +50,7 @@ extension RealtimeSession {
         state.withLock { s in
             precondition(s.outbox == nil, "a session is attached to one socket")
             s.outbox = ConnectionOutbox(channel: channel)
+            s.outbound.attached()
             if s.wire.isClosed { onFinish() } else { s.onFinish = onFinish }
             let queued = s.frames
             s.frames = []
@@ -56,43 +59,40 @@ extension RealtimeSession {
     }
 
     func enqueueToSocket(_ s: inout State, frame: String, batch: FlushBatch?) {
-        let size = ConnectionOutbox.encodedSize(frame)
-        guard s.outbox!.queuedBytes + size <= limits.maxOutboundBytes else {
-            cutOff(&s)
-            return
-        }
+        guard admitToSocket(&s, bytes: WireOutbound.frameSize(payload: frame.utf8.count), batch: batch) else { return }
         s.outbox!.append(frame)
-        scheduleFlush(&s, batch: batch)
     }
 
     /// Frames already encoded (a fan-out's shared buffer), queued without a copy.
     func enqueueToSocket(_ s: inout State, encoded: ByteBuffer, batch: FlushBatch?) {
-        guard s.outbox!.queuedBytes + encoded.readableBytes <= limits.maxOutboundBytes else {
-            cutOff(&s)
-            return
-        }
+        guard admitToSocket(&s, bytes: encoded.readableBytes, batch: batch) else { return }
         s.outbox!.append(encoded: encoded)
-        scheduleFlush(&s, batch: batch)
     }
 
-    /// One flush per event-loop turn: the first frame after a flush schedules the next, with the
-    /// publish's other connections on the same loop when it comes from a publish.
-    func scheduleFlush(_ s: inout State, batch: FlushBatch?) {
-        guard !s.outbox!.flushScheduled else { return }
-        s.outbox!.flushScheduled = true
-        let loop = s.outbox!.channel.eventLoop
-        if let batch {
-            batch.add(self, loop: loop)
-        } else {
-            loop.execute { self.flushOutbox() }
+    /// Asks `WireOutbound` about `bytes` more for the socket: true when they are to be queued (a
+    /// flush is scheduled for the first since the last flush: one per event-loop turn, with the
+    /// publish's other connections on the same loop when it comes from a publish); a client over
+    /// the bound is cut off.
+    private func admitToSocket(_ s: inout State, bytes: Int, batch: FlushBatch?) -> Bool {
+        switch s.outbound.offer(bytes: bytes) {
+        case .queue(let scheduleFlush):
+            if scheduleFlush {
+                let loop = s.outbox!.channel.eventLoop
+                if let batch { batch.add(self, loop: loop) } else { loop.execute { self.flushOutbox() } }
+            }
+            return true
+        case .cutOff(let reason):
+            cutOff(&s, reason: reason)
+            return false
+        case .close, .drop:
+            return false
         }
     }
 
-    /// A client that stops reading: past `maxOutboundBytes` its connection is closed at once
-    /// (its queued bytes dropped), without waiting for a close handshake it would not read.
-    func cutOff(_ s: inout State) {
-        let closing = s.wire.close(reason: "outbound queue over \(limits.maxOutboundBytes) bytes: client not reading (slow consumer)")
-        perform(&s, closing)
+    /// A client that stops reading: its connection is closed at once (its queued bytes dropped),
+    /// without waiting for a close handshake it would not read.
+    func cutOff(_ s: inout State, reason: String) {
+        perform(&s, s.wire.close(reason: reason))
         s.outbox!.discard()
         slowConsumers?.count.add(1, ordering: .relaxed)
         if let f = s.onFinish { s.onFinish = nil; f() }
@@ -112,9 +112,9 @@ extension RealtimeSession {
     /// flushes: one socket write for everything queued since the last flush. On the loop.
     func takeAndWrite(endingFlushTurn: Bool) {
         let taken = state.withLock { s -> (ByteBuffer, any Channel, ChannelHandlerContext?)? in
-            guard s.outbox != nil else { return nil }
-            if endingFlushTurn { s.outbox!.flushScheduled = false }
-            guard let buffer = s.outbox!.take() else { return nil }
+            guard s.outbox != nil, let n = s.outbound.take(endingFlushTurn: endingFlushTurn) else { return nil }
+            let buffer = s.outbox!.take()!
+            assert(buffer.readableBytes == n, "the outbox holds the bytes WireOutbound counts")
             if s.outbox!.encoderContext == nil {
                 s.outbox!.encoderContext = try? s.outbox!.channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
             }
@@ -125,12 +125,12 @@ extension RealtimeSession {
         let n = buffer.readableBytes
         guard let encoder else {
             // No encoder: the pipeline is being torn down. The bytes are dropped.
-            state.withLock { s in s.outbox?.inFlight -= n }
+            state.withLock { s in s.outbound.written(n) }
             return
         }
         let promise = channel.eventLoop.makePromise(of: Void.self)
         promise.futureResult.whenComplete { [self] _ in
-            state.withLock { s in s.outbox?.inFlight -= n }
+            state.withLock { s in s.outbound.written(n) }
         }
         encoder.writeAndFlush(NIOAny(buffer), promise: promise)
     }
@@ -142,7 +142,7 @@ extension RealtimeSession {
     }
 
     /// Bytes queued for the socket and not yet written (tests, status).
-    var outboundBytes: Int { state.withLock { $0.outbox?.queuedBytes ?? 0 } }
+    var outboundBytes: Int { state.withLock { $0.outbound.queuedBytes } }
 
     /// The frames queued so far (at most `max`), oldest first, waiting while there is none; nil
     /// once the session is closed and its queue is empty. One consumer (the socket writer).
@@ -152,8 +152,10 @@ extension RealtimeSession {
                 if s.frames.count > max {
                     c.resume(returning: Array(s.frames[..<max]))
                     s.frames.removeFirst(max)
+                    s.outbound.took(messages: max)
                 } else if !s.frames.isEmpty {
                     c.resume(returning: s.frames)
+                    s.outbound.took(messages: s.frames.count)
                     s.frames = []
                 } else if s.wire.isClosed {
                     c.resume(returning: nil)

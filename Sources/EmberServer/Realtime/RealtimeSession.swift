@@ -45,7 +45,9 @@ public final class RealtimeSession: Sendable {
         var expiryTimer: Task<Void, Never>?
         /// The connection's own request rate (`Limits.requestRate`).
         var budget: WireRequestBudget
-        /// Frames queued for the socket, oldest first (at most `limits.outboundQueue`).
+        /// What may be queued, when to flush, when to cut the client off (`WireOutbound`).
+        var outbound: WireOutbound
+        /// Frames queued in memory before a socket is attached, oldest first (`outbound` bounds them).
         var frames: [String] = []
         /// The socket writer waiting for frames (`nextFrames`).
         var frameWaiter: CheckedContinuation<[String]?, Never>?
@@ -92,7 +94,8 @@ public final class RealtimeSession: Sendable {
         self.baseIdentity = base
         self.limits = limits
         state = Mutex(State(wire: Wire(base: base, limits: .init(maxListens: limits.maxListens, maxOnDisconnect: limits.maxOnDisconnect)),
-                             budget: WireRequestBudget(rate: limits.requestRate)))
+                             budget: WireRequestBudget(rate: limits.requestRate),
+                             outbound: WireOutbound(limits: .init(maxMessages: limits.outboundQueue, maxBytes: limits.maxOutboundBytes))))
     }
 
     public var closeReason: String? { state.withLock { $0.wire.closeReason } }

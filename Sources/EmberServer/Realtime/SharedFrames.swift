@@ -30,7 +30,7 @@ final class SharedFrames: @unchecked Sendable {
     func encoded(at path: Path) -> ByteBuffer {
         if let known = encodedByPath[path] { return known }
         let frames = untagged(at: path)
-        var buffer = Self.allocator.buffer(capacity: frames.reduce(0) { $0 + ConnectionOutbox.encodedSize($1) })
+        var buffer = Self.allocator.buffer(capacity: frames.reduce(0) { $0 + WireOutbound.frameSize(payload: $1.utf8.count) })
         for f in frames { ConnectionOutbox.appendTextFrame(f, to: &buffer) }
         encodedByPath[path] = buffer
         return buffer
