@@ -122,17 +122,23 @@ extension EmberStore {
             out.yield(point)
             out.finish()
         }
-        if enqueueExclusive({ w in w.addHashPoint(index, waiter) }) {
-            Task {
-                try? await Task.sleep(for: timeout)
-                waiter.resolve(nil)
-            }
-        } else {
-            waiter.resolve(nil)
-        }
+        let queued = enqueueExclusive { w in w.addHashPoint(index, waiter) }
+        if !queued { waiter.resolve(nil) }
         return Task {
-            for await point in stream { return point }
-            return nil
+            // The deadline is a child of this task, cancelled once the point resolves: no timer
+            // outlives the request (a resolved point used to leave one asleep for `timeout`).
+            await withTaskGroup(of: Void.self) { group in
+                if queued {
+                    group.addTask {
+                        guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                        waiter.resolve(nil)
+                    }
+                }
+                var point: StatePoint?
+                for await p in stream { point = p }
+                group.cancelAll()
+                return point
+            }
         }
     }
 }
