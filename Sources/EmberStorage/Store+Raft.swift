@@ -362,29 +362,7 @@ extension Writer {
             try append(entries, encoded: encoded)
             return []
         }
-        var results: [WriteResult] = []
-        var aTerm = appliedTerm
-        var ts = lastTimestamp
-        let newFirst = try withApplyRetry { mode in
-            results = []; aTerm = appliedTerm; ts = lastTimestamp
-            return try writeTxn { t in
-                var i = first.index
-                while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
-                try putLog(t, entries, encoded)
-                try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts,
-                                fresh: entries)
-                return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
-            }
-        }
-        lastIndex = last.index; lastTerm = last.term
-        applied = stop; appliedTerm = aTerm; firstIndex = newFirst; lastTimestamp = ts
-        decoded.appended(entries)
-        decoded.applied(through: stop)
-        commitBeforePublishing(results)
-        publishRules()
-        publishState()
-        store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }
-        store.publish(results)
+        let results = try applyBatch(through: stop, appending: entries, encoded: encoded)
         return results + (try applyCommitted(through: target))
     }
 }

@@ -560,27 +560,42 @@ final class Writer: @unchecked Sendable {
         let end = min(target, lastIndex)
         var all: [WriteResult] = []
         while applied < end {
-            let stop = hashPoints.cap(min(end, applied + UInt64(store.options.maxBatchEntries)), applied: applied)
-            var results: [WriteResult] = []
-            var aTerm = appliedTerm
-            var ts = lastTimestamp
-            let first = try withApplyRetry { mode in
-                results = []; aTerm = appliedTerm; ts = lastTimestamp
-                return try writeTxn { t in
-                    try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts)
-                    return try finish(t, applied: stop, appliedTerm: aTerm, last: lastIndex, lastTerm: lastTerm, ts: ts)
-                }
-            }
-            applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
-            decoded.applied(through: stop)
-            commitBeforePublishing(results)
-            publishRules()
-            publishState()
-            store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }
-            store.publish(results)
-            all += results
+            all += try applyBatch(through: hashPoints.cap(min(end, applied + UInt64(store.options.maxBatchEntries)), applied: applied))
         }
         return all
+    }
+
+    /// One apply batch, `applied + 1 ... stop`, in one transaction, then published. With `fresh`
+    /// (`appendAndApply`), the same transaction first replaces the log from `fresh[0].index` on
+    /// with those entries (contiguous, checked by the caller).
+    func applyBatch(through stop: UInt64, appending fresh: [LogEntry] = [], encoded: [[UInt8]]? = nil) throws -> [WriteResult] {
+        let last: (index: UInt64, term: UInt64) = fresh.last.map { ($0.index, $0.term) } ?? (lastIndex, lastTerm)
+        var results: [WriteResult] = []
+        var aTerm = appliedTerm
+        var ts = lastTimestamp
+        let first = try withApplyRetry { mode in
+            results = []; aTerm = appliedTerm; ts = lastTimestamp
+            return try writeTxn { t in
+                if let head = fresh.first {
+                    var i = head.index
+                    while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
+                    try putLog(t, fresh, encoded)
+                }
+                try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts,
+                                fresh: fresh)
+                return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
+            }
+        }
+        lastIndex = last.index; lastTerm = last.term
+        applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
+        if !fresh.isEmpty { decoded.appended(fresh) }
+        decoded.applied(through: stop)
+        commitBeforePublishing(results)
+        publishRules()
+        publishState()
+        store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }
+        store.publish(results)
+        return results
     }
 
     func setHardState(_ h: HardState) throws {
