@@ -222,10 +222,7 @@ public final class RestHandler: Sendable {
             }
             if let stream = initial.stream {
                 try await writer.write(ByteBuffer(string: ChangeRouting.rootPutHead))
-                while !stream.isFinished {
-                    let chunk = try await reads.run(continuing: true) { try stream.next(maxBytes: StreamedRead.chunkBytes) }
-                    if !chunk.isEmpty { try await writer.write(ByteBuffer(bytes: chunk)) }
-                }
+                try await StreamedRead.pump(stream, reads: reads, to: &writer)
                 stream.close()
                 try await writer.write(ByteBuffer(string: ChangeRouting.rootPutTail))
             } else {

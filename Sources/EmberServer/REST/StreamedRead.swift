@@ -27,6 +27,15 @@ enum StreamedRead {
         guard case .data = req.target else { return false }
         return req.shallowAfter == nil && !(req.shallow && req.query != nil)
     }
+
+    /// Writes the rest of `stream` to `writer`, one chunk read on the read pool at a time, each
+    /// written (and awaited) before the next is read: the client's reading paces the walk.
+    static func pump(_ stream: any ReadStream, reads: ReadPool, to writer: inout any ResponseBodyWriter) async throws {
+        while !stream.isFinished {
+            let chunk = try await reads.run(continuing: true) { try stream.next(maxBytes: chunkBytes) }
+            if !chunk.isEmpty { try await writer.write(ByteBuffer(bytes: chunk)) }
+        }
+    }
 }
 
 extension RestHandler {
@@ -76,10 +85,7 @@ extension RestHandler {
         let body = ResponseBody { writer in
             defer { stream.close() }
             try await writer.write(ByteBuffer(bytes: first))
-            while !stream.isFinished {
-                let chunk = try await reads.run(continuing: true) { try stream.next(maxBytes: StreamedRead.chunkBytes) }
-                if !chunk.isEmpty { try await writer.write(ByteBuffer(bytes: chunk)) }
-            }
+            try await StreamedRead.pump(stream, reads: reads, to: &writer)
             if pretty { try await writer.write(ByteBuffer(bytes: [0x0A])) }
             try await writer.finish(nil)
         }
