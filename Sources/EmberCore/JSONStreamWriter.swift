@@ -41,6 +41,21 @@ public struct JSONStreamWriter: Sendable {
         JSONWriter.write(v, into: &out, pretty: pretty, indent: stack.count)
     }
 
+    /// A whole value already serialized compactly (`JSON.serializedBytes`), copied as it is.
+    public mutating func value(serialized bytes: [UInt8]) {
+        precondition(!pretty, "serialized values are compact")
+        place()
+        out += bytes
+    }
+
+    /// Bytes a compact object member `"key":value` takes (its separating comma not counted), for
+    /// a writer that bounds a document's size before it adds the member.
+    public static func memberSize(key: String, valueBytes: Int) -> Int {
+        var k: [UInt8] = []
+        JSONWriter.writeString(key, into: &k)
+        return k.count + 1 + valueBytes
+    }
+
     /// Ends the innermost container.
     public mutating func end() {
         precondition(!awaitingValue, "a key without its value")

@@ -7,6 +7,8 @@
 // the session's rules (`WireServerSession`), the order of write answers (`WireAckQueue`) and of
 // requests around pipelined writes (`WireRequestRoute`), the inbound queue and its backpressure
 // (`WireRequestQueue`), the request budget (`WireRequestBudget`, `TokenBucket`), a write's body
-// (`WireWrite`, `WriteValidation`) and the WebSocket frames' rules (`WebSocketInbound`). Pure (no
+// (`WireWrite`, `WriteValidation`), the outbound backpressure (`WireOutbound`) and the WebSocket
+// frames' rules (`WebSocketInbound`; `WebSocketClientFrame` and `WebSocketFrameHeader` for the
+// test and load clients that write and read frames themselves, `WebSocketUpgrade`). Pure (no
 // I/O, no network packages), so the fuzz harnesses build it alone; EmberServer re-exports it.
 // Must not: do I/O or import network packages or server code.

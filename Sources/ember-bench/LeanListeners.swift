@@ -117,9 +117,7 @@ final class LeanListener: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        // A fixed key: the bench does not check the accept hash (the 101 status is enough).
-        let request = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        let request = WebSocketUpgrade.request(host: host, target: target)
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: request)), promise: nil)
         context.fireChannelActive()
     }
@@ -131,7 +129,7 @@ final class LeanListener: ChannelInboundHandler, @unchecked Sendable {
             guard let end = received!.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
             let headLength = end.upperBound - received!.readerIndex
             let head = received!.readString(length: headLength) ?? ""
-            guard head.hasPrefix("HTTP/1.1 101") else { return fail(context) }
+            guard WebSocketUpgrade.accepted(head) else { return fail(context) }
             upgraded = true
         }
         while let frame = nextFrame() {
@@ -149,18 +147,12 @@ final class LeanListener: ChannelInboundHandler, @unchecked Sendable {
 
     /// The next whole frame in `received` (server frames are unmasked), or nil.
     private func nextFrame() -> (opcode: UInt8, payload: [UInt8])? {
-        guard var b = received, let b0 = b.readInteger(as: UInt8.self), let b1 = b.readInteger(as: UInt8.self) else { return nil }
-        var length = Int(b1 & 0x7F)
-        if length == 126 {
-            guard let l = b.readInteger(as: UInt16.self) else { return nil }
-            length = Int(l)
-        } else if length == 127 {
-            guard let l = b.readInteger(as: UInt64.self), l <= UInt64(Self.maxFrameBytes) else { return nil }
-            length = Int(l)
-        }
-        guard let payload = b.readBytes(length: length) else { return nil }
+        guard var b = received, let header = WebSocketFrameHeader(b.readableBytesView),
+              header.payloadLength <= UInt64(Self.maxFrameBytes) else { return nil }
+        b.moveReaderIndex(forwardBy: header.length)
+        guard let payload = b.readBytes(length: Int(header.payloadLength)) else { return nil }
         received = b
-        return (b0 & 0x0F, payload)
+        return (header.opcode, payload)
     }
 
     private func text(_ context: ChannelHandlerContext, _ bytes: [UInt8]) {

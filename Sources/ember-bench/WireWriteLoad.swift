@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmberProtocol
 import Foundation
 import NIOCore
 import NIOPosix
@@ -110,8 +111,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let request = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        let request = WebSocketUpgrade.request(host: host, target: target)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)
     }
 
@@ -122,7 +122,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
             let text = String(buffer: buffer)
             guard let end = text.utf8.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
             let headBytes = text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound)
-            guard text.hasPrefix("HTTP/1.1 101") else {
+            guard WebSocketUpgrade.accepted(text) else {
                 fail(context, "upgrade refused: \(text.prefix(80))")
                 return
             }
@@ -160,23 +160,11 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// The next complete frame (server frames are unmasked).
     private func nextFrame() -> (UInt8, ByteBuffer)? {
-        guard buffer.readableBytes >= 2, let b0 = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
-              let b1 = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self) else { return nil }
-        var header = 2
-        var length = Int(b1 & 0x7F)
-        if length == 126 {
-            guard let l = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt16.self) else { return nil }
-            length = Int(l)
-            header = 4
-        } else if length == 127 {
-            guard let l = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt64.self) else { return nil }
-            length = Int(l)
-            header = 10
-        }
-        guard buffer.readableBytes >= header + length else { return nil }
-        buffer.moveReaderIndex(forwardBy: header)
-        let payload = buffer.readSlice(length: length)!
-        return (b0 & 0x0F, payload)
+        guard let header = WebSocketFrameHeader(buffer.readableBytesView),
+              UInt64(buffer.readableBytes - header.length) >= header.payloadLength else { return nil }
+        buffer.moveReaderIndex(forwardBy: header.length)
+        let payload = buffer.readSlice(length: Int(header.payloadLength))!
+        return (header.opcode, payload)
     }
 
     private func handle(_ context: ChannelHandlerContext, _ payload: ByteBuffer) {
@@ -224,18 +212,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     /// A client frame: FIN, `opcode`, masked with the all-zero key (the payload is unchanged).
     private func send(_ context: ChannelHandlerContext, opcode: UInt8, _ payload: ByteBuffer) {
         var frame = context.channel.allocator.buffer(capacity: payload.readableBytes + 14)
-        frame.writeInteger(0x80 | opcode)
-        let n = payload.readableBytes
-        if n < 126 {
-            frame.writeInteger(UInt8(0x80 | n))
-        } else if n <= 0xFFFF {
-            frame.writeInteger(UInt8(0x80 | 126))
-            frame.writeInteger(UInt16(n))
-        } else {
-            frame.writeInteger(UInt8(0x80 | 127))
-            frame.writeInteger(UInt64(n))
-        }
-        frame.writeInteger(UInt32(0))
+        frame.writeBytes(WebSocketClientFrame.header(opcode: opcode, payloadLength: payload.readableBytes))
         var p = payload
         frame.writeBuffer(&p)
         context.write(wrapOutboundOut(frame), promise: nil)

@@ -181,7 +181,9 @@ struct ImportSender {
     private var seen = 0
     private var committed = 0
     private var started = false
-    private var body: [UInt8] = [0x7B]
+    /// The request being built: an object of the parts' members so far (the record is added
+    /// when it is sent).
+    private var body = ImportSender.emptyBody
     private var bodyParts = 0
     private var bodyEnd: Int64 = 0
     /// The file's part count up to the last part in the body (what the record says once sent).
@@ -197,6 +199,12 @@ struct ImportSender {
     /// Every request below this number is answered; what they brought the node to.
     private var prefix = 0
     private var committedBytes: Int64 = 0
+
+    private static var emptyBody: JSONStreamWriter {
+        var w = JSONStreamWriter(pretty: false)
+        w.beginObject()
+        return w
+    }
 
     init(client: NodeClient, path: String, fileID: String, maxRequestBytes: Int, maxParts: Int, partBytes: Int64,
          inFlight: Int, progress: ImportProgress) {
@@ -220,14 +228,18 @@ struct ImportSender {
         var wait = retry.first
         for attempt in 1...retry.attempts {
             let last = attempt == retry.attempts
+            // Only the call itself is retried when it throws (connection dropped or refused); a
+            // status that says the request is wrong ends the import at once.
+            let answer: NodeResponse?
             do {
-                let r = try await client.call(method, url, body: body, allowError: true)
-                if (200..<300).contains(r.status) { return }
-                guard [502, 503, 504].contains(r.status), !last else { throw ImportRequestFailure(NodeClient.failure(method, url, r.status, r.body)) }
-            } catch let e as ImportRequestFailure {
-                throw e.error
+                answer = try await client.call(method, url, body: body, allowError: true)
             } catch {
                 if last { throw error }
+                answer = nil
+            }
+            if let r = answer {
+                if (200..<300).contains(r.status) { return }
+                guard [502, 503, 504].contains(r.status), !last else { throw NodeClient.failure(method, url, r.status, r.body) }
             }
             try await Task.sleep(for: wait)
             wait = min(wait * 2, retry.longest)
@@ -318,19 +330,18 @@ struct ImportSender {
 
     /// Adds a part to the request being built, sending it first when the part would not fit.
     private mutating func add(_ part: ImportSplitter.Part, _ group: inout ThrowingTaskGroup<Int, any Error>) async throws {
-        var entry: [UInt8] = []
-        JSONStreamWriter.appendString(part.path.joined(separator: "/"), to: &entry)
-        entry.append(0x3A)
-        entry += part.value.serializedBytes()
+        let key = part.path.joined(separator: "/")
+        let value = part.value.serializedBytes()
+        let entryBytes = JSONStreamWriter.memberSize(key: key, valueBytes: value.count)
         // Room for the record (~150 bytes) and the braces.
-        if bodyParts > 0 && (body.count + entry.count + 256 > maxRequestBytes || bodyParts >= maxParts) {
+        if bodyParts > 0 && (body.out.count + entryBytes + 256 > maxRequestBytes || bodyParts >= maxParts) {
             try await flush(&group)
         }
-        if entry.count + 256 > maxRequestBytes {
-            throw CLIError("\(part.path.joined(separator: "/")) alone is \(entry.count) bytes, over --max-request-bytes \(maxRequestBytes)")
+        if entryBytes + 256 > maxRequestBytes {
+            throw CLIError("\(key) alone is \(entryBytes) bytes, over --max-request-bytes \(maxRequestBytes)")
         }
-        if bodyParts > 0 { body.append(0x2C) }
-        body += entry
+        body.key(key)
+        body.value(serialized: value)
         bodyParts += 1
         bodyEnd = part.end
         bodySeen = seen
@@ -349,12 +360,11 @@ struct ImportSender {
         }
         guard bodyParts > 0 else { return }
         while outstanding.count - answeredAhead.count >= inFlight, let done = try await group.next() { answered(done) }
-        var b = body
-        b.append(0x2C)
-        JSONStreamWriter.appendString(ImportMarker.key, to: &b)
-        b.append(0x3A)
-        b += ImportMarker.record(fileID: fileID, parts: committed, bytes: committedBytes, partBytes: partBytes).serializedBytes()
-        b.append(0x7D)
+        var request = body
+        request.key(ImportMarker.key)
+        request.value(ImportMarker.record(fileID: fileID, parts: committed, bytes: committedBytes, partBytes: partBytes))
+        request.end()
+        let b = request.take()
         let number = requests
         outstanding[number] = (bodySeen, bodyEnd)
         let client = self.client, url = client.dataURL(path, query: ["print=silent"])
@@ -363,15 +373,9 @@ struct ImportSender {
             return number
         }
         requests += 1
-        body = [0x7B]
+        body = Self.emptyBody
         bodyParts = 0
     }
-}
-
-/// A refusal not to retry (its status says the request itself is wrong).
-private struct ImportRequestFailure: Error {
-    let error: CLIError
-    init(_ error: CLIError) { self.error = error }
 }
 
 /// The progress line of an import: bytes of the file, parts (children) per second, ETA.

@@ -125,3 +125,23 @@ struct TestBytes: WebSocketPayload, Equatable {
         #expect(Array(large.prefix(10)) == [0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0x01, 0x11, 0x70])
     }
 }
+
+/// Frame headers read back (`WebSocketFrameHeader`): what the test and load clients parse the
+/// server's frames with.
+@Suite struct WebSocketFrameHeaderTests {
+    @Test func everyLengthFormReadsBackAndAPartialHeaderIsNil() {
+        // RFC 6455 §5.7: an unmasked "Hello" from a server, and the masked one from a client.
+        #expect(WebSocketFrameHeader([0x81, 0x05, 0x48]) == WebSocketFrameHeader(fin: true, opcode: 1, masked: false, length: 2, payloadLength: 5))
+        let masked = WebSocketClientFrame.encode(opcode: 0x1, payload: Array("Hello".utf8), mask: (0x37, 0xfa, 0x21, 0x3d))
+        #expect(WebSocketFrameHeader(masked) == WebSocketFrameHeader(fin: true, opcode: 1, masked: true, length: 6, payloadLength: 5))
+        for (count, headerLength) in [(0, 6), (125, 6), (126, 8), (300, 8), (65_535, 8), (65_536, 14), (70_000, 14)] {
+            let frame = WebSocketClientFrame.encode(opcode: 0x2, fin: false, payload: [UInt8](repeating: 7, count: count))
+            let header = WebSocketFrameHeader(frame)
+            #expect(header == WebSocketFrameHeader(fin: false, opcode: 2, masked: true, length: headerLength, payloadLength: UInt64(count)))
+            #expect(WebSocketFrameHeader.length(secondByte: frame[1]) == headerLength)
+            #expect(frame.count == headerLength + count)
+            // Every cut inside the header is "not yet".
+            for cut in 0..<headerLength { #expect(WebSocketFrameHeader(frame.prefix(cut)) == nil) }
+        }
+    }
+}

@@ -28,13 +28,11 @@ final class TestWebSocket {
     /// Connects and upgrades (`/.ws?v=5&ns=NS`); fails unless the server answers 101.
     static func connect(port: Int, target: String = "/.ws?v=5&ns=ns") async throws -> TestWebSocket {
         let (channel, received) = try await connectTCP(port: port)
-        let head = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        try await channel.writeAndFlush(ByteBuffer(string: head)).get()
+        try await channel.writeAndFlush(ByteBuffer(string: WebSocketUpgrade.request(host: "127.0.0.1:\(port)", target: target))).get()
         var reader = ByteReader(received)
         guard let answer = await reader.take(through: Array("\r\n\r\n".utf8)) else { throw HarnessFailure("closed during the upgrade") }
         let status = String(decoding: answer, as: UTF8.self)
-        guard status.hasPrefix("HTTP/1.1 101") else { throw HarnessFailure("upgrade refused: \(status)") }
+        guard WebSocketUpgrade.accepted(status) else { throw HarnessFailure("upgrade refused: \(status)") }
         return TestWebSocket(channel: channel, reader: reader)
     }
 
@@ -53,17 +51,14 @@ final class TestWebSocket {
 
     /// The server's next frame; nil once it closed the socket.
     func nextFrame() async -> Frame? {
-        guard let head = await reader.take(2) else { return nil }
-        var length = Int(head[1] & 0x7F)
-        if length == 126 {
-            guard let ext = await reader.take(2) else { return nil }
-            length = Int(ext[0]) << 8 | Int(ext[1])
-        } else if length == 127 {
-            guard let ext = await reader.take(8) else { return nil }
-            length = ext.reduce(0) { $0 << 8 | Int($1) }
+        guard var head = await reader.take(2) else { return nil }
+        let rest = WebSocketFrameHeader.length(secondByte: head[1]) - 2
+        if rest > 0 {
+            guard let more = await reader.take(rest) else { return nil }
+            head += more
         }
-        guard let payload = await reader.take(length) else { return nil }
-        return Frame(fin: head[0] & 0x80 != 0, opcode: head[0] & 0x0F, payload: payload)
+        guard let header = WebSocketFrameHeader(head), let payload = await reader.take(Int(header.payloadLength)) else { return nil }
+        return Frame(fin: header.fin, opcode: header.opcode, payload: payload)
     }
 
     /// The next data message as JSON, skipping the server's pings; nil at a close frame or the
