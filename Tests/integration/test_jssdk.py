@@ -6,7 +6,8 @@
    the run (review the diff: a test should only ever be added).
 2. Upstream's "disconnect old session on new connection" (skipped upstream as flaky in browsers)
    bundled with its `.skip` removed, run against a node: `ls` must end the old session.
-3. Tests of our own that drive the bundled SDK (`OUTDIR/build/sdk.js`) through jssdk/driver.js:
+3. Tests of our own that drive the bundled SDK (`OUTDIR/build/sdk.js`) through jssdk/driver.js
+   (`jssdk_helpers.Sdk`):
    on a follower of a 3-node cluster (write, listen, transactions, onDisconnect after the follower
    is killed), and with `connectDatabaseEmulator(..., {mockUserToken})` auth.
 
@@ -14,9 +15,7 @@ The harness installs its Debian packages (nodejs, esbuild, mocha, ...) with apt-
 """
 import json
 import os
-import queue
 import subprocess
-import threading
 import time
 import uuid
 from collections import Counter
@@ -24,15 +23,12 @@ from collections import Counter
 import pytest
 import requests
 
-from conftest import EMBERD, ROOT, WAIT, Node, get, wait_for
+from conftest import EMBERD, Node, get, wait_for
 from cluster_helpers import module_cluster
+from jssdk_helpers import JSSDK_DIR, NODE_ENV, Sdk, SdkError, use_bundle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-JSSDK_DIR = os.environ.get("JSSDK_DIR") or os.path.join(ROOT, "..", "shared", "jssdk")
 EXPECTED = os.path.join(HERE, "fixtures", "jssdk-expected-passes.json")
-DRIVER = os.path.join(HERE, "jssdk", "driver.js")
-NODE_ENV = {**os.environ, "NODE_PATH": "/usr/share/nodejs",
-            "NODE_OPTIONS": (os.environ.get("NODE_OPTIONS", "") + " --dns-result-order=ipv4first").strip()}
 LEASE = 3  # seconds (--ondisconnect-lease of the SDK cluster)
 
 
@@ -65,6 +61,8 @@ def jssdk(tmp_path_factory):
         f.write(proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"run.sh exited {proc.returncode} (harness broke):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
     assert os.path.isfile(os.path.join(out, "build", "sdk.js")), "run.sh did not bundle sdk.js"
+    # The SDK scripts of this session use that bundle instead of making another.
+    use_bundle(os.path.join(out, "build", "sdk.js"))
     return run
 
 
@@ -135,81 +133,9 @@ def test_upstream_disconnect_old_session_on_new_connection(jssdk, node):
     assert report["stats"]["failures"] == 0, [f["title"] + ": " + f["err"].get("message", "") for f in report["failures"]]
 
 
-class Sdk:
-    """The driver process: `call` sends one command and waits for its answer; listen events
-    are queued per subscription."""
-
-    def __init__(self, sdk_js, log_path):
-        self.log = open(log_path, "ab")
-        self.proc = subprocess.Popen(["node", DRIVER, sdk_js], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, env=NODE_ENV)
-        self.next_id = 0
-        self.answers = {}
-        self.events = {}
-        self.cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            m = json.loads(line)
-            with self.cond:
-                if "id" in m:
-                    self.answers[m["id"]] = m
-                else:
-                    self.events.setdefault(m["sub"], queue.Queue()).put(m)
-                self.cond.notify_all()
-
-    def send(self, op, **args):
-        with self.cond:
-            self.next_id += 1
-            i = self.next_id
-        self.proc.stdin.write(json.dumps({"id": i, "op": op, **args}) + "\n")
-        self.proc.stdin.flush()
-        return i
-
-    def result(self, i, timeout=WAIT):
-        with self.cond:
-            assert self.cond.wait_for(lambda: i in self.answers or self.proc.poll() is not None, timeout), \
-                f"the SDK did not answer command {i} within {timeout} s"
-            assert i in self.answers, f"the driver exited with {self.proc.returncode}"
-            m = self.answers.pop(i)
-        if not m["ok"]:
-            raise SdkError(m["error"])
-        return m["value"]
-
-    def call(self, op, timeout=WAIT, **args):
-        return self.result(self.send(op, **args), timeout)
-
-    def event(self, sub, until, timeout=WAIT):
-        """The first event of `sub` for which `until(value)` holds."""
-        with self.cond:
-            q = self.events.setdefault(sub, queue.Queue())
-        deadline = time.time() + timeout
-        seen = []
-        while True:
-            try:
-                m = q.get(timeout=max(0.01, deadline - time.time()))
-            except queue.Empty:
-                raise AssertionError(f"no event of {sub} as wanted within {timeout} s; saw {seen}")
-            assert m["event"] == "value", m
-            seen.append(m["value"])
-            if until(m["value"]):
-                return m["value"]
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self.log.close()
-
-
-class SdkError(Exception):
-    pass
-
-
 @pytest.fixture
 def sdk(jssdk, tmp_path):
-    s = Sdk(os.path.join(jssdk.out, "build", "sdk.js"), str(tmp_path / "driver.log"))
+    s = Sdk(str(tmp_path / "driver.log"))
     yield s
     s.close()
 

@@ -1,13 +1,11 @@
-// Drives the official Firebase JS SDK (the bundle ../shared/jssdk builds) for the pytest tests in
-// test_jssdk.py: one JSON command per stdin line, one JSON answer per stdout line.
-//   node driver.js SDK_JS
+// Drives the official Firebase JS SDK (the bundle ../shared/jssdk builds) for the pytest tests:
+// one JSON command per stdin line, one JSON answer per stdout line. Run as the body of an SDK
+// script (`jssdk_helpers.Sdk`, through `spawn_sdk_script`: `sdk` and `stdinLine()` in scope).
 //   in:  {"id": 1, "op": "open", "app": "a", "url": "http://127.0.0.1:PORT?ns=NS"}
 //        {"id": 2, "op": "open", "app": "b", "ns": "NS", "emulator": {"host": "127.0.0.1", "port": P, "mockUserToken": {"sub": "alice"}}}
 //        {"id": 3, "op": "set" | "get" | "update" | "listen" | "transaction" | "onDisconnectSet" | "exit", "app": ..., "path": ..., ...}
 //   out: {"id": 1, "ok": true, "value": ...} | {"id": 1, "ok": false, "error": "..."}
 //        {"event": "value", "sub": "s1", "value": ...}   (for each listen event)
-'use strict';
-const sdk = require(process.argv[2]);
 const { initializeApp, getDatabase, connectDatabaseEmulator, ref, set, get, update, onValue,
         runTransaction, onDisconnect } = sdk;
 
@@ -54,20 +52,12 @@ const ops = {
   async exit() { setImmediate(() => process.exit(0)); return null; },
 };
 
-let buffer = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  buffer += chunk;
-  let i;
-  while ((i = buffer.indexOf('\n')) >= 0) {
-    const line = buffer.slice(0, i);
-    buffer = buffer.slice(i + 1);
-    if (!line.trim()) continue;
-    const c = JSON.parse(line);
-    Promise.resolve().then(() => ops[c.op](c)).then(
-      (value) => out({ id: c.id, ok: true, value: value === undefined ? null : value }),
-      (e) => out({ id: c.id, ok: false, error: String((e && (e.code || e.message)) || e) }));
-  }
-});
-// The test closing stdin (or dying) ends the driver.
-process.stdin.on('end', () => process.exit(0));
+// Commands run as they come (a listen or a transaction does not hold up the next command); the
+// test closing stdin (or dying) ends the driver.
+for (let line; (line = await stdinLine()) !== null;) {
+  if (!line.trim()) continue;
+  const c = JSON.parse(line);
+  Promise.resolve().then(() => ops[c.op](c)).then(
+    (value) => out({ id: c.id, ok: true, value: value === undefined ? null : value }),
+    (e) => out({ id: c.id, ok: false, error: String((e && (e.code || e.message)) || e) }));
+}
