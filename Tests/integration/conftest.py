@@ -58,6 +58,24 @@ def wait_for(what, cond, timeout=WAIT):
     raise AssertionError(f"{what}: not within {timeout} s (last: {last})")
 
 
+def spawn_emberd(args, port_file, log):
+    """emberd started with `--port 0 --port-file PORT_FILE` and the other `args`: it binds a port
+    itself and reports it, so no other process can take the port between picking and binding.
+    Returns (process, port) once the port is reported; the caller waits for readiness."""
+    if os.path.exists(port_file):
+        os.remove(port_file)
+    proc = subprocess.Popen([EMBERD, *args, "--port", "0", "--port-file", port_file], stdout=log, stderr=log)
+
+    def reported():
+        assert proc.poll() is None, f"emberd exited with {proc.returncode}"
+        try:
+            with open(port_file) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.endswith("\n") else None
+    return proc, wait_for("emberd reports its port", reported)
+
 def get(url, path, ns):
     return requests.get(f"{url}/{path}.json?ns={ns}", timeout=5).json()
 

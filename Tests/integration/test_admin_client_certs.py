@@ -12,7 +12,7 @@ import pytest
 import requests
 import websockets
 
-from conftest import EMBERD, free_port
+from conftest import EMBERD, spawn_emberd
 from wire import WireClient
 
 EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
@@ -33,12 +33,11 @@ def tls_node(tmp_path_factory):
     other = certs_init(tmp / "other-pki")
     rules = tmp / "rules.json"
     rules.write_text(DENY_ALL)
-    port = free_port()
     log = open(str(tmp / "emberd.log"), "wb")
-    proc = subprocess.Popen([EMBERD, "--data", str(tmp / "data"), "--port", str(port), "--rules", str(rules),
-                             "--admin-token-file", f"{d}/admin.token",
-                             "--tls-cert", f"{d}/n1.pem", "--tls-key", f"{d}/n1.key",
-                             "--tls-ca", f"{d}/ca.pem"], stdout=log, stderr=log)
+    proc, port = spawn_emberd(["--data", str(tmp / "data"), "--rules", str(rules),
+                               "--admin-token-file", f"{d}/admin.token",
+                               "--tls-cert", f"{d}/n1.pem", "--tls-key", f"{d}/n1.key",
+                               "--tls-ca", f"{d}/ca.pem"], str(tmp / "emberd.port"), log)
     base = f"https://127.0.0.1:{port}"
     deadline = time.time() + 30
     while True:

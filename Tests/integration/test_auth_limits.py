@@ -17,7 +17,7 @@ import pytest
 import requests
 import websockets
 
-from conftest import EMBERD, Node, free_port
+from conftest import EMBERD, Node, spawn_emberd
 from wire import WireClient
 
 SECRET = "integration-secret-0123456789abcdef"
@@ -282,7 +282,7 @@ def test_wire_expiry_drops_listens_the_rules_no_longer_allow(ns):
 
 def test_network_address_without_auth_refuses_to_start():
     d = os.path.join("/tmp", f"ember-refuse-{os.getpid()}")
-    p = subprocess.run([EMBERD, "--data", d, "--port", str(free_port()), "--host", "0.0.0.0"],
+    p = subprocess.run([EMBERD, "--data", d, "--port", "0", "--host", "0.0.0.0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     lines = [l for l in p.stderr.splitlines() if l.strip()]
@@ -434,11 +434,9 @@ def test_client_tls_serves_https_and_wss(tmp_path, ns):
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                     "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    port = free_port()
     data = str(tmp_path / "data")
     log = open(str(tmp_path / "emberd.log"), "wb")
-    proc = subprocess.Popen([EMBERD, "--data", data, "--port", str(port), "--tls-cert", cert,
-                             "--tls-key", key], stdout=log, stderr=log)
+    proc, port = spawn_emberd(["--data", data, "--tls-cert", cert, "--tls-key", key], str(tmp_path / "emberd.port"), log)
     base = f"https://127.0.0.1:{port}"
     try:
         deadline = time.time() + 30
