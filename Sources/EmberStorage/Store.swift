@@ -185,6 +185,12 @@ public final class EmberStore: @unchecked Sendable {
         directoryLock.release()
     }
 
+    /// Flushes every committed transaction to disk: the one sync of a store opened with
+    /// `durable: false` whose whole result is kept only once complete (`ember restore --archive`).
+    public func syncToDisk() throws {
+        try check(mdb_env_sync(env, 1))
+    }
+
     // MARK: - Status
 
     public var appliedIndex: UInt64 { core.published.withLock { $0.applied } }

@@ -127,10 +127,15 @@ struct RestoreCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
         let summary: ArchiveRestore.Summary
         do {
-            let store = try EmberStore(directory: staging, options: StoreOptions())
+            // Not synced commit by commit: the staging file is used only once the replay is
+            // whole, and it is synced once then, before it is moved into place.
+            var options = StoreOptions()
+            options.durable = false
+            let store = try EmberStore(directory: staging, options: options)
             defer { store.close() }
             summary = try await ArchiveRestore.restore(from: source, to: target, into: store,
                                                        scratchFile: staging + "/.restore-base.embk")
+            try store.syncToDisk()
         } catch {
             try? FileManager.default.removeItem(atPath: staging)
             throw CLIError("restore from \(dir) failed, \(data) left as it was: \(error)")
