@@ -200,7 +200,7 @@ final class Writer: @unchecked Sendable {
         }
         let done = DispatchTime.now().uptimeNanoseconds
         let cpuDone = Self.threadCPUNanos()
-        try releaseFreedPages()
+        releaseFreedPages()
         store.metricsState.withLock {
             $0.commits += 1
             $0.transactionNanos += applied - timing.start
@@ -223,27 +223,23 @@ final class Writer: @unchecked Sendable {
     /// free at the file's end (issue 41: 62 MiB of a 194 MiB file). When a commit grew the file
     /// by more than `releaseAfterGrowthPages`, one tiny transaction (a meta value rewritten with
     /// itself: no state changes) moves the transaction id on, so the next large one reuses them.
-    private func releaseFreedPages() throws {
+    /// Never throws: it runs after the real commit succeeded, and a failed empty turn changes
+    /// nothing (the next large commit only grows the file as before).
+    private func releaseFreedPages() {
         var info = MDB_envinfo()
         guard mdb_env_info(store.env, &info) == 0 else { return }
         let end = info.me_last_pgno
         defer { if fileEnd < end { fileEnd = end } }
         guard fileEnd >= 0, end - fileEnd > Self.releaseAfterGrowthPages else { return }
         var t: OpaquePointer?
-        try check(mdb_txn_begin(store.env, nil, 0, &t))
-        do {
-            let txn = Txn(ptr: t!, changes: recording)
-            guard let applied = try txn.get(tables.meta, Array("applied".utf8)) else {
-                mdb_txn_abort(t)
-                return
-            }
-            try txn.put(tables.meta, Array("applied".utf8), applied)
-        } catch {
+        guard mdb_txn_begin(store.env, nil, 0, &t) == 0, let t else { return }
+        let txn = Txn(ptr: t, changes: recording)
+        let key = Array("applied".utf8)
+        guard let applied = try? txn.get(tables.meta, key), (try? txn.put(tables.meta, key, applied)) != nil else {
             mdb_txn_abort(t)
-            throw error
+            return
         }
-        try check(mdb_txn_commit(t))
-        store.metricsState.withLock { $0.commits += 1 }
+        if mdb_txn_commit(t) == 0 { store.metricsState.withLock { $0.commits += 1 } }
     }
 
     /// CPU time of the calling thread (the writer's own work, whatever else runs on the machine).
