@@ -47,6 +47,19 @@ final class FakeTransport: WireTransport {
     }
 }
 
+/// Handshake timers the test fires by hand, in the order the connection started them.
+final class ManualTimers: Sendable {
+    private let started = Mutex<[@Sendable () -> Void]>([])
+    var start: PersistentConnection.HandshakeTimer {
+        { _, fire in self.started.withLock { $0.append(fire) } }
+    }
+    /// Fires the i-th timer started, once the connection has started it.
+    func fire(_ i: Int) async throws {
+        guard try await eventually({ self.started.withLock { $0.count } > i }) else { throw TestFailure("timer \(i) never started") }
+        started.withLock { $0[i] }()
+    }
+}
+
 final class FakeDelegate: ConnectionDelegate {
     let log = Recorder()
     func connection(didReceive data: JSON, at path: Path, isMerge: Bool, tag: Int?) {
@@ -189,17 +202,21 @@ extension PersistentConnection {
     /// the handshake timeout the attempt counts as failed and the next node is tried.
     @Test func aSilentNodeIsLeftAfterTheHandshakeTimeout() async throws {
         let transport = FakeTransport()
+        let timers = ManualTimers()
         let conn = PersistentConnection(urls: ["ws://a", "ws://b"], transport: transport, policy: fastPolicy, delegate: nil,
-                                        handshakeTimeout: .milliseconds(100))
+                                        handshakeTimer: timers.start)
         let s0 = try await transport.socket(0)
+        // The first node never says hello: its handshake timer fires.
+        try await timers.fire(0)
         let s1 = try await transport.socket(1)
         #expect(s0.isClosed)
         s1.hello()
         #expect(try await eventually { await conn.isConnected })
-        // Both sockets' handshake timers have fired (the first closed its socket; the second
-        // found its socket connected) before the check.
+        // The second socket's timer fires after its hello: a connected socket is not timed out.
+        try await timers.fire(1)
         #expect(try await eventually { await conn.handshakeTimeoutsSeen == 2 })
         #expect(await conn.isConnected, "a connected socket is not timed out")
+        #expect(!s1.isClosed)
         #expect(transport.openedURLs == ["ws://a", "ws://b"])
         conn.submit(.shutdown)
     }

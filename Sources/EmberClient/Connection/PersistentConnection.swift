@@ -95,6 +95,16 @@ actor PersistentConnection {
     /// How long an opened socket may go without the server's hello before it counts as failed
     /// (a node that accepts connections but never answers must not hold the client forever).
     let handshakeTimeout: Duration
+    /// Starts a connection's handshake timer: calls `fire` once `handshakeTimeout` has passed.
+    /// Tests pass their own to fire timers when they choose, not when a wall clock says.
+    typealias HandshakeTimer = @Sendable (_ after: Duration, _ fire: @escaping @Sendable () -> Void) -> Void
+    private let startHandshakeTimer: HandshakeTimer
+    static let sleepingHandshakeTimer: HandshakeTimer = { after, fire in
+        Task {
+            try? await Task.sleep(for: after)
+            fire()
+        }
+    }
     /// How long a get made without a connection waits for one (tests shorten it: their check is
     /// the `offline` completion itself, not how long it took).
     let getConnectTimeout: Duration
@@ -138,10 +148,12 @@ actor PersistentConnection {
     init(urls: [String], transport: any WireTransport, policy: ReconnectPolicy, delegate: (any ConnectionDelegate)?,
          authToken: String? = nil, tokenProvider: AuthTokenProvider? = nil,
          handshakeTimeout: Duration = PersistentConnection.defaultHandshakeTimeout,
-         getConnectTimeout: Duration = PersistentConnection.defaultGetConnectTimeout, spreadSeed: UInt64? = nil) {
+         getConnectTimeout: Duration = PersistentConnection.defaultGetConnectTimeout, spreadSeed: UInt64? = nil,
+         handshakeTimer: HandshakeTimer? = nil) {
         precondition(!urls.isEmpty, "a connection needs at least one URL")
         nodes = NodeList(given: urls, seed: spreadSeed)
         self.handshakeTimeout = handshakeTimeout
+        startHandshakeTimer = handshakeTimer ?? Self.sleepingHandshakeTimer
         self.getConnectTimeout = getConnectTimeout
         session = WireClientSession(credential: authToken)
         self.tokenProvider = tokenProvider
@@ -379,11 +391,7 @@ actor PersistentConnection {
         let socket = transport.open(url: url) { event in inbox.yield(.transport(connectionID: id, event)) }
         state = .connecting(id: id, socket)
         session.opened()
-        let timeout = handshakeTimeout
-        Task {
-            try? await Task.sleep(for: timeout)
-            inbox.yield(.handshakeTimeout(connectionID: id))
-        }
+        startHandshakeTimer(handshakeTimeout) { inbox.yield(.handshakeTimeout(connectionID: id)) }
     }
 
     private func closeCurrent() {
