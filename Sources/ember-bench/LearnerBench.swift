@@ -54,6 +54,9 @@ struct LearnerBench: AsyncParsableCommand {
     @Option(help: "writes: seconds of one-at-a-time writes at the leader per column (commit latency).")
     var commitSeconds = 4.0
 
+    @Option(help: "writes: niceness the learners start with (0: an even share of the CPU; 19: only what the voters leave, as learners on machines of their own would be; the figure then shows what replicating to them costs the voters).")
+    var learnerNice = 0
+
     @Option(help: "listeners: WebSocket listeners, spread evenly over the nodes.")
     var listeners = 10_000
 
@@ -105,6 +108,7 @@ struct LearnerBench: AsyncParsableCommand {
         guard clients >= 1, pipeline >= 1, duration > 0, commitSeconds > 0 else {
             throw ValidationError("--clients, --pipeline, --duration and --commit-seconds must be positive")
         }
+        guard (0...19).contains(learnerNice) else { throw ValidationError("--learner-nice must be 0...19") }
         guard (1...Self.maxListeners).contains(listeners) else { throw ValidationError("--listeners must be 1...\(Self.maxListeners)") }
         guard fanoutRounds >= 1, connectWindow >= 1 else { throw ValidationError("--fanout-rounds and --connect-window must be positive") }
         guard (1...Self.maxChildren).contains(children), batch >= 1, batch <= children else {
@@ -157,13 +161,15 @@ struct LearnerBench: AsyncParsableCommand {
 
     func writesPhase(_ http: HTTPClient, dir: String, _ report: Report) async throws {
         print("-- writes: \(clients) WebSocket connections x \(pipeline) outstanding over the 3 voters, \(duration) s; "
-              + "then one writer at the leader, one write outstanding, \(commitSeconds) s; a fresh cluster per column")
+              + "then one writer at the leader, one write outstanding, \(commitSeconds) s; a fresh cluster per column"
+            + (learnerNice == 0 ? "" : "; learners at nice \(learnerNice) (they take only the CPU the voters leave)"))
         var done: [WriteColumn] = []
         for n in columnList {
             let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir)
             defer { c.stop() }
+            c.learnerNice = learnerNice
             for _ in 0..<n { try await c.addLearner() }
-            let name = "3 voters + \(n) learners"
+            let name = "3 voters + \(n) learners" + (learnerNice == 0 || n == 0 ? "" : " at nice \(learnerNice)")
             let cpu = CPUMeter(c.all)
             let load = try await WireWriteLoad(urls: c.voterWSURLs, connections: clients, pipeline: pipeline, duration: duration,
                                                valueSize: 16, inserts: false).run(name: name)

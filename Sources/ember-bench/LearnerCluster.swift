@@ -17,6 +17,10 @@ final class LearnerCluster: @unchecked Sendable {
     private(set) var learners: [ServerProcess] = []
     private(set) var leaderURL = ""
     private var processes: [Process] = []
+    /// Niceness learners start with (`nice -n`): 0 shares the CPU evenly; 19 gives learners only
+    /// what the voters leave, as if they ran on machines of their own.
+    var learnerNice = 0
+    static let nice = "/usr/bin/nice"
 
     static let voterIDs = ["n1", "n2", "n3"]
     /// Learners one cluster may be given (`RaftConfig.defaultMaxLearners`).
@@ -60,8 +64,10 @@ final class LearnerCluster: @unchecked Sendable {
         return c
     }
 
-    private func launch(id: String, port: Int, peers: String, extra: [String]) throws -> Process {
-        let p = try HTTPLoad.launch(emberd, [
+    private func launch(id: String, port: Int, peers: String, extra: [String], nice: Int = 0) throws -> Process {
+        // Under `nice` every thread emberd starts inherits the niceness (it is per thread on Linux).
+        let prefix = nice == 0 ? [] : ["-n", "\(nice)", emberd]
+        let p = try HTTPLoad.launch(nice == 0 ? emberd : Self.nice, prefix + [
             "--data", "\(dir)/\(id)", "--port", "\(port)", "--log-level", "warning", "--node-id", id, "--peers", peers,
             "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
             // One machine plays every client: per-address limits off.
@@ -80,7 +86,7 @@ final class LearnerCluster: @unchecked Sendable {
         let i = learners.count
         let id = ClusterBench.learnerIDs(i + 1)[i]
         let port = base + 50 + i, peer = "127.0.0.1:\(base + 60 + i)"
-        let p = try launch(id: id, port: port, peers: voterPeers + ",\(id)=\(peer)", extra: ["--join"])
+        let p = try launch(id: id, port: port, peers: voterPeers + ",\(id)=\(peer)", extra: ["--join"], nice: learnerNice)
         let node = ServerProcess(name: id + " (learner)", url: "http://127.0.0.1:\(port)", process: p)
         learners.append(node)
         try await HTTPLoad.waitReady(http, node.url + "/.json")
