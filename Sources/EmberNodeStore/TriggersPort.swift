@@ -20,6 +20,9 @@ public protocol TriggersPort: Sendable {
     func namespaces() throws -> [String]
     /// Outbox rows (one per log entry) after `after` (nil: from the oldest), at most `limit`.
     func outbox(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])]
+    /// `outbox` with each row's source and the group read: what the delivery worker's cursor
+    /// entries (`TriggerOperation.advance`) name.
+    func read(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> TriggerOutboxRead
     func deadLetters(namespace: String, trigger: String, limit: Int) throws -> [(index: UInt64, reason: String, events: [TriggerEvent])]
     /// Whether this node delivers (a single node always; a cluster member while it leads).
     var delivers: Bool { get }
@@ -68,6 +71,10 @@ public struct LMDBTriggers: TriggersPort {
 
     public func outbox(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])] {
         try translated { try store.triggerOutbox(namespace: namespace, trigger: trigger, after: after, limit: limit) }
+    }
+
+    public func read(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> TriggerOutboxRead {
+        try translated { try store.triggerOutboxRead(namespace: namespace, trigger: trigger, after: after, limit: limit) }
     }
 
     public func deadLetters(namespace: String, trigger: String, limit: Int) throws -> [(index: UInt64, reason: String, events: [TriggerEvent])] {

@@ -33,16 +33,15 @@ extension Applier {
         return items.isEmpty ? nil : TriggerCapture(items: items)
     }
 
-    /// After the write: each trigger's events go to its outbox (one row for the entry), unless
-    /// its retention limit is reached: then they are counted as the trigger's gap. Triggers on
-    /// the same pattern share the changes, and those that also fire on the same kinds share the
-    /// encoded row: ten triggers on one path cost one diff and one encoding, not ten.
+    /// After the write: the events of each group of triggers (one pattern, the same kinds) go
+    /// to the group's shared change record for the entry, whatever the number of triggers in it
+    /// (`TriggerChangeLog`); a feed's go to its own rows. Triggers on one pattern share the diff.
     func recordTriggers(_ e: LogEntry, _ capture: TriggerCapture, parts: [(Path, Node)]) throws {
-        let ns = e.namespace
         let (authType, authID) = Self.triggerAuth(e.auth)
         var changesByPattern: [String: [(TriggerChange, before: JSON, after: JSON)]] = [:]
-        var rowsByKinds: [String: [UInt8]] = [:]
+        var groupsDone: Set<UInt64> = []
         for (def, before) in capture.items {
+            if !def.feed && groupsDone.contains(def.group) { continue }
             let patternKey = def.pattern.description
             let changes: [(TriggerChange, before: JSON, after: JSON)]
             if let c = changesByPattern[patternKey] { changes = c } else {
@@ -52,60 +51,112 @@ extension Applier {
             }
             let fired = changes.compactMap { c in def.firedType(for: c.0.kind).map { (c, $0) } }
             if fired.isEmpty { continue }
-            let key = TriggerKeys.row(TriggerKeys.outboxPrefix(ns, def.name), e.index)
-            // An onDisconnect run applies several writes at one index: their events share its row.
-            let existing = try t.get(tables.meta, key)
-            let rowKey = patternKey + "\u{0}" + def.on.map(\.rawValue).joined(separator: ",")
-            let encoded: [UInt8]
-            if existing == nil, let row = rowsByKinds[rowKey] { encoded = row } else {
-                var events: [TriggerEvent] = []
-                if let existing {
-                    var r = ByteReader(existing)
-                    events = try TriggerRecord.decode(&r)
-                }
-                for ((c, before, after), type) in fired {
-                    events.append(TriggerEvent(index: e.index, seq: events.count, timestamp: e.timestamp, type: type, location: c.location,
-                                               params: c.params, before: before, after: after, delta: c.delta,
-                                               authType: authType, authID: authID))
-                }
-                var w = ByteWriter()
-                TriggerRecord.encode(events, into: &w)
-                encoded = w.bytes
-                if existing == nil { rowsByKinds[rowKey] = encoded }
+            let events = fired.enumerated().map { (seq, f) in
+                TriggerEvent(index: e.index, seq: seq, timestamp: e.timestamp, type: f.1, location: f.0.0.location,
+                             params: f.0.0.params, before: f.0.before, after: f.0.after, delta: f.0.0.delta,
+                             authType: authType, authID: authID)
             }
-            var state = try tables.triggerState(t, ns, def.name) ?? TriggerState()
-            let oldBytes = UInt64(existing?.count ?? 0)
-            let newRows = state.pending + (existing == nil ? 1 : 0)
-            let newBytes = state.pendingBytes - oldBytes + UInt64(encoded.count)
-            state.events += UInt64(fired.count)
             if def.feed {
-                // A feed keeps the newest entries: the oldest go, and its cursor says which
-                // (a consumer asking for older ones is answered 410 with it).
-                try t.put(tables.meta, key, encoded)
-                state.pending = newRows
-                state.pendingBytes = newBytes
-                let prefix = TriggerKeys.outboxPrefix(ns, def.name)
-                while state.pending > UInt64(def.limits.retainEntries) || state.pendingBytes > UInt64(def.limits.retainBytes) {
-                    var oldest: ([UInt8], Int)?
-                    try t.scan(tables.meta, prefix: prefix) { k, v in oldest = (k, v.count); return false }
-                    guard let (k, n) = oldest, k != key else { break }
-                    try t.delete(tables.meta, k)
-                    state.pending -= 1
-                    state.pendingBytes -= UInt64(n)
-                    state.cursor = TriggerKeys.index(ofRow: k)
-                }
-            } else if newRows > UInt64(def.limits.retainEntries) || newBytes > UInt64(def.limits.retainBytes) {
-                // Never a silent skip: the gap is recorded and reported (status, metrics).
-                state.skipped += UInt64(fired.count)
-                if state.gapFirst == 0 { state.gapFirst = e.index }
-                state.gapLast = e.index
+                try recordFeed(e, def, events)
             } else {
-                try t.put(tables.meta, key, encoded)
-                state.pending = newRows
-                state.pendingBytes = newBytes
+                groupsDone.insert(def.group)
+                try recordShared(e, def.group, events)
             }
-            try tables.putTriggerState(t, ns, def.name, state)
         }
+    }
+
+    /// A group's record for the entry. Below the summary's headroom no trigger's state is read;
+    /// past it, each trigger past its retention limit keeps the records it holds and no later
+    /// one until it has delivered those (`keepThrough`): the gap is recorded, never a silent
+    /// skip, and once no trigger of the group keeps records the entry gets none.
+    func recordShared(_ e: LogEntry, _ group: UInt64, _ fresh: [TriggerEvent]) throws {
+        let ns = e.namespace
+        let key = TriggerKeys.row(TriggerChangeLog.recordsPrefix(ns, group), e.index)
+        let summary = try TriggerChangeLog.summary(tables, t, ns, group)
+        if let existing = try t.get(tables.meta, key) {
+            // An onDisconnect run applies several writes at one index: their events share its record.
+            let at = try TriggerChangeLog.position(e.index, existing)
+            var events = try TriggerChangeLog.events(existing)
+            let before = TriggerChangeLog.Position(index: e.index, records: at.records - 1, bytes: at.bytes - UInt64(existing.count),
+                                                   events: at.events - UInt64(events.count))
+            for var ev in fresh { ev.seq = events.count; events.append(ev) }
+            try t.put(tables.meta, key, TriggerChangeLog.encodeRecord(events, after: before, index: e.index).bytes)
+            return
+        }
+        let last = try TriggerChangeLog.last(tables, t, ns, group, floor: summary.floor)
+        let (record, at) = TriggerChangeLog.encodeRecord(fresh, after: last, index: e.index)
+        if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
+            try t.put(tables.meta, key, record)
+            return
+        }
+        var members: [(TriggerDefinition, TriggerState)] = []
+        var skipping: [Int] = []
+        for d in triggers[ns]?.definitions ?? [] where !d.feed && d.group == group {
+            guard var st = try tables.triggerState(t, ns, d.name), st.group == group else { continue }
+            if st.keepThrough == 0 {
+                let records = st.pending + at.records - min(at.records, st.doneRecords)
+                let bytes = st.pendingBytes + at.bytes - min(at.bytes, st.doneBytes)
+                if records <= UInt64(d.limits.retainEntries) && bytes <= UInt64(d.limits.retainBytes) {
+                    members.append((d, st))
+                    continue
+                }
+                // Past its limit: it keeps what it holds (through its cursor at least).
+                let keep = last.index >= st.cursor ? last
+                    : TriggerChangeLog.Position(index: st.cursor, records: st.doneRecords, bytes: st.doneBytes, events: last.events)
+                st.keepThrough = max(keep.index, 1)
+                st.keepRecords = keep.records
+                st.keepBytes = keep.bytes
+                st.keepEvents = keep.events
+                if st.gapFirst == 0 { st.gapFirst = e.index }
+            }
+            skipping.append(members.count)
+            members.append((d, st))
+        }
+        let kept = members.count > skipping.count
+        if kept { try t.put(tables.meta, key, record) }
+        for k in skipping {
+            // A record kept for the others counts its events and the skip (`folded`); without
+            // one they are counted here.
+            if !kept {
+                members[k].1.events += UInt64(fresh.count)
+                members[k].1.skipped += UInt64(fresh.count)
+                members[k].1.gapLast = e.index
+            }
+            try tables.putTriggerState(t, ns, members[k].0.name, members[k].1)
+        }
+        try TriggerChangeLog.refresh(tables, t, ns, group, members: members)
+    }
+
+    /// A feed's own row for the entry: it keeps the newest entries, the oldest go, and its
+    /// cursor says which (a consumer asking for older ones is answered 410 with it).
+    func recordFeed(_ e: LogEntry, _ def: TriggerDefinition, _ fresh: [TriggerEvent]) throws {
+        let ns = e.namespace
+        let prefix = TriggerKeys.outboxPrefix(ns, def.name)
+        let key = TriggerKeys.row(prefix, e.index)
+        let existing = try t.get(tables.meta, key)
+        var events: [TriggerEvent] = []
+        if let existing {
+            var r = ByteReader(existing)
+            events = try TriggerRecord.decode(&r)
+        }
+        for var ev in fresh { ev.seq = events.count; events.append(ev) }
+        var w = ByteWriter()
+        TriggerRecord.encode(events, into: &w)
+        var state = try tables.triggerState(t, ns, def.name) ?? TriggerState()
+        state.events += UInt64(fresh.count)
+        try t.put(tables.meta, key, w.bytes)
+        state.pending += existing == nil ? 1 : 0
+        state.pendingBytes = state.pendingBytes - UInt64(existing?.count ?? 0) + UInt64(w.bytes.count)
+        while state.pending > UInt64(def.limits.retainEntries) || state.pendingBytes > UInt64(def.limits.retainBytes) {
+            var oldest: ([UInt8], Int)?
+            try t.scan(tables.meta, prefix: prefix) { k, v in oldest = (k, v.count); return false }
+            guard let (k, n) = oldest, k != key else { break }
+            try t.delete(tables.meta, k)
+            state.pending -= 1
+            state.pendingBytes -= UInt64(n)
+            state.cursor = TriggerKeys.index(ofRow: k)
+        }
+        try tables.putTriggerState(t, ns, def.name, state)
     }
 
     static func triggerAuth(_ auth: WriteAuth) -> (String, String?) {
@@ -115,85 +166,5 @@ extension Applier {
         case .user(let claims?):
             return ("app_user", claims["uid"]?.stringValue ?? claims["sub"]?.stringValue)
         }
-    }
-
-    /// Applies a trigger bookkeeping entry.
-    mutating func applyTriggers(_ e: LogEntry, _ op: TriggerOperation) throws {
-        guard e.auth == .admin else { throw StorageError.invalid(.invalidData("Only an admin may change triggers")) }
-        let ns = e.namespace
-        if case .define(let text) = op {
-            let set: TriggerSet
-            do { set = try TriggerSet(text: text) } catch { throw StorageError.invalid(.invalidData("triggers: \(error.reason)")) }
-            let old = try tables.triggerSet(t, ns)
-            for d in old.definitions where set.definition(named: d.name) == nil {
-                try t.delete(tables.meta, TriggerKeys.state(ns, d.name))
-                try t.deletePrefix(tables.meta, TriggerKeys.outboxPrefix(ns, d.name))
-                try t.deletePrefix(tables.meta, TriggerKeys.deadPrefix(ns, d.name))
-            }
-            for d in set.definitions where try tables.triggerState(t, ns, d.name) == nil {
-                // A new trigger fires for the entries after its definition.
-                var s = TriggerState()
-                s.cursor = e.index
-                try tables.putTriggerState(t, ns, d.name, s)
-            }
-            if set.isEmpty { try t.delete(tables.meta, TriggerKeys.definitions(ns)) } else {
-                try t.put(tables.meta, TriggerKeys.definitions(ns), Array(set.text.utf8))
-            }
-            triggers[ns] = set.isEmpty ? nil : set
-            return
-        }
-        let name: String
-        switch op {
-        case .define: preconditionFailure("handled above")
-        case .settle(let n, _, _), .halt(let n, _), .pause(let n), .resume(let n), .replay(let n, _): name = n
-        }
-        // Bookkeeping for a trigger since removed changes nothing.
-        guard var state = try tables.triggerState(t, ns, name) else { return }
-        let outbox = TriggerKeys.outboxPrefix(ns, name), dead = TriggerKeys.deadPrefix(ns, name)
-        switch op {
-        case .define: preconditionFailure("handled above")
-        case .settle(_, let indexes, let reason):
-            for i in indexes {
-                let key = TriggerKeys.row(outbox, i)
-                guard let row = try t.get(tables.meta, key) else { continue }
-                try t.delete(tables.meta, key)
-                state.pending -= 1
-                state.pendingBytes -= UInt64(row.count)
-                state.cursor = max(state.cursor, i)
-                guard let reason else { continue }
-                var w = ByteWriter()
-                w.string(reason)
-                w.bytes += row
-                try t.put(tables.meta, TriggerKeys.row(dead, i), w.bytes)
-                state.deadLetters += 1
-                if state.deadLetters > TriggerState.maxDeadLetters {
-                    var oldest: [UInt8]?
-                    try t.scan(tables.meta, prefix: dead) { k, _ in oldest = k; return false }
-                    if let oldest { try t.delete(tables.meta, oldest); state.deadLetters -= 1 }
-                }
-            }
-        case .halt(_, let reason): state.halted = reason
-        case .pause: state.paused = true
-        case .resume: state.paused = false; state.halted = nil
-        case .replay(_, let from):
-            var moved: [([UInt8], [UInt8])] = []
-            try t.scan(tables.meta, prefix: dead, startingAt: TriggerKeys.row(dead, from)) { k, v in
-                moved.append((k, v))
-                return true
-            }
-            for (k, v) in moved {
-                var r = ByteReader(v)
-                _ = try r.string()
-                let row = Array(v[r.i...])
-                try t.delete(tables.meta, k)
-                state.deadLetters -= 1
-                let key = TriggerKeys.row(outbox, TriggerKeys.index(ofRow: k))
-                if try t.get(tables.meta, key) != nil { continue }
-                try t.put(tables.meta, key, row)
-                state.pending += 1
-                state.pendingBytes += UInt64(row.count)
-            }
-        }
-        try tables.putTriggerState(t, ns, name, state)
     }
 }

@@ -326,6 +326,8 @@ extension Writer {
             // has its key text in code point order: put it in this format's order.
             if senderFormat < 3 { try TextOrderMigration.all(tables, t) }
             rules = try StoredRules.loadAll(tables, t)
+            // A stream from a 0.6.0 member: its triggers join their shared change records.
+            try TriggerChangeLog.migrate(tables, t)
             triggerSets = try tables.allTriggerSets(t)
             // The stream is per leaf (every version installs it): small objects become inline
             // records again, in this same transaction.

@@ -23,6 +23,12 @@ extension EmberStore {
             if reason.utf8.count > TriggerOperation.maxReasonBytes { throw bad("reason too long") }
         case .pause(let name), .resume(let name), .replay(let name, _):
             try checkName(name)
+        case .advance(let cursors):
+            guard cursors.count <= TriggerOperation.maxCursors else { throw bad("at most \(TriggerOperation.maxCursors) cursors per entry") }
+            for c in cursors {
+                try checkName(c.name)
+                guard c.rows.count <= TriggerOperation.maxSettle else { throw bad("at most \(TriggerOperation.maxSettle) rows per cursor") }
+            }
         }
         func checkName(_ n: String) throws {
             guard !n.isEmpty, n.utf8.count <= TriggerDefinition.maxNameBytes else { throw bad("bad trigger name") }
@@ -40,12 +46,22 @@ extension EmberStore {
         try withVisibleRead { t in Array(try tables.allTriggerSets(t).keys).sorted() }
     }
 
-    /// Each trigger of the namespace with its state, by name.
+    /// Each trigger of the namespace with its state, by name (pending figures and events
+    /// counted over its own rows and the shared records after its cursor).
     public func triggers(namespace: String) throws -> [TriggerView] {
         try KeyCodec.validateNamespace(namespace)
         return try withVisibleRead { t in
-            try tables.triggerSet(t, namespace).definitions.map { d in
-                TriggerView(definition: d, state: try tables.triggerState(t, namespace, d.name) ?? TriggerState())
+            var lasts: [UInt64: TriggerChangeLog.Position] = [:]
+            return try tables.triggerSet(t, namespace).definitions.map { d in
+                let st = try tables.triggerState(t, namespace, d.name) ?? TriggerState()
+                guard st.group != 0 else { return TriggerView(definition: d, state: st) }
+                let last: TriggerChangeLog.Position
+                if let l = lasts[st.group] { last = l } else {
+                    let floor = try TriggerChangeLog.summary(tables, t, namespace, st.group).floor
+                    last = try TriggerChangeLog.last(tables, t, namespace, st.group, floor: floor)
+                    lasts[st.group] = last
+                }
+                return TriggerView(definition: d, state: TriggerChangeLog.folded(st, last: last))
             }
         }
     }
@@ -58,10 +74,34 @@ extension EmberStore {
         return try withVisibleRead { t in try tables.triggerState(t, namespace, name) }
     }
 
-    /// Outbox rows of a trigger after log index `after` (nil: from the oldest), at most `limit`.
+    /// Entries of a trigger to deliver after log index `after` (nil: from the oldest), at most
+    /// `limit`, in log order: its own rows merged with the shared records after its cursor.
     public func triggerOutbox(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])] {
+        try triggerOutboxRead(namespace: namespace, trigger: trigger, after: after, limit: limit).rows.map { ($0.index, $0.events) }
+    }
+
+    /// `triggerOutbox` with each row's source and the group read (what the worker's cursor
+    /// entry names).
+    public func triggerOutboxRead(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> TriggerOutboxRead {
         try withVisibleRead { t in
-            try tables.triggerRows(t, prefix: TriggerKeys.outboxPrefix(namespace, trigger), after: after, limit: limit).map { ($0.index, $0.events) }
+            guard let st = try tables.triggerState(t, namespace, trigger) else { return TriggerOutboxRead(group: 0, rows: []) }
+            let own = try tables.triggerRows(t, prefix: TriggerKeys.outboxPrefix(namespace, trigger), after: after, limit: limit)
+            let shared = try TriggerChangeLog.read(tables, t, namespace, st, after: max(after ?? 0, st.cursor), limit: limit)
+            var rows: [(index: UInt64, events: [TriggerEvent], own: Bool)] = []
+            rows.reserveCapacity(min(limit, own.count + shared.count))
+            var a = 0, b = 0
+            while rows.count < limit && (a < own.count || b < shared.count) {
+                if b == shared.count || (a < own.count && own[a].index <= shared[b].index) {
+                    // An own row and a record at one index: the own row (not expected; defensive).
+                    if b < shared.count && own[a].index == shared[b].index { b += 1 }
+                    rows.append((own[a].index, own[a].events, true))
+                    a += 1
+                } else {
+                    rows.append((shared[b].index, shared[b].events, false))
+                    b += 1
+                }
+            }
+            return TriggerOutboxRead(group: st.group, rows: rows)
         }
     }
 

@@ -148,6 +148,8 @@ public final class EmberStore: @unchecked Sendable {
             try tables.markStorageFormat(Txn(ptr: t!))
             _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))
+            // Triggers of a 0.6.0 directory join their shared change records (once).
+            try TriggerChangeLog.migrate(tables, Txn(ptr: t!))
             let opened = t
             t = nil  // commit frees the transaction, failing or not
             try check(mdb_txn_commit(opened))

@@ -22,9 +22,21 @@ enum TriggerKeys {
     }
 }
 
-/// The stored form of a trigger's state.
+/// The stored form of a trigger's state. Format 2 adds the shared change records' fields;
+/// a format-1 state (0.6.0) reads with them zero: its outbox rows are its own rows.
 extension TriggerState {
     var encoded: [UInt8] {
+        var w = ByteWriter(capacity: 144)
+        w.u8(2)
+        for v in [cursor, pending, pendingBytes, skipped, gapFirst, gapLast, deadLetters, events] { w.u64(v) }
+        w.u8((paused ? 1 : 0) | (halted != nil ? 2 : 0))
+        if let halted { w.string(halted) }
+        for v in [group, doneRecords, doneBytes, eventsBase, keepThrough, keepRecords, keepBytes, keepEvents] { w.u64(v) }
+        return w.bytes
+    }
+
+    /// The format-1 encoding (0.6.0), for the migration tests.
+    var encodedV1: [UInt8] {
         var w = ByteWriter(capacity: 80)
         w.u8(1)
         for v in [cursor, pending, pendingBytes, skipped, gapFirst, gapLast, deadLetters, events] { w.u64(v) }
@@ -36,12 +48,16 @@ extension TriggerState {
     init(decoding b: [UInt8]) throws(StorageError) {
         self.init()
         var r = ByteReader(b)
-        guard try r.u8() == 1 else { throw .corrupt("trigger state format") }
+        let format = try r.u8()
+        guard format == 1 || format == 2 else { throw .corrupt("trigger state format") }
         cursor = try r.u64(); pending = try r.u64(); pendingBytes = try r.u64(); skipped = try r.u64()
         gapFirst = try r.u64(); gapLast = try r.u64(); deadLetters = try r.u64(); events = try r.u64()
         let flags = try r.u8()
         paused = flags & 1 != 0
         halted = flags & 2 != 0 ? try r.string() : nil
+        guard format == 2 else { return }
+        group = try r.u64(); doneRecords = try r.u64(); doneBytes = try r.u64(); eventsBase = try r.u64()
+        keepThrough = try r.u64(); keepRecords = try r.u64(); keepBytes = try r.u64(); keepEvents = try r.u64()
     }
 }
 

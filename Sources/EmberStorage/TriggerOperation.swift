@@ -13,6 +13,12 @@ extension TriggerOperation {
         case .pause(let name): w.u8(4); w.string(name)
         case .resume(let name): w.u8(5); w.string(name)
         case .replay(let name, let from): w.u8(6); w.string(name); w.u64(from)
+        case .advance(let cursors):
+            w.u8(7); w.varint(cursors.count)
+            for c in cursors {
+                w.string(c.name); w.u64(c.group); w.u64(c.through); w.varint(c.rows.count)
+                for i in c.rows { w.u64(i) }
+            }
         }
     }
 
@@ -32,6 +38,20 @@ extension TriggerOperation {
         case 4: return .pause(name: try r.string())
         case 5: return .resume(name: try r.string())
         case 6: return .replay(name: try r.string(), from: try r.u64())
+        case 7:
+            let n = try r.varint()
+            guard n <= TriggerOperation.maxCursors else { throw .corrupt("trigger cursor count") }
+            var cursors: [TriggerCursor] = []
+            for _ in 0..<n {
+                let name = try r.string(), group = try r.u64(), through = try r.u64()
+                let k = try r.varint()
+                guard k <= limit / 8 else { throw .corrupt("trigger cursor rows") }
+                var rows: [UInt64] = []
+                rows.reserveCapacity(k)
+                for _ in 0..<k { rows.append(try r.u64()) }
+                cursors.append(TriggerCursor(name: name, group: group, through: through, rows: rows))
+            }
+            return .advance(cursors)
         default: throw .corrupt("trigger operation")
         }
     }

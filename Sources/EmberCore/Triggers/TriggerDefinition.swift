@@ -65,6 +65,11 @@ public struct TriggerDefinition: Sendable, Equatable {
     /// A pull feed (`"feed": true`): nothing is POSTed; consumers read the events from
     /// `GET /.ember/feed` with their own cursor, and the newest `retainEntries` entries are kept.
     public var feed: Bool
+    /// The stream of shared change records this trigger reads (0 for a feed, which keeps its
+    /// own rows): triggers on one pattern firing on the same kinds share one record per log
+    /// entry. A hash of the pattern and the kinds (SHA-1's first 8 bytes), so every replica
+    /// names the stream alike.
+    public private(set) var group: UInt64 = 0
 
     /// Named limits of a definition.
     public static let maxNameBytes = 64
@@ -134,6 +139,13 @@ public struct TriggerDefinition: Sendable, Equatable {
         guard limits.maxBackoffMs >= limits.backoffMs else { throw fail("\"maxBackoffMs\" must be at least \"backoffMs\"") }
         self.name = name
         self.limits = limits
+        if !feed { group = Self.group(pattern: pattern, on: self.on) }
+    }
+
+    static func group(pattern: TriggerPattern, on: [TriggerEventKind]) -> UInt64 {
+        let digest = SHA1.digest(Array((pattern.description + "\u{0}" + on.map(\.rawValue).joined(separator: ",")).utf8))
+        let id = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return id == 0 ? 1 : id
     }
 
     static func isValidName(_ s: String) -> Bool {

@@ -79,8 +79,7 @@ extension RestHandler {
                 if case .user(_, let expiresAt?) = identity, expiresAt <= clock() { break }
                 // Entries trimmed past this consumer's position: end the stream (it resumes and
                 // is answered 410 with the oldest cursor).
-                guard let state = try port.triggers(namespace: ns).first(where: { $0.definition.name == name })?.state,
-                      cursor >= state.cursor else { break }
+                guard let state = try port.state(namespace: ns, trigger: name), cursor >= state.cursor else { break }
                 let rows = try port.outbox(namespace: ns, trigger: name, after: cursor, limit: Self.feedRowsPerRead)
                 for r in rows {
                     cursor = r.index

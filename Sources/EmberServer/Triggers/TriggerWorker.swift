@@ -12,13 +12,15 @@ import Synchronization
 /// this node after a restart, resumes from the last settled entry: at least once, in log order.
 /// Cursors are logged in the background, one log entry at a time (those due meanwhile go in the
 /// next one): POSTs go on while a cursor commits through Raft, so an unbatched trigger is not
-/// held to one event per commit round trip.
+/// held to one event per commit round trip; the lanes of a namespace share that entry
+/// (`TriggerCursorLog`).
 final class TriggerWorker: Sendable {
     let port: any TriggersPort
     let runtime: TriggerRuntime
     let logger: Logger
     private let lanes = Mutex<[String: (definition: TriggerDefinition, lane: TriggerLane)]>([:])
     private let task = Mutex<Task<Void, Never>?>(nil)
+    let cursors: TriggerCursorLog
 
     /// How often the worker looks at the definitions and leadership (a commit only wakes the
     /// lanes: with no trigger defined, commits cost the worker nothing).
@@ -30,6 +32,7 @@ final class TriggerWorker: Sendable {
         self.port = port
         self.runtime = runtime
         self.logger = logger
+        self.cursors = TriggerCursorLog(port: port)
         port.onCommit { [weak self] in self?.wake() }
     }
 
@@ -79,7 +82,7 @@ final class TriggerWorker: Sendable {
                 lanes[k] = nil
             }
             for (k, (ns, d)) in want where lanes[k] == nil {
-                let lane = TriggerLane(namespace: ns, definition: d, port: port, runtime: runtime, logger: logger)
+                let lane = TriggerLane(namespace: ns, definition: d, port: port, cursors: cursors, runtime: runtime, logger: logger)
                 lanes[k] = (d, lane)
                 lane.start()
             }
@@ -93,6 +96,7 @@ final class TriggerLane: Sendable {
     let ns: String
     let definition: TriggerDefinition
     let port: any TriggersPort
+    let cursors: TriggerCursorLog
     let runtime: TriggerRuntime
     let logger: Logger
     enum Input: Sendable {
@@ -105,9 +109,14 @@ final class TriggerLane: Sendable {
     /// Cursors waiting to be logged and the one being logged; `held`: their entries, which a
     /// top-up from the outbox must not take again (their rows go when the cursor commits).
     struct Settling {
-        var queue: [(indexes: [UInt64], reason: String?, dead: Int)] = []
-        var inFlight: (indexes: [UInt64], reason: String?, dead: Int)?
+        typealias Item = (indexes: [UInt64], reason: String?, dead: Int, own: [UInt64])
+        var queue: [Item] = []
+        var inFlight: Item?
         var held: Set<UInt64> = []
+        /// The group the lane reads (named by its cursor entries) and the entries taken from
+        /// the trigger's own rows (listed in them).
+        var group: UInt64 = 0
+        var own: Set<UInt64> = []
     }
     /// The kept-alive connection the lane's POSTs are pipelined on (nil: no TLS context).
     private let pipe: TriggerPipe?
@@ -116,10 +125,12 @@ final class TriggerLane: Sendable {
     private let wakePending = Atomic<Bool>(false)
     private let task = Mutex<Task<Void, Never>?>(nil)
 
-    init(namespace: String, definition: TriggerDefinition, port: any TriggersPort, runtime: TriggerRuntime, logger: Logger) {
+    init(namespace: String, definition: TriggerDefinition, port: any TriggersPort, cursors: TriggerCursorLog,
+         runtime: TriggerRuntime, logger: Logger) {
         self.ns = namespace
         self.definition = definition
         self.port = port
+        self.cursors = cursors
         self.runtime = runtime
         self.logger = logger
         var pipe: TriggerPipe?
@@ -175,11 +186,13 @@ final class TriggerLane: Sendable {
             wakePending.store(false, ordering: .relaxed)
             // While cursors are being logged, an idle machine reads after the entries they hold.
             let after = machine.isIdle ? settling.held.max() : machine.takenThrough
-            if machine.wants > 0, let rows = try? port.outbox(namespace: ns, trigger: name, after: after,
-                                                               limit: min(TriggerWorker.maxRowsPerRead, machine.wants)) {
-                for r in rows where !r.events.isEmpty && !settling.held.contains(r.index) && (machine.isIdle || r.index > machine.takenThrough) {
+            if machine.wants > 0, let read = try? port.read(namespace: ns, trigger: name, after: after,
+                                                            limit: min(TriggerWorker.maxRowsPerRead, machine.wants)) {
+                settling.group = read.group
+                for r in read.rows where !r.events.isEmpty && !settling.held.contains(r.index) && (machine.isIdle || r.index > machine.takenThrough) {
                     machine.take(index: r.index, events: r.events.count)
                     events[r.index] = r.events
+                    if r.own { settling.own.insert(r.index) }
                 }
             }
             await perform(machine.poll(now: Self.nowMillis()), &machine, &events, &settling)
@@ -233,7 +246,8 @@ final class TriggerLane: Sendable {
             case .settle(let indexes, let reason):
                 let dead = reason == nil ? 0 : indexes.reduce(0) { $0 + (events[$1]?.count ?? 0) }
                 for i in indexes { events[i] = nil }
-                settling.queue.append((indexes, reason, dead))
+                let own = indexes.filter { settling.own.remove($0) != nil }
+                settling.queue.append((indexes, reason, dead, own))
                 settling.held.formUnion(indexes)
                 logNextCursor(&settling)
             case .halt(let reason):
@@ -243,8 +257,10 @@ final class TriggerLane: Sendable {
         }
     }
 
-    /// Logs the queued cursors as one entry when none is in flight: the queue's first run of the
-    /// same outcome, at most `TriggerDelivery.maxSettle` entries; reports `.settled`.
+    /// Logs the queued cursors when none is in flight: the queue's first run of the same
+    /// outcome, at most `TriggerDelivery.maxSettle` entries, delivered ones as this trigger's
+    /// cursor in the namespace's next `advance` entry (`TriggerCursorLog`), dead ones as a
+    /// `settle` entry of their own; reports `.settled`.
     private func logNextCursor(_ settling: inout Settling) {
         guard settling.inFlight == nil, var next = settling.queue.first else { return }
         settling.queue.removeFirst()
@@ -252,10 +268,18 @@ final class TriggerLane: Sendable {
               next.indexes.count + more.indexes.count <= TriggerDelivery.maxSettle {
             next.indexes += more.indexes
             next.dead += more.dead
+            next.own += more.own
             settling.queue.removeFirst()
         }
         settling.inFlight = next
         let (port, ns, name, continuation) = (self.port, self.ns, definition.name, inputs.continuation)
+        if next.reason == nil, let through = next.indexes.max() {
+            // Delivered: the cursor goes with the other lanes' in one entry.
+            cursors.submit(namespace: ns, TriggerCursor(name: name, group: settling.group, through: through, rows: next.own)) { error in
+                continuation.yield(.settled(error: error))
+            }
+            return
+        }
         Task {
             do {
                 try await port.log(namespace: ns, .settle(name: name, indexes: next.indexes, deadLetter: next.reason))

@@ -1,0 +1,51 @@
+import EmberCore
+import EmberNodeStore
+import Synchronization
+
+/// Logs the delivery lanes' cursors of a namespace together: one `advance` entry in flight per
+/// namespace at a time, carrying every cursor its lanes settled meanwhile. Ten triggers
+/// keeping up with one stream of writes cost one small log entry per commit round trip, not
+/// ten streams of entries through Raft.
+final class TriggerCursorLog: Sendable {
+    typealias Done = @Sendable (_ error: String?) -> Void
+    private struct Queue {
+        var waiting: [(TriggerCursor, Done)] = []
+        var busy = false
+    }
+    private let queues = Mutex<[String: Queue]>([:])
+    private let port: any TriggersPort
+
+    init(port: any TriggersPort) { self.port = port }
+
+    /// Queues a lane's cursor; `done` once the entry carrying it is logged (nil) or not (why).
+    /// A lane has at most one cursor waiting or in flight.
+    func submit(namespace ns: String, _ cursor: TriggerCursor, done: @escaping Done) {
+        let start = queues.withLock { q -> Bool in
+            q[ns, default: Queue()].waiting.append((cursor, done))
+            if q[ns]!.busy { return false }
+            q[ns]!.busy = true
+            return true
+        }
+        if start { Task { [self] in await drain(ns) } }
+    }
+
+    private func drain(_ ns: String) async {
+        while true {
+            let batch = queues.withLock { q -> [(TriggerCursor, Done)] in
+                guard var queue = q[ns], !queue.waiting.isEmpty else { q[ns] = nil; return [] }
+                let n = min(queue.waiting.count, TriggerOperation.maxCursors)
+                let b = Array(queue.waiting.prefix(n))
+                queue.waiting.removeFirst(n)
+                q[ns] = queue
+                return b
+            }
+            if batch.isEmpty { return }
+            do {
+                try await port.log(namespace: ns, .advance(batch.map(\.0)))
+                for (_, done) in batch { done(nil) }
+            } catch {
+                for (_, done) in batch { done("\(error)") }
+            }
+        }
+    }
+}

@@ -1,0 +1,282 @@
+import EmberCore
+
+/// The shared change records of triggers (issue 36): the triggers of a namespace on one pattern
+/// that fire on the same kinds form a group (`TriggerDefinition.group`) and read one stream of
+/// records, one per log entry that gives them events: `triggers/r/<ns>\0<group><index>`. A
+/// write costs one record per group however many triggers read it, and no trigger's state is
+/// rewritten; each trigger's cursor says how far it read, and its pending figures are the
+/// stream's running counts (kept in each record) minus those at its cursor.
+///
+/// `triggers/g/<ns>\0<group>` holds the group's summary, written when cursors move, never per
+/// write: the position of the newest record pruned (the counts go on from it once every record
+/// is gone) and how far the stream may grow before some trigger reaches its retention limit
+/// (a write below it checks no trigger's state).
+enum TriggerChangeLog {
+    /// A point of a group's stream: the record at `index` and the running counts through it.
+    struct Position: Equatable {
+        var index: UInt64 = 0
+        var records: UInt64 = 0
+        var bytes: UInt64 = 0
+        var events: UInt64 = 0
+
+        static func newer(_ a: Position, _ b: Position) -> Position { a.records >= b.records ? a : b }
+    }
+
+    struct Summary: Equatable {
+        var floor = Position()
+        /// A record whose running counts stay within both keeps every trigger within its
+        /// limits; 0 when no trigger of the group keeps records (all past their limits).
+        var allowRecords: UInt64 = 0
+        var allowBytes: UInt64 = 0
+    }
+
+    static let recordFormat: UInt8 = 3
+    static let headerBytes = 1 + 3 * 8
+
+    static func recordsPrefix(_ ns: String, _ group: UInt64) -> [UInt8] {
+        var w = ByteWriter(bytes: TriggerKeys.prefix + Array("r/".utf8) + Array(ns.utf8) + [0])
+        w.u64(group)
+        return w.bytes
+    }
+
+    static func summaryKey(_ ns: String, _ group: UInt64) -> [UInt8] {
+        var w = ByteWriter(bytes: TriggerKeys.prefix + Array("g/".utf8) + Array(ns.utf8) + [0])
+        w.u64(group)
+        return w.bytes
+    }
+
+    // MARK: - Records
+
+    static func encodeRecord(_ events: [TriggerEvent], after last: Position, index: UInt64) -> (bytes: [UInt8], at: Position) {
+        var body = ByteWriter()
+        TriggerRecord.encode(events, into: &body)
+        let size = UInt64(headerBytes + body.bytes.count)
+        let at = Position(index: index, records: last.records + 1, bytes: last.bytes + size, events: last.events + UInt64(events.count))
+        return (header(at) + body.bytes, at)
+    }
+
+    static func header(_ p: Position) -> [UInt8] {
+        var w = ByteWriter(capacity: headerBytes)
+        w.u8(recordFormat); w.u64(p.records); w.u64(p.bytes); w.u64(p.events)
+        return w.bytes
+    }
+
+    static func position(_ index: UInt64, _ v: [UInt8]) throws(StorageError) -> Position {
+        var r = ByteReader(v)
+        guard try r.u8() == recordFormat else { throw .corrupt("trigger change record format") }
+        return Position(index: index, records: try r.u64(), bytes: try r.u64(), events: try r.u64())
+    }
+
+    static func events(_ v: [UInt8]) throws(StorageError) -> [TriggerEvent] {
+        var r = ByteReader(v, at: headerBytes)
+        return try TriggerRecord.decode(&r)
+    }
+
+    // MARK: - Summary
+
+    static func summary(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64) throws -> Summary {
+        guard let v = try t.get(tables.meta, summaryKey(ns, group)) else { return Summary() }
+        var r = ByteReader(v)
+        guard try r.u8() == 1 else { throw StorageError.corrupt("trigger group summary format") }
+        var s = Summary()
+        s.floor = Position(index: try r.u64(), records: try r.u64(), bytes: try r.u64(), events: try r.u64())
+        s.allowRecords = try r.u64()
+        s.allowBytes = try r.u64()
+        return s
+    }
+
+    static func putSummary(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, _ s: Summary) throws {
+        var w = ByteWriter(capacity: 49)
+        w.u8(1)
+        for v in [s.floor.index, s.floor.records, s.floor.bytes, s.floor.events, s.allowRecords, s.allowBytes] { w.u64(v) }
+        try t.put(tables.meta, summaryKey(ns, group), w.bytes)
+    }
+
+    // MARK: - Positions
+
+    /// The stream's newest position: its last record's, or the newest pruned one's.
+    static func last(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, floor: Position) throws -> Position {
+        try at(tables, t, ns, group, index: .max, floor: floor)
+    }
+
+    /// The stream's position at log index `index`: the running counts of the records at or
+    /// before it.
+    static func at(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, index: UInt64, floor: Position) throws -> Position {
+        let prefix = recordsPrefix(ns, group)
+        let c = try t.cursor(tables.meta)
+        defer { c.close() }
+        var found = Position()
+        if let (k, v) = try c.seekLastLE(TriggerKeys.row(prefix, index)), k.count == prefix.count + 8, k.starts(with: prefix) {
+            found = try position(TriggerKeys.index(ofRow: k), v)
+        }
+        return floor.index <= index ? Position.newer(found, floor) : found
+    }
+
+    // MARK: - Reading
+
+    /// A trigger's records after `after`, at most `limit`, in log order (those past its
+    /// `keepThrough`, while it has one, are not its own).
+    static func read(_ tables: Tables, _ t: Txn, _ ns: String, _ state: TriggerState, after: UInt64,
+                     limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])] {
+        guard state.group != 0, limit > 0, after < .max else { return [] }
+        let prefix = recordsPrefix(ns, state.group)
+        var out: [(UInt64, [TriggerEvent])] = []
+        try t.scan(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in
+            guard k.count == prefix.count + 8 else { return true }
+            let i = TriggerKeys.index(ofRow: k)
+            if state.keepThrough != 0 && i > state.keepThrough { return false }
+            out.append((i, try events(v)))
+            return out.count < limit
+        }
+        return out
+    }
+
+    /// The trigger's state as the fronts show it: its own rows' figures plus those of the
+    /// records after its cursor that are its own, every event recorded for it, and while it is
+    /// past its retention limit the events of the records kept for the others since (skipped
+    /// for it: its gap).
+    static func folded(_ s: TriggerState, last: Position) -> TriggerState {
+        guard s.group != 0 else { return s }
+        var out = s
+        if s.keepThrough != 0 && last.index > s.keepThrough {
+            out.skipped += last.events &- min(last.events, s.keepEvents)
+            if out.skipped > 0 {
+                if out.gapFirst == 0 { out.gapFirst = last.index }
+                out.gapLast = max(out.gapLast, last.index)
+            }
+        }
+        let end = s.keepThrough != 0 ? (records: s.keepRecords, bytes: s.keepBytes) : (records: last.records, bytes: last.bytes)
+        out.pending += end.records &- min(end.records, s.doneRecords)
+        out.pendingBytes += end.bytes &- min(end.bytes, s.doneBytes)
+        out.events += last.events &- min(last.events, s.eventsBase)
+        return out
+    }
+
+    // MARK: - Upkeep (when cursors move, never per write)
+
+    /// After the group's triggers' cursors or limits changed: deletes the records no trigger
+    /// holds any more (a trigger holds those after its cursor, up to its `keepThrough` while it
+    /// has one) and writes the summary. No trigger left: the whole stream goes.
+    static func refresh(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64,
+                        members: [(TriggerDefinition, TriggerState)]) throws {
+        let prefix = recordsPrefix(ns, group)
+        guard !members.isEmpty else {
+            try t.deletePrefix(tables.meta, prefix)
+            _ = try t.delete(tables.meta, summaryKey(ns, group))
+            return
+        }
+        var s = try summary(tables, t, ns, group)
+        // Held ranges (after, through], merged.
+        var holds = members.map { (_, st) in (st.cursor, st.keepThrough != 0 ? st.keepThrough : UInt64.max) }
+            .filter { $0.0 < $0.1 }.sorted { $0.0 < $1.0 }
+        var merged: [(UInt64, UInt64)] = []
+        for h in holds {
+            if let l = merged.last, h.0 <= l.1 { merged[merged.count - 1].1 = max(l.1, h.1) } else { merged.append(h) }
+        }
+        holds = merged
+        let c = try t.cursor(tables.meta)
+        defer { c.close() }
+        var entry = try c.seek(prefix)
+        var hold = 0
+        while let (k, v) = entry, k.starts(with: prefix) {
+            guard k.count == prefix.count + 8 else { entry = try c.next(); continue }
+            let i = TriggerKeys.index(ofRow: k)
+            while hold < holds.count && i > holds[hold].1 { hold += 1 }
+            if hold < holds.count && i > holds[hold].0 {
+                // Held: go on after this hold's end.
+                if holds[hold].1 == .max { break }
+                entry = try c.seek(TriggerKeys.row(prefix, holds[hold].1 &+ 1))
+                continue
+            }
+            s.floor = Position.newer(s.floor, try position(i, v))
+            try c.deleteCurrent()
+            // After `mdb_cursor_del` MDB_NEXT returns the record that followed (`deletePrefix`).
+            entry = try c.next()
+        }
+        // How far the stream may grow: the least of each keeping trigger's headroom.
+        var allowRecords = UInt64.max, allowBytes = UInt64.max, keeping = false
+        for (d, st) in members where st.keepThrough == 0 {
+            keeping = true
+            let r = UInt64(d.limits.retainEntries), b = UInt64(d.limits.retainBytes)
+            allowRecords = min(allowRecords, r > st.pending ? r - st.pending + st.doneRecords : 0)
+            allowBytes = min(allowBytes, b > st.pendingBytes ? b - st.pendingBytes + st.doneBytes : 0)
+        }
+        s.allowRecords = keeping ? allowRecords : 0
+        s.allowBytes = keeping ? allowBytes : 0
+        try putSummary(tables, t, ns, group, s)
+    }
+}
+
+/// A trigger joining or leaving a group's stream, and the migration of a 0.6.0 state.
+extension TriggerChangeLog {
+    /// The trigger reads the group's records after log index `from` (and after its cursor).
+    static func join(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, _ st: inout TriggerState, from: UInt64) throws {
+        let floor = try summary(tables, t, ns, group).floor
+        let last = try self.last(tables, t, ns, group, floor: floor)
+        let start = from < last.index ? try at(tables, t, ns, group, index: from, floor: floor) : last
+        st.group = group
+        st.cursor = max(st.cursor, from)
+        st.doneRecords = start.records
+        st.doneBytes = start.bytes
+        st.eventsBase = last.events
+        st.keepThrough = 0
+        st.keepRecords = 0
+        st.keepBytes = 0
+        st.keepEvents = 0
+    }
+
+    /// The trigger's pattern or kinds changed: the records it has not delivered become its own
+    /// rows (delivered as before: never skipped), and its events count is folded.
+    static func leave(_ tables: Tables, _ t: Txn, _ ns: String, name: String, _ st: inout TriggerState) throws {
+        guard st.group != 0 else { return }
+        let last = try self.last(tables, t, ns, st.group, floor: try summary(tables, t, ns, st.group).floor)
+        let f = folded(st, last: last)
+        (st.skipped, st.gapFirst, st.gapLast) = (f.skipped, f.gapFirst, f.gapLast)
+        let events = f.events
+        let outbox = TriggerKeys.outboxPrefix(ns, name)
+        for (i, evs) in try read(tables, t, ns, st, after: st.cursor, limit: .max) {
+            let key = TriggerKeys.row(outbox, i)
+            if try t.get(tables.meta, key) != nil { continue }
+            var w = ByteWriter()
+            TriggerRecord.encode(evs, into: &w)
+            try t.put(tables.meta, key, w.bytes)
+            st.pending += 1
+            st.pendingBytes += UInt64(w.bytes.count)
+        }
+        st.events = events
+        st.group = 0
+        st.doneRecords = 0; st.doneBytes = 0; st.eventsBase = 0
+        st.keepThrough = 0; st.keepRecords = 0; st.keepBytes = 0; st.keepEvents = 0
+    }
+
+    /// `refresh` with the group's members as the definitions and states in force name them.
+    static func refresh(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, definitions: [TriggerDefinition]) throws {
+        var members: [(TriggerDefinition, TriggerState)] = []
+        for d in definitions where !d.feed && d.group == group {
+            if let st = try tables.triggerState(t, ns, d.name), st.group == group { members.append((d, st)) }
+        }
+        try refresh(tables, t, ns, group, members: members)
+    }
+
+    /// A data directory of 0.6.0 keeps its triggers' outbox rows as their own rows (read and
+    /// settled as before, nothing pending lost); each trigger joins its group from its cursor,
+    /// so the entries applied from now on go to the shared records. Deterministic (every
+    /// replica of one state migrates alike); nothing to do once done. Returns the triggers joined.
+    @discardableResult
+    static func migrate(_ tables: Tables, _ t: Txn) throws -> Int {
+        var joined = 0
+        for (ns, set) in try tables.allTriggerSets(t) {
+            var groups: Set<UInt64> = []
+            for d in set.definitions where !d.feed {
+                guard var st = try tables.triggerState(t, ns, d.name), st.group != d.group else { continue }
+                if st.group != 0 { try leave(tables, t, ns, name: d.name, &st) }
+                try join(tables, t, ns, d.group, &st, from: st.cursor)
+                try tables.putTriggerState(t, ns, d.name, st)
+                groups.insert(d.group)
+                joined += 1
+            }
+            for g in groups { try refresh(tables, t, ns, g, definitions: set.definitions) }
+        }
+        return joined
+    }
+}
