@@ -1,8 +1,9 @@
 import Foundation
 
 /// Point-in-time restore: the newest base at or before the target, then the archived entries
-/// after it up to the last one at or before the target, applied by the store's own apply path
-/// (server values, rules and conditions resolve as they did: every input is in the entry).
+/// after it up to the last one at or before the target, applied by the store's own `Applier`
+/// (server values, rules and conditions resolve as they did: every input is in the entry)
+/// through its restore-only path (`EmberStore.replayArchived`: large transactions, no log rows).
 public enum ArchiveRestore {
     public struct Summary: Sendable, Equatable {
         public var base: String
@@ -16,8 +17,11 @@ public enum ArchiveRestore {
         public var hashVerified: Bool
     }
 
-    /// Entries applied per store transaction during the replay.
-    public static let replayBatch = 2_000
+    /// Entries, and their encoded bytes, applied per store transaction during the replay: the
+    /// transaction's dirty pages stay in memory until it commits, and one batch is decoded
+    /// while the one before it applies (`EmberStore.replayArchived`), so two are held at once.
+    public static let replayBatchEntries = 50_000
+    public static let replayBatchBytes = 16 << 20
 
     /// One pass: the plan from the listing (a gap or a target outside the window fails before
     /// anything is installed), then the base, then each segment fetched and decoded once and
@@ -25,8 +29,11 @@ public enum ArchiveRestore {
     /// entries is applied) or holding another range fails the restore with `store` holding a
     /// state older than the target: the caller discards it (`ember restore` restores into a
     /// staging directory and moves the result into place only on success).
+    /// `batchEntries`/`batchBytes`: the replay's transaction bounds (tests make them small).
     public static func restore(from archive: any ArchiveStore, to target: ArchiveCatalog.Target, into store: EmberStore,
-                               scratchFile: String) async throws -> Summary {
+                               scratchFile: String, batchEntries: Int = replayBatchEntries,
+                               batchBytes: Int = replayBatchBytes) async throws -> Summary {
+        precondition(batchEntries > 0 && batchBytes > 0, "replay batches hold at least one entry")
         let catalog = ArchiveCatalog(names: try archive.list())
         let plan = try catalog.plan(target)
         try archive.getFile(plan.base.name, to: scratchFile)
@@ -36,30 +43,36 @@ public enum ArchiveRestore {
         guard installed.appliedIndex == plan.base.first else {
             throw ArchiveError("base \(plan.base.name) holds index \(installed.appliedIndex), not \(plan.base.first)")
         }
-        var index = plan.base.first
-        var timestamp = plan.base.lastTimestamp
-        var replayed = 0
+        var replay = Replay(store: store, index: plan.base.first, timestamp: plan.base.lastTimestamp)
         var lastHash: (index: UInt64, hash: String)? = nil
-        segments: for s in plan.segments {
-            let seg = try segment(s, archive)
-            guard seg.first <= index + 1 else { throw ArchiveError("gap before segment \(s.name)") }
-            var batch: [LogEntry] = []
-            var stop = false
-            for (k, bytes) in seg.entries.enumerated() where seg.first + UInt64(k) > index + UInt64(batch.count) {
-                let e: LogEntry
-                do { e = try LogEntry(decoding: bytes) } catch { throw ArchiveError("segment \(s.name), entry \(seg.first + UInt64(k)): \(error)") }
-                switch target {
-                case .index(let i): stop = e.index > i
-                case .time(let t): stop = e.timestamp > t
+        do {
+            segments: for s in plan.segments {
+                // Fetched, checked and decoded while the writer applies the batch before.
+                let seg = try segment(s, archive)
+                guard seg.first <= replay.index + 1 else { throw ArchiveError("gap before segment \(s.name)") }
+                var stop = false
+                for (k, bytes) in seg.entries.enumerated() where seg.first + UInt64(k) > replay.index {
+                    let e: LogEntry
+                    do { e = try LogEntry(decoding: bytes) } catch { throw ArchiveError("segment \(s.name), entry \(seg.first + UInt64(k)): \(error)") }
+                    switch target {
+                    case .index(let i): stop = e.index > i
+                    case .time(let t): stop = e.timestamp > t
+                    }
+                    if stop { break }
+                    replay.add(e, bytes: bytes.count)
+                    if replay.batch.count >= batchEntries || replay.batchBytes >= batchBytes { try await replay.send() }
                 }
-                if stop { break }
-                batch.append(e)
-                if batch.count == replayBatch { try await apply(&batch, store, &index, &timestamp, &replayed) }
+                if !seg.stateHash.isEmpty && replay.index == seg.last { lastHash = (seg.last, seg.stateHash) }
+                if stop { break segments }
             }
-            try await apply(&batch, store, &index, &timestamp, &replayed)
-            if !seg.stateHash.isEmpty && index == seg.last { lastHash = (seg.last, seg.stateHash) }
-            if stop { break segments }
+            try await replay.send()
+            try await replay.wait()
+        } catch {
+            // Nothing writes to `store` once this returns.
+            try? await replay.wait()
+            throw error
         }
+        let index = replay.index
         // Ending on a base at a segment's end (nothing replayed): that segment's hash checks the base.
         if lastHash == nil, let s = catalog.segments.last(where: { $0.last == index }) {
             let seg = try segment(s, archive)
@@ -73,8 +86,8 @@ public enum ArchiveRestore {
             }
             verified = true
         }
-        return Summary(base: plan.base.name, baseIndex: plan.base.first, entriesReplayed: replayed, index: index,
-                       timestamp: timestamp, stateHash: hash, hashVerified: verified)
+        return Summary(base: plan.base.name, baseIndex: plan.base.first, entriesReplayed: replay.replayed, index: index,
+                       timestamp: replay.timestamp, stateHash: hash, hashVerified: verified)
     }
 
     static func segment(_ s: ArchiveCatalog.Object, _ archive: any ArchiveStore) throws -> ArchiveSegment {
@@ -84,14 +97,40 @@ public enum ArchiveRestore {
         return seg
     }
 
-    static func apply(_ batch: inout [LogEntry], _ store: EmberStore, _ index: inout UInt64, _ timestamp: inout Int64,
-                      _ replayed: inout Int) async throws {
-        guard let last = batch.last else { return }
-        try await store.appendAndApply(entries: batch, through: last.index, validated: true)
-        replayed += batch.count
-        index = last.index
-        timestamp = max(timestamp, batch.map(\.timestamp).max() ?? 0)
-        batch.removeAll(keepingCapacity: true)
+    /// The replay's batches: at most one applying (on the store's writer thread) while the
+    /// next is decoded, applied in order. `index`/`timestamp`/`replayed` count what was sent.
+    struct Replay {
+        let store: EmberStore
+        var index: UInt64
+        var timestamp: Int64
+        var replayed = 0
+        var batch: [LogEntry] = []
+        var batchBytes = 0
+        var applying: Task<Void, any Error>? = nil
+
+        mutating func add(_ e: LogEntry, bytes: Int) {
+            batch.append(e)
+            batchBytes += bytes
+            index = e.index
+            timestamp = max(timestamp, e.timestamp)
+            replayed += 1
+        }
+
+        /// Waits for the batch applying, then hands the writer this one.
+        mutating func send() async throws {
+            try await wait()
+            guard !batch.isEmpty else { return }
+            let (store, entries) = (self.store, batch)
+            applying = Task { try await store.replayArchived(entries) }
+            batch = []
+            batchBytes = 0
+        }
+
+        mutating func wait() async throws {
+            guard let a = applying else { return }
+            applying = nil
+            try await a.value
+        }
     }
 
     /// Checks every object of the archive: each segment's checksum and framing, each base's,

@@ -1,0 +1,68 @@
+import EmberCore
+
+extension EmberStore {
+    /// Restore-only apply (`ArchiveRestore`): applies `entries` — the next after the applied
+    /// index, consecutive, already committed once — in ONE write transaction, by the same
+    /// `Applier` as every other apply (same state, rules, indexes, triggers, onDisconnect), but
+    /// without the node's write path around it: no log rows (the entries are in the archive;
+    /// the restored store's log starts after the index it reached, as an installed snapshot's
+    /// does), no re-encoding, no results kept or published (a store being restored has no
+    /// listeners). The caller bounds the batch (`ArchiveRestore.replayBatchEntries`/`Bytes`):
+    /// the transaction's dirty pages are held in memory until it commits.
+    public func replayArchived(_ entries: [LogEntry]) async throws {
+        guard !entries.isEmpty else { return }
+        try await perform { w in try w.replay(entries) }
+    }
+}
+
+extension Writer {
+    func replay(_ entries: [LogEntry]) throws {
+        guard let first = entries.first, let last = entries.last else { return }
+        // A store being restored holds no unapplied log (a base, then replays).
+        guard applied == lastIndex else {
+            throw StorageError.logMismatch("replay into a store whose log has unapplied entries (\(applied) < \(lastIndex))")
+        }
+        guard first.index == applied + 1 else {
+            throw StorageError.logMismatch("replay of entry \(first.index) after applied index \(applied)")
+        }
+        for (a, b) in zip(entries, entries.dropFirst()) where b.index != a.index + 1 {
+            throw StorageError.logMismatch("replayed entries are not contiguous at \(b.index)")
+        }
+        var ts = lastTimestamp
+        try withApplyRetry { mode in
+            ts = lastTimestamp
+            try writeTxn { t in
+                if mode == .flat {
+                    // One Applier for the whole transaction: the per-entry set-up `applyEntry`
+                    // does (rules state, caches copied in and out) is per batch here.
+                    var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
+                                     triggers: storedTriggers)
+                    for e in entries {
+                        _ = try ap.apply(e)
+                        ts = max(ts, e.timestamp)
+                    }
+                    defsCache = ap.defsCache
+                    storedRules = ap.rules.stored
+                    storedTriggers = ap.triggers
+                } else {
+                    for e in entries {
+                        _ = try applyEntry(e, in: t, mode: .nested)
+                        ts = max(ts, e.timestamp)
+                    }
+                }
+                try pendingVersions?.flush(tables, t)
+                try tables.putMetaU64(t, "applied", last.index)
+                try tables.putMetaU64(t, "appliedTerm", last.term)
+                try tables.putMetaU64(t, "lastIndex", last.index)
+                try tables.putMetaU64(t, "lastTerm", last.term)
+                try tables.putMetaU64(t, "firstIndex", last.index + 1)
+                try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
+            }
+        }
+        applied = last.index; appliedTerm = last.term; lastIndex = last.index; lastTerm = last.term
+        firstIndex = last.index + 1; lastTimestamp = ts
+        publishRules()
+        publishState()
+        store.metricsState.withLock { $0.entriesCommitted += UInt64(entries.count) }
+    }
+}
