@@ -4,6 +4,9 @@ import EmberStorage
 import Foundation
 import Logging
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Settings of the point-in-time archive (`emberd --archive DIR`).
 public struct ArchiveOptions: Sendable {
@@ -20,6 +23,11 @@ public struct ArchiveOptions: Sendable {
     public var segmentMaxAgeSeconds: Double = 60
     /// How often the archiver looks for newly applied entries.
     public var pollMilliseconds: Int = 200
+    /// The archiver thread's nice value (Linux: per thread). Its work — a full state hash at each
+    /// segment close, compression, checksums, bases — is background work: on a saturated leader
+    /// the writer and the requests get the CPU first, and the archive catches up when they leave
+    /// some (its lag is in status and metrics; `StoreOptions.archiveHold` keeps what it lacks).
+    public var threadNice: Int32 = 5
     /// Entries read from the log per read transaction.
     public static let readBatch = 1_000
     /// How long a mark (`.archived` entry) may take to commit before the archiver gives up its turn.
@@ -116,6 +124,7 @@ public final class Archiver: ArchivePort, Sendable {
     public func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         let t = Thread { [self] in
+            Self.lowerPriority(options.threadNice)
             var run = Run()
             while true {
                 _ = wake.wait(timeout: .now() + .milliseconds(options.pollMilliseconds))
@@ -133,6 +142,13 @@ public final class Archiver: ArchivePort, Sendable {
         }
         t.name = "ember-archiver"
         t.start()
+    }
+
+    /// Sets the calling thread's nice value (Linux keeps one per thread; `who` 0 is the caller).
+    static func lowerPriority(_ nice: Int32) {
+        #if os(Linux)
+        if nice != 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice) }
+        #endif
     }
 
     /// `stopBlocking` from a thread of its own (it may wait for a mark to commit).

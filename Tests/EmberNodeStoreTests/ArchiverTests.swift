@@ -42,6 +42,40 @@ import Testing
         Issue.record("the archive did not catch up: \(a.archiveStatus())")
     }
 
+    /// The archiver's thread runs at its nice value (background work): while it runs, one thread
+    /// of the process has that value (read from the kernel's per-thread view, /proc/self/task/*/stat;
+    /// no other thread sets it), and none once it stopped.
+    @Test func theArchiverThreadRunsAtItsNiceValue() async throws {
+        #if os(Linux)
+        func threadsAt(_ nice: Int) throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").filter { tid in
+                guard let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { return false }
+                // After the name: state (field 3) ... nice (field 19).
+                return Int(stat[stat.index(close, offsetBy: 2)...].split(separator: " ")[16]) == nice
+            }.count
+        }
+        let nice = 13
+        #expect(try threadsAt(nice) == 0)
+        let local = try Self.open(hold: 10_000)
+        defer { local.close() }
+        let store = local.storage
+        var options = Self.options(NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)")
+        options.threadNice = Int32(nice)
+        let a = try local.startArchive(options, isLeader: { true }, mark: { i in
+            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
+        })
+        try await Self.write(store, 5, "n")
+        try await Self.caughtUp(a, store)
+        #expect(try threadsAt(nice) == 1)
+        await a.stop()
+        // The thread ends after `stop` returns: wait for it (bounded) to leave the list.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try threadsAt(nice) > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try threadsAt(nice) == 0)
+        #endif
+    }
+
     @Test func aNewWriterAdoptsAStoredButUnmarkedSegment() async throws {
         let local = try Self.open(hold: 10_000)
         defer { local.close() }
