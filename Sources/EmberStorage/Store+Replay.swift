@@ -9,14 +9,40 @@ extension EmberStore {
     /// does), no re-encoding, no results kept or published (a store being restored has no
     /// listeners). The caller bounds the batch (`ArchiveRestore.replayBatchEntries`/`Bytes`):
     /// the transaction's dirty pages are held in memory until it commits.
-    public func replayArchived(_ entries: [LogEntry]) async throws {
+    /// `prebuilt`: per entry, its nodes built off the writer thread (`replayNodes`), or nil.
+    public func replayArchived(_ entries: [LogEntry], prebuilt: [[Node]?]? = nil) async throws {
         guard !entries.isEmpty else { return }
-        try await perform { w in try w.replay(entries) }
+        precondition(prebuilt == nil || prebuilt!.count == entries.count, "one prebuilt slot per entry")
+        try await perform { w in try w.replay(entries, prebuilt: prebuilt) }
+    }
+
+    /// The nodes a set or an update without server values writes, built from its JSON as the
+    /// writer would (`Applier.resolve` without placeholders), for `replayArchived` to take
+    /// instead of building them on the writer thread (as `prepare` does for a submitted write).
+    /// nil: anything else, or a value that does not convert (the writer then meets it itself).
+    public static func replayNodes(_ operation: WriteOperation) -> [Node]? {
+        switch operation {
+        case .set(let path, let json, _):
+            guard !ServerValues.containsPlaceholder(json), let node = try? Node(json: json, depth: path.count) else { return nil }
+            return [node]
+        case .update(let path, let parts, _):
+            var nodes: [Node] = []
+            nodes.reserveCapacity(parts.count)
+            for (rel, json) in parts {
+                guard !ServerValues.containsPlaceholder(json), let node = try? Node(json: json, depth: path.count + rel.count) else {
+                    return nil
+                }
+                nodes.append(node)
+            }
+            return nodes
+        default:
+            return nil
+        }
     }
 }
 
 extension Writer {
-    func replay(_ entries: [LogEntry]) throws {
+    func replay(_ entries: [LogEntry], prebuilt: [[Node]?]?) throws {
         guard let first = entries.first, let last = entries.last else { return }
         // A store being restored holds no unapplied log (a base, then replays).
         guard applied == lastIndex else {
@@ -37,16 +63,16 @@ extension Writer {
                     // does (rules state, caches copied in and out) is per batch here.
                     var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
                                      triggers: storedTriggers)
-                    for e in entries {
-                        _ = try ap.apply(e)
+                    for (k, e) in entries.enumerated() {
+                        _ = try ap.apply(e, prebuilt: prebuilt?[k])
                         ts = max(ts, e.timestamp)
                     }
                     defsCache = ap.defsCache
                     storedRules = ap.rules.stored
                     storedTriggers = ap.triggers
                 } else {
-                    for e in entries {
-                        _ = try applyEntry(e, in: t, mode: .nested)
+                    for (k, e) in entries.enumerated() {
+                        _ = try applyEntry(e, in: t, mode: .nested, prebuilt: prebuilt?[k])
                         ts = max(ts, e.timestamp)
                     }
                 }

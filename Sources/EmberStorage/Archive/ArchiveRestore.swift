@@ -1,3 +1,4 @@
+import EmberCore
 import Foundation
 
 /// Point-in-time restore: the newest base at or before the target, then the archived entries
@@ -47,7 +48,7 @@ public enum ArchiveRestore {
         var lastHash: (index: UInt64, hash: String)? = nil
         do {
             segments: for s in plan.segments {
-                // Fetched, checked and decoded while the writer applies the batch before.
+                // Fetched, checked and decoded (nodes built too) while the writer applies the batch before.
                 let seg = try segment(s, archive)
                 guard seg.first <= replay.index + 1 else { throw ArchiveError("gap before segment \(s.name)") }
                 var stop = false
@@ -59,7 +60,7 @@ public enum ArchiveRestore {
                     case .time(let t): stop = e.timestamp > t
                     }
                     if stop { break }
-                    replay.add(e, bytes: bytes.count)
+                    replay.add(e, nodes: EmberStore.replayNodes(e.operation), bytes: bytes.count)
                     if replay.batch.count >= batchEntries || replay.batchBytes >= batchBytes { try await replay.send() }
                 }
                 if !seg.stateHash.isEmpty && replay.index == seg.last { lastHash = (seg.last, seg.stateHash) }
@@ -105,11 +106,14 @@ public enum ArchiveRestore {
         var timestamp: Int64
         var replayed = 0
         var batch: [LogEntry] = []
+        /// Per entry, its nodes built here instead of on the writer thread (`replayNodes`).
+        var nodes: [[Node]?] = []
         var batchBytes = 0
         var applying: Task<Void, any Error>? = nil
 
-        mutating func add(_ e: LogEntry, bytes: Int) {
+        mutating func add(_ e: LogEntry, nodes built: [Node]?, bytes: Int) {
             batch.append(e)
+            nodes.append(built)
             batchBytes += bytes
             index = e.index
             timestamp = max(timestamp, e.timestamp)
@@ -120,9 +124,10 @@ public enum ArchiveRestore {
         mutating func send() async throws {
             try await wait()
             guard !batch.isEmpty else { return }
-            let (store, entries) = (self.store, batch)
-            applying = Task { try await store.replayArchived(entries) }
+            let (store, entries, prebuilt) = (self.store, batch, nodes)
+            applying = Task { try await store.replayArchived(entries, prebuilt: prebuilt) }
             batch = []
+            nodes = []
             batchBytes = 0
         }
 
