@@ -86,7 +86,8 @@ extension EmberStore {
         try withVisibleRead { t in
             guard let st = try tables.triggerState(t, namespace, trigger) else { return TriggerOutboxRead(group: 0, rows: []) }
             let own = try tables.triggerRows(t, prefix: TriggerKeys.outboxPrefix(namespace, trigger), after: after, limit: limit)
-            let shared = try TriggerChangeLog.read(tables, t, namespace, st, after: max(after ?? 0, st.cursor), limit: limit)
+            let shared = try TriggerChangeLog.read(tables, t, namespace, st, after: max(after ?? 0, st.cursor), limit: limit,
+                                                   cache: triggerRecords)
             var rows: [(index: UInt64, events: [TriggerEvent], own: Bool)] = []
             rows.reserveCapacity(min(limit, own.count + shared.count))
             var a = 0, b = 0

@@ -123,6 +123,8 @@ public final class EmberStore: @unchecked Sendable {
     typealias Job = StoreCore.Job
     typealias Submission = StoreCore.Submission
     let nextSubscriber = Atomic<UInt64>(0)
+    /// Shared change records decoded for the delivery lanes (`TriggerRecordCache`).
+    let triggerRecords = TriggerRecordCache()
     /// Held (shared) while open, so `compact` refuses a directory a node is using.
     let directoryLock: DirectoryLock
     /// Objects of a former layout rewritten as inline records when this store opened (`Reinline`).

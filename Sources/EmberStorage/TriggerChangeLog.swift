@@ -117,7 +117,7 @@ enum TriggerChangeLog {
     /// A trigger's records after `after`, at most `limit`, in log order (those past its
     /// `keepThrough`, while it has one, are not its own).
     static func read(_ tables: Tables, _ t: Txn, _ ns: String, _ state: TriggerState, after: UInt64,
-                     limit: Int) throws -> [(index: UInt64, events: [TriggerEvent])] {
+                     limit: Int, cache: TriggerRecordCache? = nil) throws -> [(index: UInt64, events: [TriggerEvent])] {
         guard state.group != 0, limit > 0, after < .max else { return [] }
         let prefix = recordsPrefix(ns, state.group)
         var out: [(UInt64, [TriggerEvent])] = []
@@ -125,7 +125,11 @@ enum TriggerChangeLog {
             guard k.count == prefix.count + 8 else { return true }
             let i = TriggerKeys.index(ofRow: k)
             if state.keepThrough != 0 && i > state.keepThrough { return false }
-            out.append((i, try events(v)))
+            if let cache {
+                out.append((i, try cache.events(ns, state.group, i) { () throws(StorageError) in try events(v) }))
+            } else {
+                out.append((i, try events(v)))
+            }
             return out.count < limit
         }
         return out
