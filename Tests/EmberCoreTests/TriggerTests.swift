@@ -313,6 +313,13 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         }
         let both = TriggerEvent.cloudEventBody([a, b], namespace: "ns", trigger: "t", batch: true)
         #expect(try JSON.parse(String(decoding: both, as: UTF8.self)) == .array([a, b].map { $0.cloudEvent(namespace: "ns", trigger: "t") }))
+        // The members shared by a group's triggers, serialized once, give the same bytes.
+        let shared = TriggerEvent.cloudEventBody([a, b], namespace: "ns", trigger: "t", batch: true) { e in
+            var out: [UInt8] = []
+            e.writeSharedMembers(namespace: "ns", into: &out)
+            return out
+        }
+        #expect(shared == both)
         // What receivers scan for stays byte-exact (compact, no spaces).
         #expect(String(decoding: both, as: UTF8.self).contains(#""sequence":"43","#))
     }

@@ -485,3 +485,29 @@ def test_a_pipelined_window_keeps_log_order_and_resends_the_same_ids_after_a_fai
         assert len({a[3] for a in attempts}) <= 3, len({a[3] for a in attempts})
     finally:
         recv.close()
+
+
+def test_triggers_of_one_group_each_get_their_own_signed_events(node, ns):
+    """Three triggers on one pattern and kinds share the stored change records and the serialized
+    event members; each still gets every event once, in log order, named and signed as its own
+    (its name in `trigger` and `source`, its secret in the signature), and their cursors move
+    together until nothing is pending."""
+    receivers = {name: Receiver(secret=f"{name}-secret-0123456789") for name in ("g1", "g2", "g3")}
+    try:
+        doc = {name: {**trig(r.url, "/g/{n}", ["created"], batchSize=3, inFlight=2), "secret": f"{name}-secret-0123456789"}
+               for name, r in receivers.items()}
+        assert put_triggers(node, ns, doc).status_code == 200
+        for i in range(12):
+            assert requests.put(f"{node.url}/g/{i:02}.json?ns={ns}", json=i).status_code == 200
+        for name, r in receivers.items():
+            got = r.wait(12)
+            assert [e["ref"] for e in got][:12] == [f"/g/{i:02}" for i in range(12)]
+            assert all(e["trigger"] == name and e["source"].endswith(f"/triggers/{name}") for e in got)
+            assert r.bad_signatures == 0
+        wait_for("every cursor past the events", lambda: all(
+            t["state"]["pending"] == 0 for t in requests.get(f"{node.url}/.ember/triggers?ns={ns}", headers=OWNER, timeout=5).json()["triggers"].values()))
+        states = requests.get(f"{node.url}/.ember/triggers?ns={ns}", headers=OWNER, timeout=5).json()["triggers"]
+        assert {name: t["state"]["events"] for name, t in states.items()} == {"g1": 12, "g2": 12, "g3": 12}
+    finally:
+        for r in receivers.values():
+            r.close()

@@ -59,34 +59,50 @@ public struct TriggerEvent: Sendable, Equatable {
         return .object(o)
     }
 
-    /// `cloudEvent` serialized straight to bytes (compact JSON, the same members in a fixed
-    /// order), without building the tree and sorting its keys: the worker serializes every event
-    /// it POSTs, and building and sorting the envelope was most of a busy leader's delivery cost.
+    /// `cloudEvent` serialized straight to bytes (compact JSON, the members in a fixed order),
+    /// without building the tree and sorting its keys: the worker serializes every event it
+    /// POSTs, and building and sorting the envelope was most of a busy leader's delivery cost.
+    /// The members naming the trigger come first; the rest (`writeSharedMembers`) are the same
+    /// for every trigger of a group, so the worker serializes them once for all of them.
     public func writeCloudEvent(namespace: String, trigger: String, into out: inout [UInt8]) {
-        func key(_ k: StaticString) {
-            out.append(0x22)
-            out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
-            out.append(contentsOf: [0x22, 0x3A])
-        }
-        func str(_ k: StaticString, _ v: String, comma: Bool = true) {
-            key(k)
-            JSONWriter.writeString(v, into: &out)
-            if comma { out.append(0x2C) }
-        }
-        let ref = location.segments.joined(separator: "/")
+        Self.writeHead(source: Self.source(namespace, trigger), trigger: trigger, into: &out)
+        writeSharedMembers(namespace: namespace, into: &out)
+    }
+
+    static func source(_ namespace: String, _ trigger: String) -> String { "//ember/namespaces/\(namespace)/triggers/\(trigger)" }
+
+    private static func key(_ k: StaticString, into out: inout [UInt8]) {
+        out.append(0x22)
+        out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+        out.append(contentsOf: [0x22, 0x3A])
+    }
+
+    private static func member(_ k: StaticString, _ v: String, comma: Bool = true, into out: inout [UInt8]) {
+        key(k, into: &out)
+        JSONWriter.writeString(v, into: &out)
+        if comma { out.append(0x2C) }
+    }
+
+    /// `{` and the members that name the trigger, each followed by a comma.
+    static func writeHead(source: String, trigger: String, into out: inout [UInt8]) {
         out.append(0x7B)
-        str("specversion", "1.0")
-        str("id", id)
-        str("source", "//ember/namespaces/\(namespace)/triggers/\(trigger)")
-        str("type", type.cloudEventType)
-        str("time", Self.rfc3339(millis: timestamp))
-        str("subject", "refs/" + ref)
-        str("datacontenttype", "application/json")
-        str("ref", "/" + ref)
-        str("instance", namespace)
-        str("trigger", trigger)
-        str("sequence", String(index))
-        key("params")
+        member("specversion", "1.0", into: &out)
+        member("source", source, into: &out)
+        member("trigger", trigger, into: &out)
+    }
+
+    /// Every other member, and the closing `}`.
+    public func writeSharedMembers(namespace: String, into out: inout [UInt8]) {
+        let ref = location.segments.joined(separator: "/")
+        Self.member("id", id, into: &out)
+        Self.member("type", type.cloudEventType, into: &out)
+        Self.member("time", Self.rfc3339(millis: timestamp), into: &out)
+        Self.member("subject", "refs/" + ref, into: &out)
+        Self.member("datacontenttype", "application/json", into: &out)
+        Self.member("ref", "/" + ref, into: &out)
+        Self.member("instance", namespace, into: &out)
+        Self.member("sequence", String(index), into: &out)
+        Self.key("params", into: &out)
         out.append(0x7B)
         for (k, name) in params.keys.sorted().enumerated() {
             if k > 0 { out.append(0x2C) }
@@ -95,30 +111,37 @@ public struct TriggerEvent: Sendable, Equatable {
             JSONWriter.writeString(params[name]!, into: &out)
         }
         out.append(contentsOf: [0x7D, 0x2C])
-        str("authtype", authType)
-        if let authID { str("authid", authID) }
-        key("data")
+        Self.member("authtype", authType, into: &out)
+        if let authID { Self.member("authid", authID, into: &out) }
+        Self.key("data", into: &out)
         out.append(0x7B)
-        key("data"); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
-        key("delta"); JSONWriter.write(delta, into: &out, pretty: false, indent: 0); out.append(0x2C)
-        key("before"); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
-        key("after"); JSONWriter.write(after, into: &out, pretty: false, indent: 0)
+        Self.key("data", into: &out); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
+        Self.key("delta", into: &out); JSONWriter.write(delta, into: &out, pretty: false, indent: 0); out.append(0x2C)
+        Self.key("before", into: &out); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
+        Self.key("after", into: &out); JSONWriter.write(after, into: &out, pretty: false, indent: 0)
         out.append(contentsOf: [0x7D, 0x7D])
     }
 
-    /// The POST body of `events`: one CloudEvent, or (`batch`) a JSON array of them.
-    public static func cloudEventBody(_ events: [TriggerEvent], namespace: String, trigger: String, batch: Bool) -> [UInt8] {
+    /// The POST body of `events`: one CloudEvent, or (`batch`) a JSON array of them. `shared`,
+    /// when given, answers an event's `writeSharedMembers` bytes (serialized once for a group).
+    public static func cloudEventBody(_ events: [TriggerEvent], namespace: String, trigger: String, batch: Bool,
+                                      shared: ((TriggerEvent) -> [UInt8])? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(events.count * 512)
+        let source = Self.source(namespace, trigger)
+        func write(_ e: TriggerEvent) {
+            writeHead(source: source, trigger: trigger, into: &out)
+            if let shared { out.append(contentsOf: shared(e)) } else { e.writeSharedMembers(namespace: namespace, into: &out) }
+        }
         if !batch {
             guard let e = events.first else { return Array("null".utf8) }
-            e.writeCloudEvent(namespace: namespace, trigger: trigger, into: &out)
+            write(e)
             return out
         }
         out.append(0x5B)
         for (k, e) in events.enumerated() {
             if k > 0 { out.append(0x2C) }
-            e.writeCloudEvent(namespace: namespace, trigger: trigger, into: &out)
+            write(e)
         }
         out.append(0x5D)
         return out

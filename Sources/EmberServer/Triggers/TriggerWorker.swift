@@ -21,6 +21,7 @@ final class TriggerWorker: Sendable {
     private let lanes = Mutex<[String: (definition: TriggerDefinition, lane: TriggerLane)]>([:])
     private let task = Mutex<Task<Void, Never>?>(nil)
     let cursors: TriggerCursorLog
+    let bodies = TriggerBodyCache()
 
     /// How often the worker looks at the definitions and leadership (a commit only wakes the
     /// lanes: with no trigger defined, commits cost the worker nothing).
@@ -82,7 +83,7 @@ final class TriggerWorker: Sendable {
                 lanes[k] = nil
             }
             for (k, (ns, d)) in want where lanes[k] == nil {
-                let lane = TriggerLane(namespace: ns, definition: d, port: port, cursors: cursors, runtime: runtime, logger: logger)
+                let lane = TriggerLane(namespace: ns, definition: d, port: port, cursors: cursors, bodies: bodies, runtime: runtime, logger: logger)
                 lanes[k] = (d, lane)
                 lane.start()
             }
@@ -97,6 +98,7 @@ final class TriggerLane: Sendable {
     let definition: TriggerDefinition
     let port: any TriggersPort
     let cursors: TriggerCursorLog
+    let bodies: TriggerBodyCache
     let runtime: TriggerRuntime
     let logger: Logger
     enum Input: Sendable {
@@ -126,11 +128,12 @@ final class TriggerLane: Sendable {
     private let task = Mutex<Task<Void, Never>?>(nil)
 
     init(namespace: String, definition: TriggerDefinition, port: any TriggersPort, cursors: TriggerCursorLog,
-         runtime: TriggerRuntime, logger: Logger) {
+         bodies: TriggerBodyCache, runtime: TriggerRuntime, logger: Logger) {
         self.ns = namespace
         self.definition = definition
         self.port = port
         self.cursors = cursors
+        self.bodies = bodies
         self.runtime = runtime
         self.logger = logger
         var pipe: TriggerPipe?
@@ -238,7 +241,10 @@ final class TriggerLane: Sendable {
                 let continuation = inputs.continuation
                 // Queued on the connection here, in the machine's order; answered in the background.
                 let start = Self.nowMillis()
-                let answer = send(payload)
+                // Events of the group's records (named by the group they were read from) share
+                // their serialized members with its other lanes; a trigger's own rows do not.
+                let group = items.contains { settling.own.contains($0.index) } ? 0 : settling.group
+                let answer = send(payload, group: group)
                 Task { [self] in
                     let (error, status) = await finish(payload, answer, start: start)
                     continuation.yield(.completed(batch: batch, error: error, status: status))
@@ -325,10 +331,12 @@ final class TriggerLane: Sendable {
 
     /// Queues one POST of `payload` (a CloudEvent, or an array of them when the trigger
     /// batches) on the lane's connection; its status when answered.
-    private func send(_ payload: [TriggerEvent]) -> EventLoopFuture<Int>? {
+    private func send(_ payload: [TriggerEvent], group: UInt64) -> EventLoopFuture<Int>? {
         let name = definition.name
         let batch = definition.limits.batchSize > 1
-        let body = TriggerEvent.cloudEventBody(payload, namespace: ns, trigger: name, batch: batch)
+        let (ns, bodies) = (self.ns, self.bodies)
+        let body = TriggerEvent.cloudEventBody(payload, namespace: ns, trigger: name, batch: batch,
+                                               shared: group != 0 ? { bodies.members(ns, group: group, $0) } : nil)
         return pipe?.post(body: body, headers: [
             ("Content-Type", batch ? "application/cloudevents-batch+json" : "application/cloudevents+json"),
             (Self.signatureHeader, Self.signature(body, secret: definition.secret)),
