@@ -12,9 +12,10 @@ public enum BuildInfo {
     /// The data directory's layout. 1: one tree record per leaf, index rows with full values
     /// (builds up to main 7450d4b). 2: small objects as inline records, index rows keyed by
     /// their value (0.3.0 on). 3: text in keys (path segments, index strings) stored in UTF-16
-    /// order, `KeyOrder.textOrderByte` (0.5.0 on). A build opens every level up to `storageFormat` (older ones are
+    /// order, `KeyOrder.textOrderByte` (0.5.0 on). 4: index rows keyed by a small location id instead
+    /// of the location's key (`idxloc`; the release after 0.6.0). A build opens every level up to `storageFormat` (older ones are
     /// migrated in place when the directory opens) and refuses a directory marked newer.
-    public static let storageFormat = 3
+    public static let storageFormat = 4
     /// The oldest storage format this build still opens (and migrates).
     public static let oldestStorageFormat = 1
 

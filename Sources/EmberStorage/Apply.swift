@@ -140,7 +140,7 @@ struct Applier {
                 let (abs, node, old, leafRecord) = resolved[i]
                 changed[i] = try write(ns: ns, path: abs, key: keys[i], node: node, old: old, oldLeafRecord: leafRecord, index: e.index)
             }
-            try rows?.flush(t, tables.idxS)
+            try flushRows()
             if let capture, changed.contains(true) { try recordTriggers(e, capture, parts: resolved.map { ($0.0, $0.1) }) }
             for (i, (abs, node, _, _)) in resolved.enumerated() {
                 if changed[i] {
@@ -315,8 +315,8 @@ struct Applier {
 
     // MARK: - Indexes
 
-    /// One index row: `ns\0 + def id + location + index value + child segment` → nothing, or
-    /// for a string cut in the key the child segment's offset (u16) + the exact value (`IndexRowValue`).
+    /// One index row: `location id + index value + child segment` → nothing, or for a string
+    /// cut in the key the child segment's offset (u16) + the exact value (`IndexRowValue`).
     struct IndexRow: Equatable {
         var key: [UInt8]
         var value: [UInt8]
@@ -327,6 +327,9 @@ struct Applier {
         let def: IndexDef
         let location: Path
         let childKey: String
+        /// The location's key and its id (nil: the location has no rows yet).
+        let locKey: [UInt8]
+        let id: [UInt8]?
         let before: IndexRow?
     }
 
@@ -344,17 +347,24 @@ struct Applier {
         for d in defs where path.count > d.pattern.count && d.matchesPrefix(path.segments.prefix(d.pattern.count)) {
             let loc = Path(validated: Array(path.segments.prefix(d.pattern.count)))
             let childKey = path.segments[d.pattern.count]
-            let before = path.count == d.pattern.count + 1
-                ? Self.row(ns: ns, def: d, location: loc, childKey: childKey, child: old)
-                : try entryRow(ns: ns, def: d, location: loc, childKey: childKey)
-            out.append(ChildEntry(def: d, location: loc, childKey: childKey, before: before))
+            let locKey = IndexLocations.key(ns: ns, def: d, location: loc)
+            // A location without an id has no rows: the child had none either.
+            let id = try tables.locationId(t, locKey)
+            var before: IndexRow?
+            if let id {
+                let value = path.count == d.pattern.count + 1
+                    ? Self.value(def: d, child: old)
+                    : try entryValue(ns: ns, def: d, location: loc, childKey: childKey)
+                before = value.map { Self.indexRow(prefix: id, childKey: childKey, value: $0) }
+            }
+            out.append(ChildEntry(def: d, location: loc, childKey: childKey, locKey: locKey, id: id, before: before))
         }
         return out
     }
 
-    /// The index row of a child whose whole value is `child` (nil when it is empty: no child).
-    static func row(ns: String, def d: IndexDef, location: Path, childKey: String, child: Node) -> IndexRow? {
-        child.isEmpty ? nil : indexRow(ns: ns, def: d, location: location, childKey: childKey, value: d.index.indexValue(of: child))
+    /// The index value of a child whose whole value is `child` (nil when it is empty: no child).
+    static func value(def d: IndexDef, child: Node) -> IndexValue? {
+        child.isEmpty ? nil : d.index.indexValue(of: child)
     }
 
     /// After a write at `path` (of `node`): the rows of the children it lies below are replaced
@@ -363,35 +373,49 @@ struct Applier {
         for e in below {
             // A write at the child replaced it with `node`; below it, re-read (a few point
             // reads): even a write beside the indexed child path can create or remove the child.
-            let after = path.count == e.location.count + 1
-                ? Self.row(ns: ns, def: e.def, location: e.location, childKey: e.childKey, child: node)
-                : try entryRow(ns: ns, def: e.def, location: e.location, childKey: e.childKey)
+            let value = path.count == e.location.count + 1
+                ? Self.value(def: e.def, child: node)
+                : try entryValue(ns: ns, def: e.def, location: e.location, childKey: e.childKey)
+            if value == nil && e.before == nil { continue }
+            let id = try e.id ?? tables.allocateLocationId(t, e.locKey)
+            let after = value.map { Self.indexRow(prefix: id, childKey: e.childKey, value: $0) }
             if after == e.before { continue }
             if let rows {
                 if let old = e.before { rows.delete(old.key) }
-                if let new = after { rows.put(new.key, new.value) }
+                if let new = after { rows.put(new.key, new.value) } else { rows.emptied.append((e.locKey, id)) }
                 continue
             }
             if let old = e.before { try t.delete(tables.idxS, old.key) }
-            if let new = after { try t.put(tables.idxS, new.key, new.value) }
+            if let new = after { try t.put(tables.idxS, new.key, new.value) } else { try tables.sweep(t, e.locKey, id: id) }
         }
         let defs = try defs(ns)
         if defs.isEmpty { return }
-        let nsp = KeyCodec.namespacePrefix(ns)
         for d in defs where path.count <= d.pattern.count && d.matchesPrefix(path.segments[...]) {
             // The table is changed directly here: rows waiting go first.
-            try rows?.flush(t, tables.idxS)
-            try t.deletePrefix(tables.idxS, nsp + d.id + KeyCodec.encode(path))
+            try flushRows()
+            try tables.dropLocations(t, under: IndexLocations.prefix(ns: ns, def: d, under: path))
             try addEntries(ns: ns, def: d, at: path, node: node)
         }
+    }
+
+    /// Writes the index rows a bulk write kept (`rows`), then forgets the ids of locations its
+    /// deletes left without rows.
+    func flushRows() throws {
+        guard let rows else { return }
+        try rows.flush(t, tables.idxS)
+        for (locKey, id) in rows.emptied { try tables.sweep(t, locKey, id: id) }
+        rows.emptied = []
     }
 
     /// Adds the entries of every location under `path` (inside `node`, the value at `path`).
     func addEntries(ns: String, def d: IndexDef, at path: Path, node: Node) throws {
         if node.isEmpty { return }
         if path.count == d.pattern.count {
+            if node.children.isEmpty { return }  // a leaf has no children to index
+            // A fresh id (the location's rows were just dropped): its rows sort past the table's end.
+            let id = try tables.allocateLocationId(t, IndexLocations.key(ns: ns, def: d, location: path))
             var rows = node.children.map { k, child in
-                Self.indexRow(ns: ns, def: d, location: path, childKey: k, value: d.index.indexValue(of: child))
+                Self.indexRow(prefix: id, childKey: k, value: d.index.indexValue(of: child))
             }
             // Many rows: in key order, past the table's end with MDB_APPEND (full pages).
             let bulk = rows.count >= Self.bulkParts
@@ -408,16 +432,21 @@ struct Applier {
         }
     }
 
-    /// Builds a new index from the stored tree.
+    /// Builds a new index from the stored tree: each location's rows in key order, under a fresh
+    /// id (past the table's end: full pages).
     func build(ns: String, def d: IndexDef) throws {
         try drop(ns: ns, def: d)
         func walk(_ path: Path) throws {
             let key = Tables.treeKey(ns, path)
             if path.count == d.pattern.count {
+                var rows: [(String, IndexValue)] = []
                 for k in try tables.childKeys(t, base: key) {
-                    if let row = try entryRow(ns: ns, def: d, location: path, childKey: k) {
-                        try t.put(tables.idxS, row.key, row.value)
-                    }
+                    if let value = try entryValue(ns: ns, def: d, location: path, childKey: k) { rows.append((k, value)) }
+                }
+                if rows.isEmpty { return }
+                let id = try tables.allocateLocationId(t, IndexLocations.key(ns: ns, def: d, location: path))
+                for row in rows.map({ Self.indexRow(prefix: id, childKey: $0.0, value: $0.1) }).sorted(by: { bytesLess($0.key, $1.key) }) {
+                    try t.putOrdered(tables.idxS, row.key, row.value)
                 }
                 return
             }
@@ -431,29 +460,34 @@ struct Applier {
     }
 
     func drop(ns: String, def d: IndexDef) throws {
-        try t.deletePrefix(tables.idxS, KeyCodec.namespacePrefix(ns) + d.id)
+        try tables.dropLocations(t, under: KeyCodec.namespacePrefix(ns) + d.id)
     }
 
-    /// The index row of one child as the stored tree holds it now; nil when there is no such child.
-    func entryRow(ns: String, def d: IndexDef, location: Path, childKey: String) throws -> IndexRow? {
+    /// The index value of one child as the stored tree holds it now; nil when there is no such child.
+    func entryValue(ns: String, def d: IndexDef, location: Path, childKey: String) throws -> IndexValue? {
         let childTreeKey = Tables.treeKey(ns, location.child(childKey))
         guard try tables.exists(t, key: childTreeKey) else { return nil }
-        let value: IndexValue
         switch d.index {
         case .child(let p):
-            value = try tables.indexValue(t, key: childTreeKey + KeyCodec.encode(p)) ?? .null
+            return try tables.indexValue(t, key: childTreeKey + KeyCodec.encode(p)) ?? .null
         default:
-            value = try tables.indexValue(t, key: childTreeKey) ?? .null
+            return try tables.indexValue(t, key: childTreeKey) ?? .null
         }
-        return Self.indexRow(ns: ns, def: d, location: location, childKey: childKey, value: value)
     }
 
-    static func indexRow(ns: String, def d: IndexDef, location: Path, childKey: String, value: IndexValue) -> IndexRow {
-        var key = KeyCodec.namespacePrefix(ns) + d.id + KeyCodec.encode(location)
+    /// The row of one child under `prefix`: a location id (as stored) or a location key (the
+    /// logical row, as format 3 stored it and snapshots carry it).
+    static func indexRow(prefix: [UInt8], childKey: String, value: IndexValue) -> IndexRow {
+        var key = prefix
         let truncated = KeyCodec.appendIndexValue(value, to: &key)
         let offset = key.count
         KeyCodec.appendSegment(childKey, to: &key)
         return IndexRow(key: key, value: IndexRowValue.encode(key: key, offset: offset, value: value, truncated: truncated))
+    }
+
+    /// The logical row of one child (keyed by its location key).
+    static func indexRow(ns: String, def d: IndexDef, location: Path, childKey: String, value: IndexValue) -> IndexRow {
+        indexRow(prefix: IndexLocations.key(ns: ns, def: d, location: location), childKey: childKey, value: value)
     }
 }
 

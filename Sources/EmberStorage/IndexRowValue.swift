@@ -8,8 +8,10 @@ import EmberCore
 /// every row 11 of its ~50 bytes.
 ///
 /// Rows of the format before (every value "offset + exact value") still read. Snapshot streams
-/// carry the format before (`expanded`), which every version reads; installing compacts them
-/// again (`compacted`).
+/// carry that form, keyed by location key (`Tables.forEachLogicalRow`), which every version
+/// reads; installing compacts them again (`compacted`) under location ids (`IndexLocations`).
+/// `depths`/`valueStart` parse such location-keyed rows (snapshot streams, format-3 text
+/// migration).
 enum IndexRowValue {
     /// The value of a row whose key is `key` with the child segment at `offset`.
     static func encode(key: [UInt8], offset: Int, value: IndexValue, truncated: Bool) -> [UInt8] {
@@ -31,17 +33,6 @@ enum IndexRowValue {
         var r = ByteReader(v)
         let off = Int(try r.u8()) << 8 | Int(try r.u8())
         return (try r.indexValue(), off)
-    }
-
-    /// The row's value in the format before (offset + exact value), given where its index value
-    /// starts in the key; rows already in that form come back as they are.
-    static func expanded(key k: [UInt8], value v: [UInt8], valueStart: Int) throws -> [UInt8] {
-        guard v.isEmpty else { return v }
-        let (value, offset) = try decode(key: k, value: v, valueStart: valueStart)
-        var w = ByteWriter()
-        w.u8(UInt8(offset >> 8)); w.u8(UInt8(offset & 0xFF))
-        w.indexValue(value)
-        return w.bytes
     }
 
     /// A row value of the format before made compact when its key holds the exact value (the

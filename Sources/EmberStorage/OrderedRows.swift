@@ -4,6 +4,9 @@
 final class OrderedRows {
     /// Key → row value, or nil for a delete.
     private var rows: [[UInt8]: [UInt8]?] = [:]
+    /// Locations (key, id) whose row a delete left without a replacement: after the flush, their
+    /// ids go when no row is left (`Tables.sweep`).
+    var emptied: [(locKey: [UInt8], id: [UInt8])] = []
 
     func put(_ key: [UInt8], _ value: [UInt8]) { rows.updateValue(value, forKey: key) }
     func delete(_ key: [UInt8]) { rows.updateValue(nil, forKey: key) }

@@ -95,7 +95,7 @@ enum Defrag {
     /// The named tables by handle, to find a noted key's table in the copy.
     static func tableNames(_ t: Tables) -> [MDB_dbi: String] {
         [t.tree: "tree", t.ver: "ver", t.idx: "idx", t.log: "log", t.meta: "meta",
-         t.treex: "treex", t.verx: "verx", t.idxx: "idxx"]
+         t.treex: "treex", t.verx: "verx", t.idxx: "idxx", t.idxloc: "idxloc", t.idxlocx: "idxlocx"]
     }
 
     /// Writes the current value (or the absence) of every noted key, as `source` sees it, into
@@ -327,6 +327,7 @@ extension Writer {
 
 extension Tables {
     func sameHandles(_ o: Tables) -> Bool {
-        [tree, ver, idx, log, meta, treex, verx, idxx] == [o.tree, o.ver, o.idx, o.log, o.meta, o.treex, o.verx, o.idxx]
+        [tree, ver, idx, log, meta, treex, verx, idxx, idxloc, idxlocx]
+            == [o.tree, o.ver, o.idx, o.log, o.meta, o.treex, o.verx, o.idxx, o.idxloc, o.idxlocx]
     }
 }

@@ -51,20 +51,21 @@ extension EmberStore {
     /// list: cheap, for `/.ember/status`).
     public func footprint() throws -> StorageFootprint {
         let t = tables
-        let groups: [(String, [MDB_dbi])] = [("tree", [t.tree, t.treex]), ("versions", [t.ver, t.verx]),
-                                             ("index", [t.idx, t.idxx]),
-                                             ("log", [t.log]), ("meta", [t.meta])]
+        // The index's pages include its location ids' (`idxloc`); its entries count rows only.
+        let groups: [(String, [MDB_dbi], entries: Int)] = [("tree", [t.tree, t.treex], 2), ("versions", [t.ver, t.verx], 2),
+                                                           ("index", [t.idx, t.idxx, t.idxloc, t.idxlocx], 2),
+                                                           ("log", [t.log], 1), ("meta", [t.meta], 1)]
         let fileBytes = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
         return try withVisibleRead { txn in
             var pageSize = 4096
             var out: [StorageFootprint.Table] = []
-            for (name, dbis) in groups {
+            for (name, dbis, counted) in groups {
                 var entries = 0, pages = 0
-                for dbi in dbis {
+                for (i, dbi) in dbis.enumerated() {
                     var s = MDB_stat()
                     try check(mdb_stat(txn.ptr, dbi, &s))
                     pageSize = Int(s.ms_psize)
-                    entries += s.ms_entries
+                    if i < counted { entries += s.ms_entries }
                     pages += s.ms_branch_pages + s.ms_leaf_pages + s.ms_overflow_pages
                 }
                 out.append(.init(name: name, entries: entries, pages: pages, bytes: pages * pageSize))
@@ -168,6 +169,7 @@ extension EmberStore {
         } catch { mdb_txn_abort(t); throw error }
         try check(mdb_txn_commit(t))
         _ = try TextOrderMigration.migrate(e, tables)
+        _ = try IndexLocations.migrate(e, tables)
         _ = try Reinline.migrate(e, tables)
         try DenseCopy.copy(e, into: target, mapSize: mapSize)
     }

@@ -31,8 +31,11 @@ extension EmberStore {
             return try keyQuery(t, base: base, spec: spec)
         case .value, .child:
             if let def = try tables.indexDefs(t, namespace).first(where: { $0.index == spec.index && $0.matches(path) }) {
-                let prefix = KeyCodec.namespacePrefix(namespace) + def.id + KeyCodec.encode(path)
-                return .keys(try indexQuery(t, base: base, prefix: prefix, spec: spec))
+                // A location without an id has no rows: no child.
+                guard let id = try tables.locationId(t, IndexLocations.key(ns: namespace, def: def, location: path)) else {
+                    return .keys([])
+                }
+                return .keys(try indexQuery(t, base: base, prefix: id, spec: spec))
             }
             return .whole(spec.window(of: try tables.readNode(t, key: base)))
         case .priority:

@@ -99,7 +99,7 @@ extension EmberStore {
     /// Streams the whole state (trees, versions, indexes, index definitions, applied index and
     /// term) from one read transaction as chunks of about `maxChunkBytes`. Inline objects are
     /// streamed in the per-leaf form (`InlineObject.records`) and index rows with full values
-    /// (`IndexRowValue.expanded`): the format every version installs. Chunk format: a
+    /// keyed by location key (`Tables.forEachLogicalRow`): the format every version installs. Chunk format: a
     /// sequence of records `[table u8][varint key length][key][varint value length][value]`; the
     /// first record (table 0xFF) is the header: applied index, term, last timestamp and (from
     /// storage format 3 on) the sender's storage format, which says its keys' text order. Tables: 0–2 tree, ver,
@@ -134,21 +134,19 @@ extension EmberStore {
                 return true
             }
             try t.scan(tables.ver, prefix: []) { k, v in try add(1, k, v); return true }
-            // Index rows with the values of the format before (`IndexRowValue`), for the same reason.
-            let depths = try IndexRowValue.depths(tables, t)
-            func fullIndexValue(_ k: [UInt8], _ v: [UInt8]) throws -> [UInt8] {
-                guard v.isEmpty, let start = try IndexRowValue.valueStart(k, depths) else { return v }
-                return try IndexRowValue.expanded(key: k, value: v, valueStart: start)
-            }
-            try t.scan(tables.idx, prefix: []) { k, v in try add(2, k, try fullIndexValue(k, v)); return true }
-            // Overflow twins (long keys), copied row for row: their keys are deterministic.
-            for (tag, dbi) in Self.overflowSnapshotTags(tables) {
-                try t.scan(dbi, prefix: []) { k, v in
-                    guard dbi == tables.idxx else { try add(tag, k, v); return true }
-                    let (full, value) = try SplitTable.decodeRow(v)
-                    try add(tag, k, SplitTable.overflowRow(full, try fullIndexValue(full, value)))
-                    return true
+            // Index rows keyed by location key with full values (`IndexRowValue`), as format 3
+            // stored them (location ids are local, `IndexLocations`), for the same reason; long
+            // keys as that format's overflow rows.
+            try tables.forEachLogicalRow(t) { row in
+                if row.key.count <= SplitTable.inlineBytes {
+                    try add(2, row.key, row.expanded)
+                } else {
+                    try add(8, SplitTable.overflowKey(row.key), SplitTable.overflowRow(row.key, row.expanded))
                 }
+            }
+            // Overflow twins of the tree and versions (long keys), copied row for row: their keys are deterministic.
+            for (tag, dbi) in Self.overflowSnapshotTags(tables) where dbi != tables.idxx {
+                try t.scan(dbi, prefix: []) { k, v in try add(tag, k, v); return true }
             }
             try Self.legacyReverseIndexRows(tables, t) { tag, k, v in try add(tag, k, v) }
             try t.scan(tables.meta, prefix: Array("indexes/".utf8)) { k, v in try add(5, k, v); return true }
@@ -184,22 +182,13 @@ extension EmberStore {
     /// A follower still running that format installs a snapshot from this version with them
     /// and maintains its index as before. Costs the snapshot what it cost before (not the disk).
     static func legacyReverseIndexRows(_ tables: Tables, _ t: Txn, _ body: (UInt8, [UInt8], [UInt8]) throws -> Void) throws {
-        // Location depth of every definition, by namespace prefix + definition id.
-        let depth = try IndexRowValue.depths(tables, t)
-        if depth.isEmpty { return }
-        try t.scan(tables.idxS, prefix: []) { k, v in
-            // A row without its definition cannot be mapped; this version does not need it, so
-            // the snapshot goes on (build and drop keep rows and definitions together).
-            guard let i = try IndexRowValue.valueStart(k, depth) else { return true }
-            let offset = try IndexRowValue.decode(key: k, value: v, valueStart: i).offset
-            guard offset >= i, offset < k.count else { throw StorageError.corrupt("index row child offset") }
-            let rev = Array(k[0..<i]) + k[offset...]
+        try tables.forEachLogicalRow(t) { row in
+            let rev = Array(row.key[0..<row.valueStart]) + row.key[row.childOffset...]
             if rev.count <= SplitTable.inlineBytes {
-                try body(3, rev, k)
+                try body(3, rev, row.key)
             } else {
-                try body(9, SplitTable.overflowKey(rev), SplitTable.overflowRow(rev, k))
+                try body(9, SplitTable.overflowKey(rev), SplitTable.overflowRow(rev, row.key))
             }
-            return true
         }
     }
 
@@ -258,6 +247,9 @@ extension String {
 }
 
 extension Writer {
+    /// The table a snapshot install stages its index rows in (dropped before its transaction ends).
+    static let indexStagingTable = "idx-staging"
+
     func installSnapshot(_ chunks: [[UInt8]]) throws {
         var it = chunks.makeIterator()
         try installSnapshot(next: { it.next() })
@@ -273,10 +265,18 @@ extension Writer {
         var triggerSets: [String: TriggerSet] = [:]
         decoded.removeAll()  // the log is replaced
         try writeTxn { t in
-            for dbi in [tables.tree, tables.ver, tables.idx, tables.log] {
+            for dbi in [tables.tree, tables.ver, tables.log] {
                 try t.drop(dbi, delete: false)
             }
             for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try t.drop(dbi, delete: false) }
+            try tables.dropAllIndexRows(t)
+            // Index rows come keyed by location key (`IndexLocations`), before or after the
+            // definitions that say where a key's location ends: staged as they come, put under
+            // location ids once the stream is in.
+            var staging: MDB_dbi = 0
+            try check(mdb_dbi_open(t.ptr, Self.indexStagingTable, flag(MDB_CREATE), &staging))
+            try t.drop(staging, delete: false)
+            var longRows: [([UInt8], [UInt8])] = []
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
             try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
             try t.deletePrefix(tables.meta, TriggerKeys.prefix)
@@ -295,13 +295,10 @@ extension Writer {
                     switch tag {
                     case 0: try ordered.put(t, tables.tree, k, v)
                     case 1: try ordered.put(t, tables.ver, k, v)
-                    // Index rows come with full values (`IndexRowValue`): kept compact here.
-                    case 2: try ordered.put(t, tables.idx, k, try IndexRowValue.compacted(key: k, value: v))
+                    case 2: try ordered.put(t, staging, k, v)
                     case 3, 9: break  // the reverse index of the format before: derived now
                     case 4: break  // format 3's marker for older installers (see `snapshot`)
-                    case 8:
-                        let (full, value) = try SplitTable.decodeRow(v)
-                        try t.put(tables.idxx, k, SplitTable.overflowRow(full, try IndexRowValue.compacted(key: full, value: value)))
+                    case 8: longRows.append(try SplitTable.decodeRow(v))
                     case 6, 7: try t.put(EmberStore.overflowSnapshotTags(tables)[Int(tag) - 6].1, k, v)
                     case 5:
                         try t.put(tables.meta, k, v)
@@ -324,7 +321,26 @@ extension Writer {
             try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
             // A stream of a member before storage format 3 (a rolling upgrade; an old backup)
             // has its key text in code point order: put it in this format's order.
-            if senderFormat < 3 { try TextOrderMigration.all(tables, t) }
+            if senderFormat < 3 {
+                try TextOrderMigration.all(tables, t)
+                // Its index rows too: built again from the tree (what they are derived from).
+                try tables.buildAllIndexes(t)
+            } else {
+                let depths = try IndexRowValue.depths(tables, t)
+                try tables.putLogicalRows(t, depths: depths) { put in
+                    // Staged rows leave the scratch table as they move (its pages are reused at once).
+                    let c = try t.cursor(staging)
+                    defer { c.close() }
+                    var row = try c.first()
+                    while let (k, v) = row {
+                        try put(k, v)
+                        try c.deleteCurrent()
+                        row = try c.next()
+                    }
+                    for (k, v) in longRows { try put(k, v) }
+                }
+            }
+            try t.drop(staging, delete: true)
             rules = try StoredRules.loadAll(tables, t)
             // A stream from a 0.6.0 member: its triggers join their shared change records.
             try TriggerChangeLog.migrate(tables, t)

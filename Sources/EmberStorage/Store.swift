@@ -131,6 +131,8 @@ public final class EmberStore: @unchecked Sendable {
     public private(set) var objectsInlinedOnOpen = 0
     /// Keys rewritten into the format-3 text order when this store opened (`TextOrderMigration`).
     public private(set) var textKeysMigratedOnOpen = 0
+    /// Whether the indexes were rebuilt under location ids when this store opened (`IndexLocations`).
+    public private(set) var indexesRebuiltOnOpen = false
 
     /// Opens (creating if needed) the store in `directory`. Opening does not replay the log:
     /// the tree and the applied index are already durable.
@@ -157,6 +159,8 @@ public final class EmberStore: @unchecked Sendable {
             try check(mdb_txn_commit(opened))
             // Keys of a directory from before storage format 3 get the UTF-16 text order, once.
             textKeysMigratedOnOpen = try TextOrderMigration.migrate(e, tables)
+            // Index rows of a directory from before storage format 4 go under location ids, once.
+            indexesRebuiltOnOpen = try IndexLocations.migrate(e, tables)
             // Small objects a former version stored per leaf become inline records, once.
             if options.inlineObjects { objectsInlinedOnOpen = try Reinline.migrate(e, tables) }
         } catch {

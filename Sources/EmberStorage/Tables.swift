@@ -7,15 +7,18 @@ import EmberCore
 ///   a small object written whole: one `InlineObject` record at its key, nothing below it)
 /// * `ver`:    ns\0 + path encoding → sub (u64) + at (u64), see `version` (a leaf written at its own
 ///   path keeps both in its tree record instead: `TreeRecord.leaf(_:_:version:)`)
-/// * `idx`:    ns\0 + def id (8) + location encoding + index value encoding + child segment → nothing
+/// * `idx`:    location id (`IndexLocations`) + index value encoding + child segment → nothing
 ///   (the key holds the value), or for a string cut in the key: child key offset (u16) + exact value (`IndexRowValue`)
 ///   (no reverse table: a write finds a child's old row from its old value, `Applier.entriesBelow`;
 ///   data directories from before keep an `idxrev` table, dropped when they open: `dropLegacyTables`)
+/// * `idxloc`: location key (ns\0 + def id (8) + location encoding) → its location id: the prefix
+///   every row of that location shares in `idx` (storage format 4; before, rows began with the
+///   location key itself)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`
 /// * `meta`:   named slots (applied index, last log index/term, first log index, hard state, index definitions)
 ///
-/// `tree`, `ver` and `idx` keep keys of up to 480 bytes; longer keys (long paths: Firebase
-/// allows 32 levels of 768-byte keys) go to their overflow twins `treex`, `verx`, `idxx`
+/// `tree`, `ver`, `idx` and `idxloc` keep keys of up to 480 bytes; longer keys (long paths: Firebase
+/// allows 32 levels of 768-byte keys) go to their overflow twins `treex`, `verx`, `idxx`, `idxlocx`
 /// (see `SplitTable`). Everything below reads and writes the pairs through `treeS`, `verS`, …
 struct Tables {
     let tree: MDB_dbi
@@ -26,8 +29,10 @@ struct Tables {
     let treex: MDB_dbi
     let verx: MDB_dbi
     let idxx: MDB_dbi
+    let idxloc: MDB_dbi
+    let idxlocx: MDB_dbi
 
-    let overflowUse = [OverflowUse(false), OverflowUse(false), OverflowUse(false)]
+    let overflowUse = [OverflowUse(false), OverflowUse(false), OverflowUse(false), OverflowUse(false)]
     /// Whether writes store small objects as `InlineObject` records (`StoreOptions.inlineObjects`).
     /// Reads understand both forms either way.
     var inlineObjects = true
@@ -35,6 +40,7 @@ struct Tables {
     var treeS: SplitTable { SplitTable(main: tree, over: treex, used: overflowUse[0]) }
     var verS: SplitTable { SplitTable(main: ver, over: verx, used: overflowUse[1]) }
     var idxS: SplitTable { SplitTable(main: idx, over: idxx, used: overflowUse[2]) }
+    var idxlocS: SplitTable { SplitTable(main: idxloc, over: idxlocx, used: overflowUse[3]) }
 
     /// Opens (creating what an older data directory lacks, such as the overflow twins) the
     /// named databases in the write transaction `t`.
@@ -47,12 +53,13 @@ struct Tables {
         return Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
                       log: try open("log"), meta: try open("meta"),
                       treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
+                      idxloc: try open("idxloc"), idxlocx: try open("idxlocx"),
                       inlineObjects: inlineObjects)
     }
 
     /// Marks the overflow tables that hold rows as used (on open, after installing a snapshot).
     func noteOverflowRows(_ t: Txn) throws {
-        for (dbi, use) in zip([treex, verx, idxx], overflowUse) where try t.overflowRows(dbi) > 0 {
+        for (dbi, use) in zip([treex, verx, idxx, idxlocx], overflowUse) where try t.overflowRows(dbi) > 0 {
             use.markUsed()
         }
     }
@@ -310,6 +317,9 @@ struct Tables {
         // Formats before 3 kept text in plain UTF-8 order (a new directory has no rows: its pass
         // is empty); the pass clears the flag when it has run (`TextOrderMigration`).
         if found < 3 { try t.put(meta, TextOrderMigration.pendingMetaKey, [1]) }
+        // Formats before 4 keyed index rows by their location key: rebuilt under location ids
+        // (`IndexLocations.migrate`; after the text pass, which reads rows of the format before).
+        if found < 4 { try t.put(meta, IndexLocations.pendingMetaKey, [1]) }
     }
 
     static func indexMetaKey(_ ns: String) -> [UInt8] { Array("indexes/".utf8) + Array(ns.utf8) }

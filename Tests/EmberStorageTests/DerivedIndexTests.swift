@@ -22,9 +22,22 @@ import EmberTestSupport
         return "\(a.count) rows vs \(b.count)"
     }
 
+    /// The index rows by logical key (location key + value + child, as format 3 stored them:
+    /// location ids are local, `IndexLocations`). Throws when a stored row has no location or a
+    /// location no row: every row must be reachable, and no id outlive its last row.
     static func rows(_ t: Txn, _ tables: Tables) throws -> [Row] {
         var out: [Row] = []
-        try t.scan(tables.idxS, prefix: []) { k, v in out.append(Row(key: k, value: v)); return true }
+        try tables.forEachLogicalRow(t) { out.append(Row(key: $0.key, value: $0.compact)) }
+        var stored = 0
+        try t.scan(tables.idxS, prefix: []) { _, _ in stored += 1; return true }
+        var emptyLocations = 0
+        try t.scan(tables.idxlocS, prefix: []) { _, id in
+            if try !t.hasPrefix(tables.idxS, id) { emptyLocations += 1 }
+            return true
+        }
+        if stored != out.count || emptyLocations > 0 {
+            throw StorageError.corrupt("\(stored) stored index rows, \(out.count) under a location; \(emptyLocations) locations without rows")
+        }
         return out
     }
 
@@ -37,7 +50,7 @@ import EmberTestSupport
             try check(mdb_txn_begin(w.store.env, nil, 0, &raw))
             defer { mdb_txn_abort(raw) }
             let t = Txn(ptr: raw!)
-            try t.deletePrefix(w.tables.idxS, [])
+            try w.tables.dropAllIndexRows(t)
             let ap = Applier(tables: w.tables, txn: t)
             for ns in namespaces {
                 for d in try w.tables.indexDefs(t, ns) { try ap.build(ns: ns, def: d) }

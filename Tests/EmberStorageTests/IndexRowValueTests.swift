@@ -50,9 +50,10 @@ import EmberTestSupport
         }
     }
 
-    /// Rows written in the format before (every value "offset + exact value") answer queries and
-    /// are maintained; snapshots carry that format and install compact.
-    @Test func rowsOfTheFormatBeforeStillWorkAndSnapshotsCarryThem() async throws {
+    /// Snapshots carry every row keyed by its location key with offset + exact value (what every
+    /// version installs); installing puts them under location ids, compact, and the index stays
+    /// exact under writes.
+    @Test func snapshotsCarryFullValuesAndInstallCompact() async throws {
         let s = try openStore()
         defer { s.close() }
         let long = String(repeating: "z", count: 100)
@@ -65,42 +66,40 @@ import EmberTestSupport
         try await s.set("/u/a/p/q", #"{"h": true}"#)
         let compact = try s.withRead { t in try DerivedIndexTests.rows(t, s.tables) }
         #expect(compact.filter { $0.value.isEmpty }.count > 40 && compact.contains { !$0.value.isEmpty })
-        // The format before: every row with offset + exact value.
-        try await s.perform { w in
-            try w.writeTxn { t in
-                let depths = try IndexRowValue.depths(w.tables, t)
-                for row in compact {
-                    let start = try IndexRowValue.valueStart(row.key, depths)!
-                    try t.put(w.tables.idxS, row.key, try IndexRowValue.expanded(key: row.key, value: row.value, valueStart: start))
-                }
-            }
-        }
-        let old = try s.withRead { t in try DerivedIndexTests.rows(t, s.tables) }
-        #expect(old.allSatisfy { $0.value.count >= 3 } && old.map(\.key) == compact.map(\.key))
-        #expect(old.map { try! IndexRowValue.compacted(key: $0.key, value: $0.value) } == compact.map(\.value))
-        func check() throws {
-            let model = try s.get("/items")
+        func check(_ store: EmberStore) throws {
+            let model = try store.get("/items")
             for spec in [QuerySpec(index: .child(p("h")), limit: 5, limitFromStart: false), QuerySpec(index: .child(p("h"))),
                          QuerySpec(index: .value, limit: 3),
                          QuerySpec(index: .child(p("h")), start: QueryBound(value: .number(2)), end: QueryBound(value: .string(long + "3")))] {
-                #expect(try s.query(namespace: "t", path: p("/items"), spec: spec).map(\.key) == spec.window(of: model).map(\.key), "\(spec)")
+                #expect(try store.query(namespace: "t", path: p("/items"), spec: spec).map(\.key) == spec.window(of: model).map(\.key), "\(spec)")
             }
         }
-        try check()
-        // Snapshots carry full values (what the format before reads) and install compact.
+        try check(s)
         let recs = try DerivedIndexTests.records(s)
-        #expect(recs.filter { $0.0 == 2 }.allSatisfy { $0.2.count >= 3 })
+        let streamed = recs.filter { $0.0 == 2 }
+        #expect(streamed.map(\.1) == compact.map(\.key))
+        #expect(streamed.allSatisfy { $0.2.count >= 3 })
+        #expect(streamed.map { try! IndexRowValue.compacted(key: $0.1, value: $0.2) } == compact.map(\.value))
         var chunks: [[UInt8]] = []
         try s.snapshot(maxChunkBytes: 400) { chunks.append($0) }
         let follower = try openStore()
         defer { follower.close() }
         try await follower.installSnapshot(chunks: chunks)
         #expect(try follower.withRead { t in try DerivedIndexTests.rows(t, follower.tables) } == compact)
-        // Writes over old rows keep the index exact.
-        try await s.update("/items", [("c1", #"{"h": -1}"#), ("c3", "null"), ("c4/h", #""\#(long)""#), ("new", #"{"h": 2.5}"#)])
-        try check()
-        let (stored, rebuilt) = try await DerivedIndexTests.storedAndRebuilt(s)
-        #expect(stored.map(\.key) == rebuilt.map(\.key))
-        #expect(stored.map { try! IndexRowValue.compacted(key: $0.key, value: $0.value) } == rebuilt.map(\.value))
+        try check(follower)
+        // Stored rows are compact: only cut strings keep a value.
+        let storedValues = try follower.withRead { t in
+            var out: [[UInt8]] = []
+            try t.scan(follower.tables.idxS, prefix: []) { _, v in out.append(v); return true }
+            return out
+        }
+        #expect(storedValues.filter(\.isEmpty).count == compact.filter(\.value.isEmpty).count)
+        // Writes keep the index exact.
+        for store in [s, follower] {
+            try await store.update("/items", [("c1", #"{"h": -1}"#), ("c3", "null"), ("c4/h", #""\#(long)""#), ("new", #"{"h": 2.5}"#)])
+            try check(store)
+            let (stored, rebuilt) = try await DerivedIndexTests.storedAndRebuilt(store)
+            #expect(stored == rebuilt)
+        }
     }
 }

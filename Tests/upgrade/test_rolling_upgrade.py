@@ -8,7 +8,8 @@ A 3-node cluster of the previous release (deploy/local-cluster, mutual TLS) serv
 (SIGTERM), start on the same data with the new binary, wait until it runs the new version and has
 caught up — followers first, the leader last after a leadership transfer. Then one node is
 downgraded to the previous release, which OPERATIONS.md ("Versions and upgrades") says is
-accepted between releases of the same storage format, and catches up again. Checked at the end:
+accepted between releases of the same storage format (across a format change its data directory
+is wiped first and it rejoins from a snapshot), and catches up again. Checked at the end:
 every acknowledged write (REST and wire) is on every node, the state hashes agree, and each
 listener saw every child exactly once (none lost, none repeated); the SDK clients reconnected by
 themselves.
@@ -18,6 +19,7 @@ themselves.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -53,6 +55,14 @@ def version(binary):
     return r.stdout.split()[1] if r.returncode == 0 and r.stdout.startswith("emberd ") else None
 
 
+def storage_format(binary):
+    r = subprocess.run([binary, "--version"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        if line.startswith("storage format "):
+            return int(line.split()[2])
+    return None
+
+
 class Cluster:
     def __init__(self, dir_):
         self.dir = dir_
@@ -71,8 +81,13 @@ class Cluster:
     def leader(self, among=None):
         return agreed_leader(self.status, among or sorted(self.urls), 30)
 
-    def restart(self, node, binary):
+    def restart(self, node, binary, wipe=False):
         run(sys.executable, SCRIPT, "stop-node", "--dir", self.dir, "--id", node)
+        if wipe:
+            # An empty data directory: the node rejoins from the leader's snapshot.
+            data = os.path.join(self.dir, node, "data")
+            shutil.rmtree(data)
+            os.makedirs(data)
         run(sys.executable, SCRIPT, "start-node", "--dir", self.dir, "--id", node, "--emberd", binary)
         want = version(binary)
         deadline = time.time() + CATCH_UP_TIMEOUT
@@ -180,10 +195,14 @@ def test_rolling_upgrade_then_downgrade_of_one_node(tmp_path):
         steps.append(f"{leader} (leader, after a transfer to {new_leader}) upgraded")
         writes_go_on()
         assert {c.status(n)["build"]["version"] for n in c.urls} == {new_version}
-        # Downgrade one follower to the previous release: accepted (same storage format).
+        # Downgrade one follower to the previous release: accepted on the same data between
+        # releases of one storage format; across a format change the older build refuses the
+        # directory, so (OPERATIONS.md) it is wiped and the node rejoins from the leader's
+        # snapshot, which every release installs.
         back = next(n for n in sorted(c.urls) if n != c.leader())
-        c.restart(back, PREVIOUS)
-        steps.append(f"{back} downgraded to the previous release")
+        wipe = storage_format(PREVIOUS) != storage_format(EMBERD)
+        c.restart(back, PREVIOUS, wipe=wipe)
+        steps.append(f"{back} downgraded to the previous release" + (" (data wiped, rejoined by snapshot)" if wipe else ""))
         writes_go_on()
         print("\n".join(steps))
     finally:
