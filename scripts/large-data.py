@@ -7,13 +7,20 @@ writes exactly Ember's export serialization: compact, keys in Firebase order, pr
   scripts/large-data.py --mb 1024                 # the BENCHMARKS.md run (release build, quiet machine)
   scripts/large-data.py --mb 100 --build debug    # a sanity run
   scripts/large-data.py --mb 1024 --interrupt 2   # kill the import twice, --resume, compare again
+  scripts/large-data.py --mb 1024 --nodes 3       # import into (and export from) a 3-node cluster
 
 emberd's memory is sampled every 50 ms (RssAnon: its heap; LMDB's mapped file pages are not
 its buffers) and reported above its level before each step; the CLI's peak is its VmHWM.
+Each step also prints the CPU seconds (user + system) emberd and the CLI spent on it: unlike
+throughput, they mean something on a busy machine (compare builds by them, not by wall time).
+With --nodes N (> 1) the nodes run as a local cluster (deploy/local-cluster, one machine): the
+import and the export go through the leader, whose memory is sampled; CPU is every node's.
 Prints the load average: figures from a busy machine are sanity checks only.
 """
 import argparse
 import hashlib
+import json
+import resource
 import os
 import random
 import signal
@@ -31,6 +38,10 @@ import local_cluster  # noqa: E402
 _local_cluster = local_cluster.load()
 
 PUSH_CHARS = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+
+
+def _local_cluster_script():
+    return local_cluster.SCRIPT
 
 
 def push_ids(rng, n, start_ms):
@@ -125,6 +136,18 @@ class Sampler:
         return self.peak - self.base
 
 
+def cpu_seconds(pid):
+    """user + system CPU seconds of a running process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_cli(args, interrupt_at=None):
     """Runs the CLI; returns (seconds, peak RSS MiB, returncode). interrupt_at: SIGKILL after that
     many seconds (an interrupted import)."""
@@ -164,19 +187,39 @@ def main():
     ap.add_argument("--build", default="release")
     ap.add_argument("--interrupt", type=int, default=0, help="kill the import this many times and --resume")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--nodes", type=int, default=1, help="a local cluster of this many nodes (default: one node)")
+    ap.add_argument("--bindir", help="the directory of emberd and ember (default .build/BUILD)")
     a = ap.parse_args()
-    bindir = os.path.join(ROOT, ".build", a.build)
+    bindir = a.bindir or os.path.join(ROOT, ".build", a.build)
     work = tempfile.mkdtemp(prefix="ember-large-")
     src = os.path.join(work, "export.json")
     print(f"load average {os.getloadavg()}")
     t0 = time.time()
     size, children = generate(src, a.mb)
     print(f"generated {size / 2**20:.1f} MiB, {children} users in {time.time() - t0:.1f} s")
-    port = _local_cluster.free_port()
-    data = os.path.join(work, "data")
-    log = open(os.path.join(work, "emberd.log"), "ab")
-    node = subprocess.Popen([os.path.join(bindir, "emberd"), "--data", data, "--port", str(port)], stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
+    node, cluster_dir = None, None
+    if a.nodes > 1:
+        cluster_dir = os.path.join(work, "cluster")
+        subprocess.run([_local_cluster_script(), "up", "--nodes", str(a.nodes), "--dir", cluster_dir,
+                        "--emberd", os.path.join(bindir, "emberd")], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(cluster_dir, "cluster.json")) as f:
+            members = json.load(f)["nodes"]
+        leader = _local_cluster.get_json(members[0]["url"] + "/.ember/status")["leader"]
+        lead = next(m for m in members if m["id"] == leader)
+        url, pid, pids = lead["url"], lead["pid"], [m["pid"] for m in members]
+        print(f"{a.nodes}-node cluster, through the leader {leader}")
+    else:
+        port = _local_cluster.free_port()
+        data = os.path.join(work, "data")
+        log = open(os.path.join(work, "emberd.log"), "ab")
+        node = subprocess.Popen([os.path.join(bindir, "emberd"), "--data", data, "--port", str(port)], stdout=log, stderr=log)
+        url, pid = f"http://127.0.0.1:{port}", node.pid
+        pids = [pid]
+
+    cpu_label = "emberd" if a.nodes == 1 else f"{a.nodes} emberds"
+
+    def nodes_cpu():
+        return sum(cpu_seconds(p) for p in pids)
     try:
         for _ in range(300):
             try:
@@ -187,7 +230,8 @@ def main():
         time.sleep(1)
         ember = os.path.join(bindir, "ember")
         imp = [ember, "import", src, "/data", "--node", url, "--quiet", "--timeout", "600"]
-        s = Sampler(node.pid)
+        s = Sampler(pid)
+        cpu0, cli0 = nodes_cpu(), children_cpu()
         total = 0.0
         for k in range(a.interrupt):
             secs, cli, rc = run_cli(imp + (["--resume"] if k else []), interrupt_at=2 + 3 * k)
@@ -198,20 +242,26 @@ def main():
         grown = s.done()
         assert rc == 0, "import failed"
         print(f"import: {total:.1f} s, {size / 2**20 / total:.1f} MiB/s, {children / total:.0f} users/s; "
-              f"CLI peak {cli:.0f} MiB; emberd +{grown:.0f} MiB (RssAnon above {s.base:.0f} MiB)")
+              f"CLI peak {cli:.0f} MiB; emberd +{grown:.0f} MiB (RssAnon above {s.base:.0f} MiB); "
+              f"CPU {cpu_label} {nodes_cpu() - cpu0:.1f} s, CLI {children_cpu() - cli0:.1f} s")
         out = os.path.join(work, "back.json")
-        s = Sampler(node.pid)
+        s = Sampler(pid)
+        cpu0, cli0 = nodes_cpu(), children_cpu()
         secs, cli, rc = run_cli([ember, "export", out, "/data", "--node", url, "--quiet"])
         grown = s.done()
         assert rc == 0, "export failed"
-        print(f"export: {secs:.1f} s, {size / 2**20 / secs:.1f} MiB/s; CLI peak {cli:.0f} MiB; emberd +{grown:.0f} MiB")
+        print(f"export: {secs:.1f} s, {size / 2**20 / secs:.1f} MiB/s; CLI peak {cli:.0f} MiB; emberd +{grown:.0f} MiB; "
+              f"CPU {cpu_label} {nodes_cpu() - cpu0:.1f} s, CLI {children_cpu() - cli0:.1f} s")
         same = digest(src) == digest(out)
         print("export equals the file" if same else "EXPORT DIFFERS FROM THE FILE")
         print(f"load average {os.getloadavg()}")
         sys.exit(0 if same else 1)
     finally:
-        node.send_signal(signal.SIGTERM)
-        node.wait(timeout=60)
+        if node:
+            node.send_signal(signal.SIGTERM)
+            node.wait(timeout=60)
+        if cluster_dir:
+            subprocess.run([_local_cluster_script(), "down", "--dir", cluster_dir], stdout=subprocess.DEVNULL)
         if not a.keep:
             subprocess.run(["rm", "-rf", work])
         else:
