@@ -344,30 +344,33 @@ enum JSONWriter {
     }
 
     static func writeString(_ s: String, into out: inout [UInt8]) {
-        out.append(0x22)
         var s = s
+        s.withUTF8 { writeString(utf8: $0, into: &out) }
+    }
+
+    /// A string given by its (valid) UTF-8, quoted and escaped as `writeString` does.
+    static func writeString(utf8 buf: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        out.append(0x22)
         // Runs without an escape are copied whole: byte-at-a-time appends were the largest
         // single cost of streaming an export.
-        s.withUTF8 { buf in
-            var start = 0
-            for i in 0..<buf.count {
-                let b = buf[i]
-                guard b < 0x20 || b == 0x22 || b == 0x5C || b == 0x7F else { continue }
-                if start < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<i])) }
-                switch b {
-                case 0x22: out.append(contentsOf: [0x5C, 0x22])
-                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]])
-                }
-                start = i + 1
+        var start = 0
+        for i in 0..<buf.count {
+            let b = buf[i]
+            guard b < 0x20 || b == 0x22 || b == 0x5C || b == 0x7F else { continue }
+            if start < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start..<i])) }
+            switch b {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            default:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]])
             }
-            if start < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start...])) }
+            start = i + 1
         }
+        if start < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start...])) }
         out.append(0x22)
     }
 }

@@ -35,6 +35,34 @@ public struct JSONStreamWriter: Sendable {
         awaitingValue = true
     }
 
+    /// The next member's key given by its (valid) UTF-8: the same bytes as `key(_:)` of that
+    /// string, for a reader that holds keys as stored bytes (no `String` made per key).
+    public mutating func key(utf8: UnsafeBufferPointer<UInt8>) {
+        precondition(!awaitingValue && stack.last?.isArray == false, "a key belongs in an object, before its value")
+        separate()
+        JSONWriter.writeString(utf8: utf8, into: &out)
+        out.append(contentsOf: pretty ? [0x20, 0x3A, 0x20] : [0x3A])
+        awaitingValue = true
+    }
+
+    /// A scalar value (string, number, boolean, null) that `write` appends to the output as
+    /// `JSON.serializedBytes` would write it, with the `append…` helpers below: scalars look
+    /// the same pretty or compact, so any writer takes them.
+    public mutating func scalar<E: Error>(_ write: (inout [UInt8]) throws(E) -> Void) throws(E) {
+        place()
+        try write(&out)
+    }
+
+    /// A JSON string of the (valid) UTF-8 `utf8`, quoted and escaped.
+    public static func appendString(utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        JSONWriter.writeString(utf8: utf8, into: &out)
+    }
+
+    /// Numbers and booleans as `JSON.int`, `.double` and `.bool` serialize.
+    public static func appendInt(_ i: Int64, to out: inout [UInt8]) { out.append(contentsOf: String(i).utf8) }
+    public static func appendDouble(_ d: Double, to out: inout [UInt8]) { out.append(contentsOf: JSONWriter.formatDouble(d).utf8) }
+    public static func appendBool(_ b: Bool, to out: inout [UInt8]) { out.append(contentsOf: (b ? "true" : "false").utf8) }
+
     /// A whole value: the document itself, an object member's after its key, or an array element.
     public mutating func value(_ v: JSON) {
         place()

@@ -83,6 +83,25 @@ public enum KeyCodec {
         }
     }
 
+    /// Where the segment at `i` ends (past its terminator), checked as `readSegment` checks it,
+    /// without making its string; nil when malformed.
+    static func segmentEnd(_ b: [UInt8], at i: Int) -> Int? {
+        guard i < b.count else { return nil }
+        switch b[i] {
+        case 0x01:
+            guard i + 7 <= b.count else { return nil }
+            let end = i + 7 + (Int(b[i + 5]) << 8 | Int(b[i + 6]))
+            guard end < b.count, b[end] == 0 else { return nil }
+            return end + 1
+        case 0x02:
+            var j = i + 1
+            while j < b.count && b[j] != 0 { j += 1 }
+            return j < b.count ? j + 1 : nil
+        default:
+            return nil
+        }
+    }
+
     /// Decodes consecutive segments from `start` to the end of `b`.
     public static func decodeSegments(_ b: [UInt8], from start: Int = 0) -> [String]? {
         var i = start

@@ -35,12 +35,14 @@ public final class TreeStream: @unchecked Sendable {
     private var w: JSONStreamWriter
     private var done = false
     private var wroteRoot = false
-    /// Open containers, the location itself first: each child's key (nil for the location),
+    /// Open containers, the location itself first: where each one's key ends in `lastKey`,
     /// whether it is an array (and its next index), and an export's priority not yet written.
     private var levels: [Level] = []
-    /// Priority records of nodes not yet opened (ancestors of what comes next, or dropped when
-    /// no descendant follows: a priority alone is no data).
-    private var pendingPriorities: [(rel: [String], priority: Priority)] = []
+    /// The tree key of the last record written: every open level is an ancestor of it.
+    private var lastKey: [UInt8] = []
+    /// Priority records (their tree keys) of nodes not yet opened (ancestors of what comes next,
+    /// or dropped when no descendant follows: a priority alone is no data).
+    private var pendingPriorities: [(key: [UInt8], priority: Priority)] = []
     private weak var registry: StreamRegistry?
     /// A query's children (their encoded key segments, in tree order), walked one subtree after
     /// another; nil for the whole location. `selectedAt` is the child being walked.
@@ -50,7 +52,10 @@ public final class TreeStream: @unchecked Sendable {
     private var selectionIsArray = false
 
     private struct Level {
-        var key: String?
+        /// The end of the level's last key segment in `lastKey` (the location: `base.count`).
+        /// Segments delimit themselves, so a record is below the level exactly when its key
+        /// starts with `lastKey[0..<end]` and is longer.
+        var end: Int
         var isArray: Bool
         var nextIndex = 0
         var priority: Priority?
@@ -132,7 +137,7 @@ public final class TreeStream: @unchecked Sendable {
             switch try TreeRecord.decode(v) {
             case .leaf(let l, let p): return whole(Node(l, priority: p))
             case .inline(let o): return whole(o.node)
-            case .priority(let p): if format.export && !format.shallow { pendingPriorities = [([], p)] }
+            case .priority(let p): if format.export && !format.shallow { pendingPriorities = [(base, p)] }
             }
         }
         cursor = try t.cursor(tables.treeS, within: base)
@@ -197,79 +202,91 @@ public final class TreeStream: @unchecked Sendable {
     }
 
     /// Writes what the record `k`, `v` adds; returns where to seek next when it is not the
-    /// following record (a shallow read skips each child's subtree).
+    /// following record (a shallow read skips each child's subtree). Keys and values go from
+    /// their stored bytes to JSON (`RecordJSON`); only what that cannot write is decoded.
     private func visit(_ t: Txn, _ k: [UInt8], _ v: [UInt8]) throws -> [UInt8]? {
-        var rel: [String] = []
-        var i = base.count
-        var firstEnd = 0
-        while i < k.count {
-            guard let s = KeyCodec.readSegment(k, &i) else { throw StorageError.corrupt("tree key") }
-            if rel.isEmpty { firstEnd = i }
-            rel.append(s)
-        }
         if format.shallow {
-            if levels.isEmpty { open(nil, isArray: false, priority: nil) }
-            w.key(rel[0])
+            if levels.isEmpty { try openLevel(t, k, key: nil) }
+            guard let end = KeyCodec.segmentEnd(k, at: base.count) else { throw StorageError.corrupt("tree key") }
+            try member(k, base.count..<end)
             w.value(.bool(true))
             // Past the child's subtree (as `Tables.childKeys` steps): the next child's first record.
-            return Array(k[0..<firstEnd]) + [0xFF]
+            return Array(k[0..<end]) + [0xFF]
         }
-        let record = try TreeRecord.decode(v)
-        if case .priority(let p) = record {
+        if v.first == 2 {  // an interior node's priority
+            guard case .priority(let p) = try TreeRecord.decode(v) else { throw StorageError.corrupt("priority record") }
             if format.export {
-                pendingPriorities.removeAll { !$0.rel.isPrefix(of: rel) }
-                pendingPriorities.append((rel, p))
+                pendingPriorities.removeAll { !bytesStart(k, with: $0.key) }
+                pendingPriorities.append((k, p))
             }
             return nil
         }
-        try enter(t, rel, key: k)
-        member(rel[rel.count - 1])
-        switch record {
-        case .leaf(let l, let p):
-            if format.export, let p { w.value(.object([".value": l.json, ".priority": p.json])) } else { w.value(l.json) }
-        case .inline(let o):
-            w.value(format.export ? o.node.exportJSON() : o.node.toJSON())
-        case .priority: break
+        let own = try enter(t, k)
+        try member(k, own)
+        if try !RecordJSON.writeValue(v, export: format.export, into: &w) {
+            switch try TreeRecord.decode(v) {
+            case .leaf(let l, let p):
+                if format.export, let p { w.value(.object([".value": l.json, ".priority": p.json])) } else { w.value(l.json) }
+            case .inline(let o):
+                w.value(format.export ? o.node.exportJSON() : o.node.toJSON())
+            case .priority: break
+            }
         }
         pendingPriorities.removeAll()
         return nil
     }
 
-    /// Opens the containers on the way to the record at `rel` (its ancestors below the location),
-    /// closing those of the records before that are not on it.
-    private func enter(_ t: Txn, _ rel: [String], key: [UInt8]) throws {
+    /// Opens the containers on the way to the record at `k` (its ancestors below the location),
+    /// closing those of the records before that are not on it; returns where the record's own
+    /// key segment is in `k`.
+    private func enter(_ t: Txn, _ k: [UInt8]) throws -> Range<Int> {
+        var common = 0
+        let n = min(k.count, lastKey.count)
+        while common < n && k[common] == lastKey[common] { common += 1 }
         var shared = levels.isEmpty ? 0 : 1
-        while shared < levels.count, shared < rel.count, levels[shared].key == rel[shared - 1] { shared += 1 }
+        while shared < levels.count, levels[shared].end <= common, levels[shared].end < k.count { shared += 1 }
         while levels.count > shared { closeLevel() }
-        while levels.count < rel.count {
-            let d = levels.count  // the level's path is rel[0..<d]; its first child is rel[d]
-            let priority = pendingPriorities.first { $0.rel.count == d && $0.rel.elementsEqual(rel[0..<d]) }?.priority
-            let isArray = try d == 0 && selected != nil ? selectionIsArray
-                : !format.export && Node.arrayIndex(rel[d]) != nil && isArrayForm(t, levelKey(key, depth: d))
-            open(d == 0 ? nil : rel[d - 1], isArray: isArray, priority: priority)
+        lastKey = k
+        if levels.isEmpty { try openLevel(t, k, key: nil) }
+        var i = levels[levels.count - 1].end
+        while true {
+            guard let end = KeyCodec.segmentEnd(k, at: i) else { throw StorageError.corrupt("tree key") }
+            if end == k.count { return i..<end }
+            try openLevel(t, k, key: i..<end)
+            i = end
         }
     }
 
-    /// The tree key of the level at `depth` below the location, cut from a descendant's key.
-    private func levelKey(_ key: [UInt8], depth: Int) -> [UInt8] {
-        var i = base.count
-        for _ in 0..<depth { _ = KeyCodec.readSegment(key, &i) }
-        return Array(key[0..<i])
-    }
-
-    private func open(_ key: String?, isArray: Bool, priority: Priority?) {
-        if let key { member(key) }
+    /// Opens the level whose last key segment is `key` in `k` (nil: the location itself).
+    private func openLevel(_ t: Txn, _ k: [UInt8], key: Range<Int>?) throws {
+        let end = key?.upperBound ?? base.count
+        let priority = format.export ? pendingPriorities.first { $0.key.count == end && bytesStart(k, with: $0.key) }?.priority : nil
+        let isArray: Bool
+        if format.shallow || format.export {
+            isArray = false
+        } else if key == nil && selected != nil {
+            isArray = selectionIsArray
+        } else {
+            // Its first child's key (the next segment of `k`) decides whether to look further.
+            guard let first = KeyCodec.segmentEnd(k, at: end) else { throw StorageError.corrupt("tree key") }
+            isArray = try RecordJSON.isArrayIndexSegment(k, end..<first) && isArrayForm(t, Array(k[0..<end]))
+        }
+        if let key { try member(k, key) }
         if isArray { w.beginArray() } else { w.beginObject() }
-        levels.append(Level(key: key, isArray: isArray, priority: format.export ? priority : nil))
+        levels.append(Level(end: end, isArray: isArray, priority: priority))
         wroteRoot = true
     }
 
-    /// Places the next member of the innermost level: its key, or in an array the nulls of the
-    /// indices it skips (`Node.toJSON`'s array form fills holes with null).
-    private func member(_ k: String) {
+    /// Places the next member of the innermost level, whose key is the segment `seg` of `k`: its
+    /// key, or in an array the nulls of the indices it skips (`Node.toJSON`'s array form fills
+    /// holes with null).
+    private func member(_ k: [UInt8], _ seg: Range<Int>) throws {
         let i = levels.count - 1
         if levels[i].isArray {
-            let index = Node.arrayIndex(k)!
+            var at = seg.lowerBound
+            guard let s = KeyCodec.readSegment(k, &at), let index = Node.arrayIndex(s) else {
+                throw StorageError.corrupt("array member key")
+            }
             while levels[i].nextIndex < index {
                 w.value(.null)
                 levels[i].nextIndex += 1
@@ -277,12 +294,12 @@ public final class TreeStream: @unchecked Sendable {
             levels[i].nextIndex = index + 1
             return
         }
-        if let p = levels[i].priority, KeyOrder.less(".priority", k) {
+        if let p = levels[i].priority, RecordJSON.prioritySegment.lexicographicallyPrecedes(k[seg]) {
             w.key(".priority")
             w.value(p.json)
             levels[i].priority = nil
         }
-        w.key(k)
+        try RecordJSON.writeKey(k, segment: seg, into: &w)
     }
 
     private func closeLevel() {
@@ -352,8 +369,4 @@ final class StreamRegistry: @unchecked Sendable {
         let streams = lock.withLock { open.values.compactMap(\.stream) }
         for s in streams { s.closeForShutdown() }
     }
-}
-
-extension Array where Element == String {
-    fileprivate func isPrefix(of other: [String]) -> Bool { count <= other.count && other[0..<count].elementsEqual(self) }
 }

@@ -9,16 +9,18 @@ import Testing
 /// opened on; and lets its transaction go when closed or when the store closes.
 @Suite(.printsSeedOnFailure) struct TreeStreamTests {
     /// Keys that make arrays (small indices), the integer group, priorities' neighbours in key
-    /// order (`-`, `.`-adjacent), long keys (the overflow table) and plain names.
+    /// order (`-`, `.`-adjacent), long keys (the overflow table), plain names, keys JSON escapes
+    /// (`"`, `\`) and keys whose stored text-order bytes differ from their UTF-8 (U+E000–U+FFFF
+    /// next to U+10000…: keys are written from their stored bytes).
     static let keys = ["0", "1", "2", "3", "5", "7", "10", "-1", "007", "a", "b", "-x", "-Nabc", "z", "é",
-                       String(repeating: "k", count: 300), "prio", "ab"]
+                       String(repeating: "k", count: 300), "prio", "ab", "q\"\\k", "\u{E000}k", "\u{FFFD}", "😀k"]
 
     static func randomValue(_ g: inout SplitMix64, depth: Int) -> JSON {
         func leaf() -> JSON {
             switch Int.random(in: 0..<6, using: &g) {
             case 0: return .int(Int64.random(in: -300...300, using: &g))
             case 1: return .double(Double(Int.random(in: -9...9, using: &g)) / 4)
-            case 2: return .string(["", "s", "q\"uote\n", "é😀"].randomElement(using: &g)!)
+            case 2: return .string(["", "s", "q\"uote\n", "é😀", "back\\slash\u{7F}\u{1}"].randomElement(using: &g)!)
             case 3: return .bool(Bool.random(using: &g))
             case 4: return .object([".value": .int(Int64.random(in: 0...3, using: &g)), ".priority": .double(1.5)])
             default: return .object([".value": .string("v"), ".priority": .string("p")])
