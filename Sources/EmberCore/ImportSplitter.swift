@@ -159,7 +159,7 @@ public struct ImportSplitter: Sendable {
             throw Failure(offset: offset, reason: EmberError.pathTooDeep(depth: path.count + targetDepth).description)
         }
         // The whole part as the node will take it: `.value`/`.priority` forms, nesting, sizes.
-        do { _ = try Node(json: value, depth: path.count + targetDepth) } catch {
+        do { _ = try Node.validate(json: value, depth: path.count + targetDepth) } catch {
             throw Failure(offset: offset, reason: error.description)
         }
         try emit(Part(path: path, value: value, kind: .value, end: offset))
