@@ -80,6 +80,29 @@ public enum KeyOrder {
         }
     }
 
+    /// Appends bytes whose plain byte order is this order (`compare`) among valid keys: a key of
+    /// the integer group as 0x01, its value's sign-flipped big-endian 32 bits, its UTF-8 length in
+    /// two bytes (leading zeros are unbounded; keys are at most 768 bytes) and its UTF-8; any other
+    /// as 0x02 and its text-order bytes (`textOrderByte`). Each ends in 0x00, which keys never
+    /// contain, so the keys of a path written one after another order as paths do (`Path.<`).
+    /// The storage's key encoding (`KeyCodec`) is this.
+    public static func appendSortKey(_ key: String, to out: inout [UInt8]) {
+        if let n = int32Value(key) {
+            out.append(0x01)
+            let u = UInt32(bitPattern: n) ^ 0x8000_0000
+            out.append(UInt8(u >> 24)); out.append(UInt8((u >> 16) & 0xFF))
+            out.append(UInt8((u >> 8) & 0xFF)); out.append(UInt8(u & 0xFF))
+            let n = key.utf8.count
+            out.append(UInt8(n >> 8)); out.append(UInt8(n & 0xFF))
+            out.append(contentsOf: key.utf8)
+            out.append(0x00)
+        } else {
+            out.append(0x02)
+            for b in key.utf8 { out.append(textOrderByte(b)) }
+            out.append(0x00)
+        }
+    }
+
     /// A UTF-8 byte mapped so that byte order is UTF-16 code unit order: the lead bytes of
     /// U+E000–U+FFFF (0xEE, 0xEF) move past those of U+10000… (0xF0–0xF4), to 0xF5 and 0xF6, which
     /// valid UTF-8 never contains. Continuation bytes (0x80–0xBF) are never 0xEE/0xEF, and where two

@@ -94,6 +94,15 @@ public struct Path: Sendable, Hashable, CustomStringConvertible, Comparable {
     public var description: String { "/" + segments.joined(separator: "/") }
 
     /// Firebase path order: segment by segment in key order; a prefix sorts first.
+    /// Bytes whose plain order is path order (`<`): its keys' `KeyOrder.appendSortKey` one after
+    /// another. Made once per path, they sort many paths without parsing keys per comparison.
+    public var sortKey: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(segments.reduce(0) { $0 + $1.utf8.count + 8 })
+        for s in segments { KeyOrder.appendSortKey(s, to: &out) }
+        return out
+    }
+
     public static func < (lhs: Path, rhs: Path) -> Bool {
         for (a, b) in zip(lhs.segments, rhs.segments) {
             let c = KeyOrder.compare(a, b)

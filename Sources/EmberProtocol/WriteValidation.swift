@@ -72,7 +72,11 @@ public struct WriteValidation: Sendable {
             if full { try validateFully(v, at: base.appending(rel)) } else { try validate(v, at: base.appending(rel)) }
             parts.append((rel, v))
         }
-        parts.sort { $0.0 < $1.0 }
+        // By each path's sort key, made once: comparing paths key by key (`Path.<`) parsed both
+        // keys at every comparison, half of this function's time in a bulk import.
+        parts = parts.map { (key: $0.0.sortKey, part: $0) }
+            .sorted { $0.key.lexicographicallyPrecedes($1.key) }
+            .map(\.part)
         for i in parts.indices.dropFirst() where parts[i - 1].0.contains(parts[i].0) {
             throw EmberError.invalidData("\(parts[i - 1].0) is an ancestor of \(parts[i].0) in the same update")
         }

@@ -10,22 +10,10 @@ import EmberCore
 /// encodings are prefix-free and a node's descendants sort right after the node and before its
 /// next sibling. A path is the concatenation of its segments; the root is empty.
 public enum KeyCodec {
+    /// A key's segment: its sort key (`KeyOrder.appendSortKey`), so the tree's byte order is
+    /// Firebase key order.
     public static func appendSegment(_ key: String, to out: inout [UInt8]) {
-        if let n = KeyOrder.int32Value(key) {
-            out.append(0x01)
-            let u = UInt32(bitPattern: n) ^ 0x8000_0000
-            out.append(UInt8(u >> 24)); out.append(UInt8((u >> 16) & 0xFF))
-            out.append(UInt8((u >> 8) & 0xFF)); out.append(UInt8(u & 0xFF))
-            // Leading zeros are unbounded (`0*`), so the length takes two bytes (keys ≤ 768 bytes).
-            let n = key.utf8.count
-            out.append(UInt8(n >> 8)); out.append(UInt8(n & 0xFF))
-            out.append(contentsOf: key.utf8)
-            out.append(0x00)
-        } else {
-            out.append(0x02)
-            appendText(key, to: &out)
-            out.append(0x00)
-        }
+        KeyOrder.appendSortKey(key, to: &out)
     }
 
     /// `s`'s UTF-8 in text order (`KeyOrder.textOrderByte`); same length as its UTF-8.
