@@ -72,6 +72,15 @@ public enum JSON: Sendable, Equatable {
         JSONWriter.write(self, into: &out, pretty: pretty, indent: 0)
         return out
     }
+
+    /// Compact JSON with each object's members in whatever order it holds them (not sorted: the
+    /// same value, other bytes), for a receiver that parses it back into a value (`ember import`'s
+    /// request bodies: sorting every object's keys was ~7 % of its CPU).
+    public func unorderedBytes() -> [UInt8] {
+        var out: [UInt8] = []
+        JSONWriter.write(self, into: &out, pretty: false, indent: 0, sortKeys: false)
+        return out
+    }
 }
 
 /// JSON's one-character escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`), shared by every
@@ -299,7 +308,7 @@ struct JSONParser {
 }
 
 enum JSONWriter {
-    static func write(_ v: JSON, into out: inout [UInt8], pretty: Bool, indent: Int) {
+    static func write(_ v: JSON, into out: inout [UInt8], pretty: Bool, indent: Int, sortKeys: Bool = true) {
         switch v {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -311,19 +320,29 @@ enum JSONWriter {
             for (k, e) in a.enumerated() {
                 if k > 0 { out.append(UInt8(ascii: ",")) }
                 if pretty { newline(&out, indent + 1) }
-                write(e, into: &out, pretty: pretty, indent: indent + 1)
+                write(e, into: &out, pretty: pretty, indent: indent + 1, sortKeys: sortKeys)
             }
             if pretty && !a.isEmpty { newline(&out, indent) }
             out.append(UInt8(ascii: "]"))
         case .object(let o):
             out.append(UInt8(ascii: "{"))
-            let keys = o.keys.sorted(by: KeyOrder.less)
-            for (k, key) in keys.enumerated() {
-                if k > 0 { out.append(UInt8(ascii: ",")) }
-                if pretty { newline(&out, indent + 1) }
-                writeString(key, into: &out)
-                out.append(contentsOf: (pretty ? " : " : ":").utf8)
-                write(o[key]!, into: &out, pretty: pretty, indent: indent + 1)
+            if !sortKeys {
+                for (k, (key, value)) in o.enumerated() {
+                    if k > 0 { out.append(UInt8(ascii: ",")) }
+                    if pretty { newline(&out, indent + 1) }
+                    writeString(key, into: &out)
+                    out.append(contentsOf: (pretty ? " : " : ":").utf8)
+                    write(value, into: &out, pretty: pretty, indent: indent + 1, sortKeys: false)
+                }
+            } else {
+                let keys = o.keys.sorted(by: KeyOrder.less)
+                for (k, key) in keys.enumerated() {
+                    if k > 0 { out.append(UInt8(ascii: ",")) }
+                    if pretty { newline(&out, indent + 1) }
+                    writeString(key, into: &out)
+                    out.append(contentsOf: (pretty ? " : " : ":").utf8)
+                    write(o[key]!, into: &out, pretty: pretty, indent: indent + 1)
+                }
             }
             if pretty && !o.isEmpty { newline(&out, indent) }
             out.append(UInt8(ascii: "}"))

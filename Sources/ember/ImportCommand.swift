@@ -331,7 +331,7 @@ struct ImportSender {
     /// Adds a part to the request being built, sending it first when the part would not fit.
     private mutating func add(_ part: ImportSplitter.Part, _ group: inout ThrowingTaskGroup<Int, any Error>) async throws {
         let key = part.path.joined(separator: "/")
-        let value = part.value.serializedBytes()
+        let value = part.value.unorderedBytes()  // the node parses it: member order is no matter
         let entryBytes = JSONStreamWriter.memberSize(key: key, valueBytes: value.count)
         // Room for the record (~150 bytes) and the braces.
         if bodyParts > 0 && (body.out.count + entryBytes + 256 > maxRequestBytes || bodyParts >= maxParts) {

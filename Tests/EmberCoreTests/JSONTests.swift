@@ -15,6 +15,15 @@ struct JSONTests {
         }
     }
 
+    /// `unorderedBytes` (an import's request bodies) is the same value, members in any order.
+    @Test func unorderedBytesParseToTheSameValue() throws {
+        var g = TestSeed.generator(0x0DE7_0001)
+        for round in 0..<500 {
+            let v = JSONEventReaderTests.randomJSON(&g)
+            #expect(try JSON.parse(v.unorderedBytes()) == v, "round \(round)")
+        }
+    }
+
     @Test("scalars")
     func scalars() throws {
         #expect(try JSON.parse("null") == .null)
