@@ -62,6 +62,9 @@ def test_learner_replicates_serves_and_is_not_in_the_quorum(tmp_path):
         r = admin(c.url(leader), "POST", "/.ember/leader/transfer", {"to": "n4"})
         assert r.status_code == 409 and "learner" in r.json()["error"]
         all4 = three + ["n4"]
+        wait_converged(c, all4)
+        # The role is Raft's view, published after the apply that installed the configuration.
+        wait_for(lambda: c.status("n4")["role"] == "learner", "n4 to report the learner role")
         st = wait_converged(c, all4)
         assert st["n4"]["role"] == "learner" and st["n4"]["member"] is True
         assert all(s["voters"] == three and s["learners"] == ["n4"] for s in st.values())

@@ -42,7 +42,12 @@ def wait_converged(c, among, timeout=30):
     while time.time() < deadline:
         try:
             st = statuses(c, among)
-            if len({s["appliedIndex"] for s in st.values()}) == 1 and len({s["stateHash"] for s in st.values()}) == 1:
+            # appliedIndex is the store's, the other fields Raft's view published at the end of
+            # the node's loop turn: a node read between the two has applied an entry (or a
+            # snapshot) its role and member lists do not show yet. Its published commit index
+            # reaching the applied one says that turn is over.
+            if len({s["appliedIndex"] for s in st.values()}) == 1 and len({s["stateHash"] for s in st.values()}) == 1 \
+                    and all(s["commitIndex"] >= s["appliedIndex"] for s in st.values()):
                 return st
         except requests.RequestException:
             pass
