@@ -54,7 +54,7 @@ struct LearnerBench: AsyncParsableCommand {
     @Option(help: "writes: seconds of one-at-a-time writes at the leader per column (commit latency).")
     var commitSeconds = 4.0
 
-    @Option(help: "writes: niceness the learners start with (0: an even share of the CPU; 19: only what the voters leave, as learners on machines of their own would be; the figure then shows what replicating to them costs the voters).")
+    @Option(help: "writes: niceness the learners start with (0: an even share of the CPU; 19: the voters first, though the learners still take the idle time the voters leave while waiting on fsync and the network).")
     var learnerNice = 0
 
     @Option(help: "listeners: WebSocket listeners, spread evenly over the nodes.")
@@ -162,7 +162,7 @@ struct LearnerBench: AsyncParsableCommand {
     func writesPhase(_ http: HTTPClient, dir: String, _ report: Report) async throws {
         print("-- writes: \(clients) WebSocket connections x \(pipeline) outstanding over the 3 voters, \(duration) s; "
               + "then one writer at the leader, one write outstanding, \(commitSeconds) s; a fresh cluster per column"
-            + (learnerNice == 0 ? "" : "; learners at nice \(learnerNice) (they take only the CPU the voters leave)"))
+            + (learnerNice == 0 ? "" : "; learners at nice \(learnerNice) (the voters first)"))
         var done: [WriteColumn] = []
         for n in columnList {
             let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir)
