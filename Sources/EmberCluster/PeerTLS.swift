@@ -25,12 +25,17 @@ public struct PeerTLS: Sendable {
     /// form (an empty hash). 0.4.0 does not know the frame kind; 0.5.0 knows it but answers only
     /// the asker and at its own applied index, so members of either are not sent it.
     public static let protocolLevel3 = "ember-peer/3"
+    /// Level 4 (the release after 0.6.0): no new frame; the member reads the log entry kinds of
+    /// this build (`TriggerOperation.advance`), so the leader logs them only once every member
+    /// (voters and learners) accepted it, and 0.6.0's form (`settle`) until then.
+    public static let protocolLevel4 = "ember-peer/4"
     /// What this build offers, most preferred first (ALPN picks the first both sides list).
-    public static let offered = [protocolLevel3, protocolLevel2]
+    public static let offered = [protocolLevel4, protocolLevel3, protocolLevel2]
 
     /// The level an ALPN answer stands for (none: level 1, a build that offers nothing).
     public static func level(negotiated: String?) -> Int {
         switch negotiated {
+        case protocolLevel4: return 4
         case protocolLevel3: return 3
         case protocolLevel2: return 2
         default: return 1

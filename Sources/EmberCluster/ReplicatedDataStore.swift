@@ -32,14 +32,17 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     let check: CorruptionCheck
 
     /// Opens the store, loads Raft's state from it, binds the peer listener and starts the driver.
+    /// `peerProtocols`: the levels offered by ALPN (tests pass an older build's list to stand for
+    /// a member of that build).
     public static func open(directory: String, options: StoreOptions, cluster: ClusterConfiguration,
-                            archive: ArchiveOptions? = nil, logger: Logger) async throws -> ReplicatedDataStore {
+                            archive: ArchiveOptions? = nil, logger: Logger,
+                            peerProtocols: [String] = PeerTLS.offered) async throws -> ReplicatedDataStore {
         try cluster.validate()
         var options = options
         // Every member keeps what the archive lacks: any of them may become the leader that writes it.
         if archive != nil { options.archiveHold = max(options.archiveHold, StoreOptions.defaultArchiveHold) }
         let tls = try PeerTLS(certificatePath: cluster.tlsCertificatePath, keyPath: cluster.tlsKeyPath,
-                              caPath: cluster.tlsCAPath)
+                              caPath: cluster.tlsCAPath, applicationProtocols: peerProtocols)
         let local = try LMDBDataStore(directory: directory, options: options, logger: logger)
         let host = try await RaftHost(config: cluster, store: local.storage, logger: logger)
         let peers = PeerFrameRouter(host: host, space: local.storage.space, selfID: cluster.nodeID)
@@ -115,8 +118,16 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             lifecycle: self)
         // Trigger entries go through Raft; the leader delivers (`TriggerWorker`).
         ports.triggers = LMDBTriggers(store: store, log: { namespace, op in try await self.logTriggers(namespace: namespace, op) },
-                                      isLeader: { host.status.role == .leader })
+                                      isLeader: { host.status.role == .leader },
+                                      logsAdvance: { [weak self] in self?.membersSpeak(4) ?? false })
         return ports
+    }
+
+    /// Whether every other member, voters and learners, accepted peer protocol `level` or later
+    /// on its last connection (one never reached since this node started does not count).
+    func membersSpeak(_ level: Int) -> Bool {
+        let m = host.status.membership
+        return transport.peersSpeak(level, (m.voters + m.learners).filter { $0 != config.nodeID })
     }
 
     /// Logs a trigger entry through Raft (the triggers port's `log`).
@@ -127,6 +138,12 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         let peers = host.status.membership.voters.filter { $0 != config.nodeID }
         guard transport.peersSpeak(3, peers) else {
             throw StoreUnavailable("a member runs a build before peer level 3 and cannot read trigger entries; retry once every member is upgraded")
+        }
+        // 0.6.0 (level 3) cannot decode `advance`: the worker logs `settle` entries until every
+        // member, learners too, speaks level 4 (`TriggersPort.logsAdvance`); one that asked
+        // before a member of 0.6.0 connected is refused and starts over from its cursor.
+        if case .advance = op, !membersSpeak(4) {
+            throw StoreUnavailable("a member runs a build before peer level 4 and cannot read trigger cursor entries (advance); cursors go as settle entries until every member is upgraded")
         }
         let payload = try checkedEntry(namespace: namespace, operation: .triggers(op), auth: .admin)
         if case .rejected(let e) = try await propose(payload).outcome { throw LMDBTranslation.translate(e) }

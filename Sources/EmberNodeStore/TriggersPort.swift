@@ -26,6 +26,10 @@ public protocol TriggersPort: Sendable {
     func deadLetters(namespace: String, trigger: String, limit: Int) throws -> [(index: UInt64, reason: String, events: [TriggerEvent])]
     /// Whether this node delivers (a single node always; a cluster member while it leads).
     var delivers: Bool { get }
+    /// Whether delivered cursors may be logged as one `advance` entry per namespace: every
+    /// member reads it (peer level 4). Otherwise each lane logs 0.6.0's `settle` entries,
+    /// which name every delivered entry (a 0.6.0 member drops its outbox rows by them).
+    var logsAdvance: Bool { get }
     /// Called after every storage commit (the worker looks for new events).
     func onCommit(_ handler: @escaping @Sendable () -> Void)
 }
@@ -36,11 +40,13 @@ public struct LMDBTriggers: TriggersPort {
     let store: EmberStore
     let logEntry: @Sendable (_ namespace: String, _ operation: TriggerOperation) async throws -> Void
     let isLeader: @Sendable () -> Bool
+    let advance: @Sendable () -> Bool
 
     public init(store: EmberStore, log: (@Sendable (String, TriggerOperation) async throws -> Void)? = nil,
-                isLeader: @escaping @Sendable () -> Bool = { true }) {
+                isLeader: @escaping @Sendable () -> Bool = { true }, logsAdvance: @escaping @Sendable () -> Bool = { true }) {
         self.store = store
         self.isLeader = isLeader
+        self.advance = logsAdvance
         self.logEntry = log ?? { namespace, op in
             try LMDBTranslation.refuseReserved(namespace)
             let result: WriteResult
@@ -82,6 +88,8 @@ public struct LMDBTriggers: TriggersPort {
     }
 
     public var delivers: Bool { isLeader() }
+
+    public var logsAdvance: Bool { advance() }
 
     public func onCommit(_ handler: @escaping @Sendable () -> Void) {
         store.onCommit { _ in handler() }

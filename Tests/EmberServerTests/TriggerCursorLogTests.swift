@@ -44,6 +44,7 @@ import Testing
             try inner.deadLetters(namespace: namespace, trigger: trigger, limit: limit)
         }
         var delivers: Bool { true }
+        var logsAdvance: Bool { true }
         func onCommit(_ handler: @escaping @Sendable () -> Void) { inner.onCommit(handler) }
     }
 

@@ -265,7 +265,8 @@ final class TriggerLane: Sendable {
 
     /// Logs the queued cursors when none is in flight: the queue's first run of the same
     /// outcome, at most `TriggerDelivery.maxSettle` entries, delivered ones as this trigger's
-    /// cursor in the namespace's next `advance` entry (`TriggerCursorLog`), dead ones as a
+    /// cursor in the namespace's next `advance` entry (`TriggerCursorLog`) once every member
+    /// reads it (`TriggersPort.logsAdvance`), dead ones (and, until then, delivered ones) as a
     /// `settle` entry of their own; reports `.settled`.
     private func logNextCursor(_ settling: inout Settling) {
         guard settling.inFlight == nil, var next = settling.queue.first else { return }
@@ -279,8 +280,9 @@ final class TriggerLane: Sendable {
         }
         settling.inFlight = next
         let (port, ns, name, continuation) = (self.port, self.ns, definition.name, inputs.continuation)
-        if next.reason == nil, let through = next.indexes.max() {
-            // Delivered: the cursor goes with the other lanes' in one entry.
+        if next.reason == nil, let through = next.indexes.max(), port.logsAdvance {
+            // Delivered: the cursor goes with the other lanes' in one entry (a cluster with a
+            // member of 0.6.0 gets `settle` entries below, which it reads).
             cursors.submit(namespace: ns, TriggerCursor(name: name, group: settling.group, through: through, rows: next.own)) { error in
                 continuation.yield(.settled(error: error))
             }

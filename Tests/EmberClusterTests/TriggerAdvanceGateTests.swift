@@ -1,0 +1,108 @@
+import EmberCore
+import EmberStorage
+import Foundation
+import Logging
+import Testing
+import EmberTestSupport
+
+@testable import EmberCluster
+@testable import EmberNodeStore
+
+/// Peer protocol level 4 gates the trigger cursors' `advance` entry (0.6.0, level 3, cannot
+/// decode it): three members over real mutual TLS, one offering 0.6.0's levels. While it does,
+/// the leader's triggers port says cursors go as `settle` entries and refuses an `advance`
+/// entry; `settle` entries are logged and applied everywhere. Once that member runs this build's
+/// levels, `advance` is logged and applied on every member.
+@Suite(.serialized) struct TriggerAdvanceGateTests {
+    static let doc = #"{"a": {"path": "/m/{id}", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef"}}"#
+
+    @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func advanceWaitsUntilEveryMemberSpeaksLevel4() async throws {
+        let dir = NSTemporaryDirectory() + "ember-advance-gate-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ids = ["n1", "n2", "n3"]
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            Thread.detachNewThread { c.resume(with: Result { try ReplicatedDataStoreTests.makeCerts(dir, ids: ids) }) }
+        }
+        let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
+        var logger = Logger(label: "advance-gate-test")
+        logger.logLevel = .error
+        var options = StoreOptions()
+        options.mapSize = 1 << 28
+        func open(_ id: String, _ protocols: [String]) async throws -> ReplicatedDataStore {
+            var c = ClusterConfiguration(nodeID: id, peerListen: peers[id]!, peers: peers, tlsCertificatePath: "\(dir)/\(id).pem",
+                                         tlsKeyPath: "\(dir)/\(id).key", tlsCAPath: "\(dir)/ca.pem")
+            c.noLeaderTimeoutSeconds = 60
+            c.writeTimeoutSeconds = 60
+            c.forwardReplyTimeoutSeconds = 60
+            return try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger,
+                                                      peerProtocols: protocols)
+        }
+        // n3 offers what 0.6.0 offers.
+        let level3 = [PeerTLS.protocolLevel3, PeerTLS.protocolLevel2]
+        var nodes = [try await open("n1", PeerTLS.offered), try await open("n2", PeerTLS.offered), try await open("n3", level3)]
+        func body() async throws {
+
+        /// The leader, once its links to both others showed their level.
+        func settledLeader() async throws -> ReplicatedDataStore {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                let l = try await ReplicatedDataStoreTests().leader(of: nodes)
+                let links = l.transport.links
+                if ids.filter({ $0 != l.config.nodeID }).allSatisfy({ links[$0]?.knownLevel != nil }) { return l }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            throw ClusterConfigError("no leader with known links")
+        }
+        /// Trigger `a`'s cursor on every node, once each applied what the leader committed.
+        func cursors() async throws -> [UInt64] {
+            var out: [UInt64] = []
+            for n in nodes {
+                try await n.ports.reader.linearizableBarrier()
+                out.append(try #require(try n.ports.triggers?.state(namespace: "t", trigger: "a")).cursor)
+            }
+            return out
+        }
+
+        var leader = try await settledLeader()
+        var port = try #require(leader.ports.triggers)
+        try await port.log(namespace: "t", .define(text: Self.doc))
+        let group = try #require(try port.definitions(namespace: "t").definitions.first?.group)
+        var ix: [UInt64] = []
+        for i in 0..<3 {
+            ix.append(try await leader.write(WriteRequest(namespace: "t", path: try Path("m/k\(i)"), kind: .set(.int(Int64(i))), identity: .admin)).index)
+        }
+        // A member at level 3: cursors go as settle entries; an advance entry is refused, nothing logged.
+        #expect(!leader.membersSpeak(4) && leader.membersSpeak(3))
+        #expect(!port.logsAdvance)
+        let before = try await cursors()
+        await #expect(throws: StoreUnavailable.self) {
+            try await port.log(namespace: "t", .advance([TriggerCursor(name: "a", group: group, through: ix[2], rows: [])]))
+        }
+        #expect(try await cursors() == before)
+        #expect(before.allSatisfy { $0 < ix[0] })
+        try await port.log(namespace: "t", .settle(name: "a", indexes: [ix[0], ix[1]], deadLetter: nil))
+        #expect(try await cursors() == [ix[1], ix[1], ix[1]])
+
+        // n3 restarts on this build's levels: the gate opens and advance entries apply everywhere.
+        await nodes[2].shutdown()
+        nodes[2] = try await open("n3", PeerTLS.offered)
+        let deadline = ContinuousClock.now + .seconds(60)
+        repeat {
+            leader = try await settledLeader()
+            if leader.membersSpeak(4) { break }
+            try await Task.sleep(for: .milliseconds(20))
+        } while ContinuousClock.now < deadline
+        port = try #require(leader.ports.triggers)
+        #expect(port.logsAdvance)
+        let more = try await leader.write(WriteRequest(namespace: "t", path: try Path("m/k3"), kind: .set(.int(3)), identity: .admin)).index
+        try await port.log(namespace: "t", .advance([TriggerCursor(name: "a", group: group, through: more, rows: [])]))
+        #expect(try await cursors() == [more, more, more])
+        }
+        do { try await body() } catch {
+            for n in nodes { await n.shutdown() }
+            throw error
+        }
+        for n in nodes { await n.shutdown() }
+    }
+}
