@@ -1,9 +1,10 @@
 import EmberCore
 
-/// The values before a write at the scopes of the namespace's triggers, read in the apply's
-/// transaction before the write (`Applier.captureTriggers`).
+/// The values before a write at the scopes of the namespace's trigger patterns, read in the
+/// apply's transaction before the write (`Applier.captureTriggers`): one item per pattern the
+/// write touches (`TriggerSet.plan`).
 struct TriggerCapture {
-    var items: [(TriggerDefinition, [Node])]
+    var items: [(plan: TriggerPatternPlan, before: [Node])]
 }
 
 extension Applier {
@@ -11,24 +12,22 @@ extension Applier {
     /// triggers' events need. nil (no reads) when the namespace has no trigger the write can fire.
     func captureTriggers(_ ns: String, parts: [(Path, Node)]) throws -> TriggerCapture? {
         guard let set = triggers[ns], !set.isEmpty else { return nil }
-        var items: [(TriggerDefinition, [Node])] = []
+        var items: [(plan: TriggerPatternPlan, before: [Node])] = []
         var read: [Path: Node] = [:]
         for (p, old) in parts { read[p] = old }
-        var byPattern: [String: [Node]] = [:]
-        for def in set.definitions {
-            // Triggers on one pattern read the same scopes.
-            if let before = byPattern[def.pattern.description] { items.append((def, before)); continue }
-            let scopes = TriggerChanges.scopes(def.pattern, parts: parts.map(\.0))
+        let paths = parts.map(\.0)
+        for plan in set.plan {
+            let scopes = TriggerChanges.scopes(plan.pattern, parts: paths)
             if scopes.isEmpty { continue }
             var before: [Node] = []
+            before.reserveCapacity(scopes.count)
             for s in scopes {
                 if let n = read[s] { before.append(n); continue }
                 let n = try tables.readNode(t, ns, s)
                 read[s] = n
                 before.append(n)
             }
-            byPattern[def.pattern.description] = before
-            items.append((def, before))
+            items.append((plan, before))
         }
         return items.isEmpty ? nil : TriggerCapture(items: items)
     }
@@ -38,29 +37,27 @@ extension Applier {
     /// (`TriggerChangeLog`); a feed's go to its own rows. Triggers on one pattern share the diff.
     func recordTriggers(_ e: LogEntry, _ capture: TriggerCapture, parts: [(Path, Node)]) throws {
         let (authType, authID) = Self.triggerAuth(e.auth)
-        var changesByPattern: [String: [(TriggerChange, before: JSON, after: JSON)]] = [:]
-        var groupsDone: Set<UInt64> = []
-        for (def, before) in capture.items {
-            if !def.feed && groupsDone.contains(def.group) { continue }
-            let patternKey = def.pattern.description
-            let changes: [(TriggerChange, before: JSON, after: JSON)]
-            if let c = changesByPattern[patternKey] { changes = c } else {
-                let fresh = TriggerChanges.changes(def.pattern, parts: parts, before: before).map { ($0, $0.before.toJSON(), $0.after.toJSON()) }
-                changesByPattern[patternKey] = fresh
-                changes = fresh
+        for item in capture.items {
+            let changes = TriggerChanges.changes(item.plan.pattern, parts: parts, before: item.before)
+            if changes.isEmpty { continue }
+            let values = changes.map { (before: $0.before.toJSON(), after: $0.after.toJSON()) }
+            func events(_ def: TriggerDefinition) -> [TriggerEvent] {
+                var out: [TriggerEvent] = []
+                for (k, c) in changes.enumerated() {
+                    guard let type = def.firedType(for: c.kind) else { continue }
+                    out.append(TriggerEvent(index: e.index, seq: out.count, timestamp: e.timestamp, type: type, location: c.location,
+                                            params: c.params, before: values[k].before, after: values[k].after, delta: c.delta,
+                                            authType: authType, authID: authID))
+                }
+                return out
             }
-            let fired = changes.compactMap { c in def.firedType(for: c.0.kind).map { (c, $0) } }
-            if fired.isEmpty { continue }
-            let events = fired.enumerated().map { (seq, f) in
-                TriggerEvent(index: e.index, seq: seq, timestamp: e.timestamp, type: f.1, location: f.0.0.location,
-                             params: f.0.0.params, before: f.0.before, after: f.0.after, delta: f.0.0.delta,
-                             authType: authType, authID: authID)
+            for def in item.plan.groups {
+                let fired = events(def)
+                if !fired.isEmpty { try recordShared(e, def.group, fired) }
             }
-            if def.feed {
-                try recordFeed(e, def, events)
-            } else {
-                groupsDone.insert(def.group)
-                try recordShared(e, def.group, events)
+            for def in item.plan.feeds {
+                let fired = events(def)
+                if !fired.isEmpty { try recordFeed(e, def, fired) }
             }
         }
     }
@@ -73,7 +70,8 @@ extension Applier {
         let ns = e.namespace
         let key = TriggerKeys.row(TriggerChangeLog.recordsPrefix(ns, group), e.index)
         let summary = try TriggerChangeLog.summary(tables, t, ns, group)
-        if let existing = try t.get(tables.meta, key) {
+        let (last, existing) = try TriggerChangeLog.last(tables, t, ns, group, floor: summary.floor, recordAt: e.index)
+        if let existing {
             // An onDisconnect run applies several writes at one index: their events share its record.
             let at = try TriggerChangeLog.position(e.index, existing)
             var events = try TriggerChangeLog.events(existing)
@@ -83,7 +81,6 @@ extension Applier {
             try t.put(tables.meta, key, TriggerChangeLog.encodeRecord(events, after: before, index: e.index).bytes)
             return
         }
-        let last = try TriggerChangeLog.last(tables, t, ns, group, floor: summary.floor)
         let (record, at) = TriggerChangeLog.encodeRecord(fresh, after: last, index: e.index)
         if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
             try t.put(tables.meta, key, record)

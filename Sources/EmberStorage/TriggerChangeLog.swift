@@ -99,6 +99,22 @@ enum TriggerChangeLog {
         try at(tables, t, ns, group, index: .max, floor: floor)
     }
 
+    /// `last`, and the newest record itself when it is the one at `index` (one seek: what a
+    /// write's record follows, or the record an onDisconnect run's earlier write made).
+    static func last(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, floor: Position,
+                     recordAt index: UInt64) throws -> (last: Position, record: [UInt8]?) {
+        let prefix = recordsPrefix(ns, group)
+        let c = try t.cursor(tables.meta)
+        defer { c.close() }
+        var found = Position()
+        var record: [UInt8]?
+        if let (k, v) = try c.seekLastLE(TriggerKeys.row(prefix, .max)), k.count == prefix.count + 8, k.starts(with: prefix) {
+            found = try position(TriggerKeys.index(ofRow: k), v)
+            if found.index == index { record = v }
+        }
+        return (Position.newer(found, floor), record)
+    }
+
     /// The stream's position at log index `index`: the running counts of the records at or
     /// before it.
     static func at(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, index: UInt64, floor: Position) throws -> Position {
@@ -120,18 +136,18 @@ enum TriggerChangeLog {
                      limit: Int, cache: TriggerRecordCache? = nil) throws -> [(index: UInt64, events: [TriggerEvent])] {
         guard state.group != 0, limit > 0, after < .max else { return [] }
         let prefix = recordsPrefix(ns, state.group)
-        var out: [(UInt64, [TriggerEvent])] = []
+        var found: [(index: UInt64, value: [UInt8])] = []
         try t.scan(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in
             guard k.count == prefix.count + 8 else { return true }
             let i = TriggerKeys.index(ofRow: k)
             if state.keepThrough != 0 && i > state.keepThrough { return false }
-            if let cache {
-                out.append((i, try cache.events(ns, state.group, i) { () throws(StorageError) in try events(v) }))
-            } else {
-                out.append((i, try events(v)))
-            }
-            return out.count < limit
+            found.append((i, v))
+            return found.count < limit
         }
+        if let cache { return try cache.events(ns, state.group, found) { v throws(StorageError) in try events(v) } }
+        var out: [(index: UInt64, events: [TriggerEvent])] = []
+        out.reserveCapacity(found.count)
+        for r in found { out.append((r.index, try events(r.value))) }
         return out
     }
 

@@ -4,28 +4,56 @@ import Synchronization
 /// Shared change records as the delivery lanes read them, decoded once for all the triggers of
 /// a group: ten lanes reading the same records would otherwise decode each event ten times. A
 /// record never changes once committed (its log index names one entry; an onDisconnect run
-/// completes it in the transaction that creates it), so an entry is never stale; the cache is
-/// bounded and simply emptied when full (the lanes read near the stream's end, so what they
-/// need next is decoded again at most once).
+/// completes it in the transaction that creates it), so an entry is never stale. One lock per
+/// read (not per record), keyed per namespace by group and index. Bounded by two generations:
+/// when the newer one is full it becomes the older and the older goes, so the records the
+/// lanes read next (near the stream's end, where lanes a window or two apart read the same
+/// ones) stay decoded.
 final class TriggerRecordCache: Sendable {
     struct Key: Hashable {
-        var namespace: String
         var group: UInt64
         var index: UInt64
     }
-    /// Named limit: records kept decoded.
-    static let maxRecords = 4_096
-    private let entries = Mutex<[Key: [TriggerEvent]]>([:])
+    struct Generations {
+        var current: [Key: [TriggerEvent]] = [:]
+        var previous: [Key: [TriggerEvent]] = [:]
 
-    func events(_ ns: String, _ group: UInt64, _ index: UInt64,
-                decode: () throws(StorageError) -> [TriggerEvent]) throws(StorageError) -> [TriggerEvent] {
-        let key = Key(namespace: ns, group: group, index: index)
-        if let hit = entries.withLock({ $0[key] }) { return hit }
-        let events = try decode()
-        entries.withLock { e in
-            if e.count >= Self.maxRecords { e.removeAll(keepingCapacity: true) }
-            e[key] = events
+        func find(_ k: Key) -> [TriggerEvent]? { current[k] ?? previous[k] }
+
+        mutating func insert(_ k: Key, _ v: [TriggerEvent]) {
+            if current.count >= TriggerRecordCache.maxRecords {
+                previous = current
+                current = [:]
+                current.reserveCapacity(TriggerRecordCache.maxRecords)
+            }
+            current[k] = v
         }
-        return events
+    }
+    /// Named limit: records kept decoded per generation (two at most per namespace).
+    static let maxRecords = 8_192
+    private let namespaces = Mutex<[String: Generations]>([:])
+
+    /// The events of `rows` (index and stored record, in read order), decoded by `decode` where
+    /// no lane did before.
+    func events(_ ns: String, _ group: UInt64, _ rows: [(index: UInt64, value: [UInt8])],
+                decode: ([UInt8]) throws(StorageError) -> [TriggerEvent]) throws(StorageError) -> [(index: UInt64, events: [TriggerEvent])] {
+        var out: [(index: UInt64, events: [TriggerEvent])] = []
+        out.reserveCapacity(rows.count)
+        var missing: [Int] = []
+        namespaces.withLock { m in
+            let g = m[ns]
+            for (k, r) in rows.enumerated() {
+                if let hit = g?.find(Key(group: group, index: r.index)) { out.append((r.index, hit)) } else {
+                    out.append((r.index, []))
+                    missing.append(k)
+                }
+            }
+        }
+        if missing.isEmpty { return out }
+        for k in missing { out[k].events = try decode(rows[k].value) }
+        namespaces.withLock { m in
+            for k in missing { m[ns, default: Generations()].insert(Key(group: group, index: rows[k].index), out[k].events) }
+        }
+        return out
     }
 }

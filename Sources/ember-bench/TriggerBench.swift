@@ -51,6 +51,9 @@ struct TriggerBench: AsyncParsableCommand {
     @Option(help: "Active triggers in the throughput comparison (c).")
     var triggers = 10
 
+    @Option(help: "Which runs: any of a (latency), b (sustained, with and without batching), c (throughput with triggers), e.g. c to profile the leader during (c) alone.")
+    var runs = "abc"
+
     /// Named limits: open-loop sends in flight, and how long a run waits for delivery to finish.
     static let maxRateInFlight = 4_096
     static let drainSeconds = 60.0
@@ -67,6 +70,7 @@ struct TriggerBench: AsyncParsableCommand {
             throw ValidationError("--batch-size must be 1...1000 and --in-flight 1...64 (a trigger's limits)")
         }
         guard (1...32).contains(triggers) else { throw ValidationError("--triggers must be 1...32 (a namespace's limit)") }
+        guard !runs.isEmpty, runs.allSatisfy({ "abc".contains($0) }) else { throw ValidationError("--runs takes a, b and c (e.g. abc, c)") }
     }
 
     func run() async throws {
@@ -93,10 +97,12 @@ struct TriggerBench: AsyncParsableCommand {
         let leader = try await startNodes(http, processes, dir: dir)
         print("ember-bench triggers: \(nodes == 3 ? "3-node cluster, writes at the leader" : "one node"), receiver \(receiver.url) "
               + "in the bench process; \(duration) s per run; load average \(loadAverage())")
-        try await latencyRun(http, receiver, leader: leader)
-        try await sustainedRun(http, receiver, leader: leader, ns: "tbatch", batch: batchSize)
-        try await sustainedRun(http, receiver, leader: leader, ns: "tsingle", batch: 1)
-        try await throughputRun(http, receiver, leader: leader)
+        if runs.contains("a") { try await latencyRun(http, receiver, leader: leader) }
+        if runs.contains("b") {
+            try await sustainedRun(http, receiver, leader: leader, ns: "tbatch", batch: batchSize)
+            try await sustainedRun(http, receiver, leader: leader, ns: "tsingle", batch: 1)
+        }
+        if runs.contains("c") { try await throughputRun(http, receiver, leader: leader) }
         if receiver.malformed > 0 { print("  receiver: \(receiver.malformed) POSTs it could not read") }
         print("load average \(loadAverage())")
     }

@@ -313,13 +313,23 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         }
         let both = TriggerEvent.cloudEventBody([a, b], namespace: "ns", trigger: "t", batch: true)
         #expect(try JSON.parse(String(decoding: both, as: UTF8.self)) == .array([a, b].map { $0.cloudEvent(namespace: "ns", trigger: "t") }))
-        // The members shared by a group's triggers, serialized once, give the same bytes.
-        let shared = TriggerEvent.cloudEventBody([a, b], namespace: "ns", trigger: "t", batch: true) { e in
+        // Each event written whole (`writeCloudEvent`) gives the same bytes.
+        var whole: [UInt8] = [0x5B]
+        a.writeCloudEvent(namespace: "ns", trigger: "t", into: &whole)
+        whole.append(0x2C)
+        b.writeCloudEvent(namespace: "ns", trigger: "t", into: &whole)
+        whole.append(0x5D)
+        #expect(whole == both)
+        // So do the members shared by a group's triggers, serialized once, behind each trigger's head.
+        let members = [a, b].map { e -> [UInt8] in
             var out: [UInt8] = []
             e.writeSharedMembers(namespace: "ns", into: &out)
             return out
         }
-        #expect(shared == both)
+        #expect(TriggerEvent.cloudEventBody(head: TriggerEvent.head(namespace: "ns", trigger: "t"), shared: members, batch: true) == both)
+        var one: [UInt8] = []
+        a.writeCloudEvent(namespace: "ns", trigger: "u", into: &one)
+        #expect(TriggerEvent.cloudEventBody(head: TriggerEvent.head(namespace: "ns", trigger: "u"), shared: members, batch: false) == one)
         // What receivers scan for stays byte-exact (compact, no spaces).
         #expect(String(decoding: both, as: UTF8.self).contains(#""sequence":"43","#))
     }

@@ -174,9 +174,15 @@ public struct TriggerSet: Sendable, Equatable {
     public static let maxTriggers = 32
     public static let maxDocumentBytes = 64 * 1024
 
+    /// The definitions as a write's apply reads them (`TriggerPatternPlan`), made once.
+    public let plan: [TriggerPatternPlan]
+
     public static let empty = TriggerSet(definitions: [])
 
-    init(definitions: [TriggerDefinition]) { self.definitions = definitions }
+    init(definitions: [TriggerDefinition]) {
+        self.definitions = definitions
+        plan = TriggerPatternPlan.plan(definitions)
+    }
 
     public init(text: String) throws(TriggerDefinitionError) {
         guard text.utf8.count <= Self.maxDocumentBytes else {
@@ -195,6 +201,7 @@ public struct TriggerSet: Sendable, Equatable {
         var defs: [TriggerDefinition] = []
         for (name, def) in o { defs.append(try TriggerDefinition(name: name, json: def)) }
         definitions = defs.sorted { $0.name < $1.name }
+        plan = TriggerPatternPlan.plan(definitions)
     }
 
     public func definition(named name: String) -> TriggerDefinition? { definitions.first { $0.name == name } }
@@ -258,5 +265,35 @@ public struct TriggerURL: Sendable, Equatable {
         let t = rest[authorityEnd...]
         target = t.isEmpty ? "/" : (t.hasPrefix("?") ? "/" + t : String(t))
         text = s
+    }
+}
+
+/// One pattern of a namespace's triggers as a write's apply uses it: the values at its scopes
+/// are read and its changes diffed once, then each group of triggers on it (`groups`: one
+/// definition standing for each, since a group's triggers fire on the same kinds) gets one
+/// shared record and each feed its own row. Made once per definitions document: comparing or
+/// describing every trigger's pattern on every write cost the writer (and each replica's
+/// apply) more than the write itself with ten triggers.
+public struct TriggerPatternPlan: Sendable, Equatable {
+    public let pattern: TriggerPattern
+    /// One definition per group on the pattern, in name order of their first member.
+    public let groups: [TriggerDefinition]
+    public let feeds: [TriggerDefinition]
+
+    static func plan(_ definitions: [TriggerDefinition]) -> [TriggerPatternPlan] {
+        var patterns: [TriggerPattern] = []
+        var groups: [[TriggerDefinition]] = []
+        var feeds: [[TriggerDefinition]] = []
+        for d in definitions {
+            let k: Int
+            if let i = patterns.firstIndex(of: d.pattern) { k = i } else {
+                patterns.append(d.pattern)
+                groups.append([])
+                feeds.append([])
+                k = patterns.count - 1
+            }
+            if d.feed { feeds[k].append(d) } else if !groups[k].contains(where: { $0.group == d.group }) { groups[k].append(d) }
+        }
+        return patterns.indices.map { TriggerPatternPlan(pattern: patterns[$0], groups: groups[$0], feeds: feeds[$0]) }
     }
 }

@@ -122,26 +122,38 @@ public struct TriggerEvent: Sendable, Equatable {
         out.append(contentsOf: [0x7D, 0x7D])
     }
 
-    /// The POST body of `events`: one CloudEvent, or (`batch`) a JSON array of them. `shared`,
-    /// when given, answers an event's `writeSharedMembers` bytes (serialized once for a group).
-    public static func cloudEventBody(_ events: [TriggerEvent], namespace: String, trigger: String, batch: Bool,
-                                      shared: ((TriggerEvent) -> [UInt8])? = nil) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(events.count * 512)
-        let source = Self.source(namespace, trigger)
-        func write(_ e: TriggerEvent) {
-            writeHead(source: source, trigger: trigger, into: &out)
-            if let shared { out.append(contentsOf: shared(e)) } else { e.writeSharedMembers(namespace: namespace, into: &out) }
-        }
-        if !batch {
-            guard let e = events.first else { return Array("null".utf8) }
-            write(e)
+    /// The POST body of `events`: one CloudEvent, or (`batch`) a JSON array of them.
+    public static func cloudEventBody(_ events: [TriggerEvent], namespace: String, trigger: String, batch: Bool) -> [UInt8] {
+        let shared = events.map { e -> [UInt8] in
+            var out: [UInt8] = []
+            e.writeSharedMembers(namespace: namespace, into: &out)
             return out
         }
+        return cloudEventBody(head: head(namespace: namespace, trigger: trigger), shared: shared, batch: batch)
+    }
+
+    /// The bytes every event of one trigger starts with (`{` and the members naming it): made
+    /// once per trigger, copied in front of each event's shared members.
+    public static func head(namespace: String, trigger: String) -> [UInt8] {
+        var out: [UInt8] = []
+        writeHead(source: source(namespace, trigger), trigger: trigger, into: &out)
+        return out
+    }
+
+    /// The POST body from a trigger's `head` and each event's `writeSharedMembers` bytes
+    /// (serialized once for a group's triggers): one CloudEvent, or (`batch`) a JSON array.
+    public static func cloudEventBody(head: [UInt8], shared: [[UInt8]], batch: Bool) -> [UInt8] {
+        if !batch {
+            guard let first = shared.first else { return Array("null".utf8) }
+            return head + first
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(2 + shared.reduce(0) { $0 + head.count + 1 + $1.count })
         out.append(0x5B)
-        for (k, e) in events.enumerated() {
+        for (k, s) in shared.enumerated() {
             if k > 0 { out.append(0x2C) }
-            write(e)
+            out.append(contentsOf: head)
+            out.append(contentsOf: s)
         }
         out.append(0x5D)
         return out

@@ -5,7 +5,9 @@ import Synchronization
 /// recent deliveries, and the counters and latency histogram `/metrics` shows.
 public final class TriggerRuntime: Sendable {
     public struct Delivery: Sendable {
-        public var ids: [String]
+        /// The events POSTed (their ids are made when shown, not per delivery).
+        public var events: [TriggerDelivery.Event]
+        public var ids: [String] { events.map { "\($0.index)-\($0.seq)" } }
         public var outcome: String
         public var status: Int?
         public var millis: Int64

@@ -120,6 +120,10 @@ final class TriggerLane: Sendable {
         var group: UInt64 = 0
         var own: Set<UInt64> = []
     }
+    /// What every event of this trigger starts with (`TriggerEvent.head`) and its signing key:
+    /// made once, not per event or POST.
+    private let head: [UInt8]
+    private let key: SymmetricKey
     /// The kept-alive connection the lane's POSTs are pipelined on (nil: no TLS context).
     private let pipe: TriggerPipe?
     private let pipeError: String?
@@ -136,6 +140,8 @@ final class TriggerLane: Sendable {
         self.bodies = bodies
         self.runtime = runtime
         self.logger = logger
+        self.head = TriggerEvent.head(namespace: namespace, trigger: definition.name)
+        self.key = SymmetricKey(data: Array(definition.secret.utf8))
         var pipe: TriggerPipe?
         var pipeError: String?
         if let url = definition.url {
@@ -237,16 +243,24 @@ final class TriggerLane: Sendable {
         for a in actions {
             switch a {
             case .send(let batch, let items):
-                let payload = items.compactMap { i in events[i.index]?.first { $0.seq == i.seq } }
+                var payload: [TriggerEvent] = []
+                var stamps: [Int64] = []
+                payload.reserveCapacity(items.count)
+                stamps.reserveCapacity(items.count)
+                for i in items {
+                    guard let e = events[i.index]?.first(where: { $0.seq == i.seq }) else { continue }
+                    payload.append(e)
+                    stamps.append(e.timestamp)
+                }
                 let continuation = inputs.continuation
                 // Queued on the connection here, in the machine's order; answered in the background.
                 let start = Self.nowMillis()
                 // Events of the group's records (named by the group they were read from) share
                 // their serialized members with its other lanes; a trigger's own rows do not.
-                let group = items.contains { settling.own.contains($0.index) } ? 0 : settling.group
+                let group = !settling.own.isEmpty && items.contains { settling.own.contains($0.index) } ? 0 : settling.group
                 let answer = send(payload, group: group)
                 Task { [self] in
-                    let (error, status) = await finish(payload, answer, start: start)
+                    let (error, status) = await finish(items, stamps, answer, start: start)
                     continuation.yield(.completed(batch: batch, error: error, status: status))
                 }
             case .settle(let indexes, let reason):
@@ -320,7 +334,11 @@ final class TriggerLane: Sendable {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     static func signature(_ body: [UInt8], secret: String) -> String {
-        let mac = HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: Array(secret.utf8)))
+        signature(body, key: SymmetricKey(data: Array(secret.utf8)))
+    }
+
+    static func signature(_ body: [UInt8], key: SymmetricKey) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key)
         // Hex by table: `String(format:)` per byte was a tenth of an unbatched leader's CPU.
         var hex = Array("sha256=".utf8)
         hex.reserveCapacity(7 + 64)
@@ -336,18 +354,27 @@ final class TriggerLane: Sendable {
     private func send(_ payload: [TriggerEvent], group: UInt64) -> EventLoopFuture<Int>? {
         let name = definition.name
         let batch = definition.limits.batchSize > 1
-        let (ns, bodies) = (self.ns, self.bodies)
-        let body = TriggerEvent.cloudEventBody(payload, namespace: ns, trigger: name, batch: batch,
-                                               shared: group != 0 ? { bodies.members(ns, group: group, $0) } : nil)
+        let body = Self.body(payload, namespace: ns, trigger: name, head: head, batch: batch, group: group, bodies: bodies)
         return pipe?.post(body: body, headers: [
             ("Content-Type", batch ? "application/cloudevents-batch+json" : "application/cloudevents+json"),
-            (Self.signatureHeader, Self.signature(body, secret: definition.secret)),
+            (Self.signatureHeader, Self.signature(body, key: key)),
             ("X-Ember-Trigger", name),
         ])
     }
 
+    /// A POST's body: events of a group's shared records (`group` != 0) from the members its
+    /// lanes serialized once (`TriggerBodyCache`) behind this trigger's `head`; a trigger's own
+    /// rows serialized here. The same bytes either way.
+    static func body(_ payload: [TriggerEvent], namespace ns: String, trigger: String, head: [UInt8], batch: Bool,
+                     group: UInt64, bodies: TriggerBodyCache) -> [UInt8] {
+        guard group != 0 else { return TriggerEvent.cloudEventBody(payload, namespace: ns, trigger: trigger, batch: batch) }
+        return TriggerEvent.cloudEventBody(head: head, shared: bodies.members(ns, group: group, batch ? payload : Array(payload.prefix(1))),
+                                           batch: batch)
+    }
+
     /// The POST's outcome: nil error on a 2xx; recorded (recent deliveries, metrics).
-    private func finish(_ payload: [TriggerEvent], _ answer: EventLoopFuture<Int>?, start: Int64) async -> (String?, Int?) {
+    private func finish(_ items: [TriggerDelivery.Event], _ stamps: [Int64], _ answer: EventLoopFuture<Int>?,
+                        start: Int64) async -> (String?, Int?) {
         let name = definition.name
         var failure: String?
         var status: Int?
@@ -363,9 +390,9 @@ final class TriggerLane: Sendable {
             failure = pipeError ?? "no connection"
         }
         let end = Self.nowMillis()
-        let latencies = failure == nil ? payload.map { Double(max(0, end - $0.timestamp)) / 1000 } : []
-        runtime.recorded(ns, name, .init(ids: payload.map(\.id), outcome: failure ?? "delivered", status: status, millis: end - start, at: end),
-                         events: payload.count, latencies: latencies)
+        let latencies = failure == nil ? stamps.map { Double(max(0, end - $0)) / 1000 } : []
+        runtime.recorded(ns, name, .init(events: items, outcome: failure ?? "delivered", status: status, millis: end - start, at: end),
+                         events: stamps.count, latencies: latencies)
         return (failure, status)
     }
 }

@@ -1,0 +1,98 @@
+import EmberCore
+import Testing
+@testable import EmberServer
+
+/// The lanes of a group build their POST bodies from members serialized once for all of them
+/// (`TriggerBodyCache`) behind their own head: for seeded random events each trigger gets the
+/// bytes of each event written whole (the path before the cache), batched or not, and its own
+/// signature (its secret's HMAC of those bytes); a trigger's own rows (group 0) likewise.
+@Suite struct TriggerBodyTests {
+    /// SplitMix64: replayable from its seed.
+    struct Rng {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    }
+
+    static let texts = ["a", "é\u{1}", "q\"uote", "line\nbreak", "\\", "日本", "🔥", "", "x y"]
+
+    static func json(_ r: inout Rng, depth: Int = 0) -> JSON {
+        switch r.below(depth > 2 ? 5 : 7) {
+        case 0: return .null
+        case 1: return .bool(r.below(2) == 0)
+        case 2: return .int(Int64(bitPattern: r.next()) >> r.below(64))
+        case 3: return .double(Double(r.below(1_000_000)) / 7)
+        case 4: return .string(texts[r.below(texts.count)])
+        case 5: return .array((0..<r.below(4)).map { _ in json(&r, depth: depth + 1) })
+        default:
+            var o: KeyMap<JSON> = [:]
+            for _ in 0..<r.below(4) { o[texts[r.below(texts.count)] + String(r.below(10))] = json(&r, depth: depth + 1) }
+            return .object(o)
+        }
+    }
+
+    static func events(_ r: inout Rng, count: Int) -> [TriggerEvent] {
+        var out: [TriggerEvent] = []
+        var index = UInt64(r.below(1_000_000) + 1)
+        while out.count < count {
+            let n = r.below(3) + 1
+            for seq in 0..<n where out.count < count {
+                let key = "k\(r.below(100))" + (r.below(4) == 0 ? "\"" : "")
+                out.append(TriggerEvent(index: index, seq: seq, timestamp: Int64(r.below(2_000_000_000)) * 1000 + Int64(r.below(1000)),
+                                        type: TriggerEventKind.allCases[r.below(4)], location: Path(validated: ["rooms", key]),
+                                        params: ["id": key, "n\(r.below(3))": "v"], before: json(&r), after: json(&r), delta: json(&r),
+                                        authType: ["admin", "app_user", "unauthenticated"][r.below(3)],
+                                        authID: r.below(2) == 0 ? nil : texts[r.below(texts.count)]))
+            }
+            index += UInt64(r.below(5) + 1)
+        }
+        return out
+    }
+
+    /// The body as built before the cache: every event written whole.
+    static func whole(_ events: [TriggerEvent], ns: String, trigger: String, batch: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        guard batch else {
+            events.first?.writeCloudEvent(namespace: ns, trigger: trigger, into: &out)
+            return events.isEmpty ? Array("null".utf8) : out
+        }
+        out.append(0x5B)
+        for (k, e) in events.enumerated() {
+            if k > 0 { out.append(0x2C) }
+            e.writeCloudEvent(namespace: ns, trigger: trigger, into: &out)
+        }
+        out.append(0x5D)
+        return out
+    }
+
+    @Test(arguments: [1, 2, 3]) func eachTriggerOfAGroupGetsTheWholeBytesAndItsOwnSignature(seed: UInt64) {
+        var r = Rng(state: seed)
+        let bodies = TriggerBodyCache()
+        let triggers = [("alpha", "0123456789abcdef-alpha"), ("beta_2", "another-secret-for-beta"), ("g-3", "0123456789abcdef")]
+        let ns = "n s"
+        for round in 0..<40 {
+            let payload = Self.events(&r, count: r.below(30) + 1)
+            for batch in [true, false] {
+                var signatures: Set<String> = []
+                for (name, secret) in triggers {
+                    let want = Self.whole(payload, ns: ns, trigger: name, batch: batch)
+                    let head = TriggerEvent.head(namespace: ns, trigger: name)
+                    // Twice from the cache (the second lane of the group finds every event) and as own rows.
+                    for group: UInt64 in [7, 7, 0] {
+                        let got = TriggerLane.body(payload, namespace: ns, trigger: name, head: head, batch: batch, group: group, bodies: bodies)
+                        #expect(got == want, "seed \(seed) round \(round) batch \(batch) trigger \(name) group \(group)")
+                        #expect(TriggerLane.signature(got, secret: secret) == TriggerLane.signature(want, secret: secret))
+                    }
+                    signatures.insert(TriggerLane.signature(want, secret: secret))
+                }
+                #expect(signatures.count == triggers.count, "each trigger signs with its own secret")
+            }
+        }
+    }
+}
