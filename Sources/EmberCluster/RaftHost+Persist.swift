@@ -28,6 +28,8 @@ extension RaftHost {
     }
 
     func answer(_ results: [WriteResult]) {
+        // Nothing waits on this node (a learner's usual case): no lookups per result.
+        guard requests.needsResults || !admin.awaitingApply.isEmpty else { return }
         for r in results {
             requests.applied(r)
             adminApplied(r)
@@ -69,9 +71,19 @@ extension RaftHost {
         let fresh = all.filter { $0.index > appliedIndex }
         guard !fresh.isEmpty else { return false }
         let entries = try fresh.map(decoded.storageEntry)
-        let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
         // A future leader keeps server timestamps monotonic across the log.
         lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+        if unlogged(fresh, applyingThrough: index) {
+            if store.space.isShort {
+                answer(try await store.applyUnlogged(entries: entries))
+                return true
+            }
+            let (results, release) = try await store.applyUnloggedReleasing(entries: entries)
+            answer(results)
+            await store.committed(release)
+            return true
+        }
+        let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
         // Every entry was checked where it was proposed (`payload(for:)`, `stamp`): not again
         // here, nor on every follower.
         guard index > 0 else {
@@ -89,6 +101,17 @@ extension RaftHost {
         answer(results)
         await store.committed(release)
         return true
+    }
+
+    /// Whether `fresh` (the entries after the store's applied index) is stored without log rows
+    /// (`EmberStore.applyUnloggedReleasing`): on a learner (as Raft's configuration stands after
+    /// the turn: a write that appends its promotion is a voter's), when the write applies all of
+    /// them (its leader sends a learner committed entries only), the store holds no unapplied
+    /// log, and no archive needs the rows (every member of an archiving cluster keeps what the
+    /// archive lacks, `StoreOptions.archiveHold`).
+    func unlogged(_ fresh: [EmberRaft.LogEntry], applyingThrough index: UInt64) -> Bool {
+        guard node.isLearner, let first = fresh.first, let last = fresh.last, index >= last.index else { return false }
+        return store.options.archiveHold == 0 && store.lastLogIndex == store.appliedIndex && first.index == store.appliedIndex + 1
     }
 
     /// How long a storage call that failed for lack of room waits before it is tried again: the

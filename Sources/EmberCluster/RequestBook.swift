@@ -86,6 +86,10 @@ struct RequestBook {
         }
     }
 
+    /// Whether `applied` has anything to do: a write waits for its result, or a forwarded batch
+    /// is in flight (a learner, or a follower nobody writes through, has neither).
+    var needsResults: Bool { !waiters.isEmpty || forwarding.inFlight != nil }
+
     mutating func applied(_ r: WriteResult) {
         if let ws = waiters.removeValue(forKey: r.index) {
             for (term, w) in ws { resolve(w, with: r, term: term) }

@@ -45,14 +45,16 @@ public struct RaftLog: Sendable, Hashable {
         return entries[Int(from - firstIndex)...Int(through - firstIndex)]
     }
 
-    /// Up to `maxCount` entries starting at `from`, stopping once `maxBytes` is exceeded
-    /// (always at least one entry if any exist, so huge entries still make progress).
-    func entries(from: UInt64, maxCount: Int, maxBytes: Int) -> [LogEntry] {
-        guard from >= firstIndex, from <= lastIndex else { return [] }
+    /// Up to `maxCount` entries starting at `from` and ending at `through` at the latest,
+    /// stopping once `maxBytes` is exceeded (always at least one entry if any exist, so huge
+    /// entries still make progress).
+    func entries(from: UInt64, maxCount: Int, maxBytes: Int, through: UInt64 = .max) -> [LogEntry] {
+        guard from >= firstIndex, from <= min(lastIndex, through) else { return [] }
         var out: [LogEntry] = []
         var bytes = 0
         var i = Int(from - firstIndex)
-        while i < entries.count, out.count < maxCount {
+        let end = Int(min(lastIndex, through) - firstIndex) + 1
+        while i < end, out.count < maxCount {
             let size = entries[i].approximateSize
             if !out.isEmpty && bytes + size > maxBytes { break }
             bytes += size

@@ -31,7 +31,22 @@ extension RaftNode {
 
     /// Sends whatever each follower is missing (and the current commit index).
     mutating func broadcastAppend() {
-        for peer in replicationTargets { replicate(to: peer, sendIfEmpty: true) }
+        for peer in replicationTargets {
+            // A learner sent every committed entry already knows the commit index (each
+            // AppendEntries carries it): a proposal has nothing for it (`replicationEnd`).
+            let idle = membership.isLearner(peer) && progress[peer].map { $0.state == .replicate && $0.nextIndex == commitIndex + 1 } == true
+            replicate(to: peer, sendIfEmpty: !idle)
+        }
+    }
+
+    /// The last entry the leader sends `peer`: the end of its log, or for a learner the commit
+    /// index. A learner never counts toward a quorum, so an uncommitted entry is of no use to it
+    /// before it commits, and one sent with its commit is appended and applied in one write (no
+    /// second message carrying the commit index, no write of an unapplied tail): the learner's
+    /// events come no later than the commit index would have reached it. A promoted learner is
+    /// a voter from the moment the leader appends its promotion, and is sent the whole log.
+    func replicationEnd(of peer: NodeID) -> UInt64 {
+        membership.isLearner(peer) ? min(commitIndex, log.lastIndex) : log.lastIndex
     }
 
     /// Sends AppendEntries to `peer` until its flow-control window is full or it is up to date.
@@ -54,8 +69,10 @@ extension RaftNode {
             sendSnapshot(to: peer)
             return true
         }
+        let end = replicationEnd(of: peer)
         let entries = log.entries(
-            from: pr.nextIndex, maxCount: config.maxEntriesPerMessage, maxBytes: config.maxBytesPerMessage)
+            from: pr.nextIndex, maxCount: config.maxEntriesPerMessage, maxBytes: config.maxBytesPerMessage, through: end)
+        assert(entries.last.map { $0.index <= end } ?? true, "entries past the peer's replication end")
         if entries.isEmpty && !sendIfEmpty && pr.state == .replicate { return false }
         switch pr.state {
         case .probe:
@@ -148,7 +165,7 @@ extension RaftNode {
         case .replicate:
             // No acknowledged progress over a whole heartbeat round while behind: assume the
             // pipeline lost messages and restart it from the known match point.
-            if pr.matchIndex < log.lastIndex && pr.matchIndex == pr.matchAtLastHeartbeat {
+            if pr.matchIndex < replicationEnd(of: peer) && pr.matchIndex == pr.matchAtLastHeartbeat {
                 pr.nextIndex = pr.matchIndex + 1
                 pr.becomeProbe()
             }
@@ -161,7 +178,7 @@ extension RaftNode {
         confirmReads()
         if state == .snapshot {
             snapshotHeartbeat(to: peer)  // resend in case a chunk or its ack was lost
-        } else if pr.matchIndex < log.lastIndex {
+        } else if pr.matchIndex < replicationEnd(of: peer) {
             replicate(to: peer, sendIfEmpty: false)
         }
     }

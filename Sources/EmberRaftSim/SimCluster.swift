@@ -84,6 +84,8 @@ public final class SimCluster {
     var proposing: (historyID: Int, client: Int, opID: UInt64)?
     /// The reason of the latest `.proposalRejected` (membership changes read it).
     var lastRejection: ProposalRejection?
+    /// The turn being performed kept the configuration it started with (`checkSentToLearner`).
+    var sendsUnderConfig = false
 
     public internal(set) var completedOps = 0
     public internal(set) var unknownOps = 0
@@ -183,10 +185,14 @@ public final class SimCluster {
     /// messages for the node are already due next.
     func stepTurn(_ i: Int, _ events: [Event]) throws {
         guard hosts[i].core != nil else { return }
+        // The configuration the turn's sends were made under, if it did not change during the
+        // turn (checked by `checkSentToLearner` against the one at perform time).
+        let configAtStart = hosts[i].node!.configIndex
         for event in events {
             guard hosts[i].core != nil else { return }
             try perform(i, hosts[i].core!.handle(.event(event)))
         }
+        sendsUnderConfig = hosts[i].node.map { $0.configIndex == configAtStart } ?? false
         let waiting = network.hasDue(at: now + 1, to: hosts[i].id)
         let plan = hosts[i].core!.handle(.endTurn(inputWaiting: waiting))
         if hosts[i].core!.deferredApply.count > 0 { stats.deferredApplies += 1 }
@@ -234,6 +240,20 @@ public final class SimCluster {
         }
         if holders < n.membership.quorum {
             throw fail("\(n.id) committed \(index) (term \(term)) held durably by \(holders) of \(n.membership.voters) voters")
+        }
+    }
+
+    /// A leader sends a learner committed entries only (`RaftNode.replicationEnd`): every
+    /// AppendEntries to a member its configuration names a learner ends at or below the commit
+    /// index it carries. Checked when the turn did not change the configuration (a send made
+    /// before a demotion stepped in the same turn went to a voter).
+    func checkSentToLearner(_ i: Int, _ m: Message) throws {
+        guard case .appendEntries(let a) = m.payload, let node = hosts[i].node, node.role == .leader,
+              node.membership.isLearner(m.to), let last = a.entries.last else { return }
+        stats.learnerAppends += 1
+        guard sendsUnderConfig else { return }
+        if last.index > a.commit {
+            throw fail("\(node.id) sent learner \(m.to) entries through \(last.index) beyond the commit index \(a.commit)")
         }
     }
 
@@ -301,6 +321,7 @@ public final class SimCluster {
                 let data = Array(image.data[req.offset..<req.offset + req.length])
                 network.send(req.message(data: data), now: now, options: options, rng: &rng, lossless: !faultsEnabled)
             case .send(let m):
+                try checkSentToLearner(i, m)
                 switch m.payload {
                 case .appendEntries, .heartbeat:
                     // A leader replicating may send before its own entries are durable (contract

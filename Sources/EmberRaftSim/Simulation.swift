@@ -21,6 +21,8 @@ public struct SimStats: Sendable, Hashable {
     public var promotions = 0
     public var promotionsRefusedBehind = 0
     public var demotions = 0
+    /// AppendEntries with entries a leader sent to learners (committed entries only, checked).
+    public var learnerAppends = 0
     /// Runs whose linearizability search hit its step budget (counted as passing).
     public var linearizabilityInconclusive = 0
     public var compactions = 0

@@ -325,15 +325,17 @@ final class Writer: @unchecked Sendable {
         }
     }
 
-    /// Records the applied position and compacts the log tail, inside `t`.
-    func finish(_ t: Txn, applied a: UInt64, appliedTerm at: UInt64, last: UInt64, lastTerm lt: UInt64, ts: Int64) throws -> UInt64 {
+    /// Records the applied position and compacts the log tail, inside `t`. `retention`: the
+    /// applied entries to keep, when not `StoreOptions.logRetention` (0: none, as `applyUnlogged`).
+    func finish(_ t: Txn, applied a: UInt64, appliedTerm at: UInt64, last: UInt64, lastTerm lt: UInt64, ts: Int64,
+                retention: UInt64? = nil) throws -> UInt64 {
         try tables.putMetaU64(t, "applied", a)
         try tables.putMetaU64(t, "appliedTerm", at)
         try tables.putMetaU64(t, "lastIndex", last)
         try tables.putMetaU64(t, "lastTerm", lt)
         try tables.putMetaU64(t, "lastTimestamp", UInt64(bitPattern: ts))
         var first = firstIndex
-        let retain = store.options.logRetention
+        let retain = retention ?? store.options.logRetention
         if last > retain {
             var upTo = min(a, last - retain)
             let hold = store.options.archiveHold
@@ -563,8 +565,11 @@ final class Writer: @unchecked Sendable {
 
     /// One apply batch, `applied + 1 ... stop`, in one transaction, then published. With `fresh`
     /// (`appendAndApply`), the same transaction first replaces the log from `fresh[0].index` on
-    /// with those entries (contiguous, checked by the caller).
-    func applyBatch(through stop: UInt64, appending fresh: [LogEntry] = [], encoded: [[UInt8]]? = nil) throws -> [WriteResult] {
+    /// with those entries (contiguous, checked by the caller). `logged` false (`applyUnlogged`):
+    /// `fresh` is exactly the batch and gets no log rows; the log then starts after `stop`.
+    func applyBatch(through stop: UInt64, appending fresh: [LogEntry] = [], encoded: [[UInt8]]? = nil,
+                    logged: Bool = true) throws -> [WriteResult] {
+        assert(logged || (fresh.first?.index == applied + 1 && fresh.last?.index == stop), "an unlogged batch is exactly its entries")
         let last: (index: UInt64, term: UInt64) = fresh.last.map { ($0.index, $0.term) } ?? (lastIndex, lastTerm)
         var results: [WriteResult] = []
         var aTerm = appliedTerm
@@ -572,19 +577,20 @@ final class Writer: @unchecked Sendable {
         let first = try withApplyRetry { mode in
             results = []; aTerm = appliedTerm; ts = lastTimestamp
             return try writeTxn { t in
-                if let head = fresh.first {
+                if logged, let head = fresh.first {
                     var i = head.index
                     while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
                     try putLog(t, fresh, encoded)
                 }
                 try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts,
                                 fresh: fresh)
-                return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts)
+                return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts,
+                                  retention: logged ? nil : 0)
             }
         }
         lastIndex = last.index; lastTerm = last.term
         applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
-        if !fresh.isEmpty { decoded.appended(fresh) }
+        if logged && !fresh.isEmpty { decoded.appended(fresh) }
         decoded.applied(through: stop)
         commitBeforePublishing(results)
         publishRules()

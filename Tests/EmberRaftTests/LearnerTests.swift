@@ -55,12 +55,43 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
         c.propose("n1", "needs-a-voter")
         c.deliverAll()
         c.tickAll(3)
-        #expect(c["n4"].log.lastIndex > before)  // the learner holds it...
-        #expect(c["n1"].commitIndex == before)  // ...which is not a quorum
+        #expect(c["n1"].commitIndex == before)  // the leader and the learner are not a quorum...
+        #expect(c["n4"].log.lastIndex == before)  // ...and a learner is sent committed entries only
         c.heal()
         c.tickAll(2)
         #expect(c["n1"].commitIndex > before)
         #expect(c.payloads("n4").last == "needs-a-voter")
+    }
+
+    @Test func learnerIsSentCommittedEntriesOnlyAndAppliesThemInTheSameStep() {
+        var c = clusterWithLearner()
+        let seen = c.allActions["n4"]?.count ?? 0
+        var toLearner: [AppendEntries] = []
+        for i in 0..<5 {
+            c.propose("n1", "w\(i)")
+            // Followers first: the learner's messages go out once the voters' acks commit.
+            c.deliverAll { m in
+                if m.to == "n4", case .appendEntries(let a) = m.payload { toLearner.append(a) }
+                return true
+            }
+        }
+        c.tickAll(2)
+        #expect(c.payloads("n4") == ["a0", "a1", "a2", "w0", "w1", "w2", "w3", "w4"])
+        let carrying = toLearner.filter { !$0.entries.isEmpty }
+        #expect(!carrying.isEmpty)
+        for a in carrying { #expect(a.entries.last!.index <= a.commit) }
+        // A proposal alone sends the learner nothing (it has every committed entry): one
+        // message per commit, not one for the entries and another for their commit.
+        #expect(toLearner.count == carrying.count)
+        // Each append is applied at once (its step's apply ends where it ends): the learner never
+        // holds an unapplied tail, so its host writes both in one transaction.
+        let actions = Array((c.allActions["n4"] ?? []).dropFirst(seen))
+        let appended = actions.compactMap { a -> UInt64? in if case .persistEntries(let es) = a { es.last?.index } else { nil } }
+        let applied = Set(actions.compactMap { a -> UInt64? in if case .apply(let es) = a { es.last?.index } else { nil } })
+        #expect(!appended.isEmpty)
+        for last in appended { #expect(applied.contains(last)) }
+        #expect(c["n4"].log.lastIndex == c["n4"].appliedIndex)
+        #expect(c["n4"].log.lastIndex == c["n1"].commitIndex)
     }
 
     @Test func losingTheLearnerDoesNotStopCommits() {

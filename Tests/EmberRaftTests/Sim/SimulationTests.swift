@@ -66,6 +66,7 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, profile: SimProfile, fo
         total.promotions += report.stats.promotions
         total.promotionsRefusedBehind += report.stats.promotionsRefusedBehind
         total.demotions += report.stats.demotions
+        total.learnerAppends += report.stats.learnerAppends
         total.snapshotsInstalled += report.stats.snapshotsInstalled
         total.snapshotChunksStaged += report.stats.snapshotChunksStaged
         total.compactions += report.stats.compactions
@@ -91,6 +92,8 @@ private func runSeeds(_ seeds: [UInt64], nodeCount: Int, profile: SimProfile, fo
         // Learners come and go, and promotions are both let through and refused as behind.
         #expect(total.learnerChanges > 0 && total.promotions > 0 && total.demotions > 0)
         #expect(total.promotionsRefusedBehind > 0)
+        // Learners were replicated to, every time with committed entries only (`checkSentToLearner`).
+        #expect(total.learnerAppends > 0)
     }
     for f in failures {
         Issue.record("\(f)\nreplay: EMBER_SIM_SEED=\(f.seed) swift test --filter EmberRaftTests.SimulationTests (\(profile.rawValue) profile)")
