@@ -81,8 +81,10 @@ function stdinLine() {
 }
 (async () => {
 %(body)s
-})().then(() => { process.stdout.write("RESULT " + JSON.stringify(resultValue) + "\\n"); process.exit(0); },
-          (e) => { process.stderr.write(String(e && e.stack || e) + "\\n"); process.exit(1); });
+// Exit once the line is flushed: to a pipe, Node writes asynchronously and an immediate
+// process.exit() cuts a result past 64 KiB.
+})().then(() => { process.stdout.write("RESULT " + JSON.stringify(resultValue) + "\\n", () => process.exit(0)); },
+          (e) => { process.stderr.write(String(e && e.stack || e) + "\\n", () => process.exit(1)); });
 """
 
 

@@ -12,7 +12,11 @@ accepted between releases of the same storage format (across a format change its
 is wiped first and it rejoins from a snapshot), and catches up again. Checked at the end:
 every acknowledged write (REST and wire) is on every node, the state hashes agree, and each
 listener saw every child exactly once (none lost, none repeated); the SDK clients reconnected by
-themselves.
+themselves. A trigger defined on the previous release delivers the REST writer's children through
+every step (its cursors logged in a form every member of the mixed cluster reads: peer protocol
+4 gates the new `advance` entry): every acknowledged child is delivered, duplicates keep their
+id, every POST is signed. Before a downgrade across the format change it is drained and removed
+(OPERATIONS.md: the previous release does not read this build's trigger state in a snapshot).
 
   EMBERD_PREVIOUS  the previous release's emberd (required)
   EMBERD, EMBER    this build's emberd and CLI (default: the debug build)
@@ -32,6 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from cluster_helpers import agreed_leader, converged  # noqa: E402
 from conftest import EMBERD, RULES, ROOT  # noqa: E402
 from jssdk_helpers import finish_sdk_script, spawn_sdk_script  # noqa: E402
+from test_triggers import SECRET, Receiver  # noqa: E402
 
 PREVIOUS = os.environ.get("EMBERD_PREVIOUS")
 EMBER = os.environ.get("EMBER", os.path.join(os.path.dirname(EMBERD), "ember"))
@@ -42,6 +47,11 @@ OWNER = {"Authorization": "Bearer owner"}
 CATCH_UP_TIMEOUT = 60
 # Writes made between two steps, so each step runs under load.
 WRITES_PER_STEP = 150
+# A trigger on the REST writer's children, defined on the previous release and delivering through
+# every step: its cursor moves are logged in a form each member of the mixed cluster reads
+# (OPERATIONS.md: the new `advance` entry waits until every member speaks peer protocol 4).
+TRIGGER = {"up": {"path": "/up/rest/{k}", "on": ["created"], "secret": SECRET, "batchSize": 20,
+                  "backoffMs": 20, "maxBackoffMs": 500, "retries": 1000}}
 
 def run(*args, **kw):
     r = subprocess.run(list(args), capture_output=True, text=True, timeout=120, **kw)
@@ -146,7 +156,7 @@ def test_rolling_upgrade_then_downgrade_of_one_node(tmp_path):
     assert new_version, "this build must answer --version"
     assert version(PREVIOUS) != new_version, "EMBERD_PREVIOUS must be another release"
     c = Cluster(str(tmp_path / "c"))
-    sdk = None
+    receiver = Receiver()
     acked_rest = {}
     stop = threading.Event()
     rest_errors = []
@@ -167,6 +177,18 @@ def test_rolling_upgrade_then_downgrade_of_one_node(tmp_path):
             i += 1
             time.sleep(0.01)
 
+    t = threading.Thread(target=rest_writer)
+    try:
+        run_steps(c, receiver, acked_rest, stop, rest_errors, t)
+    finally:
+        receiver.close()
+        c.down()
+
+
+def run_steps(c, receiver, acked_rest, stop, rest_errors, t):
+    sdk = None
+    new_version = version(EMBERD)
+
     def writes_go_on():
         start = len(acked_rest)
         deadline = time.time() + CATCH_UP_TIMEOUT
@@ -174,9 +196,11 @@ def test_rolling_upgrade_then_downgrade_of_one_node(tmp_path):
             assert time.time() < deadline, "the REST writer made no progress"
             time.sleep(0.05)
 
-    t = threading.Thread(target=rest_writer)
     try:
         leader = c.leader()
+        doc = {name: {**d, "url": receiver.url} for name, d in TRIGGER.items()}
+        r = requests.put(f"{c.urls[leader]}/.settings/triggers.json?ns={NS}", data=json.dumps(doc), headers=OWNER, timeout=10)
+        assert r.status_code == 200, r.text
         followers = [n for n in sorted(c.urls) if n != leader]
         # The SDK writer talks to one follower, the listeners to the other follower and the leader.
         sdk = spawn_sdk_script(SDK_CLIENTS, {"ns": NS, "writer": c.urls[followers[0]],
@@ -198,9 +222,22 @@ def test_rolling_upgrade_then_downgrade_of_one_node(tmp_path):
         # Downgrade one follower to the previous release: accepted on the same data between
         # releases of one storage format; across a format change the older build refuses the
         # directory, so (OPERATIONS.md) it is wiped and the node rejoins from the leader's
-        # snapshot, which every release installs.
+        # snapshot.
         back = next(n for n in sorted(c.urls) if n != c.leader())
         wipe = storage_format(PREVIOUS) != storage_format(EMBERD)
+        # The trigger delivered every REST child acknowledged so far through the mixed cluster.
+        # A wiped member of the previous release installs this build's snapshot, whose trigger
+        # state that release does not read (OPERATIONS.md: drain and remove the triggers before
+        # going back across the format change), so they are removed first.
+        due = {f"/up/rest/{k}" for k in list(acked_rest)}
+        deadline = time.time() + CATCH_UP_TIMEOUT
+        while not due <= {e["ref"] for e in receiver.received()}:
+            missing = due - {e["ref"] for e in receiver.received()}
+            assert time.time() < deadline, f"the trigger did not deliver {len(missing)} acknowledged writes, e.g. {sorted(missing)[:5]}"
+            time.sleep(0.2)
+        if wipe:
+            r = requests.put(f"{c.urls[c.leader()]}/.settings/triggers.json?ns={NS}", data="{}", headers=OWNER, timeout=10)
+            assert r.status_code == 200, r.text
         c.restart(back, PREVIOUS, wipe=wipe)
         steps.append(f"{back} downgraded to the previous release" + (" (data wiped, rejoined by snapshot)" if wipe else ""))
         writes_go_on()
@@ -211,27 +248,32 @@ def test_rolling_upgrade_then_downgrade_of_one_node(tmp_path):
             t.join(30)
         if sdk is not None:
             sdk_result = finish_sdk_script(sdk, "stop\n", timeout=120)
-    try:
-        assert not rest_errors, rest_errors[:5]
-        st = converged(c.status, sorted(c.urls), 60)
-        assert len({s["stateHash"] for s in st}) == 1
-        for node, url in c.urls.items():
-            data = requests.get(f"{url}/up.json?ns={NS}", timeout=10).json() or {}
-            lost = [k for k, v in acked_rest.items() if (data.get("rest") or {}).get(k) != v]
-            assert not lost, f"{node} lost {len(lost)} acknowledged REST writes, e.g. {lost[:5]}"
-            lost = [k for k in sdk_result["acked"] if k not in (data.get("wire") or {})]
-            assert not lost, f"{node} lost {len(lost)} acknowledged wire writes, e.g. {lost[:5]}"
-        assert not sdk_result["failed"], sdk_result["failed"][:5]
-        for i, seen in enumerate(sdk_result["seen"]):
-            for kind in ("rest", "wire"):
-                want = set(sdk_result["want"][kind])
-                missing = want - set(seen[kind])
-                repeated = [k for k, n in seen[kind].items() if n != 1]
-                extra = set(seen[kind]) - want
-                assert not missing, f"listener {i} lost {len(missing)} {kind} events, e.g. {sorted(missing)[:5]}"
-                assert not repeated, f"listener {i} saw {kind} children twice: {repeated[:5]}"
-                assert not extra, f"listener {i} saw {kind} children the cluster does not hold: {sorted(extra)[:5]}"
-        print(f"acknowledged: {len(acked_rest)} REST, {len(sdk_result['acked'])} wire writes; "
-              f"listeners saw {[sum(len(s[k]) for k in s) for s in sdk_result['seen']]} children")
-    finally:
-        c.down()
+    assert not rest_errors, rest_errors[:5]
+    st = converged(c.status, sorted(c.urls), 60)
+    assert len({s["stateHash"] for s in st}) == 1
+    for node, url in c.urls.items():
+        data = requests.get(f"{url}/up.json?ns={NS}", timeout=10).json() or {}
+        lost = [k for k, v in acked_rest.items() if (data.get("rest") or {}).get(k) != v]
+        assert not lost, f"{node} lost {len(lost)} acknowledged REST writes, e.g. {lost[:5]}"
+        lost = [k for k in sdk_result["acked"] if k not in (data.get("wire") or {})]
+        assert not lost, f"{node} lost {len(lost)} acknowledged wire writes, e.g. {lost[:5]}"
+    assert not sdk_result["failed"], sdk_result["failed"][:5]
+    for i, seen in enumerate(sdk_result["seen"]):
+        for kind in ("rest", "wire"):
+            want = set(sdk_result["want"][kind])
+            missing = want - set(seen[kind])
+            repeated = [k for k, n in seen[kind].items() if n != 1]
+            extra = set(seen[kind]) - want
+            assert not missing, f"listener {i} lost {len(missing)} {kind} events, e.g. {sorted(missing)[:5]}"
+            assert not repeated, f"listener {i} saw {kind} children twice: {repeated[:5]}"
+            assert not extra, f"listener {i} saw {kind} children the cluster does not hold: {sorted(extra)[:5]}"
+    # At least once: a duplicate (after a leader change) carries the same id; every POST
+    # was signed with the trigger's secret.
+    got = receiver.received()
+    ids = {}
+    for e in got:
+        assert ids.setdefault(e["ref"], e["id"]) == e["id"], f"a duplicate of {e['ref']} with another id"
+    assert receiver.bad_signatures == 0
+    print(f"acknowledged: {len(acked_rest)} REST, {len(sdk_result['acked'])} wire writes; "
+          f"listeners saw {[sum(len(s[k]) for k in s) for s in sdk_result['seen']]} children; "
+          f"the trigger delivered {len(due)} events ({len(got)} POSTed with resends)")
