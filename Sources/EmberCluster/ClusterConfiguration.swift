@@ -55,6 +55,12 @@ public struct ClusterConfiguration: Sendable {
     /// whole state as a snapshot (etcd keeps 5,000 for the same reason). Compacting right at the
     /// applied index sent a snapshot to a follower a few hundred entries behind under load.
     public var snapshotCatchUpEntries: UInt64 = 10_000
+    /// Bytes of applied entries a compaction leaves in Raft's log (`RaftLog.byteCount`), however
+    /// few entries that is; a compaction is due once the log holds twice this. Raft holds its
+    /// log in memory, and a count alone let a bulk import's multi-MB entries pile up on every
+    /// member (issue 42: 68 entries of ~4 MB for a 256 MB import, and up to 20,000 could stay).
+    /// A follower further behind than this catches up from a snapshot.
+    public var snapshotCatchUpBytes = 32 << 20
     /// Longest an admin membership change waits to commit, and a leadership transfer to finish.
     public var adminTimeoutSeconds = 10.0
     public var transferTimeoutSeconds = 3.0
@@ -179,5 +185,21 @@ extension ClusterConfiguration {
         let keep = snapshotCatchUpEntries
         guard applied >= snapshotIndex + snapshotEveryEntries + keep else { return nil }
         return applied - keep
+    }
+
+    /// `compactionIndex(applied:snapshotIndex:)`, or, once `log` holds more than twice
+    /// `snapshotCatchUpBytes`, the index that leaves at most `snapshotCatchUpBytes` of applied
+    /// entries behind the applied index (and no more than `snapshotCatchUpEntries` of them).
+    func compactionIndex(applied: UInt64, log: RaftLog) -> UInt64? {
+        if let index = compactionIndex(applied: applied, snapshotIndex: log.snapshotIndex) { return index }
+        guard log.byteCount > 2 * snapshotCatchUpBytes, applied > log.snapshotIndex else { return nil }
+        var index = applied, kept = 0, count: UInt64 = 0
+        while index > log.snapshotIndex, count < snapshotCatchUpEntries, let e = log.entry(at: index),
+              kept + e.approximateSize <= snapshotCatchUpBytes {
+            kept += e.approximateSize
+            count += 1
+            index -= 1
+        }
+        return index > log.snapshotIndex ? index : nil
     }
 }

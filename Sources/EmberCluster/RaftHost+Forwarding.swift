@@ -140,6 +140,7 @@ extension RaftHost {
             return  // timed out already
         }
         for a in answer.accepted { requests.awaitApply(index: a.index, term: a.term, a.write, appliedIndex: store.appliedIndex) }
+        requests.batchSettled()
         for r in answer.refused { r.write.reply.resume(throwing: ClusterError.refused(r.reason)) }
         for w in answer.unanswered { w.reply.resume(throwing: ClusterError.outcomeUnknown("the leader's answer left it out")) }
         if let (hint, by) = answer.bounced {

@@ -158,14 +158,15 @@ extension RaftHost {
 
     /// Bounds Raft's in-memory log: every `snapshotEveryEntries` applied entries Raft drops the
     /// prefix the store covers, but for the last `snapshotCatchUpEntries` (between those two
-    /// counts stay in memory). Nothing is serialized: the tree is the snapshot.
+    /// counts stay in memory), and by bytes (`snapshotCatchUpBytes`). Nothing is serialized: the
+    /// tree is the snapshot.
     func compactIfDue() {
         // While a snapshot file is being written, keep the entries after it (a follower
         // installing it needs them).
         // Nor while an apply waits for the next turn: Raft counts those entries applied already,
         // and a snapshot must not claim more than the store holds.
         // (HostCore holds it back itself in both cases.)
-        guard let index = config.compactionIndex(applied: node.appliedIndex, snapshotIndex: node.log.snapshotIndex) else { return }
+        guard let index = config.compactionIndex(applied: node.appliedIndex, log: node.log) else { return }
         // Only `.compacted` comes back: the store trims its own log (StoreOptions.logRetention).
         _ = core.handle(.compact(index: index))
     }

@@ -187,11 +187,9 @@ final class RaftHost: @unchecked Sendable {
                     return Array(box.items.prefix(Self.maxInputsPerTurn))
                 }
                 if batch.isEmpty { break }
-                var stopping = false
-                for input in batch {
-                    if case .stop = input { stopping = true; continue }
-                    handle(input)
-                }
+                let turn = Self.turnInputs(batch)
+                var stopping = turn.stopping
+                for input in turn.inputs { handle(input) }
                 // Queued writes are proposed or forwarded once per turn: a burst becomes one batch.
                 routeQueued(now: .now)
                 await endTurn()
@@ -231,6 +229,28 @@ final class RaftHost: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// The inputs a turn handles, in order: `.stop` taken out (it ends the loop after the turn),
+    /// and one `.tick` at most. Go's ticker under etcd's loop drops ticks alike: a turn held up
+    /// by its storage (a bulk import's multi-MB entry applied for a second or more) heard nothing
+    /// from its peers meanwhile, and counting every tick that queued up made a follower campaign
+    /// and a leader fail its quorum check after such a turn (issue 42: term 14 after a 64 MB
+    /// import into 3 nodes on a busy machine). Elections only slow down when every turn is slow.
+    static func turnInputs(_ batch: [Input]) -> (inputs: [Input], stopping: Bool) {
+        var inputs: [Input] = []
+        inputs.reserveCapacity(batch.count)
+        var stopping = false, ticked = false
+        for input in batch {
+            switch input {
+            case .stop: stopping = true
+            case .tick:
+                if !ticked { inputs.append(input) }
+                ticked = true
+            default: inputs.append(input)
+            }
+        }
+        return (inputs, stopping)
     }
 
     /// Feeds Raft an event; its actions join the turn. Returns the outcome of a proposal.

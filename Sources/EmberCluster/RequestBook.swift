@@ -1,3 +1,4 @@
+import EmberCore
 import EmberNodeStore
 import EmberRaft
 import EmberStorage
@@ -49,14 +50,16 @@ struct RequestBook {
     /// (A fault campaign found such a read on a wiped follower replaying its log.)
     var nextReadID: UInt64 = UInt64.random(in: 1...(UInt64(1) << 62))
 
-    /// Recent apply results, for forwarded writes whose reply arrives after the apply.
+    /// Recent apply results, for forwarded writes whose reply arrives after the apply. Emptied
+    /// once a batch is answered (`batchSettled`): the next batch's writes go in after anything
+    /// applied by then.
     var recent: RecentResults
 
     /// A read index request with no answer after this is asked again.
     static let readRetryInterval = Duration.milliseconds(500)
 
-    init(recentLimit: Int) {
-        recent = RecentResults(capacity: recentLimit)
+    init(recentLimit: Int, recentMaxBytes: Int = RecentResults.defaultMaxBytes) {
+        recent = RecentResults(capacity: recentLimit, maxBytes: recentMaxBytes)
     }
 
     mutating func park(_ w: PendingWrite) { forwarding.enqueue(w) }
@@ -71,6 +74,10 @@ struct RequestBook {
             }
             return
         }
+        // Appended: the entry is in the log, and the write waits only for its outcome. Its
+        // payload (a bulk import's chunk, MBs) is not kept for the wait.
+        var w = w
+        w.payload = []
         waiters[index, default: []].append((term, w))
     }
 
@@ -97,6 +104,13 @@ struct RequestBook {
         // Only a batch at the leader can be answered after its writes' apply (an answer to no
         // batch in flight is dropped), so with none in flight nothing needs this result later.
         if forwarding.inFlight != nil { remember(r) }
+    }
+
+    /// The batch at the leader was answered and its accepted writes handed to `awaitApply`: no
+    /// result applied so far can answer a later batch (its writes are appended after the leader's
+    /// log end, past everything this node applied), so none is kept.
+    mutating func batchSettled() {
+        recent.removeAll()
     }
 
     private func resolve(_ w: PendingWrite, with r: WriteResult, term: UInt64) {
@@ -176,17 +190,40 @@ struct RequestBook {
 /// index order, so a slot is reused by the index `capacity` later (a dictionary with an eviction
 /// queue cost a hash insert and removal per applied write, ~10 % of a follower's Raft thread
 /// under pipelined load).
+///
+/// Bounded by bytes too (`maxBytes`, the values' approximate size): a result keeps the value the
+/// client is answered with (a PATCH's whole patch), and a ring of 4,096 results of a bulk import's
+/// 4 MB chunks held GBs (issue 42: the node the import wrote to grew +1.4 GiB for 256 MB). Past
+/// the budget the ring is emptied: a late answer then finds no result and its write's outcome is
+/// unknown, as for an index the ring no longer holds.
 struct RecentResults {
     private var slots: [WriteResult?]
     private(set) var isEmpty = true
+    /// The kept results' approximate bytes (`weight`).
+    private(set) var bytes = 0
+    let maxBytes: Int
 
-    init(capacity: Int) {
-        precondition(capacity > 0)
+    /// The default byte budget: a forwarded batch is at most 4 MiB of entries (one larger write
+    /// up to 16 MiB); their results are what a late answer needs.
+    static let defaultMaxBytes = 32 << 20
+
+    init(capacity: Int, maxBytes: Int = Self.defaultMaxBytes) {
+        precondition(capacity > 0 && maxBytes > 0)
         slots = Array(repeating: nil, count: capacity)
+        self.maxBytes = maxBytes
     }
 
     mutating func insert(_ r: WriteResult) {
-        slots[Int(r.index % UInt64(slots.count))] = r
+        let slot = Int(r.index % UInt64(slots.count))
+        if let old = slots[slot] { bytes -= Self.weight(old, limit: .max) }
+        slots[slot] = nil
+        let w = Self.weight(r, limit: maxBytes)
+        if bytes + w > maxBytes {
+            removeAll()
+            guard w <= maxBytes else { return }  // larger than the whole budget: not kept
+        }
+        slots[slot] = r
+        bytes += w
         isEmpty = false
     }
 
@@ -194,5 +231,37 @@ struct RecentResults {
     func result(at index: UInt64) -> WriteResult? {
         guard let r = slots[Int(index % UInt64(slots.count))], r.index == index else { return nil }
         return r
+    }
+
+    mutating func removeAll() {
+        guard !isEmpty else { return }
+        for i in slots.indices { slots[i] = nil }
+        isEmpty = true
+        bytes = 0
+    }
+
+    /// A result's approximate size: its value (or a failed condition's current value), counted
+    /// until it exceeds `limit` (a weight past the budget needs no exact figure): exact when at
+    /// most `limit`.
+    static func weight(_ r: WriteResult, limit: Int) -> Int {
+        var total = 128
+        func add(_ node: Node) {
+            var stack = [node]
+            while let n = stack.popLast(), total <= limit {
+                total += 48
+                switch n.leaf {
+                case .string(let s)?: total += s.utf8.count
+                default: break
+                }
+                if case .string(let p)? = n.priority { total += p.utf8.count }
+                for (key, child) in n.children {
+                    total += 16 + key.utf8.count
+                    stack.append(child)
+                }
+            }
+        }
+        add(r.value)
+        if case .conditionFailed(let current, _) = r.outcome { add(current) }
+        return total
     }
 }

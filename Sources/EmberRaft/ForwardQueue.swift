@@ -33,7 +33,10 @@ public struct ForwardQueue<Write, Instant: Comparable> {
         public var bounced: (hint: NodeID?, by: NodeID)?
     }
 
-    private var items: [Write] = []
+    /// Waiting writes from `head` on; the slots before it are consumed and hold nothing: a
+    /// consumed write kept its payload alive until the prefix was dropped (a bulk import's
+    /// multi-MB writes, up to 64 of them per node: issue 42).
+    private var items: [Write?] = []
     private var head = 0
     public private(set) var inFlight: Batch?
     /// No batch leaves before this (set after a bounce that named no leader).
@@ -46,7 +49,7 @@ public struct ForwardQueue<Write, Instant: Comparable> {
     public var count: Int { items.count - head }
     public var isEmpty: Bool { count == 0 }
     public var first: Write? { isEmpty ? nil : items[head] }
-    public var waiting: ArraySlice<Write> { items[head...] }
+    public var waiting: LazyMapCollection<ArraySlice<Write?>, Write> { items[head...].lazy.map { $0! } }
 
     public mutating func enqueue(_ w: Write) { items.append(w) }
 
@@ -54,7 +57,8 @@ public struct ForwardQueue<Write, Instant: Comparable> {
     @discardableResult
     public mutating func removeFirst() -> Write {
         precondition(!isEmpty, "removeFirst on an empty queue")
-        let w = items[head]
+        let w = items[head]!
+        items[head] = nil
         head += 1
         compactIfSparse()
         return w
@@ -63,7 +67,7 @@ public struct ForwardQueue<Write, Instant: Comparable> {
     /// Puts writes back at the head, keeping their order.
     public mutating func requeueFront(_ ws: some Collection<Write>) {
         guard !ws.isEmpty else { return }
-        items = Array(ws) + items[head...]
+        items = ws.map { Optional($0) } + items[head...]
         head = 0
     }
 
@@ -121,9 +125,9 @@ public struct ForwardQueue<Write, Instant: Comparable> {
 
     /// Removes waiting writes matching `predicate` (e.g. past their deadline), in order.
     public mutating func removeAll(where predicate: (Write) -> Bool) -> [Write] {
-        var kept: [Write] = []
+        var kept: [Write?] = []
         var removed: [Write] = []
-        for w in items[head...] {
+        for case let w? in items[head...] {
             if predicate(w) { removed.append(w) } else { kept.append(w) }
         }
         items = kept
@@ -133,16 +137,20 @@ public struct ForwardQueue<Write, Instant: Comparable> {
 
     /// Everything, waiting and in flight (a stopping node fails them).
     public mutating func drain() -> [Write] {
-        let all = (inFlight?.writes ?? []) + Array(items[head...])
+        let all = (inFlight?.writes ?? []) + Array(waiting)
         items = []
         head = 0
         inFlight = nil
         return all
     }
 
-    /// Drops the consumed prefix once it is most of the storage (amortised O(1) pops).
+    /// Drops the consumed prefix once it is most of the storage (amortised O(1) pops), and at
+    /// once when nothing waits (the usual case: the next write starts at slot 0).
     private mutating func compactIfSparse() {
-        if head > 64 && head * 2 > items.count {
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 64 && head * 2 > items.count {
             items.removeFirst(head)
             head = 0
         }

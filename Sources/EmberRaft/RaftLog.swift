@@ -10,6 +10,9 @@ public struct RaftLog: Sendable, Hashable {
     public private(set) var snapshot: SnapshotMetadata
     /// entries[i].index == snapshot.index + 1 + i
     public private(set) var entries: [LogEntry]
+    /// The entries' `approximateSize`s summed: the host bounds the retained log by bytes as well
+    /// as by count (a bulk import's entries are MBs each).
+    public private(set) var byteCount: Int
 
     init(snapshot: SnapshotMetadata, entries: [LogEntry]) {
         for (i, e) in entries.enumerated() {
@@ -17,6 +20,7 @@ public struct RaftLog: Sendable, Hashable {
         }
         self.snapshot = snapshot
         self.entries = entries
+        byteCount = entries.reduce(0) { $0 + $1.approximateSize }
     }
 
     /// Index of the last entry covered by the snapshot.
@@ -91,8 +95,11 @@ public struct RaftLog: Sendable, Hashable {
     mutating func truncateAndAppend(_ newEntries: [LogEntry]) {
         guard let first = newEntries.first else { return }
         precondition(first.index > snapshotIndex && first.index <= lastIndex + 1, "append would leave a gap")
-        entries.removeLast(Int(lastIndex + 1 - first.index))
+        let cut = Int(first.index - firstIndex)
+        byteCount -= entries[cut...].reduce(0) { $0 + $1.approximateSize }
+        entries.removeLast(entries.count - cut)
         entries.append(contentsOf: newEntries)
+        byteCount += newEntries.reduce(0) { $0 + $1.approximateSize }
     }
 
     /// Drops entries up to `index` (inclusive): the host's state machine covers them.
@@ -100,7 +107,9 @@ public struct RaftLog: Sendable, Hashable {
         let index = snapshot.index
         precondition(index > snapshotIndex && index <= lastIndex, "compaction index out of range")
         assert(term(at: index) == snapshot.term)
-        entries.removeFirst(Int(index - snapshotIndex))
+        let dropped = Int(index - snapshotIndex)
+        byteCount -= entries[..<dropped].reduce(0) { $0 + $1.approximateSize }
+        entries.removeFirst(dropped)
         self.snapshot = snapshot
     }
 
@@ -108,6 +117,7 @@ public struct RaftLog: Sendable, Hashable {
     mutating func restore(_ snapshot: SnapshotMetadata) {
         self.snapshot = snapshot
         entries = []
+        byteCount = 0
     }
 
     /// The voter set in effect at `index` (config entries take effect when appended).

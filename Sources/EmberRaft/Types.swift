@@ -27,8 +27,8 @@ public struct LogEntry: Sendable, Hashable {
         self.data = data
     }
 
-    /// Approximate wire size, used to bound AppendEntries messages by bytes.
-    var approximateSize: Int { data.count + 24 }
+    /// Approximate wire size, used to bound AppendEntries messages and the retained log by bytes.
+    public var approximateSize: Int { data.count + 24 }
 }
 
 /// The state that must be durable before the node answers anyone (Raft paper, Figure 2),

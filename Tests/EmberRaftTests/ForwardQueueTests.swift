@@ -72,4 +72,37 @@ import Testing
         }
         #expect(Array(q.waiting) == Array(expected..<1_000))
     }
+
+    /// A write stands for its payload (a bulk import's are MBs): once it leaves the queue (taken
+    /// by a leader, sent in a batch and answered, expired, drained) the queue holds no reference
+    /// to it. The consumed prefix kept up to 64 taken writes alive (issue 42: a node importing
+    /// held every chunk of a 64 MB import).
+    @Test func writesThatLeftTheQueueAreNotKeptAlive() {
+        final class Payload { let n: Int; init(_ n: Int) { self.n = n } }
+        var q = ForwardQueue<Payload, Int>()
+        var gone: [() -> Bool] = []
+        func add(_ n: Int) {
+            let p = Payload(n)
+            gone.append { [weak p] in p == nil }
+            q.enqueue(p)
+        }
+        // A leader taking writes one at a time while more keep arriving (never empty).
+        add(0)
+        for i in 1..<200 {
+            add(i)
+            #expect(q.removeFirst().n == i - 1)
+        }
+        #expect(gone.prefix(199).allSatisfy { $0() }, "taken writes are released")
+        #expect(!gone[199](), "the waiting write is kept")
+        // A follower's batches: answered, expired.
+        for i in 200..<210 { add(i) }
+        let id = q.nextBatch(to: "n1", now: 0, deadline: 5, maxWrites: 4, maxBytes: 1 << 30) { _ in 1 }!.id
+        _ = q.answered(batch: id, from: "n1", results: (0..<4).map { .accepted(index: UInt64($0), term: 1) })
+        _ = q.nextBatch(to: "n1", now: 1, deadline: 5, maxWrites: 4, maxBytes: 1 << 30) { _ in 1 }
+        #expect(q.expire(now: 5).count == 4)
+        #expect(gone.prefix(207).allSatisfy { $0() }, "sent and settled writes are released")
+        #expect(q.count == 3 && !gone[207]())
+        _ = q.drain()
+        #expect(gone.allSatisfy { $0() })
+    }
 }

@@ -57,4 +57,37 @@ import Testing
         #expect(l.membership(at: 2) == Membership(voters: ["n1"]))
         #expect(l.lastConfigIndex(atOrBefore: 4) == 3)
     }
+
+    /// `byteCount` is the retained entries' sizes summed through appends, truncations,
+    /// compactions and restores (seeded random sequence, replayable).
+    @Test func byteCountFollowsEveryChange() {
+        var rng = SplitMix64(seed: 42)
+        var s = PersistentState.bootstrap(voters: ["n1"])
+        s.entries = (1...5).map { LogEntry(index: UInt64($0), term: 1, data: Array(repeating: 0, count: $0 * 10)) }
+        var l = RaftLog(snapshot: s.snapshot, entries: s.entries)
+        func expectSum() { #expect(l.byteCount == l.entries.reduce(0) { $0 + $1.approximateSize }) }
+        expectSum()
+        var term: UInt64 = 1
+        for _ in 0..<500 {
+            switch rng.next() % 4 {
+            case 0, 1:
+                // Append at or before the end (a follower's overwrite of a conflicting suffix).
+                let from = l.firstIndex + rng.next() % (l.lastIndex + 2 - l.firstIndex)
+                term += 1
+                l.truncateAndAppend((0..<Int(rng.next() % 4 + 1)).map {
+                    LogEntry(index: from + UInt64($0), term: term, data: Array(repeating: 1, count: Int(rng.next() % 5_000)))
+                })
+            case 2:
+                guard l.lastIndex > l.snapshotIndex else { continue }
+                let to = l.snapshotIndex + 1 + rng.next() % (l.lastIndex - l.snapshotIndex)
+                l.compact(to: SnapshotMetadata(index: to, term: l.term(at: to)!, membership: l.membership(at: to)))
+            default:
+                if rng.next() % 10 == 0 {
+                    l.restore(SnapshotMetadata(index: l.lastIndex + 3, term: term, membership: l.snapshot.membership))
+                }
+            }
+            expectSum()
+        }
+    }
 }
+

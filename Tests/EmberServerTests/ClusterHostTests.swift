@@ -1,5 +1,5 @@
 import EmberCore
-import EmberRaft
+@testable import EmberRaft
 import Foundation
 import Testing
 
@@ -162,6 +162,20 @@ extension RaftPersistenceTests {
         #expect(r.index == 5 && r.term == 2)
     }
 
+    /// A write appended to the log waits for its apply without its payload (a bulk import's
+    /// chunk stayed in memory until applied, on top of the log's copy).
+    @Test func aWriteWaitingForItsApplyHoldsNoPayload() async throws {
+        let r = try await withCheckedThrowingContinuation { c in
+            var book = RequestBook(recentLimit: 4)
+            book.awaitApply(index: 5, term: 2, PendingWrite(payload: Array(repeating: 1, count: 1 << 20), reply: .waiter(c),
+                                                            leaderDeadline: .now + .seconds(5), deadline: .now + .seconds(10)),
+                            appliedIndex: 4)
+            #expect(book.waiters[5]?.map(\.write.payload.count) == [0])
+            book.applied(result(5, 2))
+        }
+        #expect(r.index == 5)
+    }
+
     @Test func otherTermAtTheIndexMeansOverwritten() async {
         await #expect(throws: ClusterError.self) {
             _ = try await withCheckedThrowingContinuation { c in
@@ -217,6 +231,50 @@ extension RaftPersistenceTests {
         #expect(ring.result(at: 8) == nil)
     }
 
+    func bigResult(_ index: UInt64, children: Int) -> WriteResult {
+        var r = result(index, 1)
+        r.value = Node(children: KeyMap(uniqueKeysWithValues: (0..<children).map { ("child\($0)", Node(.string(String(repeating: "x", count: 100)))) }))
+        return r
+    }
+
+    /// A result keeps the value its client is answered with (a PATCH's whole patch): the ring
+    /// is bounded by those values' bytes as well as by count (issue 42: 4,096 results of a bulk
+    /// import's chunks). A flood of big results never takes it past its budget.
+    @Test func recentResultsStayWithinTheirByteBudget() {
+        var ring = RecentResults(capacity: 4_096, maxBytes: 100_000)
+        let one = RecentResults.weight(bigResult(1, children: 100), limit: .max)
+        #expect(one > 100 * 100 && one < 30_000, "a value of 100 children of 100 bytes weighs about that")
+        for i: UInt64 in 1...1_000 {
+            ring.insert(bigResult(i, children: 100))
+            #expect(ring.bytes <= 100_000)
+        }
+        #expect(ring.bytes > 0 && ring.result(at: 1_000) != nil, "the newest is kept")
+        #expect(ring.result(at: 900) == nil, "older ones went with the budget")
+        // Small results overwriting slots give their bytes back.
+        var small = RecentResults(capacity: 2, maxBytes: 100_000)
+        for i: UInt64 in 1...100 { small.insert(result(i, 1)) }
+        #expect(small.bytes == 2 * RecentResults.weight(result(1, 1), limit: .max))
+        // A result larger than the whole budget is not kept.
+        ring.insert(bigResult(2_000, children: 5_000))
+        #expect(ring.result(at: 2_000) == nil && ring.bytes <= 100_000)
+    }
+
+    /// Once the batch at the leader is answered, no result applied so far can be asked for: the
+    /// book keeps none (a node forwarding an import's chunks held all of their values).
+    @Test func anAnsweredBatchLeavesNoResultsKept() async throws {
+        let r = try await withCheckedThrowingContinuation { c in
+            var book = bookWithBatchInFlight(recentLimit: 16, c)
+            for i in UInt64(1)...3 { book.applied(bigResult(i, children: 10)) }
+            #expect(!book.recent.isEmpty)
+            let batch = book.forwarding.inFlight!
+            let answer = book.forwarding.answered(batch: batch.id, from: "n2", results: [.accepted(index: 2, term: 1)])!
+            book.awaitApply(index: 2, term: 1, answer.accepted[0].write, appliedIndex: 3)
+            book.batchSettled()
+            #expect(book.recent.isEmpty && book.recent.bytes == 0)
+        }
+        #expect(r.index == 2 && r.value.childCount == 10, "the late answer still got its result")
+    }
+
     @Test func resultsAreNotKeptWithNoBatchAtTheLeader() async {
         // Applied while nothing was forwarded: no answer can refer to them later, so they are
         // not kept (the leader's own writes wait for their index before it is applied).
@@ -252,6 +310,53 @@ extension RaftPersistenceTests {
         #expect(config.compactionIndex(applied: 500, snapshotIndex: 100) == 460)
         config.snapshotCatchUpEntries = 0  // the old rule: compact at the applied index
         #expect(config.compactionIndex(applied: 100, snapshotIndex: 0) == 100)
+    }
+
+    /// A turn handles one tick however many queued up while the last turn waited for its
+    /// storage (a follower counting them campaigned after every long apply), and everything
+    /// else in order; `.stop` ends the loop after the turn.
+    @Test func aTurnHandlesOneTickOfThoseThatQueuedUp() {
+        let frame = RaftHost.Input.frame(.notMember(NotMemberNotice(from: "n2", configIndex: 1, commitIndex: 1, voters: ["n2"])))
+        let batch: [RaftHost.Input] = [.tick, .tick, frame, .tick, .handOver, .tick, .stop, .tick]
+        let turn = RaftHost.turnInputs(batch)
+        #expect(turn.stopping)
+        #expect(turn.inputs.map { input -> String in
+            switch input {
+            case .tick: return "tick"
+            case .frame: return "frame"
+            case .handOver: return "handOver"
+            default: return "other"
+            }
+        } == ["tick", "frame", "handOver"])
+        #expect(!RaftHost.turnInputs([.tick, .tick]).stopping && RaftHost.turnInputs([.tick, .tick]).inputs.count == 1)
+    }
+
+    /// Raft's log is held in memory: besides the count rule, a log of more than twice
+    /// `snapshotCatchUpBytes` is compacted down to that many bytes of applied entries (issue 42:
+    /// a bulk import's ~4 MB entries stayed on every member, up to 20,000 of them).
+    @Test func compactionBoundsTheLogByBytes() {
+        var config = ClusterConfiguration(nodeID: "n1", peerListen: PeerAddress(host: "127.0.0.1", port: 1), peers: [:],
+                                          tlsCertificatePath: "", tlsKeyPath: "", tlsCAPath: "")
+        config.snapshotCatchUpBytes = 10_000
+        var state = PersistentState.bootstrap(voters: ["n1"])
+        // 30 entries of 1,000 data bytes (1,024 with the entry's overhead): 30,720 bytes.
+        state.entries = (1...30).map { EmberRaft.LogEntry(index: UInt64($0), term: 1, data: Array(repeating: 7, count: 1_000)) }
+        let log = RaftLog(snapshot: state.snapshot, entries: state.entries)
+        #expect(log.byteCount == 30 * 1_024)
+        // Applied through 25: keep 9 entries (9,216 bytes <= 10,000) behind it.
+        #expect(config.compactionIndex(applied: 25, log: log) == 16)
+        // Nothing applied beyond what the kept bytes allow: no compaction.
+        #expect(config.compactionIndex(applied: 9, log: log) == nil)
+        // Within twice the budget: not due.
+        config.snapshotCatchUpBytes = 16_000
+        #expect(config.compactionIndex(applied: 30, log: log) == nil)
+        // The count of kept entries bounds it too.
+        config.snapshotCatchUpBytes = 10_000
+        config.snapshotCatchUpEntries = 3
+        #expect(config.compactionIndex(applied: 25, log: log) == 22)
+        // One entry larger than the budget: compacted through the applied index.
+        config.snapshotCatchUpBytes = 500
+        #expect(config.compactionIndex(applied: 25, log: log) == 25)
     }
 
     @Test func aSnapshotInstallFailsTheWritesItCoversAtOnceAndKeepsLaterOnes() {
