@@ -298,21 +298,25 @@ public final class EmberStore: @unchecked Sendable {
     /// Validates a write before it reaches the log; bad input never writes anything. Returns the
     /// size of its encoded log entry.
     public func validate(namespace: String, operation: WriteOperation) throws -> Int {
-        try prepare(namespace: namespace, operation: operation).encoded.count
+        try prepare(namespace: namespace, operation: operation, buildNodes: false).encoded.count
     }
 
     /// `validate`, returning the checked write's log entry (index, term and timestamp 0, for
     /// the leader to stamp): a cluster node checks and encodes a client write in one pass.
+    /// The values are checked without building their nodes: every replica builds them from the
+    /// entry when it applies it (building them here too was ~a fifth of a cluster leader's CPU
+    /// in a bulk import, issue 42).
     public func validatedEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
                                writer: WriterStamp?) throws -> [UInt8] {
-        try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer).encoded
+        try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false).encoded
     }
 
     /// The one full check of a write (keys, depth, sizes, server values),
     /// keeping what it computed so the writer does not redo it: the encoded entry and, when the
-    /// write holds no server values, the nodes to write.
-    func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil) throws -> PreparedWrite {
-        let nodes = try checkOperation(namespace: namespace, operation: operation)
+    /// write holds no server values and `buildNodes`, the nodes to write.
+    func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil,
+                 buildNodes: Bool = true) throws -> PreparedWrite {
+        let nodes = try checkOperation(namespace: namespace, operation: operation, buildNodes: buildNodes)
         let encoded = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth,
                                writer: writer).encoded()
         try checkSize(encoded.count)
@@ -322,7 +326,7 @@ public final class EmberStore: @unchecked Sendable {
     /// The checks of `prepare` for an entry that arrives encoded (a write forwarded to the
     /// leader): its size is the size it arrived with, so it is not encoded again.
     public func validate(entry: LogEntry, encodedBytes: Int) throws {
-        _ = try checkOperation(namespace: entry.namespace, operation: entry.operation)
+        _ = try checkOperation(namespace: entry.namespace, operation: entry.operation, buildNodes: false)
         try checkSize(encodedBytes)
     }
 
@@ -333,18 +337,21 @@ public final class EmberStore: @unchecked Sendable {
     }
 
     /// Everything but the entry's size; returns the nodes to write when the write holds no
-    /// server values (those are resolved at apply time).
-    private func checkOperation(namespace: String, operation: WriteOperation) throws -> [Node]? {
+    /// server values (those are resolved at apply time) and `buildNodes` (else values are only
+    /// checked, by `Node.validate`: the same errors as building them).
+    private func checkOperation(namespace: String, operation: WriteOperation, buildNodes: Bool = true) throws -> [Node]? {
         try KeyCodec.validateNamespace(namespace)
-        var nodes: [Node]? = []
+        var nodes: [Node]? = buildNodes ? [] : nil
         func checkValue(_ path: Path, _ json: JSON) throws {
             do {
                 if ServerValues.containsPlaceholder(json) {
                     // Resolved again at apply time against the data there (with the entry's time).
                     _ = try Node(json: try ServerValues.resolve(json, existing: .empty, now: 0), depth: path.count)
                     nodes = nil
+                } else if nodes != nil {
+                    nodes!.append(try Node(json: json, depth: path.count))
                 } else {
-                    nodes?.append(try Node(json: json, depth: path.count))
+                    _ = try Node.validate(json: json, depth: path.count)
                 }
             } catch { throw StorageError.invalid(error) }
         }
@@ -366,7 +373,7 @@ public final class EmberStore: @unchecked Sendable {
                 }
                 // The write is checked as it will be applied when it runs (the entry holding it
                 // is at least as large, so its size is checked with that entry's).
-                _ = try checkOperation(namespace: namespace, operation: write)
+                _ = try checkOperation(namespace: namespace, operation: write, buildNodes: false)
             }
         case .set(let p, let v, _): try checkValue(p, v)
         case .update(let p, let parts, _):
