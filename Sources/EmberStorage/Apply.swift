@@ -5,7 +5,9 @@ struct Applier {
     let tables: Tables
     let t: Txn
     /// Index definitions by namespace, loaded lazily for this transaction.
-    var defsCache: [String: [IndexDef]]
+    var defsCache: [String: [IndexDef]] { didSet { recentDefs = nil } }
+    /// The last namespace `defs` answered for (every write asks at least twice): no hashing.
+    private var recentDefs: (ns: String, defs: [IndexDef])?
     /// The rules writes are judged by (a `.setRules` entry changes them for the entries after it).
     var rules: RulesState
     /// Trigger definitions by namespace (a trigger `.define` entry changes them for the entries after it).
@@ -19,6 +21,10 @@ struct Applier {
     /// location writes full pages instead of pages split in half.
     var rows: OrderedRows?
     static let bulkParts = 64
+    /// Set by the restore-only replay (`Writer.replay`): its results are dropped (no change
+    /// sets, no versions looked up for them), and a set reads what it replaces with one cursor
+    /// positioning (`WriteProbe`). The state written is the same (`ArchiveReplayTests`).
+    var replaying = false
 
     init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
          pending: PendingVersions? = nil, triggers: [String: TriggerSet] = [:]) {
@@ -31,9 +37,13 @@ struct Applier {
     }
 
     mutating func defs(_ ns: String) throws -> [IndexDef] {
-        if let d = defsCache[ns] { return d }
-        let d = try tables.indexDefs(t, ns)
-        defsCache[ns] = d
+        if let r = recentDefs, r.ns == ns { return r.defs }
+        let d: [IndexDef]
+        if let cached = defsCache[ns] { d = cached } else {
+            d = try tables.indexDefs(t, ns)
+            defsCache[ns] = d
+        }
+        recentDefs = (ns, d)
         return d
     }
 
@@ -70,7 +80,9 @@ struct Applier {
             return result
         case .set(let path, let json, let cond):
             let key = EncodedPath(ns, path)
-            let (old, oldLeafRecord) = try tables.readNodeRecord(t, key: key.bytes)
+            let probe = replaying ? try tables.probeWrite(t, key) : nil
+            defer { probe?.cursor.close() }
+            let (old, oldLeafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: key.bytes)
             let node: Node
             if let prebuilt { node = prebuilt[0] } else {
                 node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
@@ -87,9 +99,12 @@ struct Applier {
                 return result
             }
             let capture = try captureTriggers(ns, parts: [(path, old)])
-            let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index)
+            // Nothing changed the tree since the probe: what it found above the key holds.
+            let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index,
+                                    probed: probe)
             if changed, let capture { try recordTriggers(e, capture, parts: [(path, node)]) }
             result.outcome = .applied(changed: changed)
+            if replaying { return result }
             result.value = node
             if changed { result.changeSet.changes = [(path, node)] }
             // The write put at[path] = this index, the largest there is.
@@ -103,7 +118,11 @@ struct Applier {
             for (i, (rel, json)) in parts.enumerated() {
                 let abs = path.appending(rel)
                 keys.append(EncodedPath(ns, abs))
-                let (old, leafRecord) = try tables.readNodeRecord(t, key: keys[i].bytes)
+                // Every part is read before any is written: the probe's old value holds (what
+                // it found above the key may not, once an earlier part has written).
+                let probe = replaying ? try tables.probeWrite(t, keys[i]) : nil
+                probe?.cursor.close()
+                let (old, leafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: keys[i].bytes)
                 let node: Node
                 if let prebuilt { node = prebuilt[i] } else {
                     node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
@@ -142,6 +161,10 @@ struct Applier {
             }
             try flushRows()
             if let capture, changed.contains(true) { try recordTriggers(e, capture, parts: resolved.map { ($0.0, $0.1) }) }
+            if replaying {
+                result.outcome = .applied(changed: changed.contains(true))
+                return result
+            }
             for (i, (abs, node, _, _)) in resolved.enumerated() {
                 if changed[i] {
                     anyChange = true
@@ -187,14 +210,15 @@ struct Applier {
 
     /// Replaces the subtree at `path` with `node`; returns whether anything changed.
     /// `oldLeafRecord`: `old` is a leaf read from its own record at `key` (`readNodeRecord`).
+    /// `probed`: `old` as `Tables.probeWrite` found it, with the tree unchanged since.
     mutating func write(ns: String, path: Path, key encoded: EncodedPath, node: Node, old: Node,
-                        oldLeafRecord: Bool = false, index: UInt64) throws -> Bool {
+                        oldLeafRecord: Bool = false, index: UInt64, probed: WriteProbe? = nil) throws -> Bool {
         let key = encoded.bytes
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
         var leafAncestor: (key: [UInt8], record: [UInt8])? = nil
         // Data at `path` means its ancestors have a child: none of them is a leaf.
         if !node.isEmpty && !path.isRoot && old.isEmpty {
-            leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
+            if let probed { leafAncestor = probed.leafAbove } else { leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false) }
             // An inline object above: stored per leaf first; then a leaf of it may be the ancestor.
             if let (k, record) = leafAncestor, record.first == InlineObject.tag {
                 try explode(k, record)
@@ -230,6 +254,9 @@ struct Applier {
         } else {
             try t.deletePrefix(tables.treeS, key)
         }
+        // Nothing written to the tree since the probe (no deletes above, no ancestor changed):
+        // the record's put goes through its cursor.
+        let positioned = (old.isEmpty || replacedInPlace) && leafAncestor == nil && rows == nil ? probed?.cursor : nil
         if let (k, record) = leafAncestor {
             guard case .leaf(_, let p) = try TreeRecord.decode(record) else { preconditionFailure("leafOnPath returned a non-leaf") }
             if let p { try t.put(tables.treeS, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.treeS, k) }
@@ -245,9 +272,9 @@ struct Applier {
             }
         } else if ownVersion, let leaf = node.leaf {
             let record = TreeRecord.leaf(leaf, node.priority, version: index)
-            if rows != nil { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
+            if let positioned { try positioned.put(key, record) } else if rows != nil { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
         } else if let inline {
-            if rows != nil { try t.putOrdered(tables.treeS, key, inline) } else { try t.put(tables.treeS, key, inline) }
+            if let positioned { try positioned.put(key, inline) } else if rows != nil { try t.putOrdered(tables.treeS, key, inline) } else { try t.put(tables.treeS, key, inline) }
         } else {
             var k = key
             try putRecords(node, key: &k, version: index)
@@ -259,7 +286,7 @@ struct Applier {
         if !ownVersion { try tables.putVersion(t, key, sub: index, at: index) }
         if let pending {
             pending.wroteAt(key)
-            for level in 0..<path.count { pending.raise(encoded.ancestor(level), to: index) }
+            pending.raiseAncestors(of: encoded, levels: path.count, to: index)
         } else {
             for level in 0..<path.count {
                 let ak = encoded.ancestor(level)

@@ -291,6 +291,20 @@ struct Cursor {
         return try last()
     }
 
+    /// Puts `key` (flags 0: LMDB searches from the cursor's page when the key falls in it).
+    func put(_ key: [UInt8], _ value: [UInt8]) throws {
+        var rc: Int32 = 0
+        key.withUnsafeBytes { kb in
+            value.withUnsafeBytes { vb in
+                var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
+                rc = mdb_cursor_put(ptr, &k, &v, 0)
+            }
+        }
+        try check(rc)
+        changes?.note(dbi, key)
+    }
+
     func deleteCurrent() throws {
         if let changes, let k = try currentKey() { changes.note(dbi, k) }
         try check(mdb_cursor_del(ptr, 0))

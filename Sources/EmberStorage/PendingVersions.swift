@@ -9,7 +9,14 @@ struct EncodedPath {
     let ends: [Int]
 
     init(_ ns: String, _ path: Path) {
-        var b = KeyCodec.namespacePrefix(ns)
+        // Room for the whole key up front (a segment takes at most its UTF-8 + 8 bytes,
+        // `KeyOrder.appendSortKey`): built byte by byte, it regrew several times per write.
+        var size = ns.utf8.count + 1
+        for s in path.segments { size += s.utf8.count + 8 }
+        var b: [UInt8] = []
+        b.reserveCapacity(size)
+        b.append(contentsOf: ns.utf8)
+        b.append(0)  // `KeyCodec.namespacePrefix`
         var e: [Int] = []
         e.reserveCapacity(path.count + 1)
         e.append(b.count)
@@ -44,16 +51,57 @@ final class PendingVersions {
         func hash(into h: inout Hasher) { bytes.withUnsafeBytes { h.combine(bytes: $0) } }
     }
 
-    private(set) var sub: [Key: UInt64] = [:]
+    /// One pending raise, shared by the table and `chain`, so a raise through the chain changes
+    /// the table's value without a lookup.
+    final class Slot {
+        var sub: UInt64
+        init(_ sub: UInt64) { self.sub = sub }
+    }
+
+    private(set) var sub: [Key: Slot] = [:]
     var isEmpty: Bool { sub.isEmpty }
 
-    func sub(of key: [UInt8]) -> UInt64? { sub[Key(bytes: key)] }
+    /// The ancestors' slots of the last `raiseAncestors` (by level) and that write's key: the
+    /// next write mostly shares its upper ancestors (a collection and its parents), whose slots
+    /// it raises without building, hashing and looking up their keys. Cleared whenever slots
+    /// leave the table.
+    private var chain: [Slot] = []
+    private var chainKey: EncodedPath?
 
-    /// Entries apply in index order, so the latest raise is the largest.
-    func raise(_ key: [UInt8], to index: UInt64) {
+    func sub(of key: [UInt8]) -> UInt64? { sub[Key(bytes: key)]?.sub }
+
+    /// `key`'s slot, raised to `index` (entries apply in index order: the latest raise is the largest).
+    private func slot(_ key: [UInt8], raisedTo index: UInt64) -> Slot {
         let k = Key(bytes: key)
-        assert((sub[k] ?? 0) <= index, "versions only grow within a transaction")
-        sub[k] = index
+        if let s = sub[k] {
+            assert(s.sub <= index, "versions only grow within a transaction")
+            s.sub = index
+            return s
+        }
+        let s = Slot(index)
+        sub[k] = s
+        return s
+    }
+
+    /// Raises the `levels` first ancestors of `key` (level 0: the namespace root) to `index`:
+    /// `raise` of each, with the levels it shares with the previous call's key raised in place.
+    func raiseAncestors(of key: EncodedPath, levels: Int, to index: UInt64) {
+        var level = 0
+        if let last = chainKey {
+            // Ancestors at a level are equal when their ends are and the keys agree up to it.
+            let same = commonPrefix(last.bytes, key.bytes)
+            while level < levels, level < chain.count, last.ends[level] == key.ends[level], key.ends[level] <= same {
+                assert(chain[level].sub <= index, "versions only grow within a transaction")
+                chain[level].sub = index
+                level += 1
+            }
+        }
+        chain.removeSubrange(level...)
+        while level < levels {
+            chain.append(slot(key.ancestor(level), raisedTo: index))
+            level += 1
+        }
+        chainKey = key
     }
 
     /// A write at `key` put its own record (its index, the newest) and deleted every record below
@@ -63,14 +111,33 @@ final class PendingVersions {
     func wroteAt(_ key: [UInt8]) {
         guard sub[Key(bytes: key)] != nil else { return }
         sub = sub.filter { !bytesStart($0.key.bytes, with: key) }
+        forgetChain()
     }
 
     /// Writes the raised versions (keeping each record's `at`), in key order.
     func flush(_ tables: Tables, _ t: Txn) throws {
         for key in sub.keys.sorted(by: { bytesLess($0.bytes, $1.bytes) }) {
             let r = try tables.versionRecord(t, key.bytes)
-            try tables.putVersion(t, key.bytes, sub: max(r.sub, sub[key]!), at: r.at)
+            try tables.putVersion(t, key.bytes, sub: max(r.sub, sub[key]!.sub), at: r.at)
         }
         sub.removeAll(keepingCapacity: true)
+        forgetChain()
+    }
+
+    private func forgetChain() {
+        chain.removeAll(keepingCapacity: true)
+        chainKey = nil
+    }
+
+    /// The length of the longest common prefix of `a` and `b`.
+    private func commonPrefix(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        let n = min(a.count, b.count)
+        return a.withUnsafeBufferPointer { x in
+            b.withUnsafeBufferPointer { y in
+                var i = 0
+                while i < n && x[i] == y[i] { i += 1 }
+                return i
+            }
+        }
     }
 }

@@ -63,6 +63,7 @@ extension Writer {
                     // does (rules state, caches copied in and out) is per batch here.
                     var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
                                      triggers: storedTriggers)
+                    ap.replaying = true
                     for (k, e) in entries.enumerated() {
                         _ = try ap.apply(e, prebuilt: prebuilt?[k])
                         ts = max(ts, e.timestamp)

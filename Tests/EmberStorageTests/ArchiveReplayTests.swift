@@ -44,6 +44,8 @@ import Testing
     /// A history of every kind of write, as the node's write path takes them.
     static func writeHistory(_ a: EmberStore, _ g: inout SplitMix64, after: (EmberStore) throws -> Void) async throws {
         let user = WriteAuth.user(.object(["uid": .string("u1")]))
+        // An object too large to be inline: a priority record at its key and a record per child.
+        let large = "{" + (0..<40).map { "\"k\($0)\":\"\(String(repeating: "p", count: 40))\"" }.joined(separator: ",") + ",\".priority\":3}"
         var ops: [(String, WriteOperation, WriteAuth, WriterStamp?)] = [
             ("t", .setRules(text: #"{"rules":{".read":true,".write":true,"items":{".indexOn":["n","s"]},"locked":{".write":false}}}"#), .admin, nil),
             ("t", .set(path: p("/a"), value: j(#"{"x":1,"y":"s","z":{"deep":[1,2,3]}}"#)), .admin, nil),
@@ -77,7 +79,31 @@ import Testing
             // A bulk update (Applier.bulkParts or more parts: rows written in key order).
             ("t", .update(path: p("/items"), values: (0..<80).map { (p("b\($0)"), j(#"{"n":\#($0 % 7),"m":"\#($0)"}"#)) }), .admin, nil),
             ("t", .set(path: p("/a"), value: .null), .admin, nil),
+            // What a set finds at and above its key (the replay reads it with one cursor,
+            // `WriteProbe`): a leaf above (deeper and with a priority), an inline object above
+            // (a new child, an existing child, below a child), a leaf replaced in place by a
+            // leaf and by a small object, a priority record at the key, an unchanged value.
+            ("t", .set(path: p("/lf"), value: j("5")), .admin, nil),
+            ("t", .set(path: p("/lf/x/y"), value: j("1")), .admin, nil),
+            ("t", .set(path: p("/lp"), value: j(#"{".value":5,".priority":2}"#)), .admin, nil),
+            ("t", .set(path: p("/lp/c"), value: j("1")), .admin, nil),
+            ("t", .set(path: p("/io"), value: j(#"{"a":1,"b":"two"}"#)), .admin, nil),
+            ("t", .set(path: p("/io/c"), value: j("3")), .admin, nil),
+            ("t", .set(path: p("/io2"), value: j(#"{"a":1,"b":"two"}"#)), .admin, nil),
+            ("t", .set(path: p("/io2/a"), value: j("9")), .admin, nil),
+            ("t", .set(path: p("/io3"), value: j(#"{"a":1,"b":"two"}"#)), .admin, nil),
+            ("t", .set(path: p("/io3/a/deep"), value: j("1")), .admin, nil),
+            ("t", .set(path: p("/io3/b"), value: .null), .admin, nil),
+            ("t", .set(path: p("/lf2"), value: j("1")), .admin, nil),
+            ("t", .set(path: p("/lf2"), value: j(#""s""#)), .admin, nil),
+            ("t", .set(path: p("/lf2"), value: j(#"{"k":true}"#)), .admin, nil),
+            ("t", .set(path: p("/lf2"), value: j(#"{"k":true}"#)), .admin, nil),
+            ("t", .set(path: p("/pr"), value: j(large)), .admin, nil),
+            ("t", .set(path: p("/pr"), value: j("1")), .admin, nil),
+            ("t", .set(path: p("/"), value: j(#"{"whole":{"root":1}}"#)), .admin, nil),
         ]
+        // New leaves under a few parents, as a restore of small writes replays them.
+        for i in 0..<40 { ops.append(("t", .set(path: p("/many/w\(i % 4)/k\(i)"), value: j(#""v""#)), .admin, nil)) }
         // Then seeded random sets, updates, increments and deletes over a small key space.
         for _ in 0..<300 {
             let k = "items/r\(Int.random(in: 0..<25, using: &g))"

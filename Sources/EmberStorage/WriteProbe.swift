@@ -1,0 +1,71 @@
+import EmberCore
+
+/// What a set finds at its key before it writes, from ONE cursor positioning: the old value
+/// (`Tables.readNodeRecord`) and the leaf or inline object above the key (`Tables.leafOnPath`,
+/// strictly above), which take up to four B-tree descents and three cursors between them when
+/// the key holds nothing — the common case of a restore replaying new children (issue 37).
+/// Used by the restore-only replay (`Applier.replaying`), whose state the row-for-row test
+/// compares with the write path's (`ArchiveReplayTests`).
+struct WriteProbe {
+    let node: Node
+    /// `node` is a leaf in its own record at the key (`readNodeRecord`'s `leafRecord`).
+    let leafRecord: Bool
+    /// When `node` is empty: what `leafOnPath(key, includingSelf: false)` returns.
+    let leafAbove: (key: [UInt8], record: [UInt8])?
+    /// The cursor on `tree` left next to the key: while the tree is unchanged, a put of the
+    /// key through it searches only its page when the key falls inside it (LMDB's
+    /// `mdb_cursor_set` starts from an initialized cursor's page). The caller closes it.
+    let cursor: Cursor
+}
+
+extension Tables {
+    /// nil where the one positioning does not answer exactly — a key past `SplitTable.inlineBytes`,
+    /// overflow rows in the tree (they sort apart from `tree`'s), records below the key, or a
+    /// priority record at it: the caller reads as the write path does.
+    func probeWrite(_ t: Txn, _ encoded: EncodedPath) throws -> WriteProbe? {
+        let key = encoded.bytes
+        guard key.count <= SplitTable.inlineBytes, !treeS.used.mayHaveRows else { return nil }
+        let c = try t.cursor(tree)
+        do {
+            guard let probe = try probe(c, encoded) else {
+                c.close()
+                return nil
+            }
+            return probe
+        } catch {
+            c.close()
+            throw error
+        }
+    }
+
+    private func probe(_ c: Cursor, _ encoded: EncodedPath) throws -> WriteProbe? {
+        let key = encoded.bytes
+        // The first record at or after the key: the key's own, a descendant's, or a later one.
+        let after = try c.seek(key)
+        if let (k, v) = after, bytesStart(k, with: key) {
+            guard k.count == key.count else { return nil }
+            switch try TreeRecord.decode(v) {
+            // A leaf or an inline object has no records below it.
+            case .leaf(let l, let p): return WriteProbe(node: Node(l, priority: p), leafRecord: true, leafAbove: nil, cursor: c)
+            case .inline(let o): return WriteProbe(node: o.node, leafRecord: false, leafAbove: nil, cursor: c)
+            case .priority: return nil
+            }
+        }
+        // Nothing at or below the key. The record just before it is the only one that can be a
+        // leaf or an inline object above it (nothing sorts between those and their descendants):
+        // `inlineAbove`'s and `leafOnPath`'s record.
+        guard let (k, v) = try after != nil ? c.prev() : c.last(), k.count >= encoded.ends[0], k.count < key.count,
+              bytesStart(key, with: k), v.first == 1 || v.first == 3 || v.first == InlineObject.tag else {
+            return WriteProbe(node: .empty, leafRecord: false, leafAbove: nil, cursor: c)
+        }
+        if v.first == InlineObject.tag {
+            // The key may be a child of the inline object (`inlineLeaf`).
+            var i = k.count
+            guard let s = KeyCodec.readSegment(key, &i) else { throw StorageError.corrupt("tree key") }
+            if i == key.count, let child = try InlineObject.decode(v).child(s) {
+                return WriteProbe(node: Node(child.leaf, priority: child.priority), leafRecord: false, leafAbove: nil, cursor: c)
+            }
+        }
+        return WriteProbe(node: .empty, leafRecord: false, leafAbove: (k, v), cursor: c)
+    }
+}
