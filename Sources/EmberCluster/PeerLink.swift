@@ -79,6 +79,9 @@ final class PeerLink: Sendable {
     /// restarted with an older build is learnt anew when it reconnects); nil before the first.
     var knownLevel: Int? { state.withLock { $0.everConnected ? $0.level : nil } }
 
+    /// The level of the connection that is up (nil while not connected).
+    var connectedLevel: Int? { state.withLock { $0.channel != nil ? $0.level : nil } }
+
     /// For `/.ember/status`: connected, frames waiting, frames dropped (queue full or slow peer).
     var stats: (connected: Bool, queued: Int, dropped: UInt64, level: Int) {
         state.withLock { ($0.channel != nil, $0.queue.count, $0.dropped, $0.speaks) }

@@ -117,7 +117,9 @@ public final class PeerTransport: Sendable {
     }
 
     /// Queues a frame for `peer` (dropped when the peer is unknown or the frame cannot be encoded).
-    public func send(_ frame: PeerFrame, to peer: NodeID) {
+    /// `level`: the frame needs at least this peer protocol level (beyond its kind's own), e.g. an
+    /// append holding an entry only later builds decode.
+    public func send(_ frame: PeerFrame, to peer: NodeID, level: Int = 1) {
         guard let link = roster.withLock({ $0.links[peer] }) else {
             logger.debug("frame for unknown peer dropped", metadata: ["peer": "\(peer)"])
             return
@@ -129,10 +131,13 @@ public final class PeerTransport: Sendable {
         }
         // A node of an older build closes the link on a message kind it does not know; frames of
         // a later level (a shortcut, a check) are not sent there (`PeerLink` knows the level).
-        link.send(ByteBuffer(bytes: bytes), level: frame.level)
+        link.send(ByteBuffer(bytes: bytes), level: max(frame.level, level))
     }
 
     var links: [NodeID: PeerLink] { roster.withLock { $0.links } }
+
+    /// The peer protocol level of `peer`'s connection that is up (nil while not connected).
+    func connectedLevel(_ peer: NodeID) -> Int? { roster.withLock { $0.links[peer] }?.connectedLevel }
 
     /// Whether every one of `peers` accepted peer protocol `level` or later on its last
     /// connection: what a leader checks before it logs an entry kind older builds cannot read.

@@ -68,6 +68,9 @@ final class RaftHost: @unchecked Sendable {
     let publishedDirectory: Mutex<MemberDirectory>
     /// Snapshot transfers (RaftHost+Snapshots).
     var snapshots = SnapshotBook()
+    /// The highest triggers `advance` entry held back from a member connected below peer level 4
+    /// (RaftHost+AdvanceGate): Raft's log is compacted past it so that member gets a snapshot.
+    var advanceHeld: UInt64 = 0
     let staging: SnapshotStaging
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
@@ -203,6 +206,7 @@ final class RaftHost: @unchecked Sendable {
                 }
                 syncMembership()
                 adminTurn()
+                compactPastHeldAdvance()
                 compactIfDue()
                 expireSnapshotFile(now: .now)
                 sinkTurn.flushAll()
@@ -273,7 +277,7 @@ final class RaftHost: @unchecked Sendable {
             if abandoned { return }
             switch effect {
             case .send(let message):
-                transport.send(.raft(message), to: message.to)
+                sendRaft(message)
             case .persist(let write):
                 await self.write(write)
             case .apply(let entries, let metaSync):

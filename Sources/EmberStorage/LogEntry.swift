@@ -142,6 +142,26 @@ public struct LogEntry: Sendable, Equatable {
         return out
     }
 
+    /// Whether an encoded entry is a triggers `advance` entry (peer level 4), which a 0.6.0
+    /// member cannot decode: read up to the operation's tags, no more. An entry this cannot
+    /// read is not one (the apply refuses it anyway).
+    public static func isTriggerAdvance(_ bytes: [UInt8]) -> Bool {
+        var r = ByteReader(bytes)
+        do {
+            let format = try r.u8()
+            guard format == 1 || format == 2 else { return false }
+            _ = try r.u64(); _ = try r.u64(); _ = try r.i64()
+            _ = try r.string()
+            if format == 2 {
+                let auth = try r.u8()
+                if auth == 2 { _ = try r.json() }
+            }
+            return try r.u8() == triggersTag && r.u8() == 7
+        } catch {
+            return false
+        }
+    }
+
     /// The timestamp field of an encoded entry.
     public static func timestamp(of bytes: [UInt8]) throws(StorageError) -> Int64 {
         guard bytes.count >= 25 && (bytes[0] == 1 || bytes[0] == 2) else { throw .corrupt("not an encoded log entry") }

@@ -1,0 +1,41 @@
+import EmberRaft
+import EmberStorage
+
+/// A member of 0.6.0 (peer level 3) stops on the first triggers `advance` entry it is given. The
+/// leader logs `settle` entries instead while such a member is connected (`membersSpeak(4)`), but
+/// its log may still hold `advance` entries from before (a node downgraded after the upgrade,
+/// its data directory wiped, or a 0.6.0 member added, replicates from index 1). So an append
+/// holding one is never sent on a connection below level 4: the leader compacts Raft's log
+/// through its applied index, past that entry, and Raft's own path for a follower behind the
+/// log's start sends the member a snapshot (its index is at least the compaction point: an older
+/// image is not used, `RaftNode.usableSnapshotSource`), then the entries after it.
+extension RaftHost {
+    /// Sends a Raft message; an append holding an `advance` entry needs peer level 4. Only
+    /// appends to a peer not connected at level 4 or later are read (a down peer's are queued
+    /// with that level, `PeerLink` drops them if it comes back at an older one).
+    func sendRaft(_ message: EmberRaft.Message) {
+        var level = 1
+        if case .appendEntries(let append) = message.payload, !append.entries.isEmpty {
+            let speaks = transport.connectedLevel(message.to)
+            if speaks.map({ $0 < 4 }) ?? true,
+               let held = append.entries.last(where: { $0.kind == .normal && EmberStorage.LogEntry.isTriggerAdvance($0.data) }) {
+                level = 4
+                if speaks != nil && held.index > advanceHeld {
+                    advanceHeld = held.index
+                    logger.info("entries holding a triggers advance entry held back from a member below peer level 4; it gets a snapshot", metadata: [
+                        "peer": "\(message.to)", "advanceIndex": "\(held.index)", "level": "\(speaks ?? 0)"])
+                }
+            }
+        }
+        transport.send(.raft(message), to: message.to, level: level)
+    }
+
+    /// Compacts Raft's log through the applied index once it covers the held `advance` entry
+    /// (until then the entry stays held and this runs again next turn). HostCore defers a
+    /// compaction while an apply waits or an image is being written; Raft keeps the entries after
+    /// a snapshot still streaming to a live follower: both only delay it.
+    func compactPastHeldAdvance() {
+        guard advanceHeld > node.log.snapshotIndex, node.appliedIndex >= advanceHeld else { return }
+        _ = core.handle(.compact(index: node.appliedIndex))
+    }
+}

@@ -1,0 +1,137 @@
+import EmberCore
+import EmberStorage
+import Foundation
+import Logging
+import Testing
+import EmberTestSupport
+
+@testable import EmberCluster
+@testable import EmberNodeStore
+
+/// A member of 0.6.0 (peer level 3) must never be sent a triggers `advance` entry (it stops on
+/// the first one): three members over real mutual TLS log `advance` entries at level 4; a
+/// follower is stopped, its directory wiped, and it starts again offering only 0.6.0's levels
+/// (a node downgraded to 0.6.0). The leader's log still holds the `advance` entries from index 1,
+/// so the member is sent a snapshot past the last of them instead: it catches up, holds the
+/// same state, and its log (Raft's and the store's) starts after the last `advance` entry.
+@Suite(.serialized) struct TriggerAdvanceCatchUpTests {
+    static let doc = #"{"a": {"path": "/m/{id}", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef"}}"#
+
+    static func isAdvance(_ e: EmberStorage.LogEntry) -> Bool {
+        if case .triggers(.advance) = e.operation { return true }
+        return false
+    }
+
+    /// Every entry of a member's stored log, from its first index.
+    static func storedLog(_ n: ReplicatedDataStore) throws -> [EmberStorage.LogEntry] {
+        let store = n.local.storage
+        var out: [EmberStorage.LogEntry] = []
+        var from = store.firstLogIndex
+        while true {
+            let page = try store.entries(from: from, maxCount: 1_000)
+            out += page
+            guard let last = page.last, page.count == 1_000 else { return out }
+            from = last.index + 1
+        }
+    }
+
+    @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func wipedLevel3MemberGetsASnapshotPastTheLastAdvance() async throws {
+        let dir = NSTemporaryDirectory() + "ember-advance-catchup-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ids = ["n1", "n2", "n3"]
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            Thread.detachNewThread { c.resume(with: Result { try ReplicatedDataStoreTests.makeCerts(dir, ids: ids) }) }
+        }
+        let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
+        var logger = Logger(label: "advance-catchup-test")
+        logger.logLevel = .error
+        var options = StoreOptions()
+        options.mapSize = 1 << 28
+        func open(_ id: String, _ protocols: [String]) async throws -> ReplicatedDataStore {
+            var c = ClusterConfiguration(nodeID: id, peerListen: peers[id]!, peers: peers, tlsCertificatePath: "\(dir)/\(id).pem",
+                                         tlsKeyPath: "\(dir)/\(id).key", tlsCAPath: "\(dir)/ca.pem")
+            c.noLeaderTimeoutSeconds = 60
+            c.writeTimeoutSeconds = 60
+            c.forwardReplyTimeoutSeconds = 60
+            return try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger,
+                                                      peerProtocols: protocols)
+        }
+        var nodes: [ReplicatedDataStore] = []
+        for id in ids { nodes.append(try await open(id, PeerTLS.offered)) }
+        func body() async throws {
+
+        /// The leader, once its links to both others showed their level.
+        func settledLeader() async throws -> ReplicatedDataStore {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                let l = try await ReplicatedDataStoreTests().leader(of: nodes)
+                let links = l.transport.links
+                if ids.filter({ $0 != l.config.nodeID }).allSatisfy({ links[$0]?.knownLevel != nil }) { return l }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            throw ClusterConfigError("no leader with known links")
+        }
+
+        var leader = try await settledLeader()
+        var port = try #require(leader.ports.triggers)
+        #expect(port.logsAdvance)
+        try await port.log(namespace: "t", .define(text: Self.doc))
+        let group = try #require(try port.definitions(namespace: "t").definitions.first?.group)
+        var last: UInt64 = 0
+        for i in 0..<3 {
+            last = try await leader.write(WriteRequest(namespace: "t", path: try Path("m/k\(i)"), kind: .set(.int(Int64(i))), identity: .admin)).index
+            try await port.log(namespace: "t", .advance([TriggerCursor(name: "a", group: group, through: last, rows: [])]))
+        }
+
+        // A follower goes down; one more advance entry is logged meanwhile (its last connection
+        // showed level 4), then it comes back wiped, offering what 0.6.0 offers.
+        let f = try #require(nodes.firstIndex { $0.config.nodeID != leader.config.nodeID })
+        let fid = nodes[f].config.nodeID
+        await nodes[f].shutdown()
+        try FileManager.default.removeItem(atPath: "\(dir)/\(fid)")
+        last = try await leader.write(WriteRequest(namespace: "t", path: try Path("m/k3"), kind: .set(.int(3)), identity: .admin)).index
+        try await port.log(namespace: "t", .advance([TriggerCursor(name: "a", group: group, through: last, rows: [])]))
+        let leaderLog = try Self.storedLog(leader)
+        let lastAdvance = try #require(leaderLog.filter(Self.isAdvance).last?.index)
+        #expect(leader.local.storage.firstLogIndex == 1, "the leader's log still holds every advance entry")
+        #expect(leader.host.status.snapshotIndex < lastAdvance)
+
+        nodes[f] = try await open(fid, [PeerTLS.protocolLevel3, PeerTLS.protocolLevel2])
+        let wiped = nodes[f]
+        leader = try await settledLeader()
+        port = try #require(leader.ports.triggers)
+
+        // It catches up to a write made after it came back.
+        let after = try await leader.write(WriteRequest(namespace: "t", path: try Path("m/k4"), kind: .set(.int(4)), identity: .admin)).index
+        let deadline = ContinuousClock.now + .seconds(60)
+        while wiped.appliedIndex < after && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(wiped.appliedIndex >= after)
+        #expect(!port.logsAdvance, "a member at level 3: cursors go as settle entries")
+
+        // The same state as the leader's at the same applied index (the trigger worker may log
+        // entries meanwhile: compare once both read the same index).
+        var same = false
+        let hashDeadline = ContinuousClock.now + .seconds(60)
+        while !same && ContinuousClock.now < hashDeadline {
+            let (a, ha) = try leader.local.storage.stateHashAtApplied()
+            let (b, hb) = try wiped.local.storage.stateHashAtApplied()
+            if a == b { #expect(ha == hb); same = true } else { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(same)
+        #expect(try wiped.ports.triggers?.state(namespace: "t", trigger: "a")?.cursor
+                == (try leader.ports.triggers?.state(namespace: "t", trigger: "a")?.cursor))
+
+        // It was never sent an advance entry: it installed a snapshot at or past the last one, and
+        // its logs start after it (without the gate it replicated the leader's log from index 1).
+        #expect(wiped.host.status.snapshotIndex >= lastAdvance)
+        #expect(wiped.local.storage.firstLogIndex > lastAdvance)
+        #expect(!(try Self.storedLog(wiped)).contains(where: Self.isAdvance))
+        }
+        do { try await body() } catch {
+            for n in nodes { await n.shutdown() }
+            throw error
+        }
+        for n in nodes { await n.shutdown() }
+    }
+}
