@@ -43,12 +43,17 @@ extension RaftHost {
     func prepareSnapshot() {
         let store = self.store, logger = self.logger
         let path = Self.snapshotPath(store, "outgoing")
+        // While a member of 0.6.0 (peer level 3) is in the cluster, the file carries trigger state
+        // in the layout it reads (this build installs that layout too): it may be the one to ask.
+        let legacy = !transport.peersSpeak(4, node.membership.members.filter { $0 != config.nodeID })
         snapshots.task = Task.detached {
             let started = ContinuousClock.now
             do {
-                let info = try store.writeSnapshotFile(path: path, maxChunkBytes: RaftConfig.defaultSnapshotChunkSize)
+                let info = try store.writeSnapshotFile(path: path, maxChunkBytes: RaftConfig.defaultSnapshotChunkSize,
+                                                       legacyTriggers: legacy)
                 logger.info("snapshot file written for followers", metadata: [
-                    "index": "\(info.index)", "bytes": "\(info.size)", "seconds": "\(ContinuousClock.now - started)"])
+                    "index": "\(info.index)", "bytes": "\(info.size)", "seconds": "\(ContinuousClock.now - started)",
+                    "triggerLayout": "\(legacy ? "0.6.0" : "current")"])
                 self.enqueue(.snapshotPrepared(info), force: true)
             } catch {
                 logger.error("writing the snapshot file failed", metadata: ["error": "\(error)"])
@@ -72,7 +77,10 @@ extension RaftHost {
 
     /// Reads one chunk of the snapshot file and sends it.
     func sendSnapshotChunk(_ request: SnapshotChunkRequest) {
-        guard var out = snapshots.outgoing, out.info.index == request.metadata.index, out.info.size == request.totalSize else {
+        // A member connected below level 4 (0.6.0) cannot read this build's trigger state: a file
+        // written while every member spoke level 4 is not for it (a new one is written for it).
+        let readable = snapshots.outgoing.map { $0.info.legacyTriggers || (transport.connectedLevel(request.to) ?? 4) >= 4 } ?? false
+        guard readable, var out = snapshots.outgoing, out.info.index == request.metadata.index, out.info.size == request.totalSize else {
             // Not the file Raft means (deleted or replaced): Raft restarts on a new one.
             if core.handle(.snapshotUnavailable).contains(.prepareSnapshot) { prepareSnapshot() }
             return

@@ -106,7 +106,9 @@ extension EmberStore {
     /// idx; 5 meta; 6–8 their overflow twins (long keys, `SplitTable`), row for row; 3 and 9 the
     /// reverse index of the format before (`legacyReverseIndexRows`: nodes still running it
     /// need them; this version ignores them on install); 4 a marker older installers refuse.
-    public func snapshot(maxChunkBytes: Int = 1 << 20, _ body: ([UInt8]) throws -> Void) throws {
+    /// `legacyTriggers`: trigger state in 0.6.0's layout (`TriggerLegacyLayout`), for a stream a
+    /// member of peer level 3 may install.
+    public func snapshot(maxChunkBytes: Int = 1 << 20, legacyTriggers: Bool = false, _ body: ([UInt8]) throws -> Void) throws {
         try withRead { t in
             var chunk: [UInt8] = []
             var movedText = false
@@ -156,7 +158,11 @@ extension EmberStore {
             try t.scan(tables.meta, prefix: ArchiveMark.metaPrefix) { k, v in try add(5, k, v); return true }
             // Trigger definitions, cursors, outboxes and dead letters: a follower that installs
             // this snapshot resumes delivery where the leader's state was.
-            try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in try add(5, k, v); return true }
+            if legacyTriggers {
+                try TriggerLegacyLayout.rows(tables, t) { k, v in try add(5, k, v) }
+            } else {
+                try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in try add(5, k, v); return true }
+            }
             // Keys whose text format 2 would store otherwise (U+E000–U+FFFF): a record of a table
             // format 2 does not know, so a member of 0.4.0 refuses the whole install rather than
             // store them in the wrong order (its install is one transaction; it stays behind).

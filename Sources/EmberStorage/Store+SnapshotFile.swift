@@ -14,6 +14,8 @@ public struct SnapshotFileInfo: Sendable, Equatable {
     public var index: UInt64
     public var term: UInt64
     public var size: Int
+    /// Trigger state in 0.6.0's layout (`TriggerLegacyLayout`): a member of peer level 3 may install it.
+    public var legacyTriggers = false
 }
 
 /// Largest frame accepted when reading a snapshot file (a store chunk is about
@@ -22,7 +24,8 @@ public let snapshotFileMaxFrameBytes = 64 << 20
 
 extension EmberStore {
     /// Writes the whole state, read in one read transaction, to `path` (replaced atomically).
-    public func writeSnapshotFile(path: String, maxChunkBytes: Int = 1 << 20) throws -> SnapshotFileInfo {
+    /// `legacyTriggers`: see `snapshot`.
+    public func writeSnapshotFile(path: String, maxChunkBytes: Int = 1 << 20, legacyTriggers: Bool = false) throws -> SnapshotFileInfo {
         let tmp = path + ".tmp"
         try? FileManager.default.removeItem(atPath: tmp)
         guard FileManager.default.createFile(atPath: tmp, contents: nil) else {
@@ -33,7 +36,7 @@ extension EmberStore {
         do {
             let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: tmp))
             defer { try? handle.close() }
-            try snapshot(maxChunkBytes: maxChunkBytes) { chunk in
+            try snapshot(maxChunkBytes: maxChunkBytes, legacyTriggers: legacyTriggers) { chunk in
                 if header == nil { header = try Self.snapshotHeader(chunk) }
                 try handle.write(contentsOf: Self.be32(chunk.count) + chunk)
                 size += 4 + chunk.count
@@ -45,7 +48,7 @@ extension EmberStore {
         guard let header else { throw StorageError.corrupt("snapshot without header") }
         _ = try? FileManager.default.removeItem(atPath: path)
         try FileManager.default.moveItem(atPath: tmp, toPath: path)
-        return SnapshotFileInfo(index: header.0, term: header.1, size: size)
+        return SnapshotFileInfo(index: header.0, term: header.1, size: size, legacyTriggers: legacyTriggers)
     }
 
     /// Replaces the whole state with a complete snapshot file (see the type comment). The log is

@@ -35,7 +35,7 @@ extension TriggerState {
         return w.bytes
     }
 
-    /// The format-1 encoding (0.6.0), for the migration tests.
+    /// The format-1 encoding (0.6.0): its snapshot layout (`TriggerLegacyLayout`) and the migration tests.
     var encodedV1: [UInt8] {
         var w = ByteWriter(capacity: 80)
         w.u8(1)

@@ -248,6 +248,14 @@ extension TriggerChangeLog {
     /// The trigger's pattern or kinds changed: the records it has not delivered become its own
     /// rows (delivered as before: never skipped), and its events count is folded.
     static func leave(_ tables: Tables, _ t: Txn, _ ns: String, name: String, _ st: inout TriggerState) throws {
+        try ownRows(tables, t, ns, name: name, &st) { k, v in try t.put(tables.meta, k, v) }
+    }
+
+    /// `leave` without writing: the outbox rows the trigger's undelivered records become go to
+    /// `put` (those it already has as own rows are left out) and `st` becomes the state that
+    /// goes with them — a group-less state, what 0.6.0 stored (`TriggerLegacyLayout`).
+    static func ownRows(_ tables: Tables, _ t: Txn, _ ns: String, name: String, _ st: inout TriggerState,
+                        put: ([UInt8], [UInt8]) throws -> Void) throws {
         guard st.group != 0 else { return }
         let last = try self.last(tables, t, ns, st.group, floor: try summary(tables, t, ns, st.group).floor)
         let f = folded(st, last: last)
@@ -259,7 +267,7 @@ extension TriggerChangeLog {
             if try t.get(tables.meta, key) != nil { continue }
             var w = ByteWriter()
             TriggerRecord.encode(evs, into: &w)
-            try t.put(tables.meta, key, w.bytes)
+            try put(key, w.bytes)
             st.pending += 1
             st.pendingBytes += UInt64(w.bytes.count)
         }

@@ -13,7 +13,8 @@ import EmberTestSupport
 /// follower is stopped, its directory wiped, and it starts again offering only 0.6.0's levels
 /// (a node downgraded to 0.6.0). The leader's log still holds the `advance` entries from index 1,
 /// so the member is sent a snapshot past the last of them instead: it catches up, holds the
-/// same state, and its log (Raft's and the store's) starts after the last `advance` entry.
+/// same state, and its log (Raft's and the store's) starts after the last `advance` entry; the
+/// snapshot it is sent carries trigger state in 0.6.0's layout (`TriggerLegacyLayout`).
 @Suite(.serialized) struct TriggerAdvanceCatchUpTests {
     static let doc = #"{"a": {"path": "/m/{id}", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef"}}"#
 
@@ -33,6 +34,38 @@ import EmberTestSupport
             guard let last = page.last, page.count == 1_000 else { return out }
             from = last.index + 1
         }
+    }
+
+    /// The meta rows (tag 5) of a snapshot file: `[u32 BE length][chunk]...`, each chunk records
+    /// `[tag][varint key length][key][varint value length][value]`; nil if malformed.
+    static func metaRows(ofSnapshotFile f: [UInt8]) -> [[UInt8]: [UInt8]]? {
+        var out: [[UInt8]: [UInt8]] = [:]
+        var i = 0
+        func varint(_ end: Int) -> Int? {
+            var n = 0, shift = 0
+            while i < end {
+                let b = f[i]; i += 1
+                n |= Int(b & 0x7F) << shift
+                if b < 0x80 { return n }
+                shift += 7
+            }
+            return nil
+        }
+        while i + 4 <= f.count {
+            let n = f[i..<i + 4].reduce(0) { ($0 << 8) | Int($1) }
+            i += 4
+            let end = i + n
+            guard end <= f.count else { return nil }
+            while i < end {
+                let tag = f[i]; i += 1
+                guard let kn = varint(end), i + kn <= end else { return nil }
+                let k = Array(f[i..<i + kn]); i += kn
+                guard let vn = varint(end), i + vn <= end else { return nil }
+                if tag == 5 { out[k] = Array(f[i..<i + vn]) }
+                i += vn
+            }
+        }
+        return i == f.count ? out : nil
     }
 
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func wipedLevel3MemberGetsASnapshotPastTheLastAdvance() async throws {
@@ -127,6 +160,12 @@ import EmberTestSupport
         #expect(wiped.host.status.snapshotIndex >= lastAdvance)
         #expect(wiped.local.storage.firstLogIndex > lastAdvance)
         #expect(!(try Self.storedLog(wiped)).contains(where: Self.isAdvance))
+        // What it was sent carries trigger state in 0.6.0's layout: a format-1 state, no shared
+        // change records (0.6.0 stops applying at a format-2 state).
+        let file = try #require(FileManager.default.contents(atPath: leader.local.storage.directory + "/raft-snapshot-outgoing"))
+        let rows = try #require(Self.metaRows(ofSnapshotFile: [UInt8](file)))
+        #expect(rows[Array("triggers/s/t".utf8) + [0] + Array("a".utf8)]?.first == 1)
+        #expect(!rows.keys.contains { $0.starts(with: Array("triggers/r/".utf8)) })
         }
         do { try await body() } catch {
             for n in nodes { await n.shutdown() }

@@ -15,8 +15,8 @@ listener saw every child exactly once (none lost, none repeated); the SDK client
 themselves. A trigger defined on the previous release delivers the REST writer's children through
 every step (its cursors logged in a form every member of the mixed cluster reads: peer protocol
 4 gates the new `advance` entry): every acknowledged child is delivered, duplicates keep their
-id, every POST is signed. Before a downgrade across the format change it is drained and removed
-(OPERATIONS.md: the previous release does not read this build's trigger state in a snapshot).
+id, every POST is signed. It stays defined through the downgrade: the wiped member of the previous
+release is sent a snapshot whose trigger state is in the layout that release reads.
 
   EMBERD_PREVIOUS  the previous release's emberd (required)
   EMBERD, EMBER    this build's emberd and CLI (default: the debug build)
@@ -223,21 +223,19 @@ def run_steps(c, receiver, acked_rest, stop, rest_errors, t):
         # releases of one storage format; across a format change the older build refuses the
         # directory, so (OPERATIONS.md) it is wiped and the node rejoins from the leader's
         # snapshot.
-        back = next(n for n in sorted(c.urls) if n != c.leader())
+        # The member going back is the SDK writer's (no listener on it): a member of the previous
+        # release serves clients from its state before it has caught up (OPERATIONS.md: keep
+        # clients off it until /readyz passes), so a listener reconnecting to it while it
+        # catches up from empty sees its children go and come back. Leadership moves off it first.
+        back = followers[0]
+        if c.leader() == back:
+            other = next(n for n in sorted(c.urls) if n != back)
+            run(EMBER, "leader", "transfer", "--node", c.urls[back], "--to", other, "--token", "owner")
+            assert c.leader() != back
         wipe = storage_format(PREVIOUS) != storage_format(EMBERD)
-        # The trigger delivered every REST child acknowledged so far through the mixed cluster.
-        # A wiped member of the previous release installs this build's snapshot, whose trigger
-        # state that release does not read (OPERATIONS.md: drain and remove the triggers before
-        # going back across the format change), so they are removed first.
-        due = {f"/up/rest/{k}" for k in list(acked_rest)}
-        deadline = time.time() + CATCH_UP_TIMEOUT
-        while not due <= {e["ref"] for e in receiver.received()}:
-            missing = due - {e["ref"] for e in receiver.received()}
-            assert time.time() < deadline, f"the trigger did not deliver {len(missing)} acknowledged writes, e.g. {sorted(missing)[:5]}"
-            time.sleep(0.2)
-        if wipe:
-            r = requests.put(f"{c.urls[c.leader()]}/.settings/triggers.json?ns={NS}", data="{}", headers=OWNER, timeout=10)
-            assert r.status_code == 200, r.text
+        # The trigger stays defined: a wiped member of the previous release is sent a snapshot
+        # with trigger state in the layout it reads (peer level 3), and it applies every write
+        # after it (the state hashes below) while the trigger goes on delivering.
         c.restart(back, PREVIOUS, wipe=wipe)
         steps.append(f"{back} downgraded to the previous release" + (" (data wiped, rejoined by snapshot)" if wipe else ""))
         writes_go_on()
@@ -267,6 +265,13 @@ def run_steps(c, receiver, acked_rest, stop, rest_errors, t):
             assert not missing, f"listener {i} lost {len(missing)} {kind} events, e.g. {sorted(missing)[:5]}"
             assert not repeated, f"listener {i} saw {kind} children twice: {repeated[:5]}"
             assert not extra, f"listener {i} saw {kind} children the cluster does not hold: {sorted(extra)[:5]}"
+    # The trigger delivered every acknowledged REST child, through every step.
+    due = {f"/up/rest/{k}" for k in acked_rest}
+    deadline = time.time() + CATCH_UP_TIMEOUT
+    while not due <= {e["ref"] for e in receiver.received()}:
+        missing = due - {e["ref"] for e in receiver.received()}
+        assert time.time() < deadline, f"the trigger did not deliver {len(missing)} acknowledged writes, e.g. {sorted(missing)[:5]}"
+        time.sleep(0.2)
     # At least once: a duplicate (after a leader change) carries the same id; every POST
     # was signed with the trigger's secret.
     got = receiver.received()
