@@ -69,44 +69,10 @@ import EmberTestSupport
     }
 
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func wipedLevel3MemberGetsASnapshotPastTheLastAdvance() async throws {
-        let dir = NSTemporaryDirectory() + "ember-advance-catchup-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let ids = ["n1", "n2", "n3"]
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-            Thread.detachNewThread { c.resume(with: Result { try ReplicatedDataStoreTests.makeCerts(dir, ids: ids) }) }
-        }
-        let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
-        var logger = Logger(label: "advance-catchup-test")
-        logger.logLevel = .error
-        var options = StoreOptions()
-        options.mapSize = 1 << 28
-        func open(_ id: String, _ protocols: [String]) async throws -> ReplicatedDataStore {
-            var c = ClusterConfiguration(nodeID: id, peerListen: peers[id]!, peers: peers, tlsCertificatePath: "\(dir)/\(id).pem",
-                                         tlsKeyPath: "\(dir)/\(id).key", tlsCAPath: "\(dir)/ca.pem")
-            c.noLeaderTimeoutSeconds = 60
-            c.writeTimeoutSeconds = 60
-            c.forwardReplyTimeoutSeconds = 60
-            return try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger,
-                                                      peerProtocols: protocols)
-        }
-        var nodes: [ReplicatedDataStore] = []
-        for id in ids { nodes.append(try await open(id, PeerTLS.offered)) }
-        func body() async throws {
-
-        /// The leader, once its links to both others showed their level.
-        func settledLeader() async throws -> ReplicatedDataStore {
-            let deadline = ContinuousClock.now + .seconds(60)
-            while ContinuousClock.now < deadline {
-                let l = try await ReplicatedDataStoreTests().leader(of: nodes)
-                let links = l.transport.links
-                if ids.filter({ $0 != l.config.nodeID }).allSatisfy({ links[$0]?.knownLevel != nil }) { return l }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            throw ClusterConfigError("no leader with known links")
-        }
-
-        var leader = try await settledLeader()
+        let c = try await LevelledTLSCluster("advance-catchup", ids: ["n1", "n2", "n3"])
+        for id in c.ids { c.nodes.append(try await c.open(id, PeerTLS.offered)) }
+        try await c.run {
+        var leader = try await c.settledLeader()
         var port = try #require(leader.ports.triggers)
         #expect(port.logsAdvance)
         try await port.log(namespace: "t", .define(text: Self.doc))
@@ -119,10 +85,10 @@ import EmberTestSupport
 
         // A follower goes down; one more advance entry is logged meanwhile (its last connection
         // showed level 4), then it comes back wiped, offering what 0.6.0 offers.
-        let f = try #require(nodes.firstIndex { $0.config.nodeID != leader.config.nodeID })
-        let fid = nodes[f].config.nodeID
-        await nodes[f].shutdown()
-        try FileManager.default.removeItem(atPath: "\(dir)/\(fid)")
+        let f = try #require(c.nodes.firstIndex { $0.config.nodeID != leader.config.nodeID })
+        let fid = c.nodes[f].config.nodeID
+        await c.nodes[f].shutdown()
+        try FileManager.default.removeItem(atPath: "\(c.dir)/\(fid)")
         last = try await leader.write(WriteRequest(namespace: "t", path: try Path("m/k3"), kind: .set(.int(3)), identity: .admin)).index
         try await port.log(namespace: "t", .advance([TriggerCursor(name: "a", group: group, through: last, rows: [])]))
         let leaderLog = try Self.storedLog(leader)
@@ -130,9 +96,9 @@ import EmberTestSupport
         #expect(leader.local.storage.firstLogIndex == 1, "the leader's log still holds every advance entry")
         #expect(leader.host.status.snapshotIndex < lastAdvance)
 
-        nodes[f] = try await open(fid, [PeerTLS.protocolLevel3, PeerTLS.protocolLevel2])
-        let wiped = nodes[f]
-        leader = try await settledLeader()
+        c.nodes[f] = try await c.open(fid, [PeerTLS.protocolLevel3, PeerTLS.protocolLevel2])
+        let wiped = c.nodes[f]
+        leader = try await c.settledLeader()
         port = try #require(leader.ports.triggers)
 
         // It catches up to a write made after it came back.
@@ -167,10 +133,5 @@ import EmberTestSupport
         #expect(rows[Array("triggers/s/t".utf8) + [0] + Array("a".utf8)]?.first == 1)
         #expect(!rows.keys.contains { $0.starts(with: Array("triggers/r/".utf8)) })
         }
-        do { try await body() } catch {
-            for n in nodes { await n.shutdown() }
-            throw error
-        }
-        for n in nodes { await n.shutdown() }
     }
 }

@@ -17,54 +17,22 @@ import EmberTestSupport
     static let doc = #"{"a": {"path": "/m/{id}", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef"}}"#
 
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func advanceWaitsUntilEveryMemberSpeaksLevel4() async throws {
-        let dir = NSTemporaryDirectory() + "ember-advance-gate-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let ids = ["n1", "n2", "n3"]
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-            Thread.detachNewThread { c.resume(with: Result { try ReplicatedDataStoreTests.makeCerts(dir, ids: ids) }) }
-        }
-        let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
-        var logger = Logger(label: "advance-gate-test")
-        logger.logLevel = .error
-        var options = StoreOptions()
-        options.mapSize = 1 << 28
-        func open(_ id: String, _ protocols: [String]) async throws -> ReplicatedDataStore {
-            var c = ClusterConfiguration(nodeID: id, peerListen: peers[id]!, peers: peers, tlsCertificatePath: "\(dir)/\(id).pem",
-                                         tlsKeyPath: "\(dir)/\(id).key", tlsCAPath: "\(dir)/ca.pem")
-            c.noLeaderTimeoutSeconds = 60
-            c.writeTimeoutSeconds = 60
-            c.forwardReplyTimeoutSeconds = 60
-            return try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger,
-                                                      peerProtocols: protocols)
-        }
+        let c = try await LevelledTLSCluster("advance-gate", ids: ["n1", "n2", "n3"])
         // n3 offers what 0.6.0 offers.
         let level3 = [PeerTLS.protocolLevel3, PeerTLS.protocolLevel2]
-        var nodes = [try await open("n1", PeerTLS.offered), try await open("n2", PeerTLS.offered), try await open("n3", level3)]
-        func body() async throws {
-
-        /// The leader, once its links to both others showed their level.
-        func settledLeader() async throws -> ReplicatedDataStore {
-            let deadline = ContinuousClock.now + .seconds(60)
-            while ContinuousClock.now < deadline {
-                let l = try await ReplicatedDataStoreTests().leader(of: nodes)
-                let links = l.transport.links
-                if ids.filter({ $0 != l.config.nodeID }).allSatisfy({ links[$0]?.knownLevel != nil }) { return l }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            throw ClusterConfigError("no leader with known links")
-        }
+        c.nodes = [try await c.open("n1", PeerTLS.offered), try await c.open("n2", PeerTLS.offered), try await c.open("n3", level3)]
+        try await c.run {
         /// Trigger `a`'s cursor on every node, once each applied what the leader committed.
         func cursors() async throws -> [UInt64] {
             var out: [UInt64] = []
-            for n in nodes {
+            for n in c.nodes {
                 try await n.ports.reader.linearizableBarrier()
                 out.append(try #require(try n.ports.triggers?.state(namespace: "t", trigger: "a")).cursor)
             }
             return out
         }
 
-        var leader = try await settledLeader()
+        var leader = try await c.settledLeader()
         var port = try #require(leader.ports.triggers)
         try await port.log(namespace: "t", .define(text: Self.doc))
         let group = try #require(try port.definitions(namespace: "t").definitions.first?.group)
@@ -85,11 +53,11 @@ import EmberTestSupport
         #expect(try await cursors() == [ix[1], ix[1], ix[1]])
 
         // n3 restarts on this build's levels: the gate opens and advance entries apply everywhere.
-        await nodes[2].shutdown()
-        nodes[2] = try await open("n3", PeerTLS.offered)
+        await c.nodes[2].shutdown()
+        c.nodes[2] = try await c.open("n3", PeerTLS.offered)
         let deadline = ContinuousClock.now + .seconds(60)
         repeat {
-            leader = try await settledLeader()
+            leader = try await c.settledLeader()
             if leader.membersSpeak(4) { break }
             try await Task.sleep(for: .milliseconds(20))
         } while ContinuousClock.now < deadline
@@ -99,10 +67,5 @@ import EmberTestSupport
         try await port.log(namespace: "t", .advance([TriggerCursor(name: "a", group: group, through: more, rows: [])]))
         #expect(try await cursors() == [more, more, more])
         }
-        do { try await body() } catch {
-            for n in nodes { await n.shutdown() }
-            throw error
-        }
-        for n in nodes { await n.shutdown() }
     }
 }
