@@ -247,21 +247,9 @@ import EmberTestSupport
 
     /// Snapshot records by table tag (header, tables 0–9).
     static func records(_ s: EmberStore) throws -> [(UInt8, [UInt8], [UInt8])] {
-        var out: [(UInt8, [UInt8], [UInt8])] = []
         var chunks: [[UInt8]] = []
         try s.snapshot(maxChunkBytes: 512) { chunks.append($0) }
-        for chunk in chunks {
-            var r = ByteReader(chunk)
-            while !r.atEnd {
-                let tag = try r.u8()
-                let kn = try r.varint()
-                let k = Array(chunk[r.i..<r.i + kn]); r.i += kn
-                let vn = try r.varint()
-                let v = Array(chunk[r.i..<r.i + vn]); r.i += vn
-                out.append((tag, k, v))
-            }
-        }
-        return out
+        return try snapshotRecords(chunks)
     }
 
     /// A snapshot from this version carries the reverse-table rows a follower of the format

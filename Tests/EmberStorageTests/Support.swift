@@ -59,3 +59,20 @@ func memcmp(_ a: [UInt8], _ b: [UInt8]) -> Int {
 }
 
 func sign(_ x: Int) -> Int { x < 0 ? -1 : (x > 0 ? 1 : 0) }
+
+/// The records of snapshot chunks, in stream order: (table tag, key, value).
+func snapshotRecords(_ chunks: [[UInt8]]) throws -> [(UInt8, [UInt8], [UInt8])] {
+    var out: [(UInt8, [UInt8], [UInt8])] = []
+    for chunk in chunks {
+        var r = ByteReader(chunk)
+        while !r.atEnd {
+            let tag = try r.u8()
+            let kn = try r.varint()
+            let k = Array(chunk[r.i..<r.i + kn]); r.i += kn
+            let vn = try r.varint()
+            let v = Array(chunk[r.i..<r.i + vn]); r.i += vn
+            out.append((tag, k, v))
+        }
+    }
+    return out
+}

@@ -12,17 +12,7 @@ import Testing
     /// The `triggers/` rows of a snapshot stream, by key.
     func triggerRows(_ chunks: [[UInt8]]) throws -> [[UInt8]: [UInt8]] {
         var out: [[UInt8]: [UInt8]] = [:]
-        for chunk in chunks {
-            var r = ByteReader(chunk)
-            while !r.atEnd {
-                let tag = try r.u8()
-                let kn = try r.varint()
-                let k = Array(chunk[r.i..<r.i + kn]); r.i += kn
-                let vn = try r.varint()
-                let v = Array(chunk[r.i..<r.i + vn]); r.i += vn
-                if tag == 5 && k.starts(with: TriggerKeys.prefix) { out[k] = v }
-            }
-        }
+        for (tag, k, v) in try snapshotRecords(chunks) where tag == 5 && k.starts(with: TriggerKeys.prefix) { out[k] = v }
         return out
     }
 
