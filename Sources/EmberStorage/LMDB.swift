@@ -165,16 +165,17 @@ struct Txn {
 
     /// `scan` without copying: `body` sees each record's bytes where LMDB's map holds them,
     /// valid only during that call (for a full pass that consumes them at once: the state hash).
-    func scanBorrowed(_ dbi: MDB_dbi, prefix: [UInt8],
+    /// From `start` (a key at or after `prefix`) when given.
+    func scanBorrowed(_ dbi: MDB_dbi, prefix: [UInt8], startingAt from: [UInt8]? = nil,
                       _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
         let c = try cursor(dbi)
         defer { c.close() }
         var k = MDB_val(), v = MDB_val()
         var rc: Int32
-        if prefix.isEmpty {
+        if prefix.isEmpty && from == nil {
             rc = mdb_cursor_get(c.ptr, &k, &v, MDB_FIRST)
         } else {
-            let start = Array(prefix.prefix(maxKeySize))
+            let start = Array((from ?? prefix).prefix(maxKeySize))
             rc = start.withUnsafeBytes { kb in
                 k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
                 return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)

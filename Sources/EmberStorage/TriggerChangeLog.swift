@@ -136,6 +136,25 @@ enum TriggerChangeLog {
                      limit: Int, cache: TriggerRecordCache? = nil) throws -> [(index: UInt64, events: [TriggerEvent])] {
         guard state.group != 0, limit > 0, after < .max else { return [] }
         let prefix = recordsPrefix(ns, state.group)
+        if let cache {
+            // The lanes of a group read the same records: after the first, each finds them
+            // decoded, so the scan copies no record's bytes; a record not cached yet is read
+            // again by its key (once per group).
+            var indexes: [UInt64] = []
+            try t.scanBorrowed(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, _ in
+                guard k.count == prefix.count + 8 else { return true }
+                let i = k.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                if state.keepThrough != 0 && i > state.keepThrough { return false }
+                indexes.append(i)
+                return indexes.count < limit
+            }
+            return try cache.events(ns, state.group, indexes: indexes, value: { (k: Int) throws(StorageError) -> [UInt8] in
+                do {
+                    guard let v = try t.get(tables.meta, TriggerKeys.row(prefix, indexes[k])) else { throw StorageError.corrupt("trigger change record gone") }
+                    return v
+                } catch let e as StorageError { throw e } catch { throw .corrupt("trigger change record: \(error)") }
+            }, decode: { v throws(StorageError) in try events(v) })
+        }
         var found: [(index: UInt64, value: [UInt8])] = []
         try t.scan(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in
             guard k.count == prefix.count + 8 else { return true }
@@ -144,7 +163,6 @@ enum TriggerChangeLog {
             found.append((i, v))
             return found.count < limit
         }
-        if let cache { return try cache.events(ns, state.group, found) { v throws(StorageError) in try events(v) } }
         var out: [(index: UInt64, events: [TriggerEvent])] = []
         out.reserveCapacity(found.count)
         for r in found { out.append((r.index, try events(r.value))) }

@@ -14,45 +14,37 @@ final class TriggerRecordCache: Sendable {
         var group: UInt64
         var index: UInt64
     }
-    struct Generations {
-        var current: [Key: [TriggerEvent]] = [:]
-        var previous: [Key: [TriggerEvent]] = [:]
-
-        func find(_ k: Key) -> [TriggerEvent]? { current[k] ?? previous[k] }
-
-        mutating func insert(_ k: Key, _ v: [TriggerEvent]) {
-            if current.count >= TriggerRecordCache.maxRecords {
-                previous = current
-                current = [:]
-                current.reserveCapacity(TriggerRecordCache.maxRecords)
-            }
-            current[k] = v
-        }
-    }
     /// Named limit: records kept decoded per generation (two at most per namespace).
     static let maxRecords = 8_192
-    private let namespaces = Mutex<[String: Generations]>([:])
+    private let namespaces = Mutex<[String: TwoGenerations<Key, [TriggerEvent]>]>([:])
 
     /// The events of `rows` (index and stored record, in read order), decoded by `decode` where
     /// no lane did before.
     func events(_ ns: String, _ group: UInt64, _ rows: [(index: UInt64, value: [UInt8])],
                 decode: ([UInt8]) throws(StorageError) -> [TriggerEvent]) throws(StorageError) -> [(index: UInt64, events: [TriggerEvent])] {
+        try events(ns, group, indexes: rows.map(\.index), value: { rows[$0].value }, decode: decode)
+    }
+
+    /// The events of the records at `indexes` (read order); `value(k)` gives the k-th one's
+    /// stored bytes, asked only for a record no lane decoded before.
+    func events(_ ns: String, _ group: UInt64, indexes: [UInt64], value: (Int) throws(StorageError) -> [UInt8],
+                decode: ([UInt8]) throws(StorageError) -> [TriggerEvent]) throws(StorageError) -> [(index: UInt64, events: [TriggerEvent])] {
         var out: [(index: UInt64, events: [TriggerEvent])] = []
-        out.reserveCapacity(rows.count)
+        out.reserveCapacity(indexes.count)
         var missing: [Int] = []
         namespaces.withLock { m in
             let g = m[ns]
-            for (k, r) in rows.enumerated() {
-                if let hit = g?.find(Key(group: group, index: r.index)) { out.append((r.index, hit)) } else {
-                    out.append((r.index, []))
+            for (k, i) in indexes.enumerated() {
+                if let hit = g?.find(Key(group: group, index: i)) { out.append((i, hit)) } else {
+                    out.append((i, []))
                     missing.append(k)
                 }
             }
         }
         if missing.isEmpty { return out }
-        for k in missing { out[k].events = try decode(rows[k].value) }
+        for k in missing { out[k].events = try decode(try value(k)) }
         namespaces.withLock { m in
-            for k in missing { m[ns, default: Generations()].insert(Key(group: group, index: rows[k].index), out[k].events) }
+            for k in missing { m[ns, default: TwoGenerations(limit: Self.maxRecords)].insert(Key(group: group, index: indexes[k]), out[k].events) }
         }
         return out
     }

@@ -10,8 +10,11 @@ import NIOCore
 /// (a) open loop at `--rate` writes/s: commit → receiver latency per event, from the entry's
 ///     timestamp (`time`, ms) and from the write's send time (its value, µs) to the arrival;
 /// (b) closed-loop writes as fast as the leader takes them with one batching trigger on every
-///     write: writes/s, events/s delivered and the trigger's lag (pending entries) over the run,
-///     whether it grows; then the same with a trigger without batching: events/s;
+///     write: writes/s, events/s delivered and the trigger's lag over the run, whether it grows;
+///     then open-loop writes at `--sustained-rate` (the goal's 20,000 writes/s) with the same
+///     trigger; then closed-loop writes with a trigger without batching: events/s. The lag is
+///     sampled two ways: matching events committed (the trigger's `events`) minus events the
+///     receiver got, and the log entries its replicated cursor has not passed (`pending`);
 /// (c) the leader's write throughput with no trigger, `--triggers` active triggers and none
 ///     again, in one run (the mean of the two runs without against the one with).
 struct TriggerBench: AsyncParsableCommand {
@@ -42,6 +45,9 @@ struct TriggerBench: AsyncParsableCommand {
     @Option(help: "Value size in bytes (b, c).")
     var valueSize = 16
 
+    @Option(help: "Open-loop writes/s of run (b)'s run at a fixed rate with the batching trigger (0: none).")
+    var sustainedRate = 20_000
+
     @Option(help: "Events per POST of the batching triggers (b, c).")
     var batchSize = 1_000
 
@@ -63,6 +69,7 @@ struct TriggerBench: AsyncParsableCommand {
     func validate() throws {
         guard nodes == 1 || nodes == 3 else { throw ValidationError("--nodes must be 1 or 3") }
         guard (1...100_000).contains(rate) else { throw ValidationError("--rate must be 1...100000") }
+        guard (0...100_000).contains(sustainedRate) else { throw ValidationError("--sustained-rate must be 0...100000") }
         guard duration > 0, connections >= 1, pipeline >= 1, valueSize >= 0 else {
             throw ValidationError("--duration, --connections and --pipeline must be positive")
         }
@@ -100,6 +107,7 @@ struct TriggerBench: AsyncParsableCommand {
         if runs.contains("a") { try await latencyRun(http, receiver, leader: leader) }
         if runs.contains("b") {
             try await sustainedRun(http, receiver, leader: leader, ns: "tbatch", batch: batchSize)
+            if sustainedRate > 0 { try await fixedRateRun(http, receiver, leader: leader, ns: "trate", batch: batchSize) }
             try await sustainedRun(http, receiver, leader: leader, ns: "tsingle", batch: 1)
         }
         if runs.contains("c") { try await throughputRun(http, receiver, leader: leader) }
@@ -184,6 +192,11 @@ struct TriggerBench: AsyncParsableCommand {
         states.values.reduce(0) { $0 + (($1["pending"] as? NSNumber)?.intValue ?? 0) }
     }
 
+    /// Matching events committed for the triggers since they were defined.
+    func committed(_ states: [String: [String: Any]]) -> Int {
+        states.values.reduce(0) { $0 + (($1["events"] as? NSNumber)?.intValue ?? 0) }
+    }
+
     /// Until no trigger in `ns` has entries pending (or the drain limit): seconds it took, nil if never.
     func waitDelivered(_ http: HTTPClient, _ leader: String, ns: String) async throws -> Double? {
         let t0 = Date()
@@ -234,29 +247,40 @@ struct TriggerBench: AsyncParsableCommand {
 
     // MARK: - (b) sustained
 
+    /// One look at the triggers during a run (`t`: seconds since the load started): log entries
+    /// their replicated cursors have not passed, matching events committed for them, and
+    /// events the receiver got (all from one GET and one read of the receiver's counts).
     struct LagSample {
         var t: Double
         var pending: Int
+        var committed: Int
         var delivered: Int
+        /// Committed matching events not yet received.
+        var undelivered: Int { committed - delivered }
     }
 
-    /// Closed-loop writes at the leader in `ns` (a new key per write: one `created` event each)
-    /// while the lag is sampled; the load's result and the samples.
-    func loadWithLag(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String, ns: String,
-                     names: [String], name: String) async throws -> (HTTPLoad.Result, [LagSample]) {
+    /// Samples the lag every `lagSampleMillis` from now until cancelled.
+    func lagSampler(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String, ns: String, names: [String]) -> Task<[LagSample], Never> {
         let t0 = Date()
-        let sampler = Task { () -> [LagSample] in
+        return Task { () -> [LagSample] in
             var out: [LagSample] = []
             while !Task.isCancelled {
                 if let states = try? await triggerStates(http, leader, ns: ns) {
-                    out.append(LagSample(t: Date().timeIntervalSince(t0), pending: pending(states),
+                    out.append(LagSample(t: Date().timeIntervalSince(t0), pending: pending(states), committed: committed(states),
                                          delivered: names.reduce(0) { $0 + receiver.counts($1).events }))
                 }
                 try? await Task.sleep(for: .milliseconds(Self.lagSampleMillis))
             }
             return out
         }
+    }
+
+    /// Closed-loop writes at the leader in `ns` (a new key per write: one `created` event each)
+    /// while the lag is sampled; the load's result and the samples.
+    func loadWithLag(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String, ns: String,
+                     names: [String], name: String) async throws -> (HTTPLoad.Result, [LagSample]) {
         let ws = leader.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=\(ns)"
+        let sampler = lagSampler(http, receiver, leader: leader, ns: ns, names: names)
         let result: HTTPLoad.Result
         do {
             result = try await WireWriteLoad(url: ws, connections: connections, pipeline: pipeline, duration: duration,
@@ -269,21 +293,49 @@ struct TriggerBench: AsyncParsableCommand {
         return (result, await sampler.value)
     }
 
-    /// Events/s the receiver got over the measured window (after the 1 s warm-up).
-    func deliveredRate(_ samples: [LagSample]) -> Double {
-        let window = samples.filter { $0.t >= RawHTTPLoad.warmup && $0.t <= RawHTTPLoad.warmup + duration }
+    /// The samples of the measured window: after the warm-up, through the run's end.
+    func measured(_ samples: [LagSample], warmup: Double = RawHTTPLoad.warmup) -> [LagSample] {
+        samples.filter { $0.t >= warmup && $0.t <= warmup + duration }
+    }
+
+    /// Events/s the receiver got over the measured window.
+    func deliveredRate(_ samples: [LagSample], warmup: Double = RawHTTPLoad.warmup) -> Double {
+        let window = measured(samples, warmup: warmup)
         guard let a = window.first, let b = window.last, b.t > a.t else { return 0 }
         return Double(b.delivered - a.delivered) / (b.t - a.t)
     }
 
-    /// The least-squares slope of the lag over the measured window, entries/s.
-    func lagTrend(_ samples: [LagSample]) -> Double {
-        let w = samples.filter { $0.t >= RawHTTPLoad.warmup && $0.t <= RawHTTPLoad.warmup + duration }
+    /// Matching events/s committed over the measured window (the writes the trigger matched,
+    /// counted by the leader in the same samples as the deliveries).
+    func committedRate(_ samples: [LagSample], warmup: Double = RawHTTPLoad.warmup) -> Double {
+        let window = measured(samples, warmup: warmup)
+        guard let a = window.first, let b = window.last, b.t > a.t else { return 0 }
+        return Double(b.committed - a.committed) / (b.t - a.t)
+    }
+
+    /// The least-squares slope of `lag` over the measured window, per second.
+    func trend(_ samples: [LagSample], warmup: Double = RawHTTPLoad.warmup, _ lag: (LagSample) -> Int) -> Double {
+        let w = measured(samples, warmup: warmup)
         guard w.count >= 2 else { return 0 }
-        let n = Double(w.count), mt = w.reduce(0) { $0 + $1.t } / n, mp = w.reduce(0) { $0 + Double($1.pending) } / n
-        let cov = w.reduce(0) { $0 + ($1.t - mt) * (Double($1.pending) - mp) }
+        let n = Double(w.count), mt = w.reduce(0) { $0 + $1.t } / n, mp = w.reduce(0) { $0 + Double(lag($1)) } / n
+        let cov = w.reduce(0) { $0 + ($1.t - mt) * (Double(lag($1)) - mp) }
         let varT = w.reduce(0) { $0 + ($1.t - mt) * ($1.t - mt) }
         return varT > 0 ? cov / varT : 0
+    }
+
+    /// The lag line of a sustained run: both lags at the quarters of the measured window and
+    /// their trends; growing when either trend exceeds 2 % of the matching write rate (the
+    /// trigger falls behind for the whole run).
+    func lagReport(_ samples: [LagSample], warmup: Double = RawHTTPLoad.warmup, rate: Double) -> (text: String, grows: Bool) {
+        let quarters = [0.25, 0.5, 0.75, 1.0].map { q -> LagSample? in samples.last { $0.t <= warmup + duration * q } }
+        let events = quarters.map { String($0?.undelivered ?? 0) }.joined(separator: ", ")
+        let entries = quarters.map { String($0?.pending ?? 0) }.joined(separator: ", ")
+        let (te, tp) = (trend(samples, warmup: warmup, \.undelivered), trend(samples, warmup: warmup, \.pending))
+        let grows = te > 0.02 * rate || tp > 0.02 * rate
+        let text = String(format: "events committed and not yet received at 1/4, 1/2, 3/4 and the end: %@ (trend %+.0f/s); "
+                          + "entries the replicated cursor has not passed: %@ (trend %+.0f/s): %@",
+                          events, te, entries, tp, grows ? "GROWS (delivery does not keep up)" : "steady (keeps up)")
+        return (text, grows)
     }
 
     func sustainedRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String, ns: String, batch: Int) async throws {
@@ -293,17 +345,10 @@ struct TriggerBench: AsyncParsableCommand {
         let (result, samples) = try await loadWithLag(http, receiver, leader: leader, ns: ns, names: [name],
                                                       name: "    writes, one trigger with batchSize \(batch)")
         result.print()
-        let trend = lagTrend(samples)
-        let quarters = [0.25, 0.5, 0.75, 1.0].map { q -> String in
-            let t = RawHTTPLoad.warmup + duration * q
-            return String(samples.last { $0.t <= t }?.pending ?? 0)
-        }
-        // Growing: the trigger falls behind by more than 2 % of the write rate for the whole run.
-        let grows = trend > 0.02 * result.rate
-        print(String(format: "(b) batchSize %d, inFlight %d: %.0f matching writes/s, %.0f events/s delivered during the run; "
-                     + "lag (entries pending) at 1/4, 1/2, 3/4 and the end: %@; trend %+.0f entries/s: %@; load average %@",
-                     batch, inFlight, result.rate, deliveredRate(samples), quarters.joined(separator: ", "), trend,
-                     grows ? "GROWS (delivery does not keep up)" : "steady (keeps up)", loadAverage()))
+        print(String(format: "(b) batchSize %d, inFlight %d, closed loop: %.0f matching writes/s acknowledged, %.0f events/s committed "
+                     + "and %.0f events/s delivered in the same samples; %@; load average %@",
+                     batch, inFlight, result.rate, committedRate(samples), deliveredRate(samples),
+                     lagReport(samples, rate: result.rate).text, loadAverage()))
         if batch > 1 {
             let drained = try await waitDelivered(http, leader, ns: ns)
             let got = receiver.counts(name).events - before.events
@@ -322,6 +367,43 @@ struct TriggerBench: AsyncParsableCommand {
                          + "after them (goal ≥ 3,000); load average %@", deliveredRate(samples), drainRate, loadAverage()))
         }
         // Removed: its backlog is not delivered into the next run.
+        try await putTriggers(http, leader, ns: ns, [:])
+    }
+
+    /// Open-loop REST writes at `--sustained-rate` (a new key each: one `created` event) with
+    /// one batching trigger: the goal's "keeps up with ≥ 20,000 matching writes/s" as written.
+    func fixedRateRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String, ns: String, batch: Int) async throws {
+        let name = "rated"
+        try await putTriggers(http, leader, ns: ns, [name: definition("/bench/{w}/{k}", on: "created", receiver: receiver, batch: batch)])
+        let before = receiver.counts(name)
+        let (rate, seconds) = (sustainedRate, duration + RawHTTPLoad.warmup)
+        let sampler = lagSampler(http, receiver, leader: leader, ns: ns, names: [name])
+        let w: (acked: Int, errors: Int, late: Int)
+        do {
+            w = try await RawProbe.onThread("trigger-rate-writer") {
+                try RawProbe.openLoopWrites(url: leader, rate: rate, seconds: seconds, maxInFlight: Self.maxRateInFlight,
+                                            request: { i, sent in
+                                                RawHTTPRequest(method: "PUT", target: "/bench/w\(i % 16)/k\(i).json?ns=\(ns)&print=silent",
+                                                               body: "\(sent)")
+                                            },
+                                            stop: RawHTTPRequest(method: "PUT", target: "/ratestop.json?ns=\(ns)&print=silent", body: "0"))
+            }
+        } catch {
+            sampler.cancel()
+            throw error
+        }
+        sampler.cancel()
+        let samples = await sampler.value
+        let lag = lagReport(samples, rate: Double(rate))
+        print(String(format: "(b) batchSize %d, inFlight %d, open loop %d writes/s for %.0f s: %d writes acknowledged (%d errors, %d sends late > 1 ms); "
+                     + "%.0f events/s committed and %.0f events/s delivered after the first second; %@; load average %@",
+                     batch, inFlight, rate, seconds, w.acked, w.errors, w.late, committedRate(samples), deliveredRate(samples),
+                     lag.text, loadAverage()))
+        let drained = try await waitDelivered(http, leader, ns: ns)
+        let got = receiver.counts(name).events - before.events
+        print(String(format: "    after the load: %@; %d events received for %d writes acknowledged (goal: keeps up with ≥ 20,000 writes/s); load average %@",
+                     drained.map { String(format: "the lag reached 0 in %.2f s", $0) } ?? "still behind after \(Int(Self.drainSeconds)) s",
+                     got, w.acked, loadAverage()))
         try await putTriggers(http, leader, ns: ns, [:])
     }
 

@@ -96,3 +96,57 @@ import Testing
         }
     }
 }
+
+/// A batching lane's body from the batch another lane of its group cut (`TriggerBodyCache.batch`):
+/// found by its first event and length, checked event by event, so a different run of the same
+/// length from the same first event (a lane that skipped records past its retention limit)
+/// gets its own bytes; and the recent deliveries the admin endpoint shows stay bounded.
+@Suite struct TriggerBatchBodyTests {
+    @Test(arguments: [4, 5]) func aBatchFromTheCacheIsTheWholeBytesOnlyForTheSameEvents(seed: UInt64) {
+        var r = TriggerBodyTests.Rng(state: seed)
+        let bodies = TriggerBodyCache()
+        let ns = "t"
+        let all = TriggerBodyTests.events(&r, count: 60)
+        for round in 0..<30 {
+            // Runs of the stream from one first event: whole, and with one event left out and
+            // another taken at the end (same first event, same length).
+            let start = r.below(20), n = r.below(20) + 3
+            let run = Array(all[start..<(start + n)])
+            var other = run
+            other.remove(at: 1 + r.below(n - 1))
+            other.append(all[start + n])
+            for (name, payload) in [("a", run), ("b", run), ("c", other), ("a", other), ("b", run)] {
+                let head = TriggerEvent.head(namespace: ns, trigger: name)
+                let got = TriggerLane.body(payload, namespace: ns, trigger: name, head: head, batch: true, group: 9, bodies: bodies)
+                #expect(got == TriggerBodyTests.whole(payload, ns: ns, trigger: name, batch: true), "seed \(seed) round \(round) trigger \(name)")
+            }
+        }
+    }
+
+    @Test func recentDeliveriesShowABoundedNumberOfIds() throws {
+        let runtime = TriggerRuntime()
+        let events = (1...1_000).map { TriggerDelivery.Event(index: UInt64($0), seq: 0, last: true) }
+        for _ in 0..<(TriggerRuntime.maxRecent + 5) {
+            runtime.recorded("t", "a", .init(events: events, outcome: "delivered", status: 200, millis: 3, at: 1), events: events.count, latencies: [])
+        }
+        guard case .object(let o) = runtime.json("t", "a"), case .array(let recent)? = o["recent"] else {
+            Issue.record("no recent deliveries")
+            return
+        }
+        #expect(recent.count == TriggerRuntime.maxRecent)
+        for d in recent {
+            guard case .object(let m) = d, case .array(let ids)? = m["ids"] else { Issue.record("\(d)"); continue }
+            #expect(ids.count == TriggerRuntime.maxIdsShown)
+            #expect(ids.first == .string("1-0") && m["firstId"] == .string("1-0") && m["lastId"] == .string("1000-0"))
+            #expect(m["events"] == .int(1_000) && m["outcome"] == .string("delivered"))
+        }
+        // A small delivery shows all its ids.
+        let two = Array(events.prefix(2))
+        runtime.recorded("t", "b", .init(events: two, outcome: "HTTP 500", status: 500, millis: 3, at: 1), events: 2, latencies: [])
+        guard case .object(let ob) = runtime.json("t", "b"), case .array(let rb)? = ob["recent"], case .object(let d)? = rb.first else {
+            Issue.record("no recent deliveries for b")
+            return
+        }
+        #expect(d["ids"] == .array([.string("1-0"), .string("2-0")]) && d["events"] == .int(2))
+    }
+}

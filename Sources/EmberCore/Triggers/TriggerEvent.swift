@@ -159,6 +159,27 @@ public struct TriggerEvent: Sendable, Equatable {
         return out
     }
 
+    /// A batch's POST body from a trigger's `head` and its events' shared members concatenated
+    /// in `joined` (event k's end at `ends[k]`): the bytes `cloudEventBody(head:shared:batch:
+    /// true)` makes from them one by one.
+    public static func cloudEventBody(head: [UInt8], joined: [UInt8], ends: [Int]) -> [UInt8] {
+        precondition(ends.last ?? 0 == joined.count, "the ends cover the joined members")
+        var out: [UInt8] = []
+        out.reserveCapacity(2 + ends.count * (head.count + 1) + joined.count)
+        out.append(0x5B)
+        joined.withUnsafeBufferPointer { j in
+            var start = 0
+            for (k, end) in ends.enumerated() {
+                if k > 0 { out.append(0x2C) }
+                out.append(contentsOf: head)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: j[start..<end]))
+                start = end
+            }
+        }
+        out.append(0x5D)
+        return out
+    }
+
     /// `2026-11-28T20:42:57.123Z` (UTC; days to civil date after H. Hinnant's published method).
     public static func rfc3339(millis: Int64) -> String {
         let ms = ((millis % 1000) + 1000) % 1000

@@ -34,7 +34,7 @@ async function poll() {
     cell(tr, s.pending, 'lag');
     cell(tr, s.deadLetters, 'dead');
     cell(tr, n.lastError || '', 'error');
-    const recent = (n.recent || []).slice(-5).map((r) => `${r.outcome === 'delivered' ? '✓' : '✗'} ${r.ids.join(',')} ${r.millis} ms`).join('\n');
+    const recent = (n.recent || []).slice(-5).map((r) => `${r.outcome === 'delivered' ? '✓' : '✗'} ${r.ids.join(',')}${r.events > r.ids.length ? ` … ${r.lastId} (${r.events} events)` : ''} ${r.millis} ms`).join('\n');
     cell(tr, recent, 'recent mono');
     const actions = cell(tr, '');
     const button = (label, cls, fn) => { const b = document.createElement('button'); b.textContent = label; b.className = cls; b.addEventListener('click', fn); actions.append(b); };

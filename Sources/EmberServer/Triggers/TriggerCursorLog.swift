@@ -3,9 +3,10 @@ import EmberNodeStore
 import Synchronization
 
 /// Logs the delivery lanes' cursors of a namespace together: one `advance` entry in flight per
-/// namespace at a time, carrying every cursor its lanes settled meanwhile. Ten triggers
-/// keeping up with one stream of writes cost one small log entry per commit round trip, not
-/// ten streams of entries through Raft.
+/// namespace at a time, carrying every cursor its lanes settled meanwhile, and at most one
+/// every `minInterval`. Ten triggers keeping up with one stream of writes cost one small log
+/// entry per interval (each applied on every member: cursors moved, records pruned), not ten
+/// streams of entries through Raft, nor one per commit round trip when commits are quick.
 final class TriggerCursorLog: Sendable {
     typealias Done = @Sendable (_ error: String?) -> Void
     private struct Queue {
@@ -14,6 +15,11 @@ final class TriggerCursorLog: Sendable {
     }
     private let queues = Mutex<[String: Queue]>([:])
     private let port: any TriggersPort
+
+    /// Named limit: the least time from one entry's start to the next one's (at most 50
+    /// entries/s per namespace). What is delivered meanwhile waits in memory; a failover
+    /// delivers it again (at least once), so the interval stays short.
+    static let minInterval = Duration.milliseconds(20)
 
     init(port: any TriggersPort) { self.port = port }
 
@@ -40,12 +46,15 @@ final class TriggerCursorLog: Sendable {
                 return b
             }
             if batch.isEmpty { return }
+            let started = ContinuousClock.now
             do {
                 try await port.log(namespace: ns, .advance(batch.map(\.0)))
                 for (_, done) in batch { done(nil) }
             } catch {
                 for (_, done) in batch { done("\(error)") }
             }
+            // The lanes hand in their next cursors meanwhile; they go together in the next entry.
+            try? await Task.sleep(until: started + Self.minInterval, clock: .continuous)
         }
     }
 }

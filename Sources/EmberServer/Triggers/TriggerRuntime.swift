@@ -7,7 +7,25 @@ public final class TriggerRuntime: Sendable {
     public struct Delivery: Sendable {
         /// The events POSTed (their ids are made when shown, not per delivery).
         public var events: [TriggerDelivery.Event]
-        public var ids: [String] { events.map { "\($0.index)-\($0.seq)" } }
+        public var ids: [String] { events.map(Self.id) }
+        static func id(_ e: TriggerDelivery.Event) -> String { "\(e.index)-\(e.seq)" }
+
+        /// As the admin endpoint and the console show it: the events' count, first and last
+        /// id, and at most `maxIdsShown` ids (a batch of 1,000 events would otherwise list
+        /// 1,000 ids, 200,000 per GET for ten busy triggers).
+        var json: JSON {
+            var o: KeyMap<JSON> = [
+                "events": .int(Int64(events.count)),
+                "ids": .array(events.prefix(TriggerRuntime.maxIdsShown).map { .string(Self.id($0)) }),
+                "outcome": .string(outcome), "status": status.map { .int(Int64($0)) } ?? .null,
+                "millis": .int(millis), "at": .int(at),
+            ]
+            if let first = events.first, let last = events.last {
+                o["firstId"] = .string(Self.id(first))
+                o["lastId"] = .string(Self.id(last))
+            }
+            return .object(o)
+        }
         public var outcome: String
         public var status: Int?
         public var millis: Int64
@@ -31,8 +49,10 @@ public final class TriggerRuntime: Sendable {
 
     private let state = Mutex(State())
 
-    /// Named limit: recent deliveries kept per trigger.
+    /// Named limits: recent deliveries kept per trigger, and event ids each one shows (README,
+    /// "Triggers": `events`, `firstId` and `lastId` say the rest).
     static let maxRecent = 20
+    static let maxIdsShown = 10
     static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
     static func key(_ ns: String, _ name: String) -> String { ns + "/" + name }
@@ -66,10 +86,7 @@ public final class TriggerRuntime: Sendable {
             return .object([
                 "delivering": .bool(lane.delivering),
                 "lastError": lane.lastError.map { .string($0) } ?? .null,
-                "recent": .array(lane.recent.map { d in
-                    .object(["ids": .array(d.ids.map { .string($0) }), "outcome": .string(d.outcome),
-                             "status": d.status.map { .int(Int64($0)) } ?? .null, "millis": .int(d.millis), "at": .int(d.at)])
-                }),
+                "recent": .array(lane.recent.map(\.json)),
             ])
         }
     }

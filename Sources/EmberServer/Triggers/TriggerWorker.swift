@@ -243,14 +243,13 @@ final class TriggerLane: Sendable {
         for a in actions {
             switch a {
             case .send(let batch, let items):
-                var payload: [TriggerEvent] = []
+                // Each event's entry timestamp (for the latency); the events themselves are
+                // copied out only for a body not made by another lane of the group yet.
                 var stamps: [Int64] = []
-                payload.reserveCapacity(items.count)
                 stamps.reserveCapacity(items.count)
                 for i in items {
-                    guard let e = events[i.index]?.first(where: { $0.seq == i.seq }) else { continue }
-                    payload.append(e)
-                    stamps.append(e.timestamp)
+                    guard let entry = events[i.index], let e = entry.firstIndex(where: { $0.seq == i.seq }) else { continue }
+                    stamps.append(entry[e].timestamp)
                 }
                 let continuation = inputs.continuation
                 // Queued on the connection here, in the machine's order; answered in the background.
@@ -258,7 +257,20 @@ final class TriggerLane: Sendable {
                 // Events of the group's records (named by the group they were read from) share
                 // their serialized members with its other lanes; a trigger's own rows do not.
                 let group = !settling.own.isEmpty && items.contains { settling.own.contains($0.index) } ? 0 : settling.group
-                let answer = send(payload, group: group)
+                var shared: TriggerBodyCache.SharedBatch?
+                if group != 0 && definition.limits.batchSize > 1 && stamps.count == items.count {
+                    shared = bodies.batch(ns, group: group, count: items.count, key: { (items[$0].index, items[$0].seq) },
+                                          event: { k in events[items[k].index]?.first { $0.seq == items[k].seq } })
+                }
+                let body: [UInt8]
+                if let shared {
+                    body = TriggerEvent.cloudEventBody(head: head, joined: shared.bytes, ends: shared.ends)
+                } else {
+                    let payload = items.compactMap { i in events[i.index]?.first { $0.seq == i.seq } }
+                    body = Self.body(payload, namespace: ns, trigger: name, head: head, batch: definition.limits.batchSize > 1,
+                                     group: group, bodies: bodies)
+                }
+                let answer = send(body)
                 Task { [self] in
                     let (error, status) = await finish(items, stamps, answer, start: start)
                     continuation.yield(.completed(batch: batch, error: error, status: status))
@@ -266,7 +278,8 @@ final class TriggerLane: Sendable {
             case .settle(let indexes, let reason):
                 let dead = reason == nil ? 0 : indexes.reduce(0) { $0 + (events[$1]?.count ?? 0) }
                 for i in indexes { events[i] = nil }
-                let own = indexes.filter { settling.own.remove($0) != nil }
+                // Own rows are rare (a 0.6.0 outbox's, replayed dead letters): no lookup per entry without them.
+                let own = settling.own.isEmpty ? [] : indexes.filter { settling.own.remove($0) != nil }
                 settling.queue.append((indexes, reason, dead, own))
                 settling.held.formUnion(indexes)
                 logNextCursor(&settling)
@@ -278,23 +291,17 @@ final class TriggerLane: Sendable {
     }
 
     /// Logs the queued cursors when none is in flight: the queue's first run of the same
-    /// outcome, at most `TriggerDelivery.maxSettle` entries, delivered ones as this trigger's
-    /// cursor in the namespace's next `advance` entry (`TriggerCursorLog`) once every member
+    /// outcome (`coalesce`), delivered ones as this trigger's cursor in the namespace's next
+    /// `advance` entry (`TriggerCursorLog`) once every member
     /// reads it (`TriggersPort.logsAdvance`), dead ones (and, until then, delivered ones) as a
     /// `settle` entry of their own; reports `.settled`.
     private func logNextCursor(_ settling: inout Settling) {
-        guard settling.inFlight == nil, var next = settling.queue.first else { return }
-        settling.queue.removeFirst()
-        while let more = settling.queue.first, more.reason == next.reason,
-              next.indexes.count + more.indexes.count <= TriggerDelivery.maxSettle {
-            next.indexes += more.indexes
-            next.dead += more.dead
-            next.own += more.own
-            settling.queue.removeFirst()
-        }
+        guard settling.inFlight == nil, let first = settling.queue.first else { return }
+        let advance = first.reason == nil && port.logsAdvance
+        let next = Self.coalesce(&settling.queue, advance: advance)
         settling.inFlight = next
         let (port, ns, name, continuation) = (self.port, self.ns, definition.name, inputs.continuation)
-        if next.reason == nil, let through = next.indexes.max(), port.logsAdvance {
+        if advance, let through = next.indexes.max() {
             // Delivered: the cursor goes with the other lanes' in one entry (a cluster with a
             // member of 0.6.0 gets `settle` entries below, which it reads).
             cursors.submit(namespace: ns, TriggerCursor(name: name, group: settling.group, through: through, rows: next.own)) { error in
@@ -310,6 +317,27 @@ final class TriggerLane: Sendable {
                 continuation.yield(.settled(error: "\(error)"))
             }
         }
+    }
+
+    /// Takes the queue's first run of cursors of one outcome into one. A `settle` entry names
+    /// every entry it settles, so it takes at most `TriggerDelivery.maxSettle` of them. An
+    /// `advance` names only how far the trigger read, and its own rows: it takes every delivered
+    /// cursor queued (at most `maxSettle` own rows). Capping it by entries too held a busy
+    /// trigger's cursor to one POST's worth per entry committed: under a saturating write load
+    /// the replicated cursor fell further behind the deliveries the longer the run (the lag
+    /// grew though delivery kept up, and a failover would resend all of it).
+    static func coalesce(_ queue: inout [Settling.Item], advance: Bool) -> Settling.Item {
+        precondition(!queue.isEmpty, "a cursor to log")
+        var next = queue.removeFirst()
+        while let more = queue.first, more.reason == next.reason,
+              advance ? next.own.count + more.own.count <= TriggerDelivery.maxSettle
+                      : next.indexes.count + more.indexes.count <= TriggerDelivery.maxSettle {
+            next.indexes += more.indexes
+            next.dead += more.dead
+            next.own += more.own
+            queue.removeFirst()
+        }
+        return next
     }
 
     /// The next input, or `.wake` at `wakeAt` (ms); nil once cancelled.
@@ -349,12 +377,11 @@ final class TriggerLane: Sendable {
         return String(decoding: hex, as: UTF8.self)
     }
 
-    /// Queues one POST of `payload` (a CloudEvent, or an array of them when the trigger
-    /// batches) on the lane's connection; its status when answered.
-    private func send(_ payload: [TriggerEvent], group: UInt64) -> EventLoopFuture<Int>? {
+    /// Queues one POST of `body` (a CloudEvent, or an array of them when the trigger batches)
+    /// on the lane's connection, signed with the trigger's secret; its status when answered.
+    private func send(_ body: [UInt8]) -> EventLoopFuture<Int>? {
         let name = definition.name
         let batch = definition.limits.batchSize > 1
-        let body = Self.body(payload, namespace: ns, trigger: name, head: head, batch: batch, group: group, bodies: bodies)
         return pipe?.post(body: body, headers: [
             ("Content-Type", batch ? "application/cloudevents-batch+json" : "application/cloudevents+json"),
             (Self.signatureHeader, Self.signature(body, key: key)),
@@ -363,11 +390,15 @@ final class TriggerLane: Sendable {
     }
 
     /// A POST's body: events of a group's shared records (`group` != 0) from the members its
-    /// lanes serialized once (`TriggerBodyCache`) behind this trigger's `head`; a trigger's own
-    /// rows serialized here. The same bytes either way.
+    /// lanes serialized once (`TriggerBodyCache`: a batch whole, else event by event) behind
+    /// this trigger's `head`; a trigger's own rows serialized here. The same bytes either way.
     static func body(_ payload: [TriggerEvent], namespace ns: String, trigger: String, head: [UInt8], batch: Bool,
                      group: UInt64, bodies: TriggerBodyCache) -> [UInt8] {
         guard group != 0 else { return TriggerEvent.cloudEventBody(payload, namespace: ns, trigger: trigger, batch: batch) }
+        if batch, let shared = bodies.batch(ns, group: group, count: payload.count, key: { (payload[$0].index, payload[$0].seq) },
+                                            event: { payload[$0] }) {
+            return TriggerEvent.cloudEventBody(head: head, joined: shared.bytes, ends: shared.ends)
+        }
         return TriggerEvent.cloudEventBody(head: head, shared: bodies.members(ns, group: group, batch ? payload : Array(payload.prefix(1))),
                                            batch: batch)
     }
