@@ -265,9 +265,13 @@ struct TriggerBench: AsyncParsableCommand {
         return Task { () -> [LagSample] in
             var out: [LagSample] = []
             while !Task.isCancelled {
+                // The receiver's count first, the leader's figures after: deliveries made while
+                // the GET is answered count as not yet received (the lag is never understated,
+                // nor negative).
+                let delivered = names.reduce(0) { $0 + receiver.counts($1).events }
                 if let states = try? await triggerStates(http, leader, ns: ns) {
                     out.append(LagSample(t: Date().timeIntervalSince(t0), pending: pending(states), committed: committed(states),
-                                         delivered: names.reduce(0) { $0 + receiver.counts($1).events }))
+                                         delivered: delivered))
                 }
                 try? await Task.sleep(for: .milliseconds(Self.lagSampleMillis))
             }
