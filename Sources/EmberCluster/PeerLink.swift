@@ -211,6 +211,13 @@ final class PeerLink: Sendable {
         let (pending, closed) = state.withLock { s -> (Bool, Bool) in
             s.connecting = false
             if s.closed { return (false, true) }
+            // Frames a dead channel's drain had not written were admitted at its level: a peer
+            // back at a lower one (gone back to an older release) may not decode them. Raft
+            // sends again what is lost.
+            if s.everConnected && level < s.level {
+                s.dropped += UInt64(s.outbox.count)
+                s.outbox = []
+            }
             s.channel = channel
             s.level = level
             s.backoffMillis = backoffMin

@@ -17,8 +17,11 @@ extension RaftHost {
         var level = 1
         if case .appendEntries(let append) = message.payload, !append.entries.isEmpty {
             let speaks = transport.connectedLevel(message.to)
-            if speaks.map({ $0 < 4 }) ?? true,
-               let held = append.entries.last(where: { $0.kind == .normal && EmberStorage.LogEntry.isTriggerAdvance($0.data) }) {
+            if let speaks, speaks >= 4 {
+                // Not read: it goes only on a connection at level 4 (if the link reconnects at an
+                // older level before it is written, it is dropped and Raft sends it again).
+                level = 4
+            } else if let held = append.entries.last(where: { $0.kind == .normal && EmberStorage.LogEntry.isTriggerAdvance($0.data) }) {
                 level = 4
                 if speaks != nil && held.index > advanceHeld {
                     advanceHeld = held.index
