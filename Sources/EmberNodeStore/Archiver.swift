@@ -23,8 +23,16 @@ public struct ArchiveOptions: Sendable {
     public var segmentMaxAgeSeconds: Double = 60
     /// How often the archiver looks for newly applied entries.
     public var pollMilliseconds: Int = 200
-    /// The archiver thread's nice value (Linux: per thread). Its work — a full state hash at each
-    /// segment close, compression, checksums, bases — is background work: on a saturated leader
+    /// A segment closed by its size records the state hash (a full scan of the state) only once
+    /// the entry bytes archived since the last recorded hash reach this many times the bytes that
+    /// hash scanned: on a saturated leader the hash then costs at most 1/`hashSpacing` state
+    /// bytes scanned per archived entry byte, whatever the state's size (hashing at every 16 MiB
+    /// close scans a 1 GB state 64 times per GB archived). Segments closed by age (at most one per
+    /// `segmentMaxAgeSeconds`) and at a stop always record it; restore checks the hash where a
+    /// segment has one (`ArchiveRestore`). 0: every segment records it.
+    public var hashSpacing: Double = 1
+    /// The archiver thread's nice value (Linux: per thread). Its work — the state hash at segment
+    /// closes, compression, checksums, bases — is background work: on a saturated leader
     /// the writer and the requests get the CPU first, and the archive catches up when they leave
     /// some (its lag is in status and metrics; `StoreOptions.archiveHold` keeps what it lacks).
     public var threadNice: Int32 = 5
@@ -191,12 +199,17 @@ public final class Archiver: ArchivePort, Sendable {
         var active = false
         /// Next index to read from the log.
         var next: UInt64 = 1
-        var buffer: [(index: UInt64, bytes: [UInt8])] = []
-        var bytes = 0
+        /// The open segment's entries, and their bytes.
+        var segment = ArchiveSegmentBuilder()
+        var bytes: Int { segment.entryBytes }
         /// Time of the oldest buffered entry that is more than a mark or a no-op.
         var oldestContent: Int64? = nil
         var lastBaseAt: Int64 = 0
         var lastBaseIndex: UInt64? = nil
+        /// Entry bytes stored since the last segment that recorded the state hash, and the bytes
+        /// that hash scanned (`ArchiveOptions.hashSpacing`).
+        var bytesSinceHash = 0
+        var lastHashScanned = 0
     }
 
     /// Pause after a failed step (an unreachable archive volume) before trying again.
@@ -212,9 +225,9 @@ public final class Archiver: ArchivePort, Sendable {
         do {
             if !run.active { try begin(&run) }
             try readNew(&run)
-            if let oldest = run.oldestContent,
-               run.bytes >= options.segmentMaxBytes || Double(now() - oldest) >= options.segmentMaxAgeSeconds * 1000 {
-                try closeSegment(&run)
+            if let oldest = run.oldestContent {
+                let old = Double(now() - oldest) >= options.segmentMaxAgeSeconds * 1000
+                if old || run.bytes >= options.segmentMaxBytes { try closeSegment(&run, hash: old || hashDue(run)) }
             }
             if Double(now() - run.lastBaseAt) >= options.baseEverySeconds * 1000 { try writeBase(&run) }
             let lag = run.oldestContent.map { Double(max(0, now() - $0)) / 1000 } ?? 0
@@ -260,28 +273,30 @@ public final class Archiver: ArchivePort, Sendable {
         logger.info("archive: writing", metadata: ["archive": "\(archive.location)", "from": "\(run.next)"])
     }
 
-    /// Reads applied entries into the open segment (up to its size limit).
+    /// Reads applied entries into the open segment (up to its size limit), each copied once from
+    /// the log's pages into the segment's block, `readBatch` per read transaction.
     func readNew(_ run: inout Run) throws {
         var applied = store.appliedIndex
         while run.next <= applied && run.bytes < options.segmentMaxBytes {
-            let got = try store.encodedEntries(from: run.next, through: applied, maxCount: ArchiveOptions.readBatch)
-            guard let first = got.first, first.index == run.next else {
+            var oldest = run.oldestContent
+            let now = self.now
+            let got = try store.appendEncodedEntries(from: run.next, through: applied, maxCount: ArchiveOptions.readBatch,
+                                                     maxBytes: options.segmentMaxBytes, into: &run.segment) { _, bytes in
+                // Marks and no-ops alone never make a segment due (an idle archive stays idle).
+                if oldest == nil, let entry = try? LogEntry(decoding: Array(bytes)) {
+                    switch entry.operation {
+                    case .noop, .archived: break
+                    default: oldest = entry.timestamp > 0 ? entry.timestamp : now()
+                    }
+                }
+            }
+            run.oldestContent = oldest
+            guard got > 0 else {
                 try skipGap(&run)
                 applied = store.appliedIndex
                 continue
             }
-            for e in got {
-                // Marks and no-ops alone never make a segment due (an idle archive stays idle).
-                if run.oldestContent == nil, let entry = try? LogEntry(decoding: e.bytes) {
-                    switch entry.operation {
-                    case .noop, .archived: break
-                    default: run.oldestContent = entry.timestamp > 0 ? entry.timestamp : now()
-                    }
-                }
-                run.bytes += e.bytes.count
-                run.buffer.append(e)
-            }
-            run.next = got.last!.index + 1
+            run.next += UInt64(got)
         }
     }
 
@@ -291,7 +306,7 @@ public final class Archiver: ArchivePort, Sendable {
 
     func restartFromBase(_ run: inout Run, reportGap: Bool) throws {
         let from = run.next
-        if !run.buffer.isEmpty { try storeSegment(&run, hash: "") }
+        if !run.segment.isEmpty { try storeSegment(&run, hash: "") }
         // The base written when this node began serves when the log holds what follows it.
         let base = run.lastBaseIndex.map { $0 + 1 >= store.firstLogIndex } == true ? run.lastBaseIndex! : try writeBase(&run)
         if reportGap {
@@ -304,53 +319,62 @@ public final class Archiver: ArchivePort, Sendable {
         run.next = base + 1
     }
 
-    /// Closes the open segment at the applied index, with the state hash there.
-    func closeSegment(_ run: inout Run, mark: Bool = true) throws {
-        let (at, hash) = try store.stateHashAtApplied()
+    /// A segment closed by size records the hash once enough entry bytes followed the last one.
+    func hashDue(_ run: Run) -> Bool {
+        Double(run.bytesSinceHash + run.bytes) >= options.hashSpacing * Double(run.lastHashScanned)
+    }
+
+    /// Closes the open segment: with `hash`, at the applied index with the state hash there;
+    /// without, at the last entry read.
+    func closeSegment(_ run: inout Run, mark: Bool = true, hash withHash: Bool = true) throws {
+        guard withHash else {
+            guard !run.segment.isEmpty else { return }
+            return try storeSegment(&run, hash: "", mark: mark)
+        }
+        let (at, hash, scanned) = try store.measuredStateHashAtApplied()
+        run.lastHashScanned = scanned
         if at >= run.next {
             // Everything through `at`, whatever the size: the hash is the state there.
             while run.next <= at {
-                let got = try store.encodedEntries(from: run.next, through: at, maxCount: ArchiveOptions.readBatch)
-                guard let first = got.first, first.index == run.next else { break }
-                run.buffer += got
-                run.next = got.last!.index + 1
+                let got = try store.appendEncodedEntries(from: run.next, through: at, maxCount: ArchiveOptions.readBatch, into: &run.segment)
+                guard got > 0 else { break }
+                run.next += UInt64(got)
             }
         }
-        guard !run.buffer.isEmpty else { return }
-        try storeSegment(&run, hash: run.buffer.last?.index == at ? hash : "", mark: mark)
+        guard !run.segment.isEmpty else { return }
+        try storeSegment(&run, hash: run.segment.last == at ? hash : "", mark: mark)
     }
 
     func storeSegment(_ run: inout Run, hash: String, mark: Bool = true) throws {
         // Entries another writer stored meanwhile (a deposed leader that had not noticed yet):
         // its segment stays, this one starts after it (no entry is archived twice).
-        if let first = run.buffer.first?.index,
+        if !run.segment.isEmpty, case let first = run.segment.first,
            let other = ArchiveCatalog(names: try archive.list()).segments
             .filter({ $0.first <= first && $0.last >= first }).max(by: { $0.last < $1.last }) {
             logger.info("archive: entries already stored by another writer", metadata: ["segment": "\(other.name)"])
-            run.buffer.removeAll { $0.index <= other.last }
-            if run.buffer.isEmpty {
+            run.segment.removeThrough(other.last)
+            if run.segment.isEmpty {
                 if mark { try markSync(other.last) }
-                run.bytes = 0
                 run.oldestContent = nil
                 if run.next <= other.last { run.next = other.last + 1 }
                 return
             }
         }
-        let segment = try ArchiveSegment(entries: run.buffer, stateHash: hash)
+        let (name, last, entryBytes) = (run.segment.name, run.segment.last!, run.bytes)
         // A leader deposed meanwhile (by a transfer it made, a removal) stores nothing more: the
         // new leader goes on from the replicated position.
-        guard isLeader() else { throw ArchiveError("not the leader any more: \(segment.name) not stored") }
-        try archive.put(segment.name, bytes: segment.encoded())
-        if mark { try markSync(segment.last) }
+        guard isLeader() else { throw ArchiveError("not the leader any more: \(name) not stored") }
+        try archive.put(name, bytes: run.segment.encoded(stateHash: hash))
+        if mark { try markSync(last) }
         cleanUpOverlaps()
-        run.buffer.removeAll()
-        run.bytes = 0
+        run.segment.reset()
+        run.bytesSinceHash = hash.isEmpty ? run.bytesSinceHash + entryBytes : 0
         run.oldestContent = nil
         let at = now()
         update { s in
-            s.lastSegment = segment.name
+            s.lastSegment = name
             s.lastSegmentAtMs = at
-            s.archivedThrough = max(s.archivedThrough, segment.last)
+            s.archivedThrough = max(s.archivedThrough, last)
         }
     }
 

@@ -22,6 +22,8 @@ struct StateHasher {
     private var runCount = 0
     private var stage: [UInt8] = []
     private var digests: [UInt8] = []
+    /// Record bytes fed so far (the state's logical size: what a full hash of it scans).
+    private(set) var totalBytes = 0
 
     init() { stage.reserveCapacity(Self.stageBytes + 64) }
 
@@ -53,6 +55,7 @@ struct StateHasher {
         guard !stage.isEmpty else { return }
         stage.withUnsafeBytes { run.update(bufferPointer: $0) }
         runCount += stage.count
+        totalBytes += stage.count
         stage.removeAll(keepingCapacity: true)
     }
 

@@ -212,11 +212,29 @@ extension EmberStore {
     /// members compare (`stateHash()` alone may include writes applied after a separately read
     /// index).
     public func stateHashAtApplied() throws -> (applied: UInt64, hash: String) {
-        try withVisibleRead { t in (try tables.metaU64(t, "applied"), try Self.stateHash(t, tables: tables, prefix: [])) }
+        let m = try measuredStateHashAtApplied()
+        return (m.applied, m.hash)
+    }
+
+    /// `stateHashAtApplied`, with the bytes the hash scanned (what the next full hash will cost:
+    /// the archiver spaces its hashes by it).
+    public func measuredStateHashAtApplied() throws -> (applied: UInt64, hash: String, bytes: Int) {
+        try withVisibleRead { t in
+            let applied = try tables.metaU64(t, "applied")
+            var bytes = 0
+            let hash = try Self.stateHash(t, tables: tables, prefix: [], bytes: &bytes)
+            return (applied, hash, bytes)
+        }
     }
 
     static func stateHash(_ t: Txn, tables: Tables, prefix: [UInt8]) throws -> String {
+        var bytes = 0
+        return try stateHash(t, tables: tables, prefix: prefix, bytes: &bytes)
+    }
+
+    static func stateHash(_ t: Txn, tables: Tables, prefix: [UInt8], bytes: inout Int) throws -> String {
         var hasher = StateHasher()
+        defer { bytes = hasher.totalBytes }
         // Data only: a leaf's kept version (history) is left out, hashed as a plain leaf; an
         // inline object as the per-leaf records it stands for (in the same key order).
         func add<K: Collection<UInt8>>(_ k: K, _ v: UnsafeRawBufferPointer) throws {

@@ -265,6 +265,49 @@ import Testing
         try await Self.restoresToEverySegmentEnd(archive)
     }
 
+    /// A saturated leader closes segments by size: those record the state hash (a full scan of
+    /// the state) only once the entry bytes stored since the last recorded hash reach the bytes
+    /// that hash scanned (`hashSpacing` 1), while 0 records it at every close. Every segment end
+    /// restores either way, and reproduces the hash where one is recorded.
+    @Test(arguments: [1.0, 0.0]) func segmentsClosedBySizeRecordTheHashSpacedByTheStateSize(spacing: Double) async throws {
+        let local = try Self.open(hold: 100_000)
+        defer { local.close() }
+        let store = local.storage
+        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        // A state of ~200 KB in one entry: far more than the entries written after it.
+        var big = KeyMap<JSON>()
+        for i in 0..<200 { big["c\(i)"] = .string(String(repeating: "x", count: 1_000)) }
+        _ = try await store.submit(namespace: "t", .set(path: try Path("/big"), value: .object(big)))
+        var o = Self.options(dir)
+        o.segmentMaxAgeSeconds = 3_600
+        o.segmentMaxBytes = 2_000
+        o.hashSpacing = spacing
+        let a = try local.startArchive(o, isLeader: { true }, mark: { i in
+            _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
+        })
+        let deadline = ContinuousClock.now + .seconds(60)
+        while a.archiveStatus().lastSegment == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await Self.write(store, 300, "a")
+        await a.stop()
+        let archive = try DirectoryArchiveStore(directory: dir)
+        let c = ArchiveCatalog(names: try archive.list())
+        #expect(c.gaps.isEmpty && c.overlaps.isEmpty && c.segments.last?.last == store.appliedIndex)
+        let segments = try c.segments.map { try ArchiveSegment(decoding: try archive.get($0.name)) }
+        let hashed = segments.filter { !$0.stateHash.isEmpty }.count
+        if spacing == 0 {
+            #expect(hashed == segments.count)
+        } else {
+            // ~20 KB of entries after a hash over ~200 KB: the first size close and the stop's.
+            #expect(segments.count >= 6 && hashed >= 1 && hashed <= 2, "\(hashed) of \(segments.count)")
+        }
+        try await Self.restoresToEverySegmentEnd(archive)
+        let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+        defer { restored.close() }
+        _ = try await ArchiveRestore.restore(from: archive, to: .index(store.appliedIndex), into: restored,
+                                             scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+        #expect(try restored.stateHash() == (try store.stateHash()))
+    }
+
     @Test func compactionPastTheHoldIsAReportedGapAndANewBase() async throws {
         let local = try Self.open(hold: 20)
         defer { local.close() }

@@ -306,3 +306,103 @@ final class CountingArchiveStore: ArchiveStore, Sendable {
     func delete(_ name: String) throws { try inner.delete(name) }
     var location: String { inner.location }
 }
+
+/// The archiver's open segment (`ArchiveSegmentBuilder`: each entry copied once, from the log's
+/// pages into the segment's block) against `ArchiveSegment`, the encoder archives were written
+/// with before it: the same bytes for the same entries, so archives of either restore alike.
+@Suite(.printsSeedOnFailure) struct ArchiveSegmentBuilderTests {
+    static func randomEntries(_ g: inout SplitMix64, from first: UInt64, count: Int) -> [(index: UInt64, bytes: [UInt8])] {
+        (0..<count).map { k in
+            let i = first + UInt64(k)
+            // Raft no-ops and marks carry no time (0); the others a leader-fixed one, not always rising.
+            let ts: Int64 = Int.random(in: 0..<8, using: &g) == 0 ? 0 : 1_700_000_000_000 + Int64.random(in: 0...10_000, using: &g)
+            let op: WriteOperation
+            switch Int.random(in: 0..<5, using: &g) {
+            case 0: op = .noop
+            case 1: op = .archived(through: UInt64.random(in: 0...i, using: &g))
+            case 2: op = .set(path: p("/k/\(randomKey(&g))"), value: .null)
+            default:
+                let size = Int.random(in: 0...(Int.random(in: 0..<10, using: &g) == 0 ? 5_000 : 40), using: &g)
+                op = .set(path: p("/k/\(randomKey(&g))"), value: .string(String(repeating: "v", count: size)))
+            }
+            return (i, LogEntry(index: i, term: 3, namespace: "t", operation: op, timestamp: ts).encoded())
+        }
+    }
+
+    @Test func theBuilderEncodesTheSegmentTheEntriesMake() throws {
+        var g = TestSeed.generator(0xA37)
+        for round in 0..<40 {
+            let entries = Self.randomEntries(&g, from: UInt64.random(in: 1...1_000_000, using: &g), count: Int.random(in: 1...300, using: &g))
+            var b = ArchiveSegmentBuilder()
+            for e in entries { try b.append(index: e.index, e.bytes) }
+            let hash = round % 3 == 0 ? "" : String(repeating: "ab", count: 20)
+            let old = try ArchiveSegment(entries: entries, stateHash: hash)
+            #expect(b.name == old.name && b.count == entries.count && b.last == old.last)
+            #expect(b.entryBytes == entries.reduce(0) { $0 + $1.bytes.count })
+            #expect(b.encoded(stateHash: hash) == old.encoded(), "round \(round)")
+            #expect(b.encoded(stateHash: hash, compressed: false) == old.encoded(compressed: false), "round \(round)")
+            #expect(try ArchiveSegment(decoding: b.encoded(stateHash: hash)) == old)
+            #expect(b.entries.map(\.index) == entries.map(\.index) && b.entries.map(\.bytes) == entries.map(\.bytes))
+            // Trimmed in front (another writer stored those): the segment of the rest.
+            let cut = entries[Int.random(in: 0..<entries.count, using: &g)].index
+            var trimmed = b
+            trimmed.removeThrough(cut)
+            let rest = entries.filter { $0.index > cut }
+            if rest.isEmpty {
+                #expect(trimmed.isEmpty)
+            } else {
+                #expect(trimmed.encoded(stateHash: hash) == (try ArchiveSegment(entries: rest, stateHash: hash)).encoded())
+            }
+            // Reset: the next segment starts empty, with nothing of the last one.
+            b.reset()
+            #expect(b.isEmpty && b.entryBytes == 0 && b.last == nil)
+            try b.append(index: entries[0].index, entries[0].bytes)
+            #expect(b.encoded(stateHash: hash) == (try ArchiveSegment(entries: [entries[0]], stateHash: hash)).encoded())
+        }
+    }
+
+    @Test func theBuilderRefusesAGapAndWhatIsNoEntry() throws {
+        var g = TestSeed.generator(0xA38)
+        let entries = Self.randomEntries(&g, from: 5, count: 3)
+        var b = ArchiveSegmentBuilder()
+        try b.append(index: 5, entries[0].bytes)
+        #expect(throws: ArchiveError.self) { try b.append(index: 7, entries[2].bytes) }
+        #expect(throws: ArchiveError.self) { try b.append(index: 6, [9, 9, 9]) }
+        #expect(b.count == 1)
+    }
+
+    /// Read from a real store's log: what `encodedEntries` returns, bounded by count and bytes,
+    /// and stopping at an entry compaction removed.
+    @Test func entriesAppendFromTheLogAsStored() async throws {
+        var o = StoreOptions()
+        o.logRetention = 0
+        o.archiveHold = 100
+        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-builder-\(UUID().uuidString)", options: o)
+        defer { store.close() }
+        for i in 0..<50 { _ = try await store.submit(namespace: "t", .set(path: p("/a\(i)"), value: .string(String(repeating: "x", count: i)))) }
+        let stored = try store.encodedEntries(from: 1, through: 50, maxCount: 100)
+        #expect(stored.count == 50)
+        var b = ArchiveSegmentBuilder()
+        var seen: [UInt64] = []
+        let first = try store.appendEncodedEntries(from: 1, through: 20, maxCount: 100, into: &b) { i, _ in seen.append(i) }
+        let second = try store.appendEncodedEntries(from: 21, through: 50, maxCount: 7, into: &b)
+        #expect(first == 20 && second == 7)
+        #expect(seen == Array(1...20))
+        let bytesBefore = b.entryBytes
+        // Bounded by bytes: stops at the entry that reaches them.
+        let n = try store.appendEncodedEntries(from: 28, through: 50, maxCount: 100, maxBytes: bytesBefore + 1, into: &b)
+        #expect(n == 1)
+        #expect(b.entries.map(\.bytes) == stored.prefix(28).map(\.bytes))
+        #expect(b.encoded(stateHash: "") == (try ArchiveSegment(entries: Array(stored.prefix(28)), stateHash: "")).encoded())
+        // Nothing past `through`, nothing that is not the next index.
+        var c = ArchiveSegmentBuilder()
+        let none = try store.appendEncodedEntries(from: 60, through: 70, maxCount: 10, into: &c)
+        #expect(none == 0)
+        // Compacted (the archive's mark, then writes past the hold): the first index is gone.
+        _ = try await store.submit(namespace: "t", .archived(through: 40))
+        for i in 0..<600 { _ = try await store.submit(namespace: "t", .set(path: p("/b\(i)"), value: .int(Int64(i)))) }
+        #expect(store.firstLogIndex > 1)
+        let compacted = try store.appendEncodedEntries(from: 1, through: 50, maxCount: 10, into: &c)
+        #expect(compacted == 0 && c.isEmpty)
+    }
+}

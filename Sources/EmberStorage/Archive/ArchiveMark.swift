@@ -1,3 +1,4 @@
+import CLMDB
 import EmberCore
 
 /// The replicated position of the point-in-time archive: the index through which the archive
@@ -36,6 +37,47 @@ extension EmberStore {
                 return out.count < maxCount
             }
             return out
+        }
+    }
+}
+
+extension EmberStore {
+    /// Appends the log entries `from...through` to `builder`, at most `maxCount` and until it
+    /// holds `maxBytes` entry bytes, from one read transaction and straight from the log's pages
+    /// (`each` sees every entry first, borrowed: valid during the call only). Stops early at an
+    /// entry the log no longer holds (compacted): the caller checks `builder.last`. Returns how
+    /// many it appended.
+    @discardableResult
+    public func appendEncodedEntries(from: UInt64, through: UInt64, maxCount: Int, maxBytes: Int = .max,
+                                     into builder: inout ArchiveSegmentBuilder,
+                                     _ each: (UInt64, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> Int {
+        guard from <= through, maxCount > 0 else { return 0 }
+        return try withRead { t in
+            var n = 0
+            var expected = from
+            let c = try t.cursor(tables.log)
+            defer { c.close() }
+            var k = MDB_val(), v = MDB_val()
+            let start = Writer.logKey(from)
+            var rc = start.withUnsafeBytes { kb in
+                k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)
+            }
+            while rc == 0 {
+                guard k.mv_size == 8 else { break }
+                let key = UnsafeRawBufferPointer(start: k.mv_data, count: 8)
+                let i = key.reduce(UInt64(0)) { ($0 << 8) | UInt64($1) }
+                guard i == expected, i <= through else { break }
+                let entry = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+                try each(i, entry)
+                try builder.append(index: i, entry)
+                n += 1
+                expected += 1
+                if n >= maxCount || builder.entryBytes >= maxBytes { break }
+                rc = mdb_cursor_get(c.ptr, &k, &v, MDB_NEXT)
+            }
+            if rc != 0 && rc != MDB_NOTFOUND { try check(rc) }
+            return n
         }
     }
 }

@@ -54,24 +54,31 @@ public struct ArchiveSegment: Sendable, Equatable {
 
     /// The segment's bytes: compressed (format 2) unless `compressed` is false (format 1).
     public func encoded(compressed: Bool = true) -> [UInt8] {
-        var w = ByteWriter(capacity: 64 + entries.reduce(0) { $0 + 4 + $1.count })
-        w.bytes += Self.magic
-        w.u8(compressed ? Self.format : Self.uncompressedFormat)
-        w.u64(first); w.u64(last); w.i64(firstTimestamp); w.i64(lastTimestamp)
-        w.u64(UInt64(entries.count))
-        let hash = Array(stateHash.utf8.prefix(255))
-        w.u8(UInt8(hash.count)); w.bytes += hash
         var block = ByteWriter(capacity: entries.reduce(0) { $0 + 4 + $1.count })
         for e in entries {
             let n = UInt32(e.count)
             for k in 0..<4 { block.u8(UInt8(truncatingIfNeeded: n >> UInt32(24 - 8 * k))) }
             block.bytes += e
         }
+        return Self.encode(first: first, last: last, firstTimestamp: firstTimestamp, lastTimestamp: lastTimestamp,
+                           stateHash: stateHash, block: block.bytes, compressed: compressed)
+    }
+
+    /// A segment's bytes from its header fields and its entry block (`count` is `last - first + 1`).
+    static func encode(first: UInt64, last: UInt64, firstTimestamp: Int64, lastTimestamp: Int64, stateHash: String,
+                       block: [UInt8], compressed: Bool) -> [UInt8] {
+        let hash = Array(stateHash.utf8.prefix(255))
+        var w = ByteWriter(capacity: 64 + hash.count + 20 + (compressed ? Int(Zlib.bound(block.count)) : block.count))
+        w.bytes += Self.magic
+        w.u8(compressed ? Self.format : Self.uncompressedFormat)
+        w.u64(first); w.u64(last); w.i64(firstTimestamp); w.i64(lastTimestamp)
+        w.u64(last - first + 1)
+        w.u8(UInt8(hash.count)); w.bytes += hash
         if compressed {
-            w.u64(UInt64(block.bytes.count))
-            w.bytes += Zlib.compress(block.bytes)
+            w.u64(UInt64(block.count))
+            Zlib.compress(block, appendingTo: &w.bytes)
         } else {
-            w.bytes += block.bytes
+            w.bytes += block
         }
         w.bytes += FastSHA1.digest(w.bytes)
         return w.bytes
@@ -145,6 +152,99 @@ public struct ArchiveSegment: Sendable, Equatable {
             do { out.append(try LogEntry(decoding: e)) } catch { throw ArchiveError("entry \(first + UInt64(k)): \(error)") }
         }
         return out
+    }
+}
+
+/// The open segment while the archiver reads the log: each entry's bytes are copied once, from
+/// the log's pages straight into the segment's entry block (`[u32 BE length][entry]`, the block
+/// `ArchiveSegment` encodes), with the range and times its header needs. `encoded` gives the
+/// bytes `ArchiveSegment(entries:stateHash:).encoded()` gives for the same entries, without an
+/// array per entry or a second copy of the block.
+public struct ArchiveSegmentBuilder: Sendable {
+    public private(set) var block: [UInt8] = []
+    /// The first entry's index (meaningless while empty).
+    public private(set) var first: UInt64 = 0
+    public private(set) var count = 0
+    /// The earliest and latest entry times (0 when no entry carries one), as `ArchiveSegment`.
+    public private(set) var firstTimestamp: Int64 = 0
+    public private(set) var lastTimestamp: Int64 = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { count == 0 }
+    public var last: UInt64? { count == 0 ? nil : first + UInt64(count) - 1 }
+    /// Bytes of the entries themselves (what the log stores; the block adds 4 per entry).
+    public var entryBytes: Int { block.count - 4 * count }
+
+    /// Appends the entry at `index` (the next one: entries are consecutive).
+    public mutating func append(index: UInt64, _ entry: UnsafeRawBufferPointer) throws(ArchiveError) {
+        guard entry.count >= 25, entry[0] == 1 || entry[0] == 2 else { throw ArchiveError("entry \(index): not an encoded log entry") }
+        if count == 0 {
+            first = index
+        } else if index != first + UInt64(count) {
+            throw ArchiveError("segment entries are not consecutive at \(index)")
+        }
+        var v: UInt64 = 0
+        for k in 17..<25 { v = v << 8 | UInt64(entry[k]) }
+        let ts = Int64(bitPattern: v)
+        if ts > 0 {
+            firstTimestamp = firstTimestamp == 0 ? ts : min(firstTimestamp, ts)
+            lastTimestamp = max(lastTimestamp, ts)
+        }
+        let n = UInt32(entry.count)
+        block.append(UInt8(truncatingIfNeeded: n >> 24))
+        block.append(UInt8(truncatingIfNeeded: n >> 16))
+        block.append(UInt8(truncatingIfNeeded: n >> 8))
+        block.append(UInt8(truncatingIfNeeded: n))
+        block.append(contentsOf: entry)
+        count += 1
+    }
+
+    public mutating func append(index: UInt64, _ entry: [UInt8]) throws {
+        try entry.withUnsafeBytes { try append(index: index, $0) }
+    }
+
+    /// The entries, in order (the rare paths that trim a segment; tests).
+    public var entries: [(index: UInt64, bytes: [UInt8])] {
+        var out: [(index: UInt64, bytes: [UInt8])] = []
+        out.reserveCapacity(count)
+        var i = 0
+        for k in 0..<count {
+            let n = block[i..<(i + 4)].reduce(0) { ($0 << 8) | Int($1) }
+            out.append((first + UInt64(k), Array(block[(i + 4)..<(i + 4 + n)])))
+            i += 4 + n
+        }
+        return out
+    }
+
+    /// Empty again, keeping the block's memory (the next segment grows to the same size).
+    public mutating func reset() {
+        block.removeAll(keepingCapacity: true)
+        first = 0; count = 0; firstTimestamp = 0; lastTimestamp = 0
+    }
+
+    /// Drops the entries at or below `index` (another writer stored them).
+    public mutating func removeThrough(_ index: UInt64) {
+        guard let last, index >= first else { return }
+        var rest = ArchiveSegmentBuilder()
+        if index < last {
+            // Entries this builder already took: they append again.
+            for e in entries where e.index > index { try! rest.append(index: e.index, e.bytes) }
+        }
+        self = rest
+    }
+
+    /// The object name the segment gets.
+    public var name: String {
+        precondition(count > 0, "an empty segment has no name")
+        return ArchiveName.segment(first: first, last: last!, firstTimestamp: firstTimestamp, lastTimestamp: lastTimestamp)
+    }
+
+    /// The segment's bytes (format 2, or 1 when `compressed` is false), with `stateHash` at its end.
+    public func encoded(stateHash: String, compressed: Bool = true) -> [UInt8] {
+        precondition(count > 0, "an empty segment")
+        return ArchiveSegment.encode(first: first, last: last!, firstTimestamp: firstTimestamp, lastTimestamp: lastTimestamp,
+                                     stateHash: stateHash, block: block, compressed: compressed)
     }
 }
 

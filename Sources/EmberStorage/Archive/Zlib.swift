@@ -7,17 +7,26 @@ enum Zlib {
     static let level: Int32 = 1
 
     static func compress(_ input: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Int(compressBound(uLong(input.count))))
-        var n = uLongf(out.count)
+        var out: [UInt8] = []
+        compress(input, appendingTo: &out)
+        return out
+    }
+
+    static func bound(_ count: Int) -> Int { Int(compressBound(uLong(count))) }
+
+    /// Deflates `input` onto the end of `out` (no intermediate copy of the compressed bytes).
+    static func compress(_ input: [UInt8], appendingTo out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: bound(input.count)))
+        var n = uLongf(out.count - start)
         let rc = input.withUnsafeBufferPointer { src in
             out.withUnsafeMutableBufferPointer { dst in
-                compress2(dst.baseAddress, &n, src.baseAddress, uLong(src.count), level)
+                compress2(dst.baseAddress! + start, &n, src.baseAddress, uLong(src.count), level)
             }
         }
         // Only a too small buffer (compressBound rules it out) or no memory fail here.
         precondition(rc == Z_OK, "zlib compress2 failed: \(rc)")
-        out.removeSubrange(Int(n)...)
-        return out
+        out.removeSubrange((start + Int(n))...)
     }
 
     /// Inflates `input`, which must give exactly `size` bytes.
