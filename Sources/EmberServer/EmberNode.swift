@@ -30,6 +30,9 @@ public final class EmberNode: Sendable {
     public let onDisconnect: OnDisconnectKeeper
     /// Trigger delivery (issue 36), while this node delivers (single node; cluster leader).
     let triggers: TriggerWorker?
+    /// Holds client reads until this node caught up with its cluster since it started
+    /// (a single node: open from the start).
+    let catchUp: NodeCatchUp
 
     public init(config: NodeConfiguration, ports store: NodePorts, logger: Logger) throws {
         self.config = config
@@ -51,11 +54,17 @@ public final class EmberNode: Sendable {
         self.onDisconnect = OnDisconnectKeeper(store: store, realtime: realtime, settings: config.onDisconnect, logger: logger)
         let policy = ClientPolicy(config: config)
         self.policy = policy
-        let rest = RestHandler(store: metered, hub: hub, config: config, reads: reads, policy: policy)
+        // A member reads nothing to clients before it applied what its cluster had committed
+        // when it started (docs/CLUSTER.md): a wiped or long-stopped member's tree is stale.
+        let reader = store.reader
+        let catchUp = store.admin.cluster == nil ? NodeCatchUp.caughtUp()
+            : NodeCatchUp.catchingUp(limits: config.operations.catchUp, barrier: { try await reader.linearizableBarrier() }, logger: logger)
+        self.catchUp = catchUp
+        let rest = RestHandler(store: metered, hub: hub, config: config, reads: reads, policy: policy, catchUp: catchUp)
         self.rest = rest
         self.triggers = store.triggers.map { TriggerWorker(port: $0, runtime: rest.triggerRuntime, logger: logger) }
         self.admin = AdminFront(rest: rest, store: metered, hub: hub, realtime: realtime, metrics: metrics, config: config,
-                                 logger: logger)
+                                 logger: logger, catchUp: catchUp)
         store.commits.onBatchCommitted { entries in metrics.recordBatch(entries: entries) }
         if let alarms = store.admin.alarms {
             let hub = self.hub, realtime = self.realtime
@@ -177,6 +186,7 @@ public final class EmberNode: Sendable {
         await autoDefrag?.value
         await onDisconnect.stop()
         await triggers?.stop()
+        catchUp.stop()
         realtime.dropAll(reason: "node shutting down")
         hub.closeAll()
         // Reads still running finish before the store closes under them.

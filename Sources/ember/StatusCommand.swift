@@ -58,6 +58,10 @@ struct StatusCommand: AsyncParsableCommand {
                             r.int("listeners").map(String.init) ?? "-", r.version ?? "-", r.url]
                 }
                 emit(renderTable(header: header, rows: table))
+                // A member that has not caught up since its start serves no client reads yet.
+                for r in rows where r.status?["caughtUp"] == .bool(false) {
+                    emit("\(r.str("id") ?? r.url) is catching up since its start: it serves no client reads yet (\(r.int("catchUpHeld") ?? 0) held)")
+                }
                 // The point-in-time archive, as the node writing it reports it.
                 if let a = (leaderRow ?? rows.first(where: { $0.status?["archive"] != nil }))?.status?["archive"], case .object(let o) = a {
                     func f(_ k: String) -> String {

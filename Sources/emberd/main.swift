@@ -174,6 +174,12 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "/readyz fails while applied trails the known commit index by more than this many entries.")
     var readyMaxLag: UInt64 = 1_000
 
+    @Option(help: "A cluster member holds client reads (REST GETs, SSE streams, WebSocket listens and gets) from its start until it has caught up with the cluster: each at most this many seconds, then 503 (REST) or the connection is closed (WebSocket; the SDK reconnects).")
+    var catchUpWait: Double = 30
+
+    @Option(help: "At most this many client reads held at once while the member catches up; more are refused at once.")
+    var catchUpMaxHeld: Int = 10_000
+
     @Option(help: "Defragment the data file online when free pages are at least FREE-RATIO of it and MIN-BYTES, after QUIET-WINDOW without writes: free-ratio,min-bytes,quiet-window, e.g. 0.3,64MiB,30s (default: off; `ember defrag` any time).")
     var autoDefrag: String?
 
@@ -279,6 +285,9 @@ struct Emberd: AsyncParsableCommand {
         config.operations.memberURLs = try clientUrls != nil ? OperationsFlags.parseClientURLs(clientUrls)
             : OperationsFlags.checkClientURLs(configFile?.clientUrls ?? [:])
         config.operations.readyMaxLagEntries = readyMaxLag
+        guard catchUpWait >= 0 && catchUpWait <= 3600 else { throw ValidationError("--catch-up-wait must be 0...3600 seconds") }
+        guard catchUpMaxHeld >= 0 && catchUpMaxHeld <= 1_000_000 else { throw ValidationError("--catch-up-max-held must be 0...1000000") }
+        config.operations.catchUp = CatchUpGate.Limits(maxHeld: catchUpMaxHeld, maxWaitMillis: Int64(catchUpWait * 1000))
         config.operations.console = !noConsole
         config.operations.autoDefrag = try autoDefrag.map(AutoDefragPolicy.parse)
         guard (1...3600).contains(onDisconnectLease) else { throw ValidationError("--ondisconnect-lease must be 1...3600 seconds") }

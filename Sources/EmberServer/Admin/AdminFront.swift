@@ -9,8 +9,9 @@ import Synchronization
 /// The operations endpoints in front of the Firebase REST handler:
 ///
 /// - `GET /healthz`: the process answers (liveness).
-/// - `GET /readyz`: 200 when this node knows a leader and has applied within
-///   `readyMaxLagEntries` of the commit index; 503 with the reason otherwise.
+/// - `GET /readyz`: 200 when this node knows a leader, caught up with its cluster since it
+///   started (`NodeCatchUp`) and has applied within `readyMaxLagEntries` of the commit index;
+///   503 with the reason otherwise.
 /// - `GET /metrics`: Prometheus text.
 /// - `GET /.ember/status`: the node's Raft view plus connections, listeners and client URLs.
 /// - `GET /.ember/backup` (admin): a consistent snapshot of the whole state as a backup file.
@@ -28,10 +29,13 @@ final class AdminFront: Sendable {
     let metrics: NodeMetrics
     let config: NodeConfiguration
     let logger: Logger
+    /// Whether this node caught up with its cluster since it started (readiness, status).
+    let catchUp: NodeCatchUp
     private let backupsRunning = Atomic<Int>(0)
 
     init(rest: RestHandler, store: NodePorts, hub: StreamHub, realtime: RealtimeHub, metrics: NodeMetrics,
-         config: NodeConfiguration, logger: Logger) {
+         config: NodeConfiguration, logger: Logger, catchUp: NodeCatchUp = .caughtUp()) {
+        self.catchUp = catchUp
         self.rest = rest
         self.store = store
         self.hub = hub
@@ -119,13 +123,14 @@ final class AdminFront: Sendable {
         let p = NodeProbe.read(store)
         var reasons: [String] = []
         if p.leader == nil { reasons.append("no leader known") }
+        if !catchUp.isCaughtUp { reasons.append("catching up: not yet applied what the cluster had committed when this node started") }
         if let corrupt = store.admin.alarms?.raised.first(where: { $0.kind == .corrupt }) { reasons.append("CORRUPT alarm: \(corrupt.message)") }
         let lag = p.commitIndex > p.appliedIndex ? p.commitIndex - p.appliedIndex : 0
         if lag > config.operations.readyMaxLagEntries {
             reasons.append("applied index \(p.appliedIndex) trails commit index \(p.commitIndex) by \(lag) entries")
         }
         let body: JSON = .object([
-            "ready": .bool(reasons.isEmpty), "leader": p.leader.map { .string($0) } ?? .null,
+            "ready": .bool(reasons.isEmpty), "leader": p.leader.map { .string($0) } ?? .null, "caughtUp": .bool(catchUp.isCaughtUp),
             "commitIndex": .int(Int64(p.commitIndex)), "appliedIndex": .int(Int64(p.appliedIndex)),
             "reason": reasons.isEmpty ? .null : .string(reasons.joined(separator: "; ")),
         ])
@@ -141,6 +146,9 @@ final class AdminFront: Sendable {
                                                    + hub.overflowClosures.load(ordering: .relaxed)))
         s["fanoutBacklog"] = .int(Int64(realtime.feed?.backlog ?? 0))
         s["allocator"] = .string(Allocator.name)
+        // Client reads are held until this is true (docs/CLUSTER.md); then it stays true.
+        s["caughtUp"] = .bool(catchUp.isCaughtUp)
+        s["catchUpHeld"] = .int(Int64(catchUp.heldCount))
         // Which build answers, and the levels it reads and writes (deploy/OPERATIONS.md).
         s["build"] = .object(KeyMap(uniqueKeysWithValues: [("version", JSON.string(BuildInfo.version))]
             + BuildInfo.levels.map { ($0.name, JSON.int(Int64($0.value))) }))

@@ -8,6 +8,10 @@ public struct OperationsConfiguration: Sendable {
     /// `/readyz` fails while this node's applied index trails the commit index it knows of by
     /// more than this many entries (a node catching up, e.g. after a restart).
     public var readyMaxLagEntries: UInt64 = 1_000
+    /// A cluster member holds client reads from its start until it caught up with the cluster
+    /// (`CatchUpGate`): at most this many at once, each at most this long
+    /// (`--catch-up-max-held`, `--catch-up-wait`).
+    public var catchUp: CatchUpGate.Limits = .default
     /// Backups produced at the same time; more are answered 503 (each holds an LMDB read
     /// transaction and a temporary file the size of the data).
     public var maxConcurrentBackups = 1

@@ -51,7 +51,12 @@ struct RestAnswer {
         return RestAnswer(status: HTTPResponse.Status(code: e.status), headers: headers, body: ByteBuffer(string: e.body))
     }
 
-    static func error(_ error: any Error) -> RestAnswer { self.error(restError(error)) }
+    static func error(_ error: any Error) -> RestAnswer {
+        var answer = self.error(restError(error))
+        // A member catching up serves soon: say when to ask again.
+        if error is CatchingUp { answer.headers[.retryAfter] = String(CatchingUp.retryAfterSeconds) }
+        return answer
+    }
 
     /// The status and `{"error": ...}` a failure is answered with.
     static func restError(_ error: any Error) -> RestError {
@@ -59,6 +64,7 @@ struct RestAnswer {
         case let e as RestError: return e
         case let e as EmberError: return RestError(e)
         case let e as StoreUnavailable: return RestError(503, e.message)
+        case let e as CatchingUp: return RestError(503, e.message)
         case let e as StoreRefusal: return RestError(e.status, e.message)
         case is PermissionDenied: return RestError(401, PermissionDenied.message)
         default: return RestError(500, "Internal error: \(error)")

@@ -20,8 +20,12 @@ public final class RestHandler: Sendable {
     let reads: ReadPool
     /// This node's view of trigger delivery (the worker records into it; status and metrics read it).
     public let triggerRuntime = TriggerRuntime()
+    /// GETs (reads and SSE streams) wait here until the node caught up since it started.
+    let catchUp: NodeCatchUp
 
-    public init(store: NodePorts, hub: StreamHub, config: NodeConfiguration, reads: ReadPool, policy: ClientPolicy) {
+    init(store: NodePorts, hub: StreamHub, config: NodeConfiguration, reads: ReadPool, policy: ClientPolicy,
+         catchUp: NodeCatchUp = .caughtUp()) {
+        self.catchUp = catchUp
         self.store = store
         self.hub = hub
         self.reads = reads
@@ -70,6 +74,10 @@ public final class RestHandler: Sendable {
         let ifNoneMatch = request.headers[.ifNoneMatch]
 
         let identity = try policy.restIdentity(req, headers: request.headers, channel: channel, base: base)
+        // Every GET answers from this node's state (data, streams, rules, trigger settings): not
+        // before it caught up since its start. Writes are judged where they are applied (their
+        // conditions too) and are not held.
+        if method == .get { try await catchUp.wait() }
         if case .rules = req.target { return try await rulesEndpoint(req, method: method, request: request, identity: identity) }
         if case .triggers = req.target { return try await triggersEndpoint(req, method: method, request: request, identity: identity) }
         switch method {

@@ -19,8 +19,12 @@ struct RealtimeHandler: Sendable {
         let gate: RulesGate
         /// Where onDisconnect writes are registered (nil: the node keeps none, `o` is refused).
         let onDisconnect: OnDisconnectKeeper?
+        /// Listens and gets wait here until the node caught up since it started.
+        let catchUp: NodeCatchUp
 
-        init(store: NodePorts, config: NodeConfiguration, policy: ClientPolicy, reads: ReadPool, onDisconnect: OnDisconnectKeeper? = nil) {
+        init(store: NodePorts, config: NodeConfiguration, policy: ClientPolicy, reads: ReadPool, onDisconnect: OnDisconnectKeeper? = nil,
+             catchUp: NodeCatchUp = .caughtUp()) {
+            self.catchUp = catchUp
             self.store = store
             self.onDisconnect = onDisconnect
             self.config = config
@@ -135,7 +139,14 @@ struct RealtimeHandler: Sendable {
 
     /// One store operation the session asked for; its outcome goes back to the session.
     func carryOut(_ op: RealtimeSession.Op) async {
-        do { try await run(op) } catch {
+        do { try await run(op) } catch let e as CatchingUp {
+            // No status answers a listen without the SDKs cancelling it for good (any status but
+            // `ok` removes the listener and raises its cancel callback; a get is rejected): the
+            // connection is closed instead, and the SDK reconnects and asks again.
+            let channel = session.socketChannel
+            session.finish(reason: e.message)
+            channel?.close(promise: nil)
+        } catch {
             guard let r = op.request else { preconditionFailure("only store operations fail") }
             session.drive { $0.failed(r, WireMessages.failure(error)) }
         }
@@ -144,6 +155,8 @@ struct RealtimeHandler: Sendable {
     private func run(_ op: RealtimeSession.Op) async throws {
         switch op {
         case .authorizeListen(let r, let l):
+            // Held (nothing sent for it, nor for the requests after it) until the node caught up.
+            try await services.catchUp.wait()
             await store.reader.visibleReads()
             try gate.requireRead(session.namespace, l.path, session.identity, query: l.tag == nil ? nil : l.query, now: clock())
             for next in session.beginListen(r: r, l) { await carryOut(next) }
@@ -235,6 +248,7 @@ struct RealtimeHandler: Sendable {
     }
 
     func get(_ path: Path, _ query: QuerySpec?) async throws -> JSON {
+        try await services.catchUp.wait()
         await store.reader.visibleReads()
         try gate.requireRead(session.namespace, path, session.identity, query: query, now: clock())
         let (store, ns, window) = (self.store, session.namespace, query)

@@ -43,7 +43,7 @@ struct WireServerChannel: ServerChildChannel, HTTPChannelHandler {
         self.maxFrameSize = maxFrameSize
         self.node = node
         services = RealtimeHandler.Services(store: node.ports, config: node.config, policy: node.policy, reads: node.reads,
-                                            onDisconnect: node.onDisconnect)
+                                            onDisconnect: node.onDisconnect, catchUp: node.catchUp)
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
