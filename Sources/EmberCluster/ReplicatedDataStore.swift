@@ -317,7 +317,7 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         }
         return ClusterProbe(id: s.id, role: Self.roleName(s, reportRemoved: false), leader: s.leaderID,
                             term: s.term, commitIndex: s.commitIndex, appliedIndex: local.appliedIndex,
-                            lastIndex: s.lastIndex, peers: peers)
+                            lastIndex: s.lastIndex, peers: peers, removed: s.removed)
     }
 
     public var memberDirectory: MemberDirectory? {

@@ -53,9 +53,12 @@ public struct ClusterProbe: Sendable {
     public var appliedIndex: UInt64
     public var lastIndex: UInt64
     public var peers: [String: Peer]
+    /// Removed from the cluster (it learned so, or its log says so): it will not catch up.
+    public var removed: Bool
 
     public init(id: String, role: String, leader: String?, term: UInt64, commitIndex: UInt64, appliedIndex: UInt64,
-                lastIndex: UInt64, peers: [String: Peer]) {
+                lastIndex: UInt64, peers: [String: Peer], removed: Bool = false) {
+        self.removed = removed
         self.id = id
         self.role = role
         self.leader = leader

@@ -42,6 +42,9 @@ public struct CatchUpGate: Sendable {
     public enum Refusal: Sendable, Equatable {
         case tooManyHeld(Int)
         case waitedTooLong(millis: Int64)
+        /// The node was removed from the cluster: it will never catch up (its data stopped
+        /// where it left), so its held reads are refused at once.
+        case removed
 
         /// The refusal's text, after "this node is catching up: ".
         public var reason: String {
@@ -50,6 +53,8 @@ public struct CatchUpGate: Sendable {
                 return "\(n) requests already wait for it to apply what the cluster had committed when it started; retry, or use another member"
             case .waitedTooLong(let ms):
                 return "it has not applied what the cluster had committed when it started within \(ms) ms; retry, or use another member"
+            case .removed:
+                return "it was removed from the cluster and will not catch up; use another member"
             }
         }
     }
@@ -94,6 +99,12 @@ public struct CatchUpGate: Sendable {
         let due = held.filter { $0.value <= now }.keys.sorted()
         for id in due { held[id] = nil }
         return due
+    }
+
+    /// Every held read, refused: the node will not catch up (removed from the cluster).
+    public mutating func refuseAll() -> [UInt64] {
+        defer { held.removeAll() }
+        return held.keys.sorted()
     }
 
     /// A held read given up by its client (cancelled); false when it was not held any more.

@@ -58,7 +58,8 @@ public final class EmberNode: Sendable {
         // when it started (docs/CLUSTER.md): a wiped or long-stopped member's tree is stale.
         let reader = store.reader
         let catchUp = store.admin.cluster == nil ? NodeCatchUp.caughtUp()
-            : NodeCatchUp.catchingUp(limits: config.operations.catchUp, barrier: { try await reader.linearizableBarrier() }, logger: logger)
+            : NodeCatchUp.catchingUp(limits: config.operations.catchUp, barrier: { try await reader.linearizableBarrier() },
+                                     removed: { [cluster = store.admin.cluster] in cluster?.probe().removed ?? false }, logger: logger)
         self.catchUp = catchUp
         let rest = RestHandler(store: metered, hub: hub, config: config, reads: reads, policy: policy, catchUp: catchUp)
         self.rest = rest

@@ -81,6 +81,15 @@ import Testing
         #expect(r11 == [], "expired reads are not released again")
     }
 
+    /// A node removed from the cluster never catches up: every held read is refused at once.
+    @Test func refuseAllEndsEveryHeldRead() {
+        var g = CatchUpGate(caughtUp: false, limits: limits)
+        guard case .hold(let a) = g.arrive(now: 0), case .hold(let b) = g.arrive(now: 1) else { Issue.record("held"); return }
+        let refused = g.refuseAll()
+        #expect(refused == [a, b] && g.heldCount == 0 && !g.caughtUp)
+        #expect(CatchUpGate.Refusal.removed.reason.contains("removed"))
+    }
+
     /// Seeded interleavings of arrivals, departures, expiries and the catch-up: the held count
     /// never passes the limit, every id ends exactly once (released, expired or left), and no
     /// read is held after the catch-up.

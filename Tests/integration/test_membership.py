@@ -221,7 +221,7 @@ def test_follower_removed_while_down_learns_it_when_back(tmp_path):
         victim = next(i for i in three if i != leader)
         rest = [i for i in three if i != victim]
         write_range(c.url(leader), 0, 10)
-        wait_converged(c, three)
+        before = wait_converged(c, three)
         # The wire handshake names every member's client URL (Ember's "en", for client failover).
         assert handshake_nodes(c.url(leader)) == sorted(c.url(i) for i in three)
         stop(c, victim)
@@ -260,7 +260,10 @@ def test_follower_removed_while_down_learns_it_when_back(tmp_path):
         write_range(c.url(rest[1]), 20, 25)
         wait_converged(c, rest)
         assert requests.get(c.url(rest[0]) + "/m.json", timeout=5).json() == list(range(25))
-        # Its data is as it was when it stopped.
-        assert requests.get(c.url(victim) + "/m.json", timeout=5).json() == list(range(10))
+        # Its data is as it was when it stopped (same state hash), and it serves none of it: a
+        # removed member never catches up, so its reads are refused at once.
+        assert c.status(victim)["stateHash"] == before[victim]["stateHash"]
+        r = requests.get(c.url(victim) + "/m.json", timeout=5)
+        assert r.status_code == 503 and "removed from the cluster" in r.json()["error"], r.text
     finally:
         c.down()

@@ -9,7 +9,9 @@ import Synchronization
 /// REST answers 503 with `Retry-After`; the wire front closes the connection (see `RealtimeHandler`).
 struct CatchingUp: Error, Sendable {
     let refusal: CatchUpGate.Refusal
-    var message: String { "this node is catching up: " + refusal.reason }
+    var message: String {
+        refusal == .removed ? "this node was removed from the cluster: " + refusal.reason : "this node is catching up: " + refusal.reason
+    }
     /// REST `Retry-After` (seconds).
     static let retryAfterSeconds = 1
 }
@@ -32,6 +34,9 @@ final class NodeCatchUp: Sendable {
     private let open: Atomic<Bool>
     private let tasks = Mutex<[Task<Void, Never>]>([])
     private let startedAt = ContinuousClock.now
+    /// Whether the node was removed from the cluster (it never catches up then: reads are
+    /// refused at once rather than held).
+    private let removed: @Sendable () -> Bool
 
     /// How often a failed ReadIndex (no leader yet, overloaded) is asked again, and how often
     /// held reads' deadlines are looked at.
@@ -41,7 +46,8 @@ final class NodeCatchUp: Sendable {
     /// Caught up from the start (single node; tests of the fronts).
     static func caughtUp() -> NodeCatchUp { NodeCatchUp(caughtUp: true, limits: .default) }
 
-    init(caughtUp: Bool, limits: CatchUpGate.Limits) {
+    init(caughtUp: Bool, limits: CatchUpGate.Limits, removed: @escaping @Sendable () -> Bool = { false }) {
+        self.removed = removed
         state = Mutex(State(gate: CatchUpGate(caughtUp: caughtUp, limits: limits)))
         open = Atomic(caughtUp)
     }
@@ -49,8 +55,8 @@ final class NodeCatchUp: Sendable {
     /// A cluster member's gate, catching up from now: `barrier` returns once this node applied
     /// the cluster's commit index as of (some time after) the call.
     static func catchingUp(limits: CatchUpGate.Limits, barrier: @escaping @Sendable () async throws -> Void,
-                           logger: Logger) -> NodeCatchUp {
-        let c = NodeCatchUp(caughtUp: false, limits: limits)
+                           removed: @escaping @Sendable () -> Bool = { false }, logger: Logger) -> NodeCatchUp {
+        let c = NodeCatchUp(caughtUp: false, limits: limits, removed: removed)
         let ask = Task { [weak c] in
             var attempts = 0
             while !Task.isCancelled {
@@ -96,6 +102,7 @@ final class NodeCatchUp: Sendable {
     /// throws `CatchingUp` past the gate's limits.
     func wait() async throws {
         if open.load(ordering: .acquiring) { return }
+        if removed() { throw CatchingUp(refusal: .removed) }
         let admission = state.withLock { $0.gate.arrive(now: Self.millis()) }
         let id: UInt64
         switch admission {
@@ -135,6 +142,11 @@ final class NodeCatchUp: Sendable {
     }
 
     private func expireDue() {
+        if removed() {
+            let all = state.withLock { s in s.gate.refuseAll().compactMap { s.waiters.removeValue(forKey: $0) } }
+            for c in all { c.resume(throwing: CatchingUp(refusal: .removed)) }
+            return
+        }
         let (due, maxWait) = state.withLock { s in
             (s.gate.expire(now: Self.millis()).compactMap { s.waiters.removeValue(forKey: $0) }, s.gate.limits.maxWaitMillis)
         }
