@@ -16,6 +16,16 @@ public struct RaftConfig: Sendable, Hashable {
     public var maxBytesPerMessage: Int
     /// Maximum number of unacknowledged AppendEntries messages per follower while pipelining.
     public var maxInflightMessages: Int
+    /// Unacknowledged AppendEntries per learner. A learner is sent committed entries only and
+    /// counts toward no quorum, so nothing waits on how soon one batch follows another: with one
+    /// in flight, what commits while the learner applies the last batch goes in the next one
+    /// (self-clocked batching). At a low write rate each commit still goes out at once; under
+    /// load a learner gets fewer, bigger appends — fewer frames and TLS records for the leader
+    /// to send, acknowledgements for it to handle, and transactions for the learner.
+    public var maxInflightLearnerMessages: Int
+    /// Upper bound on entries in one AppendEntries to a learner (`maxBytesPerMessage` still
+    /// applies): large enough that one batch per round trip keeps up with the leader.
+    public var maxEntriesPerLearnerMessage: Int
     /// Bytes of snapshot data per InstallSnapshot chunk.
     public var snapshotChunkSize: Int
     /// Unacknowledged snapshot chunks per follower (bounds the host's read-ahead and memory).
@@ -32,6 +42,8 @@ public struct RaftConfig: Sendable, Hashable {
     public static let defaultMaxEntriesPerMessage = 64
     public static let defaultMaxBytesPerMessage = 1 << 20
     public static let defaultMaxInflightMessages = 32
+    public static let defaultMaxInflightLearnerMessages = 1
+    public static let defaultMaxEntriesPerLearnerMessage = 2_048
     public static let defaultSnapshotChunkSize = 1 << 20
     public static let defaultMaxInflightSnapshotChunks = 4
     public static let defaultMaxLearners = 8
@@ -45,6 +57,8 @@ public struct RaftConfig: Sendable, Hashable {
         maxEntriesPerMessage: Int = RaftConfig.defaultMaxEntriesPerMessage,
         maxBytesPerMessage: Int = RaftConfig.defaultMaxBytesPerMessage,
         maxInflightMessages: Int = RaftConfig.defaultMaxInflightMessages,
+        maxInflightLearnerMessages: Int = RaftConfig.defaultMaxInflightLearnerMessages,
+        maxEntriesPerLearnerMessage: Int = RaftConfig.defaultMaxEntriesPerLearnerMessage,
         snapshotChunkSize: Int = RaftConfig.defaultSnapshotChunkSize,
         maxInflightSnapshotChunks: Int = RaftConfig.defaultMaxInflightSnapshotChunks,
         randomSeed: UInt64 = 0,
@@ -54,6 +68,7 @@ public struct RaftConfig: Sendable, Hashable {
         precondition(electionTick > heartbeatTick && heartbeatTick > 0, "need electionTick > heartbeatTick > 0")
         precondition(maxEntriesPerMessage > 0 && maxBytesPerMessage > 0 && maxInflightMessages > 0)
         precondition(snapshotChunkSize > 0 && maxInflightSnapshotChunks > 0)
+        precondition(maxInflightLearnerMessages > 0 && maxEntriesPerLearnerMessage > 0)
         self.electionTick = electionTick
         self.heartbeatTick = heartbeatTick
         self.preVote = preVote
@@ -61,6 +76,8 @@ public struct RaftConfig: Sendable, Hashable {
         self.maxEntriesPerMessage = maxEntriesPerMessage
         self.maxBytesPerMessage = maxBytesPerMessage
         self.maxInflightMessages = maxInflightMessages
+        self.maxInflightLearnerMessages = maxInflightLearnerMessages
+        self.maxEntriesPerLearnerMessage = maxEntriesPerLearnerMessage
         self.snapshotChunkSize = snapshotChunkSize
         self.maxInflightSnapshotChunks = maxInflightSnapshotChunks
         self.randomSeed = randomSeed

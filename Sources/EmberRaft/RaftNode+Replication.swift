@@ -49,10 +49,19 @@ extension RaftNode {
         membership.isLearner(peer) ? min(commitIndex, log.lastIndex) : log.lastIndex
     }
 
+    /// The flow-control window of `peer`: unacknowledged AppendEntries, and entries in one.
+    /// A learner's is narrow and deep (`RaftConfig.maxInflightLearnerMessages`).
+    func window(of peer: NodeID) -> (inflight: Int, entries: Int) {
+        membership.isLearner(peer)
+            ? (config.maxInflightLearnerMessages, config.maxEntriesPerLearnerMessage)
+            : (config.maxInflightMessages, config.maxEntriesPerMessage)
+    }
+
     /// Sends AppendEntries to `peer` until its flow-control window is full or it is up to date.
     mutating func replicate(to peer: NodeID, sendIfEmpty: Bool) {
         var first = true
-        while let pr = progress[peer], !pr.isPaused(maxInflight: config.maxInflightMessages) {
+        let inflight = window(of: peer).inflight
+        while let pr = progress[peer], !pr.isPaused(maxInflight: inflight) {
             let sent = sendAppend(to: peer, sendIfEmpty: first && sendIfEmpty)
             first = false
             if !sent || progress[peer]?.state != .replicate { break }
@@ -63,7 +72,8 @@ extension RaftNode {
     /// Returns false when nothing was sent.
     @discardableResult
     mutating func sendAppend(to peer: NodeID, sendIfEmpty: Bool) -> Bool {
-        guard var pr = progress[peer], !pr.isPaused(maxInflight: config.maxInflightMessages) else { return false }
+        let limits = window(of: peer)
+        guard var pr = progress[peer], !pr.isPaused(maxInflight: limits.inflight) else { return false }
         let prevIndex = pr.nextIndex - 1
         guard let prevTerm = log.term(at: prevIndex) else {
             sendSnapshot(to: peer)
@@ -71,7 +81,7 @@ extension RaftNode {
         }
         let end = replicationEnd(of: peer)
         let entries = log.entries(
-            from: pr.nextIndex, maxCount: config.maxEntriesPerMessage, maxBytes: config.maxBytesPerMessage, through: end)
+            from: pr.nextIndex, maxCount: limits.entries, maxBytes: config.maxBytesPerMessage, through: end)
         assert(entries.last.map { $0.index <= end } ?? true, "entries past the peer's replication end")
         if entries.isEmpty && !sendIfEmpty && pr.state == .replicate { return false }
         switch pr.state {

@@ -96,6 +96,9 @@ public struct SimOptions: Sendable, Hashable {
         o.learnerChangeRate = o.raft.preVote ? [0.01, 0.03, 0.06][rng.below(3)] : 0
         o.raft.maxLearners = 4
         o.raft.maxPromotionLag = [0, 4, 32][rng.below(3)]
+        // Learners' own window (drawn last: the draws above stay what they were for each seed).
+        o.raft.maxInflightLearnerMessages = [1, 2, 4][rng.below(3)]
+        o.raft.maxEntriesPerLearnerMessage = [1, 3, 64][rng.below(3)]
         return o
     }
 
@@ -108,6 +111,8 @@ public struct SimOptions: Sendable, Hashable {
         o.learnerChangeRate = 0.08
         o.raft.maxLearners = 3
         o.raft.maxPromotionLag = [2, 16][rng.below(2)]
+        o.raft.maxInflightLearnerMessages = 1 + rng.below(2)
+        o.raft.maxEntriesPerLearnerMessage = [1, 8][rng.below(2)]
         return o
     }
 

@@ -94,6 +94,67 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
         #expect(c["n4"].log.lastIndex == c["n1"].commitIndex)
     }
 
+    /// Delivers everything, holding back the learner's acknowledgements to the leader in
+    /// `held` and collecting what the leader sends it with entries in `sent`.
+    private func deliverHoldingLearnerAcks(_ c: inout TestCluster, _ held: inout [Message], _ sent: inout [AppendEntries]) {
+        c.deliverAll { m in
+            if m.to == "n4", case .appendEntries(let a) = m.payload, !a.entries.isEmpty { sent.append(a) }
+            if m.from == "n4", case .appendEntriesResponse = m.payload { held.append(m); return false }
+            return true
+        }
+    }
+
+    /// Hands the leader the acknowledgements held back.
+    private func release(_ c: inout TestCluster, _ held: inout [Message]) {
+        for m in held { _ = c.step(m.to, .receive(m)) }
+        held = []
+    }
+
+    @Test func learnerHasOneAppendInFlightAndGetsWhatCommittedMeanwhileInTheNext() {
+        var c = clusterWithLearner()
+        var held: [Message] = [], sent: [AppendEntries] = []
+        c.propose("n1", "w0")
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        #expect(sent.map { $0.entries.map(\.index) } == [[c["n1"].commitIndex]])
+        // Nine more commit while the learner's answer is outstanding: none is sent to it yet.
+        for i in 1..<10 {
+            c.propose("n1", "w\(i)")
+            deliverHoldingLearnerAcks(&c, &held, &sent)
+        }
+        #expect(sent.count == 1)
+        #expect(c.payloads("n4").last == "w0")
+        #expect(c["n1"].progress["n4"]?.inflight.count == 1)
+        // Its answer comes back: one append carries all nine, through the commit index.
+        release(&c, &held)
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        #expect(sent.count == 2)
+        #expect(sent[1].entries.count == 9 && sent[1].entries.last?.index == c["n1"].commitIndex)
+        release(&c, &held)
+        c.deliverAll()
+        #expect(c.payloads("n4") == ["a0", "a1", "a2"] + (0..<10).map { "w\($0)" })
+        #expect(c["n1"].progress["n4"]?.matchIndex == c["n1"].commitIndex)
+        // Voters keep their own window: n2 was sent each proposal as it came.
+        #expect(c["n1"].progress["n2"]?.matchIndex == c["n1"].commitIndex)
+    }
+
+    @Test func aLearnersBatchIsBoundedByItsOwnEntryLimit() {
+        var c = clusterWithLearner { $0.maxEntriesPerLearnerMessage = 4 }
+        var held: [Message] = [], sent: [AppendEntries] = []
+        c.propose("n1", "w0")
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        for i in 1..<11 {
+            c.propose("n1", "w\(i)")
+            deliverHoldingLearnerAcks(&c, &held, &sent)
+        }
+        // Ten entries wait: sent four, four and two, each after the previous one's answer.
+        while !held.isEmpty {
+            release(&c, &held)
+            deliverHoldingLearnerAcks(&c, &held, &sent)
+        }
+        #expect(sent.map(\.entries.count) == [1, 4, 4, 2])
+        #expect(c.payloads("n4") == ["a0", "a1", "a2"] + (0..<11).map { "w\($0)" })
+    }
+
     @Test func losingTheLearnerDoesNotStopCommits() {
         var c = clusterWithLearner()
         c.isolate("n4")
