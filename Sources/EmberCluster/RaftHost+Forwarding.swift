@@ -102,7 +102,7 @@ extension RaftHost {
         // The followers' writes come first in the proposal, one decoded entry per slot.
         for (entry, (index, term)) in zip(decoded, accepted) { self.decoded.remember(entry, index: index, term: term) }
         for (w, (index, term)) in zip(own, accepted[slots.count...]) {
-            requests.awaitApply(index: index, term: term, w, appliedIndex: store.appliedIndex)
+            requests.awaitApply(index: index, term: term, w, appliedIndex: answerFloor)
         }
         return true
     }
@@ -139,7 +139,7 @@ extension RaftHost {
         guard let answer = requests.forwarding.answered(batch: reply.batchID, from: reply.from, results: reply.results) else {
             return  // timed out already
         }
-        for a in answer.accepted { requests.awaitApply(index: a.index, term: a.term, a.write, appliedIndex: store.appliedIndex) }
+        for a in answer.accepted { requests.awaitApply(index: a.index, term: a.term, a.write, appliedIndex: answerFloor) }
         requests.batchSettled()
         for r in answer.refused { r.write.reply.resume(throwing: ClusterError.refused(r.reason)) }
         for w in answer.unanswered { w.reply.resume(throwing: ClusterError.outcomeUnknown("the leader's answer left it out")) }

@@ -58,6 +58,8 @@ extension RaftHost {
             step(.transferLeadership(to: target))
         case .snapshotPrepared(let info):
             snapshotPrepared(info)
+        case .applyDone:
+            break  // the loop takes the outcomes after the turn's inputs (`settleApplies`)
         case .stop:
             break
         }

@@ -27,7 +27,14 @@ extension RaftHost {
         answer(results ?? [])
     }
 
+    /// Answers the results of an apply made on the loop. Applies queued before it off the loop
+    /// were done first (the writer keeps their order): their results are answered first.
     func answer(_ results: [WriteResult]) {
+        takeOutcomes()
+        answerResults(results)
+    }
+
+    func answerResults(_ results: [WriteResult]) {
         // Nothing waits on this node (a learner's usual case): no lookups per result.
         guard requests.needsResults || !admin.awaitingApply.isEmpty else { return }
         for r in results {
@@ -49,16 +56,29 @@ extension RaftHost {
             if stored == nil { return }
         }
         let index = w.apply.last?.index ?? 0
+        // A big apply never holds the loop (RaftHost+Apply): the entries are appended here and
+        // their apply is queued after the append. A learner's stays in its write (it has no
+        // vote, and its batch is stored without log rows there).
+        let offLoop = index > 0 && !store.space.isShort && !node.isLearner && Self.applyOffLoop(w.apply)
+        // A learner's write may store its batch without log rows, judged by the store's applied
+        // index: anything still applying off the loop is settled first.
+        if node.isLearner { await drainApplies() }
         if let report = w.report {
             durableReport = report
             defer { decoded.forget() }
-            let what = "append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0), apply through \(index)"
-            let applied = await durably(what) { try await self.append(w.entries, applyingThrough: index) }
+            let through = offLoop ? 0 : index
+            let what = "append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0), apply through \(through)"
+            let applied = await durably(what) { try await self.append(w.entries, applyingThrough: through) }
             guard let applied else { return }
             if applied { return }
         }
         guard index > 0 else { return }
-        await applyCommitted(through: index)
+        if store.space.isShort {
+            await drainApplies()
+            await applyCommitted(through: index)
+        } else {
+            startApply(through: index, metaSync: true)
+        }
     }
 
     /// Appends `entries` (those the store has not applied: a retry after a failure skips what
@@ -67,7 +87,9 @@ extension RaftHost {
     private func append(_ all: [EmberRaft.LogEntry], applyingThrough index: UInt64) async throws -> Bool {
         // Entries at or below the applied index are committed and, by Log Matching, equal to
         // what the store holds (it refuses to rewrite applied entries): reported, not written.
-        let appliedIndex = store.appliedIndex
+        // An apply queued off the loop is done before this append (the writer keeps their order),
+        // and only ever covers entries the store's log already holds.
+        let appliedIndex = max(store.appliedIndex, applies.inFlight.last ?? 0)
         let fresh = all.filter { $0.index > appliedIndex }
         guard !fresh.isEmpty else { return false }
         let entries = try fresh.map(decoded.storageEntry)
@@ -166,7 +188,7 @@ extension RaftHost {
         // Nor while an apply waits for the next turn: Raft counts those entries applied already,
         // and a snapshot must not claim more than the store holds.
         // (HostCore holds it back itself in both cases.)
-        guard let index = config.compactionIndex(applied: node.appliedIndex, log: node.log) else { return }
+        guard let index = config.compactionIndex(applied: compactionApplied, log: node.log) else { return }
         // Only `.compacted` comes back: the store trims its own log (StoreOptions.logRetention).
         _ = core.handle(.compact(index: index))
     }

@@ -16,6 +16,9 @@ import Synchronization
 /// send contract (one write per turn, with the turn's committed entries applied in it, then the
 /// messages that speak for it). Awaiting the store inside the loop is what serializes it; inputs
 /// arriving meanwhile are batched into the next turn, which gives group commit under load.
+/// Applies are the exception: one with nothing to persist, or too big to ride in the turn's
+/// write, is queued on the store's writer and its results come back as an input
+/// (RaftHost+Apply), so heartbeats and votes never wait for an apply.
 /// The core decides; this class holds what the core must not: the store, the transport, tasks,
 /// clocks, and the continuations of waiting requests.
 ///
@@ -72,6 +75,10 @@ final class RaftHost: @unchecked Sendable {
     /// (RaftHost+AdvanceGate): Raft's log is compacted past it so that member gets a snapshot.
     var advanceHeld: UInt64 = 0
     let staging: SnapshotStaging
+    /// Applies queued off the loop (RaftHost+Apply), and their outcomes as the writer hands them
+    /// back (taken by the loop).
+    var applies = ApplyBook()
+    let outcomes = Mutex<[ApplyOutcome]>([])
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
     static let maxInputsPerTurn = 1_024
@@ -89,6 +96,8 @@ final class RaftHost: @unchecked Sendable {
         case handOver
         /// The snapshot file for followers was written (nil: writing it failed).
         case snapshotPrepared(SnapshotFileInfo?)
+        /// An apply queued off the loop handed its results back (`outcomes`).
+        case applyDone
         case stop
     }
 
@@ -193,6 +202,8 @@ final class RaftHost: @unchecked Sendable {
                 let turn = Self.turnInputs(batch)
                 var stopping = turn.stopping
                 for input in turn.inputs { handle(input) }
+                // Results of applies that came back: their writes answered, reads released.
+                await settleApplies()
                 // Queued writes are proposed or forwarded once per turn: a burst becomes one batch.
                 routeQueued(now: .now)
                 await endTurn()
@@ -213,6 +224,8 @@ final class RaftHost: @unchecked Sendable {
                 let status = node.status
                 published.withLock { $0 = status }
                 if stopping {
+                    // Applies in flight are committed entries: their writers get their outcome.
+                    await drainApplies()
                     // Requests that raced in after `.stop` must still be answered.
                     let late = inbox.withLock { box -> [Input] in
                         box.stopped = true
@@ -282,10 +295,18 @@ final class RaftHost: @unchecked Sendable {
                 await self.write(write)
             case .apply(let entries, let metaSync):
                 guard let last = entries.last else { continue }
-                await applyCommitted(through: last.index, metaSync: metaSync)
+                if store.space.isShort {
+                    // Room is short: applies commit before they answer and are retried on the loop.
+                    await drainApplies()
+                    await applyCommitted(through: last.index, metaSync: metaSync)
+                } else {
+                    // Off the loop: heartbeats and votes never wait for an apply (RaftHost+Apply).
+                    startApply(through: last.index, metaSync: metaSync)
+                }
             case .stageSnapshotChunk(let chunk):
                 stage(chunk)
             case .installSnapshot(let snapshot, let tail):
+                await drainApplies()  // the state it replaces is whole, its writes answered
                 await installStaged(snapshot, tail: tail)
             case .restoredSnapshot(let snapshot):
                 logger.info("state restored from snapshot", metadata: ["index": "\(snapshot.index)"])
@@ -295,8 +316,8 @@ final class RaftHost: @unchecked Sendable {
                 sendSnapshotChunk(request)
             case .prepareSnapshot:
                 prepareSnapshot()
-            case .readReady(let id, _):
-                requests.readReady(id)
+            case .readReady(let id, let index):
+                readMadeReady(id, index: index)
             case .readFailed(let id):
                 requests.readFailed(id)
             case .proposalAccepted, .proposalRejected:

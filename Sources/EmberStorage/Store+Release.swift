@@ -21,6 +21,30 @@ extension EmberStore {
         return (results, Release(seq: seq))
     }
 
+    /// `applyCommittedReleasing` without waiting: the apply is queued on the writer now, in order
+    /// with every call made after this one, and `done` runs on the writer thread with its results
+    /// (or error) as soon as they are computed, before the transaction commits. A Raft host's
+    /// loop goes on meanwhile (a bulk import's multi-MB entry takes seconds to apply: heartbeats
+    /// and votes must not wait for it). False when the store is closed (`done` never runs).
+    public func startApplyCommitted(through index: UInt64, metaSync: Bool = true,
+                                    done: @escaping @Sendable (Result<[WriteResult], any Error>) -> Void) -> Bool {
+        enqueueExclusive { w in
+            w.releasing = true
+            let r = Result { try w.applyCommitted(through: index, metaSync: metaSync) }
+            w.releasing = false
+            done(r)
+            w.store.afterReleasedHandOut.withLock { $0 }?()
+            w.commitPending()
+        }
+    }
+
+    /// Returns once every writer job queued before this call has run (`startApplyCommitted`'s
+    /// `done` included) and its transaction committed.
+    public func writerBarrier() async {
+        _ = try? await perform { _ in () }
+        await released()
+    }
+
     /// `appendAndApply`, answered like `applyCommittedReleasing`. The appended entries are durable
     /// only once `committed(release)` returns: a Raft host reports them (acks, its own match
     /// index) after that, and may answer the applied writes before.
