@@ -60,7 +60,8 @@ public struct ClusterConfiguration: Sendable {
     /// log in memory, and a count alone let a bulk import's multi-MB entries pile up on every
     /// member (issue 42: 68 entries of ~4 MB for a 256 MB import, and up to 20,000 could stay).
     /// A follower further behind than this catches up from a snapshot.
-    public var snapshotCatchUpBytes = 32 << 20
+    public var snapshotCatchUpBytes = Self.defaultSnapshotCatchUpBytes
+    public static let defaultSnapshotCatchUpBytes = 32 << 20
     /// Longest an admin membership change waits to commit, and a leadership transfer to finish.
     public var adminTimeoutSeconds = 10.0
     public var transferTimeoutSeconds = 3.0

@@ -161,6 +161,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: applied entries a compaction keeps in the log, so a follower briefly behind catches up without a snapshot (default: --snapshot-entries).")
     var snapshotCatchUpEntries: UInt64?
 
+    @Option(help: "Cluster: MiB of applied entries a compaction keeps in Raft's in-memory log (a compaction is due at twice this), however few entries that is: bounds each member's memory under multi-MB writes such as a bulk import's chunks; a follower further behind catches up from a snapshot. 1...4096.")
+    var snapshotCatchUpMb = ClusterConfiguration.defaultSnapshotCatchUpBytes >> 20
+
     @Option(help: "Cluster: a learner is promoted to voter (POST /.ember/members/ID/promote, `ember members promote`) only while at most this many entries behind the leader's log; further behind, promote answers 409 with its lag (a voter that far behind would hold commits back until it caught up). Counted on the leader; 0...100000000.")
     var maxPromotionLag: UInt64 = ClusterConfiguration.defaultMaxPromotionLag
 
@@ -438,6 +441,8 @@ extension Emberd {
         guard snapshotEntries > 0 else { throw ValidationError("--snapshot-entries must be positive") }
         config.snapshotEveryEntries = snapshotEntries
         config.snapshotCatchUpEntries = snapshotCatchUpEntries ?? snapshotEntries
+        guard (1...4096).contains(snapshotCatchUpMb) else { throw ValidationError("--snapshot-catch-up-mb must be 1...4096") }
+        config.snapshotCatchUpBytes = snapshotCatchUpMb << 20
         config.join = join
         config.maxPromotionLag = maxPromotionLag
         if let peerDial { config.dialOverrides = try ClusterConfiguration.parsePeers(peerDial) }
