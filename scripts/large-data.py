@@ -232,6 +232,8 @@ def main():
         imp = [ember, "import", src, "/data", "--node", url, "--quiet", "--timeout", "600"]
         s = Sampler(pid)
         cpu0, cli0 = nodes_cpu(), children_cpu()
+        each0 = [cpu_seconds(p) for p in pids]
+        term0 = _local_cluster.get_json(url + "/.ember/status", timeout=60).get("term") if a.nodes > 1 else None
         total = 0.0
         for k in range(a.interrupt):
             secs, cli, rc = run_cli(imp + (["--resume"] if k else []), interrupt_at=2 + 3 * k)
@@ -244,6 +246,15 @@ def main():
         print(f"import: {total:.1f} s, {size / 2**20 / total:.1f} MiB/s, {children / total:.0f} users/s; "
               f"CLI peak {cli:.0f} MiB; emberd +{grown:.0f} MiB (RssAnon above {s.base:.0f} MiB); "
               f"CPU {cpu_label} {nodes_cpu() - cpu0:.1f} s, CLI {children_cpu() - cli0:.1f} s")
+        mb = size / 1e6
+        each = [cpu_seconds(p) - c for p, c in zip(pids, each0)]
+        roles = ["leader" if p == pid else "follower" for p in pids] if a.nodes > 1 else ["emberd"]
+        print("import CPU-s/MB: " + ", ".join(f"{r} {c / mb:.3f}" for r, c in zip(roles, each))
+              + f", CLI {(children_cpu() - cli0) / mb:.3f}, total {(nodes_cpu() - cpu0 + children_cpu() - cli0) / mb:.3f}")
+        if a.nodes > 1:
+            # A big import must not move leadership (issue 42): the term before and after it.
+            st = _local_cluster.get_json(url + "/.ember/status", timeout=60)
+            print(f"term before the import {term0}, after {st.get('term')}; leader after {st.get('leader')}")
         out = os.path.join(work, "back.json")
         s = Sampler(pid)
         cpu0, cli0 = nodes_cpu(), children_cpu()
