@@ -304,6 +304,7 @@ struct Emberd: AsyncParsableCommand {
         guard maxPromotionLag <= ClusterConfiguration.maxPromotionLagLimit else {
             throw ValidationError("--max-promotion-lag must be 0...\(ClusterConfiguration.maxPromotionLagLimit) entries")
         }
+        guard (1...4096).contains(snapshotCatchUpMb) else { throw ValidationError("--snapshot-catch-up-mb must be 1...4096 MiB") }
         let archiveOptions = try archiveConfiguration(file: configFile)
         let clusterSettings = try clusterConfiguration(file: configFile)
         if checkConfig {
@@ -441,7 +442,6 @@ extension Emberd {
         guard snapshotEntries > 0 else { throw ValidationError("--snapshot-entries must be positive") }
         config.snapshotEveryEntries = snapshotEntries
         config.snapshotCatchUpEntries = snapshotCatchUpEntries ?? snapshotEntries
-        guard (1...4096).contains(snapshotCatchUpMb) else { throw ValidationError("--snapshot-catch-up-mb must be 1...4096") }
         config.snapshotCatchUpBytes = snapshotCatchUpMb << 20
         config.join = join
         config.maxPromotionLag = maxPromotionLag

@@ -4,12 +4,14 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import threading
 import time
 
 import requests
 
 from cluster_helpers import Cluster, script
+from conftest import EMBERD
 
 
 def put_bulk(session, url, megabytes):
@@ -237,3 +239,13 @@ def test_follower_behind_a_compaction_catches_up_by_snapshot_and_resyncs_listene
     finally:
         stop.set()
         c.down()
+
+
+def test_snapshot_catch_up_mb_flag():
+    """--snapshot-catch-up-mb (the MiB of applied entries Raft's in-memory log keeps after a
+    compaction): in --help, and refused outside 1...4096 before anything starts."""
+    out = subprocess.run([EMBERD, "--help"], capture_output=True, text=True, timeout=60)
+    assert "--snapshot-catch-up-mb" in out.stdout
+    for bad in ["0", "4097"]:
+        p = subprocess.run([EMBERD, "--snapshot-catch-up-mb", bad, "--check-config"], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "--snapshot-catch-up-mb must be 1...4096 MiB" in p.stderr, p.stderr
