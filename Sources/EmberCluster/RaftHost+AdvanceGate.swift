@@ -38,7 +38,9 @@ extension RaftHost {
     /// compaction while an apply waits or an image is being written; Raft keeps the entries after
     /// a snapshot still streaming to a live follower: both only delay it.
     func compactPastHeldAdvance() {
-        guard advanceHeld > node.log.snapshotIndex, node.appliedIndex >= advanceHeld else { return }
-        _ = core.handle(.compact(index: node.appliedIndex))
+        // The store's applied index, not Raft's: an apply may still run off the loop (RaftHost+Apply).
+        let applied = compactionApplied
+        guard advanceHeld > node.log.snapshotIndex, applied >= advanceHeld else { return }
+        _ = core.handle(.compact(index: applied))
     }
 }
