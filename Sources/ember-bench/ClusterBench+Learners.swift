@@ -35,7 +35,7 @@ extension ClusterBench {
             processes.add(p)
             let node = ServerProcess(name: id + " (learner)", url: "http://127.0.0.1:\(port)", process: p)
             started.append(node)
-            try await HTTPLoad.waitReady(http, node.url + "/.json")
+            try await HTTPLoad.waitReady(http, node.url + "/.ember/status")
             var request = HTTPClientRequest(url: leaderURL + "/.ember/members")
             request.method = .POST
             request.headers.add(name: "Authorization", value: "Bearer owner")

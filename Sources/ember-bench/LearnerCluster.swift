@@ -90,7 +90,7 @@ final class LearnerCluster: @unchecked Sendable {
         let p = try launch(id: id, port: port, peers: voterPeers + ",\(id)=\(peer)", extra: ["--join"], nice: learnerNice)
         let node = ServerProcess(name: id + " (learner)", url: "http://127.0.0.1:\(port)", process: p)
         learners.append(node)
-        try await HTTPLoad.waitReady(http, node.url + "/.json")
+        try await HTTPLoad.waitReady(http, node.url + "/.ember/status")
         let t0 = ContinuousClock.now
         var request = HTTPClientRequest(url: leaderURL + "/.ember/members")
         request.method = .POST
