@@ -106,7 +106,9 @@ class Node:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, alive_only=False):
+        """Starts emberd and waits until it serves reads; with `alive_only`, until /healthz
+        answers (a cluster member that never catches up, e.g. alone, serves no read)."""
         self.log = open(self.data_dir + ".log", "ab")
         port_file = self.data_dir + ".port"
         if os.path.exists(port_file):
@@ -133,7 +135,10 @@ class Node:
             try:
                 # 401: up, but the rules refuse anonymous reads of the root. Shallow: a restarted
                 # node may hold more data than a debug build serialises within the poll's timeout.
-                if requests.get(self.url + "/.json?shallow=true", timeout=1).status_code in (200, 401):
+                if alive_only:
+                    if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                        return self
+                elif requests.get(self.url + "/.json?shallow=true", timeout=1).status_code in (200, 401):
                     return self
             except requests.RequestException:
                 pass

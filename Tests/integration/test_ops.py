@@ -220,7 +220,9 @@ def test_readyz_fails_without_a_leader(tmp_path):
     node = Node(data_dir=str(tmp_path / "a1"), extra_args=[
         "--node-id", "a1", "--peers", ",".join(f"{i}=127.0.0.1:{p}" for i, p in peers.items()),
         "--peer-tls-cert", str(certs / "a1.pem"), "--peer-tls-key", str(certs / "a1.key"), "--peer-tls-ca", str(certs / "ca.pem")])
-    node.start()
+    # Alone it never catches up with a cluster, so it serves no read (docs/CLUSTER.md): wait
+    # until it is alive.
+    node.start(alive_only=True)
     try:
         assert requests.get(node.url + "/healthz", timeout=5).status_code == 200
         r = requests.get(node.url + "/readyz", timeout=5)
