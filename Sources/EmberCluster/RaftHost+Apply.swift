@@ -47,6 +47,18 @@ extension RaftHost {
     /// which was measured to matter) and holds the loop only for a small apply's CPU time.
     static let applyInLoopMaxBytes = 256 << 10
 
+    /// Applies through `index`: off the loop (heartbeats and votes never wait for it), or, while
+    /// room is short, on the loop after what is in flight (applies then commit before they answer
+    /// and are retried there).
+    func apply(through index: UInt64, metaSync: Bool) async {
+        if store.space.isShort {
+            await drainApplies()
+            await applyCommitted(through: index, metaSync: metaSync)
+        } else {
+            startApply(through: index, metaSync: metaSync)
+        }
+    }
+
     /// Queues the apply through `index` on the writer; its results come back as an input.
     func startApply(through index: UInt64, metaSync: Bool) {
         if applies.inFlight.isEmpty { applies.floor = store.appliedIndex }

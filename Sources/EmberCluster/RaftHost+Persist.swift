@@ -73,12 +73,7 @@ extension RaftHost {
             if applied { return }
         }
         guard index > 0 else { return }
-        if store.space.isShort {
-            await drainApplies()
-            await applyCommitted(through: index)
-        } else {
-            startApply(through: index, metaSync: true)
-        }
+        await apply(through: index, metaSync: true)
     }
 
     /// Appends `entries` (those the store has not applied: a retry after a failure skips what

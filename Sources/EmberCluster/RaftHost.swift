@@ -295,14 +295,7 @@ final class RaftHost: @unchecked Sendable {
                 await self.write(write)
             case .apply(let entries, let metaSync):
                 guard let last = entries.last else { continue }
-                if store.space.isShort {
-                    // Room is short: applies commit before they answer and are retried on the loop.
-                    await drainApplies()
-                    await applyCommitted(through: last.index, metaSync: metaSync)
-                } else {
-                    // Off the loop: heartbeats and votes never wait for an apply (RaftHost+Apply).
-                    startApply(through: last.index, metaSync: metaSync)
-                }
+                await apply(through: last.index, metaSync: metaSync)
             case .stageSnapshotChunk(let chunk):
                 stage(chunk)
             case .installSnapshot(let snapshot, let tail):
