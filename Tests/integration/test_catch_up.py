@@ -190,3 +190,64 @@ def test_catching_up_limits_refuse_with_503_or_close_the_connection(tmp_path):
         assert c.status(victim)["catchUpHeld"] == 0
     finally:
         c.down()
+
+
+OWNER = {"Authorization": "Bearer owner"}
+
+
+def test_priority_set_and_pull_feed_wait_until_caught_up(tmp_path):
+    """Two reads outside GET/listen/get: a priority-only set reads the node before it writes
+    (and writes nothing when it finds none), and the pull feed answers from this node's feed
+    definitions and cursors. On a follower restarted wiped, with the others paused, both are held
+    (the held count says so) and, once it caught up, the priority lands on the node the cluster
+    holds and the feed streams from the first event. Without the gate the priority was dropped
+    (the wiped node has no such node: nothing written, `null` answered) and the feed was 404."""
+    c = Cluster(tmp_path / "c")
+    try:
+        ns = "cp" + uuid.uuid4().hex[:8]
+        leader = c.leader()
+        r = requests.put(f"{c.url(leader)}/.settings/triggers.json?ns={ns}", headers=OWNER, timeout=10,
+                         data=json.dumps({"items": {"path": "/items/{id}", "on": ["written"], "feed": True}}))
+        assert r.status_code == 200, r.text
+        victim, others, expected = restart_behind(c, ns, wipe=True)
+        url = c.url(victim)
+        got = {}
+
+        def set_priority():
+            got["priority"] = requests.put(f"{url}/items/k001/.priority.json?ns={ns}", data="7", timeout=60)
+
+        def read_feed():
+            events = []
+            with requests.get(f"{url}/.ember/feed?ns={ns}&path=/items/{{id}}", headers=OWNER, stream=True,
+                              timeout=(5, 60)) as resp:
+                got["feed-status"] = resp.status_code
+                if resp.status_code != 200:
+                    return
+                for line in resp.iter_lines(decode_unicode=True):
+                    if line.startswith("data: "):
+                        events.extend(json.loads(line[6:]))
+                        if len(events) >= 2:
+                            break
+            got["feed"] = events
+
+        with Paused(c, others) as paused:
+            script("start-node", "--dir", c.dir, "--id", victim)
+            threads = [threading.Thread(target=set_priority), threading.Thread(target=read_feed)]
+            for t in threads:
+                t.start()
+            deadline = time.time() + 30
+            while held(c, victim) < 2 and len(got) == 0:
+                assert time.time() < deadline, "neither held nor answered"
+                time.sleep(0.02)
+            assert got == {}, f"answered before the node caught up: {got}"
+            paused.resume()
+            for t in threads:
+                t.join(timeout=60)
+        p = got["priority"]
+        assert p.status_code == 200 and p.json() == 7, p.text
+        node = requests.get(f"{c.url(c.leader())}/items/k001.json?ns={ns}&format=export", timeout=10).json()
+        assert node[".priority"] == 7 and node["n"] == 1, node
+        assert got["feed-status"] == 200
+        assert [e["ref"] for e in got["feed"][:2]] == ["/items/k000", "/items/k001"], got["feed"][:2]
+    finally:
+        c.down()

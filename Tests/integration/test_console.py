@@ -482,6 +482,43 @@ def test_cluster_panel_shows_the_point_in_time_archive(browser, tmp_path):
         n.stop()
 
 
+def test_cluster_panel_shows_a_member_catching_up(browser, tmp_path):
+    """A follower restarted wiped while the other two are paused (SIGSTOP) has not caught up: its
+    own console's cluster panel says so in its role cell, with the reads it holds, and shows the
+    paused members unreachable instead of waiting for them; once they resume the mark goes."""
+    from cluster_helpers import Cluster
+    from test_catch_up import Paused, restart_behind
+    c = Cluster(tmp_path / "c")
+    try:
+        victim, others, _ = restart_behind(c, "cc" + uuid.uuid4().hex[:8], wipe=True)
+        with Paused(c, others):
+            subprocess.run([sys.executable, SCRIPT, "start-node", "--dir", c.dir, "--id", victim], check=True,
+                           env={**os.environ, "EMBERD": EMBERD}, capture_output=True)
+            browser.get(c.url(victim) + "/.ember/console/#cluster")
+            browser.execute_script("sessionStorage.setItem('ember.token', 'owner')")
+            browser.refresh()
+
+            # The table is rebuilt on every poll: read it in one script, not element by element.
+            rows_js = ("return [...document.querySelectorAll('#cluster-members tbody tr')].map(r => "
+                       "[r.dataset.member, r.children[1].textContent, r.children[1].className])")
+
+            def marked(drv):
+                rows = {m: (text, cls) for m, text, cls in drv.execute_script(rows_js)}
+                text, cls = rows.get(victim, ("", ""))
+                # The paused members are shown unreachable (their status is not waited for).
+                return cls == "catching-up" and all(rows.get(o, ("",))[0] == "unreachable" for o in others) and text
+            text = wait(browser, 20).until(marked)
+            assert ", catching up (" in text and text.endswith(" reads held)"), text
+            shot(browser, "cluster-catching-up")
+
+        def caught_up(drv):
+            rows = {m: (text, cls) for m, text, cls in drv.execute_script(rows_js)}
+            return rows.get(victim) == ("follower", "")
+        wait(browser, 30).until(caught_up)
+    finally:
+        c.down()
+
+
 def test_triggers_panel_shows_state_and_pauses_resumes_replays(browser, console_node):
     from test_triggers import Receiver, SECRET, put_triggers
     receiver = Receiver()

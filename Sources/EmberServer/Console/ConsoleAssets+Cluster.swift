@@ -14,8 +14,14 @@ let lastMetrics = null;
 
 function cell(tr, text) { const td = document.createElement('td'); td.textContent = text; tr.append(td); return td; }
 
+// A member that does not answer within statusTimeoutMs is shown unreachable: one stopped or hung
+// member must not hold the whole panel (the poll waits for every member's status).
+const statusTimeoutMs = 2000;
 async function statusOf(url) {
-  try { const r = await fetch(url.replace(/\/$/, '') + '/.ember/status'); return r.ok ? await r.json() : null; } catch (e) { return null; }
+  try {
+    const r = await fetch(url.replace(/\/$/, '') + '/.ember/status', { signal: AbortSignal.timeout(statusTimeoutMs) });
+    return r.ok ? await r.json() : null;
+  } catch (e) { return null; }
 }
 
 async function poll() {
@@ -53,7 +59,11 @@ async function poll() {
     if (id === leaderId) tr.classList.add('leader');
     if (isLearner) tr.classList.add('learner');
     cell(tr, id + (id === self.id ? ' (this node)' : ''));
-    cell(tr, s ? s.role : (isLearner ? 'learner, unreachable' : 'unreachable'));
+    // A member that restarted behind serves no read until it caught up (docs/CLUSTER.md): say so,
+    // with the reads it holds meanwhile.
+    const role = cell(tr, s ? s.role + (s.caughtUp === false ? `, catching up (${s.catchUpHeld || 0} reads held)` : '')
+      : (isLearner ? 'learner, unreachable' : 'unreachable'));
+    if (s && s.caughtUp === false) role.className = 'catching-up';
     // NOSPACE (writes refused) and CORRUPT (serves no data; OPERATIONS.md says how to repair).
     const alarms = s && s.alarms ? s.alarms : [];
     const a = cell(tr, s ? (alarms.map((x) => x.alarm).join(', ') || 'none') : '');

@@ -43,6 +43,9 @@ extension RestHandler {
             }
         }
         let identity = try feedIdentity(request: request, req: req, channel: channel, base: base)
+        // The feed's definitions, cursors and retained log are this node's state: a member that
+        // restarted behind would answer 404 (no such feed yet) or 410 (cursor ahead of its state).
+        try await catchUp.wait()
         if from == nil, let last = request.headers[HTTPField.Name("Last-Event-ID")!] {
             guard let n = UInt64(last) else { throw RestError.badRequest("Last-Event-ID must be a cursor (a log index)") }
             from = n

@@ -76,7 +76,7 @@ public final class RestHandler: Sendable {
         let identity = try policy.restIdentity(req, headers: request.headers, channel: channel, base: base)
         // Every GET answers from this node's state (data, streams, rules, trigger settings): not
         // before it caught up since its start. Writes are judged where they are applied (their
-        // conditions too) and are not held.
+        // conditions too) and are not held, except a priority-only set (`write`: it reads first).
         if method == .get { try await catchUp.wait() }
         if case .rules = req.target { return try await rulesEndpoint(req, method: method, request: request, identity: identity) }
         if case .triggers = req.target { return try await triggersEndpoint(req, method: method, request: request, identity: identity) }
@@ -282,6 +282,9 @@ public final class RestHandler: Sendable {
             guard method == .put || method == .delete, ifMatch == nil else {
                 throw RestError.badRequest("A priority is written with PUT or DELETE on /<path>/.priority.json, without if-match")
             }
+            // It reads the node first and writes nothing when it finds none: a member behind
+            // (restarted, wiped) would drop the priority of a node the cluster holds.
+            try await catchUp.wait()
             let priority = try await PriorityWrite.set(json, at: node, namespace: ns, identity: identity, store: store)
             if req.print == .silent { return RestAnswer.noContent().response }
             return Self.json(priority, pretty: req.print == .pretty)

@@ -263,6 +263,9 @@ struct RealtimeHandler: Sendable {
     func put(_ b: KeyMap<JSON>) async throws -> (Path, WireAckQueue.Completion) {
         // `p` to `<path>/.priority` (the SDKs' setPriority) sets the priority alone.
         if let raw = b["p"]?.stringValue, let node = try PriorityWrite.target(ofRawPath: raw) {
+            // It reads the node first (nothing written when it finds none): not before this
+            // member caught up since its start, as listens and gets.
+            try await services.catchUp.wait()
             _ = try await PriorityWrite.set(b["d"] ?? .null, at: node, namespace: session.namespace, identity: session.identity, store: store)
             await session.feed?.barrier()
             return (node, .applied)
