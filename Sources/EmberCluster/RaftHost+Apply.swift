@@ -50,24 +50,30 @@ extension RaftHost {
     /// Applies through `index`: off the loop (heartbeats and votes never wait for it), or, while
     /// room is short, on the loop after what is in flight (applies then commit before they answer
     /// and are retried there).
-    func apply(through index: UInt64, metaSync: Bool) async {
+    /// `long`: more than `applyInLoopMaxBytes` of entries (`longApplies`).
+    func apply(through index: UInt64, metaSync: Bool, long: Bool) async {
         if store.space.isShort {
             await drainApplies()
             await applyCommitted(through: index, metaSync: metaSync)
         } else {
-            startApply(through: index, metaSync: metaSync)
+            startApply(through: index, metaSync: metaSync, long: long)
         }
     }
 
     /// Queues the apply through `index` on the writer; its results come back as an input.
-    func startApply(through index: UInt64, metaSync: Bool) {
+    func startApply(through index: UInt64, metaSync: Bool, long: Bool) {
         if applies.inFlight.isEmpty { applies.floor = store.appliedIndex }
         applies.inFlight.append(index)
-        let queued = store.startApplyCommitted(through: index, metaSync: metaSync) { [weak self] result in
+        // Counted until its transaction committed, after its results came back: the writer is
+        // busy with it until then (a big apply's commit writes its pages and syncs).
+        if long { longApplies.add(1, ordering: .relaxed) }
+        var finished: (@Sendable () -> Void)?
+        if long { finished = { [weak self] in self?.longApplies.subtract(1, ordering: .relaxed) } }
+        let queued = store.startApplyCommitted(through: index, metaSync: metaSync, done: { [weak self] result in
             guard let self else { return }
             self.outcomes.withLock { $0.append(ApplyOutcome(through: index, result: result)) }
             self.enqueue(.applyDone, force: true)
-        }
+        }, finished: finished)
         if !queued { fatalStorage("apply through \(index)", StorageError.closed) }
     }
 

@@ -60,6 +60,8 @@ extension RaftHost {
             snapshotPrepared(info)
         case .applyDone:
             break  // the loop takes the outcomes after the turn's inputs (`settleApplies`)
+        case .persistDone:
+            break  // taken after the turn's inputs (`settlePersist`)
         case .stop:
             break
         }

@@ -73,7 +73,7 @@ extension RaftHost {
             if applied { return }
         }
         guard index > 0 else { return }
-        await apply(through: index, metaSync: true)
+        await apply(through: index, metaSync: true, long: offLoop)
     }
 
     /// Appends `entries` (those the store has not applied: a retry after a failure skips what
@@ -84,12 +84,8 @@ extension RaftHost {
         // what the store holds (it refuses to rewrite applied entries): reported, not written.
         // An apply queued off the loop is done before this append (the writer keeps their order),
         // and only ever covers entries the store's log already holds.
-        let appliedIndex = max(store.appliedIndex, applies.inFlight.last ?? 0)
-        let fresh = all.filter { $0.index > appliedIndex }
+        let (fresh, entries) = try unapplied(all)
         guard !fresh.isEmpty else { return false }
-        let entries = try fresh.map(decoded.storageEntry)
-        // A future leader keeps server timestamps monotonic across the log.
-        lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
         if unlogged(fresh, applyingThrough: index) {
             if store.space.isShort {
                 answer(try await store.applyUnlogged(entries: entries))
@@ -118,6 +114,16 @@ extension RaftHost {
         answer(results)
         await store.committed(release)
         return true
+    }
+
+    /// The entries of `all` the store has not applied, with their storage entries.
+    func unapplied(_ all: [EmberRaft.LogEntry]) throws -> (fresh: [EmberRaft.LogEntry], entries: [EmberStorage.LogEntry]) {
+        let appliedIndex = max(store.appliedIndex, applies.inFlight.last ?? 0)
+        let fresh = all.filter { $0.index > appliedIndex }
+        let entries = try fresh.map(decoded.storageEntry)
+        // A future leader keeps server timestamps monotonic across the log.
+        lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
+        return (fresh, entries)
     }
 
     /// Whether `fresh` (the entries after the store's applied index) is stored without log rows

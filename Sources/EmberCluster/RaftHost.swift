@@ -18,7 +18,8 @@ import Synchronization
 /// arriving meanwhile are batched into the next turn, which gives group commit under load.
 /// Applies are the exception: one with nothing to persist, or too big to ride in the turn's
 /// write, is queued on the store's writer and its results come back as an input
-/// (RaftHost+Apply), so heartbeats and votes never wait for an apply.
+/// (RaftHost+Apply), so heartbeats and votes never wait for an apply; and while one is queued
+/// there, so are the turn's persists (RaftHost+QueuedPersist): they would wait behind it.
 /// The core decides; this class holds what the core must not: the store, the transport, tasks,
 /// clocks, and the continuations of waiting requests.
 ///
@@ -79,6 +80,14 @@ final class RaftHost: @unchecked Sendable {
     /// back (taken by the loop).
     var applies = ApplyBook()
     let outcomes = Mutex<[ApplyOutcome]>([])
+    /// Applies queued on the writer of more than `applyInLoopMaxBytes` whose transaction has not
+    /// committed yet (decremented on the writer thread): a persist queued meanwhile waits behind
+    /// one for long, so the loop does not wait for it (RaftHost+QueuedPersist).
+    let longApplies = Atomic<Int>(0)
+    /// A persist queued on the writer while an apply runs there, and what waits for it
+    /// (RaftHost+QueuedPersist); its outcome as the writer hands it back.
+    var persists = PersistBook()
+    let persistOutcome = Mutex<Result<Void, any Error>?>(nil)
 
     /// Inputs taken per loop turn (bounds a turn's latency and memory).
     static let maxInputsPerTurn = 1_024
@@ -98,6 +107,8 @@ final class RaftHost: @unchecked Sendable {
         case snapshotPrepared(SnapshotFileInfo?)
         /// An apply queued off the loop handed its results back (`outcomes`).
         case applyDone
+        /// A persist queued off the loop is durable, or failed (`persistOutcome`).
+        case persistDone
         case stop
     }
 
@@ -204,6 +215,8 @@ final class RaftHost: @unchecked Sendable {
                 for input in turn.inputs { handle(input) }
                 // Results of applies that came back: their writes answered, reads released.
                 await settleApplies()
+                // A queued persist that came back: reported to Raft, what waited for it performed.
+                await settlePersist()
                 // Queued writes are proposed or forwarded once per turn: a burst becomes one batch.
                 routeQueued(now: .now)
                 await endTurn()
@@ -225,6 +238,7 @@ final class RaftHost: @unchecked Sendable {
                 published.withLock { $0 = status }
                 if stopping {
                     // Applies in flight are committed entries: their writers get their outcome.
+                    await drainPersists()
                     await drainApplies()
                     // Requests that raced in after `.stop` must still be answered.
                     let late = inbox.withLock { box -> [Input] in
@@ -285,17 +299,27 @@ final class RaftHost: @unchecked Sendable {
     // MARK: - Performing effects
 
     /// Performs the core's effects in order; a write is durable before the next effect starts.
+    /// While a persist queued off the loop is out, the effects that must follow it are held
+    /// for it (`hold`), and only sends that may precede durability go out.
     func perform(_ effects: [HostEffect]) async {
         for effect in effects {
             if abandoned { return }
+            if persists.writing != nil {
+                if case .send(let message) = effect, message.payload.mayPrecedeDurability {
+                    sendRaft(message)
+                } else {
+                    await hold(effect)
+                }
+                continue
+            }
             switch effect {
             case .send(let message):
                 sendRaft(message)
             case .persist(let write):
-                await self.write(write)
+                if persistsOffLoop(write) { startPersist(write) } else { await self.write(write) }
             case .apply(let entries, let metaSync):
                 guard let last = entries.last else { continue }
-                await apply(through: last.index, metaSync: metaSync)
+                await apply(through: last.index, metaSync: metaSync, long: Self.applyOffLoop(entries))
             case .stageSnapshotChunk(let chunk):
                 stage(chunk)
             case .installSnapshot(let snapshot, let tail):

@@ -9,6 +9,9 @@
 //     replicating — may go out before the persists that precede it are durable, so the leader
 //     writes its own new entries in parallel with sending them. It is safe because the state
 //     machine counts its own log towards commitment only through `.persisted(through:term:)`.
+//     Likewise a `.send` of `.heartbeatResponse`: it echoes the leader's read round and claims
+//     nothing stored (a term learned with it and lost in a crash carries no vote), so a follower
+//     whose write is slow still keeps its leader's lease (etcd sends its MsgHeartbeatResp alike).
 //  2b. Once entries from `.persistEntries` are durable, step `.persisted(through:term:)` with the
 //     last durable entry's index and term (every role; a leader cannot commit without it unless a
 //     majority of the others hold the entries).

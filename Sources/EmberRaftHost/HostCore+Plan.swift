@@ -6,7 +6,8 @@ extension HostCore {
     /// write, with every committed entry applied in it, then every other send and the reads made
     /// ready. A leader's AppendEntries and heartbeats go out before that write (Action.swift
     /// contract 2's exception): followers write the entries while we do, and Raft counts our
-    /// copy only once `.persisted`. With nothing to make durable, messages go first and the
+    /// copy only once `.persisted`; so do a follower's heartbeat answers (they claim nothing
+    /// written: `mayPrecedeDurability`). With nothing to make durable, messages go first and the
     /// apply after. That is the contract's order with persists moved earlier, which is always
     /// allowed (durable sooner never breaks persist-before-send); performing actions strictly in
     /// order instead cost one fsync per proposal in a turn: no group commit.
@@ -28,7 +29,7 @@ extension HostCore {
         if mustPersist {
             var afterWrite: [HostEffect] = []
             for case .send(let message) in actions {
-                if message.payload.isReplication {
+                if message.payload.mayPrecedeDurability {
                     effects.append(.send(message))
                 } else {
                     afterWrite.append(.send(message))  // votes and acks speak for what we wrote

@@ -79,6 +79,18 @@ extension Message.Payload {
         default: return false
         }
     }
+
+    /// May go out before the persists that precede it are durable (Action.swift contract 2): a
+    /// leader replicating, and a follower's heartbeat answer, which claims nothing it stored (it
+    /// echoes a read round; a term it learned and may forget in a crash carries no vote), so a
+    /// follower whose write waits behind a long apply still answers its leader's heartbeats.
+    /// Append and vote answers speak for what was written: they wait.
+    public var mayPrecedeDurability: Bool {
+        switch self {
+        case .appendEntries, .heartbeat, .heartbeatResponse: return true
+        default: return false
+        }
+    }
 }
 
 extension Array where Element == HostEffect {

@@ -25,9 +25,12 @@ extension EmberStore {
     /// with every call made after this one, and `done` runs on the writer thread with its results
     /// (or error) as soon as they are computed, before the transaction commits. A Raft host's
     /// loop goes on meanwhile (a bulk import's multi-MB entry takes seconds to apply: heartbeats
-    /// and votes must not wait for it). False when the store is closed (`done` never runs).
+    /// and votes must not wait for it). `finished` runs on the writer thread once the job's
+    /// transaction committed too (the writer is free for what was queued after it). False when
+    /// the store is closed (neither runs).
     public func startApplyCommitted(through index: UInt64, metaSync: Bool = true,
-                                    done: @escaping @Sendable (Result<[WriteResult], any Error>) -> Void) -> Bool {
+                                    done: @escaping @Sendable (Result<[WriteResult], any Error>) -> Void,
+                                    finished: (@Sendable () -> Void)? = nil) -> Bool {
         enqueueExclusive { w in
             w.releasing = true
             let r = Result { try w.applyCommitted(through: index, metaSync: metaSync) }
@@ -35,6 +38,7 @@ extension EmberStore {
             done(r)
             w.store.afterReleasedHandOut.withLock { $0 }?()
             w.commitPending()
+            finished?()
         }
     }
 

@@ -21,17 +21,26 @@ import EmberTestSupport
         }
     }
 
-    @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aLeaderWhoseApplyIsHeldKeepsItsFollowersHearingFromIt() async throws {
-        let dir = NSTemporaryDirectory() + "ember-apply-off-loop-\(UUID().uuidString)"
+    /// Three members over mutual TLS in `dir`, the first apply on the leader held on its writer
+    /// (after its results were handed out, before its commit) until `release` is signalled.
+    struct HeldCluster {
+        let nodes: [ReplicatedDataStore]
+        let leader: ReplicatedDataStore
+        let followers: [ReplicatedDataStore]
+        let term: UInt64
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+    }
+
+    static func heldCluster(_ dir: String) async throws -> HeldCluster {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         let ids = ["n1", "n2", "n3"]
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
             Thread.detachNewThread { c.resume(with: Result { try ReplicatedDataStoreTests.makeCerts(dir, ids: ids) }) }
         }
         let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
         var logger = Logger(label: "apply-off-loop-test")
-        logger.logLevel = .error
+        logger.logLevel = ProcessInfo.processInfo.environment["EMBER_TEST_LOG"] != nil ? .info : .error
         var options = StoreOptions()
         options.mapSize = 1 << 28
         var nodes: [ReplicatedDataStore] = []
@@ -43,18 +52,12 @@ import EmberTestSupport
             c.forwardReplyTimeoutSeconds = 60
             nodes.append(try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger))
         }
-        let release = DispatchSemaphore(value: 0)
-        defer { release.signal() }  // a failed expectation must not leave the writer held
-
         let leader = try await ReplicatedDataStoreTests().leader(of: nodes)
-        let leaderID = leader.config.nodeID
-        let followers = nodes.filter { $0 !== leader }
         // Everything committed so far is applied everywhere: the next apply on the leader is the write's.
         for n in nodes { try await n.ports.reader.linearizableBarrier() }
-        let term = leader.host.status.term
-
-        let held = DispatchSemaphore(value: 0)
+        let cluster = HeldCluster(nodes: nodes, leader: leader, followers: nodes.filter { $0 !== leader }, term: leader.host.status.term)
         let armed = DispatchSemaphore(value: 1)  // one permit: only the first apply is held
+        let (held, release) = (cluster.held, cluster.release)
         leader.host.store.core.afterReleasedHandOut.withLock {
             $0 = {
                 guard armed.wait(timeout: .now()) == .success else { return }
@@ -62,38 +65,84 @@ import EmberTestSupport
                 release.wait()
             }
         }
-        let write = Task {
-            try await leader.write(WriteRequest(namespace: "ns", path: try Path("a"), kind: .set(.int(1)), identity: .admin))
-        }
-        #expect(await Self.wait(held, seconds: 60), "the leader's apply never reached the hold")
-        let since = ContinuousClock.now
-        // Longer than the longest election timeout (2 × electionTicks ticks), with room to spare.
-        let config = leader.config
-        let span = Duration.milliseconds(2 * config.electionTicks * config.tickMillis + 500)
+        return cluster
+    }
 
-        // Event: every follower heard from the leader `span` after the hold began. A follower
-        // that campaigns (a new term anywhere) fails it at once instead of at the deadline.
+    /// Event: every follower heard from the leader longer than any election timeout (with room
+    /// to spare) after `since`. A new term anywhere fails it at once instead of at the deadline.
+    static func followersKeepHearing(_ c: HeldCluster, since: ContinuousClock.Instant) async throws -> Bool {
+        let config = c.leader.config
+        let span = Duration.milliseconds(2 * config.electionTicks * config.tickMillis + 500)
+        let leaderID = config.nodeID
         let deadline = ContinuousClock.now + .seconds(60)
-        var heard = false
         while ContinuousClock.now < deadline {
-            if nodes.contains(where: { $0.host.status.term != term }) { break }
-            heard = followers.allSatisfy { f in
+            if c.nodes.contains(where: { $0.host.status.term != c.term }) { return false }
+            let heard = c.followers.allSatisfy { f in
                 f.host.lastHeard.withLock { $0[leaderID] }.map { $0 >= since + span } ?? false
             }
-            if heard { break }
+            if heard { return true }
             try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(heard, "a follower stopped hearing from the leader while its apply was held")
-        #expect(nodes.allSatisfy { $0.host.status.term == term }, "an election began while the leader's apply was held")
-        #expect(leader.host.status.role == .leader)
+        return false
+    }
 
-        release.signal()
+    static func write(_ node: ReplicatedDataStore, _ path: String, _ value: JSON) -> Task<EmberNodeStore.WriteOutcome, any Error> {
+        Task { try await node.write(WriteRequest(namespace: "ns", path: try Path(path), kind: .set(value), identity: .admin)) }
+    }
+
+    @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aLeaderWhoseApplyIsHeldKeepsItsFollowersHearingFromIt() async throws {
+        let dir = NSTemporaryDirectory() + "ember-apply-off-loop-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let c = try await Self.heldCluster(dir)
+        defer { c.release.signal() }  // a failed expectation must not leave the writer held
+
+        let write = Self.write(c.leader, "a", .int(1))
+        #expect(await Self.wait(c.held, seconds: 60), "the leader's apply never reached the hold")
+        #expect(try await Self.followersKeepHearing(c, since: .now), "a follower stopped hearing from the leader while its apply was held")
+        #expect(c.nodes.allSatisfy { $0.host.status.term == c.term }, "an election began while the leader's apply was held")
+        #expect(c.leader.host.status.role == .leader)
+
+        c.release.signal()
         let outcome = try await write.value
         #expect(outcome.applied)
-        for n in nodes {
+        for n in c.nodes {
             try await n.ports.reader.linearizableBarrier()
             #expect(try n.ports.reader.read(namespace: "ns", path: Path("a")).node == Node(json: .int(1)))
         }
-        for n in nodes { await n.shutdown() }
+        for n in c.nodes { await n.shutdown() }
+    }
+
+    /// A pipelined import's shape: the leader's next writes arrive while its apply is held, so
+    /// their persists queue on the writer behind it. The loop must not wait for them (before,
+    /// it did, sent no heartbeats, and a follower campaigned); they are durable, committed and
+    /// answered once the apply lets the writer go, in order, on every member.
+    @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aLeaderWhosePersistWaitsBehindAHeldApplyKeepsItsFollowersHearingFromIt() async throws {
+        let dir = NSTemporaryDirectory() + "ember-persist-off-loop-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let c = try await Self.heldCluster(dir)
+        defer { c.release.signal() }
+
+        // A long apply (an import chunk's size, more than `applyInLoopMaxBytes` of entry).
+        let big = String(repeating: "x", count: RaftHost.applyInLoopMaxBytes + 4_096)
+        let first = Self.write(c.leader, "a", .string(big))
+        #expect(await Self.wait(c.held, seconds: 60), "the leader's apply never reached the hold")
+        // Writes through the leader and through a follower (forwarded): each needs a persist on
+        // the leader, queued behind the held apply.
+        let later = [Self.write(c.leader, "b", .int(2)), Self.write(c.followers[0], "c", .int(3)), Self.write(c.leader, "a", .int(4))]
+        #expect(try await Self.followersKeepHearing(c, since: .now), "a follower stopped hearing from the leader while its persist waited")
+        #expect(c.nodes.allSatisfy { $0.host.status.term == c.term }, "an election began while the leader's persist waited")
+        #expect(c.leader.host.status.role == .leader)
+
+        c.release.signal()
+        #expect(try await first.value.applied)
+        for w in later { #expect(try await w.value.applied) }
+        for n in c.nodes {
+            try await n.ports.reader.linearizableBarrier()
+            #expect(try n.ports.reader.read(namespace: "ns", path: Path("a")).node == Node(json: .int(4)))
+            #expect(try n.ports.reader.read(namespace: "ns", path: Path("b")).node == Node(json: .int(2)))
+            #expect(try n.ports.reader.read(namespace: "ns", path: Path("c")).node == Node(json: .int(3)))
+        }
+        #expect(Set(c.nodes.map { $0.host.status.term }) == [c.term])
+        for n in c.nodes { await n.shutdown() }
     }
 }

@@ -1,6 +1,6 @@
-// The rules HostCore plans by: persist before send (a leader's replication sends excepted),
-// apply only what is committed and after it is stored, a follower's apply deferred into the
-// next turn's write, compaction held while an apply waits, one snapshot image at a time.
+// The rules HostCore plans by: persist before send (a leader's replication sends and heartbeat
+// answers excepted), apply only what is committed and after it is stored, a follower's apply
+// deferred into the next turn's write, compaction held while an apply waits, one snapshot image at a time.
 
 import EmberRaft
 import EmberRaftHost
@@ -16,6 +16,21 @@ import Testing
         #expect(write != nil && ack != nil && write! < ack!)
         #expect(plan[write!].persisted?.entries.map(\.index) == [4, 5])
         #expect(plan[write!].persisted?.report.map { [$0.index, $0.term] } == [5, 1])
+    }
+
+    /// A heartbeat answer claims nothing written: it goes out ahead of the turn's write (so a
+    /// follower whose write waits behind a long apply keeps its leader's lease); the append's
+    /// ack still follows the write.
+    @Test func aFollowerAnswersAHeartbeatAheadOfItsWriteAndAcksAfterIt() {
+        var core = followerCore()
+        _ = core.handle(.event(append(entries(4...5), prev: 3, commit: 3)))
+        _ = core.handle(.event(.receive(Message(from: "n1", to: "n3", term: 1, payload: .heartbeat(commit: 3, readContext: 7)))))
+        let plan = core.handle(.endTurn(inputWaiting: false))
+        let write = plan.firstIndex { $0.isPersist }
+        let answer = plan.firstIndex { $0.sentMessage?.payload == .heartbeatResponse(readContext: 7) }
+        let ack = plan.firstIndex { $0.sentMessage.map { if case .appendEntriesResponse = $0.payload { true } else { false } } ?? false }
+        #expect(write != nil && answer != nil && ack != nil)
+        #expect(answer! < write! && write! < ack!)
     }
 
     @Test func aVoteIsSentOnlyAfterTermAndVoteAreWritten() {
