@@ -16,7 +16,9 @@ extension Applier {
         var read: [Path: Node] = [:]
         for (p, old) in parts { read[p] = old }
         let paths = parts.map(\.0)
-        for plan in set.plan {
+        // Only the patterns the write's first keys can reach (`TriggerPatternIndex`).
+        for k in set.index.candidates(paths) {
+            let plan = set.plan[k]
             let scopes = TriggerChanges.scopes(plan.pattern, parts: paths)
             if scopes.isEmpty { continue }
             var before: [Node] = []

@@ -50,4 +50,27 @@ import Testing
         let firstC = try #require(try s.triggerOutboxRead(namespace: "t", trigger: "c", after: created, limit: 1).rows.first?.events.first)
         #expect(firstC.before == .int(1) && firstC.after == .int(2))
     }
+
+    /// Triggers on different lists (the index picks the patterns by a write's first key): each
+    /// write gets a record in the groups it changes, a wildcard-first pattern sees every list,
+    /// and a multi-path update at the root reaches the patterns of every list it touches.
+    @Test func triggersOnDifferentListsEachGetTheirListsWrites() async throws {
+        let s = try openStore()
+        try await T().op(s, .define(text: T.defs([
+            ("m", T.trigger("/messages/{id}", on: "created")), ("o", T.trigger("/orders/{id}", on: "created")),
+            ("u", T.trigger("/users/{uid}", on: "created")), ("any", T.trigger("/{list}/{id}", on: "created")),
+        ])))
+        let set = try s.triggerSet(namespace: "t")
+        let group = { (n: String) in set.definition(named: n)!.group }
+        let m1 = try await s.set("/messages/a", "1").index
+        let o1 = try await s.set("/orders/b", "2").index
+        let both = try await s.update("/", [("users/c", "3"), ("messages/d", "4")]).index
+        let none = try await s.set("/logs/e", "5").index
+        #expect(try T().records(s, group("m")) == [m1, both])
+        #expect(try T().records(s, group("o")) == [o1])
+        #expect(try T().records(s, group("u")) == [both])
+        #expect(try T().records(s, group("any")) == [m1, o1, both, none])
+        let events = try s.triggerOutboxRead(namespace: "t", trigger: "any", after: o1, limit: 10).rows.first?.events ?? []
+        #expect(events.map { "\($0.location) \($0.params["list"] ?? "")" } == ["/messages/d messages", "/users/c users"])
+    }
 }

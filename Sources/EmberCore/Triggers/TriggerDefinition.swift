@@ -176,12 +176,15 @@ public struct TriggerSet: Sendable, Equatable {
 
     /// The definitions as a write's apply reads them (`TriggerPatternPlan`), made once.
     public let plan: [TriggerPatternPlan]
+    /// The plans by their patterns' first keys: which a write can touch (`candidates`).
+    public let index: TriggerPatternIndex
 
     public static let empty = TriggerSet(definitions: [])
 
     init(definitions: [TriggerDefinition]) {
         self.definitions = definitions
         plan = TriggerPatternPlan.plan(definitions)
+        index = TriggerPatternIndex(plan.map(\.pattern))
     }
 
     public init(text: String) throws(TriggerDefinitionError) {
@@ -202,6 +205,7 @@ public struct TriggerSet: Sendable, Equatable {
         for (name, def) in o { defs.append(try TriggerDefinition(name: name, json: def)) }
         definitions = defs.sorted { $0.name < $1.name }
         plan = TriggerPatternPlan.plan(definitions)
+        index = TriggerPatternIndex(plan.map(\.pattern))
     }
 
     public func definition(named name: String) -> TriggerDefinition? { definitions.first { $0.name == name } }
