@@ -15,8 +15,10 @@ import NIOCore
 ///     trigger; then closed-loop writes with a trigger without batching: events/s. The lag is
 ///     sampled two ways: matching events committed (the trigger's `events`) minus events the
 ///     receiver got, and the log entries its replicated cursor has not passed (`pending`);
-/// (c) the leader's write throughput with no trigger, `--triggers` active triggers and none
-///     again, in one run (the mean of the two runs without against the one with).
+/// (c) the leader's write throughput in one run: no trigger, 1 trigger, `--triggers` triggers
+///     on one pattern (every write matches all), as many triggers on as many patterns with the
+///     writes spread over them (each write matches one), no trigger again; each case against
+///     the mean of the two runs without.
 struct TriggerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "triggers", abstract: "Triggers: commit → receiver latency, sustained delivery with and without batching, write throughput with triggers.")
@@ -101,8 +103,9 @@ struct TriggerBench: AsyncParsableCommand {
     func runAll(_ http: HTTPClient, _ processes: ProcessSet, dir: String) async throws {
         let receiver = try TriggerReceiver()
         defer { receiver.stop() }
-        let leader = try await startNodes(http, processes, dir: dir)
-        print("ember-bench triggers: \(nodes == 3 ? "3-node cluster, writes at the leader" : "one node"), receiver \(receiver.url) "
+        let pids = PIDs()
+        let leader = try await startNodes(http, processes, dir: dir, pids: pids)
+        print("ember-bench triggers: \(nodes == 3 ? "3-node cluster, writes at the leader" : "one node"), receiver \(receiver.url("/hook")) "
               + "in the bench process; \(duration) s per run; load average \(loadAverage())")
         if runs.contains("a") { try await latencyRun(http, receiver, leader: leader) }
         if runs.contains("b") {
@@ -110,20 +113,33 @@ struct TriggerBench: AsyncParsableCommand {
             if sustainedRate > 0 { try await fixedRateRun(http, receiver, leader: leader, ns: "trate", batch: batchSize) }
             try await sustainedRun(http, receiver, leader: leader, ns: "tsingle", batch: 1)
         }
-        if runs.contains("c") { try await throughputRun(http, receiver, leader: leader) }
+        if runs.contains("c") {
+            let followers = pids.byURL.filter { $0.key != leader }.sorted { $0.key < $1.key }.map(\.value)
+            try await throughputRun(http, receiver, leader: leader, pids: (pids.byURL[leader] ?? 0, followers))
+        }
         if receiver.malformed > 0 { print("  receiver: \(receiver.malformed) POSTs it could not read") }
+        let sig = receiver.signatures
+        print("  receiver: \(sig.verified) POSTs' signatures checked (every latency-probe POST, 1 in \(TriggerReceiver.verifyEvery) of the others), "
+              + (sig.bad == 0 ? "all valid" : "\(sig.bad) WRONG"))
         print("load average \(loadAverage())")
     }
 
     // MARK: - Nodes
 
-    /// Starts the node(s) and returns the URL of the one that leads.
-    func startNodes(_ http: HTTPClient, _ processes: ProcessSet, dir: String) async throws -> String {
+    /// The nodes' process ids by URL (the CPU per write of run (c)).
+    final class PIDs: @unchecked Sendable {
+        var byURL: [String: Int32] = [:]
+    }
+
+    /// Starts the node(s), notes their process ids, and returns the URL of the one that leads.
+    func startNodes(_ http: HTTPClient, _ processes: ProcessSet, dir: String, pids: PIDs) async throws -> String {
         let limits = ["--log-level", "warning", "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
         let base = 20_000 + Int.random(in: 0..<1000) * 10
         if nodes == 1 {
-            processes.add(try HTTPLoad.launch(emberd, ["--data", "\(dir)/n1", "--port", "\(base)"] + limits))
+            let p = try HTTPLoad.launch(emberd, ["--data", "\(dir)/n1", "--port", "\(base)"] + limits)
+            processes.add(p)
             let url = "http://127.0.0.1:\(base)"
+            pids.byURL[url] = p.processIdentifier
             try await HTTPLoad.waitReady(http, url + "/.json?auth=owner")
             return url
         }
@@ -132,11 +148,13 @@ struct TriggerBench: AsyncParsableCommand {
         let peers = ids.enumerated().map { "\($1)=127.0.0.1:\(base + 5 + $0)" }.joined(separator: ",")
         var urls: [String] = []
         for (i, id) in ids.enumerated() {
-            processes.add(try HTTPLoad.launch(emberd, [
+            let p = try HTTPLoad.launch(emberd, [
                 "--data", "\(dir)/\(id)", "--port", "\(base + i)", "--node-id", id, "--peers", peers,
                 "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
-            ] + limits))
+            ] + limits)
+            processes.add(p)
             urls.append("http://127.0.0.1:\(base + i)")
+            pids.byURL[urls[i]] = p.processIdentifier
         }
         for u in urls { try await HTTPLoad.waitReady(http, u + "/.json") }
         for _ in 0..<600 {
@@ -152,8 +170,8 @@ struct TriggerBench: AsyncParsableCommand {
 
     /// One trigger on `path` to the receiver, with `batch` events per POST; retention high
     /// enough that no run reaches it (a gap would end the measurement's meaning).
-    func definition(_ path: String, on: String, receiver: TriggerReceiver, batch: Int) -> [String: Any] {
-        ["path": path, "on": [on], "url": receiver.url, "secret": "ember-bench-trigger-secret",
+    func definition(_ path: String, on: String, receiver: TriggerReceiver, batch: Int, urlPath: String = "/hook") -> [String: Any] {
+        ["path": path, "on": [on], "url": receiver.url(urlPath), "secret": TriggerReceiver.secret,
          "batchSize": batch, "inFlight": inFlight, "retries": 1_000, "backoffMs": 20, "maxBackoffMs": 1_000,
          "retainEntries": 10_000_000, "retainBytes": 1 << 30]
     }
@@ -413,29 +431,92 @@ struct TriggerBench: AsyncParsableCommand {
 
     // MARK: - (c) throughput with triggers
 
-    func throughputRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String) async throws {
-        var rates: [(String, Double)] = []
-        for (k, with) in [false, true, false].enumerated() {
+    /// One write-throughput run of (c): the triggers defined for it and where the writes go.
+    struct ThroughputCase {
+        var label: String
+        /// Trigger name → pattern (empty: no trigger).
+        var triggers: [(name: String, pattern: String)]
+        /// `WireWriteLoad.spread`: 0 writes below /bench; n spreads the writes over /p0 ... /p<n-1>.
+        var spread: Int
+    }
+
+    /// The cases of (c), in run order: no trigger, one, `--triggers` on one pattern (every write
+    /// matches all of them), `--triggers` on as many patterns with the writes spread over them
+    /// (each write matches one: /messages, /orders, ... each with its trigger), no trigger again.
+    func throughputCases() -> [ThroughputCase] {
+        let n = triggers
+        return [
+            ThroughputCase(label: "no trigger", triggers: [], spread: 0),
+            ThroughputCase(label: "1 trigger", triggers: [("t0", "/bench/{w}/{k}")], spread: 0),
+            ThroughputCase(label: "\(n) triggers on one pattern (each write matches all \(n))",
+                           triggers: (0..<n).map { ("t\($0)", "/bench/{w}/{k}") }, spread: 0),
+            ThroughputCase(label: "\(n) triggers on \(n) patterns, writes spread over them (each write matches one)",
+                           triggers: (0..<n).map { ("t\($0)", "/p\($0)/{w}/{k}") }, spread: n),
+            ThroughputCase(label: "no trigger", triggers: [], spread: 0),
+        ]
+    }
+
+    /// CPU seconds (user + system) of the leader, each follower and this process (the writers
+    /// and the receiver) so far.
+    func cpu(_ pids: (leader: Int32, followers: [Int32])) -> [Double] {
+        [processCPUSeconds(pids.leader)] + pids.followers.map(processCPUSeconds) + [rusageCPUSeconds()]
+    }
+
+    func throughputRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String,
+                       pids: (leader: Int32, followers: [Int32])) async throws {
+        var rates: [(label: String, rate: Double, events: Double, cpu: [Double], load: String)] = []
+        for (k, c) in throughputCases().enumerated() {
             let ns = "tput\(k)"
-            let names = with ? (0..<triggers).map { "t\($0)" } : []
-            if with {
-                try await putTriggers(http, leader, ns: ns, Dictionary(uniqueKeysWithValues: names.map {
-                    ($0, definition("/bench/{w}/{k}", on: "created", receiver: receiver, batch: batchSize) as Any)
+            let names = c.triggers.map(\.name)
+            if !c.triggers.isEmpty {
+                try await putTriggers(http, leader, ns: ns, Dictionary(uniqueKeysWithValues: c.triggers.map { t in
+                    // Each its own receiver URL path, as production triggers have.
+                    (t.name, definition(t.pattern, on: "created", receiver: receiver, batch: batchSize, urlPath: "/hook/\(t.name)") as Any)
                 }))
             }
-            let label = with ? "\(triggers) triggers (batchSize \(batchSize))" : "no trigger"
-            let (result, samples) = try await loadWithLag(http, receiver, leader: leader, ns: ns, names: names, name: "    writes, \(label)")
+            let label = c.triggers.isEmpty ? c.label : "\(c.label), batchSize \(batchSize)"
+            let ws = leader.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=\(ns)"
+            let sampler = lagSampler(http, receiver, leader: leader, ns: ns, names: names)
+            let cpu0 = cpu(pids)
+            let result: HTTPLoad.Result
+            do {
+                result = try await WireWriteLoad(url: ws, connections: connections, pipeline: pipeline, duration: duration,
+                                                 valueSize: valueSize, inserts: true, spread: c.spread).run(name: "    writes, \(label)")
+            } catch {
+                sampler.cancel()
+                throw error
+            }
+            // CPU per acknowledged write (warm-up included) over the load, delivery during it included.
+            let perWrite = zip(cpu(pids), cpu0).map { ($0 - $1) * 1e6 / Double(max(1, result.total)) }
+            sampler.cancel()
+            let samples = await sampler.value
             result.print()
-            if with {
-                print(String(format: "    the %d triggers delivered %.0f events/s together during the run, lag at the end %d entries; load average %@",
-                             triggers, deliveredRate(samples), samples.last?.pending ?? 0, loadAverage()))
+            let load = loadAverage()
+            let followers = perWrite.dropFirst().dropLast().map { String(format: "%.1f", $0) }.joined(separator: ", ")
+            print(String(format: "    CPU per write: leader %.1f µs, followers %@ µs, the bench (writers and receiver) %.1f µs; load average %@",
+                         perWrite[0], followers, perWrite[perWrite.count - 1], load))
+            var events = 0.0
+            if !c.triggers.isEmpty {
+                events = deliveredRate(samples)
+                print(String(format: "    %@: %.0f events/s delivered together during the run (%.2f per write), lag at the end %d entries; load average %@",
+                             label, events, events / max(result.rate, 1e-9), samples.last?.pending ?? 0, load))
                 try await putTriggers(http, leader, ns: ns, [:])
             }
-            rates.append((label, result.rate))
+            rates.append((c.label, result.rate, events, perWrite, load))
         }
-        let without = (rates[0].1 + rates[2].1) / 2, with = rates[1].1
-        print(String(format: "(c) leader write throughput: no trigger %.0f and %.0f writes/s (before and after), %d active triggers %.0f writes/s: "
-                     + "%.1f %% less than without (goal within 15 %%); load average %@",
-                     rates[0].1, rates[2].1, triggers, with, 100 * (1 - with / max(without, 1e-9)), loadAverage()))
+        let without = (rates[0].rate + rates[rates.count - 1].rate) / 2
+        // CPU per write of all processes together (nodes and bench): what a write costs the machine.
+        func total(_ cpu: [Double]) -> Double { cpu.reduce(0, +) }
+        let cpuWithout = (total(rates[0].cpu) + total(rates[rates.count - 1].cpu)) / 2
+        print(String(format: "(c) leader write throughput, same run: no trigger %.0f and %.0f writes/s (before and after; mean %.0f), "
+                     + "%.1f µs CPU per write on the machine; load average %@",
+                     rates[0].rate, rates[rates.count - 1].rate, without, cpuWithout, loadAverage()))
+        for r in rates.dropFirst().dropLast() {
+            let less = 100 * (1 - r.rate / max(without, 1e-9))
+            print(String(format: "    %@: %.0f writes/s, %.1f %% less than without: %@ (goal: within 15 %%); %.0f events/s delivered; "
+                         + "%.1f µs CPU per write on the machine (%+.0f %%); load average %@",
+                         r.label, r.rate, less, less <= 15 ? "MEETS the goal" : "does NOT meet the goal", r.events,
+                         total(r.cpu), 100 * (total(r.cpu) / max(cpuWithout, 1e-9) - 1), r.load))
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -9,10 +10,12 @@ import Glibc
 /// POST answered `200` with an empty body right after its bytes are in. Each event of the
 /// latency probe's trigger is recorded with the wall-clock time (µs) its last byte arrived: its
 /// log index, the entry's timestamp (`time`, ms) and the value written (`after`: the writer's
-/// send time in µs); the other triggers' events are counted (each by its `sequence` member,
-/// checked against its `time` and `after`) with the highest index seen. The body is searched
-/// for those fields (memmem), not parsed: the receiver shares the 2 cores with the cluster it
-/// measures, and a JSON parse of 100,000 events/s would cost more than the node's delivery.
+/// send time in µs); the other triggers' events are counted (each by its `sequence` member)
+/// with the highest index seen. The body is searched for those fields (memchr), not parsed:
+/// the receiver shares the 2 cores with the cluster it measures, and a JSON parse of 200,000
+/// events/s would cost more than the node's delivery. The signature (`X-Ember-Signature`) is
+/// checked on every POST of the latency probe's trigger (whose events the latency and
+/// duplicate checks use) and on one POST in `verifyEvery` of the others; a bad one is counted.
 final class TriggerReceiver: @unchecked Sendable {
     struct Event: Sendable {
         var index: UInt64
@@ -31,6 +34,8 @@ final class TriggerReceiver: @unchecked Sendable {
         var counts: [String: Counts] = [:]
         var detailed: [String: [Event]] = [:]
         var malformed = 0
+        var verified = 0
+        var badSignatures = 0
     }
 
     let port: Int
@@ -43,6 +48,10 @@ final class TriggerReceiver: @unchecked Sendable {
     static let maxDetailedEvents = 2_000_000
     static let maxBodyBytes = 64 << 20
     static let maxHeadBytes = 16 * 1024
+    /// The secret every bench trigger signs with, and how often a counted trigger's POST is verified.
+    static let secret = "ember-bench-trigger-secret"
+    static let verifyEvery = 16
+    private let key = SymmetricKey(data: Array(TriggerReceiver.secret.utf8))
 
     init() throws {
         (listener, port) = try Self.listen()
@@ -87,7 +96,8 @@ final class TriggerReceiver: @unchecked Sendable {
         return (fd, Int(UInt16(bigEndian: addr.sin_port)))
     }
 
-    var url: String { "http://127.0.0.1:\(port)/hook" }
+    /// The receiver's URL with `path` (any path reaches it; triggers get their own in the bench).
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
     /// Stops accepting (connections end when their peer closes them).
     func stop() { _ = Glibc.shutdown(listener, Int32(SHUT_RDWR)) }
@@ -100,42 +110,57 @@ final class TriggerReceiver: @unchecked Sendable {
 
     var malformed: Int { state.withLock { $0.malformed } }
 
+    /// POSTs whose signature was checked, and those whose signature was wrong.
+    var signatures: (verified: Int, bad: Int) { state.withLock { ($0.verified, $0.badSignatures) } }
+
     // MARK: - One connection
 
     private func serve(_ fd: Int32) {
         defer { Glibc.close(fd) }
+        // Bytes received; those before `start` are consumed. They are dropped only before a read
+        // (one move per read, not one per POST of a pipelined window).
         var buffer: [UInt8] = []
         buffer.reserveCapacity(1 << 16)
+        var start = 0
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var posts = 0
         func fill() -> Bool {
+            if start > 0 {
+                buffer.removeFirst(start)
+                start = 0
+            }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             guard n > 0 else { return false }
-            buffer.append(contentsOf: chunk[0..<n])
+            chunk.withUnsafeBufferPointer { buffer.append(contentsOf: UnsafeBufferPointer(rebasing: $0[0..<n])) }
             return true
         }
         while true {
-            guard let headEnd = Self.find(buffer, Self.crlfcrlf) else {
-                guard buffer.count <= Self.maxHeadBytes, fill() else { return }
+            // Offsets from `start` (a read may move the unconsumed bytes to the front).
+            guard let headLength = Self.find(buffer[start...], Self.crlfcrlf) else {
+                guard buffer.count - start <= Self.maxHeadBytes, fill() else { return }
                 continue
             }
-            let head = String(decoding: buffer[0..<headEnd], as: UTF8.self)
-            var length = -1, trigger = ""
+            let head = String(decoding: buffer[start..<(start + headLength)], as: UTF8.self)
+            var length = -1, trigger = "", signature = ""
             for line in head.split(separator: "\r\n").dropFirst() {
                 guard let colon = line.firstIndex(of: ":") else { continue }
                 let name = line[..<colon].lowercased()
                 let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
                 if name == "content-length" { length = Int(value) ?? -1 }
                 if name == "x-ember-trigger" { trigger = value }
+                if name == "x-ember-signature" { signature = value }
             }
             guard length >= 0, length <= Self.maxBodyBytes else {
                 respond(fd, "411 Length Required")
                 return
             }
-            let end = headEnd + 4 + length
-            while buffer.count < end { guard fill() else { return } }
+            let total = headLength + 4 + length
+            while buffer.count - start < total { guard fill() else { return } }
             let arrived = ClusterProbe.micros()
-            record(trigger: trigger, body: buffer[(headEnd + 4)..<end], arrived: arrived)
-            buffer.removeFirst(end)
+            posts += 1
+            record(trigger: trigger, signature: signature, sampled: posts % Self.verifyEvery == 1,
+                   body: buffer[(start + headLength + 4)..<(start + total)], arrived: arrived)
+            start += total
             guard respond(fd, "200 OK") else { return }
         }
     }
@@ -146,13 +171,19 @@ final class TriggerReceiver: @unchecked Sendable {
         return bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) == $0.count }
     }
 
-    private func record(trigger: String, body: ArraySlice<UInt8>, arrived: Int64) {
+    private func record(trigger: String, signature: String, sampled: Bool, body: ArraySlice<UInt8>, arrived: Int64) {
         let detailed = detailedTriggers.withLock { $0.contains(trigger) }
-        // The counted triggers' events are counted by their `sequence` members (with `time` and
-        // `after` counted alike to check they line up); only the latency probe's are parsed whole.
+        // The latency probe's POSTs are verified and parsed whole; the others are counted by
+        // their `sequence` members, and one in `verifyEvery` is verified.
+        let verify = detailed || sampled
+        let signed = verify ? signature == Self.signature(body, key: key) : true
         let counted = detailed ? nil : Self.count(body)
         let scanned = detailed ? Self.scan(body, arrived: arrived) : nil
         state.withLock { s in
+            if verify {
+                s.verified += 1
+                if !signed { s.badSignatures += 1 }
+            }
             let n: Int, highest: UInt64
             if let counted, counted.events > 0 {
                 (n, highest) = (counted.events, counted.highest)
@@ -172,6 +203,13 @@ final class TriggerReceiver: @unchecked Sendable {
                 if room > 0 { s.detailed[trigger, default: []].append(contentsOf: events.prefix(room)) }
             }
         }
+    }
+
+    /// `sha256=<hex>` of the body's HMAC-SHA256 with the bench's secret (the header emberd sends).
+    static func signature(_ body: ArraySlice<UInt8>, key: SymmetricKey) -> String {
+        let mac = body.withContiguousStorageIfAvailable { HMAC<SHA256>.authenticationCode(for: UnsafeRawBufferPointer($0), using: key) }
+            ?? HMAC<SHA256>.authenticationCode(for: Array(body), using: key)
+        return "sha256=" + mac.map { String(format: "%02x", $0) }.joined()
     }
 
     // MARK: - Scanning a CloudEvent (or an array of them)
@@ -212,7 +250,8 @@ final class TriggerReceiver: @unchecked Sendable {
     }
 
     /// Events in a POST body and the highest log index among them, without keeping them: one
-    /// `sequence`, `time` and `after` each per event; nil when they do not line up.
+    /// `sequence` member per event (one pass; the values the bench writes never contain the
+    /// key); nil when one has no index.
     static func count(_ body: ArraySlice<UInt8>) -> (events: Int, highest: UInt64)? {
         body.withContiguousStorageIfAvailable { b -> (Int, UInt64)? in
             let h = UnsafeRawBufferPointer(b)
@@ -226,12 +265,6 @@ final class TriggerReceiver: @unchecked Sendable {
                 events += 1
                 at = j
             }
-            func occurrences(_ key: [UInt8]) -> Int {
-                var n = 0, at = 0
-                while let i = find(h, key, from: at) { n += 1; at = i + key.count }
-                return n
-            }
-            guard occurrences(timeKey) == events, occurrences(afterKey) == events else { return nil }
             return (events, highest)
         } ?? nil
     }

@@ -20,19 +20,25 @@ struct WireWriteLoad {
     let duration: Double
     let valueSize: Int
     let inserts: Bool
+    /// 0: every write goes below `/bench`; n > 0: write r goes below `/p<r % n>` (the trigger
+    /// bench's triggers on n different patterns, each write matching one of them).
+    let spread: Int
 
-    init(urls: [String], connections: Int, pipeline: Int, duration: Double, valueSize: Int, inserts: Bool) {
+    init(urls: [String], connections: Int, pipeline: Int, duration: Double, valueSize: Int, inserts: Bool, spread: Int = 0) {
         precondition(!urls.isEmpty, "at least one URL")
+        precondition(spread >= 0, "spread is a count of top-level keys")
         self.urls = urls
         self.connections = connections
         self.pipeline = pipeline
         self.duration = duration
         self.valueSize = valueSize
         self.inserts = inserts
+        self.spread = spread
     }
 
-    init(url: String, connections: Int, pipeline: Int, duration: Double, valueSize: Int, inserts: Bool) {
-        self.init(urls: [url], connections: connections, pipeline: pipeline, duration: duration, valueSize: valueSize, inserts: inserts)
+    init(url: String, connections: Int, pipeline: Int, duration: Double, valueSize: Int, inserts: Bool, spread: Int = 0) {
+        self.init(urls: [url], connections: connections, pipeline: pipeline, duration: duration, valueSize: valueSize, inserts: inserts,
+                  spread: spread)
     }
 
     func run(name: String) async throws -> HTTPLoad.Result {
@@ -51,7 +57,7 @@ struct WireWriteLoad {
             let loop = group.next()
             let promise = loop.makePromise(of: LoadOutcome.self)
             let handler = WireLoadHandler(host: "\(host):\(port)", target: target, connection: c, pipeline: pipeline,
-                                          valueSize: valueSize, inserts: inserts, timing: timing, done: promise)
+                                          valueSize: valueSize, inserts: inserts, spread: spread, timing: timing, done: promise)
             let connect = ClientBootstrap(group: loop)
                 .channelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .channelInitializer { ch in ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(handler) } }
@@ -85,6 +91,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     let pipeline: Int
     let valueSize: Int
     let inserts: Bool
+    let spread: Int
     let timing: LoadTiming
     let done: EventLoopPromise<LoadOutcome>
 
@@ -98,14 +105,15 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     private var outcome = LoadOutcome()
     private var needsFlush = false
 
-    init(host: String, target: String, connection: Int, pipeline: Int, valueSize: Int, inserts: Bool, timing: LoadTiming,
-         done: EventLoopPromise<LoadOutcome>) {
+    init(host: String, target: String, connection: Int, pipeline: Int, valueSize: Int, inserts: Bool, spread: Int = 0,
+         timing: LoadTiming, done: EventLoopPromise<LoadOutcome>) {
         self.host = host
         self.target = target
         self.connection = connection
         self.pipeline = pipeline
         self.valueSize = valueSize
         self.inserts = inserts
+        self.spread = spread
         self.timing = timing
         self.done = done
     }
@@ -203,7 +211,7 @@ final class WireLoadHandler: ChannelInboundHandler, @unchecked Sendable {
     private func sendWrite(_ context: ChannelHandlerContext) {
         let r = nextR
         nextR += 1
-        let text = #"{"t":"d","d":{"r":"# + String(r) + #","a":"p","b":{"p":"bench/w"# + String(connection) + "/"
+        let text = #"{"t":"d","d":{"r":"# + String(r) + #","a":"p","b":{"p":""# + (spread > 0 ? "p" + String(Int(r) % spread) : "bench") + "/w" + String(connection) + "/"
             + benchKey(Int(r), inserts: inserts) + #"","d":""# + benchValue(Int(r), size: valueSize) + #""}}}"#
         inflight.append((r, .now()))
         send(context, opcode: 0x1, context.channel.allocator.buffer(string: text))
