@@ -11,8 +11,30 @@ extension HostCore {
     /// apply after. That is the contract's order with persists moved earlier, which is always
     /// allowed (durable sooner never breaks persist-before-send); performing actions strictly in
     /// order instead cost one fsync per proposal in a turn: no group commit.
+    ///
+    /// Messages to learners go last, after the write, the apply and the reads (issue 38): a
+    /// learner counts toward no quorum, so nothing the turn commits or answers waits for it,
+    /// and its batches (up to `maxEntriesPerLearnerMessage` entries to encode) held up the
+    /// voters' sends and the apply behind them when its id sorted first. Later is always
+    /// allowed (persist-before-send), and each learner's messages keep their order.
     mutating func plan(_ actions: [Action], inputWaiting: Bool) -> [HostEffect] {
         if actions.contains(where: \.touchesSnapshot) { return planInOrder(actions) }
+        let effects = planTwoPhase(actions, inputWaiting: inputWaiting)
+        guard !node.membership.learners.isEmpty else { return effects }
+        var others: [HostEffect] = [], learnerSends: [HostEffect] = []
+        others.reserveCapacity(effects.count)
+        for effect in effects {
+            if case .send(let message) = effect, node.membership.isLearner(message.to) {
+                learnerSends.append(effect)
+            } else {
+                others.append(effect)
+            }
+        }
+        return others + learnerSends
+    }
+
+    /// The two-phase plan (`plan`), messages in Raft's order.
+    private mutating func planTwoPhase(_ actions: [Action], inputWaiting: Bool) -> [HostEffect] {
         // An apply the last turn left to this one (at most one turn: `carried` applies now).
         var apply = deferredApply
         let carried = !deferredApply.isEmpty

@@ -136,6 +136,49 @@ import Testing
         #expect(core.deferredApply.isEmpty)
     }
 
+    /// Issue 38: a learner's messages go after everything else its leader's turn does: the
+    /// voters' sends, the write and the apply (a learner's id sorting first, its batch went out
+    /// ahead of them and held them up by its encoding). Each learner's messages keep their order.
+    @Test func aLearnersMessagesGoAfterTheVotersSendsTheWriteAndTheApply() {
+        var s = PersistentState.bootstrap(voters: voters, learners: ["l1"])
+        s.entries = entries(1...3)
+        s.hardState = HardState(term: 1, votedFor: nil, commit: 3)
+        var core = HostCore(node: RaftNode(id: "n1", config: RaftConfig(electionTick: 10, heartbeatTick: 2, preVote: false),
+                                           state: s, appliedIndex: 3))
+        _ = core.handle(.event(.campaign))
+        _ = core.handle(.endTurn(inputWaiting: false))
+        _ = core.handle(.event(.receive(Message(from: "n2", to: "n1", term: 2, payload: .requestVoteResponse(granted: true)))))
+        let elected = core.handle(.endTurn(inputWaiting: false))
+        #expect(core.node.role == .leader)
+        func sends(_ plan: [HostEffect], to peer: NodeID) -> [Int] {
+            plan.indices.filter { plan[$0].sentMessage?.to == peer }
+        }
+        // The no-op's turn: voters replicated to before the write, the learner after it.
+        let write = elected.firstIndex { $0.isPersist }!
+        #expect(sends(elected, to: "n2").allSatisfy { $0 < write } && sends(elected, to: "n3").allSatisfy { $0 < write })
+        #expect(!sends(elected, to: "l1").isEmpty && sends(elected, to: "l1").allSatisfy { $0 > write })
+        // The learner holds 1...3; then the no-op is durable here and at n2: it commits.
+        _ = core.handle(.event(.receive(Message(from: "l1", to: "n1", term: 2,
+                                                payload: .appendEntriesResponse(AppendEntriesResponse(success: true, index: 3))))))
+        _ = core.handle(.endTurn(inputWaiting: false))
+        _ = core.handle(.event(.persisted(through: 4, term: 2)))
+        _ = core.handle(.endTurn(inputWaiting: false))
+        _ = core.handle(.event(.receive(Message(from: "n2", to: "n1", term: 2,
+                                                payload: .appendEntriesResponse(AppendEntriesResponse(success: true, index: 4))))))
+        let commit = core.handle(.endTurn(inputWaiting: false))
+        #expect(core.node.commitIndex == 4)
+        let apply = commit.firstIndex { $0.applied?.map(\.index) == [4] }!
+        let toLearner = sends(commit, to: "l1")
+        // The learner is sent the committed no-op, last; the voters' commit news before the apply.
+        #expect(toLearner.count == 1 && toLearner[0] == commit.count - 1 && toLearner[0] > apply)
+        if case .appendEntries(let a) = commit[toLearner[0]].sentMessage?.payload {
+            #expect(a.entries.map(\.index) == [4] && a.commit == 4)
+        } else {
+            Issue.record("the learner's message is not an append: \(commit[toLearner[0]])")
+        }
+        #expect(!sends(commit, to: "n3").isEmpty && sends(commit, to: "n3").allSatisfy { $0 < apply })
+    }
+
     @Test func oneSnapshotImageIsPreparedAtATime() {
         var core = followerCore()
         #expect(core.handle(.snapshotUnavailable) == [.prepareSnapshot])
