@@ -47,12 +47,25 @@ public struct JSONEventReader: Sendable {
 
     /// Open containers now.
     public var depth: Int { stack.count }
+    /// Where the token being read began (a string, number or literal split across `feed`s);
+    /// nil between tokens. The bytes from here on are still to come as an event.
+    public var openTokenStart: Int64? { token == .none ? nil : tokenStart }
     /// True once a whole document was read (only whitespace may follow).
     public var isComplete: Bool { expect == .done && token == .none }
+
+    /// An event with the bytes it spans in the input: `start` is where its token (or bracket)
+    /// begins, `end` the offset just past it. A primitive value's span is its exact text.
+    public typealias SpanEmit = (_ event: Event, _ start: Int64, _ end: Int64) throws -> Void
 
     /// Reads `bytes`, calling `emit` for each event in order with the offset just past it. After
     /// a failure the reader must not be fed again.
     public mutating func feed(_ bytes: UnsafeBufferPointer<UInt8>, _ emit: (Event, Int64) throws -> Void) throws {
+        try feed(bytes, spans: { e, _, end in try emit(e, end) })
+    }
+
+    /// `feed` with each event's span (`SpanEmit`): `ember import` sends a value's text as it is
+    /// in the file instead of building and serializing it again.
+    public mutating func feed(_ bytes: UnsafeBufferPointer<UInt8>, spans emit: SpanEmit) throws {
         var i = 0
         let n = bytes.count
         while i < n {
@@ -113,7 +126,7 @@ public struct JSONEventReader: Sendable {
                 let isArray = c == UInt8(ascii: "[")
                 stack.append(isArray)
                 expect = isArray ? .valueOrEnd : .keyOrEnd
-                try emit(isArray ? .beginArray : .beginObject, offset + 1)
+                try emit(isArray ? .beginArray : .beginObject, offset, offset + 1)
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
                 let isArray = c == UInt8(ascii: "]")
                 guard let top = stack.last, top == isArray,
@@ -122,7 +135,7 @@ public struct JSONEventReader: Sendable {
                 }
                 stack.removeLast()
                 afterValue()
-                try emit(isArray ? .endArray : .endObject, offset + 1)
+                try emit(isArray ? .endArray : .endObject, offset, offset + 1)
             case UInt8(ascii: ","):
                 guard expect == .commaOrEnd, let top = stack.last else { throw fail("unexpected character") }
                 expect = top ? .value : .key
@@ -155,8 +168,17 @@ public struct JSONEventReader: Sendable {
         try bytes.withUnsafeBufferPointer { try feed($0, emit) }
     }
 
+    public mutating func feed(_ bytes: [UInt8], spans emit: SpanEmit) throws {
+        try bytes.withUnsafeBufferPointer { try feed($0, spans: emit) }
+    }
+
     /// The input ended: a number at the very end is complete; anything open is an error.
     public mutating func finish(_ emit: (Event, Int64) throws -> Void) throws {
+        try finish(spans: { e, _, end in try emit(e, end) })
+    }
+
+    /// `finish` with each event's span (`SpanEmit`).
+    public mutating func finish(spans emit: SpanEmit) throws {
         switch token {
         case .number: try endNumber(emit)
         case .literal: try endLiteral(emit)
@@ -172,31 +194,36 @@ public struct JSONEventReader: Sendable {
         token = t
         tokenStart = offset
         tokenBytes.removeAll(keepingCapacity: true)
+        if t == .string { tokenBytes.append(0x22) }
         escaped = false
     }
 
     private func checkStringLength() throws {
-        if tokenBytes.count > maxStringBytes { throw fail("string longer than \(maxStringBytes) bytes", at: tokenStart) }
+        // A string token holds its opening quote.
+        let n = token == .string ? tokenBytes.count - 1 : tokenBytes.count
+        if n > maxStringBytes { throw fail("string longer than \(maxStringBytes) bytes", at: tokenStart) }
     }
 
-    private mutating func endString(_ emit: (Event, Int64) throws -> Void) throws {
+    private mutating func endString(_ emit: SpanEmit) throws {
         token = .none
-        // The one string decoder (escapes, surrogates, UTF-8 checks) on the token with its quotes.
-        var p = JSONParser(bytes: [0x22] + tokenBytes + [0x22], maxDepth: 1)
+        // The one string decoder (escapes, surrogates, UTF-8 checks) on the token with its quotes
+        // (the opening one is kept from `startToken`): no copy of the token into a new array.
+        tokenBytes.append(0x22)
+        var p = JSONParser(bytes: tokenBytes, maxDepth: 1)
         let s: String
         do { s = try p.parseString() } catch {
             throw Failure(offset: tokenStart + Int64(p.i), reason: Self.reason(error))
         }
         if expect == .key || expect == .keyOrEnd {
             expect = .colon
-            try emit(.key(s), offset)
+            try emit(.key(s), tokenStart, offset)
         } else {
             afterValue()
-            try emit(.value(.string(s)), offset)
+            try emit(.value(.string(s)), tokenStart, offset)
         }
     }
 
-    private mutating func endNumber(_ emit: (Event, Int64) throws -> Void) throws {
+    private mutating func endNumber(_ emit: SpanEmit) throws {
         token = .none
         var p = JSONParser(bytes: tokenBytes, maxDepth: 1)
         let v: JSON
@@ -205,10 +232,10 @@ public struct JSONEventReader: Sendable {
         }
         guard p.i == tokenBytes.count else { throw fail("bad number", at: tokenStart + Int64(p.i)) }
         afterValue()
-        try emit(.value(v), offset)
+        try emit(.value(v), tokenStart, offset)
     }
 
-    private mutating func endLiteral(_ emit: (Event, Int64) throws -> Void) throws {
+    private mutating func endLiteral(_ emit: SpanEmit) throws {
         token = .none
         let v: JSON
         switch tokenBytes {
@@ -218,7 +245,7 @@ public struct JSONEventReader: Sendable {
         default: throw fail("bad literal", at: tokenStart)
         }
         afterValue()
-        try emit(.value(v), offset)
+        try emit(.value(v), tokenStart, offset)
     }
 
     private mutating func afterValue() {

@@ -60,17 +60,20 @@ public enum FuzzHarness {
         var built = Node.empty
         var priorities: [(Path, JSON)] = []
         do {
-            let take: (JSONEventReader.Event, Int64) throws -> Void = { e, offset in
-                try splitter.handle(e, offset: offset) { part in
+            let take: JSONEventReader.SpanEmit = { e, start, end in
+                try splitter.handle(e, start: start, end: end) { part in
                     let path = Path(validated: part.path)
                     switch part.kind {
-                    case .value: built = built.setting(try Node(json: part.value), at: path)
-                    case .priority: priorities.append((path, part.value))
+                    case .value(let span):
+                        // A part is the document's text there, parsed as the node parses it.
+                        let text = bytes[Int(span.lowerBound)..<Int(span.upperBound)]
+                        built = built.setting(try Node(json: try JSON.parse(text)), at: path)
+                    case .priority(let p): priorities.append((path, p))
                     }
                 }
             }
-            try reader.feed(bytes, take)
-            try reader.finish(take)
+            try reader.feed(bytes, spans: take)
+            try reader.finish(spans: take)
         } catch {
             throw fail("import split refused a document the node takes (\(error)): \(text(bytes))")
         }

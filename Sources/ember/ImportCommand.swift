@@ -4,10 +4,11 @@ import Foundation
 import NIOHTTP1
 
 /// `ember import FILE [PATH]`: replaces the tree at PATH with FILE's JSON, reading the file as a
-/// stream (`JSONEventReader`) and cutting it into parts (`ImportSplitter`) sent as multi-path
-/// PATCHes of at most --max-request-bytes and --max-children, in the file's order. Memory stays
-/// about one request whatever the file's size. A file that fits one part goes as one PUT
-/// (atomic, as before).
+/// stream (`JSONEventReader`) and cutting it into parts (`ImportSplitter`, `ImportStream`) sent
+/// as multi-path PATCHes of at most --max-request-bytes and --max-children, in the file's order.
+/// A part goes as its text in the file (checked, never parsed into a value and serialized
+/// again). Memory stays about one request whatever the file's size. A file that fits one part
+/// goes as one PUT (atomic, as before).
 ///
 /// Resumable: the first request replaces PATH with just a progress record, `PATH/__ember_import__`
 /// (`ImportMarker`), and every PATCH writes the record's new count in the same atomic update as
@@ -84,13 +85,12 @@ struct ImportCommand: AsyncParsableCommand {
     }
 }
 
-/// The file read as parts: reader and splitter over bounded reads, pulled a read at a time
-/// (`next`), so the caller can await between them.
+/// The file read as parts (`ImportStream`: each part's text is the file's own bytes), a read
+/// at a time (`next`), so the caller can await between reads.
 struct ImportParser {
     let file: String
     let handle: FileHandle
-    private var reader = JSONEventReader()
-    private var splitter: ImportSplitter
+    private var stream: ImportStream
     private var ended = false
     private var failure: ImportFailure?
     private(set) var parts = 0
@@ -98,34 +98,24 @@ struct ImportParser {
     init(file: String, handle: FileHandle, partBytes: Int64, targetDepth: Int) {
         self.file = file
         self.handle = handle
-        splitter = ImportSplitter(maxPartBytes: partBytes, targetDepth: targetDepth)
+        stream = ImportStream(maxPartBytes: partBytes, targetDepth: targetDepth, reservedKey: ImportMarker.key)
     }
 
     /// Bytes of the file read so far.
-    var offset: Int64 { reader.offset }
+    var offset: Int64 { stream.offset }
 
     /// The parts completed by the next read of the file (possibly none); nil at its end.
-    mutating func next() throws -> [ImportSplitter.Part]? {
+    mutating func next() throws -> [ImportStream.Part]? {
         if let failure { throw failure }
         if ended { return nil }
-        var out: [ImportSplitter.Part] = []
-        var splitter = self.splitter
-        defer { self.splitter = splitter }
-        let take: (JSONEventReader.Event, Int64) throws -> Void = { e, offset in
-            try splitter.handle(e, offset: offset) { part in
-                if part.path.first == ImportMarker.key {
-                    throw ImportSplitter.Failure(offset: part.end, reason: "the key \(ImportMarker.key) is reserved for the import's progress record")
-                }
-                out.append(part)
-            }
-        }
+        var out: [ImportStream.Part] = []
         do {
             let data = try handle.read(upToCount: ImportCommand.readBytes) ?? Data()
             if data.isEmpty {
-                try reader.finish(take)
+                try stream.finish(completed: &out)
                 ended = true
             } else {
-                try data.withUnsafeBytes { raw in try reader.feed(raw.bindMemory(to: UInt8.self), take) }
+                try data.withUnsafeBytes { raw in try stream.feed(raw.bindMemory(to: UInt8.self), completed: &out) }
             }
         } catch let e as JSONEventReader.Failure {  // the splitter's failures too
             failure = ImportFailure(file: file, offset: e.offset, reason: e.reason)
@@ -261,18 +251,18 @@ struct ImportSender {
     }
 
     mutating func send(_ parser: inout ImportParser) async throws {
-        var whole: JSON?
+        var whole: [UInt8]?
         try await withThrowingTaskGroup(of: Int.self) { group in
             do {
                 while let parts = try parser.next() {
                     for part in parts {
                         seen += 1
-                        switch part.kind {
-                        case .priority: priorities.append((part.path, part.value))  // resent on resume: idempotent
-                        case .value where part.path.isEmpty: whole = part.value
-                        case .value:
+                        switch part.payload {
+                        case .priority(let p): priorities.append((part.path, p))  // resent on resume: idempotent
+                        case .text(let text) where part.path.isEmpty: whole = text
+                        case .text(let text):
                             if seen <= skipped { progress.part(end: part.end); continue }
-                            try await add(part, &group)
+                            try await add(part.path, text, end: part.end, &group)
                         }
                     }
                 }
@@ -286,7 +276,7 @@ struct ImportSender {
             }
             if let whole, !started {
                 // The file was one part: one PUT, atomic.
-                try await client.call(.PUT, client.dataURL(path, query: ["print=silent"]), body: whole.serializedBytes())
+                try await client.call(.PUT, client.dataURL(path, query: ["print=silent"]), body: whole)
                 requests += 1
                 progress.part(end: parser.offset)
                 return
@@ -328,10 +318,10 @@ struct ImportSender {
         try await client.call(.PATCH, client.dataURL(path, query: ["print=silent"]), body: body.serializedBytes())
     }
 
-    /// Adds a part to the request being built, sending it first when the part would not fit.
-    private mutating func add(_ part: ImportSplitter.Part, _ group: inout ThrowingTaskGroup<Int, any Error>) async throws {
-        let key = part.path.joined(separator: "/")
-        let value = part.value.unorderedBytes()  // the node parses it: member order is no matter
+    /// Adds a part (its path and its text from the file) to the request being built, sending
+    /// it first when the part would not fit.
+    private mutating func add(_ partPath: [String], _ value: [UInt8], end: Int64, _ group: inout ThrowingTaskGroup<Int, any Error>) async throws {
+        let key = partPath.joined(separator: "/")
         let entryBytes = JSONStreamWriter.memberSize(key: key, valueBytes: value.count)
         // Room for the record (~150 bytes) and the braces.
         if bodyParts > 0 && (body.out.count + entryBytes + 256 > maxRequestBytes || bodyParts >= maxParts) {
@@ -343,9 +333,9 @@ struct ImportSender {
         body.key(key)
         body.value(serialized: value)
         bodyParts += 1
-        bodyEnd = part.end
+        bodyEnd = end
         bodySeen = seen
-        progress.part(end: part.end)
+        progress.part(end: end)
     }
 
     /// Sends the request being built, once fewer than `inFlight` are out. Its record holds the

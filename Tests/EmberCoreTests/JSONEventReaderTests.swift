@@ -78,21 +78,23 @@ import Testing
                 var built = Node.empty
                 var count = 0
                 var lastEnd: Int64 = 0
-                let take: (JSONEventReader.Event, Int64) throws -> Void = { e, offset in
-                    try splitter.handle(e, offset: offset) { part in
+                let bytes = v.serializedBytes()
+                let take: JSONEventReader.SpanEmit = { e, start, end in
+                    try splitter.handle(e, start: start, end: end) { part in
                         count += 1
                         #expect(part.end >= lastEnd)
                         lastEnd = part.end
                         let path = Path(validated: part.path)
                         switch part.kind {
-                        case .value: built = built.setting(try Node(json: part.value), at: path)
-                        case .priority: built = built.setting(built.child(at: path).withPriority(try Priority(json: part.value)), at: path)
+                        case .value(let span):
+                            let text = bytes[Int(span.lowerBound)..<Int(span.upperBound)]
+                            built = built.setting(try Node(json: try JSON.parse(text)), at: path)
+                        case .priority(let p): built = built.setting(built.child(at: path).withPriority(try Priority(json: p)), at: path)
                         }
                     }
                 }
-                let bytes = v.serializedBytes()
-                try reader.feed(bytes, take)
-                try reader.finish(take)
+                try reader.feed(bytes, spans: take)
+                try reader.finish(spans: take)
                 #expect(built == node, "part size \(partBytes): \(built.exportJSON().serialized()) vs \(node.exportJSON().serialized())")
                 if partBytes >= Int64(bytes.count) { #expect(count == 1) }
             }
@@ -103,10 +105,10 @@ import Testing
         func failure(_ text: String, targetDepth: Int = 0) -> ImportSplitter.Failure? {
             var reader = JSONEventReader()
             var splitter = ImportSplitter(maxPartBytes: 8, targetDepth: targetDepth)
-            let take: (JSONEventReader.Event, Int64) throws -> Void = { e, o in try splitter.handle(e, offset: o) { _ in } }
+            let take: JSONEventReader.SpanEmit = { e, s, o in try splitter.handle(e, start: s, end: o) { _ in } }
             do {
-                try reader.feed(Array(text.utf8), take)
-                try reader.finish(take)
+                try reader.feed(Array(text.utf8), spans: take)
+                try reader.finish(spans: take)
                 return nil
             } catch let f as ImportSplitter.Failure { return f } catch { return nil }
         }
