@@ -105,7 +105,9 @@ public struct Node: Sendable, Equatable {
     /// Empty children are dropped; with none left the node is empty (and loses its priority).
     public init(children: KeyMap<Node>, priority: Priority? = nil) {
         self.leaf = nil
-        self.children = children.filter { !$0.value.isEmpty }
+        // Most callers pass no empty child (JSON conversion, storage reads): a look, not a
+        // filtered copy of the map (a copy of every object's children in a bulk write).
+        self.children = children.values.contains(where: \.isEmpty) ? children.filter { !$0.value.isEmpty } : children
         self.priority = self.children.isEmpty ? nil : priority
     }
 

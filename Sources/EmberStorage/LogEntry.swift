@@ -119,6 +119,64 @@ public struct LogEntry: Sendable, Equatable {
         return w.bytes
     }
 
+    /// `encoded().count` without encoding a data write: a single node that keeps no log
+    /// (`StoreOptions.singleNodeLogRetention`) checks an entry's size and never stores its
+    /// bytes, and encoding a bulk update (every object's keys sorted, every byte copied) was
+    /// work for a number. Other operations are small: they are encoded and counted.
+    public func encodedSize() -> Int {
+        var n = 1 + 24 + Self.stringSize(namespace)
+        switch auth {
+        case .admin, .user(nil): n += 1
+        case .user(let claims?): n += 1 + Self.jsonSize(claims)
+        }
+        func cond(_ c: WriteCondition?) -> Int {
+            switch c {
+            case nil: return 1
+            case .ifVersion?: return 9
+            case .ifHash(let h)?: return 1 + Self.stringSize(h)
+            case .ifDataVersion(let v)?: return 1 + Self.stringSize(Self.encodeDataVersion(v))
+            }
+        }
+        switch operation {
+        case .set(let p, let v, let c):
+            n += 1 + Self.stringSize(p.description) + cond(c) + Self.jsonSize(v)
+        case .update(let p, let vs, let c):
+            n += 1 + Self.stringSize(p.description) + cond(c) + Self.varintSize(vs.count)
+            for (rp, v) in vs { n += Self.stringSize(rp.description) + Self.jsonSize(v) }
+        case .noop, .setRules, .onDisconnect, .archived, .triggers:
+            return encoded().count
+        }
+        if let writer { n += 1 + Self.stringSize(writer.writer) + 8 }
+        return n
+    }
+
+    /// Bytes of `ByteWriter.varint(v)`.
+    static func varintSize(_ v: Int) -> Int {
+        var x = UInt64(v), n = 1
+        while x >= 0x80 { n += 1; x >>= 7 }
+        return n
+    }
+
+    /// Bytes of `ByteWriter.string(s)`.
+    static func stringSize(_ s: String) -> Int {
+        let u = s.utf8.count
+        return varintSize(u) + u
+    }
+
+    /// Bytes of `ByteWriter.json(j)` (the order of an object's members changes no size).
+    static func jsonSize(_ j: JSON) -> Int {
+        switch j {
+        case .null, .bool: return 1
+        case .int, .double: return 9
+        case .string(let s): return 1 + stringSize(s)
+        case .array(let a): return a.reduce(1 + varintSize(a.count)) { $0 + jsonSize($1) }
+        case .object(let o):
+            var n = 1 + varintSize(o.count)
+            for (k, v) in o { n += stringSize(k) + jsonSize(v) }
+            return n
+        }
+    }
+
     static let writerTrailer: UInt8 = 1
     /// Operation tag of `.archived`.
     static let archivedTag: UInt8 = 32

@@ -298,7 +298,7 @@ public final class EmberStore: @unchecked Sendable {
     /// Validates a write before it reaches the log; bad input never writes anything. Returns the
     /// size of its encoded log entry.
     public func validate(namespace: String, operation: WriteOperation) throws -> Int {
-        try prepare(namespace: namespace, operation: operation, buildNodes: false).encoded.count
+        try prepare(namespace: namespace, operation: operation, buildNodes: false, encode: false).size
     }
 
     /// `validate`, returning the checked write's log entry (index, term and timestamp 0, for
@@ -308,20 +308,26 @@ public final class EmberStore: @unchecked Sendable {
     /// in a bulk import, issue 42).
     public func validatedEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
                                writer: WriterStamp?) throws -> [UInt8] {
-        try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false).encoded
+        try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false, encode: true).encoded!
     }
 
     /// The one full check of a write (keys, depth, sizes, server values),
-    /// keeping what it computed so the writer does not redo it: the encoded entry and, when the
-    /// write holds no server values and `buildNodes`, the nodes to write.
+    /// keeping what it computed so the writer does not redo it: the encoded entry (when `encode`;
+    /// by default when the writer will store it: `keepsLog`), its size and, when the write holds
+    /// no server values and `buildNodes`, the nodes to write.
     func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil,
-                 buildNodes: Bool = true) throws -> PreparedWrite {
+                 buildNodes: Bool = true, encode: Bool? = nil) throws -> PreparedWrite {
         let nodes = try checkOperation(namespace: namespace, operation: operation, buildNodes: buildNodes)
-        let encoded = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth,
-                               writer: writer).encoded()
-        try checkSize(encoded.count)
-        return PreparedWrite(encoded: encoded, nodes: nodes)
+        let entry = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer)
+        let encoded = (encode ?? keepsLog) ? entry.encoded() : nil
+        let size = encoded?.count ?? entry.encodedSize()
+        try checkSize(size)
+        return PreparedWrite(encoded: encoded, size: size, nodes: nodes)
     }
+
+    /// Whether `submit`s write their log entries (`Writer.runBatch`): with a retention, or while
+    /// the archive holds entries. Else an entry is only counted, never encoded.
+    var keepsLog: Bool { options.logRetention > 0 || options.archiveHold > 0 }
 
     /// The checks of `prepare` for an entry that arrives encoded (a write forwarded to the
     /// leader): its size is the size it arrived with, so it is not encoded again.
@@ -496,10 +502,12 @@ public final class EmberStore: @unchecked Sendable {
 }
 
 /// A validated write waiting for the writer: its log entry encoded with a zero header (index,
-/// term and timestamp are filled in when the writer assigns them) and, for writes without
-/// server values, the nodes `Applier` writes (one per part, in the operation's order).
+/// term and timestamp are filled in when the writer assigns them; nil when the store keeps no
+/// log, `EmberStore.keepsLog`), the entry's size and, for writes without server values, the
+/// nodes `Applier` writes (one per part, in the operation's order).
 struct PreparedWrite: Sendable {
-    var encoded: [UInt8]
+    var encoded: [UInt8]?
+    var size: Int
     var nodes: [Node]?
 }
 

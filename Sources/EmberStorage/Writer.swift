@@ -95,7 +95,7 @@ final class Writer: @unchecked Sendable {
                     var n = 0, bytes = 0
                     while n < q.pending.count, n < store.options.maxBatchEntries, bytes < store.options.maxBatchBytes,
                           case .submit(let sub) = q.pending[n] {
-                        bytes += sub.prepared.encoded.count
+                        bytes += sub.prepared.size
                         n += 1
                     }
                     if n == q.pending.count {
@@ -395,19 +395,22 @@ final class Writer: @unchecked Sendable {
                     guard case .submit(let sub) = job else { continue }
                     let (ns, op, auth, prepared) = (sub.namespace, sub.operation, sub.auth, sub.prepared)
                     conts.append(sub.completion)
-                    bytes += prepared.encoded.count
+                    bytes += prepared.size
                     idx += 1
                     ts = max(ts, Self.nowMs())
                     let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts, auth: auth, writer: sub.writer)
-                    // The entry was encoded once, when validated; only its header is new.
-                    var encoded = prepared.encoded
-                    LogEntry.setHeader(&encoded, index: idx, term: term, timestamp: ts)
-                    assert(encoded == e.encoded(), "patched log entry differs from its encoding")
                     // Without retention the entry would be trimmed in this very transaction:
-                    // a single node restarts from its applied state, never from the log.
-                    // In index order past the log's end: MDB_APPEND fills its pages (a plain put
-                    // splits them in half, and the archive's log then writes twice the pages).
-                    if keepLog { try t.putOrdered(tables.log, Self.logKey(idx), encoded) }
+                    // a single node restarts from its applied state, never from the log (and
+                    // the entry was only counted, never encoded: `EmberStore.prepare`).
+                    if keepLog {
+                        // The entry was encoded once, when validated; only its header is new.
+                        var encoded = prepared.encoded ?? e.encoded()
+                        LogEntry.setHeader(&encoded, index: idx, term: term, timestamp: ts)
+                        assert(encoded == e.encoded(), "patched log entry differs from its encoding")
+                        // In index order past the log's end: MDB_APPEND fills its pages (a plain
+                        // put splits them in half, and the archive's log then writes twice the pages).
+                        try t.putOrdered(tables.log, Self.logKey(idx), encoded)
+                    }
                     results.append(try applyEntry(e, in: t, mode: mode, prebuilt: prepared.nodes))
                 }
                 try pendingVersions?.flush(tables, t)

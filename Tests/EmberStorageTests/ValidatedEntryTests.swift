@@ -45,7 +45,7 @@ import Testing
                 operation = .update(path: base, values: parts, condition: nil)
             }
             let fast = Result { try store.validatedEntry(namespace: "t", operation: operation, auth: .admin, writer: nil) }
-            let built = Result { try store.prepare(namespace: "t", operation: operation, buildNodes: true).encoded }
+            let built = Result { try store.prepare(namespace: "t", operation: operation, buildNodes: true, encode: true).encoded! }
             switch (fast, built) {
             case (.success(let a), .success(let b)):
                 #expect(a == b, "round \(round)")
