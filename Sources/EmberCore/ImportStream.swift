@@ -29,7 +29,8 @@ public struct ImportStream: Sendable {
 
     /// Bytes of the document read so far.
     public var offset: Int64 { reader.offset }
-    /// Bytes held now (the window): bounded by a part, a piece and one token.
+    /// Bytes held now (the window): a part, a piece and one token, and as many again at most
+    /// before the bytes no part needs are dropped (`step`).
     public var heldBytes: Int { window.count }
 
     /// Reads the next piece; the parts it completes, in document order. After a failure
@@ -49,11 +50,13 @@ public struct ImportStream: Sendable {
         var splitter = self.splitter, reader = self.reader, window = self.window
         self.window = []
         defer {
-            // Only what a part still to come may span stays.
+            // Only what a part still to come may span stays; the bytes before it go once they
+            // are half the window (each byte is moved about once, not once per piece).
             let keep = min(splitter.retainedFrom ?? reader.offset, reader.openTokenStart ?? reader.offset)
-            if keep > windowStart {
-                window.removeFirst(min(window.count, Int(keep - windowStart)))
-                windowStart = keep
+            let dead = min(window.count, Int(max(0, keep - windowStart)))
+            if dead > 0 && 2 * dead >= window.count {
+                window.removeFirst(dead)
+                windowStart += Int64(dead)
             }
             self.window = window
             self.splitter = splitter

@@ -96,6 +96,9 @@ public struct JSONStreamWriter: Sendable {
     public static func appendString(_ s: String, to out: inout [UInt8]) { JSONWriter.writeString(s, into: &out) }
 
     /// The bytes written since the last call.
+    /// Room for `bytes` of output up front (a writer filled to a known size: no regrowth).
+    public mutating func reserveCapacity(_ bytes: Int) { out.reserveCapacity(bytes) }
+
     public mutating func take() -> [UInt8] {
         defer { out.removeAll(keepingCapacity: true) }
         return out

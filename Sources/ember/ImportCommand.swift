@@ -173,7 +173,7 @@ struct ImportSender {
     private var started = false
     /// The request being built: an object of the parts' members so far (the record is added
     /// when it is sent).
-    private var body = ImportSender.emptyBody
+    private var body = JSONStreamWriter(pretty: false)
     private var bodyParts = 0
     private var bodyEnd: Int64 = 0
     /// The file's part count up to the last part in the body (what the record says once sent).
@@ -190,8 +190,10 @@ struct ImportSender {
     private var prefix = 0
     private var committedBytes: Int64 = 0
 
-    private static var emptyBody: JSONStreamWriter {
+    private var emptyBody: JSONStreamWriter {
         var w = JSONStreamWriter(pretty: false)
+        // A request is filled to about its limit: no regrowth (copies) on the way there.
+        w.reserveCapacity(maxRequestBytes)
         w.beginObject()
         return w
     }
@@ -206,6 +208,7 @@ struct ImportSender {
         self.maxRequestBytes = maxRequestBytes
         self.maxParts = maxParts
         self.progress = progress
+        body = emptyBody
     }
 
     /// How a request is retried while a cluster elects a leader (502/503/504, or the connection
@@ -363,7 +366,7 @@ struct ImportSender {
             return number
         }
         requests += 1
-        body = Self.emptyBody
+        body = emptyBody
         bodyParts = 0
     }
 }
