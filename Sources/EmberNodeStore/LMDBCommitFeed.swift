@@ -18,14 +18,20 @@ public struct LMDBCommitFeed: CommitFeedPort {
     public func onCommit(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
         let hidden = self.hidden
         store.onCommit { results in
-            var changes: [CommittedChange] = []
-            changes.reserveCapacity(results.count)
-            for r in results {
-                if let change = Self.change(from: r) { changes.append(change) }
-                // An onDisconnect run: each write it ran is a change of its own.
-                for ran in r.ran { if let change = Self.change(from: ran) { changes.append(change) } }
-            }
-            if !hidden.isEmpty { changes.removeAll { hidden.contains($0.namespace) } }
+            let changes = Self.changes(of: results) { !hidden.contains($0) }
+            if !changes.isEmpty { handler(changes) }
+        }
+    }
+
+    public func onCommit(watched: @escaping @Sendable () -> Set<String>, _ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
+        let hidden = self.hidden
+        store.onCommit { results in
+            // Asked on the writer thread after the commit (or the results' release), once per
+            // commit: see `CommitFeedPort.onCommit(watched:_:)` for why a namespace missing here
+            // needs no change.
+            let watching = watched()
+            guard !watching.isEmpty else { return }
+            let changes = Self.changes(of: results) { watching.contains($0) && !hidden.contains($0) }
             if !changes.isEmpty { handler(changes) }
         }
     }
@@ -35,6 +41,18 @@ public struct LMDBCommitFeed: CommitFeedPort {
     }
 
     public func onStateReplaced(_ handler: @escaping @Sendable () -> Void) { stateReplaced(handler) }
+
+    /// The changes of `results` in the namespaces `wanted` accepts, in log order.
+    static func changes(of results: [WriteResult], wanted: (String) -> Bool) -> [CommittedChange] {
+        var changes: [CommittedChange] = []
+        changes.reserveCapacity(results.count)
+        for r in results {
+            if wanted(r.namespace), let change = change(from: r) { changes.append(change) }
+            // An onDisconnect run: each write it ran is a change of its own.
+            for ran in r.ran where wanted(ran.namespace) { if let change = change(from: ran) { changes.append(change) } }
+        }
+        return changes
+    }
 
     /// A write's listener-facing form: a set at its path, or a merge of the parts that changed.
     static func change(from r: WriteResult) -> CommittedChange? {

@@ -69,6 +69,17 @@ public protocol PipelinedWriter: Sendable {
 public protocol CommitFeedPort: Sendable {
     /// Called once per commit with its writes' changes (none empty).
     func onCommit(_ handler: @escaping @Sendable ([CommittedChange]) -> Void)
+    /// As `onCommit(_:)`, with only the changes of the namespaces `watched` names: it is asked
+    /// once per commit, before any change is built, and a commit none of whose namespaces it
+    /// names costs no change and no call (a learner or follower nobody listens to).
+    ///
+    /// Why skipping is safe: `watched` reads the listener registry under the lock registration
+    /// takes, and a listener registers before its initial read. A listener missing from the
+    /// answer took that lock after `watched` did, so after the handlers began, which is after
+    /// the commit (or, for results released before it, after their release: `EmberStore`'s
+    /// `Visibility`, which makes every later read wait for the commit). Its initial read then
+    /// holds the skipped change.
+    func onCommit(watched: @escaping @Sendable () -> Set<String>, _ handler: @escaping @Sendable ([CommittedChange]) -> Void)
     /// Called with the number of log entries of every storage commit (metrics).
     func onBatchCommitted(_ handler: @escaping @Sendable (_ entries: Int) -> Void)
     /// Called when the whole state was replaced (a cluster follower installed a snapshot), so

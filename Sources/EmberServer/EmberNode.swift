@@ -94,7 +94,9 @@ public final class EmberNode: Sendable {
             hub.publish(change)
             realtime.publish(change)
         }
-        store.commits.onCommit { changes in feed.publish(changes) }
+        // Only the namespaces some listener is on: a commit nobody listens to (a learner's or a
+        // follower's usual case) builds no change and wakes no feed thread.
+        store.commits.onCommit(watched: { EmberNode.watchedNamespaces(hub, realtime) }) { changes in feed.publish(changes) }
         // A rules change judges open listens again; those that lost read access are cancelled.
         let gate = RulesGate(store: store, defaults: config.rules)
         let clock = policy.clock
@@ -120,6 +122,14 @@ public final class EmberNode: Sendable {
 
     deinit {
         feed.stop()
+    }
+
+    /// The namespaces the node's SSE streams and WebSocket listens are on (empty: none).
+    static func watchedNamespaces(_ hub: StreamHub, _ realtime: RealtimeHub) -> Set<String> {
+        var namespaces: Set<String> = []
+        hub.addWatchedNamespaces(to: &namespaces)
+        realtime.addWatchedNamespaces(to: &namespaces)
+        return namespaces
     }
 
     /// Resynchronises every SSE stream and WebSocket listen with the store's current state, as

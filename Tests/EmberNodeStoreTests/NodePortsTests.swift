@@ -80,6 +80,33 @@ import Testing
         #expect(batches.withLock { $0 }.reduce(0, +) == 3)
     }
 
+    /// With a `watched` check the feed builds only the watched namespaces' changes (hidden ones
+    /// never), asking once per commit; a commit of namespaces nobody watches calls nothing.
+    @Test func theWatchedCommitFeedSkipsNamespacesNobodyWatches() async throws {
+        let (store, _) = try Self.open()
+        defer { store.close() }
+        let ports = store.ports
+        let watching = Mutex<Set<String>>([])
+        let asked = Mutex(0)
+        let seen = Mutex<[[CommittedChange]]>([])
+        LMDBCommitFeed(store: store.storage, hiddenNamespaces: ["hidden"]).onCommit(watched: {
+            asked.withLock { $0 += 1 }
+            return watching.withLock { $0 }
+        }) { c in seen.withLock { $0.append(c) } }
+        _ = try await Self.set(ports, "t", "/a", .int(1))
+        #expect(asked.withLock { $0 } == 1)
+        #expect(seen.withLock { $0 }.isEmpty, "a commit nobody watches reached the handler")
+        watching.withLock { $0 = ["t", "hidden"] }
+        let second = try await Self.set(ports, "t", "/a", .int(2))
+        _ = try await Self.set(ports, "u", "/b", .int(3))
+        _ = try await Self.set(ports, "hidden", "/z", .int(4))
+        let batches = seen.withLock { $0 }
+        #expect(asked.withLock { $0 } == 4)
+        #expect(batches.count == 1 && batches[0].map(\.index) == [second.index] && batches[0][0].namespace == "t")
+        guard case .set(let node)? = batches.first?.first?.kind else { Issue.record("kinds: \(batches)"); return }
+        #expect(node == Node(.int(2)))
+    }
+
     /// Stored rules judge writes at apply and are what the rules port reports; bad rules are 400.
     @Test func rulesAreStoredAndJudgeWrites() async throws {
         let (store, _) = try Self.open()

@@ -68,6 +68,13 @@ public final class RealtimeHub: Sendable {
         session.removeFromIndex()
     }
 
+    /// Adds the namespaces some listen of this hub is on to `namespaces`, read under the lock
+    /// a listen is indexed under before its initial read (the commit feed's check, once per
+    /// commit: `CommitFeedPort.onCommit(watched:_:)`).
+    func addWatchedNamespaces(to namespaces: inout Set<String>) {
+        index.withLock { all in for ns in all.keys { namespaces.insert(ns) } }
+    }
+
     /// Keeps the index in step with a session's listens (under the session's lock).
     private func indexListen(_ session: RealtimeSession, _ path: Path, _ key: String, _ added: Bool) {
         let ref = ListenRef(session: ObjectIdentifier(session), key: key)

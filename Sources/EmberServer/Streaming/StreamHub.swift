@@ -72,6 +72,13 @@ public final class StreamHub: Sendable {
         return (id, stream)
     }
 
+    /// Adds the namespaces some open stream is on to `namespaces`, read under the lock a stream
+    /// registers under before its initial read (the commit feed's check, once per commit:
+    /// `CommitFeedPort.onCommit(watched:_:)`).
+    func addWatchedNamespaces(to namespaces: inout Set<String>) {
+        registry.withLock { r in for ns in r.byNamespace.keys { namespaces.insert(ns) } }
+    }
+
     /// True once a stream was dropped for falling behind (it has a gap and must end).
     public func hasOverflowed(_ id: Int) -> Bool {
         overflowed.withLock { $0.contains(id) }
