@@ -1,5 +1,6 @@
 import EmberNodeStore
 import EmberRaft
+import NIOCore
 
 // The peer channel's messages and their compact binary encoding.
 //
@@ -127,10 +128,31 @@ public enum PeerFrameCodec {
 
     /// The frame with its length prefix, ready for the socket.
     public static func frame(_ f: PeerFrame) throws(PeerFrameError) -> [UInt8] {
-        let body = encode(f)
-        guard body.count <= maxFrameBytes else { throw .tooLarge(bytes: body.count, limit: maxFrameBytes) }
-        let n = UInt32(body.count)
-        return [UInt8(n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)] + body
+        Array(try frameBuffer(f).readableBytesView)
+    }
+
+    /// The frame with its length prefix, encoded straight into the buffer the socket is handed
+    /// (no body array copied behind a prefix, then into a buffer: a learner's batch is up to
+    /// 2,048 entries, sent on the leader's turn).
+    public static func frameBuffer(_ f: PeerFrame, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(PeerFrameError) -> ByteBuffer {
+        var w = FrameWriter(allocator.buffer(capacity: headerBytes + estimatedBodyBytes(f)))
+        w.buffer.writeInteger(UInt32(0))  // the length, set once the body is written
+        encode(f, &w)
+        let body = w.buffer.readableBytes - headerBytes
+        guard body <= maxFrameBytes else { throw .tooLarge(bytes: body, limit: maxFrameBytes) }
+        w.buffer.setInteger(UInt32(body), at: w.buffer.readerIndex)
+        return w.buffer
+    }
+
+    /// Room to reserve for `f`'s body: its entries' or chunk's bytes plus their headers, so a
+    /// big append is not regrown while it is written.
+    static func estimatedBodyBytes(_ f: PeerFrame) -> Int {
+        guard case .raft(let m) = f else { return 128 }
+        switch m.payload {
+        case .appendEntries(let a): return a.entries.reduce(128) { $0 + $1.data.count + 24 }
+        case .installSnapshot(let c): return 256 + c.data.count
+        default: return 128
+        }
     }
 
     /// Reads a length prefix: nil when fewer than 4 bytes are available.
@@ -141,8 +163,14 @@ public enum PeerFrameCodec {
         return n
     }
 
+    /// The frame's body (without the length prefix).
     public static func encode(_ f: PeerFrame) -> [UInt8] {
         var w = FrameWriter()
+        encode(f, &w)
+        return w.out
+    }
+
+    static func encode(_ f: PeerFrame, _ w: inout FrameWriter) {
         w.u8(version)
         switch f {
         case .raft(let m):
@@ -192,10 +220,26 @@ public enum PeerFrameCodec {
             w.u8(9)
             w.string(h.from); w.varint(h.appliedIndex); w.string(h.stateHash); w.bool(h.ask)
         }
-        return w.out
     }
 
     public static func decode(_ body: [UInt8]) throws(PeerFrameError) -> PeerFrame {
+        let result = body.withUnsafeBytes { bytes -> Result<PeerFrame, PeerFrameError> in
+            do throws(PeerFrameError) { return .success(try decode(bytes)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// Decodes a frame body where it lies in the received buffer: only each entry's and
+    /// chunk's bytes are copied out (into the arrays Raft keeps), not the whole body first.
+    public static func decode(_ body: ByteBuffer) throws(PeerFrameError) -> PeerFrame {
+        let result = body.withUnsafeReadableBytes { bytes -> Result<PeerFrame, PeerFrameError> in
+            do throws(PeerFrameError) { return .success(try decode(bytes)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// `body` is read only during the call (the `FrameReader` over it never outlives it).
+    static func decode(_ body: UnsafeRawBufferPointer) throws(PeerFrameError) -> PeerFrame {
         guard body.count <= maxFrameBytes else { throw .tooLarge(bytes: body.count, limit: maxFrameBytes) }
         var r = FrameReader(body)
         let v = try r.u8()
@@ -367,84 +411,6 @@ public enum PeerFrameCodec {
         case 13: return .leaderDurable(index: try r.varint())
         case let t: throw .unknownTag("raft payload", t)
         }
-    }
-}
-
-// MARK: - Byte helpers (private to the codec; storage keeps its own format)
-
-struct FrameWriter {
-    var out: [UInt8] = []
-    mutating func u8(_ v: UInt8) { out.append(v) }
-    mutating func bool(_ v: Bool) { out.append(v ? 1 : 0) }
-    mutating func varint(_ v: UInt64) {
-        var x = v
-        while x >= 0x80 { out.append(UInt8(x & 0x7F) | 0x80); x >>= 7 }
-        out.append(UInt8(x))
-    }
-    mutating func bytes(_ b: [UInt8]) { varint(UInt64(b.count)); out += b }
-    mutating func string(_ s: String) { bytes(Array(s.utf8)) }
-    mutating func optionalString(_ s: String?) {
-        if let s { u8(1); string(s) } else { u8(0) }
-    }
-}
-
-struct FrameReader {
-    let buf: [UInt8]
-    var i = 0
-    init(_ buf: [UInt8]) { self.buf = buf }
-    var remaining: Int { buf.count - i }
-
-    mutating func u8() throws(PeerFrameError) -> UInt8 {
-        guard i < buf.count else { throw .truncated }
-        defer { i += 1 }
-        return buf[i]
-    }
-    mutating func bool() throws(PeerFrameError) -> Bool {
-        let b = try u8()
-        guard b <= 1 else { throw .unknownTag("bool", b) }
-        return b == 1
-    }
-    mutating func varint() throws(PeerFrameError) -> UInt64 {
-        var x: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            let b = try u8()
-            guard shift < 64 else { throw .unknownTag("varint", b) }
-            x |= UInt64(b & 0x7F) << shift
-            if b & 0x80 == 0 { return x }
-            shift += 7
-        }
-    }
-    /// A non-negative size that fits in `Int`.
-    mutating func int() throws(PeerFrameError) -> Int {
-        let v = try varint()
-        guard v <= UInt64(PeerFrameCodec.maxFrameBytes) * 4 else { throw .tooLarge(bytes: Int(clamping: v), limit: PeerFrameCodec.maxFrameBytes) }
-        return Int(v)
-    }
-    /// A snapshot offset or size: snapshots are streamed in chunks and may be far larger than a
-    /// frame, up to `PeerFrameCodec.maxSnapshotBytes`.
-    mutating func snapshotSize() throws(PeerFrameError) -> Int {
-        let v = try varint()
-        guard v <= UInt64(PeerFrameCodec.maxSnapshotBytes) else { throw .tooLarge(bytes: Int(clamping: v), limit: PeerFrameCodec.maxSnapshotBytes) }
-        return Int(v)
-    }
-    /// An element count, refused when the remaining bytes cannot hold that many elements.
-    mutating func count(minimumBytesEach: Int) throws(PeerFrameError) -> Int {
-        let n = try varint()
-        guard n <= UInt64(remaining / minimumBytesEach) else { throw .truncated }
-        return Int(n)
-    }
-    mutating func bytes() throws(PeerFrameError) -> [UInt8] {
-        let n = try varint()
-        guard n <= UInt64(remaining) else { throw .truncated }
-        defer { i += Int(n) }
-        return Array(buf[i..<i + Int(n)])
-    }
-    mutating func string() throws(PeerFrameError) -> String {
-        String(decoding: try bytes(), as: UTF8.self)
-    }
-    mutating func optionalString() throws(PeerFrameError) -> String? {
-        try bool() ? try string() : nil
     }
 }
 

@@ -335,9 +335,7 @@ final class PeerOutboundHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // The accepting side writes only to refuse us: a `.notMember` notice, then it closes.
         guard identified else { return }
-        var buffer = unwrapInboundIn(data)
-        let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
-        guard case .notMember(let notice)? = try? PeerFrameCodec.decode(bytes), notice.from == expected else {
+        guard case .notMember(let notice)? = try? PeerFrameCodec.decode(unwrapInboundIn(data)), notice.from == expected else {
             logger.warning("unexpected frame from the accepting side; closing", metadata: ["peer": "\(expected)"])
             context.close(promise: nil)
             return

@@ -124,14 +124,14 @@ public final class PeerTransport: Sendable {
             logger.debug("frame for unknown peer dropped", metadata: ["peer": "\(peer)"])
             return
         }
-        let bytes: [UInt8]
-        do { bytes = try PeerFrameCodec.frame(frame) } catch {
+        let bytes: ByteBuffer
+        do { bytes = try PeerFrameCodec.frameBuffer(frame) } catch {
             logger.error("peer frame not sent", metadata: ["peer": "\(peer)", "error": "\(error)"])
             return
         }
         // A node of an older build closes the link on a message kind it does not know; frames of
         // a later level (a shortcut, a check) are not sent there (`PeerLink` knows the level).
-        link.send(ByteBuffer(bytes: bytes), level: max(frame.level, level))
+        link.send(bytes, level: max(frame.level, level))
     }
 
     var links: [NodeID: PeerLink] { roster.withLock { $0.links } }
@@ -229,7 +229,7 @@ final class PeerInboundHandler: ChannelInboundHandler {
                 peer = id
                 logger.debug("peer connected", metadata: ["peer": "\(id)"])
             } else if !names.isEmpty, Set(names).isDisjoint(with: current), let notice = notice(),
-                      let bytes = try? PeerFrameCodec.frame(.notMember(notice)) {
+                      let bytes = try? PeerFrameCodec.frameBuffer(.notMember(notice)) {
                 // A certificate of our CA for a node that is not (or no longer) a member: say so,
                 // or a member removed while it was down would campaign against us forever.
                 logger.warning("peer connection refused: certificate names no cluster member; told it so",
@@ -237,7 +237,7 @@ final class PeerInboundHandler: ChannelInboundHandler {
                                           "configIndex": "\(notice.configIndex)"])
                 refused = true
                 let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes))).whenComplete { _ in
+                context.writeAndFlush(wrapOutboundOut(bytes)).whenComplete { _ in
                     channel.eventLoop.scheduleTask(in: Self.noticeLinger) { channel.close(promise: nil) }
                 }
                 return
@@ -257,10 +257,8 @@ final class PeerInboundHandler: ChannelInboundHandler {
             context.close(promise: nil)  // data before a verified handshake: never expected
             return
         }
-        var buffer = unwrapInboundIn(data)
-        let bytes = buffer.readBytes(length: buffer.readableBytes) ?? []
         let frame: PeerFrame
-        do { frame = try PeerFrameCodec.decode(bytes) } catch {
+        do { frame = try PeerFrameCodec.decode(unwrapInboundIn(data)) } catch {
             logger.warning("bad peer frame; closing", metadata: ["peer": "\(peer)", "error": "\(error)"])
             context.close(promise: nil)
             return

@@ -95,6 +95,39 @@ import Testing
         }
     }
 
+    /// Frames go out as the buffer they were encoded into (`frameBuffer`, the length set after
+    /// the body) and are decoded where they lie in the received stream, as `PeerFrameDecoder`
+    /// hands them on: slices not at offset 0, a learner-sized batch among them.
+    @Test func framesAreDecodedInPlaceFromTheReceivedStream() throws {
+        let entries = (1...2_048).map { i in
+            LogEntry(index: UInt64(i), term: 4, kind: .normal, data: [UInt8](repeating: UInt8(i & 0xFF), count: i % 300))
+        }
+        let batch = PeerFrame.raft(Message(from: "n1", to: "l1", term: 4,
+                                           payload: .appendEntries(AppendEntries(prevIndex: 0, prevTerm: 0, entries: entries, commit: 2_048))))
+        let all = Self.frames + [batch] + Self.frames
+        var stream = ByteBufferAllocator().buffer(capacity: 0)
+        for f in all {
+            var b = try PeerFrameCodec.frameBuffer(f)
+            let array = try PeerFrameCodec.frame(f)
+            #expect(Array(b.readableBytesView) == array)
+            #expect(try PeerFrameCodec.bodyLength(b.readableBytesView) == b.readableBytes - PeerFrameCodec.headerBytes)
+            stream.writeBuffer(&b)
+        }
+        var decoded: [PeerFrame] = []
+        while let n = try PeerFrameCodec.bodyLength(stream.readableBytesView), stream.readableBytes >= PeerFrameCodec.headerBytes + n {
+            stream.moveReaderIndex(forwardBy: PeerFrameCodec.headerBytes)
+            decoded.append(try PeerFrameCodec.decode(stream.readSlice(length: n)!))
+        }
+        #expect(stream.readableBytes == 0)
+        #expect(decoded == all)
+        // A body cut short in a buffer is refused as one in an array is.
+        let body = try PeerFrameCodec.frameBuffer(batch).getSlice(at: PeerFrameCodec.headerBytes, length: PeerFrameCodec.encode(batch).count)!
+        for cut in stride(from: 0, to: body.readableBytes, by: 4_099) {
+            #expect(throws: PeerFrameError.self) { try PeerFrameCodec.decode(body.getSlice(at: body.readerIndex, length: cut)!) }
+        }
+        #expect(try PeerFrameCodec.decode(body) == batch)
+    }
+
     @Test func everyTruncationIsRejected() throws {
         for f in Self.frames {
             let body = PeerFrameCodec.encode(f)
