@@ -64,6 +64,34 @@ public enum KeyOrder {
     @inlinable
     public static func less(_ a: String, _ b: String) -> Bool { compare(a, b) < 0 }
 
+    /// A JSON object's members in `less` order of their keys (keys distinct by bytes), each key's
+    /// integer group parsed once instead of at every comparison (`compare` parses both keys each
+    /// time): encoding a log entry sorts every object's members. The order is exactly `less`'s;
+    /// keys that are the query sentinels take `less` itself. Not generic: a generic version is not
+    /// specialized across modules, and unspecialized it cost a leader 26 % of its samples.
+    public static func sortedByKey(_ members: KeyMap<JSON>) -> [(key: String, value: JSON)] {
+        if members.count < 2 { return Array(members) }
+        var tagged: [(int: Int32?, member: (key: String, value: JSON))] = []
+        tagged.reserveCapacity(members.count)
+        for m in members {
+            if m.key == minName || m.key == maxName { return members.sorted { less($0.key, $1.key) } }
+            tagged.append((int: int32Value(m.key), member: m))
+        }
+        tagged.sort { a, b in
+            switch (a.int, b.int) {
+            case let (x?, y?):
+                if x != y { return x < y }
+                let la = a.member.key.utf8.count, lb = b.member.key.utf8.count
+                if la != lb { return la < lb }
+                return compareText(a.member.key, b.member.key) < 0
+            case (.some, nil): return true
+            case (nil, .some): return false
+            case (nil, nil): return compareText(a.member.key, b.member.key) < 0
+            }
+        }
+        return tagged.map { $0.member }
+    }
+
     /// UTF-16 code unit order of two strings, walked over their UTF-8 (no transcoding): at the
     /// first byte that differs, `textOrderByte` of each decides. Equal only when byte-equal
     /// (Swift's `<`/`==` on String use canonical equivalence instead).

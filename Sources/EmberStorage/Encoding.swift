@@ -229,7 +229,7 @@ struct ByteWriter {
             for e in a { json(e) }
         case .object(let o):
             u8(7); varint(o.count)
-            for k in o.keys.sorted(by: KeyOrder.less) { string(k); json(o[k]!) }
+            for (k, v) in KeyOrder.sortedByKey(o) { string(k); json(v) }
         }
     }
 }

@@ -216,3 +216,29 @@ struct ValueOrderTests {
         #expect(QueryIndex.child(path("a/b")).description == "a/b")
     }
 }
+
+extension KeyOrderTests {
+    /// `sortedByKey` (integer groups parsed once per key: log entry encoding) orders a map's
+    /// members exactly as sorting its keys by `less`, sentinels and all.
+    @Test func sortedByKeyIsLessOrder() {
+        var g = TestSeed.generator(0x50_27ED)
+        let pool = ["-2147483648", "-1000", "-10", "-2", "-1", "0", "-0", "00", "1", "01", "001", "2", "9", "10", "0010",
+                    "100", "2147483647", "", "!", "-", "-2147483649", "-a", "0.5", "1 ", "10a", "1e3", "2147483648",
+                    "9999999999", "99999999999", "A", "Z", "[", "_", "a", "aa", "ab", "b", "z", "é", "e\u{301}", "€", "😀",
+                    "\u{FF01}", "\u{FFFF}", KeyOrder.minName, KeyOrder.maxName, ".priority", ".value"]
+        let alphabet = Array("0123456789-aZé😀\u{FF01}")
+        for round in 0..<2_000 {
+            var members: KeyMap<JSON> = [:]
+            for i in 0..<Int.random(in: 0...12, using: &g) {
+                let key = Bool.random(using: &g) ? pool.randomElement(using: &g)!
+                    : String((0..<Int.random(in: 0...6, using: &g)).map { _ in alphabet.randomElement(using: &g)! })
+                members[key] = .int(Int64(i))
+            }
+            if round % 7 != 0 { members[KeyOrder.minName] = nil; members[KeyOrder.maxName] = nil }
+            let fast = KeyOrder.sortedByKey(members)
+            // By bytes: "é" and "e\u{301}" are one String under `==`.
+            #expect(fast.map { Array($0.key.utf8) } == members.keys.sorted(by: KeyOrder.less).map { Array($0.utf8) }, "round \(round)")
+            #expect(fast.allSatisfy { members[$0.key] == $0.value })
+        }
+    }
+}
