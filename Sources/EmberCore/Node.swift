@@ -215,13 +215,16 @@ extension Node {
             return Node(children: kids)
         case .object(let obj):
             var priority: Priority? = nil
-            if let p = obj[".priority"] { priority = try Priority(json: p) }
-            if obj[".sv"] != nil { throw .unrecognizedServerValue("unresolved server value") }
-            if let v = obj[".value"] {
-                for key in obj.keys where key != ".value" && key != ".priority" { _ = key; throw .invalidValueKey }
-                let inner = try convert(v, depth: depth)
-                // `.value` carries a primitive in Firebase's export format; an object is accepted too.
-                return inner.withPriority(priority ?? inner.priority)
+            // Three lookups only for an object that has a key starting with "." (most have none).
+            if hasDotKey(obj) {
+                if let p = obj[".priority"] { priority = try Priority(json: p) }
+                if obj[".sv"] != nil { throw .unrecognizedServerValue("unresolved server value") }
+                if let v = obj[".value"] {
+                    for key in obj.keys where key != ".value" && key != ".priority" { _ = key; throw .invalidValueKey }
+                    let inner = try convert(v, depth: depth)
+                    // `.value` carries a primitive in Firebase's export format; an object is accepted too.
+                    return inner.withPriority(priority ?? inner.priority)
+                }
             }
             var kids: KeyMap<Node> = [:]
             kids.reserveCapacity(obj.count)
@@ -258,11 +261,13 @@ extension Node {
             for item in items where !(try validate(json: item, depth: depth + 1)) { empty = false }
             return empty
         case .object(let obj):
-            if let p = obj[".priority"] { _ = try Priority(json: p) }
-            if obj[".sv"] != nil { throw .unrecognizedServerValue("unresolved server value") }
-            if let v = obj[".value"] {
-                for key in obj.keys where key != ".value" && key != ".priority" { _ = key; throw .invalidValueKey }
-                return try validate(json: v, depth: depth)
+            if hasDotKey(obj) {
+                if let p = obj[".priority"] { _ = try Priority(json: p) }
+                if obj[".sv"] != nil { throw .unrecognizedServerValue("unresolved server value") }
+                if let v = obj[".value"] {
+                    for key in obj.keys where key != ".value" && key != ".priority" { _ = key; throw .invalidValueKey }
+                    return try validate(json: v, depth: depth)
+                }
             }
             var empty = true
             for (key, value) in obj where key != ".priority" {
@@ -274,6 +279,13 @@ extension Node {
             }
             return empty
         }
+    }
+
+    /// Whether a member's key starts with "." (`.priority`, `.value`, `.sv`, or a key the checks
+    /// refuse): without one, none of those lookups can find anything (each hashes its key).
+    @inline(__always)
+    static func hasDotKey(_ obj: KeyMap<JSON>) -> Bool {
+        obj.keys.contains { $0.utf8.first == UInt8(ascii: ".") }
     }
 
     private static func checkDepth(_ d: Int) throws(EmberError) {

@@ -33,7 +33,7 @@ public enum ServerValues {
     /// True when `json` holds any placeholder (lets writers skip the resolve pass).
     public static func containsPlaceholder(_ json: JSON) -> Bool {
         switch json {
-        case .object(let o): return o[".sv"] != nil || o.values.contains(where: containsPlaceholder)
+        case .object(let o): return (Node.hasDotKey(o) && o[".sv"] != nil) || o.values.contains(where: containsPlaceholder)
         case .array(let a): return a.contains(where: containsPlaceholder)
         default: return false
         }
