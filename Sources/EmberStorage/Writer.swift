@@ -492,6 +492,11 @@ final class Writer: @unchecked Sendable {
         }
     }
 
+    /// The encoded sizes of `entries` (`DecodedTail`'s byte bound): given, or counted.
+    static func sizes(_ entries: [LogEntry], _ encoded: [[UInt8]]?) -> [Int] {
+        encoded?.map(\.count) ?? entries.map { $0.encodedSize() }
+    }
+
     func append(_ entries: [LogEntry], encoded: [[UInt8]]? = nil) throws {
         guard let first = entries.first else { return }
         for (a, b) in zip(entries, entries.dropFirst()) where b.index != a.index + 1 {
@@ -510,7 +515,7 @@ final class Writer: @unchecked Sendable {
         }
         lastIndex = last.index
         lastTerm = last.term
-        decoded.appended(entries)
+        decoded.appended(entries, sizes: Self.sizes(entries, encoded))
         publishState()
     }
 
@@ -593,7 +598,7 @@ final class Writer: @unchecked Sendable {
         }
         lastIndex = last.index; lastTerm = last.term
         applied = stop; appliedTerm = aTerm; firstIndex = first; lastTimestamp = ts
-        if logged && !fresh.isEmpty { decoded.appended(fresh) }
+        if logged && !fresh.isEmpty { decoded.appended(fresh, sizes: Self.sizes(fresh, encoded)) }
         decoded.applied(through: stop)
         commitBeforePublishing(results)
         publishRules()

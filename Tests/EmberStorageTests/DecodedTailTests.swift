@@ -11,31 +11,60 @@ import Testing
 
     @Test func keepsAContiguousRunAndReplacesConflictingSuffixes() {
         var tail = DecodedTail()
-        tail.appended([set(5, term: 1, "1"), set(6, term: 1, "2"), set(7, term: 1, "3")])
+        tail.add([set(5, term: 1, "1"), set(6, term: 1, "2"), set(7, term: 1, "3")])
         #expect(tail.count == 3 && tail.entry(at: 4) == nil && tail.entry(at: 8) == nil)
         #expect(tail.entry(at: 6)?.term == 1)
         // A conflicting suffix from 6 on is replaced by the new entries.
-        tail.appended([set(6, term: 2, "20")])
+        tail.add([set(6, term: 2, "20")])
         #expect(tail.count == 2 && tail.entry(at: 6)?.term == 2 && tail.entry(at: 7) == nil)
-        // Adjacent entries extend the run; a gap or an earlier start starts it again.
-        tail.appended([set(7, term: 2, "30")])
+        // Adjacent entries extend the run; past a gap (entries not kept) the run stays as it is,
+        // it is still what the log holds there; an earlier start starts it again.
+        tail.add([set(7, term: 2, "30")])
         #expect(tail.count == 3)
-        tail.appended([set(10, term: 2, "10")])
-        #expect(tail.count == 1 && tail.entry(at: 7) == nil && tail.entry(at: 10) != nil)
-        tail.appended([set(3, term: 3, "11")])
-        #expect(tail.count == 1 && tail.entry(at: 10) == nil && tail.entry(at: 3)?.term == 3)
+        tail.add([set(10, term: 2, "10")])
+        #expect(tail.count == 3 && tail.entry(at: 7)?.term == 2 && tail.entry(at: 10) == nil)
+        tail.add([set(3, term: 3, "11")])
+        #expect(tail.count == 1 && tail.entry(at: 7) == nil && tail.entry(at: 3)?.term == 3)
         tail.applied(through: 3)
         #expect(tail.count == 0 && tail.entry(at: 3) == nil)
     }
 
+    /// Past its count the newest are not kept (the kept ones are the next to apply); once those
+    /// are applied, entries appended after the gap are kept again.
     @Test func staysWithinItsLimitAndDropsWhatWasApplied() {
         var tail = DecodedTail()
         let n = DecodedTail.maxEntries + 100
-        for i in 1...n { tail.appended([set(UInt64(i), term: 1, "\(i)")]) }
+        for i in 1...n { tail.add([set(UInt64(i), term: 1, "\(i)")]) }
         #expect(tail.count == DecodedTail.maxEntries)
-        #expect(tail.entry(at: 100) == nil && tail.entry(at: 101)?.index == 101 && tail.entry(at: UInt64(n)) != nil)
-        tail.applied(through: UInt64(n - 10))
-        #expect(tail.count == 10 && tail.entry(at: UInt64(n - 10)) == nil && tail.entry(at: UInt64(n - 9)) != nil)
+        #expect(tail.entry(at: 1)?.index == 1 && tail.entry(at: UInt64(DecodedTail.maxEntries))?.index == UInt64(DecodedTail.maxEntries))
+        #expect(tail.entry(at: UInt64(DecodedTail.maxEntries + 1)) == nil && tail.entry(at: UInt64(n)) == nil)
+        tail.applied(through: UInt64(DecodedTail.maxEntries - 10))
+        #expect(tail.count == 10 && tail.entry(at: UInt64(DecodedTail.maxEntries - 10)) == nil)
+        #expect(tail.entry(at: UInt64(DecodedTail.maxEntries - 9)) != nil)
+        tail.applied(through: UInt64(n))
+        #expect(tail.count == 0 && tail.bytes == 0)
+        tail.add([set(UInt64(n + 1), term: 1, "0")])
+        #expect(tail.count == 1 && tail.entry(at: UInt64(n + 1)) != nil)
+    }
+
+    /// A bulk import's multi-MB entries: bounded by their encoded bytes, not only by count. The
+    /// first entry is kept whatever its size; a replaced suffix and applied entries give their
+    /// bytes back.
+    @Test func staysWithinItsByteBound() {
+        var tail = DecodedTail()
+        let big = DecodedTail.maxBytes / 3 + 1  // two fit, a third does not
+        let entries = (1...5).map { set(UInt64($0), term: 1, "\($0)") }
+        tail.appended(Array(entries[0..<2]), sizes: [big, big])
+        tail.appended(Array(entries[2..<5]), sizes: [big, big, big])
+        #expect(tail.count == 2 && tail.bytes == 2 * big)
+        #expect(tail.entry(at: 2) != nil && tail.entry(at: 3) == nil && tail.entry(at: 5) == nil)
+        // Entry 2 replaced (a new leader's log): its bytes go, the new one is kept in its place.
+        tail.appended([set(2, term: 2, "22")], sizes: [10])
+        #expect(tail.count == 2 && tail.bytes == big + 10 && tail.entry(at: 2)?.term == 2)
+        tail.applied(through: 2)
+        #expect(tail.count == 0 && tail.bytes == 0)
+        tail.appended([set(3, term: 2, "33")], sizes: [DecodedTail.maxBytes * 2])
+        #expect(tail.count == 1 && tail.entry(at: 3)?.term == 2, "the next to apply is kept whatever its size")
     }
 
     /// Through the store: entries appended in one turn and applied in a later one, with the
@@ -60,4 +89,9 @@ import Testing
         #expect(try await s.appendAndApply(entries: [], through: 4).map(\.term) == [2])
         #expect(try s.get("/k") == n("40"))
     }
+}
+
+extension DecodedTail {
+    /// `appended` with each entry's encoded size.
+    mutating func add(_ new: [LogEntry]) { appended(new, sizes: new.map { $0.encodedSize() }) }
 }
