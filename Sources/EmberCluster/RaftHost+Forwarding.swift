@@ -77,7 +77,7 @@ extension RaftHost {
                 slots.append((b, k))
             }
         }
-        let (own, ownStamped) = takeQueued()
+        let (own, ownStamped, ownEntries) = takeQueued()
         stamped += ownStamped
         var accepted: [(UInt64, UInt64)] = []
         var hint = node.leaderID
@@ -101,17 +101,21 @@ extension RaftHost {
         }
         // The followers' writes come first in the proposal, one decoded entry per slot.
         for (entry, (index, term)) in zip(decoded, accepted) { self.decoded.remember(entry, index: index, term: term) }
-        for (w, (index, term)) in zip(own, accepted[slots.count...]) {
+        for (k, (w, (index, term))) in zip(own, accepted[slots.count...]).enumerated() {
+            if let entry = ownEntries[k] { self.decoded.remember(entry, index: index, term: term) }
             requests.awaitApply(index: index, term: term, w, appliedIndex: answerFloor)
         }
         return true
     }
 
     /// Up to `maxProposalBatch` writes from the head of our queue, with their stamped entries
-    /// (a write whose entry cannot be stamped is refused here).
-    func takeQueued() -> (writes: [PendingWrite], stamped: [[UInt8]]) {
+    /// (a write whose entry cannot be stamped is refused here) and, for those built on this
+    /// node, the storage entries they encode with their stamped timestamps: the turn's write
+    /// appends those without decoding the bytes (`DecodedEntries`; a bulk import's MBs).
+    func takeQueued() -> (writes: [PendingWrite], stamped: [[UInt8]], entries: [EmberStorage.LogEntry?]) {
         var writes: [PendingWrite] = []
         var stamped: [[UInt8]] = []
+        var entries: [EmberStorage.LogEntry?] = []
         while writes.count < Self.maxProposalBatch, let w = requests.forwarding.first {
             requests.forwarding.removeFirst()
             // Validated by the front already (ReplicatedDataStore.write).
@@ -119,9 +123,14 @@ extension RaftHost {
                 w.reply.resume(throwing: ClusterError.refused("invalid write: \(error)"))
                 continue
             }
+            entries.append(w.entry.map { e in
+                var e = e
+                e.timestamp = lastStamp  // what `stamp` wrote into the bytes
+                return e
+            })
             writes.append(w)
         }
-        return (writes, stamped)
+        return (writes, stamped, entries)
     }
 
     /// A follower's batch that reached us while not leading: every write is bounced, naming the

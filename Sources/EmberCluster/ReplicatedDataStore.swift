@@ -165,18 +165,25 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     }
 
     public func write(_ request: WriteRequest) async throws -> EmberNodeStore.WriteOutcome {
-        try LMDBTranslation.outcome(of: try await propose(try payload(for: request)))
+        let (payload, entry) = try self.payload(for: request)
+        return try LMDBTranslation.outcome(of: try await propose(payload, entry: entry))
     }
 
     /// The log entry a client write becomes, checked as the leader will check it (bad input is
-    /// refused here, before it costs a round trip).
-    func payload(for request: WriteRequest) throws -> [UInt8] {
+    /// refused here, before it costs a round trip): encoded, and as the entry it encodes.
+    func payload(for request: WriteRequest) throws -> (payload: [UInt8], entry: EmberStorage.LogEntry) {
         try Self.refuseReserved(request.namespace)
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
         }
-        return try checkedEntry(namespace: request.namespace, operation: LMDBTranslation.operation(for: request),
-                                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer))
+        do {
+            let (encoded, entry) = try local.storage.validatedLogEntry(
+                namespace: request.namespace, operation: LMDBTranslation.operation(for: request),
+                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer))
+            return (encoded, entry)
+        } catch let e as StorageError {
+            throw LMDBTranslation.translate(e)
+        }
     }
 
     /// One pass checks an operation and encodes its log entry; a refusal becomes the client's error.
@@ -199,8 +206,8 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     }
 
     /// Proposes an entry through Raft; cluster failures become client errors (400 / 503).
-    func propose(_ payload: [UInt8]) async throws -> WriteResult {
-        do { return try await submit(payload) } catch let e as ClusterError {
+    func propose(_ payload: [UInt8], entry: EmberStorage.LogEntry? = nil) async throws -> WriteResult {
+        do { return try await submit(payload, entry: entry) } catch let e as ClusterError {
             if case .refused(let why) = e { throw StoreRefusal.badRequest(why) }
             throw StoreUnavailable(e.description)
         }
@@ -221,12 +228,12 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         return try await propose(try checkedEntry(namespace: namespace, operation: .onDisconnect(op), auth: auth))
     }
 
-    func submit(_ payload: [UInt8]) async throws -> WriteResult {
+    func submit(_ payload: [UInt8], entry: EmberStorage.LogEntry? = nil) async throws -> WriteResult {
         guard admit(1) else { throw ClusterError.overloaded }
         defer { host.pendingRequests.subtract(1, ordering: .relaxed) }
         let (leaderDeadline, deadline) = deadlines()
         return try await withCheckedThrowingContinuation { cont in
-            let w = PendingWrite(payload: payload, reply: .waiter(cont), leaderDeadline: leaderDeadline, deadline: deadline)
+            let w = PendingWrite(payload: payload, entry: entry, reply: .waiter(cont), leaderDeadline: leaderDeadline, deadline: deadline)
             if !host.enqueue(.write(w)) { cont.resume(throwing: ClusterError.overloaded) }
         }
     }
@@ -407,8 +414,9 @@ struct ReplicatedPipelinedWriter: PipelinedWriter {
         let (leaderDeadline, deadline) = store.deadlines()
         for (tag, request) in writes {
             do {
-                let payload = try store.payload(for: request)
-                pending.append(PendingWrite(payload: payload, reply: .sink(tag: tag, sink), leaderDeadline: leaderDeadline, deadline: deadline))
+                let (payload, entry) = try store.payload(for: request)
+                pending.append(PendingWrite(payload: payload, entry: entry, reply: .sink(tag: tag, sink),
+                                            leaderDeadline: leaderDeadline, deadline: deadline))
             } catch {
                 refused.append((tag, error))
             }

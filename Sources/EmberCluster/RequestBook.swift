@@ -7,6 +7,9 @@ import EmberStorage
 /// namespace and operation; the leader fixes its timestamp when proposing.
 struct PendingWrite: Sendable {
     var payload: [UInt8]
+    /// The storage entry `payload` encodes (index, term and timestamp 0), when this node built it
+    /// from the request: a leader appends its own writes from it, not from decoding `payload`.
+    var entry: EmberStorage.LogEntry? = nil
     var reply: WriteReply
     /// Give up waiting for a leader after this.
     var leaderDeadline: ContinuousClock.Instant
@@ -78,6 +81,7 @@ struct RequestBook {
         // payload (a bulk import's chunk, MBs) is not kept for the wait.
         var w = w
         w.payload = []
+        w.entry = nil
         waiters[index, default: []].append((term, w))
     }
 

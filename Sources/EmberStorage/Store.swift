@@ -311,6 +311,15 @@ public final class EmberStore: @unchecked Sendable {
         try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false, encode: true).encoded!
     }
 
+    /// `validatedEntry` with the entry it encoded (index, term and timestamp 0): what decoding
+    /// the encoding gives, so a Raft leader appends its own client's write from it instead of
+    /// decoding a bulk import's MBs again on its loop (the values are the request's, shared).
+    public func validatedLogEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
+                                  writer: WriterStamp?) throws -> (encoded: [UInt8], entry: LogEntry) {
+        let encoded = try validatedEntry(namespace: namespace, operation: operation, auth: auth, writer: writer)
+        return (encoded, LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer))
+    }
+
     /// The one full check of a write (keys, depth, sizes, server values),
     /// keeping what it computed so the writer does not redo it: the encoded entry (when `encode`;
     /// by default when the writer will store it: `keepsLog`), its size and, when the write holds

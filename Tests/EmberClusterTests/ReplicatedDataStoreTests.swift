@@ -104,4 +104,56 @@ import Glibc
         for n in rest { await n.shutdown() }
         try? FileManager.default.removeItem(atPath: dir)
     }
+
+    /// A leader appends its own clients' writes from the entries it checked (not decoded from
+    /// their bytes): each member applies the same entry, the leader's timestamp included, so a
+    /// server timestamp and a bulk update read the same on every member and their states hash alike.
+    @Test(.enabled(if: openssl != nil)) func aLeadersOwnWritesApplyAlikeOnEveryMember() async throws {
+        let dir = NSTemporaryDirectory() + "ember-rds-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let ids = ["n1", "n2", "n3"]
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            Thread.detachNewThread { c.resume(with: Result { try Self.makeCerts(dir, ids: ids) }) }
+        }
+        let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
+        var logger = Logger(label: "rds-test")
+        logger.logLevel = .error
+        var options = StoreOptions()
+        options.mapSize = 1 << 28
+        var nodes: [ReplicatedDataStore] = []
+        for id in ids {
+            var c = ClusterConfiguration(nodeID: id, peerListen: peers[id]!, peers: peers, tlsCertificatePath: "\(dir)/\(id).pem",
+                                         tlsKeyPath: "\(dir)/\(id).key", tlsCAPath: "\(dir)/ca.pem")
+            c.noLeaderTimeoutSeconds = 60
+            c.writeTimeoutSeconds = 60
+            c.forwardReplyTimeoutSeconds = 60
+            nodes.append(try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger))
+        }
+        let first = try await leader(of: nodes)
+        let stamp = try await first.write(WriteRequest(namespace: "ns", path: try Path("stamp"),
+                                                      kind: .set(.object(["at": .object([".sv": .string("timestamp")])])), identity: .admin))
+        #expect(stamp.applied)
+        var parts: [(Path, JSON)] = []
+        for i in 0..<200 {
+            parts.append((try Path("u\(i)"), .object(["n": .int(Int64(i)), "d": .double(Double(i) + 0.5), "tags": .object(["t\(i % 7)": .bool(true)]),
+                                                     ".priority": .string("p\(i % 3)")])))
+        }
+        #expect(try await first.write(WriteRequest(namespace: "ns", path: try Path("users"), kind: .update(parts), identity: .admin)).applied)
+        let at = try first.reader.read(namespace: "ns", path: Path("stamp/at")).node
+        guard case .int(let ms)? = at.leaf else {
+            Issue.record("no server timestamp on the leader: \(at)")
+            return
+        }
+        #expect(ms > 1_700_000_000_000)
+        var hashes: Set<String> = []
+        for n in nodes {
+            try await n.ports.reader.linearizableBarrier()
+            #expect(try n.reader.read(namespace: "ns", path: Path("stamp/at")).node == at)
+            #expect(try n.reader.read(namespace: "ns", path: Path("users/u7/d")).node == Node(.double(7.5)))
+            hashes.insert(try n.local.storage.stateHash(namespace: "ns"))
+        }
+        #expect(hashes.count == 1, "members hold the same state")
+        for n in nodes { await n.shutdown() }
+        try? FileManager.default.removeItem(atPath: dir)
+    }
 }

@@ -60,4 +60,39 @@ import Testing
         #expect(refused > 300 && accepted > 300)
         #expect(sameError * 10 >= refused * 9, "the same error for most refusals: \(sameError) of \(refused)")
     }
+
+    /// A cluster leader appends its own client's write from the entry `validatedLogEntry`
+    /// returns instead of decoding the bytes: it must be exactly what decoding them gives, for
+    /// every kind of operation, condition, auth and writer stamp.
+    @Test func theEntryItReturnsIsWhatItsEncodingDecodesTo() throws {
+        let store = try openStore()
+        defer { store.close() }
+        var g = TestSeed.generator(0x5EED_43)
+        var checked = 0
+        for round in 0..<2_000 {
+            let base = try Path((0..<Int.random(in: 0...3, using: &g)).map { _ in "p\(Int.random(in: 0...2, using: &g))" }.joined(separator: "/"))
+            let condition: WriteCondition? = [nil, .ifVersion(UInt64.random(in: 0...9, using: &g)), .ifHash("h"),
+                                              .ifDataVersion(nil), .ifDataVersion(7)].randomElement(using: &g)!
+            let operation: WriteOperation
+            switch Int.random(in: 0..<4, using: &g) {
+            case 0: operation = .set(path: base, value: Self.randomJSON(&g, depth: base.count), condition: condition)
+            case 1: operation = .setRules(text: #"{"rules": {".read": true}}"#)
+            default:
+                let parts = (0..<Int.random(in: 1...4, using: &g)).map { _ in
+                    (try! Path(["a", "b", "c/d", "e"].randomElement(using: &g)!), Self.randomJSON(&g, depth: base.count + 1))
+                }
+                operation = .update(path: base, values: parts, condition: condition)
+            }
+            let auth: WriteAuth = [.admin, .user(nil), .user(.object(["uid": .string("u\(round)"), "n": .double(1.0)]))].randomElement(using: &g)!
+            let writer: WriterStamp? = Bool.random(using: &g) ? WriterStamp(writer: "w\(round % 3)", seq: UInt64(round)) : nil
+            guard let checkedEntry = try? store.validatedLogEntry(namespace: "t", operation: operation, auth: auth, writer: writer) else {
+                continue
+            }
+            let (encoded, entry) = checkedEntry
+            #expect(try LogEntry(decoding: encoded) == entry, "round \(round)")
+            #expect(entry.index == 0 && entry.term == 0 && entry.timestamp == 0)
+            checked += 1
+        }
+        #expect(checked > 500)
+    }
 }
