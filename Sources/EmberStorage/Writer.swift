@@ -34,6 +34,8 @@ final class Writer: @unchecked Sendable {
     var recording: ChangedKeys?
     /// Indexes at which a caller waits for the state (`EmberStore.statePoint`).
     var hashPoints = HashPoints()
+    /// The staging's entries through this index may go once the transaction commits (`finish`).
+    var stagingDropThrough: UInt64 = 0
 
     init(core: StoreCore) {
         self.store = core
@@ -344,7 +346,11 @@ final class Writer: @unchecked Sendable {
                 upTo = min(upTo, max(try ArchiveMark.through(tables, t), a > hold ? a - hold : 0))
             }
             var n = 0
-            if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
+            if store.staging != nil {
+                // The staging holds the archive's entries (`StagingLog`): whole files of it go
+                // after the commit; LMDB's log has no rows.
+                stagingDropThrough = upTo
+            } else if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
                 // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
                 let c = try t.cursor(tables.log)
@@ -376,48 +382,66 @@ final class Writer: @unchecked Sendable {
 
     func runBatch(_ jobs: [StoreCore.Job]) {
         var results: [WriteResult] = []
-        var conts: [StoreCore.Completion] = []
-        var idx = lastIndex
-        var ts = lastTimestamp
-        var bytes = 0
         let keepLog = store.options.logRetention > 0 || store.options.archiveHold > 0
+        let staging = store.staging
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
             for job in jobs { if case .submit(let sub) = job { sub.completion.fail(err) } }
             return
         }
+        // The batch's entries, stamped once: a transaction redone (`withApplyRetry`) applies the
+        // same entries, and the staging (`StagingLog`) writes them while they are applied.
+        var entries: [(sub: StoreCore.Submission, entry: LogEntry, encoded: [UInt8]?)] = []
+        entries.reserveCapacity(jobs.count)
+        var idx = lastIndex
+        var ts = lastTimestamp
+        var bytes = 0
+        for job in jobs {
+            guard case .submit(let sub) = job else { continue }
+            bytes += sub.prepared.size
+            idx += 1
+            ts = max(ts, Self.nowMs())
+            let e = LogEntry(index: idx, term: term, namespace: sub.namespace, operation: sub.operation, timestamp: ts, auth: sub.auth,
+                             writer: sub.writer)
+            var encoded: [UInt8]? = nil
+            if keepLog {
+                // The entry was encoded once, when validated; only its header is new.
+                var bytes = sub.prepared.encoded ?? e.encoded()
+                LogEntry.setHeader(&bytes, index: idx, term: term, timestamp: ts)
+                assert(bytes == e.encoded(), "patched log entry differs from its encoding")
+                encoded = bytes
+            }
+            entries.append((sub, e, encoded))
+        }
+        staging?.stage(entries.map { ($0.entry.index, $0.encoded ?? $0.entry.encoded()) })
         do {
             let first = try withApplyRetry { mode in
-              results = []; conts = []; idx = lastIndex; ts = lastTimestamp; bytes = 0
+              results = []
               return try writeTxn { t in
-                for job in jobs {
-                    guard case .submit(let sub) = job else { continue }
-                    let (ns, op, auth, prepared) = (sub.namespace, sub.operation, sub.auth, sub.prepared)
-                    conts.append(sub.completion)
-                    bytes += prepared.size
-                    idx += 1
-                    ts = max(ts, Self.nowMs())
-                    let e = LogEntry(index: idx, term: term, namespace: ns, operation: op, timestamp: ts, auth: auth, writer: sub.writer)
+                for (sub, e, encoded) in entries {
                     // Without retention the entry would be trimmed in this very transaction:
                     // a single node restarts from its applied state, never from the log (and
                     // the entry was only counted, never encoded: `EmberStore.prepare`).
-                    if keepLog {
-                        // The entry was encoded once, when validated; only its header is new.
-                        var encoded = prepared.encoded ?? e.encoded()
-                        LogEntry.setHeader(&encoded, index: idx, term: term, timestamp: ts)
-                        assert(encoded == e.encoded(), "patched log entry differs from its encoding")
-                        // In index order past the log's end: MDB_APPEND fills its pages (a plain
-                        // put splits them in half, and the archive's log then writes twice the pages).
-                        try t.putOrdered(tables.log, Self.logKey(idx), encoded)
-                    }
-                    results.append(try applyEntry(e, in: t, mode: mode, prebuilt: prepared.nodes))
+                    // In index order past the log's end: MDB_APPEND fills its pages (a plain put
+                    // splits them in half, and the archive's log then writes twice the pages).
+                    // With the staging the archive's copy is there instead.
+                    if let encoded, staging == nil { try t.putOrdered(tables.log, Self.logKey(e.index), encoded) }
+                    results.append(try applyEntry(e, in: t, mode: mode, prebuilt: sub.prepared.nodes))
                 }
                 try pendingVersions?.flush(tables, t)
-                return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
+                let first = try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
+                // Durable there before LMDB holds them as applied (its commit follows).
+                try staging?.awaitStaged()
+                return first
               }
             }
             applied = idx; appliedTerm = term; lastIndex = idx; lastTerm = term; lastTimestamp = ts; firstIndex = first
+            if let staging {
+                staging.committed()
+                staging.drop(through: stagingDropThrough)
+                firstIndex = staging.firstIndex
+            }
             publishRules()
             publishState()
             store.metricsState.withLock { m in
@@ -429,8 +453,9 @@ final class Writer: @unchecked Sendable {
             }
             // Listeners first: a writer is acknowledged only after its change reached them.
             store.publish(results)
-            Self.complete(conts, with: results.map { .success($0) })
+            Self.complete(entries.map { $0.sub.completion }, with: results.map { .success($0) })
         } catch {
+            staging?.abandon()
             Self.complete(jobs.compactMap { if case .submit(let sub) = $0 { sub.completion } else { nil } },
                           with: jobs.map { _ in .failure(error) })
         }
@@ -482,6 +507,7 @@ final class Writer: @unchecked Sendable {
     /// with full pages; an entry replacing a conflicting one is put plainly: `putOrdered`).
     func putLog(_ t: Txn, _ entries: [LogEntry], _ encoded: [[UInt8]]?) throws {
         precondition(encoded == nil || encoded!.count == entries.count, "one encoding per entry")
+        precondition(store.staging == nil, "a store with the archive staging is a single node's: its entries come from submit")
         for (i, e) in entries.enumerated() {
             if let bytes = encoded?[i] {
                 assert(bytes == e.encoded(), "a given encoding differs from the entry's")

@@ -8,8 +8,9 @@ import Logging
 /// `ember-bench pitr`: what the point-in-time archive (issue 37) costs and how fast a restore
 /// replays, in process over real LMDB stores and a real archive directory:
 /// 1. N small writes from concurrent submitters into a store without the archive, then into one
-///    with it (its log kept for the archive, the archiver thread writing segments): the
-///    throughput of each, in one run on the same machine (goal: ≤ 5 % less with the archive);
+///    with it (as a single node: the entries it lacks kept in the staging files, `StagingLog`;
+///    the archiver thread writing segments): the throughput and CPU per write of each, in one
+///    run on the same machine (goal: ≤ 5 % less with the archive);
 /// 2. the archive's bytes per entry against the log's own encoding;
 /// 3. a restore of everything (goal: ≥ 100,000 entries/s of small writes) and one to the middle
 ///    instant by time.
@@ -47,11 +48,14 @@ struct PITRBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: root) }
         print("ember-bench pitr: \(writes) writes of \(valueSize)-byte values, \(submitters) in flight; load average \(loadAverage())")
         let without = try await writeRun(directory: root + "/plain", archive: nil)
-        print(String(format: "  without the archive: %.0f writes/s", without.rate))
+        print(String(format: "  without the archive: %.0f writes/s; CPU per write: %.2f µs (process), %.2f µs (writer thread)",
+                     without.rate, without.cpu, without.writerCPU))
         let archiveDir = root + "/archive"
         let with = try await writeRun(directory: root + "/archived", archive: archiveDir)
         print(String(format: "  with the archive:    %.0f writes/s (%.1f %% less); archive caught up %.2f s after the last write (segments closed at %d bytes or %.0f s)",
                      with.rate, 100 * (1 - with.rate / without.rate), with.catchUp, segmentBytes, segmentAge))
+        print(String(format: "    CPU per write: %.2f µs (process, %+.1f %%; %.2f µs with the catch-up), %.2f µs (writer thread)",
+                     with.cpu, 100 * (with.cpu / without.cpu - 1), with.cpuWithCatchUp, with.writerCPU))
         let archive = try DirectoryArchiveStore(directory: archiveDir, create: false)
         let catalog = ArchiveCatalog(names: try archive.list())
         var segmentBytes = 0, entryBytes = 0, entries = 0
@@ -79,11 +83,18 @@ struct PITRBench: AsyncParsableCommand {
     }
 
     /// N writes into a fresh store; with `archive`, the archiver writes to it and the run waits
-    /// until it holds every write. Returns writes/s and the archive's catch-up time.
-    func writeRun(directory: String, archive: String?) async throws -> (rate: Double, catchUp: Double) {
+    /// until it holds every write. Returns writes/s, the archive's catch-up time, and CPU µs
+    /// per write: the process's while writing and until the archive caught up, and the store's
+    /// writer thread's (applying and committing).
+    func writeRun(directory: String, archive: String?) async throws
+        -> (rate: Double, catchUp: Double, cpu: Double, cpuWithCatchUp: Double, writerCPU: Double) {
         var options = StoreOptions()
         options.logRetention = StoreOptions.singleNodeLogRetention
-        if archive != nil { options.archiveHold = StoreOptions.defaultArchiveHold }
+        if archive != nil {
+            // As `emberd --archive` on a single node (`StoreFactory.open`).
+            options.archiveHold = StoreOptions.defaultArchiveHold
+            options.archiveStaging = true
+        }
         let local = try LMDBDataStore(directory: directory, options: options, logger: Logger(label: "ember-bench"))
         defer { local.close() }
         let store = local.storage
@@ -99,6 +110,8 @@ struct PITRBench: AsyncParsableCommand {
         let value = JSON.string(String(repeating: "v", count: valueSize))
         let (writes, submitters) = (self.writes, self.submitters)
         let t0 = Date()
+        let cpu0 = ownCPUSeconds()
+        let m0 = store.metrics
         try await withThrowingTaskGroup(of: Void.self) { group in
             for w in 0..<submitters {
                 group.addTask {
@@ -112,6 +125,9 @@ struct PITRBench: AsyncParsableCommand {
             try await group.waitForAll()
         }
         let seconds = Date().timeIntervalSince(t0)
+        let cpu = ownCPUSeconds() - cpu0
+        let m1 = store.metrics
+        let writerNanos = (m1.transactionCPUNanos + m1.commitCPUNanos) - (m0.transactionCPUNanos + m0.commitCPUNanos)
         var catchUp = 0.0
         if let archiver {
             // Caught up: the open segment stored (an orderly stop stores it at once, hash and
@@ -122,6 +138,7 @@ struct PITRBench: AsyncParsableCommand {
             let archived = ArchiveCatalog(names: try DirectoryArchiveStore(directory: archive!, create: false).list()).segments.last?.last ?? 0
             guard archived >= UInt64(writes) else { throw ValidationError("the archive holds entries through \(archived) only, after \(writes) writes") }
         }
-        return (Double(writes) / seconds, catchUp)
+        let n = Double(writes)
+        return (n / seconds, catchUp, cpu / n * 1e6, (ownCPUSeconds() - cpu0) / n * 1e6, Double(writerNanos) / n / 1e3)
     }
 }
