@@ -370,6 +370,18 @@ enum JSONWriter {
     /// A string given by its (valid) UTF-8, quoted and escaped as `writeString` does.
     static func writeString(utf8 buf: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
         out.append(0x22)
+        writeEscaped(utf8: buf, into: &out)
+        out.append(0x22)
+    }
+
+    /// `s` escaped as inside `writeString`'s quotes. Byte by byte: pieces escaped one after the
+    /// other are the whole escaped at once.
+    static func writeEscaped(_ s: String, into out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { writeEscaped(utf8: $0, into: &out) }
+    }
+
+    static func writeEscaped(utf8 buf: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
         // Runs without an escape are copied whole: byte-at-a-time appends were the largest
         // single cost of streaming an export.
         var start = 0
@@ -390,6 +402,5 @@ enum JSONWriter {
             start = i + 1
         }
         if start < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[start...])) }
-        out.append(0x22)
     }
 }

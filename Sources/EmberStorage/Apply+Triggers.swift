@@ -13,8 +13,11 @@ extension Applier {
     func captureTriggers(_ ns: String, parts: [(Path, Node)]) throws -> TriggerCapture? {
         guard let set = triggers[ns], !set.isEmpty else { return nil }
         var items: [(plan: TriggerPatternPlan, before: [Node])] = []
+        // The values the write's parts replace, then those read here (a scope above a part).
+        // One part (every set): compared, not hashed (hashing paths was a tenth of a
+        // follower's trigger cost).
         var read: [Path: Node] = [:]
-        for (p, old) in parts { read[p] = old }
+        if parts.count > 1 { for (p, old) in parts { read[p] = old } }
         let paths = parts.map(\.0)
         // Only the patterns the write's first keys can reach (`TriggerPatternIndex`).
         for k in set.index.candidates(paths) {
@@ -24,6 +27,7 @@ extension Applier {
             var before: [Node] = []
             before.reserveCapacity(scopes.count)
             for s in scopes {
+                if parts.count == 1 && parts[0].0 == s { before.append(parts[0].1); continue }
                 if let n = read[s] { before.append(n); continue }
                 let n = try tables.readNode(t, ns, s)
                 read[s] = n

@@ -199,6 +199,20 @@ struct ByteWriter {
         bytes.append(contentsOf: s.utf8)
     }
 
+    /// A path as `string(path.description)` writes it (`/` then the keys joined by `/`), without
+    /// building the joined string: every trigger event's location is written so, per replica.
+    mutating func path(_ p: Path) {
+        let keys = p.segments
+        var n = keys.isEmpty ? 1 : keys.count
+        for k in keys { n += k.utf8.count }
+        varint(n)
+        if keys.isEmpty { bytes.append(0x2F); return }
+        for k in keys {
+            bytes.append(0x2F)
+            bytes.append(contentsOf: k.utf8)
+        }
+    }
+
     mutating func leaf(_ l: Leaf) {
         switch l {
         case .bool(let b): u8(b ? 2 : 1)

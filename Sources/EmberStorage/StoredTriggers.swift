@@ -69,9 +69,13 @@ enum TriggerRecord {
         for e in events {
             w.u64(e.index); w.varint(e.seq); w.i64(e.timestamp)
             w.u8(UInt8(TriggerEventKind.allCases.firstIndex(of: e.type)!))
-            w.string(e.location.description)
+            w.path(e.location)
             w.varint(e.params.count)
-            for k in e.params.keys.sorted() { w.string(k); w.string(e.params[k]!) }
+            if e.params.count == 1, let only = e.params.first {
+                w.string(only.key); w.string(only.value)
+            } else {
+                for k in e.params.keys.sorted() { w.string(k); w.string(e.params[k]!) }
+            }
             w.json(e.before); w.json(e.after); w.json(e.delta)
             w.string(e.authType)
             if let id = e.authID { w.u8(1); w.string(id) } else { w.u8(0) }

@@ -48,11 +48,16 @@ enum TriggerChangeLog {
     // MARK: - Records
 
     static func encodeRecord(_ events: [TriggerEvent], after last: Position, index: UInt64) -> (bytes: [UInt8], at: Position) {
-        var body = ByteWriter()
-        TriggerRecord.encode(events, into: &body)
-        let size = UInt64(headerBytes + body.bytes.count)
-        let at = Position(index: index, records: last.records + 1, bytes: last.bytes + size, events: last.events + UInt64(events.count))
-        return (header(at) + body.bytes, at)
+        // The body behind room for the header, which is filled in once the size is known: one
+        // buffer, not a body copied behind a header (one record per matching write, on every replica).
+        var w = ByteWriter(capacity: 256)
+        w.bytes.append(contentsOf: repeatElement(0, count: headerBytes))
+        TriggerRecord.encode(events, into: &w)
+        let at = Position(index: index, records: last.records + 1, bytes: last.bytes + UInt64(w.bytes.count),
+                          events: last.events + UInt64(events.count))
+        let head = header(at)
+        w.bytes.replaceSubrange(0..<headerBytes, with: head)
+        return (w.bytes, at)
     }
 
     static func header(_ p: Position) -> [UInt8] {

@@ -30,6 +30,8 @@ public enum TriggerChanges {
     /// of one write never nest: two parts of an update never do, and a part above locations is
     /// its own scope, which would contain the other part.
     public static func scopes(_ pattern: TriggerPattern, parts: [Path]) -> [Path] {
+        // One part (every set, most updates): at most one scope, and no set of paths to hash.
+        if parts.count == 1 { return pattern.scope(of: parts[0]).map { [$0] } ?? [] }
         var out: Set<Path> = []
         for p in parts {
             if let s = pattern.scope(of: p) { out.insert(s) }
@@ -44,7 +46,8 @@ public enum TriggerChanges {
         precondition(scopes.count == before.count, "one value before the write per scope")
         var out: [TriggerChange] = []
         for (scope, old) in zip(scopes, before) {
-            let inside = parts.compactMap { p, n in scope.relative(p).map { ($0, n) } }
+            let inside = parts.count == 1 ? scope.relative(parts[0].0).map { [($0, parts[0].1)] } ?? []
+                : parts.compactMap { p, n in scope.relative(p).map { ($0, n) } }
             let new = old.updating(inside)
             if scope.count == pattern.count {
                 // The write lies at or below this one location.

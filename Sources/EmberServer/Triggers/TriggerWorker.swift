@@ -76,6 +76,9 @@ final class TriggerWorker: Sendable {
                 for d in set.definitions where !d.feed { want[TriggerRuntime.key(ns, d.name)] = (ns, d) }
             }
         }
+        // Triggers per group: a lane alone in its group shares no bodies (`TriggerLane.alone`).
+        var members: [String: Int] = [:]
+        for (ns, d) in want.values where d.group != 0 { members[TriggerRuntime.key(ns, String(d.group)), default: 0] += 1 }
         var stopping: [TriggerLane] = []
         lanes.withLock { lanes in
             for (k, l) in lanes where want[k]?.1 != l.definition {
@@ -86,6 +89,10 @@ final class TriggerWorker: Sendable {
                 let lane = TriggerLane(namespace: ns, definition: d, port: port, cursors: cursors, bodies: bodies, runtime: runtime, logger: logger)
                 lanes[k] = (d, lane)
                 lane.start()
+            }
+            for (k, l) in lanes {
+                guard let w = want[k] else { continue }
+                l.lane.alone.store(members[TriggerRuntime.key(w.0, String(w.1.group)), default: 0] <= 1, ordering: .relaxed)
             }
         }
         for l in stopping { Task { await l.stop() } }
@@ -129,6 +136,10 @@ final class TriggerLane: Sendable {
     private let pipeError: String?
     private let inputs = AsyncStream<Input>.makeStream()
     private let wakePending = Atomic<Bool>(false)
+    /// No other trigger of the namespace reads this one's group (set by the worker as it
+    /// reconciles): its bodies are written straight, not through `TriggerBodyCache`, whose
+    /// lookups and copies only pay when another lane finds what this one serialized.
+    let alone = Atomic<Bool>(false)
     private let task = Mutex<Task<Void, Never>?>(nil)
 
     init(namespace: String, definition: TriggerDefinition, port: any TriggersPort, cursors: TriggerCursorLog,
@@ -256,7 +267,8 @@ final class TriggerLane: Sendable {
                 let start = Self.nowMillis()
                 // Events of the group's records (named by the group they were read from) share
                 // their serialized members with its other lanes; a trigger's own rows do not.
-                let group = !settling.own.isEmpty && items.contains { settling.own.contains($0.index) } ? 0 : settling.group
+                let group = alone.load(ordering: .relaxed) || (!settling.own.isEmpty && items.contains { settling.own.contains($0.index) })
+                    ? 0 : settling.group
                 var shared: TriggerBodyCache.SharedBatch?
                 if group != 0 && definition.limits.batchSize > 1 && stamps.count == items.count {
                     shared = bodies.batch(ns, group: group, count: items.count, key: { (items[$0].index, items[$0].seq) },
@@ -394,7 +406,7 @@ final class TriggerLane: Sendable {
     /// this trigger's `head`; a trigger's own rows serialized here. The same bytes either way.
     static func body(_ payload: [TriggerEvent], namespace ns: String, trigger: String, head: [UInt8], batch: Bool,
                      group: UInt64, bodies: TriggerBodyCache) -> [UInt8] {
-        guard group != 0 else { return TriggerEvent.cloudEventBody(payload, namespace: ns, trigger: trigger, batch: batch) }
+        guard group != 0 else { return TriggerEvent.cloudEventBody(payload, namespace: ns, head: head, batch: batch) }
         if batch, let shared = bodies.batch(ns, group: group, count: payload.count, key: { (payload[$0].index, payload[$0].seq) },
                                             event: { payload[$0] }) {
             return TriggerEvent.cloudEventBody(head: head, joined: shared.bytes, ends: shared.ends)

@@ -1,0 +1,113 @@
+import Testing
+@testable import EmberCore
+
+/// The per-write and per-event shortcuts of triggers give what the general paths give:
+/// a one-part write's scopes and changes (no set of paths) are those of the same write given
+/// twice (which takes the general path and dedups), and an event's shared CloudEvent members
+/// written as bytes (digits, keys escaped one by one) are the bytes of each member's string
+/// written whole, as they were built before.
+@Suite struct TriggerFastPathTests {
+    /// SplitMix64: replayable from its seed.
+    struct Rng {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    }
+
+    static let keys = ["a", "b", "m1", "m2", "x", "q\"k", "é\u{1}", "line\nbreak", "\\", "日本", "🔥", "-K1"]
+
+    static func node(_ r: inout Rng, depth: Int = 0) -> Node {
+        switch r.below(depth > 2 ? 3 : 5) {
+        case 0: return .empty
+        case 1: return Node(.int(Int64(r.below(4))))
+        case 2: return Node(.string(keys[r.below(keys.count)]))
+        default:
+            var children: [(String, Node)] = []
+            for _ in 0..<r.below(4) { children.append((keys[r.below(4)], node(&r, depth: depth + 1))) }
+            var n = Node.empty
+            for (k, c) in children { n.set(c, at: Path(validated: [k])) }
+            return n
+        }
+    }
+
+    static func path(_ r: inout Rng) -> Path {
+        Path(validated: (0..<r.below(5)).map { _ in keys[r.below(5)] })
+    }
+
+    @Test(arguments: [1, 2, 3]) func aOnePartWritesScopesAndChangesAreTheGeneralPaths(seed: UInt64) throws {
+        var r = Rng(state: seed)
+        let patterns = try ["/a/{id}", "/{x}/{y}", "/a/m1", "/", "/{x}/b/{z}"].map { try TriggerPattern(parsing: $0) }
+        for _ in 0..<2_000 {
+            let pattern = patterns[r.below(patterns.count)]
+            let p = Self.path(&r)
+            let one = TriggerChanges.scopes(pattern, parts: [p])
+            #expect(one == TriggerChanges.scopes(pattern, parts: [p, p]))
+            let before = one.map { _ in Self.node(&r) }
+            let n = Self.node(&r)
+            #expect(TriggerChanges.changes(pattern, parts: [(p, n)], before: before)
+                    == TriggerChanges.changes(pattern, parts: [(p, n), (p, n)], before: before))
+        }
+    }
+
+    /// The members as `writeSharedMembers` wrote them before: each string built, then written whole.
+    static func reference(_ e: TriggerEvent, namespace: String) -> [UInt8] {
+        var out: [UInt8] = []
+        func member(_ k: String, _ v: String) {
+            JSONWriter.writeString(k, into: &out); out.append(0x3A); JSONWriter.writeString(v, into: &out); out.append(0x2C)
+        }
+        let ref = e.location.segments.joined(separator: "/")
+        member("id", e.id)
+        member("type", e.type.cloudEventType)
+        member("time", TriggerEvent.rfc3339(millis: e.timestamp))
+        member("subject", "refs/" + ref)
+        member("datacontenttype", "application/json")
+        member("ref", "/" + ref)
+        member("instance", namespace)
+        member("sequence", String(e.index))
+        JSONWriter.writeString("params", into: &out); out.append(contentsOf: [0x3A, 0x7B])
+        for (k, name) in e.params.keys.sorted().enumerated() {
+            if k > 0 { out.append(0x2C) }
+            JSONWriter.writeString(name, into: &out); out.append(0x3A); JSONWriter.writeString(e.params[name]!, into: &out)
+        }
+        out.append(contentsOf: [0x7D, 0x2C])
+        member("authtype", e.authType)
+        if let id = e.authID { member("authid", id) }
+        JSONWriter.writeString("data", into: &out); out.append(contentsOf: [0x3A, 0x7B])
+        for (k, v) in [("data", e.before), ("delta", e.delta), ("before", e.before), ("after", e.after)] {
+            if k != "data" { out.append(0x2C) }
+            JSONWriter.writeString(k, into: &out); out.append(0x3A)
+            JSONWriter.write(v, into: &out, pretty: false, indent: 0)
+        }
+        out.append(contentsOf: [0x7D, 0x7D])
+        return out
+    }
+
+    @Test(arguments: [1, 2, 3]) func theSharedMembersAreTheWholeStringsBytes(seed: UInt64) {
+        var r = Rng(state: seed)
+        // Edge times: the epoch, before it, the last millisecond of year 9999 and past it.
+        let times: [Int64] = [0, -1, -86_400_001, 253_402_300_799_999, 253_402_300_800_000, 951_782_400_000, .max / 2]
+        for k in 0..<3_000 {
+            let depth = r.below(4)
+            let location = Path(validated: (0..<depth).map { _ in Self.keys[r.below(Self.keys.count)] })
+            var params: [String: String] = [:]
+            for _ in 0..<r.below(4) { params["p\(r.below(5))"] = Self.keys[r.below(Self.keys.count)] }
+            let index = [UInt64(r.below(10)), UInt64(r.below(1_000_000_000)), UInt64.max, r.next()][r.below(4)]
+            let time = k < times.count ? times[k] : Int64(r.below(4_000_000_000)) * 1_000 + Int64(r.below(1_000))
+            let e = TriggerEvent(index: index, seq: [0, 9, 10, r.below(100_000)][r.below(4)], timestamp: time,
+                                 type: TriggerEventKind.allCases[r.below(4)], location: location, params: params,
+                                 before: Self.node(&r).toJSON(), after: Self.node(&r).toJSON(), delta: Self.node(&r).toJSON(),
+                                 authType: ["admin", "app_user", "unauthenticated"][r.below(3)],
+                                 authID: r.below(2) == 0 ? nil : Self.keys[r.below(Self.keys.count)])
+            let ns = ["ns", "n s", "q\"ns"][r.below(3)]
+            var out: [UInt8] = []
+            e.writeSharedMembers(namespace: ns, into: &out)
+            #expect(out == Self.reference(e, namespace: ns), "event \(e.id) at \(time)")
+        }
+    }
+}
