@@ -41,7 +41,8 @@ import Glibc
         throw ClusterConfigError("no leader within \(timeout)")
     }
 
-    @Test(.enabled(if: openssl != nil)) func threeNodesReplicateAndHandOver() async throws {
+    /// Three members over real mutual TLS in a fresh directory (returned, to remove at the end).
+    static func openThree() async throws -> (dir: String, nodes: [ReplicatedDataStore]) {
         let dir = NSTemporaryDirectory() + "ember-rds-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ids = ["n1", "n2", "n3"]
@@ -66,6 +67,11 @@ import Glibc
             c.forwardReplyTimeoutSeconds = 60
             nodes.append(try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger))
         }
+        return (dir, nodes)
+    }
+
+    @Test(.enabled(if: openssl != nil)) func threeNodesReplicateAndHandOver() async throws {
+        let (dir, nodes) = try await Self.openThree()
         let first = try await leader(of: nodes)
         let follower = nodes.first { $0 !== first }!
 
@@ -109,26 +115,7 @@ import Glibc
     /// their bytes): each member applies the same entry, the leader's timestamp included, so a
     /// server timestamp and a bulk update read the same on every member and their states hash alike.
     @Test(.enabled(if: openssl != nil)) func aLeadersOwnWritesApplyAlikeOnEveryMember() async throws {
-        let dir = NSTemporaryDirectory() + "ember-rds-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let ids = ["n1", "n2", "n3"]
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-            Thread.detachNewThread { c.resume(with: Result { try Self.makeCerts(dir, ids: ids) }) }
-        }
-        let peers = Dictionary(uniqueKeysWithValues: zip(ids, try FreePorts.pick(ids.count)).map { ($0, PeerAddress(host: "127.0.0.1", port: $1)) })
-        var logger = Logger(label: "rds-test")
-        logger.logLevel = .error
-        var options = StoreOptions()
-        options.mapSize = 1 << 28
-        var nodes: [ReplicatedDataStore] = []
-        for id in ids {
-            var c = ClusterConfiguration(nodeID: id, peerListen: peers[id]!, peers: peers, tlsCertificatePath: "\(dir)/\(id).pem",
-                                         tlsKeyPath: "\(dir)/\(id).key", tlsCAPath: "\(dir)/ca.pem")
-            c.noLeaderTimeoutSeconds = 60
-            c.writeTimeoutSeconds = 60
-            c.forwardReplyTimeoutSeconds = 60
-            nodes.append(try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger))
-        }
+        let (dir, nodes) = try await Self.openThree()
         let first = try await leader(of: nodes)
         let stamp = try await first.write(WriteRequest(namespace: "ns", path: try Path("stamp"),
                                                       kind: .set(.object(["at": .object([".sv": .string("timestamp")])])), identity: .admin))

@@ -1,3 +1,4 @@
+import EmberTestSupport
 import Testing
 @testable import EmberCore
 
@@ -7,22 +8,9 @@ import Testing
 /// written as bytes (digits, keys escaped one by one) are the bytes of each member's string
 /// written whole, as they were built before.
 @Suite struct TriggerFastPathTests {
-    /// SplitMix64: replayable from its seed.
-    struct Rng {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
     static let keys = ["a", "b", "m1", "m2", "x", "q\"k", "é\u{1}", "line\nbreak", "\\", "日本", "🔥", "-K1"]
 
-    static func node(_ r: inout Rng, depth: Int = 0) -> Node {
+    static func node(_ r: inout SplitMix64, depth: Int = 0) -> Node {
         switch r.below(depth > 2 ? 3 : 5) {
         case 0: return .empty
         case 1: return Node(.int(Int64(r.below(4))))
@@ -36,12 +24,12 @@ import Testing
         }
     }
 
-    static func path(_ r: inout Rng) -> Path {
+    static func path(_ r: inout SplitMix64) -> Path {
         Path(validated: (0..<r.below(5)).map { _ in keys[r.below(5)] })
     }
 
     @Test(arguments: [1, 2, 3]) func aOnePartWritesScopesAndChangesAreTheGeneralPaths(seed: UInt64) throws {
-        var r = Rng(state: seed)
+        var r = SplitMix64(seed: seed)
         let patterns = try ["/a/{id}", "/{x}/{y}", "/a/m1", "/", "/{x}/b/{z}"].map { try TriggerPattern(parsing: $0) }
         for _ in 0..<2_000 {
             let pattern = patterns[r.below(patterns.count)]
@@ -89,7 +77,7 @@ import Testing
     }
 
     @Test(arguments: [1, 2, 3]) func theSharedMembersAreTheWholeStringsBytes(seed: UInt64) {
-        var r = Rng(state: seed)
+        var r = SplitMix64(seed: seed)
         // Edge times: the epoch, before it, the last millisecond of year 9999 and past it.
         let times: [Int64] = [0, -1, -86_400_001, 253_402_300_799_999, 253_402_300_800_000, 951_782_400_000, .max / 2]
         for k in 0..<3_000 {

@@ -1,4 +1,5 @@
 import EmberCore
+import EmberTestSupport
 import Testing
 @testable import EmberServer
 
@@ -7,22 +8,9 @@ import Testing
 /// bytes of each event written whole (the path before the cache), batched or not, and its own
 /// signature (its secret's HMAC of those bytes); a trigger's own rows (group 0) likewise.
 @Suite struct TriggerBodyTests {
-    /// SplitMix64: replayable from its seed.
-    struct Rng {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
     static let texts = ["a", "é\u{1}", "q\"uote", "line\nbreak", "\\", "日本", "🔥", "", "x y"]
 
-    static func json(_ r: inout Rng, depth: Int = 0) -> JSON {
+    static func json(_ r: inout SplitMix64, depth: Int = 0) -> JSON {
         switch r.below(depth > 2 ? 5 : 7) {
         case 0: return .null
         case 1: return .bool(r.below(2) == 0)
@@ -37,7 +25,7 @@ import Testing
         }
     }
 
-    static func events(_ r: inout Rng, count: Int) -> [TriggerEvent] {
+    static func events(_ r: inout SplitMix64, count: Int) -> [TriggerEvent] {
         var out: [TriggerEvent] = []
         var index = UInt64(r.below(1_000_000) + 1)
         while out.count < count {
@@ -72,7 +60,7 @@ import Testing
     }
 
     @Test(arguments: [1, 2, 3]) func eachTriggerOfAGroupGetsTheWholeBytesAndItsOwnSignature(seed: UInt64) {
-        var r = Rng(state: seed)
+        var r = SplitMix64(seed: seed)
         let bodies = TriggerBodyCache()
         let triggers = [("alpha", "0123456789abcdef-alpha"), ("beta_2", "another-secret-for-beta"), ("g-3", "0123456789abcdef")]
         let ns = "n s"
@@ -103,7 +91,7 @@ import Testing
 /// gets its own bytes; and the recent deliveries the admin endpoint shows stay bounded.
 @Suite struct TriggerBatchBodyTests {
     @Test(arguments: [4, 5]) func aBatchFromTheCacheIsTheWholeBytesOnlyForTheSameEvents(seed: UInt64) {
-        var r = TriggerBodyTests.Rng(state: seed)
+        var r = SplitMix64(seed: seed)
         let bodies = TriggerBodyCache()
         let ns = "t"
         let all = TriggerBodyTests.events(&r, count: 60)

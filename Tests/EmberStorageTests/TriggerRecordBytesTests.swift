@@ -1,4 +1,5 @@
 import EmberCore
+import EmberTestSupport
 import Testing
 @testable import EmberStorage
 
@@ -28,7 +29,7 @@ import Testing
     }
 
     @Test(arguments: [1, 2, 3]) func recordsAreTheFormatsBytes(seed: UInt64) throws {
-        var r = TriggerFastRng(state: seed)
+        var r = SplitMix64(seed: seed)
         for round in 0..<500 {
             var events: [TriggerEvent] = []
             for seq in 0..<(r.below(3) + 1) {
@@ -62,15 +63,3 @@ import Testing
     }
 }
 
-/// SplitMix64: replayable from its seed.
-struct TriggerFastRng {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
