@@ -48,23 +48,28 @@ extension RaftHost {
         assert(persists.writing == nil, "one queued persist at a time")
         var write = w
         write.apply = []
-        let raw: [EncodedEntry]
+        let entries: [EmberStorage.LogEntry], encoded: [[UInt8]]
         do {
             defer { decoded.forget() }
-            raw = try unapplied(w.entries).entries
+            let (fresh, decodedEntries) = try unapplied(w.entries)
+            entries = decodedEntries
+            encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
         } catch {
             fatalStorage("append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0)", error)
         }
         let hard = w.hardState.map { EmberStorage.HardState(term: $0.term, votedFor: $0.votedFor) }
         persists.writing = write
-        // Every entry was checked where it was proposed (`payload(for:)`, `stamp`); the writer
-        // decodes those this host has not (a bad one comes back as the append's error).
-        let queued = store.startPersist(hardState: hard, encoded: raw) { [weak self] result in
-            guard let self else { return }
-            self.persistOutcome.withLock { $0 = result }
-            self.enqueue(.persistDone, force: true)
+        do {
+            // Every entry was checked where it was proposed (`payload(for:)`, `stamp`).
+            let queued = try store.startPersist(hardState: hard, entries: entries, encoded: encoded, validated: true) { [weak self] result in
+                guard let self else { return }
+                self.persistOutcome.withLock { $0 = result }
+                self.enqueue(.persistDone, force: true)
+            }
+            if !queued { fatalStorage("append", StorageError.closed) }
+        } catch {
+            fatalStorage("append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0)", error)
         }
-        if !queued { fatalStorage("append", StorageError.closed) }
         if !w.apply.isEmpty { persists.held.append(.apply(w.apply, metaSync: true)) }
     }
 

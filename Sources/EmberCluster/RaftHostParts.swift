@@ -19,13 +19,8 @@ struct DecodedEntries {
     /// The storage entry for `e`: the one decoded at its check when it is that entry (same
     /// index and term), else decoded from its bytes.
     func storageEntry(_ e: EmberRaft.LogEntry) throws -> EmberStorage.LogEntry {
-        try entry(for: e) ?? RaftPersistence.storageEntry(e)
-    }
-
-    /// The entry remembered for `e` (same index and term), if any.
-    func entry(for e: EmberRaft.LogEntry) -> EmberStorage.LogEntry? {
-        guard e.kind == .normal, let entry = entries[e.index], entry.term == e.term else { return nil }
-        return entry
+        if e.kind == .normal, let entry = entries[e.index], entry.term == e.term { return entry }
+        return try RaftPersistence.storageEntry(e)
     }
 
     mutating func forget() {
