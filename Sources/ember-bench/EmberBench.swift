@@ -189,6 +189,9 @@ struct WriteBench: AsyncParsableCommand {
 struct MachineCPU {
     var busy: Double = 0
     var total: Double = 0
+    /// Time the hypervisor ran someone else while this VM wanted a core (`steal`, the 8th field):
+    /// counted in `busy`, so a bench's CPU figures drift with it.
+    var steal: Double = 0
     static let cores = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 
     static func now() -> MachineCPU {
@@ -198,13 +201,19 @@ struct MachineCPU {
         guard f.count >= 5 else { return MachineCPU() }
         let idle = f[3] + f[4]  // idle + iowait
         let total = f.prefix(8).reduce(0, +)
-        return MachineCPU(busy: total - idle, total: total)
+        return MachineCPU(busy: total - idle, total: total, steal: f.count >= 8 ? f[7] : 0)
     }
 
     /// Fraction of all cores busy since `earlier`.
     func busy(since earlier: MachineCPU) -> Double {
         let t = total - earlier.total
         return t > 0 ? (busy - earlier.busy) / t : 0
+    }
+
+    /// Fraction of all cores' time stolen by the host since `earlier`.
+    func steal(since earlier: MachineCPU) -> Double {
+        let t = total - earlier.total
+        return t > 0 ? (steal - earlier.steal) / t : 0
     }
 }
 
