@@ -138,10 +138,6 @@ struct ClusterBench: AsyncParsableCommand {
     /// Medians (and ranges) over the rounds: each round's ratio comes from one pair of runs
     /// minutes apart at most, so the median ratio is the figure a drifting machine distorts least.
     func printRounds(_ pairs: [(ember: RunFigures, etcd: RunFigures)]) {
-        func median(_ xs: [Double]) -> Double {
-            let s = xs.sorted()
-            return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
-        }
         func line(_ what: String, _ xs: [Double], _ format: String) -> String {
             String(format: "%@ median \(format) (\(format)–\(format))", what, median(xs), xs.min()!, xs.max()!)
         }

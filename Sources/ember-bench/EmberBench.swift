@@ -217,6 +217,14 @@ struct MachineCPU {
     }
 }
 
+/// The median of `xs` (0 when empty): the figure of repeated runs a drifting, shared machine
+/// distorts least.
+func median(_ xs: [Double]) -> Double {
+    let s = xs.sorted()
+    guard !s.isEmpty else { return 0 }
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+}
+
 /// etcd's HTTP gateway put of `key` = `value` (both base64 in its JSON body).
 func etcdPut(_ base: String, key: String, value: String) -> HTTPClientRequest {
     var r = HTTPClientRequest(url: base + "/v3/kv/put")
