@@ -81,8 +81,6 @@ public enum StoreFactory {
         if archive != nil { options.archiveHold = StoreOptions.defaultArchiveHold }
         options.mapSize = mapSize
         options.logRetention = UInt64(max(0, logRetain))
-        // Without a log of its own, the archive's entries go to the staging files, not LMDB.
-        options.archiveStaging = archive != nil && options.logRetention == 0
         options.maxReadBytes = maxReadBytes
         let local = try LMDBDataStore(directory: directory, options: options, logger: logger)
         if let archive {

@@ -191,6 +191,14 @@ public struct LogEntry: Sendable, Equatable {
         }
     }
 
+    /// `setHeader` on an encoding in place (a log row's space in an LMDB page).
+    static func setHeader(_ bytes: UnsafeMutableRawBufferPointer, index: UInt64, term: UInt64, timestamp: Int64) {
+        precondition(bytes.count >= 25 && (bytes[0] == 1 || bytes[0] == 2), "not an encoded log entry")
+        bytes.storeBytes(of: index.bigEndian, toByteOffset: 1, as: UInt64.self)
+        bytes.storeBytes(of: term.bigEndian, toByteOffset: 9, as: UInt64.self)
+        bytes.storeBytes(of: UInt64(bitPattern: timestamp).bigEndian, toByteOffset: 17, as: UInt64.self)
+    }
+
     /// The encoding with index, term and timestamp replaced (no decode and encode): a Raft
     /// leader stamps a client's entry, and a node stores what the wire carried.
     public static func restamped(_ bytes: [UInt8], index: UInt64, term: UInt64, timestamp: Int64) throws(StorageError) -> [UInt8] {

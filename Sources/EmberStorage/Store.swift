@@ -56,12 +56,6 @@ public struct StoreOptions: Sendable {
     public var archiveHold: UInt64 = 0
     /// `archiveHold` of a node that archives.
     public static let defaultArchiveHold: UInt64 = 1_000_000
-    /// A single node that archives keeps the entries the archive does not hold yet in staging
-    /// files beside LMDB (`StagingLog`) instead of LMDB's log table (which it keeps empty): the
-    /// same bytes cost one sequential write and a sync that overlaps the apply, not log pages in
-    /// every commit. Needs `archiveHold` > 0 and `logRetention` 0, and `submit` only (a Raft
-    /// member's log is its Raft log).
-    public var archiveStaging = false
 
     public init() {}
 }
@@ -178,7 +172,7 @@ public final class EmberStore: @unchecked Sendable {
         let w = Writer(core: core)
         do {
             try w.load()
-            try StagingLog.attach(core, writer: w, directory: directory)
+            try StagingImport.run(core, writer: w, directory: directory)
         } catch { core.environment.withLock { $0 }.close(); throw error }
         let thread = Thread { [w] in w.run() }
         thread.name = "ember-storage-writer"
@@ -196,7 +190,6 @@ public final class EmberStore: @unchecked Sendable {
         core.queue.withLock { $0.pending.append(.stop) }
         wake.signal()
         core.stopped.wait()
-        core.staging?.close()
         core.streams.closeAll()  // their read transactions end before the environment closes
         for c in core.subscribers.withLock({ s in defer { s.removeAll() }; return Array(s.values) }) { c.finish() }
         core.environment.withLock { $0 }.close()
@@ -544,9 +537,6 @@ final class StoreCore: @unchecked Sendable {
     let lastDefrag = Mutex<DefragReport?>(nil)
     let tables: Tables
     let options: StoreOptions
-    /// The archive's staging (`StoreOptions.archiveStaging`): set once while the store opens,
-    /// before the writer thread starts.
-    var staging: StagingLog?
     /// Orders reads after results released before their commit (`performReleasing`).
     let visibility = Visibility()
     /// Tests only: runs on the writer thread just before a released transaction commits, so a

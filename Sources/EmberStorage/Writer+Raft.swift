@@ -9,7 +9,6 @@ extension Writer {
     /// with full pages; an entry replacing a conflicting one is put plainly: `putOrdered`).
     func putLog(_ t: Txn, _ entries: [LogEntry], _ encoded: [[UInt8]]?) throws {
         precondition(encoded == nil || encoded!.count == entries.count, "one encoding per entry")
-        precondition(store.staging == nil, "a store with the archive staging is a single node's: its entries come from submit")
         for (i, e) in entries.enumerated() {
             if let bytes = encoded?[i] {
                 assert(bytes == e.encoded(), "a given encoding differs from the entry's")

@@ -34,8 +34,6 @@ final class Writer: @unchecked Sendable {
     var recording: ChangedKeys?
     /// Indexes at which a caller waits for the state (`EmberStore.statePoint`).
     var hashPoints = HashPoints()
-    /// The staging's entries through this index may go once the transaction commits (`finish`).
-    var stagingDropThrough: UInt64 = 0
 
     init(core: StoreCore) {
         self.store = core
@@ -346,24 +344,31 @@ final class Writer: @unchecked Sendable {
                 upTo = min(upTo, max(try ArchiveMark.through(tables, t), a > hold ? a - hold : 0))
             }
             var n = 0
-            if store.staging != nil {
-                // The staging holds the archive's entries (`StagingLog`): whole files of it go
-                // after the commit; LMDB's log has no rows.
-                stagingDropThrough = upTo
-            } else if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
+            if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
                 // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
+                // Keys are read where they lie (a saturated single node that archives deletes
+                // one row per write here).
                 let c = try t.cursor(tables.log)
                 defer { c.close() }
-                var k = try c.seekKey(Self.logKey(first))
+                var start = first.bigEndian
+                var k = MDB_val(), v = MDB_val()
+                var rc = withUnsafeMutableBytes(of: &start) { kb in
+                    k = MDB_val(mv_size: 8, mv_data: kb.baseAddress)
+                    return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)
+                }
                 first = upTo + 1
-                while let key = k, let i = Self.logIndex(key), i <= upTo {
+                while rc == 0, k.mv_size == 8 {
+                    let i = UInt64(bigEndian: UnsafeRawBufferPointer(start: k.mv_data, count: 8).loadUnaligned(as: UInt64.self))
+                    guard i <= upTo else { break }
                     if n == store.options.compactionPerCommit { first = i; break }
-                    try c.deleteCurrent()
+                    t.changes?.note(tables.log, Self.logKey(i))
+                    try check(mdb_cursor_del(c.ptr, 0))
                     n += 1
                     // After `mdb_cursor_del` MDB_NEXT returns the record that followed.
-                    k = try c.nextKey()
+                    rc = mdb_cursor_get(c.ptr, &k, &v, MDB_NEXT)
                 }
+                if rc != 0 && rc != MDB_NOTFOUND { try check(rc) }
             }
             if first != firstIndex { try tables.putMetaU64(t, "firstIndex", first) }
             if n > 0 { store.metricsState.withLock { $0.compactedEntries += UInt64(n) } }
@@ -383,7 +388,6 @@ final class Writer: @unchecked Sendable {
     func runBatch(_ jobs: [StoreCore.Job]) {
         var results: [WriteResult] = []
         let keepLog = store.options.logRetention > 0 || store.options.archiveHold > 0
-        let staging = store.staging
         guard applied == lastIndex else {
             // Raft mode: the log holds entries not yet committed; `submit` would skip them.
             let err = StorageError.logMismatch("the log has unapplied entries (\(applied) < \(lastIndex)); submit is for single-node use")
@@ -391,8 +395,8 @@ final class Writer: @unchecked Sendable {
             return
         }
         // The batch's entries, stamped once: a transaction redone (`withApplyRetry`) applies the
-        // same entries, and the staging (`StagingLog`) writes them while they are applied.
-        var entries: [(sub: StoreCore.Submission, entry: LogEntry, encoded: [UInt8]?)] = []
+        // same entries with the same timestamps.
+        var entries: [(sub: StoreCore.Submission, entry: LogEntry)] = []
         entries.reserveCapacity(jobs.count)
         var idx = lastIndex
         var ts = lastTimestamp
@@ -402,46 +406,27 @@ final class Writer: @unchecked Sendable {
             bytes += sub.prepared.size
             idx += 1
             ts = max(ts, Self.nowMs())
-            let e = LogEntry(index: idx, term: term, namespace: sub.namespace, operation: sub.operation, timestamp: ts, auth: sub.auth,
-                             writer: sub.writer)
-            var encoded: [UInt8]? = nil
-            if keepLog {
-                // The entry was encoded once, when validated; only its header is new.
-                var bytes = sub.prepared.encoded ?? e.encoded()
-                LogEntry.setHeader(&bytes, index: idx, term: term, timestamp: ts)
-                assert(bytes == e.encoded(), "patched log entry differs from its encoding")
-                encoded = bytes
-            }
-            entries.append((sub, e, encoded))
+            entries.append((sub, LogEntry(index: idx, term: term, namespace: sub.namespace, operation: sub.operation, timestamp: ts,
+                                          auth: sub.auth, writer: sub.writer)))
         }
-        staging?.stage(entries.map { ($0.entry.index, $0.encoded ?? $0.entry.encoded()) })
         do {
             let first = try withApplyRetry { mode in
               results = []
               return try writeTxn { t in
-                for (sub, e, encoded) in entries {
+                for (sub, e) in entries {
                     // Without retention the entry would be trimmed in this very transaction:
                     // a single node restarts from its applied state, never from the log (and
-                    // the entry was only counted, never encoded: `EmberStore.prepare`).
-                    // In index order past the log's end: MDB_APPEND fills its pages (a plain put
-                    // splits them in half, and the archive's log then writes twice the pages).
-                    // With the staging the archive's copy is there instead.
-                    if let encoded, staging == nil { try t.putOrdered(tables.log, Self.logKey(e.index), encoded) }
+                    // the entry was only counted, never encoded: `EmberStore.prepare`). A single
+                    // node that archives keeps it as a row until archived: in this transaction,
+                    // so it is durable exactly when the write is (one sync per batch).
+                    if keepLog { try appendLogRow(t, e, encodedWithoutHeader: sub.prepared.encoded) }
                     results.append(try applyEntry(e, in: t, mode: mode, prebuilt: sub.prepared.nodes))
                 }
                 try pendingVersions?.flush(tables, t)
-                let first = try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
-                // Durable there before LMDB holds them as applied (its commit follows).
-                try staging?.awaitStaged()
-                return first
+                return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
               }
             }
             applied = idx; appliedTerm = term; lastIndex = idx; lastTerm = term; lastTimestamp = ts; firstIndex = first
-            if let staging {
-                staging.committed()
-                staging.drop(through: stagingDropThrough)
-                firstIndex = staging.firstIndex
-            }
             publishRules()
             publishState()
             store.metricsState.withLock { m in
@@ -455,10 +440,36 @@ final class Writer: @unchecked Sendable {
             store.publish(results)
             Self.complete(entries.map { $0.sub.completion }, with: results.map { .success($0) })
         } catch {
-            staging?.abandon()
             Self.complete(jobs.compactMap { if case .submit(let sub) = $0 { sub.completion } else { nil } },
                           with: jobs.map { _ in .failure(error) })
         }
+    }
+
+    /// Puts `e` as the log's next row. `encoded`: its encoding with a zero header (encoded once,
+    /// when validated), written into the row's space in the page (MDB_RESERVE) and stamped there
+    /// with index, term and timestamp: no copy of it on the writer. In index order past the
+    /// log's end: MDB_APPEND fills its pages (a plain put splits them in half, and the archive's
+    /// log then writes twice the pages); below the end (not in `submit`'s use) a plain put.
+    func appendLogRow(_ t: Txn, _ e: LogEntry, encodedWithoutHeader encoded: [UInt8]?) throws {
+        guard let encoded else { return try t.putOrdered(tables.log, Self.logKey(e.index), e.encoded()) }
+        var key = e.index.bigEndian
+        let rc = withUnsafeMutableBytes(of: &key) { kb in
+            var k = MDB_val(mv_size: 8, mv_data: kb.baseAddress)
+            var v = MDB_val(mv_size: encoded.count, mv_data: nil)
+            let rc = mdb_put(t.ptr, tables.log, &k, &v, flag(MDB_APPEND) | flag(MDB_RESERVE))
+            if rc == 0 {
+                let row = UnsafeMutableRawBufferPointer(start: v.mv_data, count: encoded.count)
+                encoded.withUnsafeBytes { row.copyMemory(from: $0) }
+                LogEntry.setHeader(row, index: e.index, term: e.term, timestamp: e.timestamp)
+                assert(Array(row) == e.encoded(), "patched log entry differs from its encoding")
+            }
+            return rc
+        }
+        if rc == MDB_KEYEXIST {
+            return try t.put(tables.log, Self.logKey(e.index), LogEntry.restamped(encoded, index: e.index, term: e.term, timestamp: e.timestamp))
+        }
+        try check(rc)
+        t.changes?.note(tables.log, Self.logKey(e.index))
     }
 
     /// Resumes the awaiting submitters one by one and gives each sink all of its results of this

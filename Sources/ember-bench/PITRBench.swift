@@ -8,8 +8,8 @@ import Logging
 /// `ember-bench pitr`: what the point-in-time archive (issue 37) costs and how fast a restore
 /// replays, in process over real LMDB stores and a real archive directory:
 /// 1. N small writes from concurrent submitters into a store without the archive, then into one
-///    with it (as a single node: the entries it lacks kept in the staging files, `StagingLog`;
-///    the archiver thread writing segments): the throughput and CPU per write of each, in one
+///    with it (as a single node: the entries it lacks kept as log rows in each batch's own
+///    transaction; the archiver thread writing segments): the throughput and CPU per write of each, in one
 ///    run on the same machine (goal: ≤ 5 % less with the archive);
 /// 2. the archive's bytes per entry against the log's own encoding;
 /// 3. a restore of everything (goal: ≥ 100,000 entries/s of small writes) and one to the middle
@@ -93,7 +93,6 @@ struct PITRBench: AsyncParsableCommand {
         if archive != nil {
             // As `emberd --archive` on a single node (`StoreFactory.open`).
             options.archiveHold = StoreOptions.defaultArchiveHold
-            options.archiveStaging = true
         }
         let local = try LMDBDataStore(directory: directory, options: options, logger: Logger(label: "ember-bench"))
         defer { local.close() }

@@ -16,7 +16,6 @@ import Testing
         o.mapSize = 1 << 30
         o.logRetention = 0
         o.archiveHold = hold
-        o.archiveStaging = true  // as a single node that archives (`StoreFactory.open`)
         return try LMDBDataStore(directory: NSTemporaryDirectory() + "ember-archiver-\(UUID().uuidString)", options: o,
                                  logger: Logger(label: "test"))
     }

@@ -27,14 +27,6 @@ extension EmberStore {
     /// an entry the log no longer holds (compacted): the caller checks the first index.
     public func encodedEntries(from: UInt64, through: UInt64, maxCount: Int) throws -> [(index: UInt64, bytes: [UInt8])] {
         guard from <= through, maxCount > 0 else { return [] }
-        if let staging = core.staging {
-            var out: [(index: UInt64, bytes: [UInt8])] = []
-            _ = try staging.read(from: from, through: through) { i, bytes in
-                out.append((i, Array(bytes)))
-                return out.count < maxCount
-            }
-            return out
-        }
         return try withRead { t in
             var out: [(index: UInt64, bytes: [UInt8])] = []
             var expected = from
@@ -60,15 +52,6 @@ extension EmberStore {
                                      into builder: inout ArchiveSegmentBuilder,
                                      _ each: (UInt64, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> Int {
         guard from <= through, maxCount > 0 else { return 0 }
-        if let staging = core.staging {
-            var n = 0
-            return try staging.read(from: from, through: through) { i, entry in
-                try each(i, entry)
-                try builder.append(index: i, entry)
-                n += 1
-                return n < maxCount && builder.entryBytes < maxBytes
-            }
-        }
         return try withRead { t in
             var n = 0
             var expected = from
