@@ -94,7 +94,7 @@ enum Defrag {
 
     /// The named tables by handle, to find a noted key's table in the copy.
     static func tableNames(_ t: Tables) -> [MDB_dbi: String] {
-        [t.tree: "tree", t.ver: "ver", t.idx: "idx", t.log: "log", t.meta: "meta",
+        [t.tree: "tree", t.ver: "ver", t.idx: "idx", t.log: "log", t.log2: "log2", t.meta: "meta",
          t.treex: "treex", t.verx: "verx", t.idxx: "idxx", t.idxloc: "idxloc", t.idxlocx: "idxlocx"]
     }
 

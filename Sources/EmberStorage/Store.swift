@@ -56,6 +56,9 @@ public struct StoreOptions: Sendable {
     public var archiveHold: UInt64 = 0
     /// `archiveHold` of a node that archives.
     public static let defaultArchiveHold: UInt64 = 1_000_000
+    /// A single node that archives (`archiveHold` > 0, `logRetention` 0, `submit` only) keeps
+    /// its rows in two tables, emptied whole once archived (`LogPair`), not deleted row by row.
+    public var alternatingLog = false
 
     public init() {}
 }

@@ -15,6 +15,7 @@ import EmberCore
 ///   every row of that location shares in `idx` (storage format 4; before, rows began with the
 ///   location key itself)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`
+/// * `log2`:   the same, the second of a single archiving node's two log tables (`LogPair`)
 /// * `meta`:   named slots (applied index, last log index/term, first log index, hard state, index definitions)
 ///
 /// `tree`, `ver`, `idx` and `idxloc` keep keys of up to 480 bytes; longer keys (long paths: Firebase
@@ -25,6 +26,7 @@ struct Tables {
     let ver: MDB_dbi
     let idx: MDB_dbi
     let log: MDB_dbi
+    let log2: MDB_dbi
     let meta: MDB_dbi
     let treex: MDB_dbi
     let verx: MDB_dbi
@@ -51,7 +53,7 @@ struct Tables {
             return dbi
         }
         return Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
-                      log: try open("log"), meta: try open("meta"),
+                      log: try open("log"), log2: try open("log2"), meta: try open("meta"),
                       treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
                       idxloc: try open("idxloc"), idxlocx: try open("idxlocx"),
                       inlineObjects: inlineObjects)

@@ -344,7 +344,9 @@ final class Writer: @unchecked Sendable {
                 upTo = min(upTo, max(try ArchiveMark.through(tables, t), a > hold ? a - hold : 0))
             }
             var n = 0
-            if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
+            if store.options.alternatingLog && retention == nil {
+                (first, n) = try LogPair.compact(tables, t, upTo: upTo, applied: a)
+            } else if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
                 // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
                 // Keys are read where they lie (a saturated single node that archives deletes
@@ -413,13 +415,14 @@ final class Writer: @unchecked Sendable {
             let first = try withApplyRetry { mode in
               results = []
               return try writeTxn { t in
+                let rows = keepLog && store.options.alternatingLog ? try LogPair.roles(tables, t).current : tables.log
                 for (sub, e) in entries {
                     // Without retention the entry would be trimmed in this very transaction:
                     // a single node restarts from its applied state, never from the log (and
                     // the entry was only counted, never encoded: `EmberStore.prepare`). A single
                     // node that archives keeps it as a row until archived: in this transaction,
                     // so it is durable exactly when the write is (one sync per batch).
-                    if keepLog { try appendLogRow(t, e, encodedWithoutHeader: sub.prepared.encoded) }
+                    if keepLog { try appendLogRow(t, rows, e, encodedWithoutHeader: sub.prepared.encoded) }
                     results.append(try applyEntry(e, in: t, mode: mode, prebuilt: sub.prepared.nodes))
                 }
                 try pendingVersions?.flush(tables, t)
@@ -445,18 +448,19 @@ final class Writer: @unchecked Sendable {
         }
     }
 
-    /// Puts `e` as the log's next row. `encoded`: its encoding with a zero header (encoded once,
-    /// when validated), written into the row's space in the page (MDB_RESERVE) and stamped there
-    /// with index, term and timestamp: no copy of it on the writer. In index order past the
-    /// log's end: MDB_APPEND fills its pages (a plain put splits them in half, and the archive's
-    /// log then writes twice the pages); below the end (not in `submit`'s use) a plain put.
-    func appendLogRow(_ t: Txn, _ e: LogEntry, encodedWithoutHeader encoded: [UInt8]?) throws {
-        guard let encoded else { return try t.putOrdered(tables.log, Self.logKey(e.index), e.encoded()) }
+    /// Puts `e` as the log's next row in `table` (`tables.log`, or `LogPair`'s current one).
+    /// `encoded`: its encoding with a zero header (encoded once, when validated), written into
+    /// the row's space in the page (MDB_RESERVE) and stamped there with index, term and
+    /// timestamp: no copy of it on the writer. In index order past the log's end: MDB_APPEND
+    /// fills its pages (a plain put splits them in half, and the archive's log then writes twice
+    /// the pages); below the end (not in `submit`'s use) a plain put.
+    func appendLogRow(_ t: Txn, _ table: MDB_dbi, _ e: LogEntry, encodedWithoutHeader encoded: [UInt8]?) throws {
+        guard let encoded else { return try t.putOrdered(table, Self.logKey(e.index), e.encoded()) }
         var key = e.index.bigEndian
         let rc = withUnsafeMutableBytes(of: &key) { kb in
             var k = MDB_val(mv_size: 8, mv_data: kb.baseAddress)
             var v = MDB_val(mv_size: encoded.count, mv_data: nil)
-            let rc = mdb_put(t.ptr, tables.log, &k, &v, flag(MDB_APPEND) | flag(MDB_RESERVE))
+            let rc = mdb_put(t.ptr, table, &k, &v, flag(MDB_APPEND) | flag(MDB_RESERVE))
             if rc == 0 {
                 let row = UnsafeMutableRawBufferPointer(start: v.mv_data, count: encoded.count)
                 encoded.withUnsafeBytes { row.copyMemory(from: $0) }
@@ -466,10 +470,10 @@ final class Writer: @unchecked Sendable {
             return rc
         }
         if rc == MDB_KEYEXIST {
-            return try t.put(tables.log, Self.logKey(e.index), LogEntry.restamped(encoded, index: e.index, term: e.term, timestamp: e.timestamp))
+            return try t.put(table, Self.logKey(e.index), LogEntry.restamped(encoded, index: e.index, term: e.term, timestamp: e.timestamp))
         }
         try check(rc)
-        t.changes?.note(tables.log, Self.logKey(e.index))
+        t.changes?.note(table, Self.logKey(e.index))
     }
 
     /// Resumes the awaiting submitters one by one and gives each sink all of its results of this

@@ -93,6 +93,7 @@ struct PITRBench: AsyncParsableCommand {
         if archive != nil {
             // As `emberd --archive` on a single node (`StoreFactory.open`).
             options.archiveHold = StoreOptions.defaultArchiveHold
+            options.alternatingLog = true
         }
         let local = try LMDBDataStore(directory: directory, options: options, logger: Logger(label: "ember-bench"))
         defer { local.close() }

@@ -17,6 +17,7 @@ import Testing
         o.mapSize = 1 << 30
         o.logRetention = 0
         o.archiveHold = hold
+        o.alternatingLog = hold > 0
         return o
     }
 

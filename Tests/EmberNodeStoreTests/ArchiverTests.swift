@@ -16,6 +16,7 @@ import Testing
         o.mapSize = 1 << 30
         o.logRetention = 0
         o.archiveHold = hold
+        o.alternatingLog = true  // as a single node that archives (`StoreFactory.open`)
         return try LMDBDataStore(directory: NSTemporaryDirectory() + "ember-archiver-\(UUID().uuidString)", options: o,
                                  logger: Logger(label: "test"))
     }

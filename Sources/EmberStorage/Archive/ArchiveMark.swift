@@ -30,11 +30,15 @@ extension EmberStore {
         return try withRead { t in
             var out: [(index: UInt64, bytes: [UInt8])] = []
             var expected = from
-            try t.scan(tables.log, prefix: [], startingAt: Writer.logKey(from)) { k, v in
-                guard let i = Writer.logIndex(k), i <= through, i == expected else { return false }
-                out.append((i, v))
-                expected += 1
-                return out.count < maxCount
+            // Each table from the next index on (`LogPair`: the older table's rows come first).
+            for dbi in try LogPair.readOrder(tables, t, pair: options.alternatingLog)
+            where expected <= through && out.count < maxCount {
+                try t.scan(dbi, prefix: [], startingAt: Writer.logKey(expected)) { k, v in
+                    guard let i = Writer.logIndex(k), i <= through, i == expected else { return false }
+                    out.append((i, v))
+                    expected += 1
+                    return out.count < maxCount
+                }
             }
             return out
         }
@@ -55,28 +59,32 @@ extension EmberStore {
         return try withRead { t in
             var n = 0
             var expected = from
-            let c = try t.cursor(tables.log)
-            defer { c.close() }
-            var k = MDB_val(), v = MDB_val()
-            let start = Writer.logKey(from)
-            var rc = start.withUnsafeBytes { kb in
-                k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-                return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)
+            // Each table from the next index on (`LogPair`: the older table's rows come first).
+            for dbi in try LogPair.readOrder(tables, t, pair: options.alternatingLog) {
+                guard expected <= through, n < maxCount, builder.entryBytes < maxBytes else { break }
+                let c = try t.cursor(dbi)
+                defer { c.close() }
+                var k = MDB_val(), v = MDB_val()
+                let start = Writer.logKey(expected)
+                var rc = start.withUnsafeBytes { kb in
+                    k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                    return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)
+                }
+                while rc == 0 {
+                    guard k.mv_size == 8 else { break }
+                    let key = UnsafeRawBufferPointer(start: k.mv_data, count: 8)
+                    let i = key.reduce(UInt64(0)) { ($0 << 8) | UInt64($1) }
+                    guard i == expected, i <= through else { break }
+                    let entry = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
+                    try each(i, entry)
+                    try builder.append(index: i, entry)
+                    n += 1
+                    expected += 1
+                    if n >= maxCount || builder.entryBytes >= maxBytes { break }
+                    rc = mdb_cursor_get(c.ptr, &k, &v, MDB_NEXT)
+                }
+                if rc != 0 && rc != MDB_NOTFOUND { try check(rc) }
             }
-            while rc == 0 {
-                guard k.mv_size == 8 else { break }
-                let key = UnsafeRawBufferPointer(start: k.mv_data, count: 8)
-                let i = key.reduce(UInt64(0)) { ($0 << 8) | UInt64($1) }
-                guard i == expected, i <= through else { break }
-                let entry = UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)
-                try each(i, entry)
-                try builder.append(index: i, entry)
-                n += 1
-                expected += 1
-                if n >= maxCount || builder.entryBytes >= maxBytes { break }
-                rc = mdb_cursor_get(c.ptr, &k, &v, MDB_NEXT)
-            }
-            if rc != 0 && rc != MDB_NOTFOUND { try check(rc) }
             return n
         }
     }

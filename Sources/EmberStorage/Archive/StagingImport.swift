@@ -29,8 +29,8 @@ enum StagingImport {
     /// Imports `directory`'s staging, if it has one, into the log of a single node that archives
     /// (`archiveHold` > 0, `logRetention` 0). Any other store leaves the staging alone (an
     /// offline `ember` command on a stopped node must not lose what its archive lacks). One
-    /// write transaction: the log is emptied (rows there come from an import whose files were
-    /// not removed yet: the same entries), the rows put, the first log index set; the files go
+    /// write transaction: the log's tables are emptied (rows there come from an import whose
+    /// files were not removed yet: the same entries), the rows put into `log`, the first log index set; the files go
     /// after its commit (renamed first, the rename synced: once LMDB holds newer writes, an
     /// older staging must never be imported again), so a crash before the rename imports the
     /// same entries again.
@@ -48,7 +48,7 @@ enum StagingImport {
         var first: UInt64? = nil
         var expected: UInt64 = 0
         do {
-            try txn.drop(tables.log, delete: false)
+            try LogPair.reset(tables, txn)
             for name in try listSegments(dir) {
                 if first == nil { first = name; expected = name }
                 guard name == expected, expected <= applied else { break }
@@ -63,7 +63,7 @@ enum StagingImport {
                 }
             }
             let reached = first != nil && expected == applied + 1
-            if !reached { try txn.drop(tables.log, delete: false) }
+            if !reached { try LogPair.reset(tables, txn) }
             let firstIndex = reached ? first! : applied + 1
             try tables.putMetaU64(txn, "firstIndex", firstIndex)
             try check(mdb_txn_commit(t))
