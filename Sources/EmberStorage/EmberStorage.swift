@@ -40,7 +40,9 @@
 //
 // Log compaction: entries older than `logRetention` (and applied) are deleted during later write
 // transactions (bounded per transaction); `firstLogIndex` is recorded in meta. Opening a store
-// does not replay anything, so a single node (retention 0) writes no log rows at all.
+// does not replay anything, so a single node (retention 0) writes no log rows at all, except
+// for its point-in-time archive: then each write is a row until archived, in one of two tables
+// that take turns and are emptied whole (`LogPair`).
 //
 // Raft: see `EmberStore.append(entries:)`, `applyCommitted(through:)`, `setHardState`,
 // `snapshot(maxChunkBytes:_:)` and `installSnapshot(chunks:)`.

@@ -355,7 +355,7 @@ final class Writer: @unchecked Sendable {
                 defer { c.close() }
                 var start = first.bigEndian
                 var k = MDB_val(), v = MDB_val()
-                var rc = withUnsafeMutableBytes(of: &start) { kb in
+                var rc = withUnsafeMutableBytes(of: &start) { kb -> Int32 in
                     k = MDB_val(mv_size: 8, mv_data: kb.baseAddress)
                     return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)
                 }
@@ -415,7 +415,7 @@ final class Writer: @unchecked Sendable {
             let first = try withApplyRetry { mode in
               results = []
               return try writeTxn { t in
-                let rows = keepLog && store.options.alternatingLog ? try LogPair.roles(tables, t).current : tables.log
+                let rows = try keepLog && store.options.alternatingLog ? LogPair.roles(tables, t).current : tables.log
                 for (sub, e) in entries {
                     // Without retention the entry would be trimmed in this very transaction:
                     // a single node restarts from its applied state, never from the log (and
@@ -457,7 +457,7 @@ final class Writer: @unchecked Sendable {
     func appendLogRow(_ t: Txn, _ table: MDB_dbi, _ e: LogEntry, encodedWithoutHeader encoded: [UInt8]?) throws {
         guard let encoded else { return try t.putOrdered(table, Self.logKey(e.index), e.encoded()) }
         var key = e.index.bigEndian
-        let rc = withUnsafeMutableBytes(of: &key) { kb in
+        let rc = withUnsafeMutableBytes(of: &key) { kb -> Int32 in
             var k = MDB_val(mv_size: 8, mv_data: kb.baseAddress)
             var v = MDB_val(mv_size: encoded.count, mv_data: nil)
             let rc = mdb_put(t.ptr, table, &k, &v, flag(MDB_APPEND) | flag(MDB_RESERVE))
