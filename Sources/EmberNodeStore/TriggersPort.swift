@@ -32,6 +32,16 @@ public protocol TriggersPort: Sendable {
     var logsAdvance: Bool { get }
     /// Called after every storage commit (the worker looks for new events).
     func onCommit(_ handler: @escaping @Sendable () -> Void)
+    /// `onCommit`, told which delivery lanes the commit may have given something to read
+    /// (`TriggerCommit`): the worker wakes only those.
+    func onTriggerCommit(_ handler: @escaping @Sendable (TriggerCommit) -> Void)
+}
+
+extension TriggersPort {
+    /// A port that cannot tell: every commit reaches every lane.
+    public func onTriggerCommit(_ handler: @escaping @Sendable (TriggerCommit) -> Void) {
+        onCommit { handler(.all) }
+    }
 }
 
 /// The triggers port of an LMDB store: entries straight into the store on a single node; a
@@ -93,5 +103,9 @@ public struct LMDBTriggers: TriggersPort {
 
     public func onCommit(_ handler: @escaping @Sendable () -> Void) {
         store.onCommit { _ in handler() }
+    }
+
+    public func onTriggerCommit(_ handler: @escaping @Sendable (TriggerCommit) -> Void) {
+        store.onCommit { results in handler(TriggerCommit(results.lazy.map { (namespace: $0.namespace, reach: $0.triggerReach) })) }
     }
 }

@@ -6,6 +6,8 @@ extension Applier {
     mutating func applyTriggers(_ e: LogEntry, _ op: TriggerOperation) throws {
         guard e.auth == .admin else { throw StorageError.invalid(.invalidData("Only an admin may change triggers")) }
         let ns = e.namespace
+        // Definitions and cursors prune records and rewrite summaries (`TriggerTails`).
+        tails?.forgetAll()
         switch op {
         case .define(let text):
             try defineTriggers(e, text)

@@ -41,8 +41,10 @@ extension Applier {
     /// After the write: the events of each group of triggers (one pattern, the same kinds) go
     /// to the group's shared change record for the entry, whatever the number of triggers in it
     /// (`TriggerChangeLog`); a feed's go to its own rows. Triggers on one pattern share the diff.
-    func recordTriggers(_ e: LogEntry, _ capture: TriggerCapture, parts: [(Path, Node)]) throws {
+    /// Returns the groups that got events (which delivery lanes the commit wakes).
+    func recordTriggers(_ e: LogEntry, _ capture: TriggerCapture, parts: [(Path, Node)]) throws -> TriggerReach {
         let (authType, authID) = Self.triggerAuth(e.auth)
+        var reach = TriggerReach.none
         for item in capture.items {
             let changes = TriggerChanges.changes(item.plan.pattern, parts: parts, before: item.before)
             if changes.isEmpty { continue }
@@ -59,13 +61,17 @@ extension Applier {
             }
             for def in item.plan.groups {
                 let fired = events(def)
-                if !fired.isEmpty { try recordShared(e, def.group, fired) }
+                if !fired.isEmpty {
+                    try recordShared(e, def.group, fired)
+                    reach = reach.adding(group: def.group)
+                }
             }
             for def in item.plan.feeds {
                 let fired = events(def)
                 if !fired.isEmpty { try recordFeed(e, def, fired) }
             }
         }
+        return reach
     }
 
     /// A group's record for the entry. Below the summary's headroom no trigger's state is read;
@@ -74,10 +80,23 @@ extension Applier {
     /// skip, and once no trigger of the group keeps records the entry gets none.
     func recordShared(_ e: LogEntry, _ group: UInt64, _ fresh: [TriggerEvent]) throws {
         let ns = e.namespace
-        let key = TriggerKeys.row(TriggerChangeLog.recordsPrefix(ns, group), e.index)
-        let summary = try TriggerChangeLog.summary(tables, t, ns, group)
-        let (last, existing) = try TriggerChangeLog.last(tables, t, ns, group, floor: summary.floor, recordAt: e.index)
+        let key = TriggerChangeLog.recordKey(ns, group, e.index)
+        let summary: TriggerChangeLog.Summary
+        let last: TriggerChangeLog.Position
+        let existing: [UInt8]?
+        if let tail = tails?.tail(ns, group), tail.last.index < e.index {
+            // An earlier write of this transaction appended the stream's newest record.
+            summary = tail.summary
+            last = tail.last
+            existing = nil
+        } else {
+            summary = try TriggerChangeLog.summary(tables, t, ns, group)
+            let found = try TriggerChangeLog.last(tables, t, ns, group, floor: summary.floor, recordAt: e.index)
+            last = found.last
+            existing = found.record
+        }
         if let existing {
+            tails?.forget(ns, group)
             // An onDisconnect run applies several writes at one index: their events share its record.
             let at = try TriggerChangeLog.position(e.index, existing)
             var events = try TriggerChangeLog.events(existing)
@@ -90,8 +109,11 @@ extension Applier {
         let (record, at) = TriggerChangeLog.encodeRecord(fresh, after: last, index: e.index)
         if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
             try t.put(tables.meta, key, record)
+            tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: at))
             return
         }
+        // States and the summary are rewritten below.
+        tails?.forget(ns, group)
         var members: [(TriggerDefinition, TriggerState)] = []
         var skipping: [Int] = []
         for d in triggers[ns]?.definitions ?? [] where !d.feed && d.group == group {

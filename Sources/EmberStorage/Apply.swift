@@ -15,6 +15,9 @@ struct Applier {
     /// Ancestors' raised `sub` versions, written once per transaction (flat mode); nil: each
     /// write puts its ancestors' records itself.
     let pending: PendingVersions?
+    /// Where the trigger groups' record streams end in this flat transaction (`TriggerTails`);
+    /// nil: each matching write reads it from the store.
+    let tails: TriggerTails?
     /// Set while a bulk write (`bulkParts` or more parts or children) applies: its index rows
     /// wait here and go in key order at its end (`OrderedRows`), and its tree records go in
     /// key order, with MDB_APPEND where they land past the table's end: a load into an empty
@@ -27,8 +30,9 @@ struct Applier {
     var replaying = false
 
     init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
-         pending: PendingVersions? = nil, triggers: [String: TriggerSet] = [:]) {
+         pending: PendingVersions? = nil, triggers: [String: TriggerSet] = [:], tails: TriggerTails? = nil) {
         self.tables = tables
+        self.tails = tails
         self.triggers = triggers
         self.t = txn
         self.defsCache = defsCache
@@ -79,6 +83,7 @@ struct Applier {
             try applyTriggers(e, op)
             return result
         case .set(let path, let json, let cond):
+            result.triggerReach = .none
             let key = EncodedPath(ns, path)
             let probe = replaying ? try tables.probeWrite(t, key) : nil
             defer { probe?.cursor.close() }
@@ -102,7 +107,7 @@ struct Applier {
             // Nothing changed the tree since the probe: what it found above the key holds.
             let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index,
                                     probed: probe)
-            if changed, let capture { try recordTriggers(e, capture, parts: [(path, node)]) }
+            if changed, let capture { result.triggerReach = try recordTriggers(e, capture, parts: [(path, node)]) }
             result.outcome = .applied(changed: changed)
             if replaying { return result }
             result.value = node
@@ -111,6 +116,7 @@ struct Applier {
             result.version = changed ? e.index : try version(ns, path)
             return result
         case .update(let path, let parts, let cond):
+            result.triggerReach = .none
             // Resolve every part against the state before the update, then write them in order.
             // Each part: its path, new node, old node and whether the old one is a leaf record.
             var resolved: [(Path, Node, Node, Bool)] = []
@@ -160,7 +166,9 @@ struct Applier {
                 changed[i] = try write(ns: ns, path: abs, key: keys[i], node: node, old: old, oldLeafRecord: leafRecord, index: e.index)
             }
             try flushRows()
-            if let capture, changed.contains(true) { try recordTriggers(e, capture, parts: resolved.map { ($0.0, $0.1) }) }
+            if let capture, changed.contains(true) {
+                result.triggerReach = try recordTriggers(e, capture, parts: resolved.map { ($0.0, $0.1) })
+            }
             if replaying {
                 result.outcome = .applied(changed: changed.contains(true))
                 return result

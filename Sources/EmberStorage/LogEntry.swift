@@ -395,6 +395,9 @@ public struct WriteResult: Sendable, Equatable {
     public var ran: [WriteResult] = []
     /// A stamped write its writer had already run (`WriterTable`): answered, not applied again.
     public var duplicate = false
+    /// What the entry may have given its namespace's trigger delivery lanes to read (a set or
+    /// an update says exactly; any other entry reaches them all).
+    public var triggerReach: TriggerReach = .namespace
 
     public var isApplied: Bool { if case .applied = outcome { return true } else { return false } }
 }

@@ -62,7 +62,7 @@ extension Writer {
                     // One Applier for the whole transaction: the per-entry set-up `applyEntry`
                     // does (rules state, caches copied in and out) is per batch here.
                     var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
-                                     triggers: storedTriggers)
+                                     triggers: storedTriggers, tails: triggerTails)
                     ap.replaying = true
                     for (k, e) in entries.enumerated() {
                         _ = try ap.apply(e, prebuilt: prebuilt?[k])

@@ -34,8 +34,20 @@ enum TriggerChangeLog {
     static let headerBytes = 1 + 3 * 8
 
     static func recordsPrefix(_ ns: String, _ group: UInt64) -> [UInt8] {
-        var w = ByteWriter(bytes: TriggerKeys.prefix + Array("r/".utf8) + Array(ns.utf8) + [0])
+        var w = ByteWriter(capacity: TriggerKeys.prefix.count + 3 + ns.utf8.count + 16)
+        w.bytes.append(contentsOf: TriggerKeys.prefix)
+        w.bytes.append(contentsOf: "r/".utf8)
+        w.bytes.append(contentsOf: ns.utf8)
+        w.u8(0)
         w.u64(group)
+        return w.bytes
+    }
+
+    /// `TriggerKeys.row(recordsPrefix(ns, group), index)` built in one buffer (one key per
+    /// matching write, on every replica).
+    static func recordKey(_ ns: String, _ group: UInt64, _ index: UInt64) -> [UInt8] {
+        var w = ByteWriter(bytes: recordsPrefix(ns, group))
+        w.u64(index)
         return w.bytes
     }
 
@@ -143,22 +155,21 @@ enum TriggerChangeLog {
         let prefix = recordsPrefix(ns, state.group)
         if let cache {
             // The lanes of a group read the same records: after the first, each finds them
-            // decoded, so the scan copies no record's bytes; a record not cached yet is read
-            // again by its key (once per group).
+            // decoded, so the scan copies no record's bytes; a record not cached yet is copied
+            // from where the scan found it (its pages stay mapped for the transaction: no
+            // second lookup by its key, which a lane alone in its group paid on every record).
             var indexes: [UInt64] = []
-            try t.scanBorrowed(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, _ in
+            var values: [UnsafeRawBufferPointer] = []
+            try t.scanBorrowed(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in
                 guard k.count == prefix.count + 8 else { return true }
                 let i = k.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 if state.keepThrough != 0 && i > state.keepThrough { return false }
                 indexes.append(i)
+                values.append(v)
                 return indexes.count < limit
             }
-            return try cache.events(ns, state.group, indexes: indexes, value: { (k: Int) throws(StorageError) -> [UInt8] in
-                do {
-                    guard let v = try t.get(tables.meta, TriggerKeys.row(prefix, indexes[k])) else { throw StorageError.corrupt("trigger change record gone") }
-                    return v
-                } catch let e as StorageError { throw e } catch { throw .corrupt("trigger change record: \(error)") }
-            }, decode: { v throws(StorageError) in try events(v) })
+            return try cache.events(ns, state.group, indexes: indexes, value: { (k: Int) -> [UInt8] in Array(values[k]) },
+                                    decode: { v throws(StorageError) in try events(v) })
         }
         var found: [(index: UInt64, value: [UInt8])] = []
         try t.scan(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in

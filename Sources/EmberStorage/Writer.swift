@@ -22,6 +22,8 @@ final class Writer: @unchecked Sendable {
     var storedTriggers: [String: TriggerSet] = [:]
     /// Set while a flat transaction runs (`withApplyRetry`).
     var pendingVersions: PendingVersions?
+    /// Set while a flat transaction runs (`withApplyRetry`): the trigger record streams' ends.
+    var triggerTails: TriggerTails?
     /// Appended, unapplied entries as decoded when appended (`DecodedTail`).
     var decoded = DecodedTail()
     /// Set during a releasing job (`EmberStore.performReleasing`): `writeTxn` leaves its
@@ -271,7 +273,8 @@ final class Writer: @unchecked Sendable {
         let saveDefs = defsCache, saveRules = storedRules, saveTriggers = storedTriggers
         do {
             pendingVersions = PendingVersions()
-            defer { pendingVersions = nil }
+            triggerTails = TriggerTails()
+            defer { pendingVersions = nil; triggerTails = nil }
             return try body(.flat)
         } catch {
             defsCache = saveDefs
@@ -293,7 +296,7 @@ final class Writer: @unchecked Sendable {
     func applyEntry(_ e: LogEntry, in t: Txn, mode: ApplyMode, prebuilt: [Node]? = nil) throws -> WriteResult {
         guard mode == .nested else {
             var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
-                             triggers: storedTriggers)
+                             triggers: storedTriggers, tails: triggerTails)
             let r = try ap.apply(e, prebuilt: prebuilt)
             defsCache = ap.defsCache
             storedRules = ap.rules.stored

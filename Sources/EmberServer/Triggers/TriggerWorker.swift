@@ -34,13 +34,16 @@ final class TriggerWorker: Sendable {
         self.runtime = runtime
         self.logger = logger
         self.cursors = TriggerCursorLog(port: port)
-        port.onCommit { [weak self] in self?.wake() }
+        port.onTriggerCommit { [weak self] commit in self?.wake(commit) }
     }
 
-    /// After a commit (on the commit path: must not block): the lanes look for new events.
-    func wake() {
+    /// After a commit (on the commit path: must not block): the lanes it reaches look for new
+    /// events. A lane whose group got no record is not woken (with triggers on ten patterns,
+    /// the nine others read the store on every commit for nothing).
+    func wake(_ commit: TriggerCommit = .all) {
+        if commit.isEmpty { return }
         let current = lanes.withLock { $0.isEmpty ? [] : Array($0.values) }
-        for l in current { l.lane.wake() }
+        for l in current where commit.wakes(namespace: l.lane.ns, group: l.definition.group) { l.lane.wake() }
     }
 
     func start() {

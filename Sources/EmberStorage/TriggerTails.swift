@@ -1,0 +1,43 @@
+import EmberCore
+
+/// Where each trigger group's stream of change records ends in this transaction (the group's
+/// summary and its newest position), noted by the writes that appended to it, so the next
+/// matching write of the batch appends its record without reading the summary and seeking the
+/// stream's end again: two B-tree reads per matching write on every replica, for a position
+/// the previous write just computed. The same records are written either way.
+///
+/// Lives for one flat transaction (`Writer.withApplyRetry`, like `PendingVersions`): a nested
+/// retry runs without it, so no record follows a position that an aborted entry wrote. Trigger
+/// bookkeeping entries (definitions, cursors: `Applier.applyTriggers`) forget it all, since
+/// they prune records and rewrite summaries; a write past a group's headroom (which rewrites
+/// states and the summary) or one completing an onDisconnect run's record forgets its group.
+final class TriggerTails {
+    struct Key: Hashable {
+        let ns: String
+        let group: UInt64
+    }
+
+    struct Tail {
+        var summary: TriggerChangeLog.Summary
+        var last: TriggerChangeLog.Position
+    }
+
+    /// Named limit: groups remembered per transaction (past it the table starts over; a group
+    /// not remembered is read from the store as before).
+    static let maxGroups = 1_024
+
+    private var tails: [Key: Tail] = [:]
+
+    func tail(_ ns: String, _ group: UInt64) -> Tail? { tails[Key(ns: ns, group: group)] }
+
+    func note(_ ns: String, _ group: UInt64, _ tail: Tail) {
+        if tails.count >= Self.maxGroups && tails[Key(ns: ns, group: group)] == nil { tails.removeAll(keepingCapacity: true) }
+        tails[Key(ns: ns, group: group)] = tail
+    }
+
+    func forget(_ ns: String, _ group: UInt64) { tails[Key(ns: ns, group: group)] = nil }
+
+    func forgetAll() { tails.removeAll() }
+
+    var isEmpty: Bool { tails.isEmpty }
+}
