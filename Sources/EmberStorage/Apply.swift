@@ -25,8 +25,9 @@ struct Applier {
     var rows: OrderedRows?
     static let bulkParts = 64
     /// Set by the restore-only replay (`Writer.replay`): its results are dropped (no change
-    /// sets, no versions looked up for them), and a set reads what it replaces with one cursor
-    /// positioning (`WriteProbe`). The state written is the same (`ArchiveReplayTests`).
+    /// sets, no versions looked up for them), and an update's parts read what they replace
+    /// with one cursor positioning each (`WriteProbe`). The state written is the same
+    /// (`ArchiveReplayTests`).
     var replaying = false
 
     init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
@@ -85,7 +86,11 @@ struct Applier {
         case .set(let path, let json, let cond):
             result.triggerReach = .none
             let key = EncodedPath(ns, path)
-            let probe = replaying ? try tables.probeWrite(t, key) : nil
+            // Every set (issue 38: a learner's and a follower's apply): what it replaces, read
+            // with one cursor positioning, and its record put through that cursor — one B-tree
+            // descent for the common overwrite of a leaf instead of a point read and a put.
+            // The replay's path, whose state matches the write path's (`ArchiveReplayTests`).
+            let probe = try tables.probeWrite(t, key)
             defer { probe?.cursor.close() }
             let (old, oldLeafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: key.bytes)
             let node: Node

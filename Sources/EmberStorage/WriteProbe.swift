@@ -4,8 +4,9 @@ import EmberCore
 /// (`Tables.readNodeRecord`) and the leaf or inline object above the key (`Tables.leafOnPath`,
 /// strictly above), which take up to four B-tree descents and three cursors between them when
 /// the key holds nothing — the common case of a restore replaying new children (issue 37).
-/// Used by the restore-only replay (`Applier.replaying`), whose state the row-for-row test
-/// compares with the write path's (`ArchiveReplayTests`).
+/// Used by every set (issue 38: an overwritten leaf is then one descent, its new record put
+/// through the cursor) and by the restore-only replay's update parts (`Applier.replaying`);
+/// the replay's state is compared row for row with the plain reads' (`ArchiveReplayTests`).
 struct WriteProbe {
     let node: Node
     /// `node` is a leaf in its own record at the key (`readNodeRecord`'s `leafRecord`).

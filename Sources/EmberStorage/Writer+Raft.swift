@@ -52,25 +52,32 @@ extension Writer {
     /// read back from the log.
     func applyLogged(_ t: Txn, from: UInt64, through: UInt64, mode: ApplyMode, results: inout [WriteResult],
                      term: inout UInt64, timestamp: inout Int64, fresh: [LogEntry] = []) throws {
-        var i = from
-        let freshFirst = fresh.first?.index ?? 0
-        while i <= through {
-            let e: LogEntry
-            if !fresh.isEmpty && i >= freshFirst && i - freshFirst < UInt64(fresh.count) {
-                e = fresh[Int(i - freshFirst)]
-            } else if let kept = decoded.entry(at: i) {
-                e = kept
-            } else {
-                guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
-                    throw StorageError.logMismatch("entry \(i) is not in the log")
+        func each(_ apply: (LogEntry) throws -> WriteResult) throws {
+            var i = from
+            let freshFirst = fresh.first?.index ?? 0
+            while i <= through {
+                let e: LogEntry
+                if !fresh.isEmpty && i >= freshFirst && i - freshFirst < UInt64(fresh.count) {
+                    e = fresh[Int(i - freshFirst)]
+                } else if let kept = decoded.entry(at: i) {
+                    e = kept
+                } else {
+                    guard let bytes = try t.get(tables.log, Self.logKey(i)) else {
+                        throw StorageError.logMismatch("entry \(i) is not in the log")
+                    }
+                    e = try LogEntry(decoding: bytes)
                 }
-                e = try LogEntry(decoding: bytes)
+                assert(e.index == i, "entry \(e.index) applied at \(i)")
+                results.append(try apply(e))
+                term = e.term
+                timestamp = max(timestamp, e.timestamp)
+                i += 1
             }
-            assert(e.index == i, "entry \(e.index) applied at \(i)")
-            results.append(try applyEntry(e, in: t, mode: mode))
-            term = e.term
-            timestamp = max(timestamp, e.timestamp)
-            i += 1
+        }
+        if mode == .flat {
+            try withFlatApplier(t) { ap in try each { e in try ap.apply(e) } }
+        } else {
+            try each { e in try applyEntry(e, in: t, mode: .nested) }
         }
         try pendingVersions?.flush(tables, t)
     }

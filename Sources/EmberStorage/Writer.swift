@@ -292,6 +292,21 @@ final class Writer: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` with one `Applier` for the flat transaction `t` (as the restore's replay
+    /// does): `applyEntry`'s set-up per entry (the rules state read under its lock, the caches
+    /// copied in and out) is then per batch. An entry's rules, index or trigger change is seen
+    /// by the entries after it through the same `Applier`; the caches are the writer's again
+    /// once `body` returns (when it throws, `withApplyRetry` restores them anyway).
+    func withFlatApplier<T>(_ t: Txn, _ body: (inout Applier) throws -> T) throws -> T {
+        var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
+                         triggers: storedTriggers, tails: triggerTails)
+        let r = try body(&ap)
+        defsCache = ap.defsCache
+        storedRules = ap.rules.stored
+        storedTriggers = ap.triggers
+        return r
+    }
+
     /// Applies one entry inside `t` in the given mode.
     func applyEntry(_ e: LogEntry, in t: Txn, mode: ApplyMode, prebuilt: [Node]? = nil) throws -> WriteResult {
         guard mode == .nested else {
@@ -419,14 +434,22 @@ final class Writer: @unchecked Sendable {
               results = []
               return try writeTxn { t in
                 let rows = try keepLog && store.options.alternatingLog ? LogPair.roles(tables, t).current : tables.log
-                for (sub, e) in entries {
-                    // Without retention the entry would be trimmed in this very transaction:
-                    // a single node restarts from its applied state, never from the log (and
-                    // the entry was only counted, never encoded: `EmberStore.prepare`). A single
-                    // node that archives keeps it as a row until archived: in this transaction,
-                    // so it is durable exactly when the write is (one sync per batch).
-                    if keepLog { try appendLogRow(t, rows, e, encodedWithoutHeader: sub.prepared.encoded) }
-                    results.append(try applyEntry(e, in: t, mode: mode, prebuilt: sub.prepared.nodes))
+                func apply(_ each: (LogEntry, [Node]?) throws -> WriteResult) throws {
+                    for (sub, e) in entries {
+                        // Without retention the entry would be trimmed in this very transaction:
+                        // a single node restarts from its applied state, never from the log (and
+                        // the entry was only counted, never encoded: `EmberStore.prepare`). A
+                        // single node that archives keeps it as a row until archived: in this
+                        // transaction, so it is durable exactly when the write is (one sync per
+                        // batch).
+                        if keepLog { try appendLogRow(t, rows, e, encodedWithoutHeader: sub.prepared.encoded) }
+                        results.append(try each(e, sub.prepared.nodes))
+                    }
+                }
+                if mode == .flat {
+                    try withFlatApplier(t) { ap in try apply { e, nodes in try ap.apply(e, prebuilt: nodes) } }
+                } else {
+                    try apply { e, nodes in try applyEntry(e, in: t, mode: .nested, prebuilt: nodes) }
                 }
                 try pendingVersions?.flush(tables, t)
                 return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
