@@ -58,22 +58,10 @@ extension Writer {
         try withApplyRetry { mode in
             ts = lastTimestamp
             try writeTxn { t in
-                if mode == .flat {
-                    // One Applier for the whole transaction: the per-entry set-up `applyEntry`
-                    // does (rules state, caches copied in and out) is per batch here.
-                    var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
-                                     triggers: storedTriggers, tails: triggerTails)
-                    ap.replaying = true
+                // `.flat`: one Applier for the whole transaction, in its restore-only replay mode.
+                try withEntryApplier(t, mode: mode, replaying: true) { apply in
                     for (k, e) in entries.enumerated() {
-                        _ = try ap.apply(e, prebuilt: prebuilt?[k])
-                        ts = max(ts, e.timestamp)
-                    }
-                    defsCache = ap.defsCache
-                    storedRules = ap.rules.stored
-                    storedTriggers = ap.triggers
-                } else {
-                    for (k, e) in entries.enumerated() {
-                        _ = try applyEntry(e, in: t, mode: .nested, prebuilt: prebuilt?[k])
+                        _ = try apply(e, prebuilt?[k])
                         ts = max(ts, e.timestamp)
                     }
                 }

@@ -74,11 +74,7 @@ extension Writer {
                 i += 1
             }
         }
-        if mode == .flat {
-            try withFlatApplier(t) { ap in try each { e in try ap.apply(e) } }
-        } else {
-            try each { e in try applyEntry(e, in: t, mode: .nested) }
-        }
+        try withEntryApplier(t, mode: mode) { apply in try each { e in try apply(e, nil) } }
         try pendingVersions?.flush(tables, t)
     }
 

@@ -292,14 +292,16 @@ final class Writer: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` with one `Applier` for the flat transaction `t` (as the restore's replay
-    /// does): `applyEntry`'s set-up per entry (the rules state read under its lock, the caches
-    /// copied in and out) is then per batch. An entry's rules, index or trigger change is seen
-    /// by the entries after it through the same `Applier`; the caches are the writer's again
-    /// once `body` returns (when it throws, `withApplyRetry` restores them anyway).
-    func withFlatApplier<T>(_ t: Txn, _ body: (inout Applier) throws -> T) throws -> T {
+    /// Runs `body` with one `Applier` for the flat transaction `t` (`replaying`: in the
+    /// restore-only replay mode, `Applier.replaying`): the Applier's set-up (the rules state
+    /// read under its lock, the caches copied in and out) is then per batch. An entry's rules,
+    /// index or trigger change is seen by the entries after it through the same `Applier`; the
+    /// caches are the writer's again once `body` returns (when it throws, `withApplyRetry`
+    /// restores them anyway).
+    func withFlatApplier<T>(_ t: Txn, replaying: Bool = false, _ body: (inout Applier) throws -> T) throws -> T {
         var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
                          triggers: storedTriggers, tails: triggerTails)
+        ap.replaying = replaying
         let r = try body(&ap)
         defsCache = ap.defsCache
         storedRules = ap.rules.stored
@@ -307,16 +309,21 @@ final class Writer: @unchecked Sendable {
         return r
     }
 
+    /// Runs `body` with the way `mode` applies one entry inside `t`: `.flat` through one
+    /// `Applier` for the whole body (`withFlatApplier`), `.nested` each entry in its own nested
+    /// transaction (`applyEntry`). `replaying`: the flat Applier's restore-only replay mode.
+    func withEntryApplier<T>(_ t: Txn, mode: ApplyMode, replaying: Bool = false,
+                             _ body: (_ apply: (LogEntry, [Node]?) throws -> WriteResult) throws -> T) throws -> T {
+        guard mode == .nested else {
+            return try withFlatApplier(t, replaying: replaying) { ap in try body { e, nodes in try ap.apply(e, prebuilt: nodes) } }
+        }
+        return try body { e, nodes in try applyEntry(e, in: t, mode: .nested, prebuilt: nodes) }
+    }
+
     /// Applies one entry inside `t` in the given mode.
     func applyEntry(_ e: LogEntry, in t: Txn, mode: ApplyMode, prebuilt: [Node]? = nil) throws -> WriteResult {
         guard mode == .nested else {
-            var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
-                             triggers: storedTriggers, tails: triggerTails)
-            let r = try ap.apply(e, prebuilt: prebuilt)
-            defsCache = ap.defsCache
-            storedRules = ap.rules.stored
-            storedTriggers = ap.triggers
-            return r
+            return try withFlatApplier(t) { try $0.apply(e, prebuilt: prebuilt) }
         }
         var child: OpaquePointer?
         try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
@@ -446,11 +453,7 @@ final class Writer: @unchecked Sendable {
                         results.append(try each(e, sub.prepared.nodes))
                     }
                 }
-                if mode == .flat {
-                    try withFlatApplier(t) { ap in try apply { e, nodes in try ap.apply(e, prebuilt: nodes) } }
-                } else {
-                    try apply { e, nodes in try applyEntry(e, in: t, mode: .nested, prebuilt: nodes) }
-                }
+                try withEntryApplier(t, mode: mode) { each in try apply(each) }
                 try pendingVersions?.flush(tables, t)
                 return try finish(t, applied: idx, appliedTerm: term, last: idx, lastTerm: term, ts: ts)
               }
