@@ -54,7 +54,11 @@ extension Writer {
             // Batches as `applyCommitted` makes them: bounded, and ending at a state point.
             let stop = hashPoints.cap(min(last.index, applied + UInt64(store.options.maxBatchEntries)), applied: applied)
             let n = Int(stop - applied)
-            results += try applyBatch(through: stop, appending: Array(entries[k..<k + n]), logged: false)
+            // Usually one batch of all of them: the entries and results are handed on, not copied
+            // (a copy retains and releases every entry's and result's parts).
+            let batch = try applyBatch(through: stop, appending: n == entries.count ? entries : Array(entries[k..<k + n]),
+                                       logged: false)
+            results.appendBatch(batch)
             k += n
         }
         return results

@@ -96,7 +96,7 @@ extension Writer {
         let end = min(target, lastIndex)
         var all: [WriteResult] = []
         while applied < end {
-            all += try applyBatch(through: hashPoints.cap(min(end, applied + UInt64(store.options.maxBatchEntries)), applied: applied))
+            all.appendBatch(try applyBatch(through: hashPoints.cap(min(end, applied + UInt64(store.options.maxBatchEntries)), applied: applied)))
         }
         return all
     }
@@ -145,5 +145,13 @@ extension Writer {
         }
         term = h.term
         votedFor = h.votedFor
+    }
+}
+
+extension Array where Element == WriteResult {
+    /// Appends a batch's results; the first batch is taken as it is (`+=` on an empty array
+    /// copies every result, retaining and then releasing each of its parts).
+    mutating func appendBatch(_ batch: [WriteResult]) {
+        if isEmpty { self = batch } else { self += batch }
     }
 }
