@@ -310,4 +310,49 @@ struct Cursor {
         if let changes, let k = try currentKey() { changes.note(dbi, k) }
         try check(mdb_cursor_del(ptr, 0))
     }
+
+    /// The first (`firstKey`) or last (`lastKey`) record's key, read where LMDB's map holds it
+    /// by `read` (valid only during that call): neither key nor value is copied.
+    func firstKey<T>(_ read: (UnsafeRawBufferPointer) throws -> T) throws -> T? { try keyInPlace(MDB_FIRST, read) }
+    func lastKey<T>(_ read: (UnsafeRawBufferPointer) throws -> T) throws -> T? { try keyInPlace(MDB_LAST, read) }
+
+    private func keyInPlace<T>(_ o: MDB_cursor_op, _ read: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        var k = MDB_val(), v = MDB_val()
+        let rc = mdb_cursor_get(ptr, &k, &v, o)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc)
+        return try read(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size))
+    }
+
+    /// What a key-only walk does at a key: go on, delete the record (the walk goes on with the
+    /// one that followed it), or stop.
+    enum KeyStep { case next, delete, stop }
+
+    /// Walks the keys from the first at or after `start` (empty: the first record) in order, each
+    /// read in place by `step` (valid only during that call; no value is read or copied).
+    func walkKeys(from start: [UInt8], _ step: (UnsafeRawBufferPointer) throws -> KeyStep) throws {
+        var k = MDB_val(), v = MDB_val()
+        var rc: Int32
+        if start.isEmpty {
+            rc = mdb_cursor_get(ptr, &k, &v, MDB_FIRST)
+        } else {
+            rc = Array(start.prefix(maxKeySize)).withUnsafeBytes { kb in
+                k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                return mdb_cursor_get(ptr, &k, &v, MDB_SET_RANGE)
+            }
+        }
+        while rc == 0 {
+            let key = UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)
+            switch try step(key) {
+            case .stop: return
+            case .next: break
+            case .delete:
+                changes?.note(dbi, Array(key))
+                try check(mdb_cursor_del(ptr, 0))
+            }
+            // After `mdb_cursor_del` the cursor rests on the following record; MDB_NEXT returns it.
+            rc = mdb_cursor_get(ptr, &k, &v, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try check(rc) }
+    }
 }

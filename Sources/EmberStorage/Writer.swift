@@ -378,24 +378,14 @@ final class Writer: @unchecked Sendable {
                 // one row per write here).
                 let c = try t.cursor(tables.log)
                 defer { c.close() }
-                var start = first.bigEndian
-                var k = MDB_val(), v = MDB_val()
-                var rc = withUnsafeMutableBytes(of: &start) { kb -> Int32 in
-                    k = MDB_val(mv_size: 8, mv_data: kb.baseAddress)
-                    return mdb_cursor_get(c.ptr, &k, &v, MDB_SET_RANGE)
-                }
+                let start = Self.logKey(first), perCommit = store.options.compactionPerCommit
                 first = upTo + 1
-                while rc == 0, k.mv_size == 8 {
-                    let i = UInt64(bigEndian: UnsafeRawBufferPointer(start: k.mv_data, count: 8).loadUnaligned(as: UInt64.self))
-                    guard i <= upTo else { break }
-                    if n == store.options.compactionPerCommit { first = i; break }
-                    t.changes?.note(tables.log, Self.logKey(i))
-                    try check(mdb_cursor_del(c.ptr, 0))
+                try c.walkKeys(from: start) { key in
+                    guard let i = Self.logIndex(key), i <= upTo else { return .stop }
+                    if n == perCommit { first = i; return .stop }
                     n += 1
-                    // After `mdb_cursor_del` MDB_NEXT returns the record that followed.
-                    rc = mdb_cursor_get(c.ptr, &k, &v, MDB_NEXT)
+                    return .delete
                 }
-                if rc != 0 && rc != MDB_NOTFOUND { try check(rc) }
             }
             if first != firstIndex { try tables.putMetaU64(t, "firstIndex", first) }
             if n > 0 { store.metricsState.withLock { $0.compactedEntries += UInt64(n) } }
@@ -406,6 +396,12 @@ final class Writer: @unchecked Sendable {
     static func logIndex(_ key: [UInt8]) -> UInt64? {
         guard key.count == 8 else { return nil }
         return key.reduce(0) { ($0 << 8) | UInt64($1) }
+    }
+
+    /// A log key's index read where it lies (`Cursor.firstKey`, `walkKeys`).
+    static func logIndex(_ key: UnsafeRawBufferPointer) -> UInt64? {
+        guard key.count == 8 else { return nil }
+        return UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
     }
 
     static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }

@@ -33,7 +33,7 @@ enum LogPair {
     static func compact(_ tables: Tables, _ t: Txn, upTo: UInt64, applied: UInt64) throws -> (first: UInt64, dropped: Int) {
         var (current, older) = try roles(tables, t)
         var dropped = 0
-        let olderLast = try key(t, older, MDB_LAST)
+        let olderLast = try lastIndex(t, older)
         if olderLast.map({ $0 <= upTo }) ?? true {
             if olderLast != nil {
                 var s = MDB_stat()
@@ -46,12 +46,12 @@ enum LogPair {
                 }
                 try check(mdb_drop(t.ptr, older, 0))
             }
-            if try key(t, current, MDB_LAST) != nil {
+            if try lastIndex(t, current) != nil {
                 try tables.putMetaU64(t, currentKey, older == tables.log2 ? 1 : 0)
                 (current, older) = (older, current)
             }
         }
-        let first = try key(t, older, MDB_FIRST) ?? key(t, current, MDB_FIRST) ?? applied + 1
+        let first = try firstIndex(t, older) ?? firstIndex(t, current) ?? applied + 1
         return (first, dropped)
     }
 
@@ -62,16 +62,16 @@ enum LogPair {
         _ = try t.delete(tables.meta, Array(currentKey.utf8))
     }
 
-    /// The first or last (`op`) row's index in `dbi`, read in place.
-    static func key(_ t: Txn, _ dbi: MDB_dbi, _ op: MDB_cursor_op) throws -> UInt64? {
-        var c: OpaquePointer?
-        try check(mdb_cursor_open(t.ptr, dbi, &c))
-        defer { mdb_cursor_close(c) }
-        var k = MDB_val(), v = MDB_val()
-        let rc = mdb_cursor_get(c, &k, &v, op)
-        if rc == MDB_NOTFOUND { return nil }
-        try check(rc)
-        guard k.mv_size == 8 else { return nil }
-        return UInt64(bigEndian: UnsafeRawBufferPointer(start: k.mv_data, count: 8).loadUnaligned(as: UInt64.self))
+    /// The first or last row's index in `dbi`, its key read in place.
+    static func firstIndex(_ t: Txn, _ dbi: MDB_dbi) throws -> UInt64? {
+        let c = try t.cursor(dbi)
+        defer { c.close() }
+        return try c.firstKey(Writer.logIndex) ?? nil
+    }
+
+    static func lastIndex(_ t: Txn, _ dbi: MDB_dbi) throws -> UInt64? {
+        let c = try t.cursor(dbi)
+        defer { c.close() }
+        return try c.lastKey(Writer.logIndex) ?? nil
     }
 }
