@@ -10,7 +10,8 @@ import Logging
 /// 1. N small writes from concurrent submitters into a store without the archive, then into one
 ///    with it (as a single node: the entries it lacks kept as log rows in each batch's own
 ///    transaction; the archiver thread writing segments): the throughput and CPU per write of each, in one
-///    run on the same machine (goal: ≤ 5 % less with the archive);
+///    run on the same machine (goal: ≤ 5 % less with the archive); `--pairs N` (default 3) runs
+///    N such pairs in alternating order (A B, B A, ...) and compares the medians;
 /// 2. the archive's bytes per entry against the log's own encoding;
 /// 3. a restore of everything (goal: ≥ 100,000 entries/s of small writes) and one to the middle
 ///    instant by time.
@@ -20,6 +21,8 @@ struct PITRBench: AsyncParsableCommand {
 
     /// At saturation the archiver closes segments by size (16 MiB: ~220,000 of these entries):
     /// a run of a million writes closes several, each with its state hash, as a saturated leader does.
+    static let maxPairs = 20
+
     @Option(help: "Writes per run.")
     var writes = 1_000_000
 
@@ -37,7 +40,17 @@ struct PITRBench: AsyncParsableCommand {
     @Option(help: "Age in seconds at which the archiver closes a segment (default: the archiver's).")
     var segmentAge = ArchiveOptions(directory: "").segmentMaxAgeSeconds
 
+    /// One run moves by up to ±30 % on a VM whose host steals CPU: one pair decides nothing.
+    @Option(help: "Pairs of runs without/with the archive, in alternating order (A B, B A, ...) so a drifting machine favours neither; more than one is compared by the median of the pairs' ratios.")
+    var pairs = 3
+
+    /// Where the writer's time goes: more log pages per commit show up as commit time and bytes
+    /// written, more work per entry as apply CPU.
+    @Flag(help: "Also print per run: entries per batch, the writer's apply CPU and commit time (wall and CPU) per write, bytes written (the process's write calls) and context switches per write.")
+    var details = false
+
     func validate() throws {
+        guard (1...Self.maxPairs).contains(pairs) else { throw ValidationError("--pairs must be 1...\(Self.maxPairs)") }
         guard writes >= 1, submitters >= 1, valueSize >= 0, segmentBytes >= 1, segmentAge > 0 else {
             throw ValidationError("--writes, --submitters, --segment-bytes and --segment-age must be positive")
         }
@@ -46,16 +59,47 @@ struct PITRBench: AsyncParsableCommand {
     func run() async throws {
         let root = NSTemporaryDirectory() + "ember-pitr-bench-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: root) }
-        print("ember-bench pitr: \(writes) writes of \(valueSize)-byte values, \(submitters) in flight; load average \(loadAverage())")
-        let without = try await writeRun(directory: root + "/plain", archive: nil)
-        print(String(format: "  without the archive: %.0f writes/s; CPU per write: %.2f µs (process), %.2f µs (writer thread)",
-                     without.rate, without.cpu, without.writerCPU))
-        let archiveDir = root + "/archive"
-        let with = try await writeRun(directory: root + "/archived", archive: archiveDir)
-        print(String(format: "  with the archive:    %.0f writes/s (%.1f %% less); archive caught up %.2f s after the last write (segments closed at %d bytes or %.0f s)",
-                     with.rate, 100 * (1 - with.rate / without.rate), with.catchUp, segmentBytes, segmentAge))
-        print(String(format: "    CPU per write: %.2f µs (process, %+.1f %%; %.2f µs with the catch-up), %.2f µs (writer thread)",
-                     with.cpu, 100 * (with.cpu / without.cpu - 1), with.cpuWithCatchUp, with.writerCPU))
+        print("ember-bench pitr: \(writes) writes of \(valueSize)-byte values, \(submitters) in flight"
+              + (pairs > 1 ? ", \(pairs) pairs of runs without/with the archive in alternating order" : "")
+              + "; load average \(loadAverage())")
+        var done: [(without: WriteRun, with: WriteRun)] = []
+        var archiveDir = ""
+        for p in 0..<pairs {
+            // A B, B A, A B, ...: a machine that drifts during the runs favours neither side.
+            let archiveFirst = p % 2 == 1
+            var without: WriteRun? = nil, with: WriteRun? = nil
+            for archived in archiveFirst ? [true, false] : [false, true] {
+                let dir = root + "/run-\(p)-" + (archived ? "archived" : "plain")
+                defer { try? FileManager.default.removeItem(atPath: dir) }
+                if archived {
+                    // Only the last run's archive is kept (for its size and the restores).
+                    if !archiveDir.isEmpty { try? FileManager.default.removeItem(atPath: archiveDir) }
+                    archiveDir = root + "/archive-\(p)"
+                    with = try await writeRun(directory: dir, archive: archiveDir)
+                } else {
+                    without = try await writeRun(directory: dir, archive: nil)
+                }
+                printRun(pair: pairs > 1 ? p : nil, archived ? with! : without!, baseline: archived ? without : nil)
+            }
+            guard let without, let with else { continue }
+            done.append((without, with))
+            if pairs > 1 {
+                print(String(format: "  pair %d (%@): with/without %.3f (%.1f %% less); CPU per write %+.2f µs (process), %+.2f µs (writer thread)",
+                             p + 1, archiveFirst ? "with first" : "without first", with.rate / without.rate,
+                             100 * (1 - with.rate / without.rate), with.cpu - without.cpu, with.writerCPU - without.writerCPU))
+            }
+        }
+        if done.count > 1 {
+            let ratio = median(done.map { $0.with.rate / $0.without.rate })
+            let less = 100 * (1 - ratio)
+            print(String(format: "  medians of %d pairs: with/without %.3f (%.1f %% less; goal ≤ %.0f %%: %@); pairs' ratios %@",
+                         done.count, ratio, less, Self.throughputGoalPercent, less <= Self.throughputGoalPercent ? "met" : "NOT met",
+                         done.map { String(format: "%.3f", $0.with.rate / $0.without.rate) }.joined(separator: ", ")))
+            print(String(format: "    CPU per write: process %.2f → %.2f µs (pairs' change %+.2f µs), writer thread %.2f → %.2f µs (%+.2f µs)",
+                         median(done.map(\.without.cpu)), median(done.map(\.with.cpu)), median(done.map { $0.with.cpu - $0.without.cpu }),
+                         median(done.map(\.without.writerCPU)), median(done.map(\.with.writerCPU)),
+                         median(done.map { $0.with.writerCPU - $0.without.writerCPU })))
+        }
         let archive = try DirectoryArchiveStore(directory: archiveDir, create: false)
         let catalog = ArchiveCatalog(names: try archive.list())
         var segmentBytes = 0, entryBytes = 0, entries = 0
@@ -82,12 +126,73 @@ struct PITRBench: AsyncParsableCommand {
         print("  load average \(loadAverage())")
     }
 
+    /// The goal of issue 37: archiving costs at most this share of the write throughput.
+    static let throughputGoalPercent = 5.0
+
+    /// One run's lines: a single pair prints them as the bench always did; with `--pairs` each
+    /// run is numbered and carries the load average (and the host's steal) at its end.
+    func printRun(pair: Int?, _ r: WriteRun, baseline: WriteRun?) {
+        let label = pair.map { "  pair \($0 + 1), " } ?? "  "
+        guard r.archived else {
+            print(String(format: "%@without the archive: %.0f writes/s; CPU per write: %.2f µs (process), %.2f µs (writer thread)",
+                         label, r.rate, r.cpu, r.writerCPU) + (pair == nil ? "" : "; load average \(loadAverage())"))
+            printDetails(r)
+            return
+        }
+        let less = baseline.map { String(format: " (%.1f %% less)", 100 * (1 - r.rate / $0.rate)) } ?? ""
+        print(String(format: "%@with the archive:    %.0f writes/s%@; archive caught up %.2f s after the last write (segments closed at %d bytes or %.0f s)",
+                     label, r.rate, less, r.catchUp, segmentBytes, segmentAge))
+        let change = baseline.map { String(format: "process, %+.1f %%; ", 100 * (r.cpu / $0.cpu - 1)) } ?? "process; "
+        print(String(format: "    CPU per write: %.2f µs (%@%.2f µs with the catch-up), %.2f µs (writer thread)",
+                     r.cpu, change, r.cpuWithCatchUp, r.writerCPU) + (pair == nil ? "" : "; load average \(loadAverage())"))
+        printDetails(r)
+    }
+
+    func printDetails(_ r: WriteRun) {
+        guard details else { return }
+        print(String(format: "    writer: %.1f entries per batch; per write: apply %.2f µs CPU, commit %.2f µs (%.2f µs CPU, the rest waiting for the disk); "
+                     + "%.0f bytes written, %.3f context switches (process)",
+                     r.entriesPerBatch, r.applyCPU, r.commitWall, r.commitCPU, r.bytesWritten, r.contextSwitches))
+    }
+
+    struct WriteRun {
+        var archived: Bool
+        var rate: Double
+        var catchUp: Double
+        var cpu: Double
+        var cpuWithCatchUp: Double
+        var writerCPU: Double
+        /// `--details`: the writer's split and what the process wrote and switched, per write.
+        var entriesPerBatch = 0.0
+        var applyCPU = 0.0
+        var commitWall = 0.0
+        var commitCPU = 0.0
+        var bytesWritten = 0.0
+        var contextSwitches = 0.0
+    }
+
+    /// Bytes this process handed to write calls so far (/proc/self/io `wchar`: LMDB's page
+    /// write-out, the archive's segments).
+    static func bytesWritten() -> Double {
+        guard let s = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return 0 }
+        for line in s.split(separator: "\n") where line.hasPrefix("wchar:") {
+            return Double(line.dropFirst(6).trimmingCharacters(in: .whitespaces)) ?? 0
+        }
+        return 0
+    }
+
+    /// Voluntary and involuntary context switches of this process so far.
+    static func contextSwitches() -> Double {
+        var u = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &u)
+        return Double(u.ru_nvcsw + u.ru_nivcsw)
+    }
+
     /// N writes into a fresh store; with `archive`, the archiver writes to it and the run waits
     /// until it holds every write. Returns writes/s, the archive's catch-up time, and CPU µs
     /// per write: the process's while writing and until the archive caught up, and the store's
     /// writer thread's (applying and committing).
-    func writeRun(directory: String, archive: String?) async throws
-        -> (rate: Double, catchUp: Double, cpu: Double, cpuWithCatchUp: Double, writerCPU: Double) {
+    func writeRun(directory: String, archive: String?) async throws -> WriteRun {
         var options = StoreOptions()
         options.logRetention = StoreOptions.singleNodeLogRetention
         if archive != nil {
@@ -111,6 +216,7 @@ struct PITRBench: AsyncParsableCommand {
         let (writes, submitters) = (self.writes, self.submitters)
         let t0 = Date()
         let cpu0 = ownCPUSeconds()
+        let (io0, cs0) = (Self.bytesWritten(), Self.contextSwitches())
         let m0 = store.metrics
         try await withThrowingTaskGroup(of: Void.self) { group in
             for w in 0..<submitters {
@@ -127,6 +233,7 @@ struct PITRBench: AsyncParsableCommand {
         let seconds = Date().timeIntervalSince(t0)
         let cpu = ownCPUSeconds() - cpu0
         let m1 = store.metrics
+        let (io1, cs1) = (Self.bytesWritten(), Self.contextSwitches())
         let writerNanos = (m1.transactionCPUNanos + m1.commitCPUNanos) - (m0.transactionCPUNanos + m0.commitCPUNanos)
         var catchUp = 0.0
         if let archiver {
@@ -139,6 +246,12 @@ struct PITRBench: AsyncParsableCommand {
             guard archived >= UInt64(writes) else { throw ValidationError("the archive holds entries through \(archived) only, after \(writes) writes") }
         }
         let n = Double(writes)
-        return (n / seconds, catchUp, cpu / n * 1e6, (ownCPUSeconds() - cpu0) / n * 1e6, Double(writerNanos) / n / 1e3)
+        return WriteRun(archived: archive != nil, rate: n / seconds, catchUp: catchUp, cpu: cpu / n * 1e6,
+                        cpuWithCatchUp: (ownCPUSeconds() - cpu0) / n * 1e6, writerCPU: Double(writerNanos) / n / 1e3,
+                        entriesPerBatch: Double(m1.entriesCommitted - m0.entriesCommitted) / Double(max(1, m1.batches - m0.batches)),
+                        applyCPU: Double(m1.transactionCPUNanos - m0.transactionCPUNanos) / n / 1e3,
+                        commitWall: Double(m1.commitNanos - m0.commitNanos) / n / 1e3,
+                        commitCPU: Double(m1.commitCPUNanos - m0.commitCPUNanos) / n / 1e3,
+                        bytesWritten: (io1 - io0) / n, contextSwitches: (cs1 - cs0) / n)
     }
 }
