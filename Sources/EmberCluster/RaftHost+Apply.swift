@@ -67,8 +67,11 @@ extension RaftHost {
         // Counted until its transaction committed, after its results came back: the writer is
         // busy with it until then (a big apply's commit writes its pages and syncs).
         if long { longApplies.add(1, ordering: .relaxed) }
-        var finished: (@Sendable () -> Void)?
-        if long { finished = { [weak self] in self?.longApplies.subtract(1, ordering: .relaxed) } }
+        queuedApplies.add(1, ordering: .relaxed)
+        let finished: @Sendable () -> Void = { [weak self] in
+            if long { self?.longApplies.subtract(1, ordering: .relaxed) }
+            self?.queuedApplies.subtract(1, ordering: .relaxed)
+        }
         let queued = store.startApplyCommitted(through: index, metaSync: metaSync, done: { [weak self] result in
             guard let self else { return }
             self.outcomes.withLock { $0.append(ApplyOutcome(through: index, result: result)) }
@@ -143,7 +146,11 @@ extension RaftHost {
     /// Every entry through this index has been applied and its results answered: a write
     /// appended at or below it finds its result among the recent ones, or nowhere.
     var answerFloor: UInt64 {
-        applies.inFlight.isEmpty ? store.appliedIndex : applies.floor
+        if !applies.inFlight.isEmpty { return applies.floor }
+        // A persist queued off the loop applies in its transaction (RaftHost+QueuedPersist):
+        // answered are what came before it, the applies queued ahead of it included.
+        if let before = persists.answeredBeforeCarried { return max(before, applies.floor) }
+        return store.appliedIndex
     }
 
     /// The applied index compaction may go up to: what the store holds, not what Raft handed out.

@@ -25,6 +25,10 @@ struct PersistBook {
     var writing: HostPersist?
     /// Effects planned after it that must wait for it, in order.
     var held: [HostEffect] = []
+    /// When `writing` carries an apply: the entries answered when it was queued (`answerFloor`).
+    /// The writer raises the store's applied index when that transaction commits, before the loop
+    /// has answered its results.
+    var answeredBeforeCarried: UInt64?
 }
 
 extension RaftHost {
@@ -33,21 +37,33 @@ extension RaftHost {
     static let maxHeldEffects = 4_096
 
     /// Whether `w` is queued without the loop waiting for it: while a long apply is queued on
-    /// the writer (the write would wait behind it for its seconds; behind a short one the loop
-    /// waits as it always did, and the apply of a small write rides in its append's
-    /// transaction: one fsync per turn). Not on a learner (its write may store a batch
-    /// without log rows, judged by the store's applied index once every apply is settled), nor
-    /// while room is short (every storage call of the loop then waits for room in place).
+    /// the writer (the write would wait behind it for its seconds), and on a follower while any
+    /// apply's transaction is still to commit there. A follower applies on its own (a commit
+    /// index that came without new entries) and its leader's next entries arrive a moment later:
+    /// their append waits for that apply's sync, then syncs itself. With syncs of 300 ms the loop
+    /// answered nothing for ~600 ms, heartbeats included, and the leader, hearing neither
+    /// follower within its 500 ms check-quorum window, stepped down (term 1 -> 3 in
+    /// test_read_your_writes.py under load). Otherwise the loop waits as it always did, and a
+    /// small write's apply rides in its append's transaction: one fsync per turn. Not on a
+    /// learner (its write may store a batch without log rows, judged by the store's applied
+    /// index once every apply is settled), nor while room is short (every storage call of the
+    /// loop then waits for room in place).
     func persistsOffLoop(_ w: HostPersist) -> Bool {
-        longApplies.load(ordering: .relaxed) > 0 && !node.isLearner && !store.space.isShort
+        guard !node.isLearner, !store.space.isShort else { return false }
+        if longApplies.load(ordering: .relaxed) > 0 { return true }
+        return node.role == .follower && queuedApplies.load(ordering: .relaxed) > 0
     }
 
-    /// Queues `w`'s term, vote and entries on the writer; its apply is held until they are
-    /// durable (then queued off the loop as any apply: `apply(through:)`).
+    /// Queues `w`'s term, vote and entries on the writer. A small apply rides in the append's
+    /// transaction (one sync, as on the loop; its results come back with the persist); a long
+    /// one is held until they are durable (then queued off the loop as any apply:
+    /// `apply(through:)`).
     func startPersist(_ w: HostPersist) {
         assert(persists.writing == nil, "one queued persist at a time")
         var write = w
-        write.apply = []
+        let carried = !w.apply.isEmpty && !Self.applyOffLoop(w.apply)
+        // Kept when carried: a write that failed for lack of room is written again whole.
+        if !carried { write.apply = [] }
         let entries: [EmberStorage.LogEntry], encoded: [[UInt8]]
         do {
             defer { decoded.forget() }
@@ -58,10 +74,13 @@ extension RaftHost {
             fatalStorage("append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0)", error)
         }
         let hard = w.hardState.map { EmberStorage.HardState(term: $0.term, votedFor: $0.votedFor) }
+        persists.answeredBeforeCarried = carried ? answerFloor : nil
         persists.writing = write
         do {
             // Every entry was checked where it was proposed (`payload(for:)`, `stamp`).
-            let queued = try store.startPersist(hardState: hard, entries: entries, encoded: encoded, validated: true) { [weak self] result in
+            let through = carried ? w.apply.last!.index : 0
+            let queued = try store.startPersist(hardState: hard, entries: entries, encoded: encoded, validated: true,
+                                                applyingThrough: through) { [weak self] result in
                 guard let self else { return }
                 self.persistOutcome.withLock { $0 = result }
                 self.enqueue(.persistDone, force: true)
@@ -70,7 +89,7 @@ extension RaftHost {
         } catch {
             fatalStorage("append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0)", error)
         }
-        if !w.apply.isEmpty { persists.held.append(.apply(w.apply, metaSync: true)) }
+        if !carried && !w.apply.isEmpty { persists.held.append(.apply(w.apply, metaSync: true)) }
     }
 
     /// Holds `effect` until the queued persist is durable; past `maxHeldEffects` waits for it.
@@ -86,13 +105,16 @@ extension RaftHost {
     /// failed for lack of room, written again on the loop (`write`: it waits for room); then
     /// what was held for it is performed.
     func settlePersist() async {
-        guard let write = persists.writing, let result = persistOutcome.withLock({ r -> Result<Void, any Error>? in
+        guard let write = persists.writing, let result = persistOutcome.withLock({ r -> Result<[WriteResult], any Error>? in
             defer { r = nil }
             return r
         }) else { return }
         persists.writing = nil
+        persists.answeredBeforeCarried = nil
         switch result {
-        case .success:
+        case .success(let results):
+            // A carried apply's results, after those of the applies queued before it.
+            answer(results)
             if let report = write.report { step(.persisted(through: report.index, term: report.term)) }
         case .failure(let error) where SpaceGuard.isNoSpace(error):
             // Nothing was queued after it (held), so the log stays a prefix.
@@ -115,8 +137,10 @@ extension RaftHost {
 
     /// Held effects with their persists written as one, where the first was: later persists
     /// replace earlier entries from their first index on (as `HostCore` buffers them), the last
-    /// term and vote win, and every apply keeps its place among the others, after that write.
-    /// Effects after the first persist only wait longer: durable sooner never breaks the contract.
+    /// term and vote win, and the writes' applies ride in the merged write (applied sooner: a
+    /// committed entry's apply may run any time after it is durable); every other effect keeps
+    /// its order after that write. Effects after the first persist only wait longer: durable
+    /// sooner never breaks the contract.
     static func coalesced(_ effects: [HostEffect]) -> [HostEffect] {
         guard let first = effects.firstIndex(where: { if case .persist = $0 { true } else { false } }) else { return effects }
         var merged = HostPersist()
@@ -131,7 +155,10 @@ extension RaftHost {
                 merged.entries.removeAll { $0.index >= from }
                 merged.entries += w.entries
             }
-            if !w.apply.isEmpty { after.append(.apply(w.apply, metaSync: true)) }
+            // Applied in the merged write's transaction, as each would have been in its own: an
+            // apply left after it would be queued alone and hold the next append behind its sync.
+            // Applies go through an index, so a bare `.apply` left below one of them is a no-op.
+            merged.apply += w.apply
         }
         return Array(effects[..<first]) + [.persist(merged)] + after
     }

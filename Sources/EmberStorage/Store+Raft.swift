@@ -77,13 +77,18 @@ extension EmberStore {
     /// stored when the append failed: writing it again is harmless). A Raft host's loop goes on
     /// meanwhile: behind a bulk import's multi-MB apply a persist waits seconds, and heartbeats
     /// must not (issue 42). False when the store is closed (`done` never runs).
+    /// `applyingThrough` > 0: committed entries through it are applied in the append's transaction
+    /// (`appendAndApply`: one sync for both), and `done` gets their results once it committed.
     public func startPersist(hardState: HardState?, entries: [LogEntry], encoded: [[UInt8]]? = nil, validated: Bool = false,
-                             done: @escaping @Sendable (Result<Void, any Error>) -> Void) throws -> Bool {
+                             applyingThrough: UInt64 = 0,
+                             done: @escaping @Sendable (Result<[WriteResult], any Error>) -> Void) throws -> Bool {
         try checkEntries(entries, encoded: encoded, validated: validated)
         return enqueueExclusive { w in
             done(Result {
                 if let hardState { try w.setHardState(hardState) }
+                if applyingThrough > 0 { return try w.appendAndApply(entries, encoded: encoded, through: applyingThrough) }
                 if !entries.isEmpty { try w.append(entries, encoded: encoded) }
+                return []
             })
         }
     }

@@ -37,6 +37,7 @@ extension EmberStore {
             w.releasing = false
             done(r)
             w.store.afterReleasedHandOut.withLock { $0 }?()
+            w.store.afterQueuedApplyHandOut.withLock { $0 }?()
             w.commitPending()
             finished?()
         }

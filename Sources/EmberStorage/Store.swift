@@ -551,6 +551,9 @@ final class StoreCore: @unchecked Sendable {
     /// Tests only: runs on the writer thread right after a releasing job handed its results out,
     /// so a test can see, in the writer's own order, whether that came before or after a commit.
     let afterReleasedHandOut = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Tests only: as `afterReleasedHandOut`, for an apply queued without waiting
+    /// (`startApplyCommitted`) alone.
+    let afterQueuedApplyHandOut = Mutex<(@Sendable () -> Void)?>(nil)
 
     struct Queue {
         var pending: [Job] = []

@@ -32,7 +32,8 @@ import EmberTestSupport
         let release = DispatchSemaphore(value: 0)
     }
 
-    static func heldCluster(_ dir: String) async throws -> HeldCluster {
+    /// `holdOnLeader` false: nothing is held (the caller installs its own hold).
+    static func heldCluster(_ dir: String, holdOnLeader: Bool = true) async throws -> HeldCluster {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ids = ["n1", "n2", "n3"]
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
@@ -56,6 +57,7 @@ import EmberTestSupport
         // Everything committed so far is applied everywhere: the next apply on the leader is the write's.
         for n in nodes { try await n.ports.reader.linearizableBarrier() }
         let cluster = HeldCluster(nodes: nodes, leader: leader, followers: nodes.filter { $0 !== leader }, term: leader.host.status.term)
+        guard holdOnLeader else { return cluster }
         let armed = DispatchSemaphore(value: 1)  // one permit: only the first apply is held
         let (held, release) = (cluster.held, cluster.release)
         leader.host.store.core.afterReleasedHandOut.withLock {
