@@ -25,7 +25,7 @@ public struct TriggerCommit: Sendable {
         for (ns, reach) in entries {
             switch reach {
             case .none: continue
-            case .namespace: namespaces.insert(ns)
+            case .namespace, .cursors: namespaces.insert(ns)
             case .group(let g):
                 if let p = previous, p.1 == g && p.0 == ns { continue }
                 groups.insert(Group(namespace: ns, group: g))

@@ -23,6 +23,12 @@ public protocol TriggersPort: Sendable {
     /// `outbox` with each row's source and the group read: what the delivery worker's cursor
     /// entries (`TriggerOperation.advance`) name.
     func read(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> TriggerOutboxRead
+    /// `state` and `read` for a delivery lane: they may answer before this node's last apply
+    /// commits (its entries are committed in Raft), with what they return once it has
+    /// (`EmberStore.triggerDeliveryRead`). `floor`: every shared record through it was delivered
+    /// and its cursor logged by the lane.
+    func deliveryState(namespace: String, trigger: String) throws -> TriggerState?
+    func deliveryRead(namespace: String, trigger: String, after: UInt64?, limit: Int, floor: UInt64) throws -> TriggerOutboxRead
     func deadLetters(namespace: String, trigger: String, limit: Int) throws -> [(index: UInt64, reason: String, events: [TriggerEvent])]
     /// Whether this node delivers (a single node always; a cluster member while it leads).
     var delivers: Bool { get }
@@ -38,6 +44,15 @@ public protocol TriggersPort: Sendable {
 }
 
 extension TriggersPort {
+    /// A port with no early reads: the committed state, as the fronts read it.
+    public func deliveryState(namespace: String, trigger: String) throws -> TriggerState? {
+        try state(namespace: namespace, trigger: trigger)
+    }
+
+    public func deliveryRead(namespace: String, trigger: String, after: UInt64?, limit: Int, floor: UInt64) throws -> TriggerOutboxRead {
+        try read(namespace: namespace, trigger: trigger, after: after, limit: limit)
+    }
+
     /// A port that cannot tell: every commit reaches every lane.
     public func onTriggerCommit(_ handler: @escaping @Sendable (TriggerCommit) -> Void) {
         onCommit { handler(.all) }
@@ -91,6 +106,14 @@ public struct LMDBTriggers: TriggersPort {
 
     public func read(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> TriggerOutboxRead {
         try translated { try store.triggerOutboxRead(namespace: namespace, trigger: trigger, after: after, limit: limit) }
+    }
+
+    public func deliveryState(namespace: String, trigger: String) throws -> TriggerState? {
+        try translated { try store.triggerDeliveryState(namespace: namespace, name: trigger) }
+    }
+
+    public func deliveryRead(namespace: String, trigger: String, after: UInt64?, limit: Int, floor: UInt64) throws -> TriggerOutboxRead {
+        try translated { try store.triggerDeliveryRead(namespace: namespace, trigger: trigger, after: after, limit: limit, floor: floor) }
     }
 
     public func deadLetters(namespace: String, trigger: String, limit: Int) throws -> [(index: UInt64, reason: String, events: [TriggerEvent])] {

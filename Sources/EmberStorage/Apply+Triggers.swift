@@ -110,6 +110,7 @@ extension Applier {
         if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
             try t.put(tables.meta, key, record)
             tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: at))
+            tails?.appended(ns, group, e.index, fresh)
             return
         }
         // States and the summary are rewritten below.

@@ -82,6 +82,7 @@ struct Applier {
             return result
         case .triggers(let op):
             try applyTriggers(e, op)
+            if case .advance = op { result.triggerReach = .cursors }
             return result
         case .set(let path, let json, let cond):
             result.triggerReach = .none

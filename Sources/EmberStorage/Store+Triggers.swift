@@ -82,28 +82,65 @@ extension EmberStore {
 
     /// `triggerOutbox` with each row's source and the group read (what the worker's cursor
     /// entry names).
-    public func triggerOutboxRead(namespace: String, trigger: String, after: UInt64?, limit: Int) throws -> TriggerOutboxRead {
-        try withVisibleRead { t in
-            guard let st = try tables.triggerState(t, namespace, trigger) else { return TriggerOutboxRead(group: 0, rows: []) }
-            let own = try tables.triggerRows(t, prefix: TriggerKeys.outboxPrefix(namespace, trigger), after: after, limit: limit)
-            let shared = try TriggerChangeLog.read(tables, t, namespace, st, after: max(after ?? 0, st.cursor), limit: limit,
-                                                   cache: triggerRecords)
-            var rows: [(index: UInt64, events: [TriggerEvent], own: Bool)] = []
-            rows.reserveCapacity(min(limit, own.count + shared.count))
-            var a = 0, b = 0
-            while rows.count < limit && (a < own.count || b < shared.count) {
-                if b == shared.count || (a < own.count && own[a].index <= shared[b].index) {
-                    // An own row and a record at one index: the own row (not expected; defensive).
-                    if b < shared.count && own[a].index == shared[b].index { b += 1 }
-                    rows.append((own[a].index, own[a].events, true))
-                    a += 1
-                } else {
-                    rows.append((shared[b].index, shared[b].events, false))
-                    b += 1
-                }
-            }
-            return TriggerOutboxRead(group: st.group, rows: rows)
+    public func triggerOutboxRead(namespace: String, trigger: String, after: UInt64?, limit: Int, floor: UInt64 = 0) throws -> TriggerOutboxRead {
+        try withVisibleRead { t in try outboxRows(t, namespace, trigger, after: after, limit: limit, floor: floor).read }
+    }
+
+    /// `triggerOutboxRead` for a delivery lane, which need not wait for an apply released
+    /// before its commit (`TriggerReleases`): the committed state read at once, plus the
+    /// records of the pending apply. The same rows the waiting read returns after the commit;
+    /// it waits instead when the pending apply changed more than its group's records, or the
+    /// committed state holds own rows of the trigger (rare: a 0.6.0 outbox, replayed dead
+    /// letters; an `advance` pending may have settled them). `floor`: the lane delivered and
+    /// logged every shared record through it (a pending `advance` may not show in the cursor).
+    public func triggerDeliveryRead(namespace: String, trigger: String, after: UInt64?, limit: Int, floor: UInt64) throws -> TriggerOutboxRead {
+        let waiting = { try self.triggerOutboxRead(namespace: namespace, trigger: trigger, after: after, limit: limit, floor: floor) }
+        guard let early = core.triggerReleases.view(namespace, core.visibility) else { return try waiting() }
+        let (read, st) = try core.withRead { t in try outboxRows(t, namespace, trigger, after: after, limit: limit, floor: floor) }
+        if read.rows.contains(where: { $0.own }) { return try waiting() }
+        guard let st, st.group != 0, st.keepThrough == 0, !early.isEmpty, read.rows.count < limit else { return read }
+        var out = read
+        // Newer than every committed record: those the pending apply wrote for the group.
+        var last = max(after ?? 0, st.cursor, floor, read.rows.last?.index ?? 0)
+        for r in early where r.group == st.group && r.index > last && out.rows.count < limit {
+            out.rows.append((r.index, r.events, false))
+            last = r.index
         }
+        return out
+    }
+
+    /// One trigger's replicated state for its delivery lane: `triggerState`, without waiting
+    /// for a pending apply that changed nothing but its namespace's records and cursors
+    /// (`TriggerReleases`): no pause, halt or definition is pending then.
+    public func triggerDeliveryState(namespace: String, name: String) throws -> TriggerState? {
+        try KeyCodec.validateNamespace(namespace)
+        guard core.triggerReleases.view(namespace, core.visibility) != nil else { return try triggerState(namespace: namespace, name: name) }
+        return try core.withRead { t in try tables.triggerState(t, namespace, name) }
+    }
+
+    /// A trigger's own rows and its group's records after `after` (those after its cursor and
+    /// `floor`), merged in log order, at most `limit`; and its state.
+    func outboxRows(_ t: Txn, _ namespace: String, _ trigger: String, after: UInt64?, limit: Int,
+                    floor: UInt64) throws -> (read: TriggerOutboxRead, state: TriggerState?) {
+        guard let st = try tables.triggerState(t, namespace, trigger) else { return (TriggerOutboxRead(group: 0, rows: []), nil) }
+        let own = try tables.triggerRows(t, prefix: TriggerKeys.outboxPrefix(namespace, trigger), after: after, limit: limit)
+        let shared = try TriggerChangeLog.read(tables, t, namespace, st, after: max(after ?? 0, st.cursor, floor), limit: limit,
+                                               cache: triggerRecords)
+        var rows: [(index: UInt64, events: [TriggerEvent], own: Bool)] = []
+        rows.reserveCapacity(min(limit, own.count + shared.count))
+        var a = 0, b = 0
+        while rows.count < limit && (a < own.count || b < shared.count) {
+            if b == shared.count || (a < own.count && own[a].index <= shared[b].index) {
+                // An own row and a record at one index: the own row (not expected; defensive).
+                if b < shared.count && own[a].index == shared[b].index { b += 1 }
+                rows.append((own[a].index, own[a].events, true))
+                a += 1
+            } else {
+                rows.append((shared[b].index, shared[b].events, false))
+                b += 1
+            }
+        }
+        return (TriggerOutboxRead(group: st.group, rows: rows), st)
     }
 
     /// Dead letters of a trigger (oldest first), at most `limit`.

@@ -542,6 +542,8 @@ final class StoreCore: @unchecked Sendable {
     let options: StoreOptions
     /// Orders reads after results released before their commit (`performReleasing`).
     let visibility = Visibility()
+    /// Change records released before their commit, for the delivery lanes (`TriggerReleases`).
+    let triggerReleases = TriggerReleases()
     /// Tests only: runs on the writer thread just before a released transaction commits, so a
     /// test can hold that moment and look at what readers and callers see meanwhile.
     let beforeReleasedCommit = Mutex<(@Sendable () -> Void)?>(nil)

@@ -9,6 +9,10 @@ public enum TriggerReach: Sendable, Equatable {
     case none
     /// Change records of this one group (`TriggerDefinition.group`) of the entry's namespace.
     case group(UInt64)
+    /// Cursors moved for delivered entries (an `advance`): every lane of the namespace looks,
+    /// as for `.namespace`, but nothing a lane reads changed except what it delivered itself
+    /// (its cursor, its own rows settled, records no lane holds any more: `TriggerReleases`).
+    case cursors
     /// Possibly anything of the namespace's triggers (their definitions, cursors, states, own
     /// rows, or records of several groups): every lane of the namespace looks. What an entry
     /// that does not say otherwise reaches.

@@ -28,6 +28,19 @@ final class TriggerTails {
 
     private var tails: [Key: Tail] = [:]
 
+    /// The records the transaction appended after a tail, in log order, for a delivery lane
+    /// that reads before the commit (`TriggerReleases`); nil when no lane reads so
+    /// (`collecting` false at the start).
+    private(set) var records: [TriggerReleases.Record]?
+
+    init(collecting: Bool = false) {
+        records = collecting ? [] : nil
+    }
+
+    func appended(_ ns: String, _ group: UInt64, _ index: UInt64, _ events: [TriggerEvent]) {
+        records?.append(TriggerReleases.Record(namespace: ns, group: group, index: index, events: events))
+    }
+
     func tail(_ ns: String, _ group: UInt64) -> Tail? { tails[Key(ns: ns, group: group)] }
 
     func note(_ ns: String, _ group: UInt64, _ tail: Tail) {

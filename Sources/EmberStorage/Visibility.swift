@@ -51,6 +51,13 @@ final class Visibility: Sendable {
         for c in ready { c.resume() }
     }
 
+    /// The last release made visible and the last made (equal: none pending). Read in that
+    /// order, so `released` is never behind what `visible` says committed.
+    var counts: (visible: UInt64, released: UInt64) {
+        let v = visible.load(ordering: .acquiring)
+        return (v, released.load(ordering: .acquiring))
+    }
+
     /// The release a read starting now must see, or nil when none is pending.
     private func pendingTarget() -> UInt64? {
         let target = released.load(ordering: .acquiring)

@@ -131,6 +131,10 @@ extension Writer {
         if logged && !fresh.isEmpty { decoded.appended(fresh, sizes: Self.sizes(fresh, encoded)) }
         decoded.applied(through: stop)
         commitBeforePublishing(results)
+        // Released before its commit: a delivery lane reads its records from here meanwhile.
+        if let seq = pending?.seq, store.triggerReleases.active {
+            store.triggerReleases.add(seq: seq, results: results, records: releasedRecords)
+        }
         publishRules()
         publishState()
         store.metricsState.withLock { $0.entriesCommitted += UInt64(results.count) }

@@ -24,6 +24,9 @@ final class Writer: @unchecked Sendable {
     var pendingVersions: PendingVersions?
     /// Set while a flat transaction runs (`withApplyRetry`): the trigger record streams' ends.
     var triggerTails: TriggerTails?
+    /// The records the last flat transaction appended (`TriggerTails.records`); nil after a
+    /// nested one, or when no delivery lane reads before commits (`TriggerReleases`).
+    var releasedRecords: [TriggerReleases.Record]?
     /// Appended, unapplied entries as decoded when appended (`DecodedTail`).
     var decoded = DecodedTail()
     /// Set during a releasing job (`EmberStore.performReleasing`): `writeTxn` leaves its
@@ -184,6 +187,7 @@ final class Writer: @unchecked Sendable {
             fatalError("storage failure: the commit of results already released failed: \(error)")
         }
         store.visibility.committed(p.seq)
+        store.triggerReleases.committed(through: p.seq)
     }
 
     /// `metaSync` false: this commit skips LMDB's meta-page sync (see `EmberStore.applyCommitted`).
@@ -271,11 +275,14 @@ final class Writer: @unchecked Sendable {
     /// restored again (the transaction left nothing behind) and the error is rethrown.
     func withApplyRetry<T>(_ body: (ApplyMode) throws -> T) throws -> T {
         let saveDefs = defsCache, saveRules = storedRules, saveTriggers = storedTriggers
+        releasedRecords = nil
         do {
             pendingVersions = PendingVersions()
-            triggerTails = TriggerTails()
+            triggerTails = TriggerTails(collecting: store.triggerReleases.active)
             defer { pendingVersions = nil; triggerTails = nil }
-            return try body(.flat)
+            let r = try body(.flat)
+            releasedRecords = triggerTails?.records
+            return r
         } catch {
             defsCache = saveDefs
             storedRules = saveRules

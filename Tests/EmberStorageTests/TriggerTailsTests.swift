@@ -108,8 +108,8 @@ import Testing
         #expect(read.group == msgs)
     }
 
-    /// A set or an update names the one group it gave records to, or none; writes of several
-    /// groups and any other entry reach the namespace's lanes.
+    /// A set or an update names the one group it gave records to, or none; a cursor entry says
+    /// so; writes of several groups and any other entry reach the namespace's lanes.
     @Test func eachWriteSaysWhichLanesItReaches() async throws {
         let s = try openStore()
         defer { s.close() }
@@ -126,5 +126,10 @@ import Testing
         #expect(a.triggerReach == .group(msgs) && b.triggerReach == .group(likes))
         #expect(c.triggerReach == .none && unchanged.triggerReach == .none && deleted.triggerReach == .none)
         #expect(both.triggerReach == .namespace)
+        // A cursor entry moves cursors only: the lanes look, and may read before its commit.
+        let cursor = try await s.submit(namespace: "t", .triggers(.advance([TriggerCursor(name: "msgs", group: msgs, through: a.index, rows: [])])))
+        #expect(cursor.triggerReach == .cursors)
+        let paused = try await s.submit(namespace: "t", .triggers(.pause(name: "msgs")))
+        #expect(paused.triggerReach == .namespace)
     }
 }

@@ -129,6 +129,9 @@ final class TriggerLane: Sendable {
         /// the trigger's own rows (listed in them).
         var group: UInt64 = 0
         var own: Set<UInt64> = []
+        /// Every entry through it was settled (its cursor logged): a read that does not wait
+        /// for the last apply's commit may not show that cursor yet (`TriggersPort.deliveryRead`).
+        var floor: UInt64 = 0
     }
     /// What every event of this trigger starts with (`TriggerEvent.head`) and its signing key:
     /// made once, not per event or POST.
@@ -195,7 +198,7 @@ final class TriggerLane: Sendable {
         runtime.setDelivering(ns, name, true)
         while !Task.isCancelled {
             // Paused or halted (replicated flags): wait for a change.
-            let state = try? port.state(namespace: ns, trigger: name)
+            let state = try? port.deliveryState(namespace: ns, trigger: name)
             guard let state, !state.paused, state.halted == nil else {
                 if !machine.isIdle { machine.reset(); events = [:] }
                 wakePending.store(false, ordering: .relaxed)
@@ -209,8 +212,9 @@ final class TriggerLane: Sendable {
             wakePending.store(false, ordering: .relaxed)
             // While cursors are being logged, an idle machine reads after the entries they hold.
             let after = machine.isIdle ? settling.held.max() : machine.takenThrough
-            if machine.wants > 0, let read = try? port.read(namespace: ns, trigger: name, after: after,
-                                                            limit: min(TriggerWorker.maxRowsPerRead, machine.wants)) {
+            if machine.wants > 0, let read = try? port.deliveryRead(namespace: ns, trigger: name, after: after,
+                                                                    limit: min(TriggerWorker.maxRowsPerRead, machine.wants),
+                                                                    floor: settling.floor) {
                 settling.group = read.group
                 for r in read.rows where !r.events.isEmpty && !settling.held.contains(r.index) && (machine.isIdle || r.index > machine.takenThrough) {
                     machine.take(index: r.index, events: r.events.count)
@@ -237,6 +241,7 @@ final class TriggerLane: Sendable {
                     continue
                 }
                 settling.held.subtract(done.indexes)
+                settling.floor = max(settling.floor, done.indexes.max() ?? 0)
                 if let reason = done.reason {
                     runtime.dead(events: done.dead)
                     logger.warning("trigger events dead-lettered", metadata: ["trigger": "\(name)", "entries": "\(done.indexes.count)", "reason": "\(reason)"])
