@@ -111,6 +111,13 @@ public struct Node: Sendable, Equatable {
         self.priority = self.children.isEmpty ? nil : priority
     }
 
+    /// `children` holds no empty node (the caller dropped them): nothing to look for.
+    private init(nonEmptyChildren children: KeyMap<Node>, priority: Priority?) {
+        self.leaf = nil
+        self.children = children
+        self.priority = children.isEmpty ? nil : priority
+    }
+
     public var isEmpty: Bool { leaf == nil && children.isEmpty }
     public var isLeaf: Bool { leaf != nil }
     public var hasChildren: Bool { !children.isEmpty }
@@ -212,7 +219,7 @@ extension Node {
                 let child = try convert(item, depth: depth + 1)
                 if !child.isEmpty { kids[String(idx)] = child }
             }
-            return Node(children: kids)
+            return Node(nonEmptyChildren: kids, priority: nil)
         case .object(let obj):
             var priority: Priority? = nil
             // Three lookups only for an object that has a key starting with "." (most have none).
@@ -236,7 +243,7 @@ extension Node {
                     kids[key] = child
                 }
             }
-            return Node(children: kids, priority: priority)
+            return Node(nonEmptyChildren: kids, priority: priority)
         }
     }
 
@@ -283,8 +290,8 @@ extension Node {
 
     /// Whether a member's key starts with "." (`.priority`, `.value`, `.sv`, or a key the checks
     /// refuse): without one, none of those lookups can find anything (each hashes its key).
-    @inline(__always)
-    static func hasDotKey(_ obj: KeyMap<JSON>) -> Bool {
+    @inlinable
+    public static func hasDotKey(_ obj: KeyMap<JSON>) -> Bool {
         obj.keys.contains { $0.utf8.first == UInt8(ascii: ".") }
     }
 

@@ -325,13 +325,7 @@ struct Applier {
         // Many children: in key order (their records then land next to each other, and past
         // the table's end with MDB_APPEND, see `rows`).
         let bulk = node.children.count >= Self.bulkParts
-        let children = bulk ? node.children.map { (k, c) -> ([UInt8], String, Node) in
-            var seg: [UInt8] = []
-            KeyCodec.appendSegment(k, to: &seg)
-            return (seg, k, c)
-        }
-            .sorted { bytesLess($0.0, $1.0) }.map { ($0.1, $0.2) } : Array(node.children)
-        for (k, child) in children {
+        func put(_ k: String, _ child: Node) throws {
             let n = key.count
             KeyCodec.appendSegment(k, to: &key)
             if let leaf = child.leaf {
@@ -343,6 +337,17 @@ struct Applier {
             }
             key.removeSubrange(n...)
         }
+        guard bulk else {
+            // A few children: straight from the map (no copied array of them, no retains).
+            for (k, child) in node.children { try put(k, child) }
+            return
+        }
+        let children = node.children.map { (k, c) -> ([UInt8], String, Node) in
+            var seg: [UInt8] = []
+            KeyCodec.appendSegment(k, to: &seg)
+            return (seg, k, c)
+        }.sorted { bytesLess($0.0, $1.0) }
+        for (_, k, child) in children { try put(k, child) }
     }
 
     /// Replaces the inline object record at `key` by the per-leaf records and the version row
