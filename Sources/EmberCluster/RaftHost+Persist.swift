@@ -84,9 +84,11 @@ extension RaftHost {
         // what the store holds (it refuses to rewrite applied entries): reported, not written.
         // An apply queued off the loop is done before this append (the writer keeps their order),
         // and only ever covers entries the store's log already holds.
-        let (fresh, entries) = try unapplied(all)
+        let (fresh, raw) = try unapplied(all)
         guard !fresh.isEmpty else { return false }
         if unlogged(fresh, applyingThrough: index) {
+            // A learner's batch is decoded here (its apply path takes decoded entries).
+            let entries = try raw.map { try $0.entry() }
             if store.space.isShort {
                 answer(try await store.applyUnlogged(entries: entries))
                 return true
@@ -96,19 +98,17 @@ extension RaftHost {
             await store.committed(release)
             return true
         }
-        let encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
         // Every entry was checked where it was proposed (`payload(for:)`, `stamp`): not again
         // here, nor on every follower.
         guard index > 0 else {
-            try await store.append(entries: entries, encoded: encoded, validated: true)
+            try await store.append(encoded: raw)
             return false
         }
         if store.space.isShort {
-            answer(try await store.appendAndApply(entries: entries, encoded: encoded, through: index, validated: true))
+            answer(try await store.appendAndApply(encoded: raw, through: index))
             return true
         }
-        let (results, release) = try await store.appendAndApplyReleasing(
-            entries: entries, encoded: encoded, through: index, validated: true)
+        let (results, release) = try await store.appendAndApplyReleasing(encoded: raw, through: index)
         // Writers hear while the transaction commits; what the turn reports (`durableReport`)
         // and sends after its write waits for the commit.
         answer(results)
@@ -116,14 +116,30 @@ extension RaftHost {
         return true
     }
 
-    /// The entries of `all` the store has not applied, with their storage entries.
-    func unapplied(_ all: [EmberRaft.LogEntry]) throws -> (fresh: [EmberRaft.LogEntry], entries: [EmberStorage.LogEntry]) {
+    /// The entries of `all` the store has not applied, as the store appends them: decoded only
+    /// where this host has them decoded already (`DecodedEntries`: a leader's own and checked
+    /// writes) or they are Raft's own (no-ops, membership); a client entry from the leader goes
+    /// encoded, its body decoded by the store's writer (the loop reads its header only: the
+    /// timestamp, which keeps a future leader's server timestamps monotonic across the log).
+    func unapplied(_ all: [EmberRaft.LogEntry]) throws -> (fresh: [EmberRaft.LogEntry], entries: [EncodedEntry]) {
         let appliedIndex = max(store.appliedIndex, applies.inFlight.last ?? 0)
         let fresh = all.filter { $0.index > appliedIndex }
-        let entries = try fresh.map(decoded.storageEntry)
-        // A future leader keeps server timestamps monotonic across the log.
-        lastStamp = max(lastStamp, entries.map(\.timestamp).max() ?? 0)
-        return (fresh, entries)
+        var out: [EncodedEntry] = []
+        out.reserveCapacity(fresh.count)
+        for e in fresh {
+            let known = decoded.entry(for: e)
+            if e.kind == .normal && known == nil {
+                let stamp = try EmberStorage.LogEntry.timestamp(of: e.data)
+                lastStamp = max(lastStamp, stamp)
+                let bytes = try EmberStorage.LogEntry.restamped(e.data, index: e.index, term: e.term, timestamp: stamp)
+                out.append(EncodedEntry(index: e.index, term: e.term, encoded: bytes, decoded: nil))
+            } else {
+                let entry = try known ?? RaftPersistence.storageEntry(e)
+                lastStamp = max(lastStamp, entry.timestamp)
+                out.append(EncodedEntry(index: e.index, term: e.term, encoded: try RaftPersistence.storageEncoding(e, entry), decoded: entry))
+            }
+        }
+        return (fresh, out)
     }
 
     /// Whether `fresh` (the entries after the store's applied index) is stored without log rows

@@ -64,31 +64,25 @@ extension RaftHost {
         let carried = !w.apply.isEmpty && !Self.applyOffLoop(w.apply)
         // Kept when carried: a write that failed for lack of room is written again whole.
         if !carried { write.apply = [] }
-        let entries: [EmberStorage.LogEntry], encoded: [[UInt8]]
+        let raw: [EncodedEntry]
         do {
             defer { decoded.forget() }
-            let (fresh, decodedEntries) = try unapplied(w.entries)
-            entries = decodedEntries
-            encoded = try zip(fresh, entries).map { try RaftPersistence.storageEncoding($0, $1) }
+            raw = try unapplied(w.entries).entries
         } catch {
             fatalStorage("append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0)", error)
         }
         let hard = w.hardState.map { EmberStorage.HardState(term: $0.term, votedFor: $0.votedFor) }
         persists.answeredBeforeCarried = carried ? answerFloor : nil
         persists.writing = write
-        do {
-            // Every entry was checked where it was proposed (`payload(for:)`, `stamp`).
-            let through = carried ? w.apply.last!.index : 0
-            let queued = try store.startPersist(hardState: hard, entries: entries, encoded: encoded, validated: true,
-                                                applyingThrough: through) { [weak self] result in
-                guard let self else { return }
-                self.persistOutcome.withLock { $0 = result }
-                self.enqueue(.persistDone, force: true)
-            }
-            if !queued { fatalStorage("append", StorageError.closed) }
-        } catch {
-            fatalStorage("append \(w.entries.first?.index ?? 0)...\(w.entries.last?.index ?? 0)", error)
+        // Every entry was checked where it was proposed (`payload(for:)`, `stamp`); the writer
+        // decodes those this host has not (a bad one comes back as the append's error).
+        let through = carried ? w.apply.last!.index : 0
+        let queued = store.startPersist(hardState: hard, encoded: raw, applyingThrough: through) { [weak self] result in
+            guard let self else { return }
+            self.persistOutcome.withLock { $0 = result }
+            self.enqueue(.persistDone, force: true)
         }
+        if !queued { fatalStorage("append", StorageError.closed) }
         if !carried && !w.apply.isEmpty { persists.held.append(.apply(w.apply, metaSync: true)) }
     }
 

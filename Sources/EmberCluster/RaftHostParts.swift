@@ -19,8 +19,13 @@ struct DecodedEntries {
     /// The storage entry for `e`: the one decoded at its check when it is that entry (same
     /// index and term), else decoded from its bytes.
     func storageEntry(_ e: EmberRaft.LogEntry) throws -> EmberStorage.LogEntry {
-        if e.kind == .normal, let entry = entries[e.index], entry.term == e.term { return entry }
-        return try RaftPersistence.storageEntry(e)
+        try entry(for: e) ?? RaftPersistence.storageEntry(e)
+    }
+
+    /// The entry remembered for `e` (same index and term), if any.
+    func entry(for e: EmberRaft.LogEntry) -> EmberStorage.LogEntry? {
+        guard e.kind == .normal, let entry = entries[e.index], entry.term == e.term else { return nil }
+        return entry
     }
 
     mutating func forget() {

@@ -71,28 +71,6 @@ extension EmberStore {
         try await perform { w in try w.setHardState(h) }
     }
 
-    /// `setHardState` (when given) then `append`, without waiting: queued on the writer now, in
-    /// order with every call made after this one; `done` runs on the writer thread once both are
-    /// durable, or with the error (a failed transaction stored nothing; the hard state may be
-    /// stored when the append failed: writing it again is harmless). A Raft host's loop goes on
-    /// meanwhile: behind a bulk import's multi-MB apply a persist waits seconds, and heartbeats
-    /// must not (issue 42). False when the store is closed (`done` never runs).
-    /// `applyingThrough` > 0: committed entries through it are applied in the append's transaction
-    /// (`appendAndApply`: one sync for both), and `done` gets their results once it committed.
-    public func startPersist(hardState: HardState?, entries: [LogEntry], encoded: [[UInt8]]? = nil, validated: Bool = false,
-                             applyingThrough: UInt64 = 0,
-                             done: @escaping @Sendable (Result<[WriteResult], any Error>) -> Void) throws -> Bool {
-        try checkEntries(entries, encoded: encoded, validated: validated)
-        return enqueueExclusive { w in
-            done(Result {
-                if let hardState { try w.setHardState(hardState) }
-                if applyingThrough > 0 { return try w.appendAndApply(entries, encoded: encoded, through: applyingThrough) }
-                if !entries.isEmpty { try w.append(entries, encoded: encoded) }
-                return []
-            })
-        }
-    }
-
     public func hardState() async throws -> HardState {
         try await perform { w in HardState(term: w.term, votedFor: w.votedFor) }
     }
