@@ -138,11 +138,17 @@ import EmberTestSupport
         c.release.signal()
         #expect(try await first.value.applied)
         for w in later { #expect(try await w.value.applied) }
+        try await Self.expectEverywhere(c, ["a": .int(4), "b": .int(2), "c": .int(3)])
+    }
+
+    /// Every member reads `values` after a linearizable barrier, all in the cluster's first
+    /// term; then the members shut down.
+    static func expectEverywhere(_ c: HeldCluster, _ values: [String: JSON]) async throws {
         for n in c.nodes {
             try await n.ports.reader.linearizableBarrier()
-            #expect(try n.ports.reader.read(namespace: "ns", path: Path("a")).node == Node(json: .int(4)))
-            #expect(try n.ports.reader.read(namespace: "ns", path: Path("b")).node == Node(json: .int(2)))
-            #expect(try n.ports.reader.read(namespace: "ns", path: Path("c")).node == Node(json: .int(3)))
+            for (path, value) in values.sorted(by: { $0.key < $1.key }) {
+                #expect(try n.ports.reader.read(namespace: "ns", path: Path(path)).node == Node(json: value), "\(path) on \(n.config.nodeID)")
+            }
         }
         #expect(Set(c.nodes.map { $0.host.status.term }) == [c.term])
         for n in c.nodes { await n.shutdown() }

@@ -62,13 +62,6 @@ import EmberTestSupport
 
         c.release.signal()
         for w in later { #expect(try await w.value.applied) }
-        for n in c.nodes {
-            try await n.ports.reader.linearizableBarrier()
-            #expect(try n.ports.reader.read(namespace: "ns", path: Path("a")).node == Node(json: .int(1)))
-            #expect(try n.ports.reader.read(namespace: "ns", path: Path("b")).node == Node(json: .int(2)))
-            #expect(try n.ports.reader.read(namespace: "ns", path: Path("c")).node == Node(json: .int(3)))
-        }
-        #expect(Set(c.nodes.map { $0.host.status.term }) == [c.term])
-        for n in c.nodes { await n.shutdown() }
+        try await ApplyOffTheLoopTests.expectEverywhere(c, ["a": .int(1), "b": .int(2), "c": .int(3)])
     }
 }
