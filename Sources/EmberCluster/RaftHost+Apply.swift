@@ -67,11 +67,8 @@ extension RaftHost {
         // Counted until its transaction committed, after its results came back: the writer is
         // busy with it until then (a big apply's commit writes its pages and syncs).
         if long { longApplies.add(1, ordering: .relaxed) }
-        queuedApplies.add(1, ordering: .relaxed)
-        let finished: @Sendable () -> Void = { [weak self] in
-            if long { self?.longApplies.subtract(1, ordering: .relaxed) }
-            self?.queuedApplies.subtract(1, ordering: .relaxed)
-        }
+        var finished: (@Sendable () -> Void)?
+        if long { finished = { [weak self] in self?.longApplies.subtract(1, ordering: .relaxed) } }
         let queued = store.startApplyCommitted(through: index, metaSync: metaSync, done: { [weak self] result in
             guard let self else { return }
             self.outcomes.withLock { $0.append(ApplyOutcome(through: index, result: result)) }

@@ -37,21 +37,21 @@ extension RaftHost {
     static let maxHeldEffects = 4_096
 
     /// Whether `w` is queued without the loop waiting for it: while a long apply is queued on
-    /// the writer (the write would wait behind it for its seconds), and on a follower while any
-    /// apply's transaction is still to commit there. A follower applies on its own (a commit
-    /// index that came without new entries) and its leader's next entries arrive a moment later:
-    /// their append waits for that apply's sync, then syncs itself. With syncs of 300 ms the loop
-    /// answered nothing for ~600 ms, heartbeats included, and the leader, hearing neither
-    /// follower within its 500 ms check-quorum window, stepped down (term 1 -> 3 in
-    /// test_read_your_writes.py under load). Otherwise the loop waits as it always did, and a
-    /// small write's apply rides in its append's transaction: one fsync per turn. Not on a
-    /// learner (its write may store a batch without log rows, judged by the store's applied
-    /// index once every apply is settled), nor while room is short (every storage call of the
-    /// loop then waits for room in place).
+    /// the writer (the write would wait behind it for its seconds; behind a short one the loop
+    /// waits as it always did, and the apply of a small write rides in its append's
+    /// transaction: one fsync per turn). Not on a learner (its write may store a batch
+    /// without log rows, judged by the store's applied index once every apply is settled), nor
+    /// while room is short (every storage call of the loop then waits for room in place).
+    ///
+    /// Known gap (liveness): a follower whose syncs are slow waits here behind a short apply it
+    /// queued on its own, two syncs without answering heartbeats (~600 ms at 300 ms per sync;
+    /// its leader may fail check-quorum). Queuing such persists off the loop too (on a follower
+    /// while an apply it queued had not committed) fixed it, but cost 2 learners ~10 points of the cluster's
+    /// write throughput in `ember-bench learners` (A/B 2026-11-30: 70.6 / 76.5 % with it, 81.8 /
+    /// 88.3 % without): the off-loop mode kept coming back under CPU contention. Reverted until a
+    /// cheaper form exists.
     func persistsOffLoop(_ w: HostPersist) -> Bool {
-        guard !node.isLearner, !store.space.isShort else { return false }
-        if longApplies.load(ordering: .relaxed) > 0 { return true }
-        return node.role == .follower && queuedApplies.load(ordering: .relaxed) > 0
+        longApplies.load(ordering: .relaxed) > 0 && !node.isLearner && !store.space.isShort
     }
 
     /// Queues `w`'s term, vote and entries on the writer. A small apply rides in the append's

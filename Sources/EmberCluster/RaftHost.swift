@@ -85,9 +85,6 @@ final class RaftHost: @unchecked Sendable {
     /// committed yet (decremented on the writer thread): a persist queued meanwhile waits behind
     /// one for long, so the loop does not wait for it (RaftHost+QueuedPersist).
     let longApplies = Atomic<Int>(0)
-    /// Every apply queued on the writer whose transaction has not committed yet, long or short: a
-    /// follower's persist queued meanwhile waits behind its sync (RaftHost+QueuedPersist).
-    let queuedApplies = Atomic<Int>(0)
     /// A persist queued on the writer while an apply runs there, and what waits for it
     /// (RaftHost+QueuedPersist); its outcome as the writer hands it back.
     var persists = PersistBook()
