@@ -145,9 +145,10 @@ final class CorruptionCheck: Sendable {
     /// is at or before), hashes its own state there, sends it to every voter and judges what has
     /// arrived so far (answers are judged as they come). Each asked member sends its answer to
     /// every voter, so one round gives every member every hash at one index, writes or not.
-    /// Falls back to the applied index when the point was not reached in time.
+    /// Falls back to the applied index when the point was not reached in time. Returns the
+    /// index asked (`target`) and this member's pair (at `target`, or at the fallback).
     @discardableResult
-    func round() async -> Pair? {
+    func round() async -> (target: UInt64, mine: Pair)? {
         // No member has applied past the newest entry in existence; the store's last index alone
         // can be behind entries already sent (and committed by the others' acks).
         let target = max(store.lastLogIndex, raftLastIndex())
@@ -161,7 +162,7 @@ final class CorruptionCheck: Sendable {
         guard let mine = await pair(at: target, point: point) else { return nil }
         for peer in others { send(HashCheck(from: selfID, appliedIndex: mine.index, stateHash: mine.hash, ask: false), peer) }
         judge(at: mine.index)
-        return mine
+        return (target, mine)
     }
 
     /// Rounds an on-demand check makes at most. A round's index is this member's last log index
@@ -178,8 +179,7 @@ final class CorruptionCheck: Sendable {
         var attempt = 1
         while true {
             let before = state.withLock { s in s.peers.mapValues { $0.map(\.index).max() ?? 0 } }
-            let asked = max(store.lastLogIndex, raftLastIndex())
-            guard let mine = await round() else { return nil }
+            guard let (asked, mine) = await round() else { return nil }
             var elsewhere = mine.index > asked
             let deadline = ContinuousClock.now + .milliseconds(Int64(Self.onDemandWaitSeconds * 1000))
             while !elsewhere && ContinuousClock.now < deadline {

@@ -28,7 +28,7 @@ import Testing
     @Test func aLearnerAgainstTheVotersMajorityRaisesCorruptOnItself() async throws {
         let (check, store, sent) = try await Self.make(selfID: "n4", voters: ["n1", "n2", "n3"], learners: ["n4"])
         defer { store.close() }
-        let mine = try #require(await check.round())
+        let mine = try #require(await check.round()).mine
         // A learner's round (its first after start) asks and tells every voter.
         #expect(Set(sent.frames.withLock { $0.map(\.1) }) == ["n1", "n2", "n3"])
         check.receive(HashCheck(from: "n1", appliedIndex: mine.index, stateHash: "other", ask: false))
@@ -47,7 +47,7 @@ import Testing
     @Test func aLearnerAgreeingWithTheVotersMajorityRaisesNothing() async throws {
         let (check, store, _) = try await Self.make(selfID: "n4", voters: ["n1", "n2", "n3"], learners: ["n4", "n5"])
         defer { store.close() }
-        let mine = try #require(await check.round())
+        let mine = try #require(await check.round()).mine
         check.receive(HashCheck(from: "n1", appliedIndex: mine.index, stateHash: mine.hash, ask: false))
         check.receive(HashCheck(from: "n5", appliedIndex: mine.index, stateHash: "learner-other", ask: false))
         check.receive(HashCheck(from: "n2", appliedIndex: mine.index, stateHash: "other", ask: false))
@@ -64,7 +64,7 @@ import Testing
     @Test func aLearnerConcludesNothingWithoutAVotersMajority() async throws {
         let (check, store, _) = try await Self.make(selfID: "n4", voters: ["n1", "n2"], learners: ["n4"])
         defer { store.close() }
-        let mine = try #require(await check.round())
+        let mine = try #require(await check.round()).mine
         check.receive(HashCheck(from: "n1", appliedIndex: mine.index, stateHash: mine.hash, ask: false))
         check.receive(HashCheck(from: "n2", appliedIndex: mine.index, stateHash: "other", ask: false))
         #expect(check.lastVerdict?.conclusive == false && check.lastVerdict?.corrupt == false)
@@ -76,7 +76,7 @@ import Testing
     @Test func learnersNeverCountTowardTheMajority() async throws {
         let (check, store, sent) = try await Self.make(selfID: "n1", voters: ["n1", "n2", "n3"], learners: ["n4", "n5"])
         defer { store.close() }
-        let mine = try #require(await check.round())
+        let mine = try #require(await check.round()).mine
         // Voters and learners are asked and told.
         #expect(sent.frames.withLock { $0.filter(\.0.ask).map(\.1) }.sorted() == ["n2", "n3", "n4", "n5"])
         check.receive(HashCheck(from: "n4", appliedIndex: mine.index, stateHash: mine.hash, ask: false))

@@ -30,7 +30,7 @@ import Testing
     @Test func aMinorityHashRaisesCorruptOnItself() async throws {
         let (check, store, sent) = try await Self.make(voters: ["n1", "n2", "n3"])
         defer { store.close() }
-        let mine = try #require(await check.round())
+        let mine = try #require(await check.round()).mine
         // The request form (no hash) to each, then this member's hash to each.
         #expect(sent.frames.withLock { $0.map { "\($0.1) ask=\($0.0.ask) hash=\(!$0.0.stateHash.isEmpty)" }.sorted() }
                 == ["n2 ask=false hash=true", "n2 ask=true hash=false", "n3 ask=false hash=true", "n3 ask=true hash=false"])
@@ -46,7 +46,7 @@ import Testing
     @Test func aMajorityWithThisMemberRaisesNothing() async throws {
         let (check, store, _) = try await Self.make(voters: ["n1", "n2", "n3"])
         defer { store.close() }
-        let mine = try #require(await check.round())
+        let mine = try #require(await check.round()).mine
         check.receive(HashCheck(from: "n3", appliedIndex: mine.index, stateHash: "other", ask: false))
         check.receive(HashCheck(from: "n2", appliedIndex: mine.index, stateHash: mine.hash, ask: false))
         #expect(store.alarms.active(.corrupt) == nil)
@@ -60,7 +60,7 @@ import Testing
     @Test func everyVoterHeardWithoutAMajorityRaisesIt() async throws {
         let (check, store, _) = try await Self.make(voters: ["n1", "n2"])
         defer { store.close() }
-        let mine = try #require(await check.round())
+        let mine = try #require(await check.round()).mine
         check.receive(HashCheck(from: "n2", appliedIndex: mine.index, stateHash: "other", ask: false))
         #expect(store.alarms.active(.corrupt)?.message.contains("no hash is held by a majority") == true)
         store.alarms.clear(.corrupt)
@@ -158,7 +158,7 @@ import Testing
         // The entry arrives and is applied with the one before it: the round's hash is at 3.
         try await store.append(entries: [entries[2]])
         _ = try await store.applyCommitted(through: 3)
-        let mine = try #require(await round)
-        #expect(mine.index == 3 && mine.hash == hashes[3])
+        let (target, mine) = try #require(await round)
+        #expect(target == 3 && mine.index == 3 && mine.hash == hashes[3])
     }
 }
