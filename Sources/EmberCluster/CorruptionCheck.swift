@@ -248,8 +248,11 @@ final class CorruptionCheck: Sendable {
         if let point = await request?.value {
             let hash: String? = await withCheckedContinuation { done in
                 queue.async {
-                    defer { point.end() }
-                    done.resume(returning: try? point.hash())
+                    // Ended before the caller resumes: a store closed right after the round
+                    // (a test's `defer`, a stopping node) must find no read transaction open.
+                    let hash = try? point.hash()
+                    point.end()
+                    done.resume(returning: hash)
                 }
             }
             if let hash {

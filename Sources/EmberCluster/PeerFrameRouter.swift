@@ -11,7 +11,8 @@ import Synchronization
 ///   the leader sends them again, and this follower catches up once space is freed. The
 ///   majority commits without it.
 /// - A follower's forwarded writes are refused (`NOSPACE: ...`, the client gets 507).
-/// Everything else (votes, heartbeats, commit notices, answers) goes on to the driver.
+/// Everything else (votes, heartbeats, commit notices, answers) goes on to the driver; a
+/// heartbeat is also answered here while the driver is held in a write (`StalledLoopHeartbeats`).
 final class PeerFrameRouter: @unchecked Sendable {
     private let host: RaftHost
     private let space: SpaceGuard
@@ -39,6 +40,10 @@ final class PeerFrameRouter: @unchecked Sendable {
             return
         case .raft(let m) where Self.needsRoom(m.payload) && !space.hasRoom:
             return
+        case .raft(let m):
+            if let answer = host.stalledHeartbeats.answer(m, selfID: selfID, now: .now) {
+                transport?.send(.raft(answer), to: m.from)
+            }
         case .forwardBatch(let batch) where !space.hasRoom:
             let refused = ForwardResult.refused(StoreRefusal.noSpace("the leader (\(selfID)) has no room for writes").message)
             transport?.send(.forwardBatchReply(ForwardBatchReply(from: selfID, batchID: batch.batchID,

@@ -14,6 +14,8 @@ extension RaftHost {
     /// appends to a peer not connected at level 4 or later are read (a down peer's are queued
     /// with that level, `PeerLink` drops them if it comes back at an older one).
     func sendRaft(_ message: EmberRaft.Message) {
+        // Answered by the transport's handler while this loop was held in a write.
+        if case .heartbeatResponse = message.payload, !stalledHeartbeats.shouldSend(to: message.to, term: message.term) { return }
         var level = 1
         if case .appendEntries(let append) = message.payload, !append.entries.isEmpty {
             let speaks = transport.connectedLevel(message.to)

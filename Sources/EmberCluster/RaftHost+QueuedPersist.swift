@@ -43,15 +43,25 @@ extension RaftHost {
     /// without log rows, judged by the store's applied index once every apply is settled), nor
     /// while room is short (every storage call of the loop then waits for room in place).
     ///
-    /// Known gap (liveness): a follower whose syncs are slow waits here behind a short apply it
-    /// queued on its own, two syncs without answering heartbeats (~600 ms at 300 ms per sync;
-    /// its leader may fail check-quorum). Queuing such persists off the loop too (on a follower
-    /// while an apply it queued had not committed) fixed it, but cost 2 learners ~10 points of the cluster's
-    /// write throughput in `ember-bench learners` (A/B 2026-11-30: 70.6 / 76.5 % with it, 81.8 /
-    /// 88.3 % without): the off-loop mode kept coming back under CPU contention. Reverted until a
-    /// cheaper form exists.
+    /// A follower whose syncs are slow waits for its write behind a short apply it queued on its
+    /// own (two syncs: ~600 ms at 300 ms per sync). Its heartbeats are answered meanwhile by the
+    /// transport's handler (`StalledLoopHeartbeats`), so its leader keeps its check-quorum.
+    /// Queuing such persists off the loop instead (tried: on a follower while an apply it queued
+    /// had not committed) cost 2 learners ~10 points of the cluster's write throughput in
+    /// `ember-bench learners` (A/B 2026-11-30: 70.6 / 76.5 % with it, 81.8 / 88.3 % without): the
+    /// off-loop mode kept coming back under CPU contention.
     func persistsOffLoop(_ w: HostPersist) -> Bool {
         longApplies.load(ordering: .relaxed) > 0 && !node.isLearner && !store.space.isShort
+    }
+
+    /// `write(w)` on the loop, with the transport's handler answering this follower's leader's
+    /// heartbeats once the write has been out for `StalledLoopHeartbeats.answerAfter`.
+    func writeAnsweringHeartbeats(_ w: HostPersist) async {
+        // After the turn's steps: a term or vote this write makes durable is in the view already.
+        let following = node.role == .follower ? node.leaderID : nil
+        stalledHeartbeats.writeStarted(term: node.term, leader: following, now: .now)
+        defer { stalledHeartbeats.writeEnded() }
+        await write(w)
     }
 
     /// Queues `w`'s term, vote and entries on the writer. A small apply rides in the append's

@@ -43,6 +43,8 @@ final class RaftHost: @unchecked Sendable {
     /// When a Raft message last came from each peer: a leader's view of which members respond
     /// (onDisconnect's lease reads it through `probe`).
     let lastHeard = Mutex<[NodeID: ContinuousClock.Instant]>([:])
+    /// Heartbeat answers the transport's handler gives while a follower's loop is held in a write.
+    let stalledHeartbeats = StalledLoopHeartbeats()
     private let wake: AsyncStream<Void>.Continuation
     private let wakeups: AsyncStream<Void>
     private var loopTask: Task<Void, Never>?
@@ -318,7 +320,7 @@ final class RaftHost: @unchecked Sendable {
             case .send(let message):
                 sendRaft(message)
             case .persist(let write):
-                if persistsOffLoop(write) { startPersist(write) } else { await self.write(write) }
+                if persistsOffLoop(write) { startPersist(write) } else { await writeAnsweringHeartbeats(write) }
             case .apply(let entries, let metaSync):
                 guard let last = entries.last else { continue }
                 await apply(through: last.index, metaSync: metaSync, long: Self.applyOffLoop(entries))
