@@ -38,6 +38,12 @@ public struct ClusterConfiguration: Sendable {
     public var forwardReplyTimeoutSeconds = 3.0
     /// Writes accepted by this node and not yet answered.
     public var maxPendingWrites = 16_384
+    /// Bytes of those writes' log entries (issue 42: the count alone let a few clients with
+    /// multi-MB writes, a bulk import among them, hold GBs on a leader). Past it a write is
+    /// refused with a retryable 503 (`ember import` retries); one write alone is always
+    /// admitted, however large (the front's body limit bounds it).
+    public var maxPendingWriteBytes = Self.defaultMaxPendingWriteBytes
+    public static let defaultMaxPendingWriteBytes = 256 << 20
     /// Linearizable reads waiting for their read index.
     public var maxPendingReads = 16_384
     /// Events (peer frames, ticks, proposals) queued for the Raft driver; peer frames beyond it

@@ -36,6 +36,8 @@ final class RaftHost: @unchecked Sendable {
     let published: Mutex<RaftStatus>
     /// Client writes / linearizable reads accepted and not yet answered (admission control).
     let pendingRequests = Atomic<Int>(0)
+    /// Their log entries' bytes (`ClusterConfiguration.maxPendingWriteBytes`).
+    let pendingRequestBytes = Atomic<Int>(0)
     let pendingReads = Atomic<Int>(0)
     let stateReplacedHandlers = Mutex<[@Sendable () -> Void]>([])
     /// Pipelined writers with outcomes from this turn, handed over at its end.

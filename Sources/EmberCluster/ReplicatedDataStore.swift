@@ -200,8 +200,9 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     /// reach `sink` in bulk once per driver turn.
     public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? {
         let pending = host
-        return ReplicatedPipelinedWriter(store: self, sink: ClusterPipelineSink(sink: sink, turn: host.sinkTurn) { n in
+        return ReplicatedPipelinedWriter(store: self, sink: ClusterPipelineSink(sink: sink, turn: host.sinkTurn) { n, bytes in
             pending.pendingRequests.subtract(n, ordering: .relaxed)
+            pending.pendingRequestBytes.subtract(bytes, ordering: .relaxed)
         })
     }
 
@@ -229,8 +230,8 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     }
 
     func submit(_ payload: [UInt8], entry: EmberStorage.LogEntry? = nil) async throws -> WriteResult {
-        guard admit(1) else { throw ClusterError.overloaded }
-        defer { host.pendingRequests.subtract(1, ordering: .relaxed) }
+        guard admit(1, bytes: payload.count) else { throw ClusterError.overloaded }
+        defer { release(1, bytes: payload.count) }
         let (leaderDeadline, deadline) = deadlines()
         return try await withCheckedThrowingContinuation { cont in
             let w = PendingWrite(payload: payload, entry: entry, reply: .waiter(cont), leaderDeadline: leaderDeadline, deadline: deadline)
@@ -238,13 +239,25 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         }
     }
 
-    /// Admission control: counts `n` more pending writes unless that passes `maxPendingWrites`.
-    func admit(_ n: Int) -> Bool {
+    /// Admission control: counts `n` more pending writes of `bytes` unless that passes
+    /// `maxPendingWrites` or `maxPendingWriteBytes` (bytes alone: admitted while none are pending).
+    func admit(_ n: Int, bytes: Int) -> Bool {
         guard host.pendingRequests.add(n, ordering: .relaxed).newValue <= config.maxPendingWrites else {
             host.pendingRequests.subtract(n, ordering: .relaxed)
             return false
         }
+        let total = host.pendingRequestBytes.add(bytes, ordering: .relaxed).newValue
+        guard total <= config.maxPendingWriteBytes || total == bytes else {
+            release(n, bytes: bytes)
+            return false
+        }
         return true
+    }
+
+    /// Gives back what `admit` counted.
+    func release(_ n: Int, bytes: Int) {
+        host.pendingRequests.subtract(n, ordering: .relaxed)
+        host.pendingRequestBytes.subtract(bytes, ordering: .relaxed)
     }
 
     /// When a write made now gives up waiting for a leader, and for its apply.
@@ -415,7 +428,7 @@ struct ReplicatedPipelinedWriter: PipelinedWriter {
         for (tag, request) in writes {
             do {
                 let (payload, entry) = try store.payload(for: request)
-                pending.append(PendingWrite(payload: payload, entry: entry, reply: .sink(tag: tag, sink),
+                pending.append(PendingWrite(payload: payload, entry: entry, reply: .sink(tag: tag, bytes: payload.count, sink),
                                             leaderDeadline: leaderDeadline, deadline: deadline))
             } catch {
                 refused.append((tag, error))
@@ -423,9 +436,10 @@ struct ReplicatedPipelinedWriter: PipelinedWriter {
         }
         guard !pending.isEmpty else { return refused }
         let overloaded = StoreUnavailable(ClusterError.overloaded.description)
-        guard store.admit(pending.count) else { return refused + pending.map { ($0.tag, overloaded) } }
+        let bytes = pending.reduce(0) { $0 + $1.payload.count }
+        guard store.admit(pending.count, bytes: bytes) else { return refused + pending.map { ($0.tag, overloaded) } }
         if !store.host.enqueue(.writes(pending)) {
-            store.host.pendingRequests.subtract(pending.count, ordering: .relaxed)
+            store.release(pending.count, bytes: bytes)
             return refused + pending.map { ($0.tag, overloaded) }
         }
         return refused
@@ -435,7 +449,7 @@ struct ReplicatedPipelinedWriter: PipelinedWriter {
 extension PendingWrite {
     /// The pipelined writer's tag (only for sink replies).
     var tag: UInt64 {
-        if case .sink(let tag, _) = reply { return tag }
+        if case .sink(let tag, _, _) = reply { return tag }
         preconditionFailure("only pipelined writes carry a tag")
     }
 }

@@ -7,19 +7,20 @@ import Synchronization
 /// outcomes are handed in bulk once per driver turn.
 enum WriteReply: Sendable {
     case waiter(CheckedContinuation<WriteResult, any Error>)
-    case sink(tag: UInt64, ClusterPipelineSink)
+    /// `bytes`: the write's log entry, given back to admission control with its outcome.
+    case sink(tag: UInt64, bytes: Int, ClusterPipelineSink)
 
     func resume(returning r: WriteResult) {
         switch self {
         case .waiter(let c): c.resume(returning: r)
-        case .sink(let tag, let s): s.add(tag, Result { try LMDBTranslation.outcome(of: r) })
+        case .sink(let tag, let bytes, let s): s.add(tag, bytes: bytes, Result { try LMDBTranslation.outcome(of: r) })
         }
     }
 
     func resume(throwing e: any Error) {
         switch self {
         case .waiter(let c): c.resume(throwing: e)
-        case .sink(let tag, let s): s.add(tag, .failure(ClusterError.clientError(e)))
+        case .sink(let tag, let bytes, let s): s.add(tag, bytes: bytes, .failure(ClusterError.clientError(e)))
         }
     }
 }
@@ -32,26 +33,30 @@ enum WriteReply: Sendable {
 final class ClusterPipelineSink: @unchecked Sendable {
     let sink: any WriteOutcomeSink
     let turn: SinkTurn
-    /// Called with the number of outcomes handed over (admission control's count of pending writes).
-    let released: @Sendable (Int) -> Void
+    /// Called with the number of outcomes handed over and their writes' bytes (admission
+    /// control's count of pending writes).
+    let released: @Sendable (Int, Int) -> Void
     private var buffered: [(tag: UInt64, outcome: Result<EmberNodeStore.WriteOutcome, any Error>)] = []
+    private var bufferedBytes = 0
 
-    init(sink: any WriteOutcomeSink, turn: SinkTurn, released: @escaping @Sendable (Int) -> Void) {
+    init(sink: any WriteOutcomeSink, turn: SinkTurn, released: @escaping @Sendable (Int, Int) -> Void) {
         self.sink = sink
         self.turn = turn
         self.released = released
     }
 
-    func add(_ tag: UInt64, _ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) {
+    func add(_ tag: UInt64, bytes: Int, _ outcome: Result<EmberNodeStore.WriteOutcome, any Error>) {
         if buffered.isEmpty { turn.due.append(self) }
         buffered.append((tag, outcome))
+        bufferedBytes += bytes
     }
 
     func flush() {
         guard !buffered.isEmpty else { return }
         let out = buffered
         buffered = []
-        released(out.count)
+        released(out.count, bufferedBytes)
+        bufferedBytes = 0
         sink.completed(out)
     }
 }

@@ -42,7 +42,7 @@ import Glibc
     }
 
     /// Three members over real mutual TLS in a fresh directory (returned, to remove at the end).
-    static func openThree() async throws -> (dir: String, nodes: [ReplicatedDataStore]) {
+    static func openThree(configure: (inout ClusterConfiguration) -> Void = { _ in }) async throws -> (dir: String, nodes: [ReplicatedDataStore]) {
         let dir = NSTemporaryDirectory() + "ember-rds-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ids = ["n1", "n2", "n3"]
@@ -65,6 +65,7 @@ import Glibc
             c.noLeaderTimeoutSeconds = 60
             c.writeTimeoutSeconds = 60
             c.forwardReplyTimeoutSeconds = 60
+            configure(&c)
             nodes.append(try await ReplicatedDataStore.open(directory: "\(dir)/\(id)", options: options, cluster: c, logger: logger))
         }
         return (dir, nodes)

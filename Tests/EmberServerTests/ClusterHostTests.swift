@@ -1,6 +1,7 @@
 import EmberCore
 @testable import EmberRaft
 import Foundation
+import Synchronization
 import Testing
 
 @testable import EmberCluster
@@ -362,10 +363,12 @@ extension RaftPersistenceTests {
     @Test func aSnapshotInstallFailsTheWritesItCoversAtOnceAndKeepsLaterOnes() {
         let turn = SinkTurn()
         let outcomes = CollectingSink()
-        let sink = ClusterPipelineSink(sink: outcomes, turn: turn) { _ in }
+        // Each outcome handed over gives its write's bytes back to admission control.
+        let released = Mutex((writes: 0, bytes: 0))
+        let sink = ClusterPipelineSink(sink: outcomes, turn: turn) { n, bytes in released.withLock { $0.writes += n; $0.bytes += bytes } }
         var book = RequestBook(recentLimit: 2)
         for index in UInt64(5)...8 {
-            book.awaitApply(index: index, term: 2, PendingWrite(payload: [1], reply: .sink(tag: index, sink), leaderDeadline: .now + .seconds(5),
+            book.awaitApply(index: index, term: 2, PendingWrite(payload: [1], reply: .sink(tag: index, bytes: Int(index), sink), leaderDeadline: .now + .seconds(5),
                                                                 deadline: .now + .seconds(10)), appliedIndex: 4)
         }
         // A snapshot through 6 replaced the state: 5 and 6 can never be applied here.
@@ -378,15 +381,16 @@ extension RaftPersistenceTests {
         turn.flushAll()
         #expect(outcomes.tags == [5, 6, 7, 8] && outcomes.failures == 2)
         #expect(book.waiters.isEmpty)
+        #expect(released.withLock { $0 } == (writes: 4, bytes: 5 + 6 + 7 + 8))
     }
 
     @Test func anUnansweredBatchFailsAsUnknownAfterTheTimeout() {
         let turn = SinkTurn()
         let outcomes = CollectingSink()
-        let sink = ClusterPipelineSink(sink: outcomes, turn: turn) { _ in }
+        let sink = ClusterPipelineSink(sink: outcomes, turn: turn) { _, _ in }
         var book = RequestBook(recentLimit: 2)
         for i in 0..<3 {
-            book.park(PendingWrite(payload: [1], reply: .sink(tag: UInt64(i), sink), leaderDeadline: .now + .seconds(5),
+            book.park(PendingWrite(payload: [1], reply: .sink(tag: UInt64(i), bytes: 1, sink), leaderDeadline: .now + .seconds(5),
                                    deadline: .now + .seconds(10)))
         }
         let start = ContinuousClock.now
