@@ -69,8 +69,9 @@ public struct ImportStream: Sendable {
         defer { out += parts }
         if let bytes { window.append(contentsOf: bytes) }
         try window.withUnsafeBufferPointer { w in
-            let take: JSONEventReader.SpanEmit = { e, start, end in
-                try splitter.handle(e, start: start, end: end) { part in
+            let text = ImportSplitter.Text(w, base: base)
+            let take: JSONEventReader.RawEmit = { e, start, end in
+                try splitter.handle(e, start: start, end: end, text: text) { part in
                     if let reserved, part.path.first == reserved {
                         throw ImportSplitter.Failure(offset: part.end, reason: "the key \(reserved) is reserved for the import's progress record")
                     }
@@ -84,9 +85,9 @@ public struct ImportStream: Sendable {
                 }
             }
             if bytes == nil {
-                try reader.finish(spans: take)
+                try reader.finish(raw: take)
             } else {
-                try reader.feed(UnsafeBufferPointer(rebasing: w[fresh...]), spans: take)
+                try reader.feed(UnsafeBufferPointer(rebasing: w[fresh...]), raw: take)
             }
         }
     }

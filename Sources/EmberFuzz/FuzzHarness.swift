@@ -55,25 +55,19 @@ public enum FuzzHarness {
         try check(whole.serializedBytes() == streamed.serializedBytes(), "stream reader built another value: \(text(bytes))")
         // Repeated keys: the parser keeps the last; split parts may merge them (documented).
         guard case .object = whole, let node = try? Node(json: whole), !hasRepeatedKeys(bytes) else { return }
-        var reader = JSONEventReader()
-        var splitter = ImportSplitter(maxPartBytes: 16, targetDepth: 0)
         var built = Node.empty
         var priorities: [(Path, JSON)] = []
         do {
-            let take: JSONEventReader.SpanEmit = { e, start, end in
-                try splitter.handle(e, start: start, end: end) { part in
-                    let path = Path(validated: part.path)
-                    switch part.kind {
-                    case .value(let span):
-                        // A part is the document's text there, parsed as the node parses it.
-                        let text = bytes[Int(span.lowerBound)..<Int(span.upperBound)]
-                        built = built.setting(try Node(json: try JSON.parse(text)), at: path)
-                    case .priority(let p): priorities.append((path, p))
-                    }
+            try ImportSplitter.split(bytes, maxPartBytes: 16, targetDepth: 0) { part in
+                let path = Path(validated: part.path)
+                switch part.kind {
+                case .value(let span):
+                    // A part is the document's text there, parsed as the node parses it.
+                    let text = bytes[Int(span.lowerBound)..<Int(span.upperBound)]
+                    built = built.setting(try Node(json: try JSON.parse(text)), at: path)
+                case .priority(let p): priorities.append((path, p))
                 }
             }
-            try reader.feed(bytes, spans: take)
-            try reader.finish(spans: take)
         } catch {
             throw fail("import split refused a document the node takes (\(error)): \(text(bytes))")
         }

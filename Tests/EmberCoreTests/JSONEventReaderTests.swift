@@ -73,28 +73,22 @@ import Testing
             }
             guard case .object = v, let node = try? Node(json: v) else { continue }
             for partBytes: Int64 in [1, 16, 200, 1 << 20] {
-                var reader = JSONEventReader()
-                var splitter = ImportSplitter(maxPartBytes: partBytes, targetDepth: 2)
                 var built = Node.empty
                 var count = 0
                 var lastEnd: Int64 = 0
                 let bytes = v.serializedBytes()
-                let take: JSONEventReader.SpanEmit = { e, start, end in
-                    try splitter.handle(e, start: start, end: end) { part in
-                        count += 1
-                        #expect(part.end >= lastEnd)
-                        lastEnd = part.end
-                        let path = Path(validated: part.path)
-                        switch part.kind {
-                        case .value(let span):
-                            let text = bytes[Int(span.lowerBound)..<Int(span.upperBound)]
-                            built = built.setting(try Node(json: try JSON.parse(text)), at: path)
-                        case .priority(let p): built = built.setting(built.child(at: path).withPriority(try Priority(json: p)), at: path)
-                        }
+                try ImportSplitter.split(bytes, maxPartBytes: partBytes, targetDepth: 2) { part in
+                    count += 1
+                    #expect(part.end >= lastEnd)
+                    lastEnd = part.end
+                    let path = Path(validated: part.path)
+                    switch part.kind {
+                    case .value(let span):
+                        let text = bytes[Int(span.lowerBound)..<Int(span.upperBound)]
+                        built = built.setting(try Node(json: try JSON.parse(text)), at: path)
+                    case .priority(let p): built = built.setting(built.child(at: path).withPriority(try Priority(json: p)), at: path)
                     }
                 }
-                try reader.feed(bytes, spans: take)
-                try reader.finish(spans: take)
                 #expect(built == node, "part size \(partBytes): \(built.exportJSON().serialized()) vs \(node.exportJSON().serialized())")
                 if partBytes >= Int64(bytes.count) { #expect(count == 1) }
             }
@@ -103,12 +97,8 @@ import Testing
 
     @Test func splitterRefusesBadKeysAndDepthWithOffsets() throws {
         func failure(_ text: String, targetDepth: Int = 0) -> ImportSplitter.Failure? {
-            var reader = JSONEventReader()
-            var splitter = ImportSplitter(maxPartBytes: 8, targetDepth: targetDepth)
-            let take: JSONEventReader.SpanEmit = { e, s, o in try splitter.handle(e, start: s, end: o) { _ in } }
             do {
-                try reader.feed(Array(text.utf8), spans: take)
-                try reader.finish(spans: take)
+                try ImportSplitter.split(Array(text.utf8), maxPartBytes: 8, targetDepth: targetDepth) { _ in }
                 return nil
             } catch let f as ImportSplitter.Failure { return f } catch { return nil }
         }
