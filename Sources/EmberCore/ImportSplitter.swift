@@ -104,9 +104,8 @@ public struct ImportSplitter: Sendable {
         /// Its depth as `Node.validate` counts it: the target's, plus one per key or index
         /// above it (`.value` adds none: it stands for its object).
         var depth: Int
-        /// Members finished while buffered (elements keyed by index), with their text; emptied
-        /// once split (its members went out as parts).
-        var members: [(key: MemberKey, span: Range<Int64>)] = []
+        /// Where its members begin in `members` (they end where the next frame's begin).
+        var membersFrom: Int
         var split = false
         var pendingKey: MemberKey?
         var pendingRole = Role.member
@@ -117,16 +116,21 @@ public struct ImportSplitter: Sendable {
         /// Some member is non-empty (not null, or a container holding such a value).
         var nonEmpty = false
 
-        init(key: MemberKey?, role: Role, isArray: Bool, start: Int64, depth: Int) {
+        init(key: MemberKey?, role: Role, isArray: Bool, start: Int64, depth: Int, membersFrom: Int) {
             self.key = key
             self.role = role
             self.isArray = isArray
             self.start = start
             self.depth = depth
+            self.membersFrom = membersFrom
         }
     }
 
     private var frames: [Frame] = []
+    /// The members the buffered frames finished (elements keyed by index), with their text, as
+    /// one stack: each frame's after its parent's (`membersFrom`), none once split (they went
+    /// out as parts). One array for all, not one per container (an allocation each).
+    private var members: [(key: MemberKey, span: Range<Int64>)] = []
     /// The first buffered frame (everything before it is split).
     private var bufferRoot = 0
 
@@ -158,7 +162,7 @@ public struct ImportSplitter: Sendable {
                 // The parent's depth read in place (not a copy of its frame).
                 depth = frames[frames.count - 1].depth + (role == .value ? 0 : 1)
             }
-            frames.append(Frame(key: key, role: role, isArray: isArray, start: start, depth: depth))
+            frames.append(Frame(key: key, role: role, isArray: isArray, start: start, depth: depth, membersFrom: members.count))
         case .key(let t):
             let i = frames.count - 1
             let role: Role
@@ -203,6 +207,8 @@ public struct ImportSplitter: Sendable {
         case .endObject, .endArray:
             let f = frames.removeLast()
             let i = frames.count
+            // Its members were in its text (or went out as parts): dropped.
+            members.removeLast(members.count - f.membersFrom)
             if !f.split {
                 // The first buffered frame is a part; a deeper one a member of its parent.
                 if i == bufferRoot {
@@ -273,7 +279,8 @@ public struct ImportSplitter: Sendable {
             frames[i].nonEmpty = true
         }
         if !frames[i].split {
-            frames[i].members.append((key, span))
+            // The innermost frame's members are the stack's last.
+            members.append((key, span))
             return
         }
         let path = path(frames.count)
@@ -286,8 +293,11 @@ public struct ImportSplitter: Sendable {
         while bufferRoot < frames.count, offset - frames[bufferRoot].start > maxPartBytes {
             let i = bufferRoot
             let path = path(i + 1)
-            let members = frames[i].members.map { (key: $0.key.string(text), span: $0.span) }
-            frames[i].members = []
+            // Its members: from its `membersFrom` to the next frame's; the deeper frames' move down.
+            let from = frames[i].membersFrom, to = i + 1 < frames.count ? frames[i + 1].membersFrom : self.members.count
+            let members = self.members[from..<to].map { (key: $0.key.string(text), span: $0.span) }
+            self.members.removeSubrange(from..<to)
+            for k in (i + 1)..<frames.count { frames[k].membersFrom -= to - from }
             frames[i].split = true
             // A key already read goes to a part (or the next first buffered frame): read it now.
             if let k = frames[i].pendingKey { frames[i].pendingKey = .string(k.string(text)) }
