@@ -54,6 +54,16 @@ import Testing
         Issue.record("not delivered through \(index): \(try store.triggers(namespace: "t").map(\.state.cursor))")
     }
 
+    /// Until the entries the port recorded satisfy `done` (60 s at most).
+    static func waitLogged(_ port: Gated, _ done: ([TriggerOperation]) -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if port.logged.withLock({ done($0) }) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the entries logged never got there: \(port.logged.withLock { $0 })")
+    }
+
     @Test func deliveredCursorsGoAsSettleEntriesUntilEveryMemberReadsAdvance() async throws {
         try await InProcessNode.with { receiver in
             var o = StoreOptions()
@@ -74,6 +84,11 @@ import Testing
             let worker = TriggerWorker(port: port, runtime: TriggerRuntime(), logger: Logger(label: "test"))
             worker.start()
             try await Self.waitDelivered(store, through: ix.last!)
+            // The port records an entry once its `log` returned, which may come after the store
+            // applied it (what `waitDelivered` sees): until both triggers' last settle is recorded.
+            try await Self.waitLogged(port) { ops in
+                ["a", "b"].allSatisfy { n in ops.contains { if case .settle(n, let i, nil) = $0 { i.contains(ix.last!) } else { false } } }
+            }
 
             // Gate closed: settle entries, one trigger each, naming every delivered entry.
             let closed = port.logged.withLock { Array($0.dropFirst()) }
@@ -95,6 +110,11 @@ import Testing
                 more.append(try await store.submit(namespace: "t", .set(path: try Path("/m/k\(i)"), value: .int(Int64(i)))).index)
             }
             try await Self.waitDelivered(store, through: more.last!)
+            try await Self.waitLogged(port) { ops in
+                ["a", "b"].allSatisfy { n in
+                    ops.dropFirst(count).contains { if case .advance(let c) = $0 { c.contains { $0.name == n && $0.through >= more.last! } } else { false } }
+                }
+            }
             let opened = port.logged.withLock { Array($0.dropFirst(count)) }
             #expect(!opened.isEmpty)
             for op in opened {
