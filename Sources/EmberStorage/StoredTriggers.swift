@@ -68,14 +68,10 @@ enum TriggerRecord {
         w.varint(events.count)
         for e in events {
             w.u64(e.index); w.varint(e.seq); w.i64(e.timestamp)
-            w.u8(UInt8(TriggerEventKind.allCases.firstIndex(of: e.type)!))
+            w.u8(e.type.code)
             w.path(e.location)
             w.varint(e.params.count)
-            if e.params.count == 1, let only = e.params.first {
-                w.string(only.key); w.string(only.value)
-            } else {
-                for k in e.params.keys.sorted() { w.string(k); w.string(e.params[k]!) }
-            }
+            TriggerEvent.forEachParam(e.params) { k, v in w.string(k); w.string(v) }
             w.json(e.before); w.json(e.after); w.json(e.delta)
             w.string(e.authType)
             if let id = e.authID { w.u8(1); w.string(id) } else { w.u8(0) }
@@ -89,17 +85,16 @@ enum TriggerRecord {
         var out: [TriggerEvent] = []
         for _ in 0..<n {
             let index = try r.u64(), seq = try r.varint(), ts = try r.i64()
-            let k = Int(try r.u8())
-            guard k < TriggerEventKind.allCases.count else { throw .corrupt("trigger event kind") }
+            guard let kind = TriggerEventKind(code: try r.u8()) else { throw .corrupt("trigger event kind") }
             let location = try r.path()
             let pn = try r.varint()
             guard pn <= Limits.maxPathDepth else { throw .corrupt("trigger params") }
-            var params: [String: String] = [:]
+            var params = [String: String](minimumCapacity: pn)
             for _ in 0..<pn { let key = try r.string(); params[key] = try r.string() }
             let before = try r.json(), after = try r.json(), delta = try r.json()
             let authType = try r.string()
             let authID: String? = try r.u8() == 1 ? try r.string() : nil
-            out.append(TriggerEvent(index: index, seq: seq, timestamp: ts, type: TriggerEventKind.allCases[k], location: location,
+            out.append(TriggerEvent(index: index, seq: seq, timestamp: ts, type: kind, location: location,
                                     params: params, before: before, after: after, delta: delta, authType: authType, authID: authID))
         }
         return out

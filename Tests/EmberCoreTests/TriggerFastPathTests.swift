@@ -43,6 +43,16 @@ import Testing
         }
     }
 
+    /// Each kind's stored byte is its place in `allCases` (what records were written with) and
+    /// its CloudEvents type Firebase's name; no other byte is a kind.
+    @Test func eventKindsKeepTheirStoredCodesAndTypes() {
+        for (k, kind) in TriggerEventKind.allCases.enumerated() {
+            #expect(kind.code == UInt8(k) && TriggerEventKind(code: UInt8(k)) == kind)
+            #expect(kind.cloudEventType == "google.firebase.database.ref.v1.\(kind.rawValue)")
+        }
+        #expect((TriggerEventKind.allCases.count...255).allSatisfy { TriggerEventKind(code: UInt8($0)) == nil })
+    }
+
     /// The members as `writeSharedMembers` wrote them before: each string built, then written whole.
     static func reference(_ e: TriggerEvent, namespace: String) -> [UInt8] {
         var out: [UInt8] = []
@@ -51,7 +61,7 @@ import Testing
         }
         let ref = e.location.segments.joined(separator: "/")
         member("id", e.id)
-        member("type", e.type.cloudEventType)
+        member("type", "google.firebase.database.ref.v1.\(e.type.rawValue)")
         member("time", TriggerEvent.rfc3339(millis: e.timestamp))
         member("subject", "refs/" + ref)
         member("datacontenttype", "application/json")

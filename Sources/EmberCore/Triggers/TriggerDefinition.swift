@@ -4,8 +4,37 @@ public enum TriggerEventKind: String, Sendable, CaseIterable, Comparable {
 
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 
-    /// CloudEvents `type` (Firebase's names).
-    public var cloudEventType: String { "google.firebase.database.ref.v1.\(rawValue)" }
+    /// CloudEvents `type` (Firebase's names): constants, not a string built per event serialized.
+    public var cloudEventType: String {
+        switch self {
+        case .created: return "google.firebase.database.ref.v1.created"
+        case .updated: return "google.firebase.database.ref.v1.updated"
+        case .deleted: return "google.firebase.database.ref.v1.deleted"
+        case .written: return "google.firebase.database.ref.v1.written"
+        }
+    }
+
+    /// The kind's byte in stored events: its place in `allCases` (declaration order), without
+    /// the array `allCases` builds on every use (twice per event stored or read, on every replica).
+    public var code: UInt8 {
+        switch self {
+        case .created: return 0
+        case .updated: return 1
+        case .deleted: return 2
+        case .written: return 3
+        }
+    }
+
+    /// The kind stored as `code`; nil for a byte no kind has.
+    public init?(code: UInt8) {
+        switch code {
+        case 0: self = .created
+        case 1: self = .updated
+        case 2: self = .deleted
+        case 3: self = .written
+        default: return nil
+        }
+    }
 }
 
 /// What a trigger does after an event failed `retries` times.

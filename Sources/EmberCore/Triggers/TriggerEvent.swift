@@ -74,7 +74,7 @@ public struct TriggerEvent: Sendable, Equatable {
     private static func key(_ k: StaticString, into out: inout [UInt8]) {
         out.append(0x22)
         out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
-        out.append(contentsOf: [0x22, 0x3A])
+        out.append(0x22); out.append(0x3A)
     }
 
     private static func member(_ k: StaticString, _ v: String, comma: Bool = true, into out: inout [UInt8]) {
@@ -96,45 +96,74 @@ public struct TriggerEvent: Sendable, Equatable {
     /// path, interpolated id or formatted time per event: most of what a busy leader spent
     /// per event it delivers). The same bytes as each member's string written whole.
     public func writeSharedMembers(namespace: String, into out: inout [UInt8]) {
-        Self.key("id", into: &out)
-        out.append(0x22); Self.digits(index, into: &out); out.append(0x2D); Self.digits(UInt64(seq), into: &out)
-        out.append(contentsOf: [0x22, 0x2C])
-        Self.member("type", type.cloudEventType, into: &out)
-        Self.key("time", into: &out)
-        Self.writeTime(millis: timestamp, into: &out)
-        out.append(0x2C)
-        Self.key("subject", into: &out)
-        out.append(contentsOf: "\"refs/".utf8); writeRef(into: &out); out.append(contentsOf: [0x22, 0x2C])
-        Self.member("datacontenttype", "application/json", into: &out)
-        Self.key("ref", into: &out)
-        out.append(contentsOf: [0x22, 0x2F]); writeRef(into: &out); out.append(contentsOf: [0x22, 0x2C])
-        Self.member("instance", namespace, into: &out)
-        Self.key("sequence", into: &out)
-        out.append(0x22); Self.digits(index, into: &out); out.append(contentsOf: [0x22, 0x2C])
-        Self.key("params", into: &out)
-        out.append(0x7B)
-        if params.count == 1, let only = params.first {
-            JSONWriter.writeString(only.key, into: &out)
-            out.append(0x3A)
-            JSONWriter.writeString(only.value, into: &out)
-        } else {
-            for (k, name) in params.keys.sorted().enumerated() {
-                if k > 0 { out.append(0x2C) }
-                JSONWriter.writeString(name, into: &out)
-                out.append(0x3A)
-                JSONWriter.writeString(params[name]!, into: &out)
-            }
+        // The constant text between two values goes in one append (each append checks the
+        // buffer's uniqueness and capacity: per piece, that was much of a busy leader's cost).
+        Self.raw("\"id\":\"", into: &out)
+        Self.digits(index, into: &out); out.append(0x2D); Self.digits(UInt64(seq), into: &out)
+        Self.raw("\",\"type\":\"google.firebase.database.ref.v1.", into: &out)
+        switch type {
+        case .created: Self.raw("created", into: &out)
+        case .updated: Self.raw("updated", into: &out)
+        case .deleted: Self.raw("deleted", into: &out)
+        case .written: Self.raw("written", into: &out)
         }
-        out.append(contentsOf: [0x7D, 0x2C])
-        Self.member("authtype", authType, into: &out)
-        if let authID { Self.member("authid", authID, into: &out) }
-        Self.key("data", into: &out)
-        out.append(0x7B)
-        Self.key("data", into: &out); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
-        Self.key("delta", into: &out); JSONWriter.write(delta, into: &out, pretty: false, indent: 0); out.append(0x2C)
-        Self.key("before", into: &out); JSONWriter.write(before, into: &out, pretty: false, indent: 0); out.append(0x2C)
-        Self.key("after", into: &out); JSONWriter.write(after, into: &out, pretty: false, indent: 0)
-        out.append(contentsOf: [0x7D, 0x7D])
+        Self.raw("\",\"time\":", into: &out)
+        Self.writeTime(millis: timestamp, into: &out)
+        Self.raw(",\"subject\":\"refs/", into: &out)
+        writeRef(into: &out)
+        Self.raw("\",\"datacontenttype\":\"application/json\",\"ref\":\"/", into: &out)
+        writeRef(into: &out)
+        Self.raw("\",\"instance\":", into: &out)
+        JSONWriter.writeString(namespace, into: &out)
+        Self.raw(",\"sequence\":\"", into: &out)
+        Self.digits(index, into: &out)
+        Self.raw("\",\"params\":{", into: &out)
+        var first = true
+        Self.forEachParam(params) { name, value in
+            if !first { out.append(0x2C) }
+            first = false
+            JSONWriter.writeString(name, into: &out)
+            out.append(0x3A)
+            JSONWriter.writeString(value, into: &out)
+        }
+        Self.raw("},\"authtype\":", into: &out)
+        JSONWriter.writeString(authType, into: &out)
+        if let authID {
+            Self.raw(",\"authid\":", into: &out)
+            JSONWriter.writeString(authID, into: &out)
+        }
+        Self.raw(",\"data\":{\"data\":", into: &out)
+        JSONWriter.write(before, into: &out, pretty: false, indent: 0)
+        Self.raw(",\"delta\":", into: &out)
+        JSONWriter.write(delta, into: &out, pretty: false, indent: 0)
+        Self.raw(",\"before\":", into: &out)
+        JSONWriter.write(before, into: &out, pretty: false, indent: 0)
+        Self.raw(",\"after\":", into: &out)
+        JSONWriter.write(after, into: &out, pretty: false, indent: 0)
+        Self.raw("}}", into: &out)
+    }
+
+    /// Constant text (no character JSON escapes) appended as it is.
+    private static func raw(_ s: StaticString, into out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    }
+
+    /// `params` by key (`String` order), as the stored record and the CloudEvent list them:
+    /// one or two (most patterns) compared in place, more through a sorted array of keys.
+    public static func forEachParam(_ params: [String: String], _ body: (String, String) -> Void) {
+        switch params.count {
+        case 0:
+            return
+        case 1:
+            let only = params.first!
+            body(only.key, only.value)
+        case 2:
+            var it = params.makeIterator()
+            let a = it.next()!, b = it.next()!
+            if b.key < a.key { body(b.key, b.value); body(a.key, a.value) } else { body(a.key, a.value); body(b.key, b.value) }
+        default:
+            for k in params.keys.sorted() { body(k, params[k]!) }
+        }
     }
 
     /// The location's keys joined by `/`, escaped (no quotes).
@@ -178,7 +207,7 @@ public struct TriggerEvent: Sendable, Equatable {
         out.append(0x54)
         padded(c.sod / 3600, 2, into: &out); out.append(0x3A); padded(c.sod % 3600 / 60, 2, into: &out); out.append(0x3A)
         padded(c.sod % 60, 2, into: &out); out.append(0x2E); padded(c.ms, 3, into: &out)
-        out.append(contentsOf: [0x5A, 0x22])
+        out.append(0x5A); out.append(0x22)
     }
 
     /// The POST body of `events`: one CloudEvent, or (`batch`) a JSON array of them.

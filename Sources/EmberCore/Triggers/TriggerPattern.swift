@@ -8,6 +8,9 @@ public struct TriggerPattern: Sendable, Equatable, CustomStringConvertible {
     }
 
     public let segments: [Segment]
+    /// How many segments are wildcards: the size of every match's params (reserved at once:
+    /// a dictionary grown key by key reallocates and rehashes, per change on every replica).
+    let wildcards: Int
 
     /// Named limit: wildcard names are short identifiers.
     public static let maxWildcardNameBytes = 64
@@ -35,6 +38,7 @@ public struct TriggerPattern: Sendable, Equatable, CustomStringConvertible {
         }
         guard out.count <= Limits.maxPathDepth else { throw .init("path is deeper than \(Limits.maxPathDepth) keys") }
         segments = out
+        wildcards = names.count
     }
 
     static func isWildcardName(_ s: String) -> Bool {
@@ -57,7 +61,7 @@ public struct TriggerPattern: Sendable, Equatable, CustomStringConvertible {
     /// The wildcard values when `path` is a location of this pattern (same depth), else nil.
     public func match(_ path: Path) -> [String: String]? {
         guard path.count == count else { return nil }
-        var params: [String: String] = [:]
+        var params = [String: String](minimumCapacity: wildcards)
         for (i, key) in path.segments.enumerated() {
             switch segments[i] {
             case .literal(let k): if !k.isExactly(key) { return nil }
