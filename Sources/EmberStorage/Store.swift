@@ -127,7 +127,7 @@ public final class EmberStore: @unchecked Sendable {
     typealias Submission = StoreCore.Submission
     let nextSubscriber = Atomic<UInt64>(0)
     /// Shared change records decoded for the delivery lanes (`TriggerRecordCache`).
-    let triggerRecords = TriggerRecordCache()
+    var triggerRecords: TriggerRecordCache { core.triggerRecords }
     /// Held (shared) while open, so `compact` refuses a directory a node is using.
     let directoryLock: DirectoryLock
     /// Objects of a former layout rewritten as inline records when this store opened (`Reinline`).
@@ -559,6 +559,9 @@ final class StoreCore: @unchecked Sendable {
     let visibility = Visibility()
     /// Change records released before their commit, for the delivery lanes (`TriggerReleases`).
     let triggerReleases = TriggerReleases()
+    /// Shared change records decoded for the delivery lanes, and those the writer released
+    /// before their commit (`TriggerRecordCache`).
+    let triggerRecords = TriggerRecordCache()
     /// Tests only: runs on the writer thread just before a released transaction commits, so a
     /// test can hold that moment and look at what readers and callers see meanwhile.
     let beforeReleasedCommit = Mutex<(@Sendable () -> Void)?>(nil)

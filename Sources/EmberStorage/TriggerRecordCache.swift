@@ -18,6 +18,20 @@ final class TriggerRecordCache: Sendable {
     static let maxRecords = 8_192
     private let namespaces = Mutex<[String: TwoGenerations<Key, [TriggerEvent]>]>([:])
 
+    /// Records a delivering node's writer made and released before their commit
+    /// (`TriggerReleases.committed`), once committed: a lane that reads them from LMDB after
+    /// that (it fell a commit behind) finds them decoded instead of decoding every event.
+    func insert(_ records: [TriggerReleases.Record]) {
+        namespaces.withLock { m in
+            for r in records { m[r.namespace, default: TwoGenerations(limit: Self.maxRecords)].insert(Key(group: r.group, index: r.index), r.events) }
+        }
+    }
+
+    /// The events kept for the record at `index` of `group`, if any (tests).
+    func cached(_ ns: String, _ group: UInt64, _ index: UInt64) -> [TriggerEvent]? {
+        namespaces.withLock { $0[ns]?.find(Key(group: group, index: index)) }
+    }
+
     /// The events of `rows` (index and stored record, in read order), decoded by `decode` where
     /// no lane did before.
     func events(_ ns: String, _ group: UInt64, _ rows: [(index: UInt64, value: [UInt8])],

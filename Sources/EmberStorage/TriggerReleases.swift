@@ -84,10 +84,18 @@ final class TriggerReleases: Sendable {
         }
     }
 
-    /// Release `seq` committed (writer thread): its records are in LMDB now.
-    func committed(through seq: UInt64) {
+    /// Release `seq` committed (writer thread): its records are in LMDB now. Returns them, in
+    /// log order, for the lanes' decoded records (`TriggerRecordCache.insert`): they are
+    /// exactly what a lane would decode from LMDB (a record that any apply of the release
+    /// rewrote, or that was not collected, marked its namespace whole and is not among them).
+    @discardableResult
+    func committed(through seq: UInt64) -> [Record] {
         state.withLock { s in
-            if !s.pending.isEmpty { s.pending.removeAll { $0.seq <= seq } }
+            guard !s.pending.isEmpty else { return [] }
+            var done: [Record] = []
+            for r in s.pending where r.seq <= seq { done += r.records }
+            s.pending.removeAll { $0.seq <= seq }
+            return done
         }
     }
 

@@ -186,8 +186,11 @@ final class Writer: @unchecked Sendable {
         do { try commit(p.txn, metaSync: p.metaSync, timing: p.timing) } catch {
             fatalError("storage failure: the commit of results already released failed: \(error)")
         }
+        // The lane that reads these records after the commit finds them decoded (handed over
+        // before the release shows as committed: LMDB has them already).
+        let records = store.triggerReleases.committed(through: p.seq)
+        if !records.isEmpty { store.triggerRecords.insert(records) }
         store.visibility.committed(p.seq)
-        store.triggerReleases.committed(through: p.seq)
     }
 
     /// `metaSync` false: this commit skips LMDB's meta-page sync (see `EmberStore.applyCommitted`).
