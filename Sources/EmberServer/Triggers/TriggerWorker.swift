@@ -124,7 +124,7 @@ final class TriggerLane: Sendable {
         typealias Item = (indexes: [UInt64], reason: String?, dead: Int, own: [UInt64])
         var queue: [Item] = []
         var inFlight: Item?
-        var held: Set<UInt64> = []
+        var held = TriggerHeldEntries()
         /// The group the lane reads (named by its cursor entries) and the entries taken from
         /// the trigger's own rows (listed in them).
         var group: UInt64 = 0
@@ -211,7 +211,7 @@ final class TriggerLane: Sendable {
             // older rows back), else after the newest row taken.
             wakePending.store(false, ordering: .relaxed)
             // While cursors are being logged, an idle machine reads after the entries they hold.
-            let after = machine.isIdle ? settling.held.max() : machine.takenThrough
+            let after = machine.isIdle ? settling.held.max : machine.takenThrough
             if machine.wants > 0, let read = try? port.deliveryRead(namespace: ns, trigger: name, after: after,
                                                                     limit: min(TriggerWorker.maxRowsPerRead, machine.wants),
                                                                     floor: settling.floor) {
@@ -240,7 +240,7 @@ final class TriggerLane: Sendable {
                     try? await Task.sleep(for: .milliseconds(200))
                     continue
                 }
-                settling.held.subtract(done.indexes)
+                settling.held.remove(done.indexes)
                 settling.floor = max(settling.floor, done.indexes.max() ?? 0)
                 if let reason = done.reason {
                     runtime.dead(events: done.dead)
@@ -301,7 +301,7 @@ final class TriggerLane: Sendable {
                 // Own rows are rare (a 0.6.0 outbox's, replayed dead letters): no lookup per entry without them.
                 let own = settling.own.isEmpty ? [] : indexes.filter { settling.own.remove($0) != nil }
                 settling.queue.append((indexes, reason, dead, own))
-                settling.held.formUnion(indexes)
+                settling.held.add(indexes)
                 logNextCursor(&settling)
             case .halt(let reason):
                 try? await port.log(namespace: ns, .halt(name: name, reason: reason))
