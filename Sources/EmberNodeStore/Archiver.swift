@@ -65,6 +65,10 @@ public struct ArchiveStatus: Sendable {
     /// Entries compacted before they were archived (the hold limit was passed): `from...to`.
     public var gaps: [String]
     public var lastError: String?
+    /// CPU time the archiver's thread has used on this node (reading entries, compressing and
+    /// storing segments, state hashes, bases): what archiving costs besides the log rows the
+    /// writer keeps. Cumulative over the node's run, as of the thread's last turn.
+    public var cpuSeconds: Double = 0
     /// Entries through this index that the archive lacks are only marks and no-ops (an idle
     /// archive: they wait for the next real entry); not lag.
     var idleThrough: UInt64 = 0
@@ -115,6 +119,8 @@ public final class Archiver: ArchivePort, Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
+    /// The thread's CPU time in nanoseconds as of its last turn (`ArchiveStatus.cpuSeconds`).
+    private let cpuNanos = Atomic<UInt64>(0)
 
     /// `mark` logs `.archived(through:)` and returns once it is applied here.
     public init(store: EmberStore, archive: any ArchiveStore, options: ArchiveOptions, logger: Logger,
@@ -140,6 +146,7 @@ public final class Archiver: ArchivePort, Sendable {
                 _ = wake.wait(timeout: .now() + .milliseconds(options.pollMilliseconds))
                 if shared.withLock({ $0.stopping }) { break }
                 step(&run)
+                cpuNanos.store(Self.threadCPUNanos(), ordering: .relaxed)
             }
             // An orderly stop stores what is pending (a single node's last writes), unmarked: the
             // members may be stopping too, and whoever archives next adopts it (`begin`).
@@ -148,6 +155,7 @@ public final class Archiver: ArchivePort, Sendable {
                 if !run.active { try? begin(&run) }
                 if run.active { try? closeSegment(&run, mark: false) }
             }
+            cpuNanos.store(Self.threadCPUNanos(), ordering: .relaxed)
             done.signal()
         }
         t.name = "ember-archiver"
@@ -159,6 +167,13 @@ public final class Archiver: ArchivePort, Sendable {
         #if os(Linux)
         if nice != 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice) }
         #endif
+    }
+
+    /// CPU time of the calling thread (the archiver's own work, whatever else the node does).
+    static func threadCPUNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     /// `stopBlocking` from a thread of its own (it may wait for a mark to commit).
@@ -190,6 +205,7 @@ public final class Archiver: ArchivePort, Sendable {
         let applied = store.appliedIndex
         s.archivedThrough = max(s.archivedThrough, (try? store.archivedThrough()) ?? 0)
         s.appliedIndex = applied
+        s.cpuSeconds = Double(cpuNanos.load(ordering: .relaxed)) / 1e9
         s.lagEntries = applied > s.archivedThrough && s.idleThrough < applied ? applied - s.archivedThrough : 0
         return s
     }

@@ -46,7 +46,7 @@ struct PITRBench: AsyncParsableCommand {
 
     /// Where the writer's time goes: more log pages per commit show up as commit time and bytes
     /// written, more work per entry as apply CPU.
-    @Flag(help: "Also print per run: entries per batch, the writer's apply CPU and commit time (wall and CPU) per write, bytes written (the process's write calls) and context switches per write.")
+    @Flag(help: "Also print per run: entries per batch, the writer's apply CPU and commit time (wall and CPU) per write, the archiver thread's CPU and the rest of the process's, bytes written (the process's write calls) and context switches per write.")
     var details = false
 
     func validate() throws {
@@ -99,6 +99,12 @@ struct PITRBench: AsyncParsableCommand {
                          median(done.map(\.without.cpu)), median(done.map(\.with.cpu)), median(done.map { $0.with.cpu - $0.without.cpu }),
                          median(done.map(\.without.writerCPU)), median(done.map(\.with.writerCPU)),
                          median(done.map { $0.with.writerCPU - $0.without.writerCPU })))
+            if details {
+                print(String(format: "    archiver thread %.2f µs per write; the rest of the process %.2f → %.2f µs; bytes written per write %.0f → %.0f (medians)",
+                             median(done.map(\.with.archiverCPU)), median(done.map { $0.without.cpu - $0.without.writerCPU }),
+                             median(done.map { $0.with.cpu - $0.with.writerCPU - $0.with.archiverCPU }),
+                             median(done.map(\.without.bytesWritten)), median(done.map(\.with.bytesWritten))))
+            }
         }
         let archive = try DirectoryArchiveStore(directory: archiveDir, create: false)
         let catalog = ArchiveCatalog(names: try archive.list())
@@ -153,6 +159,11 @@ struct PITRBench: AsyncParsableCommand {
         print(String(format: "    writer: %.1f entries per batch; per write: apply %.2f µs CPU, commit %.2f µs (%.2f µs CPU, the rest waiting for the disk); "
                      + "%.0f bytes written, %.3f context switches (process)",
                      r.entriesPerBatch, r.applyCPU, r.commitWall, r.commitCPU, r.bytesWritten, r.contextSwitches))
+        // The process's CPU split: the writer thread, the archiver's, and the rest (submitters,
+        // `prepare`'s validation and encoding, completions), while the writes ran.
+        let archiver = r.archived ? String(format: "archiver thread %.2f µs (%.2f µs with the catch-up), ", r.archiverCPU, r.archiverCPUWithCatchUp) : ""
+        print(String(format: "    CPU per write: writer thread %.2f µs, %@the rest of the process %.2f µs", r.writerCPU, archiver,
+                     r.cpu - r.writerCPU - r.archiverCPU))
     }
 
     struct WriteRun {
@@ -169,6 +180,9 @@ struct PITRBench: AsyncParsableCommand {
         var commitCPU = 0.0
         var bytesWritten = 0.0
         var contextSwitches = 0.0
+        /// The archiver thread's CPU per write while the writes ran, and until it caught up.
+        var archiverCPU = 0.0
+        var archiverCPUWithCatchUp = 0.0
     }
 
     /// Bytes this process handed to write calls so far (/proc/self/io `wchar`: LMDB's page
@@ -236,6 +250,7 @@ struct PITRBench: AsyncParsableCommand {
         let (io1, cs1) = (Self.bytesWritten(), Self.contextSwitches())
         let writerNanos = (m1.transactionCPUNanos + m1.commitCPUNanos) - (m0.transactionCPUNanos + m0.commitCPUNanos)
         var catchUp = 0.0
+        let archiverCPU = archiver?.archiveStatus().cpuSeconds ?? 0
         if let archiver {
             // Caught up: the open segment stored (an orderly stop stores it at once, hash and
             // all, instead of waiting for its age).
@@ -252,6 +267,7 @@ struct PITRBench: AsyncParsableCommand {
                         applyCPU: Double(m1.transactionCPUNanos - m0.transactionCPUNanos) / n / 1e3,
                         commitWall: Double(m1.commitNanos - m0.commitNanos) / n / 1e3,
                         commitCPU: Double(m1.commitCPUNanos - m0.commitCPUNanos) / n / 1e3,
-                        bytesWritten: (io1 - io0) / n, contextSwitches: (cs1 - cs0) / n)
+                        bytesWritten: (io1 - io0) / n, contextSwitches: (cs1 - cs0) / n,
+                        archiverCPU: archiverCPU / n * 1e6, archiverCPUWithCatchUp: (archiver?.archiveStatus().cpuSeconds ?? 0) / n * 1e6)
     }
 }

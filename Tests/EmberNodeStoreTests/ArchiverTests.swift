@@ -77,6 +77,32 @@ import Testing
         #endif
     }
 
+    /// The archiver counts its own thread's CPU (what archiving costs besides the writer's log
+    /// rows): none before it runs, some once it stored a base and a segment, never more than the
+    /// whole process used, and it only grows.
+    @Test func theArchiverCountsItsThreadsCPU() async throws {
+        func processCPU() -> Double {
+            var u = rusage()
+            getrusage(RUSAGE_SELF.rawValue, &u)
+            return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
+        }
+        let local = try Self.open(hold: 10_000)
+        defer { local.close() }
+        let store = local.storage
+        let a = try local.startArchive(Self.options(NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"), isLeader: { true },
+                                       mark: { i in _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i)) })
+        try await Self.write(store, 50, "c")
+        try await Self.caughtUp(a, store)
+        let first = a.archiveStatus().cpuSeconds
+        #expect(first > 0)
+        #expect(first <= processCPU())
+        try await Self.write(store, 50, "d")
+        await a.stop()
+        let last = a.archiveStatus().cpuSeconds
+        #expect(last >= first)
+        #expect(last <= processCPU())
+    }
+
     @Test func aNewWriterAdoptsAStoredButUnmarkedSegment() async throws {
         let local = try Self.open(hold: 10_000)
         defer { local.close() }

@@ -190,6 +190,9 @@ def test_status_and_metrics_show_the_archive(archived):
     for name in ["ember_archive_active 1", "ember_archive_lag_entries 0", "ember_archive_archived_index ",
                  "ember_archive_last_segment_timestamp_seconds ", "ember_archive_window_start_timestamp_seconds "]:
         assert name in m
+    # The archiver thread has stored a base and segments by now: its CPU counter moved.
+    cpu = [l for l in m.splitlines() if l.startswith("ember_archive_cpu_seconds_total ")]
+    assert len(cpu) == 1 and float(cpu[0].split()[1]) > 0
     out = ember("status", "--node", n.url).stdout
     assert f"archive {archive}: through index" in out
 

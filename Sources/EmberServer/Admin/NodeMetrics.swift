@@ -178,6 +178,8 @@ public final class NodeMetrics: Sendable {
         gauge("ember_archive_lag_entries", "Applied entries the archive does not hold yet.", "\(a.lagEntries)")
         gauge("ember_archive_lag_seconds", "Age of the oldest entry the archive does not hold yet (on the node writing it).", "\(a.lagSeconds)")
         gauge("ember_archive_gaps", "Gaps this node found (entries compacted before they were archived).", "\(a.gaps.count)")
+        out += "# HELP ember_archive_cpu_seconds_total CPU time of this node's archiver thread (segments, compression, state hashes, bases).\n"
+            + "# TYPE ember_archive_cpu_seconds_total counter\nember_archive_cpu_seconds_total \(a.cpuSeconds)\n"
         if let t = a.lastSegmentAtMs {
             gauge("ember_archive_last_segment_timestamp_seconds", "When this node stored its last segment.", "\(Double(t) / 1000)")
         }
