@@ -80,6 +80,13 @@ extension SimCluster {
         // turn's write as done already (its entries may not be durable here yet, and nothing of
         // them was applied or answered).
         hosts[i].appliedBeforeCrash = hosts[i].kvApplied
+        if syncsLazily(i) {
+            // Its acknowledged and applied tail may be lost: durable is what it must come back
+            // with (and the leader sends it the rest again).
+            let d = hosts[i].disk.durable
+            hosts[i].appliedBeforeCrash = min(hosts[i].kvApplied, max(hosts[i].disk.image.index, d.snapshot.index + UInt64(d.entries.count)))
+            if hosts[i].appliedBeforeCrash < hosts[i].kvApplied { stats.learnerCrashesLosingApplied += 1 }
+        }
         hosts[i].core = nil
         hosts[i].disk.crash()  // unsynced writes are lost
         hosts[i].fsyncDueAt = nil

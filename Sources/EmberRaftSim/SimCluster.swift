@@ -285,7 +285,7 @@ public final class SimCluster {
                     try invariants.recordPersisted(w.entries, in: hosts[i].node!.log, node: hosts[i].id, time: now)
                 }
                 if !w.apply.isEmpty {
-                    syncDisk(i)  // one transaction with the append
+                    if !syncsLazily(i) { syncDisk(i) }  // one transaction with the append
                     for e in w.apply { try apply(i, e) }
                 }
             case .installSnapshot(let meta, let tail):
@@ -330,6 +330,12 @@ public final class SimCluster {
                         stats.sendsBeforeFsync += 1
                         if faultsEnabled && rng.chance(options.crashBeforeFsyncRate) { hosts[i].crashDue = true }
                     }
+                case .appendEntriesResponse where syncsLazily(i):
+                    // Acknowledged before it is synced: a crash before the sync loses it.
+                    if !hosts[i].disk.pending.isEmpty {
+                        stats.learnerAcksBeforeSync += 1
+                        if faultsEnabled && rng.chance(options.crashBeforeFsyncRate) { hosts[i].crashDue = true }
+                    }
                 default:
                     syncDisk(i)  // contract: persist before send
                 }
@@ -349,7 +355,7 @@ public final class SimCluster {
                     hosts[i].pendingWrites[idx] = nil
                 }
             case .apply(let entries, _):
-                syncDisk(i)
+                if !syncsLazily(i) { syncDisk(i) }
                 for e in entries { try apply(i, e) }
             case .readReady(let readID, let index):
                 syncDisk(i)
@@ -382,6 +388,11 @@ public final class SimCluster {
         if !hosts[i].disk.pending.isEmpty && hosts[i].fsyncDueAt == nil {
             hosts[i].fsyncDueAt = now + rng.below(options.maxFsyncDelay + 1)
         }
+    }
+
+    /// A learner that acknowledges and applies before it syncs (`SimOptions.learnersSyncLazily`).
+    func syncsLazily(_ i: Int) -> Bool {
+        options.learnersSyncLazily && hosts[i].node?.isLearner == true
     }
 
     private func apply(_ i: Int, _ e: LogEntry) throws {

@@ -27,6 +27,11 @@ public struct SimOptions: Sendable, Hashable {
     /// Per tick: the leader adds a fresh learner, removes one, promotes one (refused while it is
     /// behind) or demotes a voter (SimCluster+Learners).
     public var learnerChangeRate = 0.0
+    /// Learners acknowledge and apply appended entries before they are synced; a crash loses
+    /// them (a real learner's last batches after a power loss, docs/CLUSTER.md "Learners"): it
+    /// comes back with less than it acknowledged, and the leader must send that again. A
+    /// promoted learner syncs like any voter from the turn its promotion is appended.
+    public var learnersSyncLazily = false
     public var compactThreshold = 12  // applied entries beyond the snapshot before compacting
     public var raft = RaftConfig(electionTick: 10, heartbeatTick: 2)
     /// Deliberately broken mode for testing the checker: serve reads from the contacted node's
@@ -99,6 +104,9 @@ public struct SimOptions: Sendable, Hashable {
         // Learners' own window (drawn last: the draws above stay what they were for each seed).
         o.raft.maxInflightLearnerMessages = [1, 2, 4][rng.below(3)]
         o.raft.maxEntriesPerLearnerMessage = [1, 3, 64][rng.below(3)]
+        // Its own stream: every other draw stays what it was for each seed.
+        var lazyRng = SplitMix64(seed: seed ^ 0x1A2_5EED)
+        o.learnersSyncLazily = lazyRng.below(2) == 0
         return o
     }
 
@@ -113,6 +121,8 @@ public struct SimOptions: Sendable, Hashable {
         o.raft.maxPromotionLag = [2, 16][rng.below(2)]
         o.raft.maxInflightLearnerMessages = 1 + rng.below(2)
         o.raft.maxEntriesPerLearnerMessage = [1, 8][rng.below(2)]
+        var lazyRng = SplitMix64(seed: seed ^ 0x1A2_5EED)
+        o.learnersSyncLazily = lazyRng.below(2) == 0
         return o
     }
 

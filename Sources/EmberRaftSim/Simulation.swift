@@ -23,6 +23,10 @@ public struct SimStats: Sendable, Hashable {
     public var demotions = 0
     /// AppendEntries with entries a leader sent to learners (committed entries only, checked).
     public var learnerAppends = 0
+    /// `SimOptions.learnersSyncLazily`: acknowledgements a learner sent with its writes still
+    /// unsynced, and its crashes that lost entries it had applied (and acknowledged).
+    public var learnerAcksBeforeSync = 0
+    public var learnerCrashesLosingApplied = 0
     /// Runs whose linearizability search hit its step budget (counted as passing).
     public var linearizabilityInconclusive = 0
     public var compactions = 0

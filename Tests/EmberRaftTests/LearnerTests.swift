@@ -319,6 +319,41 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
         #expect(c["n4"].isLearner && c["n4"].commitIndex == c["n1"].commitIndex)
     }
 
+    /// A learner's store keeps no log rows and its last applies may not be on disk when its
+    /// machine stops (docs/CLUSTER.md "Learners"): restarted, it holds the state of some index
+    /// below what it acknowledged, as a snapshot with no log after it. The leader sees a
+    /// rejection below its match index (`followerLostLog`) and sends the lost entries again, with
+    /// a write following and in an idle cluster (the heartbeat's commit claim past its log).
+    @Test(arguments: [true, false])
+    func learnerWhoseLogWentBackIsSentTheLostEntriesAgain(writeFollows: Bool) {
+        var c = clusterWithLearner()
+        for i in 0..<6 { c.propose("n1", "w\(i)") }
+        c.deliverAll()
+        c.tickAll(2)
+        let acked = c["n1"].progress["n4"]!.matchIndex
+        #expect(acked == c["n1"].commitIndex && c.payloads("n4").last == "w5")
+        // Back to 3 entries before what it acknowledged: its state as of `kept`, a log after it.
+        let kept = acked - 3
+        let membership = c["n4"].membership
+        let state = PersistentState(hardState: HardState(term: c["n4"].term, votedFor: nil, commit: kept),
+                                    snapshot: SnapshotMetadata(index: kept, term: c["n4"].log.term(at: kept)!, membership: membership),
+                                    entries: [])
+        c.nodes["n4"] = RaftNode(id: "n4", config: c["n4"].config, state: state, appliedIndex: kept)
+        c.applied["n4"] = Array(c.applied["n4"]!.prefix { $0.index <= kept })
+        #expect(c["n4"].isLearner && c.payloads("n4").last == "w2")
+        if writeFollows { c.propose("n1", "after") }
+        for _ in 0..<6 {
+            c.tickAll(1, deliver: false)
+            c.deliverAll()
+        }
+        let expected = ["a0", "a1", "a2"] + (0..<6).map { "w\($0)" } + (writeFollows ? ["after"] : [])
+        #expect(c.payloads("n4") == expected, "each entry applied once, in order, none missing")
+        #expect(c["n4"].commitIndex == c["n1"].commitIndex && c["n4"].log.lastIndex == c["n1"].commitIndex)
+        #expect(c["n1"].progress["n4"]!.matchIndex == c["n1"].commitIndex)
+        #expect((c.events["n4"] ?? []).allSatisfy { if case .restoreSnapshot = $0 { false } else { true } },
+                "the leader still held the entries: no snapshot")
+    }
+
     @Test func learnerStaysALearnerAcrossARestart() {
         let c = clusterWithLearner()
         // The config entry is in n4's log (as its host persisted it): a restart reads it back.
