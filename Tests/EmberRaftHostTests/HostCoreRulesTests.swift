@@ -136,10 +136,11 @@ import Testing
         #expect(core.deferredApply.isEmpty)
     }
 
-    /// Issue 38: a learner's messages go after everything else its leader's turn does: the
-    /// voters' sends, the write and the apply (a learner's id sorting first, its batch went out
-    /// ahead of them and held them up by its encoding). Each learner's messages keep their order.
-    @Test func aLearnersMessagesGoAfterTheVotersSendsTheWriteAndTheApply() {
+    /// Issue 38: a learner's messages go after the voters'. A small one (a commit or two, a
+    /// heartbeat) goes just before the turn's write: after it, a learner's copy of a committed
+    /// write waited for the leader's sync of the next ones. A big batch goes after the write and
+    /// the apply (ahead of them its encoding held them up). Each learner's messages keep their order.
+    @Test func aLearnersSmallMessagesGoBeforeTheWriteAndItsBigBatchesAfterIt() {
         var s = PersistentState.bootstrap(voters: voters, learners: ["l1"])
         s.entries = entries(1...3)
         s.hardState = HardState(term: 1, votedFor: nil, commit: 3)
@@ -153,35 +154,73 @@ import Testing
         func sends(_ plan: [HostEffect], to peer: NodeID) -> [Int] {
             plan.indices.filter { plan[$0].sentMessage?.to == peer }
         }
-        // The no-op's turn: voters replicated to before the write, the learner after it.
+        func ack(_ from: NodeID, _ index: UInt64) -> HostInput {
+            .event(.receive(Message(from: from, to: "n1", term: 2, payload: .appendEntriesResponse(AppendEntriesResponse(success: true, index: index)))))
+        }
+        func appended(_ plan: [HostEffect], _ i: Int) -> [UInt64] {
+            if case .appendEntries(let a) = plan[i].sentMessage?.payload { return a.entries.map(\.index) }
+            return []
+        }
+        // The no-op's turn: the voters replicated to first, then the learner (its probe is
+        // small), all before the write.
         let write = elected.firstIndex { $0.isPersist }!
-        #expect(sends(elected, to: "n2").allSatisfy { $0 < write } && sends(elected, to: "n3").allSatisfy { $0 < write })
-        #expect(!sends(elected, to: "l1").isEmpty && sends(elected, to: "l1").allSatisfy { $0 > write })
+        let toVoters = sends(elected, to: "n2") + sends(elected, to: "n3")
+        let toLearner = sends(elected, to: "l1")
+        #expect(!toVoters.isEmpty && toVoters.allSatisfy { $0 < write })
+        #expect(!toLearner.isEmpty && toLearner.allSatisfy { $0 < write && $0 > toVoters.max()! })
         // The learner holds 1...3; then the no-op is durable here and at n2: it commits.
-        _ = core.handle(.event(.receive(Message(from: "l1", to: "n1", term: 2,
-                                                payload: .appendEntriesResponse(AppendEntriesResponse(success: true, index: 3))))))
+        _ = core.handle(ack("l1", 3))
         _ = core.handle(.endTurn(inputWaiting: false))
         _ = core.handle(.event(.persisted(through: 4, term: 2)))
         _ = core.handle(.endTurn(inputWaiting: false))
-        _ = core.handle(.event(.receive(Message(from: "n2", to: "n1", term: 2,
-                                                payload: .appendEntriesResponse(AppendEntriesResponse(success: true, index: 4))))))
+        _ = core.handle(ack("n2", 4))
         let commit = core.handle(.endTurn(inputWaiting: false))
         #expect(core.node.commitIndex == 4)
+        // No write in that turn: the learner is sent the committed no-op last, after the apply;
+        // the voters' commit news before the apply.
         let apply = commit.firstIndex { $0.applied?.map(\.index) == [4] }!
-        let toLearner = sends(commit, to: "l1")
-        // The learner is sent the committed no-op, last; the voters' commit news before the apply.
-        #expect(toLearner.count == 1 && toLearner[0] == commit.count - 1 && toLearner[0] > apply)
-        if case .appendEntries(let a) = commit[toLearner[0]].sentMessage?.payload {
-            #expect(a.entries.map(\.index) == [4] && a.commit == 4)
-        } else {
-            Issue.record("the learner's message is not an append: \(commit[toLearner[0]])")
-        }
-        // (n3 never answered its probe: paused, it is sent nothing.)
+        let toLearner4 = sends(commit, to: "l1")
+        #expect(toLearner4 == [commit.count - 1] && toLearner4[0] > apply)
+        #expect(appended(commit, toLearner4[0]) == [4])
         let toVoter = sends(commit, to: "n2")
         #expect(!toVoter.isEmpty && toVoter.allSatisfy { $0 < apply })
-        #expect(toVoter.contains { i in
-            if case .appendEntries(let a) = commit[i].sentMessage?.payload { a.commit == 4 } else { false }
-        })
+        _ = core.handle(ack("l1", 4))
+        _ = core.handle(.endTurn(inputWaiting: false))
+
+        // A big batch: 100 entries committed in a turn that also writes a new one. The learner's
+        // batch goes after that write.
+        let big = HostCore.learnerSendBeforeWriteMaxEntries + 36
+        _ = core.handle(.event(.proposeBatch((0..<big).map { [UInt8($0 & 0xFF)] })))
+        _ = core.handle(.endTurn(inputWaiting: false))
+        let bigEnd = UInt64(4 + big)
+        _ = core.handle(.event(.persisted(through: bigEnd, term: 2)))
+        _ = core.handle(.endTurn(inputWaiting: false))
+        _ = core.handle(ack("n2", bigEnd))
+        _ = core.handle(.event(.propose([7])))
+        let late = core.handle(.endTurn(inputWaiting: false))
+        #expect(core.node.commitIndex == bigEnd)
+        let lateWrite = late.firstIndex { $0.isPersist }!
+        #expect(late[lateWrite].persisted?.entries.map(\.index) == [bigEnd + 1])
+        let toLearnerBig = sends(late, to: "l1")
+        #expect(toLearnerBig.count == 1 && toLearnerBig[0] > lateWrite)
+        #expect(appended(late, toLearnerBig[0]) == Array(5...bigEnd))
+
+        // A small one: the next commit, in a turn that writes another entry, goes before it.
+        _ = core.handle(ack("l1", bigEnd))
+        _ = core.handle(.endTurn(inputWaiting: false))
+        _ = core.handle(.event(.persisted(through: bigEnd + 1, term: 2)))
+        _ = core.handle(.endTurn(inputWaiting: false))
+        _ = core.handle(ack("n2", bigEnd + 1))
+        _ = core.handle(.event(.propose([8])))
+        let early = core.handle(.endTurn(inputWaiting: false))
+        #expect(core.node.commitIndex == bigEnd + 1)
+        let earlyWrite = early.firstIndex { $0.isPersist }!
+        #expect(early[earlyWrite].persisted?.entries.map(\.index) == [bigEnd + 2])
+        let toLearnerSmall = sends(early, to: "l1")
+        #expect(toLearnerSmall.count == 1 && toLearnerSmall[0] < earlyWrite)
+        #expect(appended(early, toLearnerSmall[0]) == [bigEnd + 1])
+        // After the voters' sends of the new entry.
+        #expect(sends(early, to: "n2").allSatisfy { $0 < toLearnerSmall[0] })
     }
 
     @Test func oneSnapshotImageIsPreparedAtATime() {
