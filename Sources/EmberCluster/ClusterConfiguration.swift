@@ -81,6 +81,14 @@ public struct ClusterConfiguration: Sendable {
     public static let defaultMaxPromotionLag = RaftConfig.defaultMaxPromotionLag
     /// Largest `maxPromotionLag` accepted: past it "caught up" means nothing.
     public static let maxPromotionLagLimit: UInt64 = 100_000_000
+    /// While this node is a learner, its batches commit without a data sync and one sync every
+    /// this many milliseconds makes them durable (emberd's `--learner-sync-interval-ms`;
+    /// `EmberStorage.LazySync`): a learner's copy counts for no quorum, and its syncs competed
+    /// with the voters' for the disk. 0: every batch synced, as a voter's.
+    public var learnerSyncMillis = ClusterConfiguration.defaultLearnerSyncMillis
+    public static let defaultLearnerSyncMillis = 1_000
+    /// Longest `learnerSyncMillis` accepted.
+    public static let maxLearnerSyncMillis = 60_000
     /// Seconds between corruption-check rounds (`CorruptionCheck`; emberd's
     /// `--corruption-check-interval`); 0: only on demand.
     public var corruptionCheckSeconds = 300.0

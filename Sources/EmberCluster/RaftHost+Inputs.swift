@@ -15,6 +15,7 @@ extension RaftHost {
             requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds)
             expireAdmin(now: now)
             retryAdmin()
+            syncLazyCommitsIfDue(now: now)
             if node.leaderID != nil {
                 for id in requests.readsDue(now: now) { issueRead(id, now: now) }
             }

@@ -93,7 +93,7 @@ extension RaftHost {
                 answer(try await store.applyUnlogged(entries: entries))
                 return true
             }
-            let (results, release) = try await store.applyUnloggedReleasing(entries: entries)
+            let (results, release) = try await store.applyUnloggedReleasing(entries: entries, synced: !syncsLazily)
             answer(results)
             await store.committed(release)
             return true
@@ -151,6 +151,22 @@ extension RaftHost {
     func unlogged(_ fresh: [EmberRaft.LogEntry], applyingThrough index: UInt64) -> Bool {
         guard node.isLearner, let first = fresh.first, let last = fresh.last, index >= last.index else { return false }
         return store.options.archiveHold == 0 && store.lastLogIndex == store.appliedIndex && first.index == store.appliedIndex + 1
+    }
+
+    /// Whether this learner's batches commit without a data sync (`ClusterConfiguration.
+    /// learnerSyncMillis`, `EmberStorage.LazySync`). Its acknowledgements then precede
+    /// durability: Raft tolerates a learner that comes back with less than it acknowledged (the
+    /// leader sends it again), and its copy counts for no quorum. A promoted learner's first
+    /// write as a voter is an ordinary synced commit, which flushes everything before it.
+    var syncsLazily: Bool { config.learnerSyncMillis > 0 && store.commitsLazily }
+
+    /// On a tick: the interval's sync of a learner's unsynced commits (queued on the writer, the
+    /// loop goes on). Also while a voter, for commits made before a promotion (the sync finds
+    /// none after the first synced commit, and after a few idle intervals removes the marker).
+    func syncLazyCommitsIfDue(now: ContinuousClock.Instant) {
+        guard syncsLazily, now - lastLazySync >= .milliseconds(config.learnerSyncMillis) else { return }
+        lastLazySync = now
+        store.startLazySync()
     }
 
     /// How long a storage call that failed for lack of room waits before it is tried again: the

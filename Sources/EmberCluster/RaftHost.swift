@@ -65,6 +65,8 @@ final class RaftHost: @unchecked Sendable {
     var requests: RequestBook
     /// Highest entry timestamp seen (stamped by us or persisted from a leader).
     var lastStamp: Int64 = 0
+    /// When the last interval sync of a learner's unsynced commits was queued (`syncLazyCommitsIfDue`).
+    var lastLazySync = ContinuousClock.now
     /// Set by `stop()`: a storage call waiting for room gives up (`durably`).
     let stopRequested = Atomic<Bool>(false)
     /// A write was given up (stopping while out of room): nothing after it in the turn may run

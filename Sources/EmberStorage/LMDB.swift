@@ -24,6 +24,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The data directory was written by a newer build whose storage format this build cannot
     /// read (`BuildInfo.storageFormat`): opening it could misread or damage it.
     case newerStorageFormat(found: UInt64, newest: Int)
+    /// A learner's store held commits not yet synced (`LazySync`) when its machine restarted:
+    /// its file may be inconsistent, so it is not opened.
+    case unsyncedAfterMachineRestart(directory: String)
 
     public var description: String {
         switch self {
@@ -43,6 +46,10 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .newerStorageFormat(let found, let newest):
             return "The data directory has storage format \(found); this build (\(BuildInfo.version)) opens formats up to \(newest). "
                 + "Run a build that reads it (deploy/OPERATIONS.md, \"Versions and upgrades\")"
+        case .unsyncedAfterMachineRestart(let directory):
+            return "The data directory \(directory) belongs to a learner that held commits not yet synced when its machine "
+                + "restarted (marker \(LazySync.markerName)): its data file may be inconsistent. Empty the data directory and "
+                + "start the node again with --join: its leader sends it a snapshot (docs/CLUSTER.md, \"Learners\")"
         }
     }
 }

@@ -10,19 +10,26 @@ import EmberCore
 /// a snapshot. The same `Applier` as every other apply, with results published to listeners.
 ///
 /// Those commits skip the meta page's sync (`MDB_NOMETASYNC`): the pages are synced, the meta
-/// page reaches the disk with the next commit. A process crash (kill -9) loses nothing; a crash
-/// of the machine may undo the last transaction: the learner then restarts a few entries behind
-/// what it acknowledged, and its leader sends them again (a rejection below the acknowledged
-/// index is how a leader sees a member that lost entries). Entries the majority holds, so no
-/// commit depended on the copy lost.
+/// page reaches the disk with the next commit; or, `synced: false`, every sync (`LazySync`: one
+/// on an interval makes them durable). A process crash (kill -9) loses nothing; a crash of the
+/// machine may undo the last transactions (and, unsynced, leaves the store refusing to open:
+/// `LazySync`): the learner then restarts behind what it acknowledged, and its leader sends the
+/// entries again (a rejection below the acknowledged index is how a leader sees a member that
+/// lost entries). Entries the majority holds, so no commit depended on the copy lost.
 extension EmberStore {
     /// `entries`: the next after the applied index, contiguous, all committed; the store holds no
     /// unapplied log (`lastLogIndex == appliedIndex`). Answered like `appendAndApplyReleasing`:
     /// the caller may answer the results at once and awaits `committed(release)` before it
     /// reports the entries stored.
-    public func applyUnloggedReleasing(entries: [LogEntry]) async throws -> (results: [WriteResult], release: Release) {
+    /// `synced` false: its commits skip the data sync too where the store can (`LazySync`,
+    /// `commitsLazily`); `startLazySync` on an interval makes them durable.
+    public func applyUnloggedReleasing(entries: [LogEntry], synced: Bool = true) async throws -> (results: [WriteResult], release: Release) {
         try checkEntries(entries, encoded: nil, validated: true)
-        let (results, seq) = try await performReleasing { w in try w.applyUnlogged(entries) }
+        let (results, seq) = try await performReleasing { w in
+            w.dataSync = synced
+            defer { w.dataSync = true }
+            return try w.applyUnlogged(entries)
+        }
         return (results, Release(seq: seq))
     }
 

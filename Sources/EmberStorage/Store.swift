@@ -56,6 +56,9 @@ public struct StoreOptions: Sendable {
     public var archiveHold: UInt64 = 0
     /// `archiveHold` of a node that archives.
     public static let defaultArchiveHold: UInt64 = 1_000_000
+    /// Where the current boot's id is read (`LazySync`: a learner's commits without a data sync
+    /// are made only where a machine restart can be told from a process restart).
+    public var bootIDPath = "/proc/sys/kernel/random/boot_id"
     /// A single node that archives (`archiveHold` > 0, `logRetention` 0, `submit` only) keeps
     /// its rows in two tables, emptied whole once archived (`LogPair`), not deleted row by row.
     public var alternatingLog = false
@@ -90,6 +93,11 @@ public struct StorageMetrics: Sendable, Equatable {
     /// the disk and for a core).
     public var transactionCPUNanos: UInt64 = 0
     public var commitCPUNanos: UInt64 = 0
+    /// A learner's commits made without a data sync (`LazySync`), the interval syncs that made
+    /// them durable, and the interval syncs that failed (retried at the next interval).
+    public var lazyCommits: UInt64 = 0
+    public var lazySyncs: UInt64 = 0
+    public var lazySyncFailures: UInt64 = 0
     /// Transactions redone with one nested transaction per entry because an entry threw while
     /// they were applied flat (see `Writer.ApplyMode`).
     public var nestedRetries: UInt64 = 0
@@ -145,6 +153,8 @@ public final class EmberStore: @unchecked Sendable {
         directoryLock = try DirectoryLock(directory: directory, exclusive: false)
         // A defrag cut short (kill -9) leaves its copy and links: the data file is whole either way.
         Defrag.removeLeftovers(in: directory)
+        // Before LMDB reads a file a machine crash may have left inconsistent.
+        let lazySync = try LazySync.load(directory: directory, bootIDPath: options.bootIDPath)
         let e = try openEnvironment(directory, mapSize: options.mapSize, flags: options.durable ? 0 : flag(MDB_NOSYNC),
                                     maxReaders: options.maxReaders)
         var t: OpaquePointer?
@@ -171,8 +181,10 @@ public final class EmberStore: @unchecked Sendable {
             mdb_env_close(e)
             throw error
         }
-        core = StoreCore(env: EnvHandle(env: e, link: nil), tables: tables, options: options, directory: directory)
+        core = StoreCore(env: EnvHandle(env: e, link: nil), tables: tables, options: options, directory: directory,
+                         lazySyncEnabled: lazySync.enabled && options.durable)
         let w = Writer(core: core)
+        w.lazySync = lazySync
         do {
             try w.load()
             try StagingImport.run(core, writer: w, directory: directory)
@@ -654,8 +666,12 @@ final class StoreCore: @unchecked Sendable {
     let alarms: StoreAlarms
     let space: SpaceGuard
 
-    init(env: EnvHandle, tables: Tables, options: StoreOptions, directory: String) {
+    /// `EmberStore.commitsLazily`.
+    let lazySyncEnabled: Bool
+
+    init(env: EnvHandle, tables: Tables, options: StoreOptions, directory: String, lazySyncEnabled: Bool = false) {
         self.environment = Mutex(env)
+        self.lazySyncEnabled = lazySyncEnabled
         self.tables = tables
         self.options = options
         let alarms = StoreAlarms(directory: directory)

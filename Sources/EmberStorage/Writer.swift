@@ -35,6 +35,11 @@ final class Writer: @unchecked Sendable {
     var pending: PendingCommit?
     /// False while an idle apply runs: its commits skip the meta page's sync (`applyCommitted`).
     var metaSync = true
+    /// False while a learner's lazily synced apply runs: its commits skip the data sync too
+    /// (`LazySync`, `applyUnlogged`).
+    var dataSync = true
+    /// The commits made without a data sync and their marker (`LazySync`).
+    var lazySync = LazySync(markerPath: "", bootID: nil, markerPresent: false)
     /// Set while an online defrag copies the environment: the keys written meanwhile.
     var recording: ChangedKeys?
     /// Indexes at which a caller waits for the state (`EmberStore.statePoint`).
@@ -121,6 +126,7 @@ final class Writer: @unchecked Sendable {
                         if case .submit(let sub) = j { sub.completion.fail(StorageError.closed) }
                         if case .exclusive(let f) = j { f(self) }  // fails in `perform` with a closed env? run it: env still open
                     }
+                    finishLazySync()
                     store.stopped.signal()
                     return
                 case .exclusive(let f):
@@ -153,10 +159,10 @@ final class Writer: @unchecked Sendable {
         }
         let timing = CommitTiming(start: start, cpuStart: cpuStart)
         if releasing {
-            pending = PendingCommit(txn: t!, seq: store.visibility.release(), metaSync: metaSync, timing: timing)
+            pending = PendingCommit(txn: t!, seq: store.visibility.release(), metaSync: metaSync, dataSync: dataSync, timing: timing)
             return r
         }
-        try commit(t!, metaSync: metaSync, timing: timing)
+        try commit(t!, metaSync: metaSync, dataSync: dataSync, timing: timing)
         return r
     }
 
@@ -172,6 +178,7 @@ final class Writer: @unchecked Sendable {
         /// Its release (`Visibility`): reads starting after the hand-out wait for this commit.
         let seq: UInt64
         let metaSync: Bool
+        let dataSync: Bool
         let timing: CommitTiming
     }
 
@@ -183,7 +190,7 @@ final class Writer: @unchecked Sendable {
         guard let p = pending else { return }
         pending = nil
         store.beforeReleasedCommit.withLock { $0 }?()
-        do { try commit(p.txn, metaSync: p.metaSync, timing: p.timing) } catch {
+        do { try commit(p.txn, metaSync: p.metaSync, dataSync: p.dataSync, timing: p.timing) } catch {
             fatalError("storage failure: the commit of results already released failed: \(error)")
         }
         // The lane that reads these records after the commit finds them decoded (handed over
@@ -193,19 +200,32 @@ final class Writer: @unchecked Sendable {
         store.visibility.committed(p.seq)
     }
 
-    /// `metaSync` false: this commit skips LMDB's meta-page sync (see `EmberStore.applyCommitted`).
-    private func commit(_ t: OpaquePointer, metaSync: Bool, timing: CommitTiming) throws {
+    /// `metaSync` false: this commit skips LMDB's meta-page sync (see `EmberStore.applyCommitted`);
+    /// `dataSync` false: it skips every sync (`LazySync`), where the store can mark that.
+    private func commit(_ t: OpaquePointer, metaSync: Bool, dataSync: Bool, timing: CommitTiming) throws {
         let applied = DispatchTime.now().uptimeNanoseconds
         let cpuApplied = Self.threadCPUNanos()
         // The writer thread is the only one that changes the environment's flags.
-        let skipMeta = !metaSync && store.options.durable
+        var lazy = !dataSync && store.lazySyncEnabled
+        // Without its marker on disk a commit keeps its sync (a machine crash must be told).
+        if lazy, (try? lazySync.beforeUnsyncedCommit()) == nil { lazy = false }
+        let skipMeta = !metaSync && store.options.durable && !lazy
         if skipMeta { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 1) }
+        if lazy { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOSYNC), 1) }
         let rc = mdb_txn_commit(t)  // frees the transaction either way
+        if lazy { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOSYNC), 0) }
         if skipMeta { _ = mdb_env_set_flags(store.env, UInt32(MDB_NOMETASYNC), 0) }
         if rc != 0 {
             let error = lmdbError(rc)
             if SpaceGuard.isNoSpace(error) { store.space.commitFailed(error) }
             throw error
+        }
+        if lazy {
+            lazySync.unsyncedCommits += 1
+            store.metricsState.withLock { $0.lazyCommits += 1 }
+        } else if store.options.durable {
+            // Its data sync flushed the whole file: the unsynced commits before it too.
+            lazySync.unsyncedCommits = 0
         }
         let done = DispatchTime.now().uptimeNanoseconds
         let cpuDone = Self.threadCPUNanos()

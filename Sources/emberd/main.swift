@@ -167,6 +167,9 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: a learner is promoted to voter (POST /.ember/members/ID/promote, `ember members promote`) only while at most this many entries behind the leader's log; further behind, promote answers 409 with its lag (a voter that far behind would hold commits back until it caught up). Counted on the leader; 0...100000000.")
     var maxPromotionLag: UInt64 = ClusterConfiguration.defaultMaxPromotionLag
 
+    @Option(help: "Cluster: while this node is a learner its batches commit without a data sync, and one sync every this many milliseconds makes them durable (a learner counts for no quorum: a crash of its machine costs a resync from an empty data directory, docs/CLUSTER.md \"Learners\"). 0: every batch synced; 0...60000.")
+    var learnerSyncIntervalMs = ClusterConfiguration.defaultLearnerSyncMillis
+
     // Operations (issue 5): see README "Operations".
     @Option(help: "This node's client URL as clients and `ember status` reach it (default http://HOST:PORT).")
     var advertiseUrl: String?
@@ -303,6 +306,9 @@ struct Emberd: AsyncParsableCommand {
         }
         guard maxPromotionLag <= ClusterConfiguration.maxPromotionLagLimit else {
             throw ValidationError("--max-promotion-lag must be 0...\(ClusterConfiguration.maxPromotionLagLimit) entries")
+        }
+        guard (0...ClusterConfiguration.maxLearnerSyncMillis).contains(learnerSyncIntervalMs) else {
+            throw ValidationError("--learner-sync-interval-ms must be 0...\(ClusterConfiguration.maxLearnerSyncMillis)")
         }
         guard (1...4096).contains(snapshotCatchUpMb) else { throw ValidationError("--snapshot-catch-up-mb must be 1...4096 MiB") }
         let archiveOptions = try archiveConfiguration(file: configFile)
@@ -445,6 +451,7 @@ extension Emberd {
         config.snapshotCatchUpBytes = snapshotCatchUpMb << 20
         config.join = join
         config.maxPromotionLag = maxPromotionLag
+        config.learnerSyncMillis = learnerSyncIntervalMs
         if let peerDial { config.dialOverrides = try ClusterConfiguration.parsePeers(peerDial) }
         return config
     }

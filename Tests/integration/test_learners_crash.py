@@ -1,7 +1,7 @@
 """A learner under writes killed with SIGKILL (issue 38): it keeps no log (its leader sends it
-committed entries only and it applies them without log rows), so restarted it resumes from its
-applied index and catches up to the same state as the voters, still a learner, still without a
-log; the voters' log is untouched."""
+committed entries only and it applies them without log rows, without a data sync), so restarted
+it resumes from its applied index and catches up to the same state as the voters, still a
+learner, still without a log; the voters' log is untouched."""
 import os
 import threading
 import time
@@ -58,6 +58,12 @@ def test_learner_killed_under_writes_restarts_to_the_same_state_without_a_log(tm
         assert log_rows(c, leader) > 0
 
         stop(c, "n4")  # SIGKILL, mid-stream
+        # Its batches committed without a data sync (--learner-sync-interval-ms): the marker that
+        # names this boot is there, so restarted in the same boot it opens (the kernel kept its
+        # writes); after another boot it would refuse (LazySyncTests).
+        marker = os.path.join(c.dir, "n4", "data", "unsynced-commits")
+        with open("/proc/sys/kernel/random/boot_id") as f, open(marker) as m:
+            assert m.read().strip() == f.read().strip()
         before = sum(written)
         wait_for(lambda: sum(written) > before + 200, "commits going on without the learner")
         script("start-node", "--dir", c.dir, "--id", "n4")

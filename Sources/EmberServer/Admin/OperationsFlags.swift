@@ -51,6 +51,7 @@ public enum OperationsFlags {
             summary["peers"] = cluster.peers.mapValues(\.description)
             summary["peerTls"] = ["cert": cluster.tlsCertificatePath, "key": cluster.tlsKeyPath, "ca": cluster.tlsCAPath]
             summary["maxPromotionLag"] = cluster.maxPromotionLag
+            summary["learnerSyncIntervalMs"] = cluster.learnerSyncMillis
         }
         if let tls = config.clientTLS {
             _ = try NIOSSLContext(configuration: try tls.serverConfiguration())

@@ -1,0 +1,126 @@
+import CLMDB
+import Foundation
+
+/// Commits without a data sync, for a learner (issue 38): its copy counts for no quorum, so its
+/// batches need not be on disk before it acknowledges them; what it loses in a crash its leader
+/// sends again (a rejection below the acknowledged index is how a leader sees a member that lost
+/// entries). Such a commit writes its pages and meta page to the file (`MDB_NOSYNC`) and returns;
+/// one `mdb_env_sync` on an interval (`EmberStore.startLazySync`) and at close makes them durable,
+/// and so does any ordinary commit (its data sync flushes the whole file).
+///
+/// What a crash costs:
+/// - The process alone (kill -9, a trap): nothing. The written pages are in the kernel's cache.
+/// - The machine (power, kernel): the commits since the last sync, and possibly the file's
+///   consistency: without a sync between them, the meta page may reach the disk before the pages
+///   it points to. So before its first unsynced commit the store writes, and syncs, a marker
+///   naming the boot (`/proc/sys/kernel/random/boot_id`); opened after another boot with the
+///   marker still there, it refuses to open (`StorageError.unsyncedAfterMachineRestart`): the
+///   learner is started again from an empty data directory and gets a snapshot. A clean close,
+///   and an interval with nothing to sync, remove the marker.
+/// Where the boot cannot be told (no boot id), commits keep their data sync.
+struct LazySync {
+    /// The marker's file name in the store's directory.
+    static let markerName = "unsynced-commits"
+    /// Intervals in a row with nothing to sync after which the marker goes (the next unsynced
+    /// commit writes it again, with a sync of its own): a learner that stopped receiving writes
+    /// does not stay one a machine crash would refuse.
+    static let idleIntervalsBeforeMarkerRemoval = 10
+
+    let markerPath: String
+    /// The boot the marker names; nil: unknown, commits keep their data sync.
+    let bootID: String?
+    /// The marker is on disk (created by this process or left by a crash of one in this boot).
+    var markerPresent: Bool
+    /// Commits since the last data sync that had none.
+    var unsyncedCommits = 0
+    /// Interval syncs in a row that found nothing to sync.
+    var idleIntervals = 0
+
+    var enabled: Bool { bootID != nil }
+
+    /// Opens the marker state of `directory`: refuses a store a machine crash may have left
+    /// inconsistent (a marker of another boot).
+    static func load(directory: String, bootIDPath: String) throws -> LazySync {
+        let path = (directory as NSString).appendingPathComponent(markerName)
+        let boot = (try? String(contentsOfFile: bootIDPath, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let bootID = boot?.isEmpty == false ? boot : nil
+        guard let marked = try? String(contentsOfFile: path, encoding: .utf8) else {
+            return LazySync(markerPath: path, bootID: bootID, markerPresent: false)
+        }
+        let markedBoot = marked.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let bootID, markedBoot == bootID else {
+            throw StorageError.unsyncedAfterMachineRestart(directory: directory)
+        }
+        // The same boot: a process crash, whose writes the kernel still holds.
+        return LazySync(markerPath: path, bootID: bootID, markerPresent: true)
+    }
+
+    /// Before a commit without a data sync: the marker, durable (file and directory entry).
+    mutating func beforeUnsyncedCommit() throws {
+        guard !markerPresent, let bootID else { return }
+        guard FileManager.default.createFile(atPath: markerPath, contents: Data((bootID + "\n").utf8)) else {
+            throw StorageError.corrupt("cannot write \(markerPath)")
+        }
+        for path in [markerPath, (markerPath as NSString).deletingLastPathComponent] {
+            let fd = open(path, O_RDONLY)
+            guard fd >= 0 else { throw StorageError.corrupt("cannot open \(path): errno \(errno)") }
+            defer { close(fd) }
+            guard fsync(fd) == 0 else { throw StorageError.corrupt("cannot sync \(path): errno \(errno)") }
+        }
+        markerPresent = true
+        idleIntervals = 0
+    }
+
+    /// After everything committed is durable, and nothing unsynced may follow unmarked: the
+    /// marker goes (no sync needed: a marker that survives a crash only costs a resync).
+    mutating func removeMarker() {
+        guard markerPresent else { return }
+        unlink(markerPath)
+        markerPresent = false
+    }
+}
+
+extension Writer {
+    /// The interval's sync (`EmberStore.startLazySync`): flushes the commits made without one,
+    /// or, after `idleIntervalsBeforeMarkerRemoval` intervals with nothing to flush, removes
+    /// the marker.
+    func syncLazyCommits() throws {
+        guard lazySync.unsyncedCommits > 0 else {
+            if lazySync.markerPresent {
+                lazySync.idleIntervals += 1
+                if lazySync.idleIntervals >= LazySync.idleIntervalsBeforeMarkerRemoval { lazySync.removeMarker() }
+            }
+            return
+        }
+        try check(mdb_env_sync(store.env, 1))
+        lazySync.unsyncedCommits = 0
+        lazySync.idleIntervals = 0
+        store.metricsState.withLock { $0.lazySyncs += 1 }
+    }
+
+    /// At close: everything made durable, then the marker removed.
+    func finishLazySync() {
+        guard lazySync.markerPresent || lazySync.unsyncedCommits > 0 else { return }
+        guard mdb_env_sync(store.env, 1) == 0 else { return }  // the marker stays: a crash now costs a resync
+        lazySync.unsyncedCommits = 0
+        lazySync.removeMarker()
+    }
+}
+
+extension EmberStore {
+    /// Whether this store can commit without a data sync (`applyUnloggedReleasing(synced: false)`):
+    /// it can tell a machine restart from a process restart (a boot id).
+    public var commitsLazily: Bool { core.lazySyncEnabled }
+
+    /// Queues the interval's sync of the commits made without one (see `LazySync`), after what
+    /// is queued on the writer; returns at once. False when the store is closed.
+    @discardableResult
+    public func startLazySync() -> Bool {
+        enqueueExclusive { w in
+            do { try w.syncLazyCommits() } catch {
+                // A failed sync leaves them unsynced: the marker stays, the next interval retries.
+                w.store.metricsState.withLock { $0.lazySyncFailures += 1 }
+            }
+        }
+    }
+}

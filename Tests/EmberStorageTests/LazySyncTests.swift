@@ -1,0 +1,114 @@
+import EmberCore
+import Foundation
+import Testing
+@testable import EmberStorage
+
+/// A learner's commits without a data sync (`LazySync`): marked on disk before the first one,
+/// made durable by the interval's sync or any synced commit, the marker gone at a clean close or
+/// after idle intervals; a store marked in another boot refuses to open.
+@Suite struct LazySyncTests {
+    /// Options whose boot id is read from a file of the test's own (`boot`: its content).
+    static func options(boot: String?) -> (StoreOptions, bootFile: String) {
+        let file = tempDir() + "/boot_id"
+        if let boot { #expect(FileManager.default.createFile(atPath: file, contents: Data((boot + "\n").utf8))) }
+        var o = smallOptions()
+        o.bootIDPath = file
+        return (o, file)
+    }
+
+    static func marker(_ dir: String) -> String? {
+        try? String(contentsOfFile: dir + "/" + LazySync.markerName, encoding: .utf8)
+    }
+
+    static func apply(_ s: EmberStore, _ range: ClosedRange<Int>, synced: Bool) async throws {
+        let (_, release) = try await s.applyUnloggedReleasing(
+            entries: range.map { UnloggedApplyTests.entry(UInt64($0), "/k/\($0 % 5)", "\($0)") }, synced: synced)
+        await s.committed(release)
+    }
+
+    @Test func unsyncedCommitsAreMarkedSyncedOnTheIntervalAndUnmarkedAtClose() async throws {
+        let dir = tempDir()
+        let (o, _) = Self.options(boot: "boot-a")
+        do {
+            let s = try openStore(dir, o)
+            #expect(s.commitsLazily)
+            #expect(Self.marker(dir) == nil)
+            try await Self.apply(s, 1...10, synced: false)
+            #expect(s.metrics.lazyCommits == 1)
+            #expect(Self.marker(dir) == "boot-a\n", "the marker names the boot before the first unsynced commit")
+            try await Self.apply(s, 11...12, synced: false)
+            #expect(s.metrics.lazyCommits == 2)
+            #expect(s.startLazySync())
+            await s.writerBarrier()
+            #expect(s.metrics.lazySyncs == 1)
+            // Nothing new: the next interval syncs nothing; the marker stays until idle long enough.
+            #expect(s.startLazySync())
+            await s.writerBarrier()
+            #expect(s.metrics.lazySyncs == 1 && Self.marker(dir) != nil)
+            try await Self.apply(s, 13...13, synced: false)
+            s.close()
+            #expect(Self.marker(dir) == nil, "a clean close syncs and removes the marker")
+        }
+        let s = try openStore(dir, o)
+        #expect(s.appliedIndex == 13)
+        #expect(try s.get("/k/3") == n("13"))
+    }
+
+    @Test func aSyncedCommitCoversTheUnsyncedOnesAndIdleIntervalsRemoveTheMarker() async throws {
+        let dir = tempDir()
+        let (o, _) = Self.options(boot: "boot-b")
+        let s = try openStore(dir, o)
+        try await Self.apply(s, 1...4, synced: false)
+        try await Self.apply(s, 5...6, synced: true)  // its data sync flushes the whole file
+        #expect(s.metrics.lazyCommits == 1)
+        for k in 1...LazySync.idleIntervalsBeforeMarkerRemoval {
+            #expect(Self.marker(dir) != nil, "still marked after \(k - 1) idle intervals")
+            s.startLazySync()
+            await s.writerBarrier()
+        }
+        #expect(s.metrics.lazySyncs == 0, "nothing was left to sync")
+        #expect(Self.marker(dir) == nil)
+        // The next unsynced commit marks the store again.
+        try await Self.apply(s, 7...7, synced: false)
+        #expect(Self.marker(dir) == "boot-b\n" && s.metrics.lazyCommits == 2)
+        s.close()
+    }
+
+    @Test func aStoreMarkedInAnotherBootIsNotOpened() async throws {
+        let dir = tempDir()
+        let (o, bootFile) = Self.options(boot: "boot-c")
+        do {
+            let s = try openStore(dir, o)
+            try await Self.apply(s, 1...3, synced: false)
+            s.close()
+        }
+        // What a process killed before its close leaves: the marker of its boot.
+        try "boot-c\n".write(toFile: dir + "/" + LazySync.markerName, atomically: false, encoding: .utf8)
+        do {
+            // The same boot: the kernel kept its writes; it opens, with everything.
+            let s = try openStore(dir, o)
+            #expect(s.appliedIndex == 3)
+            s.close()
+            #expect(Self.marker(dir) == nil)
+        }
+        try "boot-c\n".write(toFile: dir + "/" + LazySync.markerName, atomically: false, encoding: .utf8)
+        try "boot-d\n".write(toFile: bootFile, atomically: false, encoding: .utf8)
+        #expect(throws: StorageError.unsyncedAfterMachineRestart(directory: dir)) { try openStore(dir, o) }
+        // Nor where the boot cannot be told.
+        var unknown = o
+        unknown.bootIDPath = dir + "/no-such-file"
+        #expect(throws: StorageError.unsyncedAfterMachineRestart(directory: dir)) { try openStore(dir, unknown) }
+        #expect(StorageError.unsyncedAfterMachineRestart(directory: dir).description.contains("--join"))
+    }
+
+    @Test func withoutABootIDCommitsKeepTheirSync() async throws {
+        let dir = tempDir()
+        let (o, _) = Self.options(boot: nil)
+        let s = try openStore(dir, o)
+        #expect(!s.commitsLazily)
+        try await Self.apply(s, 1...5, synced: false)
+        #expect(s.metrics.lazyCommits == 0 && Self.marker(dir) == nil)
+        #expect(try s.get("/k/2") == n("2"))
+        s.close()
+    }
+}
