@@ -199,10 +199,9 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
     /// Wire-protocol bursts go to the driver without a task or a wait per write; their outcomes
     /// reach `sink` in bulk once per driver turn.
     public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? {
-        let pending = host
-        return ReplicatedPipelinedWriter(store: self, sink: ClusterPipelineSink(sink: sink, turn: host.sinkTurn) { n, bytes in
-            pending.pendingRequests.subtract(n, ordering: .relaxed)
-            pending.pendingRequestBytes.subtract(bytes, ordering: .relaxed)
+        // The writer holds this store already: the sink's closure adds no cycle.
+        ReplicatedPipelinedWriter(store: self, sink: ClusterPipelineSink(sink: sink, turn: host.sinkTurn) { [store = self] n, bytes in
+            store.release(n, bytes: bytes)
         })
     }
 
