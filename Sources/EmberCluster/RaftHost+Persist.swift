@@ -161,12 +161,24 @@ extension RaftHost {
     var syncsLazily: Bool { config.learnerSyncMillis > 0 && store.commitsLazily }
 
     /// On a tick: the interval's sync of a learner's unsynced commits (queued on the writer, the
-    /// loop goes on). Also while a voter, for commits made before a promotion (the sync finds
-    /// none after the first synced commit, and after a few idle intervals removes the marker).
+    /// loop goes on), or its idle intervals that remove the marker. Nothing is queued on a
+    /// member whose store owes none (a voter, a promoted learner after its first synced commit,
+    /// a learner idle long enough): the writer is not woken once a second for nothing.
     func syncLazyCommitsIfDue(now: ContinuousClock.Instant) {
-        guard syncsLazily, now - lastLazySync >= .milliseconds(config.learnerSyncMillis) else { return }
-        lastLazySync = now
-        store.startLazySync()
+        guard syncsLazily else { return }
+        let (due, last) = Self.lazySyncTick(owed: store.owesLazySync, now: now, last: lastLazySync,
+                                            interval: .milliseconds(config.learnerSyncMillis))
+        lastLazySync = last
+        if due { store.startLazySync() }
+    }
+
+    /// Whether a tick at `now` queues the interval's sync, and when the interval counts from:
+    /// while nothing is owed it restarts at every tick, so the first sync comes about one
+    /// interval after the first unsynced commit, not at the first tick after a long idle time.
+    static func lazySyncTick(owed: Bool, now: ContinuousClock.Instant, last: ContinuousClock.Instant,
+                             interval: Duration) -> (due: Bool, last: ContinuousClock.Instant) {
+        guard owed else { return (false, now) }
+        return now - last >= interval ? (true, now) : (false, last)
     }
 
     /// How long a storage call that failed for lack of room waits before it is tried again: the

@@ -1,5 +1,6 @@
 import CLMDB
 import Foundation
+import Synchronization
 
 /// Commits without a data sync, for a learner (issue 38): its copy counts for no quorum, so its
 /// batches need not be on disk before it acknowledges them; what it loses in a crash its leader
@@ -16,7 +17,8 @@ import Foundation
 ///   naming the boot (`/proc/sys/kernel/random/boot_id`); opened after another boot with the
 ///   marker still there, it refuses to open (`StorageError.unsyncedAfterMachineRestart`): the
 ///   learner is started again from an empty data directory and gets a snapshot. A clean close,
-///   and an interval with nothing to sync, remove the marker.
+///   any synced commit (it flushes what came before) and `idleIntervalsBeforeMarkerRemoval`
+///   intervals with nothing to sync remove the marker.
 /// Where the boot cannot be told (no boot id), commits keep their data sync.
 struct LazySync {
     /// The marker's file name in the store's directory.
@@ -88,7 +90,10 @@ extension Writer {
         guard lazySync.unsyncedCommits > 0 else {
             if lazySync.markerPresent {
                 lazySync.idleIntervals += 1
-                if lazySync.idleIntervals >= LazySync.idleIntervalsBeforeMarkerRemoval { lazySync.removeMarker() }
+                if lazySync.idleIntervals >= LazySync.idleIntervalsBeforeMarkerRemoval {
+                    lazySync.removeMarker()
+                    publishLazySyncOwed()
+                }
             }
             return
         }
@@ -98,12 +103,18 @@ extension Writer {
         store.metricsState.withLock { $0.lazySyncs += 1 }
     }
 
+    /// Tells the Raft host's ticks whether an interval sync has anything to do (`owesLazySync`).
+    func publishLazySyncOwed() {
+        store.lazySyncOwed.store(lazySync.unsyncedCommits > 0 || lazySync.markerPresent, ordering: .relaxed)
+    }
+
     /// At close: everything made durable, then the marker removed.
     func finishLazySync() {
         guard lazySync.markerPresent || lazySync.unsyncedCommits > 0 else { return }
         guard mdb_env_sync(store.env, 1) == 0 else { return }  // the marker stays: a crash now costs a resync
         lazySync.unsyncedCommits = 0
         lazySync.removeMarker()
+        publishLazySyncOwed()
     }
 }
 
@@ -111,6 +122,11 @@ extension EmberStore {
     /// Whether this store can commit without a data sync (`applyUnloggedReleasing(synced: false)`):
     /// it can tell a machine restart from a process restart (a boot id).
     public var commitsLazily: Bool { core.lazySyncEnabled }
+
+    /// Whether the store holds commits made without a data sync or their marker: what
+    /// `startLazySync` has to do. False on a store that never committed so (a voter's), and
+    /// after a synced commit or a learner's idle intervals removed the marker.
+    public var owesLazySync: Bool { core.lazySyncOwed.load(ordering: .relaxed) }
 
     /// Queues the interval's sync of the commits made without one (see `LazySync`), after what
     /// is queued on the writer; returns at once. False when the store is closed.

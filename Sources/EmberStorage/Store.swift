@@ -185,6 +185,7 @@ public final class EmberStore: @unchecked Sendable {
                          lazySyncEnabled: lazySync.enabled && options.durable)
         let w = Writer(core: core)
         w.lazySync = lazySync
+        w.publishLazySyncOwed()  // a marker left by a process crash in this boot: removed when idle
         do {
             try w.load()
             try StagingImport.run(core, writer: w, directory: directory)
@@ -668,6 +669,9 @@ final class StoreCore: @unchecked Sendable {
 
     /// `EmberStore.commitsLazily`.
     let lazySyncEnabled: Bool
+    /// The writer holds commits made without a data sync, or their marker (`LazySync`): the
+    /// interval's sync has something to do (`EmberStore.owesLazySync`). Set on the writer thread.
+    let lazySyncOwed = Atomic<Bool>(false)
 
     init(env: EnvHandle, tables: Tables, options: StoreOptions, directory: String, lazySyncEnabled: Bool = false) {
         self.environment = Mutex(env)

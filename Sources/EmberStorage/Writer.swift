@@ -223,9 +223,14 @@ final class Writer: @unchecked Sendable {
         if lazy {
             lazySync.unsyncedCommits += 1
             store.metricsState.withLock { $0.lazyCommits += 1 }
-        } else if store.options.durable {
-            // Its data sync flushed the whole file: the unsynced commits before it too.
+            publishLazySyncOwed()
+        } else if store.options.durable && (lazySync.unsyncedCommits > 0 || lazySync.markerPresent) {
+            // Its data sync flushed the whole file: the unsynced commits before it too, so the
+            // marker has nothing left to warn of (a promoted learner's first write as a voter;
+            // the next unsynced commit writes it again).
             lazySync.unsyncedCommits = 0
+            lazySync.removeMarker()
+            publishLazySyncOwed()
         }
         let done = DispatchTime.now().uptimeNanoseconds
         let cpuDone = Self.threadCPUNanos()

@@ -54,23 +54,61 @@ import Testing
         #expect(try s.get("/k/3") == n("13"))
     }
 
-    @Test func aSyncedCommitCoversTheUnsyncedOnesAndIdleIntervalsRemoveTheMarker() async throws {
+    @Test func aSyncedCommitCoversTheUnsyncedOnesAndRemovesTheMarker() async throws {
         let dir = tempDir()
         let (o, _) = Self.options(boot: "boot-b")
         let s = try openStore(dir, o)
+        #expect(!s.owesLazySync, "nothing committed without a sync yet: no interval job is needed")
         try await Self.apply(s, 1...4, synced: false)
+        #expect(s.owesLazySync && Self.marker(dir) != nil)
         try await Self.apply(s, 5...6, synced: true)  // its data sync flushes the whole file
         #expect(s.metrics.lazyCommits == 1)
+        #expect(Self.marker(dir) == nil, "a synced commit leaves nothing for the marker to warn of")
+        #expect(!s.owesLazySync)
+        s.startLazySync()
+        await s.writerBarrier()
+        #expect(s.metrics.lazySyncs == 0, "nothing was left to sync")
+        // The next unsynced commit marks the store again.
+        try await Self.apply(s, 7...7, synced: false)
+        #expect(Self.marker(dir) == "boot-b\n" && s.metrics.lazyCommits == 2 && s.owesLazySync)
+        s.close()
+        #expect(Self.marker(dir) == nil)
+    }
+
+    @Test func idleIntervalsRemoveTheMarkerAndThenNothingIsOwed() async throws {
+        let dir = tempDir()
+        let (o, _) = Self.options(boot: "boot-e")
+        let s = try openStore(dir, o)
+        try await Self.apply(s, 1...4, synced: false)
+        #expect(s.startLazySync())
+        await s.writerBarrier()
+        #expect(s.metrics.lazySyncs == 1)
+        // Synced, but still marked: the next unsynced commit then needs no marker sync of its own.
+        #expect(s.owesLazySync && Self.marker(dir) != nil)
         for k in 1...LazySync.idleIntervalsBeforeMarkerRemoval {
-            #expect(Self.marker(dir) != nil, "still marked after \(k - 1) idle intervals")
+            #expect(Self.marker(dir) != nil && s.owesLazySync, "still marked after \(k - 1) idle intervals")
             s.startLazySync()
             await s.writerBarrier()
         }
-        #expect(s.metrics.lazySyncs == 0, "nothing was left to sync")
-        #expect(Self.marker(dir) == nil)
-        // The next unsynced commit marks the store again.
-        try await Self.apply(s, 7...7, synced: false)
-        #expect(Self.marker(dir) == "boot-b\n" && s.metrics.lazyCommits == 2)
+        #expect(s.metrics.lazySyncs == 1, "nothing more was synced")
+        #expect(Self.marker(dir) == nil && !s.owesLazySync)
+        s.close()
+    }
+
+    @Test func aMarkerLeftInThisBootIsOwedUntilRemoved() async throws {
+        let dir = tempDir()
+        let (o, _) = Self.options(boot: "boot-f")
+        do {
+            let s = try openStore(dir, o)
+            try await Self.apply(s, 1...3, synced: false)
+            s.close()
+        }
+        // A process killed before its close (same boot): the marker is there at the next open.
+        try "boot-f\n".write(toFile: dir + "/" + LazySync.markerName, atomically: false, encoding: .utf8)
+        let s = try openStore(dir, o)
+        #expect(s.owesLazySync, "the intervals must go on until the marker is removed")
+        try await Self.apply(s, 4...4, synced: true)
+        #expect(!s.owesLazySync && Self.marker(dir) == nil)
         s.close()
     }
 

@@ -157,6 +157,26 @@ def test_learner_replicates_serves_and_is_not_in_the_quorum(tmp_path):
         c.down()
 
 
+def test_learner_sync_interval_flag_range(tmp_path):
+    """--learner-sync-interval-ms: in --help; accepted at both ends of 0...60000, refused outside
+    (or not a number) with the range named and a usage exit status, before anything starts."""
+    out = subprocess.run([EMBERD, "--help"], capture_output=True, text=True, timeout=60)
+    assert "--learner-sync-interval-ms" in out.stdout
+    for good in ["0", "60000"]:
+        p = subprocess.run([EMBERD, "--data", str(tmp_path / "d"), f"--learner-sync-interval-ms={good}", "--check-config"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and json.loads(p.stdout)["ok"] is True, p.stderr
+    for bad in ["-1", "60001"]:
+        p = subprocess.run([EMBERD, "--data", str(tmp_path / "d"), f"--learner-sync-interval-ms={bad}", "--check-config"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 64 and "--learner-sync-interval-ms must be 0...60000" in p.stderr, (p.returncode, p.stderr)
+    p = subprocess.run([EMBERD, "--data", str(tmp_path / "d"), "--learner-sync-interval-ms=soon", "--check-config"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 64 and "learner-sync-interval-ms" in p.stderr and "soon" in p.stderr, (p.returncode, p.stderr)
+    # --check-config opens no data.
+    assert not os.path.exists(tmp_path / "d") or os.listdir(tmp_path / "d") == []
+
+
 def test_promotion_threshold_flag(tmp_path):
     """--max-promotion-lag: promote is refused (409, with the lag and the limit) while the learner
     is further behind than the flag says, accepted once it has caught up. The learner is held
