@@ -81,7 +81,7 @@ public enum StoreFactory {
         if archive != nil { options.archiveHold = StoreOptions.defaultArchiveHold }
         options.mapSize = mapSize
         options.logRetention = UInt64(max(0, logRetain))
-        // A single node's archive rows go table by table once archived, not row by row (`LogPair`).
+        // A single node's archive rows go table by table once archived, not row by row (`LogRing`).
         options.alternatingLog = archive != nil && options.logRetention == 0
         options.maxReadBytes = maxReadBytes
         let local = try LMDBDataStore(directory: directory, options: options, logger: logger)

@@ -41,8 +41,8 @@
 // Log compaction: entries older than `logRetention` (and applied) are deleted during later write
 // transactions (bounded per transaction); `firstLogIndex` is recorded in meta. Opening a store
 // does not replay anything, so a single node (retention 0) writes no log rows at all, except
-// for its point-in-time archive: then each write is a row until archived, in one of two tables
-// that take turns and are emptied whole (`LogPair`).
+// for its point-in-time archive: then each write is a row until archived, in a ring of small
+// tables each emptied whole once archived (`LogRing`).
 //
 // Raft: see `EmberStore.append(entries:)`, `applyCommitted(through:)`, `setHardState`,
 // `snapshot(maxChunkBytes:_:)` and `installSnapshot(chunks:)`.

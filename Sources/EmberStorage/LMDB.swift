@@ -65,8 +65,9 @@ func lmdbError(_ rc: Int32) -> StorageError {
     .lmdb(code: rc, message: String(cString: mdb_strerror(rc)))
 }
 
-/// Opens the environment in `directory` with room for Ember's named tables (8 today, see
-/// `Tables`, plus the legacy ones an old directory still has while it opens, and headroom);
+/// Opens the environment in `directory` with room for Ember's named tables (41 today, see
+/// `Tables`: 32 of them the log ring's, plus the legacy ones an old directory still has while
+/// it opens, a copy's scratch table, and headroom);
 /// `maxReaders` as `StoreOptions.maxReaders` (nil: LMDB's default). The caller closes it.
 func openEnvironment(_ directory: String, mapSize: Int, flags: UInt32, maxReaders: UInt32? = nil) throws -> OpaquePointer {
     var e: OpaquePointer?
@@ -74,7 +75,7 @@ func openEnvironment(_ directory: String, mapSize: Int, flags: UInt32, maxReader
     guard let e else { throw StorageError.lmdb(code: -1, message: "mdb_env_create") }
     do {
         try check(mdb_env_set_mapsize(e, mapSize))
-        try check(mdb_env_set_maxdbs(e, 16))
+        try check(mdb_env_set_maxdbs(e, 64))
         if let maxReaders { try check(mdb_env_set_maxreaders(e, maxReaders)) }
         try check(mdb_env_open(e, directory, flags | flag(MDB_NOTLS), 0o644))
     } catch {

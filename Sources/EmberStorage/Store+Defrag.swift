@@ -94,8 +94,10 @@ enum Defrag {
 
     /// The named tables by handle, to find a noted key's table in the copy.
     static func tableNames(_ t: Tables) -> [MDB_dbi: String] {
-        [t.tree: "tree", t.ver: "ver", t.idx: "idx", t.log: "log", t.log2: "log2", t.meta: "meta",
-         t.treex: "treex", t.verx: "verx", t.idxx: "idxx", t.idxloc: "idxloc", t.idxlocx: "idxlocx"]
+        var names: [MDB_dbi: String] = [t.tree: "tree", t.ver: "ver", t.idx: "idx", t.meta: "meta",
+                                        t.treex: "treex", t.verx: "verx", t.idxx: "idxx", t.idxloc: "idxloc", t.idxlocx: "idxlocx"]
+        for (slot, dbi) in t.logRing.enumerated() { names[dbi] = LogRing.tableName(slot) }
+        return names
     }
 
     /// Writes the current value (or the absence) of every noted key, as `source` sees it, into
@@ -327,7 +329,7 @@ extension Writer {
 
 extension Tables {
     func sameHandles(_ o: Tables) -> Bool {
-        [tree, ver, idx, log, meta, treex, verx, idxx, idxloc, idxlocx]
-            == [o.tree, o.ver, o.idx, o.log, o.meta, o.treex, o.verx, o.idxx, o.idxloc, o.idxlocx]
+        [tree, ver, idx, meta, treex, verx, idxx, idxloc, idxlocx] + logRing
+            == [o.tree, o.ver, o.idx, o.meta, o.treex, o.verx, o.idxx, o.idxloc, o.idxlocx] + o.logRing
     }
 }

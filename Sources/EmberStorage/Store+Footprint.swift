@@ -54,7 +54,7 @@ extension EmberStore {
         // The index's pages include its location ids' (`idxloc`); its entries count rows only.
         let groups: [(String, [MDB_dbi], entries: Int)] = [("tree", [t.tree, t.treex], 2), ("versions", [t.ver, t.verx], 2),
                                                            ("index", [t.idx, t.idxx, t.idxloc, t.idxlocx], 2),
-                                                           ("log", [t.log, t.log2], 2), ("meta", [t.meta], 1)]
+                                                           ("log", t.logRing, t.logRing.count), ("meta", [t.meta], 1)]
         let fileBytes = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
         return try withVisibleRead { txn in
             var pageSize = 4096

@@ -60,8 +60,12 @@ public struct StoreOptions: Sendable {
     /// are made only where a machine restart can be told from a process restart).
     public var bootIDPath = "/proc/sys/kernel/random/boot_id"
     /// A single node that archives (`archiveHold` > 0, `logRetention` 0, `submit` only) keeps
-    /// its rows in two tables, emptied whole once archived (`LogPair`), not deleted row by row.
+    /// its rows in a ring of small tables, each emptied whole once archived (`LogRing`), not
+    /// deleted row by row.
     public var alternatingLog = false
+    /// Leaves at which the ring's current table turns (`LogRing`): a root of 8-byte keys holds
+    /// ~226 children, so below it a table keeps two levels.
+    public var logTurnLeafPages = 192
 
     public init() {}
 }
@@ -190,9 +194,17 @@ public final class EmberStore: @unchecked Sendable {
             try w.load()
             try StagingImport.run(core, writer: w, directory: directory)
         } catch { core.environment.withLock { $0 }.close(); throw error }
-        let thread = Thread { [w] in w.run() }
+        // The writer's counters' path is known once its thread runs: set before `init` returns,
+        // so a caller's first `writerThreadIO` already reads them.
+        let started = DispatchSemaphore(value: 0)
+        let thread = Thread { [w, core = self.core] in
+            core.writerIOPath.withLock { $0 = ThreadIO.callingThreadPath() }
+            started.signal()
+            w.run()
+        }
         thread.name = "ember-storage-writer"
         thread.start()
+        started.wait()
     }
 
     deinit {
@@ -651,6 +663,8 @@ final class StoreCore: @unchecked Sendable {
     let stopped = DispatchSemaphore(value: 0)
     let published = Mutex(Published())
     let metricsState = Mutex(StorageMetrics())
+    /// Where the writer thread's write counters are (`EmberStore.writerThreadIO`), set when it starts.
+    let writerIOPath = Mutex<String?>(nil)
     let subscribers = Mutex([UInt64: AsyncStream<WriteResult>.Continuation]())
     /// Synchronous commit listeners, run on the writer thread before any submitter resumes.
     let commitHandlers = Mutex([@Sendable ([WriteResult]) -> Void]())

@@ -15,7 +15,8 @@ import EmberCore
 ///   every row of that location shares in `idx` (storage format 4; before, rows began with the
 ///   location key itself)
 /// * `log`:    index (u64 BE) → `LogEntry.encoded()`
-/// * `log2`:   the same, the second of a single archiving node's two log tables (`LogPair`)
+/// * `log2` … `log32`: the same, the other tables of a single archiving node's ring of log
+///   tables (`LogRing`; `log` is its first)
 /// * `meta`:   named slots (applied index, last log index/term, first log index, hard state, index definitions)
 ///
 /// `tree`, `ver`, `idx` and `idxloc` keep keys of up to 480 bytes; longer keys (long paths: Firebase
@@ -27,6 +28,8 @@ struct Tables {
     let idx: MDB_dbi
     let log: MDB_dbi
     let log2: MDB_dbi
+    /// `log`, `log2`, … (`LogRing.tableCount` tables; `log` and `log2` are its first two).
+    let logRing: [MDB_dbi]
     let meta: MDB_dbi
     let treex: MDB_dbi
     let verx: MDB_dbi
@@ -52,10 +55,15 @@ struct Tables {
             try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
             return dbi
         }
-        return Tables(tree: try open("tree"), ver: try open("ver"), idx: try open("idx"),
-                      log: try open("log"), log2: try open("log2"), meta: try open("meta"),
-                      treex: try open("treex"), verx: try open("verx"), idxx: try open("idxx"),
-                      idxloc: try open("idxloc"), idxlocx: try open("idxlocx"),
+        let (tree, ver, idx, log, log2, meta) = (try open("tree"), try open("ver"), try open("idx"),
+                                                 try open("log"), try open("log2"), try open("meta"))
+        let (treex, verx, idxx, idxloc, idxlocx) = (try open("treex"), try open("verx"), try open("idxx"),
+                                                    try open("idxloc"), try open("idxlocx"))
+        // The ring's other tables after the rest: every other table keeps the handle it had.
+        let others = try (2..<LogRing.tableCount).map { try open(LogRing.tableName($0)) }
+        let ring = [log, log2] + others
+        return Tables(tree: tree, ver: ver, idx: idx, log: log, log2: log2, logRing: ring, meta: meta,
+                      treex: treex, verx: verx, idxx: idxx, idxloc: idxloc, idxlocx: idxlocx,
                       inlineObjects: inlineObjects)
     }
 

@@ -405,7 +405,7 @@ final class Writer: @unchecked Sendable {
             }
             var n = 0
             if store.options.alternatingLog && retention == nil {
-                (first, n) = try LogPair.compact(tables, t, upTo: upTo, applied: a)
+                (first, n) = try LogRing.compact(tables, t, upTo: upTo, applied: a, turnLeafPages: store.options.logTurnLeafPages)
             } else if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
                 // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
@@ -471,7 +471,7 @@ final class Writer: @unchecked Sendable {
             let first = try withApplyRetry { mode in
               results = []
               return try writeTxn { t in
-                let rows = try keepLog && store.options.alternatingLog ? LogPair.roles(tables, t).current : tables.log
+                let rows = try keepLog && store.options.alternatingLog ? LogRing.current(tables, t) : tables.log
                 func apply(_ each: (LogEntry, [Node]?) throws -> WriteResult) throws {
                     for (sub, e) in entries {
                         // Without retention the entry would be trimmed in this very transaction:
@@ -508,7 +508,7 @@ final class Writer: @unchecked Sendable {
         }
     }
 
-    /// Puts `e` as the log's next row in `table` (`tables.log`, or `LogPair`'s current one).
+    /// Puts `e` as the log's next row in `table` (`tables.log`, or `LogRing`'s current one).
     /// `encoded`: its encoding with a zero header (encoded once, when validated), written into
     /// the row's space in the page (MDB_RESERVE) and stamped there with index, term and
     /// timestamp: no copy of it on the writer. In index order past the log's end: MDB_APPEND

@@ -10,8 +10,11 @@ import Logging
 /// 1. N small writes from concurrent submitters into a store without the archive, then into one
 ///    with it (as a single node: the entries it lacks kept as log rows in each batch's own
 ///    transaction; the archiver thread writing segments): the throughput and CPU per write of each, in one
-///    run on the same machine (goal: ≤ 5 % less with the archive); `--pairs N` (default 3) runs
-///    N such pairs in alternating order (A B, B A, ...) and compares the medians;
+///    run on the same machine (goal: ≤ 5 % less with the archive); `--pairs N` (default 8) runs
+///    N such pairs in alternating order (A B, B A, ...) and compares the pairs' ratios: their
+///    median, spread and a distribution-free interval for the median (`PairedRatios`), since on
+///    a VM disk one pair moves by as much as the effect; and the pages the writer thread wrote
+///    per commit on each side (its own `wchar`: the archive's extra I/O measured, not inferred);
 /// 2. the archive's bytes per entry against the log's own encoding;
 /// 3. a restore of everything (goal: ≥ 100,000 entries/s of small writes) and one to the middle
 ///    instant by time.
@@ -23,8 +26,10 @@ struct PITRBench: AsyncParsableCommand {
     /// a run of a million writes closes several, each with its state hash, as a saturated leader does.
     static let maxPairs = 20
 
+    /// Short runs, many pairs: a pair's two runs then see nearly the same machine, and the
+    /// median of many pairs is steadier than a few long runs (one segment close per run).
     @Option(help: "Writes per run.")
-    var writes = 1_000_000
+    var writes = 250_000
 
     @Option(help: "Writes in flight (concurrent submitters).")
     var submitters = 64
@@ -41,8 +46,15 @@ struct PITRBench: AsyncParsableCommand {
     var segmentAge = ArchiveOptions(directory: "").segmentMaxAgeSeconds
 
     /// One run moves by up to ±30 % on a VM whose host steals CPU: one pair decides nothing.
-    @Option(help: "Pairs of runs without/with the archive, in alternating order (A B, B A, ...) so a drifting machine favours neither; more than one is compared by the median of the pairs' ratios.")
-    var pairs = 3
+    /// Eight pairs put the median between the 2nd and 7th ratio at 93 % confidence (seven: only
+    /// between the extremes).
+    @Option(help: "Pairs of runs without/with the archive, in alternating order (A B, B A, ...) so a drifting machine favours neither; more than one is compared by the median of the pairs' ratios, with their spread and a 90 % interval for the median.")
+    var pairs = 8
+
+    /// The former layout for comparison: two tables that turn at each archive mark, each as
+    /// large as a segment (three levels at saturation).
+    @Option(help: "Leaves at which the archive's current log table turns (LogRing; 0: only once the older tables are gone, as the former two-table layout did).")
+    var logTurnPages = StoreOptions().logTurnLeafPages
 
     /// Where the writer's time goes: more log pages per commit show up as commit time and bytes
     /// written, more work per entry as apply CPU.
@@ -51,8 +63,8 @@ struct PITRBench: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...Self.maxPairs).contains(pairs) else { throw ValidationError("--pairs must be 1...\(Self.maxPairs)") }
-        guard writes >= 1, submitters >= 1, valueSize >= 0, segmentBytes >= 1, segmentAge > 0 else {
-            throw ValidationError("--writes, --submitters, --segment-bytes and --segment-age must be positive")
+        guard writes >= 1, submitters >= 1, valueSize >= 0, segmentBytes >= 1, segmentAge > 0, logTurnPages >= 0 else {
+            throw ValidationError("--writes, --submitters, --segment-bytes and --segment-age must be positive, --log-turn-pages not negative")
         }
     }
 
@@ -61,6 +73,7 @@ struct PITRBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: root) }
         print("ember-bench pitr: \(writes) writes of \(valueSize)-byte values, \(submitters) in flight"
               + (pairs > 1 ? ", \(pairs) pairs of runs without/with the archive in alternating order" : "")
+              + "; the archive's log tables turn " + (logTurnPages == 0 ? "only once the older ones are gone" : "at \(logTurnPages) leaves")
               + "; load average \(loadAverage())")
         var done: [(without: WriteRun, with: WriteRun)] = []
         var archiveDir = ""
@@ -90,11 +103,22 @@ struct PITRBench: AsyncParsableCommand {
             }
         }
         if done.count > 1 {
-            let ratio = median(done.map { $0.with.rate / $0.without.rate })
-            let less = 100 * (1 - ratio)
-            print(String(format: "  medians of %d pairs: with/without %.3f (%.1f %% less; goal ≤ %.0f %%: %@); pairs' ratios %@",
-                         done.count, ratio, less, Self.throughputGoalPercent, less <= Self.throughputGoalPercent ? "met" : "NOT met",
-                         done.map { String(format: "%.3f", $0.with.rate / $0.without.rate) }.joined(separator: ", ")))
+            let ratios = PairedRatios(done.map { $0.with.rate / $0.without.rate })
+            let less = 100 * (1 - ratios.median)
+            print(String(format: "  medians of %d pairs: with/without %.3f (%.1f %% less; goal ≤ %.0f %%: %@); pairs' ratios, sorted: %@",
+                         done.count, ratios.median, less, Self.throughputGoalPercent,
+                         ratios.verdict(maxLossPercent: Self.throughputGoalPercent),
+                         ratios.sorted.map { String(format: "%.3f", $0) }.joined(separator: ", ")))
+            let (lo, hi, coverage) = ratios.medianInterval
+            print(String(format: "    spread: min %.3f, quartiles %.3f–%.3f, max %.3f; the median lies in %.3f–%.3f (%.1f–%.1f %% less) with %.0f %% confidence (order statistics)",
+                         ratios.sorted.first!, ratios.quantile(0.25), ratios.quantile(0.75), ratios.sorted.last!, lo, hi,
+                         100 * (1 - hi), 100 * (1 - lo), 100 * coverage))
+            print(String(format: "    the writer thread's writes per commit: %.0f → %.0f bytes (%.2f → %.2f pages; pairs' change %+.2f pages, %+.0f bytes per write); entries per batch %.1f → %.1f",
+                         median(done.map(\.without.writerBytesPerCommit)), median(done.map(\.with.writerBytesPerCommit)),
+                         median(done.map(\.without.writerPagesPerCommit)), median(done.map(\.with.writerPagesPerCommit)),
+                         median(done.map { $0.with.writerPagesPerCommit - $0.without.writerPagesPerCommit }),
+                         median(done.map { $0.with.writerBytesPerWrite - $0.without.writerBytesPerWrite }),
+                         median(done.map(\.without.entriesPerBatch)), median(done.map(\.with.entriesPerBatch))))
             print(String(format: "    CPU per write: process %.2f → %.2f µs (pairs' change %+.2f µs), writer thread %.2f → %.2f µs (%+.2f µs)",
                          median(done.map(\.without.cpu)), median(done.map(\.with.cpu)), median(done.map { $0.with.cpu - $0.without.cpu }),
                          median(done.map(\.without.writerCPU)), median(done.map(\.with.writerCPU)),
@@ -142,6 +166,7 @@ struct PITRBench: AsyncParsableCommand {
         guard r.archived else {
             print(String(format: "%@without the archive: %.0f writes/s; CPU per write: %.2f µs (process), %.2f µs (writer thread)",
                          label, r.rate, r.cpu, r.writerCPU) + (pair == nil ? "" : "; load average \(loadAverage())"))
+            printWriterIO(r)
             printDetails(r)
             return
         }
@@ -151,8 +176,22 @@ struct PITRBench: AsyncParsableCommand {
         let change = baseline.map { String(format: "process, %+.1f %%; ", 100 * (r.cpu / $0.cpu - 1)) } ?? "process; "
         print(String(format: "    CPU per write: %.2f µs (%@%.2f µs with the catch-up), %.2f µs (writer thread)",
                      r.cpu, change, r.cpuWithCatchUp, r.writerCPU) + (pair == nil ? "" : "; load average \(loadAverage())"))
+        printWriterIO(r)
         printDetails(r)
     }
+
+    /// What the writer thread wrote per commit (LMDB's dirty pages and meta page), and the log
+    /// tables' shapes at the end of the writes (each level of a table's right edge is a page
+    /// every commit copies).
+    func printWriterIO(_ r: WriteRun) {
+        let logs = r.logTables.map { "\($0.name) \($0.rows) rows, depth \($0.depth), \($0.branchPages)+\($0.leafPages) pages" }
+        print(String(format: "    writer thread wrote %.0f bytes per commit (%.2f pages of %d; %.0f bytes per write), %.1f entries per commit",
+                     r.writerBytesPerCommit, r.writerPagesPerCommit, Self.pageSize, r.writerBytesPerWrite, r.entriesPerBatch)
+              + (logs.isEmpty ? "" : "; log tables at the end: " + logs.joined(separator: ", ")))
+    }
+
+    /// LMDB's page: the OS's.
+    static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
     func printDetails(_ r: WriteRun) {
         guard details else { return }
@@ -183,6 +222,13 @@ struct PITRBench: AsyncParsableCommand {
         /// The archiver thread's CPU per write while the writes ran, and until it caught up.
         var archiverCPU = 0.0
         var archiverCPUWithCatchUp = 0.0
+        /// The writer thread's bytes handed to write calls, per commit (every LMDB commit of
+        /// the run: batches, marks, empty turns) and per write; 0 where unmeasured.
+        var writerBytesPerCommit = 0.0
+        var writerBytesPerWrite = 0.0
+        var writerPagesPerCommit: Double { writerBytesPerCommit / Double(PITRBench.pageSize) }
+        /// The log tables holding rows when the writes ended.
+        var logTables: [LogTableShape] = []
     }
 
     /// Bytes this process handed to write calls so far (/proc/self/io `wchar`: LMDB's page
@@ -213,6 +259,7 @@ struct PITRBench: AsyncParsableCommand {
             // As `emberd --archive` on a single node (`StoreFactory.open`).
             options.archiveHold = StoreOptions.defaultArchiveHold
             options.alternatingLog = true
+            options.logTurnLeafPages = logTurnPages == 0 ? .max : logTurnPages
         }
         let local = try LMDBDataStore(directory: directory, options: options, logger: Logger(label: "ember-bench"))
         defer { local.close() }
@@ -231,6 +278,7 @@ struct PITRBench: AsyncParsableCommand {
         let t0 = Date()
         let cpu0 = ownCPUSeconds()
         let (io0, cs0) = (Self.bytesWritten(), Self.contextSwitches())
+        let w0 = store.writerThreadIO()
         let m0 = store.metrics
         try await withThrowingTaskGroup(of: Void.self) { group in
             for w in 0..<submitters {
@@ -247,7 +295,10 @@ struct PITRBench: AsyncParsableCommand {
         let seconds = Date().timeIntervalSince(t0)
         let cpu = ownCPUSeconds() - cpu0
         let m1 = store.metrics
+        let w1 = store.writerThreadIO()
         let (io1, cs1) = (Self.bytesWritten(), Self.contextSwitches())
+        let logTables = try store.logTableShapes()
+        let writerBytes = w0.flatMap { a in w1.map { Double($0.bytesHandedToWrites - a.bytesHandedToWrites) } } ?? 0
         let writerNanos = (m1.transactionCPUNanos + m1.commitCPUNanos) - (m0.transactionCPUNanos + m0.commitCPUNanos)
         var catchUp = 0.0
         let archiverCPU = archiver?.archiveStatus().cpuSeconds ?? 0
@@ -261,6 +312,7 @@ struct PITRBench: AsyncParsableCommand {
             guard archived >= UInt64(writes) else { throw ValidationError("the archive holds entries through \(archived) only, after \(writes) writes") }
         }
         let n = Double(writes)
+        let commits = Double(max(1, m1.commits - m0.commits))
         return WriteRun(archived: archive != nil, rate: n / seconds, catchUp: catchUp, cpu: cpu / n * 1e6,
                         cpuWithCatchUp: (ownCPUSeconds() - cpu0) / n * 1e6, writerCPU: Double(writerNanos) / n / 1e3,
                         entriesPerBatch: Double(m1.entriesCommitted - m0.entriesCommitted) / Double(max(1, m1.batches - m0.batches)),
@@ -268,6 +320,7 @@ struct PITRBench: AsyncParsableCommand {
                         commitWall: Double(m1.commitNanos - m0.commitNanos) / n / 1e3,
                         commitCPU: Double(m1.commitCPUNanos - m0.commitCPUNanos) / n / 1e3,
                         bytesWritten: (io1 - io0) / n, contextSwitches: (cs1 - cs0) / n,
-                        archiverCPU: archiverCPU / n * 1e6, archiverCPUWithCatchUp: (archiver?.archiveStatus().cpuSeconds ?? 0) / n * 1e6)
+                        archiverCPU: archiverCPU / n * 1e6, archiverCPUWithCatchUp: (archiver?.archiveStatus().cpuSeconds ?? 0) / n * 1e6,
+                        writerBytesPerCommit: writerBytes / commits, writerBytesPerWrite: writerBytes / n, logTables: logTables)
     }
 }

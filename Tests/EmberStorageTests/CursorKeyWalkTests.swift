@@ -6,7 +6,7 @@ import EmberTestSupport
 @testable import EmberStorage
 
 /// The key-only cursor reads (`Cursor.firstKey`, `lastKey`, `walkKeys`) the log's compaction and
-/// `LogPair` use: the same keys, order and deletions as the copying `first`/`last`/`nextKey`.
+/// `LogRing` use: the same keys, order and deletions as the copying `first`/`last`/`nextKey`.
 @Suite struct CursorKeyWalkTests {
     static func keys(_ t: Txn, _ dbi: MDB_dbi) throws -> [UInt64] {
         var out: [UInt64] = []

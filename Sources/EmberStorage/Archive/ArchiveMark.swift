@@ -30,8 +30,8 @@ extension EmberStore {
         return try withRead { t in
             var out: [(index: UInt64, bytes: [UInt8])] = []
             var expected = from
-            // Each table from the next index on (`LogPair`: the older table's rows come first).
-            for dbi in try LogPair.readOrder(tables, t, pair: options.alternatingLog)
+            // Each table from the next index on (`LogRing`: the oldest table's rows come first).
+            for dbi in try LogRing.readOrder(tables, t, ring: options.alternatingLog)
             where expected <= through && out.count < maxCount {
                 try t.scan(dbi, prefix: [], startingAt: Writer.logKey(expected)) { k, v in
                     guard let i = Writer.logIndex(k), i <= through, i == expected else { return false }
@@ -59,8 +59,8 @@ extension EmberStore {
         return try withRead { t in
             var n = 0
             var expected = from
-            // Each table from the next index on (`LogPair`: the older table's rows come first).
-            for dbi in try LogPair.readOrder(tables, t, pair: options.alternatingLog) {
+            // Each table from the next index on (`LogRing`: the oldest table's rows come first).
+            for dbi in try LogRing.readOrder(tables, t, ring: options.alternatingLog) {
                 guard expected <= through, n < maxCount, builder.entryBytes < maxBytes else { break }
                 let c = try t.cursor(dbi)
                 defer { c.close() }

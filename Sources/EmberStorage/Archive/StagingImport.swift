@@ -48,7 +48,7 @@ enum StagingImport {
         var first: UInt64? = nil
         var expected: UInt64 = 0
         do {
-            try LogPair.reset(tables, txn)
+            try LogRing.reset(tables, txn)
             for name in try listSegments(dir) {
                 if first == nil { first = name; expected = name }
                 guard name == expected, expected <= applied else { break }
@@ -63,7 +63,7 @@ enum StagingImport {
                 }
             }
             let reached = first != nil && expected == applied + 1
-            if !reached { try LogPair.reset(tables, txn) }
+            if !reached { try LogRing.reset(tables, txn) }
             let firstIndex = reached ? first! : applied + 1
             try tables.putMetaU64(txn, "firstIndex", firstIndex)
             try check(mdb_txn_commit(t))
