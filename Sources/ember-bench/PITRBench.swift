@@ -184,10 +184,14 @@ struct PITRBench: AsyncParsableCommand {
     /// tables' shapes at the end of the writes (each level of a table's right edge is a page
     /// every commit copies).
     func printWriterIO(_ r: WriteRun) {
-        let logs = r.logTables.map { "\($0.name) \($0.rows) rows, depth \($0.depth), \($0.branchPages)+\($0.leafPages) pages" }
+        func shape(_ t: LogTableShape) -> String { "\(t.name) \(t.rows) rows, depth \(t.depth), \(t.branchPages)+\(t.leafPages) pages" }
+        // The ring's tables in one line: how many, their deepest, and the current one.
+        let logs = r.logTables.count <= 3 ? r.logTables.map(shape).joined(separator: ", ")
+            : "\(r.logTables.count) tables, \(r.logTables.reduce(0) { $0 + $1.rows }) rows, depth ≤ \(r.logTables.map(\.depth).max() ?? 0); "
+                + "the current: " + shape(r.logTables.last!)
         print(String(format: "    writer thread wrote %.0f bytes per commit (%.2f pages of %d; %.0f bytes per write), %.1f entries per commit",
                      r.writerBytesPerCommit, r.writerPagesPerCommit, Self.pageSize, r.writerBytesPerWrite, r.entriesPerBatch)
-              + (logs.isEmpty ? "" : "; log tables at the end: " + logs.joined(separator: ", ")))
+              + (logs.isEmpty ? "" : "; log tables at the end: " + logs))
     }
 
     /// LMDB's page: the OS's.

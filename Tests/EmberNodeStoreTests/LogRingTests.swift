@@ -19,6 +19,16 @@ import Testing
         return o
     }
 
+    /// A store in a directory of its own (`remove` closes it and deletes the directory).
+    static func store(_ options: StoreOptions) throws -> EmberStore {
+        try EmberStore(directory: NSTemporaryDirectory() + "ember-logring-\(UUID().uuidString)", options: options)
+    }
+
+    static func remove(_ store: EmberStore) {
+        store.close()
+        try? FileManager.default.removeItem(atPath: store.directory)
+    }
+
     /// Rows per ring table, by slot.
     static func ringRows(_ store: EmberStore) throws -> [Int] {
         try store.withRead { t in
@@ -35,8 +45,8 @@ import Testing
     /// least the hold and at most twice it, in one or two tables, read back in order from its
     /// first index; the tables take turns.
     @Test func rowsPastTheHoldGoATableAtATime() async throws {
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-logpair-\(UUID().uuidString)", options: Self.options(hold: 20))
-        defer { store.close() }
+        let store = try Self.store(Self.options(hold: 20))
+        defer { Self.remove(store) }
         var sawBoth = false, sawOnlyOne = false
         for i in 0..<100 {
             try await ArchiverTests.write(store, 1, "p\(i)-")
@@ -61,8 +71,8 @@ import Testing
     /// readable across both tables. The first commit's row is the older table's own (the tables
     /// turn once the older one is empty and the current one has rows).
     @Test func aMarkPastTheOlderTableDropsIt() async throws {
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-logpair-\(UUID().uuidString)", options: Self.options(hold: 1_000))
-        defer { store.close() }
+        let store = try Self.store(Self.options(hold: 1_000))
+        defer { Self.remove(store) }
         try await ArchiverTests.write(store, 10, "a")  // 1 (older table), 2...10 (current)
         #expect(store.firstLogIndex == 1)
         _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: 5))  // 11: covers the older table
@@ -91,9 +101,8 @@ extension LogRingTests {
     /// entries stay readable in order across all of them, and a mark drops the tables it covers
     /// whole, oldest first, never one holding a row it does not cover.
     @Test func aFullTableTurnsAndMarksDropWholeTables() async throws {
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-logring-\(UUID().uuidString)",
-                                   options: Self.unsynced(turnLeafPages: 2))
-        defer { store.close() }
+        let store = try Self.store(Self.unsynced(turnLeafPages: 2))
+        defer { Self.remove(store) }
         // Small rows (~70 a page): a table turns every ~100-140 rows.
         try await ArchiverTests.write(store, 1_000, "r")
         let shapes = try store.logTableShapes()
@@ -119,9 +128,8 @@ extension LogRingTests {
     /// with the ring's 32 names those must still fit one page (a second level would cost every
     /// store, archiving or not, a page per commit).
     @Test func theRingsNamesFitOneMainPage() async throws {
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-logring-\(UUID().uuidString)",
-                                   options: Self.options(hold: 1_000))
-        defer { store.close() }
+        let store = try Self.store(Self.options(hold: 1_000))
+        defer { Self.remove(store) }
         try await ArchiverTests.write(store, 3, "a")
         let (depth, names) = try store.withRead { t in
             var s = MDB_stat()
@@ -135,9 +143,8 @@ extension LogRingTests {
     /// (it grows past the turn size): nothing is lost or reordered, and once a mark covers the
     /// older tables they go and the ring turns again.
     @Test func aFullRingGrowsTheCurrentTable() async throws {
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-logring-\(UUID().uuidString)",
-                                   options: Self.unsynced(turnLeafPages: 1))
-        defer { store.close() }
+        let store = try Self.store(Self.unsynced(turnLeafPages: 1))
+        defer { Self.remove(store) }
         // A table turns at its first leaf: one commit's row each, until the ring is full.
         let n = LogRing.tableCount, total = UInt64(n + 40)
         try await ArchiverTests.write(store, Int(total), "r")
