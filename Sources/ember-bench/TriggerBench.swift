@@ -16,9 +16,11 @@ import NIOCore
 ///     sampled two ways: matching events committed (the trigger's `events`) minus events the
 ///     receiver got, and the log entries its replicated cursor has not passed (`pending`);
 /// (c) the leader's write throughput in one run: no trigger, 1 trigger, `--triggers` triggers
-///     on one pattern (every write matches all), as many triggers on as many patterns with the
-///     writes spread over them (each write matches one), no trigger again; each case against
-///     the mean of the two runs without.
+///     on one pattern (every write matches all), no trigger with the writes spread over
+///     `--triggers` top-level keys, as many triggers on as many patterns with the writes spread
+///     over them (each write matches one), no trigger again (`--cases` picks and orders them);
+///     each case against the mean of the runs without, the spread one also against the spread
+///     run without.
 struct TriggerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "triggers", abstract: "Triggers: commit → receiver latency, sustained delivery with and without batching, write throughput with triggers.")
@@ -62,8 +64,13 @@ struct TriggerBench: AsyncParsableCommand {
     @Option(help: "Which runs: any of a (latency), b (sustained, with and without batching), c (throughput with triggers), e.g. c to profile the leader during (c) alone.")
     var runs = "abc"
 
+    @Option(help: "Which cases of (c), in their order: none (no trigger; first and last), one (1 trigger), same (--triggers on one pattern), spread-none (no trigger, the writes spread over --triggers top-level keys), spread (--triggers on as many patterns, the writes spread over them), e.g. spread to profile that case alone. Each case is compared with the mean of the no-trigger runs, a spread case also with spread-none.")
+    var cases = "none,one,same,spread-none,spread,none"
+
     /// Named limits: open-loop sends in flight, and how long a run waits for delivery to finish.
     static let maxRateInFlight = 4_096
+    /// Named limit: cases of (c) per run.
+    static let maxCases = 16
     static let drainSeconds = 60.0
     /// How often the lag is sampled during a run.
     static let lagSampleMillis = 500
@@ -80,6 +87,10 @@ struct TriggerBench: AsyncParsableCommand {
         }
         guard (1...32).contains(triggers) else { throw ValidationError("--triggers must be 1...32 (a namespace's limit)") }
         guard !runs.isEmpty, runs.allSatisfy({ "abc".contains($0) }) else { throw ValidationError("--runs takes a, b and c (e.g. abc, c)") }
+        let names = cases.split(separator: ",").map(String.init)
+        guard !names.isEmpty, names.count <= Self.maxCases, names.allSatisfy({ ThroughputCase.kinds.contains($0) }) else {
+            throw ValidationError("--cases takes at most \(Self.maxCases) of \(ThroughputCase.kinds.joined(separator: ", ")), comma-separated")
+        }
     }
 
     func run() async throws {
@@ -433,27 +444,39 @@ struct TriggerBench: AsyncParsableCommand {
 
     /// One write-throughput run of (c): the triggers defined for it and where the writes go.
     struct ThroughputCase {
+        /// `--cases` name: none, one, same, spread-none or spread.
+        var kind: String
         var label: String
         /// Trigger name → pattern (empty: no trigger).
         var triggers: [(name: String, pattern: String)]
         /// `WireWriteLoad.spread`: 0 writes below /bench; n spreads the writes over /p0 ... /p<n-1>.
         var spread: Int
+
+        static let kinds = ["none", "one", "same", "spread-none", "spread"]
     }
 
-    /// The cases of (c), in run order: no trigger, one, `--triggers` on one pattern (every write
-    /// matches all of them), `--triggers` on as many patterns with the writes spread over them
-    /// (each write matches one: /messages, /orders, ... each with its trigger), no trigger again.
+    /// The cases of (c) `--cases` names, in its order: no trigger, one, `--triggers` on one
+    /// pattern (every write matches all of them), none with the writes spread over `--triggers`
+    /// top-level keys, `--triggers` on as many patterns with the writes spread over them (each
+    /// write matches one: /messages, /orders, ... each with its trigger), no trigger again. The
+    /// spread writes alone cost more than those below one key (each connection's writes land on
+    /// ten leaf pages, not one): the spread case's own baseline is spread-none.
     func throughputCases() -> [ThroughputCase] {
         let n = triggers
-        return [
-            ThroughputCase(label: "no trigger", triggers: [], spread: 0),
-            ThroughputCase(label: "1 trigger", triggers: [("t0", "/bench/{w}/{k}")], spread: 0),
-            ThroughputCase(label: "\(n) triggers on one pattern (each write matches all \(n))",
-                           triggers: (0..<n).map { ("t\($0)", "/bench/{w}/{k}") }, spread: 0),
-            ThroughputCase(label: "\(n) triggers on \(n) patterns, writes spread over them (each write matches one)",
-                           triggers: (0..<n).map { ("t\($0)", "/p\($0)/{w}/{k}") }, spread: n),
-            ThroughputCase(label: "no trigger", triggers: [], spread: 0),
-        ]
+        return cases.split(separator: ",").map { kind in
+            switch kind {
+            case "one": return ThroughputCase(kind: "one", label: "1 trigger", triggers: [("t0", "/bench/{w}/{k}")], spread: 0)
+            case "same":
+                return ThroughputCase(kind: "same", label: "\(n) triggers on one pattern (each write matches all \(n))",
+                                      triggers: (0..<n).map { ("t\($0)", "/bench/{w}/{k}") }, spread: 0)
+            case "spread-none":
+                return ThroughputCase(kind: "spread-none", label: "no trigger, writes spread over /p0 ... /p\(n - 1)", triggers: [], spread: n)
+            case "spread":
+                return ThroughputCase(kind: "spread", label: "\(n) triggers on \(n) patterns, writes spread over them (each write matches one)",
+                                      triggers: (0..<n).map { ("t\($0)", "/p\($0)/{w}/{k}") }, spread: n)
+            default: return ThroughputCase(kind: "none", label: "no trigger", triggers: [], spread: 0)
+            }
+        }
     }
 
     /// CPU seconds (user + system) of the leader, each follower and this process (the writers
@@ -464,7 +487,7 @@ struct TriggerBench: AsyncParsableCommand {
 
     func throughputRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String,
                        pids: (leader: Int32, followers: [Int32])) async throws {
-        var rates: [(label: String, rate: Double, events: Double, cpu: [Double], load: String)] = []
+        var rates: [(kind: String, label: String, rate: Double, events: Double, cpu: [Double], load: String)] = []
         for (k, c) in throughputCases().enumerated() {
             let ns = "tput\(k)"
             let names = c.triggers.map(\.name)
@@ -502,21 +525,37 @@ struct TriggerBench: AsyncParsableCommand {
                              label, events, events / max(result.rate, 1e-9), samples.last?.pending ?? 0, load))
                 try await putTriggers(http, leader, ns: ns, [:])
             }
-            rates.append((c.label, result.rate, events, perWrite, load))
+            rates.append((c.kind, c.label, result.rate, events, perWrite, load))
         }
-        let without = (rates[0].rate + rates[rates.count - 1].rate) / 2
         // CPU per write of all processes together (nodes and bench): what a write costs the machine.
         func total(_ cpu: [Double]) -> Double { cpu.reduce(0, +) }
-        let cpuWithout = (total(rates[0].cpu) + total(rates[rates.count - 1].cpu)) / 2
-        print(String(format: "(c) leader write throughput, same run: no trigger %.0f and %.0f writes/s (before and after; mean %.0f), "
-                     + "%.1f µs CPU per write on the machine; load average %@",
-                     rates[0].rate, rates[rates.count - 1].rate, without, cpuWithout, loadAverage()))
-        for r in rates.dropFirst().dropLast() {
-            let less = 100 * (1 - r.rate / max(without, 1e-9))
-            print(String(format: "    %@: %.0f writes/s, %.1f %% less than without: %@ (goal: within 15 %%); %.0f events/s delivered; "
-                         + "%.1f µs CPU per write on the machine (%+.0f %%); load average %@",
-                         r.label, r.rate, less, less <= 15 ? "MEETS the goal" : "does NOT meet the goal", r.events,
-                         total(r.cpu), 100 * (total(r.cpu) / max(cpuWithout, 1e-9) - 1), r.load))
+        func baseline(_ kind: String) -> (rate: Double, cpu: Double)? {
+            let runs = rates.filter { $0.kind == kind }
+            guard !runs.isEmpty else { return nil }
+            return (runs.map(\.rate).reduce(0, +) / Double(runs.count), runs.map { total($0.cpu) }.reduce(0, +) / Double(runs.count))
+        }
+        let plain = baseline("none"), spread = baseline("spread-none")
+        if let plain {
+            print(String(format: "(c) leader write throughput, same run: no trigger %@ writes/s (mean %.0f), %.1f µs CPU per write on the machine; load average %@",
+                         rates.filter { $0.kind == "none" }.map { String(format: "%.0f", $0.rate) }.joined(separator: " and "),
+                         plain.rate, plain.cpu, loadAverage()))
+        }
+        if let spread {
+            print(String(format: "    no trigger, writes spread: %.0f writes/s, %.1f µs CPU per write on the machine%@; load average %@",
+                         spread.rate, spread.cpu,
+                         plain.map { String(format: " (%+.1f %% writes/s, %+.1f µs against no trigger below one key)", 100 * ($0.rate > 0 ? spread.rate / $0.rate - 1 : 0),
+                                            spread.cpu - $0.cpu) } ?? "", loadAverage()))
+        }
+        for r in rates where r.kind != "none" && r.kind != "spread-none" {
+            var line = String(format: "    %@: %.0f writes/s", r.label, r.rate)
+            for (name, base) in [("without", plain), ("spread without", r.kind == "spread" ? spread : nil)] {
+                guard let base else { continue }
+                let less = 100 * (1 - r.rate / max(base.rate, 1e-9))
+                line += String(format: ", %.1f %% less than %@: %@ (goal: within 15 %%), %+.1f µs CPU per write on the machine (%+.0f %%)",
+                                less, name, less <= 15 ? "MEETS the goal" : "does NOT meet the goal", total(r.cpu) - base.cpu,
+                                100 * (total(r.cpu) / max(base.cpu, 1e-9) - 1))
+            }
+            print(line + String(format: "; %.0f events/s delivered; %.1f µs CPU per write on the machine; load average %@", r.events, total(r.cpu), r.load))
         }
     }
 }
