@@ -26,6 +26,22 @@ import Testing
         #expect(TriggerPatternIndex([patterns[0]]).candidates(paths(["/orders/x"])) == [0])
     }
 
+    /// Patterns on separate lists (none starting with a wildcard): one path's candidates come
+    /// straight from its first key's plans, and are what the general walk over every path
+    /// gives (a path listed twice takes that walk).
+    @Test func onePathBelowSeparateListsGetsItsListsPlansAsTheGeneralWalkDoes() {
+        let texts = (0..<10).map { "/p\($0)/{w}/{k}" } + ["/p3/{w}", "/other/{x}"]
+        let index = TriggerPatternIndex(texts.map { try! TriggerPattern(parsing: $0) })
+        #expect(index.candidates(paths(["/p3/w1/k9"])) == [3, 10])
+        #expect(index.candidates(paths(["/p7/w1/k9"])) == [7])
+        #expect(index.candidates(paths(["/nowhere/a"])).isEmpty)
+        for w in ["/p0/a/b", "/p3/a", "/p3", "/other/y/z", "/x", "/p9/w/k/deeper"] {
+            let one = paths([w])
+            #expect(index.candidates(one) == index.candidates(one + one), "\(w)")
+        }
+        #expect(index.candidates([.root]) == Array(0..<12))
+    }
+
     /// Against trying every pattern: each pattern with a scope for some path of the write is a
     /// candidate (the index only leaves out patterns that could not change anything).
     @Test func neverMissesAPatternTheWriteCanChange() {

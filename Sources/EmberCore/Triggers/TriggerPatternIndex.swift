@@ -11,6 +11,8 @@ public struct TriggerPatternIndex: Sendable, Equatable {
     /// Plans whose first segment is a wildcard, or that have none (the pattern `/`).
     let unkeyed: [Int]
     let count: Int
+    /// The only plan of a one-pattern set (made once, not per write).
+    static let first = [0]
 
     public init(_ patterns: [TriggerPattern]) {
         var keyed: [String: [Int]] = [:]
@@ -24,8 +26,14 @@ public struct TriggerPatternIndex: Sendable, Equatable {
     }
 
     /// The plans a write of `paths` (absolute) may touch, in plan order, each once.
+    ///
+    /// One path below a first key (every set, most updates) with no pattern starting with a
+    /// wildcard: the plans stored under that key, as they are (no array made per write: with
+    /// triggers on ten lists, two per write on every replica were most of what the nine
+    /// definitions a write does not match still cost).
     public func candidates(_ paths: [Path]) -> [Int] {
-        if count <= 1 { return count == 1 ? [0] : [] }
+        if count <= 1 { return count == 1 ? Self.first : [] }
+        if paths.count == 1, unkeyed.isEmpty, let first = paths[0].segments.first { return byFirstKey[first] ?? [] }
         var hit = [Bool](repeating: false, count: count)
         for i in unkeyed { hit[i] = true }
         for p in paths {
