@@ -4,20 +4,28 @@
 /// goes. Lookups see both. The trigger caches (decoded change records, serialized event
 /// members and batches of them) use it: delivery lanes a window or two apart near a stream's
 /// end find what the first of them made.
+///
+/// Inlinable: the caches live in other modules, which then specialize it for their keys and
+/// values. Unspecialized, each lookup and insert went through generic witnesses and run-time
+/// metadata lookups (in a delivering leader's profile under the record cache's inserts, which
+/// its writer makes for every matching write).
 public struct TwoGenerations<Key: Hashable, Value> {
     public let limit: Int
-    private var current: [Key: Value] = [:]
-    private var previous: [Key: Value] = [:]
-    private var weight = 0
+    @usableFromInline var current: [Key: Value] = [:]
+    @usableFromInline var previous: [Key: Value] = [:]
+    @usableFromInline var weight = 0
 
+    @inlinable
     public init(limit: Int) {
         precondition(limit > 0, "a generation holds at least one entry")
         self.limit = limit
     }
 
+    @inlinable
     public func find(_ k: Key) -> Value? { current[k] ?? previous[k] }
 
     /// An entry heavier than `limit` still goes in (alone in its generation).
+    @inlinable
     public mutating func insert(_ k: Key, _ v: Value, weight w: Int = 1) {
         precondition(w > 0, "an entry weighs something")
         if weight + w > limit && !current.isEmpty {
@@ -30,6 +38,7 @@ public struct TwoGenerations<Key: Hashable, Value> {
     }
 
     /// Entries held (both generations; a key in both counts twice).
+    @inlinable
     public var count: Int { current.count + previous.count }
 }
 

@@ -22,8 +22,20 @@ final class TriggerRecordCache: Sendable {
     /// (`TriggerReleases.committed`), once committed: a lane that reads them from LMDB after
     /// that (it fell a commit behind) finds them decoded instead of decoding every event.
     func insert(_ records: [TriggerReleases.Record]) {
+        guard !records.isEmpty else { return }
         namespaces.withLock { m in
-            for r in records { m[r.namespace, default: TwoGenerations(limit: Self.maxRecords)].insert(Key(group: r.group, index: r.index), r.events) }
+            // One namespace lookup per run of records of one namespace (a write's whole batch,
+            // mostly), not one per record: the writer thread inserts every matching write's.
+            var k = 0
+            while k < records.count {
+                let ns = records[k].namespace
+                var end = k + 1
+                while end < records.count && records[end].namespace == ns { end += 1 }
+                var g = m.removeValue(forKey: ns) ?? TwoGenerations(limit: Self.maxRecords)
+                for r in records[k..<end] { g.insert(Key(group: r.group, index: r.index), r.events) }
+                m[ns] = g
+                k = end
+            }
         }
     }
 
