@@ -26,8 +26,9 @@ final class TriggerWorker: Sendable {
     /// How often the worker looks at the definitions and leadership (a commit only wakes the
     /// lanes: with no trigger defined, commits cost the worker nothing).
     static let reconcileInterval = Duration.milliseconds(500)
-    /// Named limit: outbox rows read per top-up.
+    /// Named limits: outbox rows read per read, and reads per top-up (a lane's turn).
     static let maxRowsPerRead = 256
+    static let maxReadsPerTurn = 8
 
     init(port: any TriggersPort, runtime: TriggerRuntime, logger: Logger) {
         self.port = port
@@ -210,17 +211,27 @@ final class TriggerLane: Sendable {
             // Top up from the outbox: from the oldest row when idle (a replay may have put
             // older rows back), else after the newest row taken.
             wakePending.store(false, ordering: .relaxed)
-            // While cursors are being logged, an idle machine reads after the entries they hold.
-            let after = machine.isIdle ? settling.held.max : machine.takenThrough
-            if machine.wants > 0, let read = try? port.deliveryRead(namespace: ns, trigger: name, after: after,
-                                                                    limit: min(TriggerWorker.maxRowsPerRead, machine.wants),
-                                                                    floor: settling.floor) {
+            // Reads until the machine wants no more or the outbox has no more rows (at most
+            // `maxReadsPerTurn`): one read of `maxRowsPerRead` rows a turn capped a batching
+            // trigger's POSTs at 256 entries' events whatever its `batchSize`, and a lane
+            // behind its writes sent four POSTs where one would do.
+            var reads = 0
+            while machine.wants > 0 && reads < TriggerWorker.maxReadsPerTurn {
+                // While cursors are being logged, an idle machine reads after the entries they hold.
+                let after = machine.isIdle ? settling.held.max : machine.takenThrough
+                let limit = min(TriggerWorker.maxRowsPerRead, machine.wants)
+                guard let read = try? port.deliveryRead(namespace: ns, trigger: name, after: after, limit: limit, floor: settling.floor) else { break }
+                reads += 1
                 settling.group = read.group
+                var took = false
                 for r in read.rows where !r.events.isEmpty && !settling.held.contains(r.index) && (machine.isIdle || r.index > machine.takenThrough) {
                     machine.take(index: r.index, events: r.events.count)
                     events[r.index] = r.events
                     if r.own { settling.own.insert(r.index) }
+                    took = true
                 }
+                // A short read is the outbox's end; one that took nothing would read the same again.
+                if read.rows.count < limit || !took { break }
             }
             await perform(machine.poll(now: Self.nowMillis()), &machine, &events, &settling)
             guard let input = await next(&iterator, wakeAt: machine.nextWake, timer: &timer) else { return }
