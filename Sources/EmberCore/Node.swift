@@ -221,9 +221,26 @@ extension Node {
             }
             return Node(nonEmptyChildren: kids, priority: nil)
         case .object(let obj):
+            // Most objects have no key starting with "." (no `.priority`, `.value` or `.sv`):
+            // their keys are checked in one look over them, and their children's map is the
+            // members' map with each value converted (`mapValues` keeps its hash table: no key is
+            // hashed and inserted again; that was ~a third of building an import's nodes).
+            if try checkPlainKeys(obj) {
+                var empty = 0
+                let kids: KeyMap<Node>
+                do {
+                    kids = try obj.mapValues { value in
+                        let child = try convert(value, depth: depth + 1)
+                        if child.isEmpty { empty += 1 }
+                        return child
+                    }
+                } catch let e as EmberError { throw e } catch { preconditionFailure("Node.convert throws EmberError only") }
+                if empty < obj.count { try checkDepth(depth + 1) }
+                return Node(nonEmptyChildren: empty == 0 ? kids : kids.filter { !$0.value.isEmpty }, priority: nil)
+            }
             var priority: Priority? = nil
             // Three lookups only for an object that has a key starting with "." (most have none).
-            if hasDotKey(obj) {
+            do {
                 if let p = obj[".priority"] { priority = try Priority(json: p) }
                 if obj[".sv"] != nil { throw .unrecognizedServerValue("unresolved server value") }
                 if let v = obj[".value"] {
@@ -268,7 +285,14 @@ extension Node {
             for item in items where !(try validate(json: item, depth: depth + 1)) { empty = false }
             return empty
         case .object(let obj):
-            if hasDotKey(obj) {
+            // In `convert`'s order: the keys, then the values, then the depth of a non-empty child.
+            if try checkPlainKeys(obj) {
+                var empty = true
+                for value in obj.values where !(try validate(json: value, depth: depth + 1)) { empty = false }
+                if !empty { try checkDepth(depth + 1) }
+                return empty
+            }
+            do {
                 if let p = obj[".priority"] { _ = try Priority(json: p) }
                 if obj[".sv"] != nil { throw .unrecognizedServerValue("unresolved server value") }
                 if let v = obj[".value"] {
@@ -286,6 +310,18 @@ extension Node {
             }
             return empty
         }
+    }
+
+    /// True when no key of `obj` starts with "." (`.priority`, `.value`, `.sv`, or a key the
+    /// checks refuse), each of them checked (`Key.validate`) on the way; false at the first that
+    /// does (the keys after it are left for the member-by-member walk).
+    @inline(__always)
+    static func checkPlainKeys(_ obj: KeyMap<JSON>) throws(EmberError) -> Bool {
+        for key in obj.keys {
+            if key.utf8.first == UInt8(ascii: ".") { return false }
+            try Key.validate(key)
+        }
+        return true
     }
 
     /// Whether a member's key starts with "." (`.priority`, `.value`, `.sv`, or a key the checks

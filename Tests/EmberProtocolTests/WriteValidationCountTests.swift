@@ -4,8 +4,9 @@ import Testing
 
 @testable import EmberProtocol
 
-/// `WriteValidation.countNodes` (the front's nodes-per-write limit) looks up `.sv` and `.value`
-/// only in objects with a key starting with "."; it counts as the rule says in every case.
+/// `WriteValidation.countNodes` (the front's nodes-per-write limit) counts an object's members
+/// in the look that finds a key starting with "." and looks up `.sv` and `.value` only in
+/// objects with one; it counts as the rule says in every case, on every budget.
 @Suite(.printsSeedOnFailure) struct WriteValidationCountTests {
     /// The rule, written plainly: nulls make no node, a leaf or a server value one, an array one
     /// plus its elements', `.value` stands for its object, `.priority` is not a node.
@@ -50,6 +51,10 @@ import Testing
             var budget = 1_000
             #expect(WriteValidation.countNodes(json, budget: &budget))
             #expect(1_000 - budget == expected, "\(json)")
+            // The exact budget is enough (members counted before a `.value` or `.sv` is met
+            // may spend it: the object is then counted again by that key's rule).
+            var exact = expected
+            #expect(WriteValidation.countNodes(json, budget: &exact), "\(json)")
             // A budget one short runs out.
             if expected > 0 {
                 var short = expected - 1
