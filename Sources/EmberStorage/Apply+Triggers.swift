@@ -10,8 +10,10 @@ struct TriggerCapture {
 extension Applier {
     /// Before a write's parts (absolute path, value there now) are written: the values its
     /// triggers' events need. nil (no reads) when the namespace has no trigger the write can fire.
-    func captureTriggers(_ ns: String, parts: [(Path, Node)]) throws -> TriggerCapture? {
+    /// `parts` is made only when the namespace has triggers.
+    func captureTriggers(_ ns: String, parts makeParts: @autoclosure () -> [(Path, Node)]) throws -> TriggerCapture? {
         guard let set = triggers[ns], !set.isEmpty else { return nil }
+        let parts = makeParts()
         var items: [(plan: TriggerPatternPlan, before: [Node])] = []
         // The values the write's parts replace, then those read here (a scope above a part).
         // One part (every set): compared, not hashed (hashing paths was a tenth of a

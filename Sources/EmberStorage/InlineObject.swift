@@ -43,12 +43,12 @@ struct InlineObject {
     /// does not qualify (not a non-empty object of leaves within the limits, or keys too long).
     static func record(for node: Node, key: [UInt8], version: UInt64) -> [UInt8]? {
         guard node.leaf == nil, !node.children.isEmpty, node.children.count <= maxChildren else { return nil }
-        // The usual refusals before any allocation: a child that is no leaf, or more bytes than
-        // a record holds (`leastEncodedBytes`). A bulk write asks this of every object it puts,
-        // and building and encoding the record only to drop it was ~a tenth of a node's CPU in
-        // an import (most objects of a Firebase export have a long string or a nested child).
-        guard let least = leastEncodedBytes(node), least <= maxEncodedBytes else { return nil }
-        // Every child is a leaf (`leastEncodedBytes` said so). Encoded straight from the node's
+        // The record's exact size first, without allocating: a bulk write asks this of every
+        // object it puts, and building a record only to drop it as too large (a post with a long
+        // body: a third of an export's leaf objects) was most of the writer thread's record cost
+        // in an import (issue 42; a lower bound refused only part of them before).
+        guard let size = encodedSize(node, version: version), size <= maxEncodedBytes else { return nil }
+        // Every child is a leaf (`encodedSize` said so). Encoded straight from the node's
         // children in key order, without an `InlineObject` and its copied `Child` list (a
         // visible share of a bulk write's records): the same bytes as `encoded`.
         var kids: [(seg: [UInt8], key: String, child: Node)] = []
@@ -60,13 +60,14 @@ struct InlineObject {
             kids.append((seg, k, c))
         }
         kids.sort { bytesLess($0.seg, $1.seg) }
-        var w = ByteWriter(capacity: maxEncodedBytes)
+        var w = ByteWriter(capacity: size)
         writeHeader(&w, version: version, priority: node.priority, count: kids.count)
         for kid in kids {
             w.string(kid.key)
             w.compactLeaf(kid.child.leaf!, kid.child.priority)
         }
-        return w.bytes.count <= maxEncodedBytes ? w.bytes : nil
+        assert(w.bytes.count == size, "an inline record's size differs from its encoding")
+        return w.bytes
     }
 
     /// The record's fields before its children (shared by `record(for:)` and `encoded`).
@@ -77,16 +78,44 @@ struct InlineObject {
         w.varint(count)
     }
 
-    /// A lower bound of the size of `encoded` for `node`'s record (one byte per header field,
-    /// each child's key and string leaf with one length byte), or nil when a child is no leaf.
-    static func leastEncodedBytes(_ node: Node) -> Int? {
-        var least = 4
+    /// The size of `node`'s record written by the write with log index `version` (what
+    /// `encoded` gives for it), or nil when a child is no leaf or it passes `maxEncodedBytes`
+    /// (counting stops there).
+    static func encodedSize(_ node: Node, version: UInt64) -> Int? {
+        var n = 1 + uvarintSize(version) + prioritySize(node.priority) + LogEntry.varintSize(node.children.count)
         for (k, c) in node.children {
             guard let l = c.leaf else { return nil }
-            least += k.utf8.count + 2
-            if case .string(let s) = l { least += s.utf8.count + 1 }
+            n += LogEntry.stringSize(k) + 1
+            switch l {
+            case .bool: break
+            case .int(let i): n += uvarintSize(UInt64(bitPattern: (i << 1) ^ (i >> 63)))
+            case .double: n += 8
+            case .string(let s): n += LogEntry.stringSize(s)
+            }
+            switch c.priority {
+            case nil: break
+            case .number?: n += 8
+            case .string(let s)?: n += LogEntry.stringSize(s)
+            }
+            if n > maxEncodedBytes { return nil }
         }
-        return least
+        return n
+    }
+
+    /// Bytes of `ByteWriter.uvarint(v)`.
+    static func uvarintSize(_ v: UInt64) -> Int {
+        var x = v, n = 1
+        while x >= 0x80 { n += 1; x >>= 7 }
+        return n
+    }
+
+    /// Bytes of `ByteWriter.priority(p)`.
+    static func prioritySize(_ p: Priority?) -> Int {
+        switch p {
+        case nil: return 1
+        case .number?: return 9
+        case .string(let s)?: return 1 + LogEntry.stringSize(s)
+        }
     }
 
     var encoded: [UInt8] {

@@ -55,9 +55,12 @@ extension Applier {
     /// The rules verdict on a write whose resolved parts are `parts` (absolute paths): admin
     /// entries and namespaces without rules pass; open rules pass without reading anything; data
     /// is read (in this transaction, so in log order) only where and as far as the rules look.
-    func permits(_ e: LogEntry, base: Path, parts: [(Path, Node)], isUpdate: Bool) throws -> Bool {
+    /// `parts` is made only when the rules are asked (a bulk update's list of them, copied per
+    /// write, was a visible share of the writer's time for admin writes, which pass at once).
+    func permits(_ e: LogEntry, base: Path, parts makeParts: @autoclosure () -> [(Path, Node)], isUpdate: Bool) throws -> Bool {
         guard case .user(let auth) = e.auth, let engine = rules.engine(for: e.namespace) else { return true }
         if engine.grantsEveryWrite { return true }
+        let parts = makeParts()
         let paths = parts.map(\.0)
         if engine.writeGrantedWithoutEvaluation(at: isUpdate ? paths : [base]) { return true }
         let data = StoredRulesData(tables: tables, t: t, ns: e.namespace)

@@ -3,9 +3,9 @@ import EmberTestSupport
 import Testing
 @testable import EmberStorage
 
-/// `InlineObject.record(for:)` refuses an object early by a lower bound of its record's size
-/// (`leastEncodedBytes`) and decides as building and encoding the record decides: the same
-/// record, or none, for objects around the size limit.
+/// `InlineObject.record(for:)` refuses an object early by its record's exact size, counted
+/// without building it (`encodedSize`), and decides as building and encoding the record decides:
+/// the same record, or none, for objects around the size limit.
 @Suite(.printsSeedOnFailure) struct InlineRecordBoundTests {
     /// The record as built before the early refusals: children by segment, encoded, kept when
     /// within the size limit.
@@ -27,7 +27,7 @@ import Testing
         return InlineObject(version: version, priority: node.priority, children: kids.map(\.child)).encoded
     }
 
-    @Test func theBoundNeverRefusesARecordThatFits() throws {
+    @Test func theCountedSizeDecidesAsTheRecord() throws {
         var g = TestSeed.generator(0x5EED_4204)
         var kept = 0, refused = 0
         for round in 0..<4_000 {
@@ -50,8 +50,10 @@ import Testing
             let version = UInt64.random(in: 0...UInt64.max, using: &g)
             let want = Self.built(node, key: key, version: version)
             #expect(InlineObject.record(for: node, key: key, version: version) == want, "round \(round)")
-            if let least = InlineObject.leastEncodedBytes(node), let b = Self.encoded(node, key: key, version: version) {
-                #expect(least <= b.count, "round \(round): bound \(least) over the record's \(b.count) bytes")
+            if let b = Self.encoded(node, key: key, version: version) {
+                let size = InlineObject.encodedSize(node, version: version)
+                #expect(size == (b.count <= InlineObject.maxEncodedBytes ? b.count : nil),
+                        "round \(round): counted \(String(describing: size)) for a record of \(b.count) bytes")
             }
             if want == nil { refused += 1 } else { kept += 1 }
         }
