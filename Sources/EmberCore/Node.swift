@@ -183,6 +183,41 @@ public struct Node: Sendable, Equatable {
         return copy
     }
 
+    /// `Node.empty.updating(parts)` for parts in path order none of which is the root or lies at
+    /// or below another (a checked multi-path update's, sorted): built level by level, each map
+    /// made at its size, instead of a descent, a uniqueness check and a growing map per part (a
+    /// bulk update's patch was ~5 % of the writer thread's time in an import).
+    public static func assembling(_ parts: [(Path, Node)]) -> Node {
+        assert(parts.allSatisfy { !$0.0.isRoot }, "a part at the root")
+        assert(zip(parts, parts.dropFirst()).allSatisfy { $0.0.0 < $0.1.0 && !$0.0.0.contains($0.1.0) }, "parts out of order or nested")
+        return assemble(parts[...], level: 0)
+    }
+
+    /// The node at depth `level` that `parts` (sharing their first `level` keys, each deeper)
+    /// make. In path order, the parts under one key are consecutive.
+    private static func assemble(_ parts: ArraySlice<(Path, Node)>, level: Int) -> Node {
+        var groups = 0
+        var i = parts.startIndex
+        while i < parts.endIndex {
+            let key = parts[i].0.segments[level]
+            i += 1
+            while i < parts.endIndex && parts[i].0.segments[level].isExactly(key) { i += 1 }
+            groups += 1
+        }
+        var kids = KeyMap<Node>(minimumCapacity: groups)
+        i = parts.startIndex
+        while i < parts.endIndex {
+            let key = parts[i].0.segments[level]
+            var j = i + 1
+            while j < parts.endIndex && parts[j].0.segments[level].isExactly(key) { j += 1 }
+            // A part exactly here is alone under its key (none lies below another).
+            let child = j == i + 1 && parts[i].0.count == level + 1 ? parts[i].1 : assemble(parts[i..<j], level: level + 1)
+            if !child.isEmpty { kids[key] = child }
+            i = j
+        }
+        return Node(nonEmptyChildren: kids, priority: nil)
+    }
+
     /// Number of nodes (leaves and objects) in the tree, for limits.
     public var nodeCount: Int {
         if isEmpty { return 0 }

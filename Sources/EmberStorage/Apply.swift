@@ -156,7 +156,6 @@ struct Applier {
                 }
             }
             var anyChange = false
-            var patch = Node.empty
             // No part is at or below another (`EmberStore.checkOperation` refuses such updates
             // before they are logged), so no part's write changes what another part read, and
             // the parts may be written in any order: a bulk update writes them in key order.
@@ -179,15 +178,19 @@ struct Applier {
                 result.outcome = .applied(changed: changed.contains(true))
                 return result
             }
-            for (i, (abs, node, _, _)) in resolved.enumerated() {
-                if changed[i] {
-                    anyChange = true
-                    result.changeSet.changes.append((abs, node))
-                }
-                patch.set(node, at: path.relative(abs)!)
+            for (i, (abs, node, _, _)) in resolved.enumerated() where changed[i] {
+                anyChange = true
+                result.changeSet.changes.append((abs, node))
+            }
+            if bulk {
+                // In key order (`order`: path order), the patch is assembled level by level.
+                result.value = Node.assembling(order.map { (parts[$0].0, resolved[$0].1) })
+            } else {
+                var patch = Node.empty
+                for (i, (rel, _)) in parts.enumerated() { patch.set(resolved[i].1, at: rel) }
+                result.value = patch
             }
             result.outcome = .applied(changed: anyChange)
-            result.value = patch
             // Every part lies at or below `path`, so a change raised sub[path] to this index.
             result.version = anyChange ? e.index : try version(ns, path)
         }
