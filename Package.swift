@@ -210,7 +210,7 @@ var package = Package(
         .testTarget(name: "EmberRulesTests", dependencies: ["EmberRules", "EmberCore", "EmberTestSupport"]),
         .testTarget(name: "EmberProtocolTests", dependencies: ["EmberProtocol", "EmberCore", "EmberTestSupport"]),
         .testTarget(name: "EmberNodeStoreTests", dependencies: [
-            "EmberNodeStore", "EmberCore",
+            "EmberNodeStore", "EmberCore", "EmberTestSupport",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "EmberClusterTests", dependencies: [

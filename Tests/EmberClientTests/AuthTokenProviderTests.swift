@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import Foundation
 import JWTKit
@@ -24,7 +25,7 @@ import Testing
     }
 
     func authServer(rules: String? = nil) async throws -> EmberServerProcess {
-        let secretFile = NSTemporaryDirectory() + "ember-auth-secret-" + UUID().uuidString
+        let secretFile = TestDirectory.root + "ember-auth-secret-" + UUID().uuidString
         try Self.secret.write(toFile: secretFile, atomically: true, encoding: .utf8)
         let server = try EmberServerProcess(rules: rules, extraArgs: ["--auth-hs256-secret-file", secretFile])
         try await server.start()

@@ -8,7 +8,7 @@ import Testing
 /// persistence on is SIGKILLed and started again against real emberd processes.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct PersistenceProcessTests {
     static func tempDir() -> String {
-        let dir = NSTemporaryDirectory() + "ember-persist-test-" + UUID().uuidString
+        let dir = TestDirectory.root + "ember-persist-test-" + UUID().uuidString
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         return dir
     }

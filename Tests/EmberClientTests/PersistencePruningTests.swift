@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import Foundation
 import Testing
@@ -19,7 +20,7 @@ import Testing
         defer { server.stop() }
         let ns = "prune"
         for name in ["p1", "p2", "p3", "p4"] { try await server.restPut("big/\(name)", ns: ns, json: Self.bigJSON) }
-        let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-prune-test-" + UUID().uuidString)
+        let dir = URL(fileURLWithPath: TestDirectory.root + "ember-prune-test-" + UUID().uuidString)
         defer { try? FileManager.default.removeItem(at: dir) }
 
         let db = Database(url: server.databaseURL(ns: ns), configuration: .fastReconnect)

@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import Foundation
 import Testing
@@ -6,7 +7,7 @@ import Testing
 /// Filtering queries (limits, ranges) across a restart: their last window comes from the disk.
 @Suite(.timeLimit(.minutes(1))) struct PersistenceQueryTests {
     static func cacheDirectory(_ name: String) -> URL {
-        URL(fileURLWithPath: NSTemporaryDirectory() + "ember-\(name)-test-" + UUID().uuidString)
+        URL(fileURLWithPath: TestDirectory.root + "ember-\(name)-test-" + UUID().uuidString)
     }
 
     /// A database with its disk cache in `dir`: opened again on the same `dir`, it is the same

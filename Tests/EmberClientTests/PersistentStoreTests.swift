@@ -9,7 +9,7 @@ import EmberTestSupport
 
 /// The disk cache itself, on real SQLite files in a temporary directory.
 @Suite final class PersistentStoreTests {
-    let dir = URL(fileURLWithPath: NSTemporaryDirectory() + "ember-store-test-" + UUID().uuidString)
+    let dir = URL(fileURLWithPath: TestDirectory.root + "ember-store-test-" + UUID().uuidString)
     deinit { try? FileManager.default.removeItem(at: dir) }
     var file: URL { dir.appendingPathComponent("cache.sqlite") }
 

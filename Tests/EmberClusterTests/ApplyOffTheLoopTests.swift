@@ -93,7 +93,7 @@ import EmberTestSupport
     }
 
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aLeaderWhoseApplyIsHeldKeepsItsFollowersHearingFromIt() async throws {
-        let dir = NSTemporaryDirectory() + "ember-apply-off-loop-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-apply-off-loop-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let c = try await Self.heldCluster(dir)
         defer { c.release.signal() }  // a failed expectation must not leave the writer held
@@ -119,7 +119,7 @@ import EmberTestSupport
     /// it did, sent no heartbeats, and a follower campaigned); they are durable, committed and
     /// answered once the apply lets the writer go, in order, on every member.
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aLeaderWhosePersistWaitsBehindAHeldApplyKeepsItsFollowersHearingFromIt() async throws {
-        let dir = NSTemporaryDirectory() + "ember-persist-off-loop-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-persist-off-loop-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let c = try await Self.heldCluster(dir)
         defer { c.release.signal() }

@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberStorage
 import Foundation
@@ -16,7 +17,7 @@ import Testing
     static func make(selfID: String, voters: [String], learners: [String]) async throws -> (CorruptionCheck, EmberStore, Sent) {
         var options = StoreOptions()
         options.mapSize = 1 << 30
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)", options: options)
+        let store = try EmberStore(directory: TestDirectory.root + "ember-corruption-\(UUID().uuidString)", options: options)
         _ = try await store.submit(namespace: "t", .set(path: try Path("a"), value: .int(1), condition: nil))
         let sent = Sent()
         let check = CorruptionCheck(store: store, selfID: selfID, interval: nil, logger: Logger(label: "test"),

@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberStorage
 import Foundation
@@ -16,7 +17,7 @@ import Testing
     }
 
     static func make(voters: [String], raftLastIndex: (@Sendable () -> UInt64)? = nil) async throws -> (CorruptionCheck, EmberStore, Sent) {
-        let dir = NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-corruption-\(UUID().uuidString)"
         var options = StoreOptions()
         options.mapSize = 1 << 30
         let store = try EmberStore(directory: dir, options: options)
@@ -95,7 +96,7 @@ import Testing
     static func follower() async throws -> (EmberStore, [UInt64: String], [LogEntry]) {
         var options = StoreOptions()
         options.mapSize = 1 << 30
-        let leader = try EmberStore(directory: NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)", options: options)
+        let leader = try EmberStore(directory: TestDirectory.root + "ember-corruption-\(UUID().uuidString)", options: options)
         defer { leader.close() }
         var hashes: [UInt64: String] = [:]
         for (i, key) in ["a", "b", "c"].enumerated() {
@@ -103,7 +104,7 @@ import Testing
             let h = try leader.stateHashAtApplied()
             hashes[h.applied] = h.hash
         }
-        let f = try EmberStore(directory: NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)", options: options)
+        let f = try EmberStore(directory: TestDirectory.root + "ember-corruption-\(UUID().uuidString)", options: options)
         let entries = try leader.entries(from: 1)
         try await f.append(entries: entries)
         _ = try await f.applyCommitted(through: 1)
@@ -141,7 +142,7 @@ import Testing
         full.close()
         var options = StoreOptions()
         options.mapSize = 1 << 30
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-corruption-\(UUID().uuidString)", options: options)
+        let store = try EmberStore(directory: TestDirectory.root + "ember-corruption-\(UUID().uuidString)", options: options)
         defer { store.close() }
         try await store.append(entries: Array(entries.prefix(2)))
         _ = try await store.applyCommitted(through: 1)

@@ -34,7 +34,7 @@ import EmberTestSupport
     }
 
     @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func aFollowerWhoseAppendWaitsBehindItsOwnApplyKeepsAnswering() async throws {
-        let dir = NSTemporaryDirectory() + "ember-follower-persist-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-follower-persist-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let c = try await ApplyOffTheLoopTests.heldCluster(dir, holdOnLeader: false)
         let follower = c.followers[0]

@@ -18,7 +18,7 @@ final class LevelledTLSCluster {
     private let options: StoreOptions
 
     init(_ name: String, ids: [String]) async throws {
-        dir = NSTemporaryDirectory() + "ember-\(name)-\(UUID().uuidString)"
+        dir = TestDirectory.root + "ember-\(name)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         self.ids = ids
         let dir = self.dir

@@ -236,7 +236,7 @@ import Testing
     }
 
     @Test func configFileResolvesRelativeTLSPaths() throws {
-        let dir = NSTemporaryDirectory() + "ember-cfg-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-cfg-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let path = dir + "/cluster.json"
         try #"""

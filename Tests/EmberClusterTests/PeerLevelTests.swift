@@ -32,7 +32,7 @@ import EmberTestSupport
     /// a hash check and heartbeat 1 were sent before the link was up, then a durable notice, a
     /// hash check and heartbeats 2 and 3 once it was.
     func receivedFrames(peerProtocols: [String]) async throws -> [PeerFrame] {
-        let dir = NSTemporaryDirectory() + "ember-level-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-level-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let ids = ["n1", "n2"]

@@ -43,7 +43,7 @@ import Glibc
 
     /// Three members over real mutual TLS in a fresh directory (returned, to remove at the end).
     static func openThree(configure: (inout ClusterConfiguration) -> Void = { _ in }) async throws -> (dir: String, nodes: [ReplicatedDataStore]) {
-        let dir = NSTemporaryDirectory() + "ember-rds-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-rds-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let ids = ["n1", "n2", "n3"]
         // openssl runs as blocking child processes: keep them off the cooperative pool, which

@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import Foundation
 import Logging
@@ -21,7 +22,7 @@ import Testing
         return o
     }
 
-    static func directory() -> String { NSTemporaryDirectory() + "ember-staging-\(UUID().uuidString)" }
+    static func directory() -> String { TestDirectory.root + "ember-staging-\(UUID().uuidString)" }
 
     static func stagingDirectory(_ dir: String) -> String { dir + "/" + StagingImport.directoryName }
 
@@ -59,7 +60,7 @@ import Testing
     /// restore to the end that reproduces the state (hash verified).
     static func archiveAndCheck(_ local: LMDBDataStore, expected: [(index: UInt64, bytes: [UInt8])]) async throws {
         let store = local.storage
-        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-archive-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let a = try local.startArchive(ArchiverTests.options(dir), isLeader: { true }, mark: { i in
             _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
@@ -78,11 +79,11 @@ import Testing
         }
         for e in expected { #expect(archived[e.index] == e.bytes, "entry \(e.index) as committed") }
         #expect(try ArchiveRestore.verify(archive).problems.isEmpty)
-        let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+        let restored = try EmberStore(directory: TestDirectory.root + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
         defer { restored.close() }
         let end = try #require(c.segments.last).last
         let r = try await ArchiveRestore.restore(from: archive, to: .index(end), into: restored,
-                                                 scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+                                                 scratchFile: TestDirectory.root + "ember-scratch-\(UUID().uuidString)")
         #expect(r.index == end && r.hashVerified)
         #expect(try restored.read(namespace: "t", path: Path("/")).node == (try store.read(namespace: "t", path: Path("/")).node))
     }

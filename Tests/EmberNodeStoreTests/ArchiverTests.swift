@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberStorage
 import Foundation
@@ -17,7 +18,7 @@ import Testing
         o.logRetention = 0
         o.archiveHold = hold
         o.alternatingLog = true  // as a single node that archives (`StoreFactory.open`)
-        return try LMDBDataStore(directory: NSTemporaryDirectory() + "ember-archiver-\(UUID().uuidString)", options: o,
+        return try LMDBDataStore(directory: TestDirectory.root + "ember-archiver-\(UUID().uuidString)", options: o,
                                  logger: Logger(label: "test"))
     }
 
@@ -61,7 +62,7 @@ import Testing
         let local = try Self.open(hold: 10_000)
         defer { local.close() }
         let store = local.storage
-        var options = Self.options(NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)")
+        var options = Self.options(TestDirectory.root + "ember-archive-\(UUID().uuidString)")
         options.threadNice = Int32(nice)
         let a = try local.startArchive(options, isLeader: { true }, mark: { i in
             _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
@@ -89,7 +90,7 @@ import Testing
         let local = try Self.open(hold: 10_000)
         defer { local.close() }
         let store = local.storage
-        let a = try local.startArchive(Self.options(NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"), isLeader: { true },
+        let a = try local.startArchive(Self.options(TestDirectory.root + "ember-archive-\(UUID().uuidString)"), isLeader: { true },
                                        mark: { i in _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i)) })
         try await Self.write(store, 50, "c")
         try await Self.caughtUp(a, store)
@@ -107,9 +108,9 @@ import Testing
         let local = try Self.open(hold: 10_000)
         defer { local.close() }
         let store = local.storage
-        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-archive-\(UUID().uuidString)"
         let archive = try DirectoryArchiveStore(directory: dir)
-        let base = NSTemporaryDirectory() + "ember-base-\(UUID().uuidString)"
+        let base = TestDirectory.root + "ember-base-\(UUID().uuidString)"
         _ = try store.writeBackup(to: base)
         try archive.putFile(ArchiveName.base(index: 0, timestamp: 0), from: base)
         try await Self.write(store, 20, "a")
@@ -130,11 +131,11 @@ import Testing
         // The whole history restores, to the hash the last segment recorded.
         let target = try DirectoryArchiveStore(directory: dir).list()
         #expect(!target.isEmpty)
-        let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+        let restored = try EmberStore(directory: TestDirectory.root + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
         defer { restored.close() }
         let end = c.segments.last!.last
         let r = try await ArchiveRestore.restore(from: archive, to: .index(end), into: restored,
-                                                 scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+                                                 scratchFile: TestDirectory.root + "ember-scratch-\(UUID().uuidString)")
         #expect(r.index == end && r.hashVerified)
         #expect(try restored.read(namespace: "t", path: try Path("/a19")).node == (try store.read(namespace: "t", path: try Path("/a19")).node))
     }
@@ -150,7 +151,7 @@ import Testing
 
         init() throws {
             local = try ArchiverTests.open(hold: 10_000)
-            dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+            dir = TestDirectory.root + "ember-archive-\(UUID().uuidString)"
             var o = ArchiverTests.options(dir)
             o.segmentMaxAgeSeconds = 3_600
             options = o
@@ -215,10 +216,10 @@ import Testing
     static func restoresToEverySegmentEnd(_ archive: DirectoryArchiveStore) async throws {
         for s in ArchiveCatalog(names: try archive.list()).segments {
             let seg = try ArchiveSegment(decoding: try archive.get(s.name))
-            let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+            let restored = try EmberStore(directory: TestDirectory.root + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
             defer { restored.close() }
             let r = try await ArchiveRestore.restore(from: archive, to: .index(s.last), into: restored,
-                                                     scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+                                                     scratchFile: TestDirectory.root + "ember-scratch-\(UUID().uuidString)")
             #expect(r.index == s.last, "\(s.name)")
             #expect(r.hashVerified == !seg.stateHash.isEmpty, "\(s.name)")
         }
@@ -300,7 +301,7 @@ import Testing
         let local = try Self.open(hold: 100_000)
         defer { local.close() }
         let store = local.storage
-        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-archive-\(UUID().uuidString)"
         // A state of ~200 KB in one entry: far more than the entries written after it.
         var big = KeyMap<JSON>()
         for i in 0..<200 { big["c\(i)"] = .string(String(repeating: "x", count: 1_000)) }
@@ -328,10 +329,10 @@ import Testing
             #expect(segments.count >= 6 && hashed >= 1 && hashed <= 2, "\(hashed) of \(segments.count)")
         }
         try await Self.restoresToEverySegmentEnd(archive)
-        let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+        let restored = try EmberStore(directory: TestDirectory.root + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
         defer { restored.close() }
         _ = try await ArchiveRestore.restore(from: archive, to: .index(store.appliedIndex), into: restored,
-                                             scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+                                             scratchFile: TestDirectory.root + "ember-scratch-\(UUID().uuidString)")
         #expect(try restored.stateHash() == (try store.stateHash()))
     }
 
@@ -339,7 +340,7 @@ import Testing
         let local = try Self.open(hold: 20)
         defer { local.close() }
         let store = local.storage
-        let dir = NSTemporaryDirectory() + "ember-archive-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-archive-\(UUID().uuidString)"
         let leading = Atomic<Bool>(true)
         let a = try local.startArchive(Self.options(dir), isLeader: { leading.load(ordering: .relaxed) }, mark: { i in
             _ = try await store.submit(namespace: Archiver.markNamespace, .archived(through: i))
@@ -361,11 +362,11 @@ import Testing
         let c = ArchiveCatalog(names: try archive.list())
         #expect(c.gaps.count == 1 && c.gaps[0].from == before + 1)
         // A restore across the gap is refused; after the new base it works.
-        let restored = try EmberStore(directory: NSTemporaryDirectory() + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
+        let restored = try EmberStore(directory: TestDirectory.root + "ember-restored-\(UUID().uuidString)", options: StoreOptions())
         defer { restored.close() }
         #expect(throws: ArchiveError.self) { try c.plan(.index(c.gaps[0].from)) }
         let r = try await ArchiveRestore.restore(from: archive, to: .index(c.segments.last!.last), into: restored,
-                                                 scratchFile: NSTemporaryDirectory() + "ember-scratch-\(UUID().uuidString)")
+                                                 scratchFile: TestDirectory.root + "ember-scratch-\(UUID().uuidString)")
         #expect(r.baseIndex > before && r.hashVerified)
         #expect(try restored.stateHash() == (try store.stateHash()))
     }

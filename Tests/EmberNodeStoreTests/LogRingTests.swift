@@ -1,3 +1,4 @@
+import EmberTestSupport
 import CLMDB
 import EmberCore
 import Foundation
@@ -21,7 +22,7 @@ import Testing
 
     /// A store in a directory of its own (`remove` closes it and deletes the directory).
     static func store(_ options: StoreOptions) throws -> EmberStore {
-        try EmberStore(directory: NSTemporaryDirectory() + "ember-logring-\(UUID().uuidString)", options: options)
+        try EmberStore(directory: TestDirectory.root + "ember-logring-\(UUID().uuidString)", options: options)
     }
 
     static func remove(_ store: EmberStore) {

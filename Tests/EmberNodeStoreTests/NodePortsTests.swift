@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import Foundation
 import Logging
@@ -10,7 +11,7 @@ import Testing
 /// port does, and what every client port refuses.
 @Suite struct NodePortsTests {
     static func open() throws -> (LMDBDataStore, String) {
-        let dir = NSTemporaryDirectory() + "ember-ports-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-ports-\(UUID().uuidString)"
         return (try LMDBDataStore(directory: dir, options: .init(), logger: Logger(label: "test")), dir)
     }
 

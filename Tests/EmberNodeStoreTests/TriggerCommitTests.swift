@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberStorage
 import Foundation
@@ -22,7 +23,7 @@ import Testing
     }
 
     @Test func aCommitWakesTheLanesOfTheGroupsItRecordedFor() async throws {
-        let dir = NSTemporaryDirectory() + "ember-trigger-commit-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-trigger-commit-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var options = StoreOptions()

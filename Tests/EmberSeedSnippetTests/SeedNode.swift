@@ -18,7 +18,7 @@ enum SeedNode {
     }
 
     private static let node = Task { () throws -> Node in
-        let dataDir = NSTemporaryDirectory() + "ember-seed-snippets-" + UUID().uuidString
+        let dataDir = TestDirectory.root + "ember-seed-snippets-" + UUID().uuidString
         // Port 0: emberd binds a port the kernel picks and reports it in the port file. The
         // node runs for the life of the test process; its watchdog stops it when that ends.
         let portFile = dataDir + ".port"

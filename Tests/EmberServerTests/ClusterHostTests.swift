@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 @testable import EmberRaft
 import Foundation
@@ -13,7 +14,7 @@ import Testing
     func tempStore() throws -> EmberStore {
         var o = StoreOptions()
         o.mapSize = 1 << 28
-        return try EmberStore(directory: NSTemporaryDirectory() + "ember-cluster-\(UUID().uuidString)", options: o)
+        return try EmberStore(directory: TestDirectory.root + "ember-cluster-\(UUID().uuidString)", options: o)
     }
 
     func normal(_ index: UInt64, _ term: UInt64, _ path: String, _ json: String) throws -> EmberRaft.LogEntry {
@@ -42,7 +43,7 @@ import Testing
         #expect(try RaftPersistence.storageEntry(state.entries[0]).operation == .set(path: try Path("z"), value: .int(3)))
 
         // A snapshot file of it installs into an empty store with the same state.
-        let file = NSTemporaryDirectory() + "ember-snapfile-\(UUID().uuidString)"
+        let file = TestDirectory.root + "ember-snapfile-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: file) }
         let info = try a.writeSnapshotFile(path: file, maxChunkBytes: 64)
         #expect(info.index == 3 && info.term == 1)
@@ -82,7 +83,7 @@ import Testing
         #expect(node.membershipContext.flatMap { MemberDirectory(context: $0) } == removal)
 
         // A node restored from the snapshot (a new member) knows the directory and its URLs.
-        let file = NSTemporaryDirectory() + "ember-snapfile-\(UUID().uuidString)"
+        let file = TestDirectory.root + "ember-snapfile-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: file) }
         _ = try a.writeSnapshotFile(path: file)
         let b = try tempStore()

@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberStorage
 import Foundation
@@ -20,7 +21,7 @@ import Testing
     static func openStore(_ name: String) throws -> LMDBDataStore {
         var options = StoreOptions()
         options.mapSize = 1 << 28
-        return try LMDBDataStore(directory: NSTemporaryDirectory() + "ember-resync-\(name)-\(UUID().uuidString)",
+        return try LMDBDataStore(directory: TestDirectory.root + "ember-resync-\(name)-\(UUID().uuidString)",
                                  options: options, logger: Logger(label: "test"))
     }
 
@@ -53,7 +54,7 @@ import Testing
     @Test func streamsAndListensGetTheNewStateThenLaterChangesWithNoGap() async throws {
         let local = try Self.openStore("node")
         var config = NodeConfiguration()
-        config.dataDirectory = NSTemporaryDirectory()
+        config.dataDirectory = TestDirectory.root
         let node = try EmberNode(config: config, ports: local.ports, logger: Logger(label: "test"))
         defer { local.close() }
         try await set(node.ports, "w", #"{"a":1,"z":26}"#)

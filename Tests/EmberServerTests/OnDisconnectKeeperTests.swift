@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberStorage
 import Foundation
@@ -27,7 +28,7 @@ import Testing
 
     /// A fresh store and keeper with one session that registered `/p/u1` = false.
     func startedSession() async throws -> (LMDBDataStore, RealtimeHub, OnDisconnectKeeper, RealtimeSession) {
-        let store = try Self.openStore(NSTemporaryDirectory() + "ember-odc-\(UUID().uuidString)")
+        let store = try Self.openStore(TestDirectory.root + "ember-odc-\(UUID().uuidString)")
         let hub = RealtimeHub()
         let k = keeper(store, hub)
         let session = try #require(hub.open(id: "s-1", namespace: Self.ns))
@@ -64,7 +65,7 @@ import Testing
     }
 
     @Test func theNextStartRunsWhatACrashLeft() async throws {
-        let dir = NSTemporaryDirectory() + "ember-odc-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-odc-\(UUID().uuidString)"
         do {
             let store = try Self.openStore(dir)
             let hub = RealtimeHub()
@@ -90,7 +91,7 @@ import Testing
     }
 
     @Test func anIdleStartLogsNothing() async throws {
-        let store = try Self.openStore(NSTemporaryDirectory() + "ember-odc-\(UUID().uuidString)")
+        let store = try Self.openStore(TestDirectory.root + "ember-odc-\(UUID().uuidString)")
         defer { store.close() }
         let k = keeper(store, RealtimeHub())
         let before = store.appliedIndex

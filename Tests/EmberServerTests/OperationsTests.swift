@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberStorage
 import Foundation
@@ -14,7 +15,7 @@ import Testing
 /// The operations endpoints and metrics of a real node (EmberNode over a real LMDB store).
 @Suite struct OperationsTests {
     static func makeNode(_ configure: (inout NodeConfiguration) -> Void = { _ in }) throws -> (EmberNode, String) {
-        let dir = NSTemporaryDirectory() + "ember-ops-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-ops-\(UUID().uuidString)"
         var options = StoreOptions()
         options.mapSize = 1 << 30
         let store = try LMDBDataStore(directory: dir, options: options, logger: Logger(label: "test"))

@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberNodeStore
 import EmberStorage
@@ -51,7 +52,7 @@ import Testing
     @Test func cursorsHandedInMeanwhileGoInOneEntry() async throws {
         var o = StoreOptions()
         o.mapSize = 1 << 28
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-cursorlog-\(UUID().uuidString)", options: o)
+        let store = try EmberStore(directory: TestDirectory.root + "ember-cursorlog-\(UUID().uuidString)", options: o)
         defer { store.close() }
         let names = ["a", "b", "c", "d"]
         let doc = "{" + names.map { #""\#($0)": {"path": "/m/{id}", "on": ["written"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef"}"# }

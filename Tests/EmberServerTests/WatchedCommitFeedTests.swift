@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import Foundation
 import Synchronization
@@ -16,7 +17,7 @@ import Testing
     func n(_ s: String) -> Node { try! Node(json: JSON.parse(s)) }
 
     static func openStore() throws -> EmberStore {
-        let dir = NSTemporaryDirectory() + "ember-watched-\(UUID().uuidString)"
+        let dir = TestDirectory.root + "ember-watched-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         var options = StoreOptions()
         options.mapSize = 1 << 30

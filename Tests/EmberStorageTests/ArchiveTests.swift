@@ -377,7 +377,7 @@ final class CountingArchiveStore: ArchiveStore, Sendable {
         var o = StoreOptions()
         o.logRetention = 0
         o.archiveHold = 100
-        let store = try EmberStore(directory: NSTemporaryDirectory() + "ember-builder-\(UUID().uuidString)", options: o)
+        let store = try EmberStore(directory: TestDirectory.root + "ember-builder-\(UUID().uuidString)", options: o)
         defer { store.close() }
         for i in 0..<50 { _ = try await store.submit(namespace: "t", .set(path: p("/a\(i)"), value: .string(String(repeating: "x", count: i)))) }
         let stored = try store.encodedEntries(from: 1, through: 50, maxCount: 100)

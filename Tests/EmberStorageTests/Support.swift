@@ -3,26 +3,8 @@ import EmberTestSupport
 import Foundation
 @testable import EmberStorage
 
-/// Every store directory of this test process, under one parent removed at exit (the stores
-/// were never removed one by one: ~10,000 directories piled up in /tmp over a day of runs).
-/// Parents of processes that died without exiting are removed by the next run.
-let storageTestRoot: String = {
-    let prefix = "ember-storage-run-"
-    let tmp = NSTemporaryDirectory()
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? [] where name.hasPrefix(prefix) {
-        // kill(pid, 0) fails with ESRCH once that process is gone.
-        if let pid = Int32(name.dropFirst(prefix.count)), kill(pid, 0) != 0 && errno == ESRCH {
-            try? FileManager.default.removeItem(atPath: tmp + name)
-        }
-    }
-    let root = tmp + prefix + "\(getpid())"
-    try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-    atexit { try? FileManager.default.removeItem(atPath: storageTestRoot) }
-    return root
-}()
-
 func tempDir() -> String {
-    let d = storageTestRoot + "/\(UUID().uuidString)"
+    let d = TestDirectory.root + "ember-storage-\(UUID().uuidString)"
     try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
     return d
 }

@@ -14,7 +14,7 @@ final class ClusterProcesses: @unchecked Sendable {
     /// Learners added (`addLearner`).
     private(set) var learners: [String] = []
     var all: [String] { ids + learners }
-    let dir = NSTemporaryDirectory() + "ember-client-cluster-" + UUID().uuidString
+    let dir = TestDirectory.root + "ember-client-cluster-" + UUID().uuidString
     var ports: [String: Int] = [:]
     /// The voters' peer ports (a joining learner lists them).
     private var peerPorts: [String: Int] = [:]

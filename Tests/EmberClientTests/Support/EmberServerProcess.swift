@@ -27,7 +27,7 @@ final class EmberServerProcess: @unchecked Sendable {
     init(port: Int? = nil, dataDir: String? = nil, rules: String? = nil, extraArgs: [String] = []) throws {
         self.extraArgs = extraArgs
         knownPort = port
-        self.dataDir = dataDir ?? NSTemporaryDirectory() + "ember-client-test-" + UUID().uuidString
+        self.dataDir = dataDir ?? TestDirectory.root + "ember-client-test-" + UUID().uuidString
         if let rules {
             let file = self.dataDir + ".rules.json"
             try rules.write(toFile: file, atomically: true, encoding: .utf8)
