@@ -1,3 +1,4 @@
+import EmberTestSupport
 import EmberCore
 import EmberNodeStore
 import EmberStorage
@@ -22,7 +23,7 @@ import Testing
         try await InProcessNode.with { receiver in
             var o = StoreOptions()
             o.mapSize = 1 << 28
-            let dir = NSTemporaryDirectory() + "ember-trigger-topup-\(UUID().uuidString)"
+            let dir = TestDirectory.root + "ember-trigger-topup-\(UUID().uuidString)"
             let store = try EmberStore(directory: dir, options: o)
             defer { store.close(); try? FileManager.default.removeItem(atPath: dir) }
             let port = LMDBTriggers(store: store)
