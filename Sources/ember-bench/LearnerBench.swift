@@ -170,10 +170,12 @@ struct LearnerBench: AsyncParsableCommand {
             c.learnerNice = learnerNice
             for _ in 0..<n { try await c.addLearner() }
             let name = "3 voters + \(n) learners" + (learnerNice == 0 || n == 0 ? "" : " at nice \(learnerNice)")
+            let intake = await LearnerIntake.snapshot(http, c)
             let cpu = CPUMeter(c.all)
             let load = try await WireWriteLoad(urls: c.voterWSURLs, connections: clients, pipeline: pipeline, duration: duration,
                                                valueSize: 16, inserts: false).run(name: name)
             _ = cpu.report(writes: load.total)
+            await LearnerIntake.report(http, c, before: intake, seconds: duration + 1)
             let one = try await WireWriteLoad(urls: [LearnerCluster.ws(c.leaderURL)], connections: 1, pipeline: 1,
                                               duration: commitSeconds, valueSize: 16, inserts: false).run(name: name + ", one writer")
             let col = WriteColumn(learners: n, rate: load.rate, ackP50: load.p50, ackP99: load.p99, commitP50: one.p50, commitP99: one.p99)
