@@ -84,11 +84,16 @@ extension RaftHost {
         // what the store holds (it refuses to rewrite applied entries): reported, not written.
         // An apply queued off the loop is done before this append (the writer keeps their order),
         // and only ever covers entries the store's log already holds.
-        let (fresh, raw) = try unapplied(all)
+        let fresh = unappliedEntries(all)
         guard !fresh.isEmpty else { return false }
         if unlogged(fresh, applyingThrough: index) {
-            // A learner's batch is decoded here (its apply path takes decoded entries).
-            let entries = try raw.map { try $0.entry() }
+            // A learner's batch is decoded here (its apply path takes decoded entries), straight
+            // from the bytes it was sent: no log row, so no restamped copy of each entry.
+            let entries = try fresh.map { e in
+                let entry = try decoded.storageEntry(e)
+                lastStamp = max(lastStamp, entry.timestamp)
+                return entry
+            }
             if store.space.isShort {
                 answer(try await store.applyUnlogged(entries: entries))
                 return true
@@ -98,6 +103,7 @@ extension RaftHost {
             await store.committed(release)
             return true
         }
+        let raw = try encoded(fresh)
         // Every entry was checked where it was proposed (`payload(for:)`, `stamp`): not again
         // here, nor on every follower.
         guard index > 0 else {
@@ -122,8 +128,20 @@ extension RaftHost {
     /// encoded, its body decoded by the store's writer (the loop reads its header only: the
     /// timestamp, which keeps a future leader's server timestamps monotonic across the log).
     func unapplied(_ all: [EmberRaft.LogEntry]) throws -> (fresh: [EmberRaft.LogEntry], entries: [EncodedEntry]) {
+        let fresh = unappliedEntries(all)
+        return (fresh, try encoded(fresh))
+    }
+
+    /// The entries of `all` after the store's applied index (an apply queued off the loop
+    /// counted as done: the writer keeps the order).
+    func unappliedEntries(_ all: [EmberRaft.LogEntry]) -> [EmberRaft.LogEntry] {
         let appliedIndex = max(store.appliedIndex, applies.inFlight.last ?? 0)
-        let fresh = all.filter { $0.index > appliedIndex }
+        guard let first = all.first, first.index <= appliedIndex else { return all }
+        return all.filter { $0.index > appliedIndex }
+    }
+
+    /// `fresh` as the store appends them (see `unapplied`).
+    func encoded(_ fresh: [EmberRaft.LogEntry]) throws -> [EncodedEntry] {
         var out: [EncodedEntry] = []
         out.reserveCapacity(fresh.count)
         for e in fresh {
@@ -139,7 +157,7 @@ extension RaftHost {
                 out.append(EncodedEntry(index: e.index, term: e.term, encoded: try RaftPersistence.storageEncoding(e, entry), decoded: entry))
             }
         }
-        return (fresh, out)
+        return out
     }
 
     /// Whether `fresh` (the entries after the store's applied index) is stored without log rows
