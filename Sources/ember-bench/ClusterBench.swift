@@ -378,7 +378,7 @@ struct CPUMeter {
         for (s, c0) in zip(servers, start) {
             let c = processCPUSeconds(s.process.processIdentifier) - c0
             total += c
-            parts.append(String(format: "%@ %.0f µs", s.name, c * 1e6 / n))
+            parts.append(String(format: "%@ %.1f µs", s.name, c * 1e6 / n))
         }
         print(String(format: "  server CPU per acknowledged write (%d incl. warm-up): %@; all together %.0f µs; machine %.0f%% busy; load average %@",
                      writes, parts.joined(separator: ", "), total * 1e6 / n,
