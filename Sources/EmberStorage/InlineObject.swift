@@ -82,13 +82,13 @@ struct InlineObject {
     /// `encoded` gives for it), or nil when a child is no leaf or it passes `maxEncodedBytes`
     /// (counting stops there).
     static func encodedSize(_ node: Node, version: UInt64) -> Int? {
-        var n = 1 + uvarintSize(version) + prioritySize(node.priority) + LogEntry.varintSize(node.children.count)
+        var n = 1 + LogEntry.varintSize(version) + prioritySize(node.priority) + LogEntry.varintSize(node.children.count)
         for (k, c) in node.children {
             guard let l = c.leaf else { return nil }
             n += LogEntry.stringSize(k) + 1
             switch l {
             case .bool: break
-            case .int(let i): n += uvarintSize(UInt64(bitPattern: (i << 1) ^ (i >> 63)))
+            case .int(let i): n += LogEntry.varintSize(UInt64(bitPattern: (i << 1) ^ (i >> 63)))
             case .double: n += 8
             case .string(let s): n += LogEntry.stringSize(s)
             }
@@ -99,13 +99,6 @@ struct InlineObject {
             }
             if n > maxEncodedBytes { return nil }
         }
-        return n
-    }
-
-    /// Bytes of `ByteWriter.uvarint(v)`.
-    static func uvarintSize(_ v: UInt64) -> Int {
-        var x = v, n = 1
-        while x >= 0x80 { n += 1; x >>= 7 }
         return n
     }
 

@@ -151,8 +151,11 @@ public struct LogEntry: Sendable, Equatable {
     }
 
     /// Bytes of `ByteWriter.varint(v)`.
-    static func varintSize(_ v: Int) -> Int {
-        var x = UInt64(v), n = 1
+    static func varintSize(_ v: Int) -> Int { varintSize(UInt64(v)) }
+
+    /// Bytes of `ByteWriter.uvarint(v)`.
+    static func varintSize(_ v: UInt64) -> Int {
+        var x = v, n = 1
         while x >= 0x80 { n += 1; x >>= 7 }
         return n
     }
