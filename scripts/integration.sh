@@ -12,5 +12,18 @@ if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import firebase_admin
 fi
 export EMBERD="${EMBERD:-$PWD/.build/debug/emberd}"
 export EMBER="${EMBER:-$(dirname "$EMBERD")/ember}"
+# Every temporary file and directory of the run (the tests' data directories, receivers' files,
+# Chromium's profile) goes under one parent per run, removed when the run ends: tempfile and the
+# processes the tests start honour TMPDIR. A parent left by a run that was killed is removed by the
+# next one (its PID is gone). 0755: test_unprivileged's user must reach its own directory in it.
+for stale in /tmp/ember-it-run-*; do
+  [ -d "$stale" ] || continue
+  pid=${stale##*-}
+  if [[ "$pid" =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then rm -rf "$stale"; fi
+done
+RUN_TMP=/tmp/ember-it-run-$$
+mkdir -m 0755 "$RUN_TMP"
+trap 'rm -rf "$RUN_TMP"' EXIT
+export TMPDIR="$RUN_TMP"
 # Tests/robustness: the history checkers' own tests and a short seeded fault campaign (issue 16).
-exec "$VENV/bin/pytest" -q -p no:cacheprovider Tests/integration Tests/robustness "$@"
+"$VENV/bin/pytest" -q -p no:cacheprovider Tests/integration Tests/robustness "$@"

@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -281,7 +282,7 @@ def test_wire_expiry_drops_listens_the_rules_no_longer_allow(ns):
 
 
 def test_network_address_without_auth_refuses_to_start():
-    d = os.path.join("/tmp", f"ember-refuse-{os.getpid()}")
+    d = os.path.join(tempfile.gettempdir(), f"ember-refuse-{os.getpid()}")
     p = subprocess.run([EMBERD, "--data", d, "--port", "0", "--host", "0.0.0.0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
