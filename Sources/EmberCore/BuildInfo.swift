@@ -13,9 +13,12 @@ public enum BuildInfo {
     /// (builds up to main 7450d4b). 2: small objects as inline records, index rows keyed by
     /// their value (0.3.0 on). 3: text in keys (path segments, index strings) stored in UTF-16
     /// order, `KeyOrder.textOrderByte` (0.5.0 on). 4: index rows keyed by a small location id instead
-    /// of the location's key (`idxloc`; the release after 0.6.0). A build opens every level up to `storageFormat` (older ones are
+    /// of the location's key (`idxloc`; 0.7.0). 5: a trigger group's change record may be
+    /// compact, its values rebuilt from the log entry (`TriggerCompactRecord`; the release after
+    /// 0.7.0: 0.7.0 would stop on one, so it refuses the directory instead; nothing to migrate).
+    /// A build opens every level up to `storageFormat` (older ones are
     /// migrated in place when the directory opens) and refuses a directory marked newer.
-    public static let storageFormat = 4
+    public static let storageFormat = 5
     /// The oldest storage format this build still opens (and migrates).
     public static let oldestStorageFormat = 1
 

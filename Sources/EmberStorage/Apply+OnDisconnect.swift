@@ -50,6 +50,11 @@ extension Applier {
             }
             // Deleted first: whatever the writes' fate (applied, denied, invalid), they ran.
             _ = try put(path, .empty, index: e.index)
+            // The log holds the run, not these writes: their trigger records are full ones
+            // (`TriggerCompactRecord` rebuilds a record from the entry at its index).
+            let compact = compactTriggers
+            compactTriggers = false
+            defer { compactTriggers = compact }
             for (_, saved) in stored {
                 // At this entry's index and time (a server timestamp is the disconnect's time),
                 // judged by the rules in force now, as the user who registered it.

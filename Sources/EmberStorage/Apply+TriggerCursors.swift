@@ -124,7 +124,7 @@ extension Applier {
             } else if reason != nil, let records, i > before, st.keepThrough == 0 || i <= st.keepThrough,
                       let record = try t.get(tables.meta, TriggerKeys.row(records, i)) {
                 var w = ByteWriter()
-                TriggerRecord.encode(try TriggerChangeLog.events(record), into: &w)
+                TriggerRecord.encode(try TriggerChangeLog.events(tables, t, index: i, record), into: &w)
                 row = w.bytes
             }
             guard let reason, let row else { continue }

@@ -43,30 +43,61 @@ extension Applier {
     /// After the write: the events of each group of triggers (one pattern, the same kinds) go
     /// to the group's shared change record for the entry, whatever the number of triggers in it
     /// (`TriggerChangeLog`); a feed's go to its own rows. Triggers on one pattern share the diff.
+    /// With `compactTriggers`, a group's record whose events are all locations the write created
+    /// whole is stored compact (`TriggerCompactRecord`): no value converted or encoded.
     /// Returns the groups that got events (which delivery lanes the commit wakes).
     func recordTriggers(_ e: LogEntry, _ capture: TriggerCapture, parts: [(Path, Node)]) throws -> TriggerReach {
         let (authType, authID) = Self.triggerAuth(e.auth)
+        let compact = compactTriggers && TriggerCompactRecord.rebuildable(e.operation)
         var reach = TriggerReach.none
         for item in capture.items {
-            let changes = TriggerChanges.changes(item.plan.pattern, parts: parts, before: item.before)
+            let changes = TriggerChanges.changes(item.plan.pattern, parts: parts, before: item.before, deltas: false)
             if changes.isEmpty { continue }
-            let values = changes.map { (before: $0.before.toJSON(), after: $0.after.toJSON()) }
+            // Converted once for every group and feed that needs full events, when one does.
+            var converted: [(before: JSON, after: JSON)]?
+            func values() -> [(before: JSON, after: JSON)] {
+                if let converted { return converted }
+                let v = changes.map { (before: $0.before.toJSON(), after: $0.after.toJSON()) }
+                converted = v
+                return v
+            }
             func events(_ def: TriggerDefinition) -> [TriggerEvent] {
                 var out: [TriggerEvent] = []
+                let values = values()
                 for (k, c) in changes.enumerated() {
                     guard let type = def.firedType(for: c.kind) else { continue }
                     out.append(TriggerEvent(index: e.index, seq: out.count, timestamp: e.timestamp, type: type, location: c.location,
-                                            params: c.params, before: values[k].before, after: values[k].after, delta: c.delta,
-                                            authType: authType, authID: authID))
+                                            params: c.params, before: values[k].before, after: values[k].after,
+                                            delta: c.deltaIsAfter ? values[k].after : c.delta, authType: authType, authID: authID))
                 }
                 return out
             }
             for def in item.plan.groups {
-                let fired = events(def)
-                if !fired.isEmpty {
-                    try recordShared(e, def.group, fired)
-                    reach = reach.adding(group: def.group)
+                var fired: [TriggerCompactRecord.Event] = []
+                var after: [Node] = []
+                var fits = compact
+                for c in changes {
+                    guard let type = def.firedType(for: c.kind) else { continue }
+                    fits = fits && TriggerCompactRecord.fits(c)
+                    if fits {
+                        fired.append(TriggerCompactRecord.Event(type: type, location: c.location, params: c.params))
+                        after.append(c.after)
+                    } else {
+                        fired.append(TriggerCompactRecord.Event(type: type, location: .root, params: [:]))
+                    }
                 }
+                if fired.isEmpty { continue }
+                if fits {
+                    try recordShared(e, def.group, count: fired.count,
+                                     encode: { last in TriggerCompactRecord.encode(fired, after: after, entry: e, after: last) },
+                                     events: { events(def) })
+                } else {
+                    let full = events(def)
+                    try recordShared(e, def.group, count: full.count,
+                                     encode: { last in TriggerChangeLog.encodeRecord(full, after: last, index: e.index) },
+                                     events: { full })
+                }
+                reach = reach.adding(group: def.group)
             }
             for def in item.plan.feeds {
                 let fired = events(def)
@@ -76,11 +107,14 @@ extension Applier {
         return reach
     }
 
-    /// A group's record for the entry. Below the summary's headroom no trigger's state is read;
+    /// A group's record of `count` events for the entry (`encode` makes it after the stream's
+    /// newest position; `events` are its full events, made only when needed). Below the
+    /// summary's headroom no trigger's state is read;
     /// past it, each trigger past its retention limit keeps the records it holds and no later
     /// one until it has delivered those (`keepThrough`): the gap is recorded, never a silent
     /// skip, and once no trigger of the group keeps records the entry gets none.
-    func recordShared(_ e: LogEntry, _ group: UInt64, _ fresh: [TriggerEvent]) throws {
+    func recordShared(_ e: LogEntry, _ group: UInt64, count: Int, encode: (TriggerChangeLog.Position) -> (bytes: [UInt8], at: TriggerChangeLog.Position),
+                      events fresh: () -> [TriggerEvent]) throws {
         let ns = e.namespace
         let key = TriggerChangeLog.recordKey(ns, group, e.index)
         let summary: TriggerChangeLog.Summary
@@ -99,20 +133,22 @@ extension Applier {
         }
         if let existing {
             tails?.forget(ns, group)
-            // An onDisconnect run applies several writes at one index: their events share its record.
+            // An onDisconnect run applies several writes at one index: their events share its
+            // record (a full one: such an entry's records never go compact).
+            let existing = try TriggerChangeLog.full(tables, t, index: e.index, existing)
             let at = try TriggerChangeLog.position(e.index, existing)
             var events = try TriggerChangeLog.events(existing)
             let before = TriggerChangeLog.Position(index: e.index, records: at.records - 1, bytes: at.bytes - UInt64(existing.count),
                                                    events: at.events - UInt64(events.count))
-            for var ev in fresh { ev.seq = events.count; events.append(ev) }
+            for var ev in fresh() { ev.seq = events.count; events.append(ev) }
             try t.put(tables.meta, key, TriggerChangeLog.encodeRecord(events, after: before, index: e.index).bytes)
             return
         }
-        let (record, at) = TriggerChangeLog.encodeRecord(fresh, after: last, index: e.index)
+        let (record, at) = encode(last)
         if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
             try t.put(tables.meta, key, record)
             tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: at))
-            tails?.appended(ns, group, e.index, fresh)
+            if tails?.collecting == true { tails?.appended(ns, group, e.index, fresh()) }
             return
         }
         // States and the summary are rewritten below.
@@ -146,8 +182,8 @@ extension Applier {
             // A record kept for the others counts its events and the skip (`folded`); without
             // one they are counted here.
             if !kept {
-                members[k].1.events += UInt64(fresh.count)
-                members[k].1.skipped += UInt64(fresh.count)
+                members[k].1.events += UInt64(count)
+                members[k].1.skipped += UInt64(count)
                 members[k].1.gapLast = e.index
             }
             try tables.putTriggerState(t, ns, members[k].0.name, members[k].1)

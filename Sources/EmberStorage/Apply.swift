@@ -29,6 +29,11 @@ struct Applier {
     /// with one cursor positioning each (`WriteProbe`). The state written is the same
     /// (`ArchiveReplayTests`).
     var replaying = false
+    /// Every entry this Applier applies stays in the store's log until its compaction expands
+    /// the compact trigger records that name it (`Writer.expandCompactTriggerRecords`): a
+    /// group's record may be stored compact (`TriggerCompactRecord`). Set by the writer for a
+    /// cluster member's logged applies only (a single node and a learner keep no log rows).
+    var compactTriggers = false
 
     init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
          pending: PendingVersions? = nil, triggers: [String: TriggerSet] = [:], tails: TriggerTails? = nil) {

@@ -161,7 +161,7 @@ extension EmberStore {
             if legacyTriggers {
                 try TriggerLegacyLayout.rows(tables, t) { k, v in try add(5, k, v) }
             } else {
-                try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in try add(5, k, v); return true }
+                try TriggerChangeLog.fullRows(tables, t) { k, v in try add(5, k, v) }
             }
             // Keys whose text format 2 would store otherwise (U+E000–U+FFFF): a record of a table
             // format 2 does not know, so a member of 0.4.0 refuses the whole install rather than

@@ -63,6 +63,11 @@ public struct StoreOptions: Sendable {
     /// its rows in a ring of small tables, each emptied whole once archived (`LogRing`), not
     /// deleted row by row.
     public var alternatingLog = false
+    /// A cluster member keeping its log (`logRetention` > 0) stores a trigger group's record
+    /// of locations a write created whole compact, rebuilt from the log entry when read
+    /// (`TriggerCompactRecord`). false: every record full (the same records once expanded;
+    /// tests compare the two).
+    public var compactTriggerRecords = true
     /// Leaves at which the ring's current table turns (`LogRing`): a root of 8-byte keys holds
     /// ~226 children, so below it a table keeps two levels.
     public var logTurnLeafPages = 192

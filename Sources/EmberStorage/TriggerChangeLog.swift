@@ -78,15 +78,86 @@ enum TriggerChangeLog {
         return w.bytes
     }
 
+    /// A record's running counts (full or compact: `TriggerCompactRecord` keeps the full one's).
     static func position(_ index: UInt64, _ v: [UInt8]) throws(StorageError) -> Position {
         var r = ByteReader(v)
-        guard try r.u8() == recordFormat else { throw .corrupt("trigger change record format") }
+        let f = try r.u8()
+        guard f == recordFormat || f == TriggerCompactRecord.format else { throw .corrupt("trigger change record format") }
         return Position(index: index, records: try r.u64(), bytes: try r.u64(), events: try r.u64())
     }
 
+    /// The events of a full record.
     static func events(_ v: [UInt8]) throws(StorageError) -> [TriggerEvent] {
         var r = ByteReader(v, at: headerBytes)
         return try TriggerRecord.decode(&r)
+    }
+
+    /// The events of the record `v` at log index `index`, full or compact (rebuilt from the
+    /// entry in the log, which holds every entry a compact record names: `expandCompacted`).
+    static func events(_ tables: Tables, _ t: Txn, index: UInt64, _ v: [UInt8]) throws(StorageError) -> [TriggerEvent] {
+        guard TriggerCompactRecord.isCompact(v) else { return try events(v) }
+        return try TriggerCompactRecord.events(v, entry: try logEntry(tables, t, index))
+    }
+
+    /// The record `v` at `index` as a full record (itself when it is one).
+    static func full(_ tables: Tables, _ t: Txn, index: UInt64, _ v: [UInt8]) throws(StorageError) -> [UInt8] {
+        guard TriggerCompactRecord.isCompact(v) else { return v }
+        return try TriggerCompactRecord.expand(v, entry: try logEntry(tables, t, index))
+    }
+
+    static func logEntry(_ tables: Tables, _ t: Txn, _ index: UInt64) throws(StorageError) -> LogEntry {
+        let bytes: [UInt8]?
+        do { bytes = try t.get(tables.log, Writer.logKey(index)) } catch let e as StorageError { throw e } catch {
+            throw .corrupt("log entry \(index): \(error)")
+        }
+        guard let bytes else { throw .corrupt("compact trigger record at \(index) without its log entry") }
+        return try LogEntry(decoding: bytes)
+    }
+
+    // MARK: - Compact records
+
+    /// Makes every compact record of the entries `from...through` full (`TriggerCompactRecord`),
+    /// in `t`, before log compaction deletes those entries: each group's stream is looked at in
+    /// that range only (entries before `from` left the log earlier, theirs were made full then).
+    /// Returns the records expanded.
+    @discardableResult
+    static func expandCompacted(_ tables: Tables, _ t: Txn, from: UInt64, through: UInt64) throws -> Int {
+        guard from <= through else { return 0 }
+        let base = TriggerKeys.prefix + Array("r/".utf8)
+        let c = try t.cursor(tables.meta)
+        defer { c.close() }
+        var expanded = 0
+        var entry = try c.seek(base)
+        while let (k, _) = entry, k.starts(with: base), k.count >= base.count + 17 {
+            // One group's stream: `<ns>\0<group>` then the index.
+            let stream = Array(k.prefix(k.count - 8))
+            entry = try c.seek(TriggerKeys.row(stream, from))
+            while let (rk, v) = entry, rk.count == stream.count + 8, rk.starts(with: stream) {
+                let i = TriggerKeys.index(ofRow: rk)
+                if i > through { break }
+                if TriggerCompactRecord.isCompact(v) {
+                    try c.put(rk, try full(tables, t, index: i, v))
+                    expanded += 1
+                }
+                entry = try c.next()
+            }
+            entry = try c.seek(TriggerKeys.row(stream, .max))
+        }
+        return expanded
+    }
+
+    /// `put` each row under `triggers/` as stored, but compact records made full: what a
+    /// snapshot carries (its installer has no log before it; older builds read full records).
+    static func fullRows(_ tables: Tables, _ t: Txn, put: ([UInt8], [UInt8]) throws -> Void) throws {
+        let base = TriggerKeys.prefix + Array("r/".utf8)
+        try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in
+            if TriggerCompactRecord.isCompact(v) && k.starts(with: base) && k.count >= base.count + 17 {
+                try put(k, try full(tables, t, index: TriggerKeys.index(ofRow: k), v))
+            } else {
+                try put(k, v)
+            }
+            return true
+        }
     }
 
     // MARK: - Summary
@@ -168,8 +239,10 @@ enum TriggerChangeLog {
                 values.append(v)
                 return indexes.count < limit
             }
-            return try cache.events(ns, state.group, indexes: indexes, value: { (k: Int) -> [UInt8] in Array(values[k]) },
-                                    decode: { v throws(StorageError) in try events(v) })
+            return try cache.events(ns, state.group, indexes: indexes,
+                                    decoded: { (k: Int) throws(StorageError) -> [TriggerEvent] in
+                                        try events(tables, t, index: indexes[k], Array(values[k]))
+                                    })
         }
         var found: [(index: UInt64, value: [UInt8])] = []
         try t.scan(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in
@@ -181,7 +254,7 @@ enum TriggerChangeLog {
         }
         var out: [(index: UInt64, events: [TriggerEvent])] = []
         out.reserveCapacity(found.count)
-        for r in found { out.append((r.index, try events(r.value))) }
+        for r in found { out.append((r.index, try events(tables, t, index: r.index, r.value))) }
         return out
     }
 

@@ -55,6 +55,13 @@ final class TriggerRecordCache: Sendable {
     /// stored bytes, asked only for a record no lane decoded before.
     func events(_ ns: String, _ group: UInt64, indexes: [UInt64], value: (Int) throws(StorageError) -> [UInt8],
                 decode: ([UInt8]) throws(StorageError) -> [TriggerEvent]) throws(StorageError) -> [(index: UInt64, events: [TriggerEvent])] {
+        try events(ns, group, indexes: indexes, decoded: { (k: Int) throws(StorageError) -> [TriggerEvent] in try decode(try value(k)) })
+    }
+
+    /// The events of the records at `indexes` (read order); `decoded(k)` gives the k-th one's
+    /// events, asked only for a record no lane decoded before.
+    func events(_ ns: String, _ group: UInt64, indexes: [UInt64],
+                decoded: (Int) throws(StorageError) -> [TriggerEvent]) throws(StorageError) -> [(index: UInt64, events: [TriggerEvent])] {
         var out: [(index: UInt64, events: [TriggerEvent])] = []
         out.reserveCapacity(indexes.count)
         var missing: [Int] = []
@@ -68,7 +75,7 @@ final class TriggerRecordCache: Sendable {
             }
         }
         if missing.isEmpty { return out }
-        for k in missing { out[k].events = try decode(try value(k)) }
+        for k in missing { out[k].events = try decoded(k) }
         namespaces.withLock { m in
             for k in missing { m[ns, default: TwoGenerations(limit: Self.maxRecords)].insert(Key(group: group, index: indexes[k]), out[k].events) }
         }

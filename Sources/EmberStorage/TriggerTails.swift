@@ -33,6 +33,9 @@ final class TriggerTails {
     /// (`collecting` false at the start).
     private(set) var records: [TriggerReleases.Record]?
 
+    /// Whether `appended` keeps what it is given (a lane reads before the commit).
+    var collecting: Bool { records != nil }
+
     init(collecting: Bool = false) {
         records = collecting ? [] : nil
     }

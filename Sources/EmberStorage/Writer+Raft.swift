@@ -120,6 +120,9 @@ extension Writer {
                     while i <= lastIndex { try t.delete(tables.log, Self.logKey(i)); i += 1 }
                     try putLog(t, fresh, encoded)
                 }
+                // Logged entries stay in the log until compaction expands their compact records.
+                compactTriggers = logged && store.options.logRetention > 0 && store.options.compactTriggerRecords
+                defer { compactTriggers = false }
                 try applyLogged(t, from: applied + 1, through: stop, mode: mode, results: &results, term: &aTerm, timestamp: &ts,
                                 fresh: fresh)
                 return try finish(t, applied: stop, appliedTerm: aTerm, last: last.index, lastTerm: last.term, ts: ts,

@@ -24,6 +24,10 @@ final class Writer: @unchecked Sendable {
     var pendingVersions: PendingVersions?
     /// Set while a flat transaction runs (`withApplyRetry`): the trigger record streams' ends.
     var triggerTails: TriggerTails?
+    /// Set while a cluster member applies logged entries (`applyBatch`) with the log kept
+    /// (`StoreOptions.logRetention` > 0): its Appliers may store compact trigger records
+    /// (`Applier.compactTriggers`).
+    var compactTriggers = false
     /// The records the last flat transaction appended (`TriggerTails.records`); nil after a
     /// nested one, or when no delivery lane reads before commits (`TriggerReleases`).
     var releasedRecords: [TriggerReleases.Record]?
@@ -337,6 +341,7 @@ final class Writer: @unchecked Sendable {
         var ap = Applier(tables: tables, txn: t, defsCache: defsCache, rules: rulesState(), pending: pendingVersions,
                          triggers: storedTriggers, tails: triggerTails)
         ap.replaying = replaying
+        ap.compactTriggers = compactTriggers && !replaying
         let r = try body(&ap)
         defsCache = ap.defsCache
         storedRules = ap.rules.stored
@@ -364,6 +369,7 @@ final class Writer: @unchecked Sendable {
         try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
         var ap = Applier(tables: tables, txn: Txn(ptr: child!, changes: recording), defsCache: defsCache, rules: rulesState(),
                          triggers: storedTriggers)
+        ap.compactTriggers = compactTriggers
         do {
             let r = try ap.apply(e, prebuilt: prebuilt)
             try check(mdb_txn_commit(child))
@@ -407,6 +413,8 @@ final class Writer: @unchecked Sendable {
             if store.options.alternatingLog && retention == nil {
                 (first, n) = try LogRing.compact(tables, t, upTo: upTo, applied: a, turnLeafPages: store.options.logTurnLeafPages)
             } else if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
+                // Compact trigger records name entries about to go: they become full first.
+                try TriggerChangeLog.expandCompacted(tables, t, from: first, through: upTo)
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
                 // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
                 // Keys are read where they lie (a saturated single node that archives deletes

@@ -10,14 +10,19 @@ public struct TriggerChange: Sendable, Equatable {
     /// Firebase's `delta`: what the write put at or below the location, relative to it (null
     /// where it deleted); the whole new value when the write lay at or above the location.
     public var delta: JSON
+    /// `delta` is `after`'s JSON (the write lay at or above the location); with
+    /// `changes(deltas: false)` it is left null then, for the caller to take from `after`.
+    public var deltaIsAfter: Bool
 
-    public init(location: Path, params: [String: String], kind: TriggerEventKind, before: Node, after: Node, delta: JSON) {
+    public init(location: Path, params: [String: String], kind: TriggerEventKind, before: Node, after: Node, delta: JSON,
+                deltaIsAfter: Bool = false) {
         self.location = location
         self.params = params
         self.kind = kind
         self.before = before
         self.after = after
         self.delta = delta
+        self.deltaIsAfter = deltaIsAfter
     }
 }
 
@@ -41,7 +46,9 @@ public enum TriggerChanges {
 
     /// Every location whose value changed, in the order of `scopes`, then key order below each
     /// scope: the order of an entry's events, the same on every replica. `before[i]` is the value at `scopes(pattern, parts)[i]` before the write.
-    public static func changes(_ pattern: TriggerPattern, parts: [(Path, Node)], before: [Node]) -> [TriggerChange] {
+    /// `deltas` false: a delta that is the new value's JSON is not built (`deltaIsAfter`; the
+    /// apply converts `after` once for both, or stores neither: `TriggerCompactRecord`).
+    public static func changes(_ pattern: TriggerPattern, parts: [(Path, Node)], before: [Node], deltas: Bool = true) -> [TriggerChange] {
         let scopes = scopes(pattern, parts: parts.map(\.0))
         precondition(scopes.count == before.count, "one value before the write per scope")
         var out: [TriggerChange] = []
@@ -52,33 +59,35 @@ public enum TriggerChanges {
             if scope.count == pattern.count {
                 // The write lies at or below this one location.
                 guard let params = pattern.match(scope), !old.isIdentical(to: new) else { continue }
-                let delta: JSON = inside.contains { $0.0.isRoot } ? new.toJSON() : patch(inside)
-                out.append(TriggerChange(location: scope, params: params, kind: kind(old, new), before: old, after: new, delta: delta))
+                let whole = inside.contains { $0.0.isRoot }
+                let delta: JSON = whole ? (deltas ? new.toJSON() : .null) : patch(inside)
+                out.append(TriggerChange(location: scope, params: params, kind: kind(old, new), before: old, after: new, delta: delta,
+                                         deltaIsAfter: whole))
             } else {
-                walk(pattern, at: scope, old, new, into: &out)
+                walk(pattern, at: scope, old, new, deltas: deltas, into: &out)
             }
         }
         return out
     }
 
     /// Locations below `path` (above the pattern's depth) in either value, in key order.
-    static func walk(_ pattern: TriggerPattern, at path: Path, _ old: Node, _ new: Node, into out: inout [TriggerChange]) {
+    static func walk(_ pattern: TriggerPattern, at path: Path, _ old: Node, _ new: Node, deltas: Bool, into out: inout [TriggerChange]) {
         if path.count == pattern.count {
             guard !old.isIdentical(to: new), let params = pattern.match(path) else { return }
             out.append(TriggerChange(location: path, params: params, kind: kind(old, new), before: old, after: new,
-                                     delta: new.toJSON()))
+                                     delta: deltas ? new.toJSON() : .null, deltaIsAfter: true))
             return
         }
         switch pattern.segments[path.count] {
         case .literal(let k):
-            walk(pattern, at: path.child(k), old.child(k), new.child(k), into: &out)
+            walk(pattern, at: path.child(k), old.child(k), new.child(k), deltas: deltas, into: &out)
         case .wildcard:
             // Leaves have no children: a leaf replaced by an object creates its children.
             // Keys are compared by their bytes (KeyMap), not as Swift strings.
             var keys = Array(old.children.keys)
             for k in new.children.keys where old.children[k] == nil { keys.append(k) }
             for k in keys.sorted(by: KeyOrder.less) {
-                walk(pattern, at: path.child(k), old.child(k), new.child(k), into: &out)
+                walk(pattern, at: path.child(k), old.child(k), new.child(k), deltas: deltas, into: &out)
             }
         }
     }

@@ -1,0 +1,198 @@
+import EmberCore
+
+/// A trigger group's change record kept compact while its log entry is in the store's log
+/// (issue 36): per event only its type, location and wildcard values. The rest of the full
+/// record (`TriggerRecord`) is the entry's: its timestamp, who wrote it, and the value the
+/// write gave the location, which is both `after` and `delta`; `before` is null (the location
+/// was created). So a write costs every member a few bytes instead of its value encoded twice.
+///
+/// Only such events are stored so (`fits`): a location a write created and gave its whole
+/// value (a part at or above it). Any other record of the group's stream is full.
+///
+/// A compact record's header holds exactly the running counts its full record would have
+/// (`fullBodySize`), so positions, retention limits and every member's decisions are the same
+/// whichever form a member stores (members store their own records; each decides alone), and
+/// `expand` turns it into that full record byte for byte. It is expanded where its entry stops
+/// being at hand: before log compaction deletes the entry (`expandCompacted`), and in a
+/// snapshot stream (`fullRows`: the installing member has no log before it, and an older build
+/// reads full records only).
+enum TriggerCompactRecord {
+    static let format: UInt8 = 4
+
+    struct Event: Equatable {
+        var type: TriggerEventKind
+        var location: Path
+        var params: [String: String]
+    }
+
+    /// Whether `c` may go compact: created, and its value (`delta` too) rebuilt from the entry.
+    static func fits(_ c: TriggerChange) -> Bool { c.kind == .created && c.deltaIsAfter }
+
+    /// Whether the entry's kind is one `expand` rebuilds values from (a set or an update).
+    static func rebuildable(_ op: WriteOperation) -> Bool {
+        switch op {
+        case .set, .update: return true
+        case .noop, .setRules, .onDisconnect, .archived, .triggers: return false
+        }
+    }
+
+    // MARK: - Writing
+
+    /// The compact record of `events` (`after[k]` the k-th one's value after the write), with
+    /// the header its full record would have after `last`.
+    static func encode(_ events: [Event], after values: [Node], entry e: LogEntry, after last: TriggerChangeLog.Position)
+        -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
+        precondition(events.count == values.count, "one value per event")
+        let (authType, authID) = Applier.triggerAuth(e.auth)
+        var w = ByteWriter(capacity: 64)
+        w.bytes.append(contentsOf: repeatElement(0, count: TriggerChangeLog.headerBytes))
+        w.varint(events.count)
+        for ev in events {
+            w.u8(ev.type.code)
+            w.path(ev.location)
+            w.varint(ev.params.count)
+            TriggerEvent.forEachParam(ev.params) { k, v in w.string(k); w.string(v) }
+        }
+        let full = TriggerChangeLog.headerBytes + fullBodySize(events, values, authType: authType, authID: authID)
+        let at = TriggerChangeLog.Position(index: e.index, records: last.records + 1, bytes: last.bytes + UInt64(full),
+                                           events: last.events + UInt64(events.count))
+        var head = TriggerChangeLog.header(at)
+        head[0] = format
+        w.bytes.replaceSubrange(0..<TriggerChangeLog.headerBytes, with: head)
+        return (w.bytes, at)
+    }
+
+    /// The bytes `TriggerRecord.encode` writes for these events with `before` null and `after`
+    /// and `delta` the values' JSON, counted without building it.
+    static func fullBodySize(_ events: [Event], _ values: [Node], authType: String, authID: String?) -> Int {
+        var n = 1 + LogEntry.varintSize(events.count)
+        let auth = LogEntry.stringSize(authType) + 1 + (authID.map(LogEntry.stringSize) ?? 0)
+        for (k, ev) in events.enumerated() {
+            // index, seq, timestamp, type
+            n += 8 + LogEntry.varintSize(k) + 8 + 1
+            var path = ev.location.segments.isEmpty ? 1 : ev.location.count
+            for s in ev.location.segments { path += s.utf8.count }
+            n += LogEntry.varintSize(path) + path
+            n += LogEntry.varintSize(ev.params.count)
+            for (key, value) in ev.params { n += LogEntry.stringSize(key) + LogEntry.stringSize(value) }
+            // before (null), after and delta (the same JSON)
+            n += 1 + 2 * jsonSize(values[k])
+            n += auth
+        }
+        return n
+    }
+
+    /// The bytes `ByteWriter.json(node.toJSON())` writes.
+    static func jsonSize(_ node: Node) -> Int {
+        if let leaf = node.leaf {
+            switch leaf {
+            case .bool: return 1
+            case .int, .double: return 9
+            case .string(let s): return 1 + LogEntry.stringSize(s)
+            }
+        }
+        if node.children.isEmpty { return 1 }
+        // `Node.toJSON`'s array form: every key an index and the largest below twice the count.
+        var maxKey = -1
+        for key in node.children.keys {
+            guard let i = Node.arrayIndex(key) else { maxKey = -2; break }
+            maxKey = max(maxKey, i)
+        }
+        if maxKey >= 0 && maxKey < 2 * node.children.count {
+            // Missing indexes are nulls (one byte each).
+            var n = 1 + LogEntry.varintSize(maxKey + 1) + (maxKey + 1 - node.children.count)
+            for (_, child) in node.children { n += jsonSize(child) }
+            return n
+        }
+        var n = 1 + LogEntry.varintSize(node.children.count)
+        for (key, child) in node.children { n += LogEntry.stringSize(key) + jsonSize(child) }
+        return n
+    }
+
+    // MARK: - Reading
+
+    static func isCompact(_ v: [UInt8]) -> Bool { v.first == format }
+
+    static func decode(_ v: [UInt8]) throws(StorageError) -> [Event] {
+        var r = ByteReader(v, at: TriggerChangeLog.headerBytes)
+        let n = try r.varint()
+        guard n <= r.bytes.count else { throw .corrupt("compact trigger record count") }
+        var out: [Event] = []
+        out.reserveCapacity(n)
+        for _ in 0..<n {
+            guard let type = TriggerEventKind(code: try r.u8()) else { throw .corrupt("trigger event kind") }
+            let location = try r.path()
+            let pn = try r.varint()
+            guard pn <= Limits.maxPathDepth else { throw .corrupt("trigger params") }
+            var params = [String: String](minimumCapacity: pn)
+            for _ in 0..<pn { let key = try r.string(); params[key] = try r.string() }
+            out.append(Event(type: type, location: location, params: params))
+        }
+        return out
+    }
+
+    /// The full events of the compact record `v` of entry `e`.
+    static func events(_ v: [UInt8], entry e: LogEntry) throws(StorageError) -> [TriggerEvent] {
+        let (authType, authID) = Applier.triggerAuth(e.auth)
+        var out: [TriggerEvent] = []
+        for (k, ev) in try decode(v).enumerated() {
+            let after = try value(at: ev.location, in: e).toJSON()
+            out.append(TriggerEvent(index: e.index, seq: k, timestamp: e.timestamp, type: ev.type, location: ev.location,
+                                    params: ev.params, before: .null, after: after, delta: after, authType: authType, authID: authID))
+        }
+        return out
+    }
+
+    /// The full record (format `TriggerChangeLog.recordFormat`) the compact record `v` of
+    /// entry `e` stands for: the same header counts, the events `events` rebuilds.
+    static func expand(_ v: [UInt8], entry e: LogEntry) throws(StorageError) -> [UInt8] {
+        let at = try TriggerChangeLog.position(e.index, v)
+        var w = ByteWriter(capacity: 256)
+        w.bytes.append(contentsOf: TriggerChangeLog.header(at))
+        TriggerRecord.encode(try events(v, entry: e), into: &w)
+        return w.bytes
+    }
+
+    /// The value entry `e` gave `location`, which lies at or below one of its parts (what
+    /// `fits` holds for): that part's JSON below it, its server values resolved as the apply
+    /// did (a placeholder inside a created location met nothing there).
+    static func value(at location: Path, in e: LogEntry) throws(StorageError) -> Node {
+        let parts: [(Path, JSON)]
+        switch e.operation {
+        case .set(let path, let json, _): parts = [(path, json)]
+        case .update(let path, let values, _): parts = values.map { (path.appending($0.0), $0.1) }
+        default: throw .corrupt("compact trigger record of an entry that is not a write")
+        }
+        guard let (path, json) = parts.first(where: { $0.0.contains(location) }) else {
+            throw .corrupt("compact trigger record's location outside its entry")
+        }
+        var sub = json
+        for key in location.segments.dropFirst(path.count) {
+            guard let next = child(sub, key) else { return .empty }
+            sub = next
+        }
+        do {
+            let resolved = ServerValues.containsPlaceholder(sub) ? try ServerValues.resolve(sub, existing: .empty, now: e.timestamp) : sub
+            return try Node(json: resolved, depth: location.count)
+        } catch {
+            throw .corrupt("compact trigger record's value: \(error)")
+        }
+    }
+
+    /// The JSON `Node(json:)` makes child `key` of (nil: none).
+    static func child(_ json: JSON, _ key: String) -> JSON? {
+        switch json {
+        case .object(let o):
+            if Node.hasDotKey(o) {
+                if o[".sv"] != nil { return nil }
+                if let v = o[".value"] { return child(v, key) }
+            }
+            return o[key]
+        case .array(let a):
+            guard let i = Node.arrayIndex(key), i < a.count else { return nil }
+            return a[i]
+        default:
+            return nil
+        }
+    }
+}
