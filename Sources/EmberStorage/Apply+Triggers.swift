@@ -73,23 +73,24 @@ extension Applier {
                 return out
             }
             for def in item.plan.groups {
-                var fired: [TriggerCompactRecord.Event] = []
+                // The group's events in compact form while every one fits (`TriggerCompactRecord`).
+                var fired = 0
+                var compactEvents: [TriggerCompactRecord.Event] = []
                 var after: [Node] = []
                 var fits = compact
                 for c in changes {
                     guard let type = def.firedType(for: c.kind) else { continue }
+                    fired += 1
                     fits = fits && TriggerCompactRecord.fits(c)
                     if fits {
-                        fired.append(TriggerCompactRecord.Event(type: type, location: c.location, params: c.params))
+                        compactEvents.append(TriggerCompactRecord.Event(type: type, location: c.location, params: c.params))
                         after.append(c.after)
-                    } else {
-                        fired.append(TriggerCompactRecord.Event(type: type, location: .root, params: [:]))
                     }
                 }
-                if fired.isEmpty { continue }
+                if fired == 0 { continue }
                 if fits {
-                    try recordShared(e, def.group, count: fired.count,
-                                     encode: { last in TriggerCompactRecord.encode(fired, after: after, entry: e, after: last) },
+                    try recordShared(e, def.group, count: fired,
+                                     encode: { last in TriggerCompactRecord.encode(compactEvents, after: after, entry: e, after: last) },
                                      events: { events(def) })
                 } else {
                     let full = events(def)
