@@ -7,7 +7,9 @@
 /// version changes with every release (CHANGELOG.md, one git tag `vX.Y.Z` per release).
 public enum BuildInfo {
     /// Semantic version of this build. Bump it in the same commit as CHANGELOG.md's entry.
-    public static let version = "0.7.0"
+    /// Between releases it is the next one with `-dev`, so a build off main never passes for
+    /// the last release (`make upgrade-test` tells them apart by it).
+    public static let version = "0.8.0-dev"
 
     /// The data directory's layout. 1: one tree record per leaf, index rows with full values
     /// (builds up to main 7450d4b). 2: small objects as inline records, index rows keyed by
