@@ -4,14 +4,14 @@ import EmberCore
 /// answered from the remembered outcome and not applied again. Decided at apply time, in log
 /// order, from replicated state, so every replica answers and applies alike.
 extension Applier {
-    mutating func applyStamped(_ e: LogEntry, _ stamp: WriterStamp, prebuilt: [Node]?) throws -> WriteResult {
+    mutating func applyStamped(_ e: LogEntry, _ stamp: WriterStamp, prebuilt: [Node]?, keys: [EncodedPath]? = nil) throws -> WriteResult {
         let path = WriterTable.path(stamp.writer)
         let stored = try tables.readNode(t, WriterTable.namespace, path)
         let record = Self.writerRecord(stored)
         if let record, let seen = record.outcome(of: stamp.seq) {
             return try answerAgain(e, seen)
         }
-        var result = try applyOperation(e, prebuilt: prebuilt)
+        var result = try applyOperation(e, prebuilt: prebuilt, keys: keys)
         let outcome: WriterTable.Outcome
         switch result.outcome {
         case .applied: outcome = .applied

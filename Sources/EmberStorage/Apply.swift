@@ -60,14 +60,16 @@ struct Applier {
     /// Applies one entry. Throws only for storage failures and apply-time validation errors
     /// (the caller runs this in a nested transaction and records `.rejected`).
     /// `prebuilt`: the entry's nodes as `EmberStore.prepare` built them (writes without server
-    /// values), so they are not converted from JSON again.
-    mutating func apply(_ e: LogEntry, prebuilt: [Node]? = nil) throws -> WriteResult {
-        guard let stamp = e.writer else { return try applyOperation(e, prebuilt: prebuilt) }
-        return try applyStamped(e, stamp, prebuilt: prebuilt)
+    /// values), so they are not converted from JSON again. `keys`: the tree keys of a set's path
+    /// or an update's parts, in the operation's order, encoded off the writer thread (the
+    /// restore's replay: `EmberStore.replayPrepared`), or nil (encoded here).
+    mutating func apply(_ e: LogEntry, prebuilt: [Node]? = nil, keys: [EncodedPath]? = nil) throws -> WriteResult {
+        guard let stamp = e.writer else { return try applyOperation(e, prebuilt: prebuilt, keys: keys) }
+        return try applyStamped(e, stamp, prebuilt: prebuilt, keys: keys)
     }
 
     /// Applies the entry's operation (no writer stamp involved).
-    mutating func applyOperation(_ e: LogEntry, prebuilt: [Node]? = nil) throws -> WriteResult {
+    mutating func applyOperation(_ e: LogEntry, prebuilt: [Node]? = nil, keys preKeys: [EncodedPath]? = nil) throws -> WriteResult {
         let ns = e.namespace
         let base = e.operation.path
         var result = WriteResult(index: e.index, term: e.term, namespace: ns, path: base, outcome: .noop,
@@ -91,7 +93,8 @@ struct Applier {
             return result
         case .set(let path, let json, let cond):
             result.triggerReach = .none
-            let key = EncodedPath(ns, path)
+            let key = preKeys?[0] ?? EncodedPath(ns, path)
+            assert(key.bytes == EncodedPath(ns, path).bytes, "a prebuilt key is the set's path's")
             // Every set (issue 38: a learner's and a follower's apply): what it replaces, read
             // with one cursor positioning, and its record put through that cursor — one B-tree
             // descent for the common overwrite of a leaf instead of a point read and a put.
@@ -134,7 +137,8 @@ struct Applier {
             var keys: [EncodedPath] = []
             for (i, (rel, json)) in parts.enumerated() {
                 let abs = path.appending(rel)
-                keys.append(EncodedPath(ns, abs))
+                keys.append(preKeys?[i] ?? EncodedPath(ns, abs))
+                assert(keys[i].bytes == EncodedPath(ns, abs).bytes, "a prebuilt key is the part's path's")
                 // Every part is read before any is written: the probe's old value holds (what
                 // it found above the key may not, once an earlier part has written).
                 let probe = replaying ? try tables.probeWrite(t, keys[i]) : nil

@@ -1,5 +1,6 @@
 import CLMDB
 import EmberCore
+import Foundation
 
 /// Errors raised by the storage layer. Each carries a message fit for logs and client errors.
 public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -204,16 +205,14 @@ struct Txn {
         let c = try cursor(dbi)
         defer { c.close() }
         var n = 0
-        var entry = try c.seekKey(prefix)
-        while let k = entry, k.starts(with: prefix) {
-            if excludingExact && k.count == prefix.count {
-                entry = try c.nextKey()
-                continue
-            }
-            try c.deleteCurrent()
+        // Keys read in place: the common case (nothing under the prefix, e.g. every new leaf's
+        // version rows) copies nothing.
+        try c.walkKeys(from: prefix) { k in
+            guard k.count >= prefix.count, prefix.withUnsafeBytes({ p in p.isEmpty || memcmp(k.baseAddress!, p.baseAddress!, p.count) == 0 })
+            else { return .stop }
+            if excludingExact && k.count == prefix.count { return .next }
             n += 1
-            // After `mdb_cursor_del` the cursor rests on the following record; MDB_NEXT returns it.
-            entry = try c.nextKey()
+            return .delete
         }
         return n
     }
@@ -285,6 +284,28 @@ struct Cursor {
     func current() throws -> ([UInt8], [UInt8])? { try op(MDB_GET_CURRENT) }
     func currentKey() throws -> [UInt8]? { try op(MDB_GET_CURRENT, wantValue: false)?.0 }
 
+    /// The record `o` puts the cursor on (with `key` for the operations that take one, such as
+    /// MDB_SET_RANGE), read in place by `read`: both buffers point into LMDB's map and are valid
+    /// only during that call (nothing is copied unless `read` copies it). nil: no such record.
+    func inPlace<T>(_ o: MDB_cursor_op, key: [UInt8]? = nil,
+                    _ read: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        var k = MDB_val(), v = MDB_val()
+        let rc: Int32
+        if let key {
+            precondition(!key.isEmpty && key.count <= maxKeySize, "a key LMDB can hold")
+            rc = key.withUnsafeBytes { kb in
+                k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                // On success LMDB points `k` at the record's key in its map.
+                return mdb_cursor_get(ptr, &k, &v, o)
+            }
+        } else {
+            rc = mdb_cursor_get(ptr, &k, &v, o)
+        }
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc)
+        return try read(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size), UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
     /// Last record with key < `key`.
     func seekLastLT(_ key: [UInt8]) throws -> ([UInt8], [UInt8])? {
         if try seek(key) != nil { return try prev() }
@@ -344,7 +365,7 @@ struct Cursor {
         if start.isEmpty {
             rc = mdb_cursor_get(ptr, &k, &v, MDB_FIRST)
         } else {
-            rc = Array(start.prefix(maxKeySize)).withUnsafeBytes { kb in
+            rc = (start.count <= maxKeySize ? start : Array(start.prefix(maxKeySize))).withUnsafeBytes { kb in
                 k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
                 return mdb_cursor_get(ptr, &k, &v, MDB_SET_RANGE)
             }

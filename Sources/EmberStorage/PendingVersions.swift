@@ -1,4 +1,5 @@
 import EmberCore
+import Foundation
 
 /// A tree key encoded once per write, with the end of each ancestor's key in it: ancestors'
 /// keys (for their versions, pruning and leaf checks) are prefixes, not re-encoded paths.
@@ -35,6 +36,9 @@ struct EncodedPath {
     }
 
     func ancestor(_ level: Int) -> [UInt8] { Array(bytes[0..<ends[level]]) }
+
+    /// `ancestor(level)` without a copy: a slice of `bytes`.
+    func ancestorSlice(_ level: Int) -> ArraySlice<UInt8> { bytes[0..<ends[level]] }
 }
 
 /// Ancestors' `sub` versions raised by the writes of one flat transaction (`Writer.ApplyMode`).
@@ -45,10 +49,17 @@ struct EncodedPath {
 /// there would leave its raises behind.
 final class PendingVersions {
     /// A key hashed as one run of bytes (`[UInt8]`'s own hashing feeds the hasher byte by byte,
-    /// which dominated this table's cost).
+    /// which dominated this table's cost). A slice of the write's key (`EncodedPath.ancestorSlice`):
+    /// an ancestor's key is looked up and kept without being copied out (a copy per write and
+    /// level that missed the chain, e.g. every write of a replay spreading over many parents).
     struct Key: Hashable {
-        let bytes: [UInt8]
+        let bytes: ArraySlice<UInt8>
         func hash(into h: inout Hasher) { bytes.withUnsafeBytes { h.combine(bytes: $0) } }
+        static func == (a: Key, b: Key) -> Bool {
+            a.bytes.count == b.bytes.count && a.bytes.withUnsafeBytes { x in
+                b.bytes.withUnsafeBytes { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+            }
+        }
     }
 
     /// One pending raise, shared by the table and `chain`, so a raise through the chain changes
@@ -68,10 +79,10 @@ final class PendingVersions {
     private var chain: [Slot] = []
     private var chainKey: EncodedPath?
 
-    func sub(of key: [UInt8]) -> UInt64? { sub[Key(bytes: key)]?.sub }
+    func sub(of key: [UInt8]) -> UInt64? { sub[Key(bytes: key[...])]?.sub }
 
     /// `key`'s slot, raised to `index` (entries apply in index order: the latest raise is the largest).
-    private func slot(_ key: [UInt8], raisedTo index: UInt64) -> Slot {
+    private func slot(_ key: ArraySlice<UInt8>, raisedTo index: UInt64) -> Slot {
         let k = Key(bytes: key)
         if let s = sub[k] {
             assert(s.sub <= index, "versions only grow within a transaction")
@@ -98,7 +109,7 @@ final class PendingVersions {
         }
         chain.removeSubrange(level...)
         while level < levels {
-            chain.append(slot(key.ancestor(level), raisedTo: index))
+            chain.append(slot(key.ancestorSlice(level), raisedTo: index))
             level += 1
         }
         chainKey = key
@@ -109,16 +120,16 @@ final class PendingVersions {
     /// ancestor of an earlier write, which makes `key` one too: unless `key` is pending, there is
     /// nothing to drop (the common case costs one lookup).
     func wroteAt(_ key: [UInt8]) {
-        guard sub[Key(bytes: key)] != nil else { return }
-        sub = sub.filter { !bytesStart($0.key.bytes, with: key) }
+        guard sub[Key(bytes: key[...])] != nil else { return }
+        sub = sub.filter { !$0.key.bytes.starts(with: key) }
         forgetChain()
     }
 
     /// Writes the raised versions (keeping each record's `at`), in key order.
     func flush(_ tables: Tables, _ t: Txn) throws {
-        for key in sub.keys.sorted(by: { bytesLess($0.bytes, $1.bytes) }) {
-            let r = try tables.versionRecord(t, key.bytes)
-            try tables.putVersion(t, key.bytes, sub: max(r.sub, sub[key]!.sub), at: r.at)
+        for (key, slot) in sub.map({ (Array($0.key.bytes), $0.value) }).sorted(by: { bytesLess($0.0, $1.0) }) {
+            let r = try tables.versionRecord(t, key)
+            try tables.putVersion(t, key, sub: max(r.sub, slot.sub), at: r.at)
         }
         sub.removeAll(keepingCapacity: true)
         forgetChain()

@@ -11,9 +11,28 @@ extension EmberStore {
     /// the transaction's dirty pages are held in memory until it commits.
     /// `prebuilt`: per entry, its nodes built off the writer thread (`replayNodes`), or nil.
     public func replayArchived(_ entries: [LogEntry], prebuilt: [[Node]?]? = nil) async throws {
+        try await replayArchived(entries, prepared: prebuilt?.map { ReplayPrepared(nodes: $0, keys: nil) })
+    }
+
+    /// `replayArchived` with what `replayPrepared` built for each entry off the writer thread.
+    func replayArchived(_ entries: [LogEntry], prepared: [ReplayPrepared]?) async throws {
         guard !entries.isEmpty else { return }
-        precondition(prebuilt == nil || prebuilt!.count == entries.count, "one prebuilt slot per entry")
-        try await perform { w in try w.replay(entries, prebuilt: prebuilt) }
+        precondition(prepared == nil || prepared!.count == entries.count, "one prepared slot per entry")
+        try await perform { w in try w.replay(entries, prepared: prepared) }
+    }
+
+    /// What the restore's decoding side builds for an entry, so the writer thread (the replay's
+    /// bottleneck: ~70 % of a restore's CPU) does not: its nodes (`replayNodes`) and the tree
+    /// keys of a set's path or an update's parts (`EncodedPath`, in the operation's order).
+    static func replayPrepared(_ e: LogEntry) -> ReplayPrepared {
+        switch e.operation {
+        case .set(let path, _, _):
+            return ReplayPrepared(nodes: replayNodes(e.operation), keys: [EncodedPath(e.namespace, path)])
+        case .update(let path, let parts, _):
+            return ReplayPrepared(nodes: replayNodes(e.operation), keys: parts.map { EncodedPath(e.namespace, path.appending($0.0)) })
+        default:
+            return ReplayPrepared(nodes: nil, keys: nil)
+        }
     }
 
     /// The nodes a set or an update without server values writes, built from its JSON as the
@@ -41,8 +60,15 @@ extension EmberStore {
     }
 }
 
+/// An entry's nodes and tree keys built off the writer thread (`EmberStore.replayPrepared`);
+/// nil fields: the writer builds them.
+struct ReplayPrepared: Sendable {
+    var nodes: [Node]?
+    var keys: [EncodedPath]?
+}
+
 extension Writer {
-    func replay(_ entries: [LogEntry], prebuilt: [[Node]?]?) throws {
+    func replay(_ entries: [LogEntry], prepared: [ReplayPrepared]?) throws {
         guard let first = entries.first, let last = entries.last else { return }
         // A store being restored holds no unapplied log (a base, then replays).
         guard applied == lastIndex else {
@@ -61,7 +87,7 @@ extension Writer {
                 // `.flat`: one Applier for the whole transaction, in its restore-only replay mode.
                 try withEntryApplier(t, mode: mode, replaying: true) { apply in
                     for (k, e) in entries.enumerated() {
-                        _ = try apply(e, prebuilt?[k])
+                        _ = try apply(e, prepared?[k].nodes, prepared?[k].keys)
                         ts = max(ts, e.timestamp)
                     }
                 }

@@ -1,4 +1,6 @@
+import CLMDB
 import EmberCore
+import Foundation
 
 /// What a set finds at its key before it writes, from ONE cursor positioning: the old value
 /// (`Tables.readNodeRecord`) and the leaf or inline object above the key (`Tables.leafOnPath`,
@@ -41,22 +43,33 @@ extension Tables {
 
     private func probe(_ c: Cursor, _ encoded: EncodedPath) throws -> WriteProbe? {
         let key = encoded.bytes
+        // Both records are read in place: a new key (a replay's common case) copies neither.
         // The first record at or after the key: the key's own, a descendant's, or a later one.
-        let after = try c.seek(key)
-        if let (k, v) = after, bytesStart(k, with: key) {
-            guard k.count == key.count else { return nil }
+        enum AtOrAfter { case own([UInt8]), below, later }
+        let after = try c.inPlace(MDB_SET_RANGE, key: key) { k, v -> AtOrAfter in
+            guard Self.starts(k, with: key) else { return .later }
+            return k.count == key.count ? .own(Array(v)) : .below
+        }
+        switch after {
+        case .below?: return nil
+        case .own(let v)?:
             switch try TreeRecord.decode(v) {
             // A leaf or an inline object has no records below it.
             case .leaf(let l, let p): return WriteProbe(node: Node(l, priority: p), leafRecord: true, leafAbove: nil, cursor: c)
             case .inline(let o): return WriteProbe(node: o.node, leafRecord: false, leafAbove: nil, cursor: c)
             case .priority: return nil
             }
+        case .later?, nil: break
         }
         // Nothing at or below the key. The record just before it is the only one that can be a
         // leaf or an inline object above it (nothing sorts between those and their descendants):
         // `inlineAbove`'s and `leafOnPath`'s record.
-        guard let (k, v) = try after != nil ? c.prev() : c.last(), k.count >= encoded.ends[0], k.count < key.count,
-              bytesStart(key, with: k), v.first == 1 || v.first == 3 || v.first == InlineObject.tag else {
+        let before = try c.inPlace(after != nil ? MDB_PREV : MDB_LAST) { k, v -> ([UInt8], [UInt8])? in
+            guard k.count >= encoded.ends[0], k.count < key.count, Self.starts(key, with: k),
+                  let f = v.first, f == 1 || f == 3 || f == InlineObject.tag else { return nil }
+            return (Array(k), Array(v))
+        }
+        guard let (k, v) = before ?? nil else {
             return WriteProbe(node: .empty, leafRecord: false, leafAbove: nil, cursor: c)
         }
         if v.first == InlineObject.tag {
@@ -68,5 +81,16 @@ extension Tables {
             }
         }
         return WriteProbe(node: .empty, leafRecord: false, leafAbove: (k, v), cursor: c)
+    }
+
+    /// Whether `a` begins with `p` (one of them a key read in place in LMDB's map).
+    private static func starts(_ a: UnsafeRawBufferPointer, with p: [UInt8]) -> Bool {
+        guard a.count >= p.count else { return false }
+        return p.withUnsafeBytes { y in p.isEmpty || memcmp(a.baseAddress!, y.baseAddress!, p.count) == 0 }
+    }
+
+    private static func starts(_ a: [UInt8], with p: UnsafeRawBufferPointer) -> Bool {
+        guard a.count >= p.count else { return false }
+        return a.withUnsafeBytes { x in p.isEmpty || memcmp(x.baseAddress!, p.baseAddress!, p.count) == 0 }
     }
 }

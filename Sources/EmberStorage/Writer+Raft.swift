@@ -74,7 +74,7 @@ extension Writer {
                 i += 1
             }
         }
-        try withEntryApplier(t, mode: mode) { apply in try each { e in try apply(e, nil) } }
+        try withEntryApplier(t, mode: mode) { apply in try each { e in try apply(e, nil, nil) } }
         try pendingVersions?.flush(tables, t)
     }
 

@@ -352,18 +352,21 @@ final class Writer: @unchecked Sendable {
     /// Runs `body` with the way `mode` applies one entry inside `t`: `.flat` through one
     /// `Applier` for the whole body (`withFlatApplier`), `.nested` each entry in its own nested
     /// transaction (`applyEntry`). `replaying`: the flat Applier's restore-only replay mode.
+    /// `apply`'s arguments: the entry, its prebuilt nodes and their tree keys (`Applier.apply`).
     func withEntryApplier<T>(_ t: Txn, mode: ApplyMode, replaying: Bool = false,
-                             _ body: (_ apply: (LogEntry, [Node]?) throws -> WriteResult) throws -> T) throws -> T {
+                             _ body: (_ apply: (LogEntry, [Node]?, [EncodedPath]?) throws -> WriteResult) throws -> T) throws -> T {
         guard mode == .nested else {
-            return try withFlatApplier(t, replaying: replaying) { ap in try body { e, nodes in try ap.apply(e, prebuilt: nodes) } }
+            return try withFlatApplier(t, replaying: replaying) { ap in
+                try body { e, nodes, keys in try ap.apply(e, prebuilt: nodes, keys: keys) }
+            }
         }
-        return try body { e, nodes in try applyEntry(e, in: t, mode: .nested, prebuilt: nodes) }
+        return try body { e, nodes, keys in try applyEntry(e, in: t, mode: .nested, prebuilt: nodes, keys: keys) }
     }
 
     /// Applies one entry inside `t` in the given mode.
-    func applyEntry(_ e: LogEntry, in t: Txn, mode: ApplyMode, prebuilt: [Node]? = nil) throws -> WriteResult {
+    func applyEntry(_ e: LogEntry, in t: Txn, mode: ApplyMode, prebuilt: [Node]? = nil, keys: [EncodedPath]? = nil) throws -> WriteResult {
         guard mode == .nested else {
-            return try withFlatApplier(t) { try $0.apply(e, prebuilt: prebuilt) }
+            return try withFlatApplier(t) { try $0.apply(e, prebuilt: prebuilt, keys: keys) }
         }
         var child: OpaquePointer?
         try check(mdb_txn_begin(store.env, t.ptr, 0, &child))
@@ -371,7 +374,7 @@ final class Writer: @unchecked Sendable {
                          triggers: storedTriggers)
         ap.compactTriggers = compactTriggers
         do {
-            let r = try ap.apply(e, prebuilt: prebuilt)
+            let r = try ap.apply(e, prebuilt: prebuilt, keys: keys)
             try check(mdb_txn_commit(child))
             defsCache = ap.defsCache
             storedRules = ap.rules.stored
@@ -484,7 +487,7 @@ final class Writer: @unchecked Sendable {
               results = []
               return try writeTxn { t in
                 let rows = try keepLog && store.options.alternatingLog ? LogRing.current(tables, t) : tables.log
-                func apply(_ each: (LogEntry, [Node]?) throws -> WriteResult) throws {
+                func apply(_ each: (LogEntry, [Node]?, [EncodedPath]?) throws -> WriteResult) throws {
                     for (sub, e) in entries {
                         // Without retention the entry would be trimmed in this very transaction:
                         // a single node restarts from its applied state, never from the log (and
@@ -493,7 +496,7 @@ final class Writer: @unchecked Sendable {
                         // transaction, so it is durable exactly when the write is (one sync per
                         // batch).
                         if keepLog { try appendLogRow(t, rows, e, encodedWithoutHeader: sub.prepared.encoded) }
-                        results.append(try each(e, sub.prepared.nodes))
+                        results.append(try each(e, sub.prepared.nodes, nil))
                     }
                 }
                 try withEntryApplier(t, mode: mode) { each in try apply(each) }

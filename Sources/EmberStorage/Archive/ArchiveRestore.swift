@@ -48,7 +48,7 @@ public enum ArchiveRestore {
         var lastHash: (index: UInt64, hash: String)? = nil
         do {
             segments: for s in plan.segments {
-                // Fetched, checked and decoded (nodes built too) while the writer applies the batch before.
+                // Fetched, checked and decoded (nodes and keys built too) while the writer applies the batch before.
                 let seg = try segment(s, archive)
                 guard seg.first <= replay.index + 1 else { throw ArchiveError("gap before segment \(s.name)") }
                 var stop = false
@@ -60,7 +60,7 @@ public enum ArchiveRestore {
                     case .time(let t): stop = e.timestamp > t
                     }
                     if stop { break }
-                    replay.add(e, nodes: EmberStore.replayNodes(e.operation), bytes: bytes.count)
+                    replay.add(e, EmberStore.replayPrepared(e), bytes: bytes.count)
                     if replay.batch.count >= batchEntries || replay.batchBytes >= batchBytes { try await replay.send() }
                 }
                 if !seg.stateHash.isEmpty && replay.index == seg.last { lastHash = (seg.last, seg.stateHash) }
@@ -106,14 +106,18 @@ public enum ArchiveRestore {
         var timestamp: Int64
         var replayed = 0
         var batch: [LogEntry] = []
-        /// Per entry, its nodes built here instead of on the writer thread (`replayNodes`).
-        var nodes: [[Node]?] = []
+        /// Per entry, its nodes and tree keys built here instead of on the writer thread
+        /// (`EmberStore.replayPrepared`).
+        var prepared: [ReplayPrepared] = []
         var batchBytes = 0
         var applying: Task<Void, any Error>? = nil
+        /// The batch applying, held here until it is waited for: its last reference then goes
+        /// on this side, so its thousands of entries are freed here, not on the writer thread.
+        var held: (entries: [LogEntry], prepared: [ReplayPrepared])? = nil
 
-        mutating func add(_ e: LogEntry, nodes built: [Node]?, bytes: Int) {
+        mutating func add(_ e: LogEntry, _ built: ReplayPrepared, bytes: Int) {
             batch.append(e)
-            nodes.append(built)
+            prepared.append(built)
             batchBytes += bytes
             index = e.index
             timestamp = max(timestamp, e.timestamp)
@@ -124,16 +128,18 @@ public enum ArchiveRestore {
         mutating func send() async throws {
             try await wait()
             guard !batch.isEmpty else { return }
-            let (store, entries, prebuilt) = (self.store, batch, nodes)
-            applying = Task { try await store.replayArchived(entries, prebuilt: prebuilt) }
+            let (store, entries, prepared) = (self.store, batch, prepared)
+            applying = Task { try await store.replayArchived(entries, prepared: prepared) }
+            held = (entries, prepared)
             batch = []
-            nodes = []
+            self.prepared = []
             batchBytes = 0
         }
 
         mutating func wait() async throws {
             guard let a = applying else { return }
             applying = nil
+            defer { held = nil }
             try await a.value
         }
     }
