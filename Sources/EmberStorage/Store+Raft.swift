@@ -289,9 +289,13 @@ extension Writer {
         var triggerSets: [String: TriggerSet] = [:]
         decoded.removeAll()  // the log is replaced
         try writeTxn { t in
-            for dbi in [tables.tree, tables.ver, tables.log] {
+            for dbi in [tables.tree, tables.ver] {
                 try t.drop(dbi, delete: false)
             }
+            // The log goes with the state it led to: every table of a single archiving node's
+            // ring (`LogRing`), not only `log`, whose rows no reader would take after the install
+            // (their indexes are not the new log's) and whose pages would stay held.
+            try LogRing.reset(tables, t)
             for (_, dbi) in EmberStore.overflowSnapshotTags(tables) { try t.drop(dbi, delete: false) }
             try tables.dropAllIndexRows(t)
             // Index rows come keyed by location key (`IndexLocations`), before or after the

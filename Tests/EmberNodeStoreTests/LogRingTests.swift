@@ -161,4 +161,30 @@ extension LogRingTests {
         #expect(first > 1)
         #expect(try store.encodedEntries(from: first, through: total + 11, maxCount: 10_000).map(\.index) == Array(first...(total + 11)))
     }
+
+    /// A snapshot install (a Raft snapshot, a backup's restore) replaces the log with the state:
+    /// every table of the ring goes, not only `log` (the others kept rows nobody reads and their
+    /// pages for good), and the ring starts again at its first table.
+    @Test func aSnapshotInstallEmptiesEveryTableOfTheRing() async throws {
+        let store = try Self.store(Self.unsynced(turnLeafPages: 1))
+        defer { Self.remove(store) }
+        try await ArchiverTests.write(store, 40, "r")
+        #expect(try Self.ringRows(store).filter { $0 > 0 }.count > 2, "rows in several tables before the install")
+
+        let source = try Self.store(StoreOptions())
+        defer { Self.remove(source) }
+        try await ArchiverTests.write(source, 5, "s")
+        var chunks: [[UInt8]] = []
+        try source.snapshot { chunks.append($0) }
+        try await store.installSnapshot(chunks: chunks)
+
+        #expect(try Self.ringRows(store) == Array(repeating: 0, count: LogRing.tableCount))
+        #expect(try store.withRead { t in try t.get(store.tables.meta, Array(LogRing.stateKey.utf8)) } == nil)
+        #expect(store.appliedIndex == 5 && store.firstLogIndex == 6)
+        // The ring goes on from its first table with the writes after the install.
+        try await ArchiverTests.write(store, 3, "after")
+        #expect(try store.encodedEntries(from: 6, through: 8, maxCount: 10).map(\.index) == [6, 7, 8])
+        #expect(try store.read(namespace: "t", path: Path("/s4")).node.toJSON() == .int(4))
+        #expect(try store.read(namespace: "t", path: Path("/r0")).node.isEmpty)
+    }
 }
