@@ -53,6 +53,13 @@ final class PeerFrameRouter: @unchecked Sendable {
         default:
             break
         }
+        if LatencyMarks.enabled, case .raft(let m) = frame {
+            if case .appendEntries(let a) = m.payload, let first = a.entries.first {
+                LatencyMarks.mark(.received, first.index, a.entries.last!.index, peer: m.from)
+            } else if case .appendEntriesResponse(let r) = m.payload, r.success {
+                LatencyMarks.mark(.ackReceived, r.index, r.index, peer: m.from)
+            }
+        }
         _ = host.enqueue(.frame(frame))
     }
 

@@ -1,3 +1,4 @@
+import EmberNodeStore
 import EmberRaft
 import EmberStorage
 
@@ -31,6 +32,9 @@ extension RaftHost {
                         "peer": "\(message.to)", "advanceIndex": "\(held.index)", "level": "\(speaks ?? 0)"])
                 }
             }
+        }
+        if LatencyMarks.enabled, case .appendEntries(let a) = message.payload, let first = a.entries.first, node.membership.isLearner(message.to) {
+            LatencyMarks.mark(.sentToLearner, first.index, a.entries.last!.index, peer: message.to)
         }
         transport.send(.raft(message), to: message.to, level: level)
     }

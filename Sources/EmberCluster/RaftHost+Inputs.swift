@@ -29,6 +29,13 @@ extension RaftHost {
         case .frame(.raft(let m)):
             guard m.to == node.id else { return }  // misaddressed: the state machine traps on those
             lastHeard.withLock { $0[m.from] = now }
+            if LatencyMarks.enabled {
+                if case .appendEntries(let a) = m.payload, let first = a.entries.first {
+                    LatencyMarks.mark(.stepped, first.index, a.entries.last!.index, peer: m.from)
+                } else if case .appendEntriesResponse(let r) = m.payload, r.success {
+                    LatencyMarks.mark(.ackStepped, r.index, r.index, peer: m.from)
+                }
+            }
             step(.receive(m))
         case .frame(.forward(let req)):
             serveForward(req)

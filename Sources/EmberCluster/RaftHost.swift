@@ -67,6 +67,8 @@ final class RaftHost: @unchecked Sendable {
     var lastStamp: Int64 = 0
     /// When the last interval sync of a learner's unsynced commits was queued (`syncLazyCommitsIfDue`).
     var lastLazySync = ContinuousClock.now
+    /// The commit index of the last `LatencyMarks` commit mark (debugging aid, off by default).
+    var markedCommit: UInt64 = 0
     /// Set by `stop()`: a storage call waiting for room gives up (`durably`).
     let stopRequested = Atomic<Bool>(false)
     /// A write was given up (stopping while out of room): nothing after it in the turn may run
@@ -183,6 +185,7 @@ final class RaftHost: @unchecked Sendable {
         await loopTask?.value
         await snapshots.task?.value  // the loop has ended: nothing starts another
         closeSnapshotFiles()
+        LatencyMarks.write(node: config.nodeID)
     }
 
     /// Adds an input; false when the inbox is full (the caller sheds the request).
@@ -300,6 +303,10 @@ final class RaftHost: @unchecked Sendable {
 
     /// Plans the turn (HostCore) and performs it.
     func endTurn() async {
+        if LatencyMarks.enabled && node.commitIndex > markedCommit {
+            LatencyMarks.mark(.commit, markedCommit + 1, node.commitIndex)
+            markedCommit = node.commitIndex
+        }
         let waiting = inbox.withLock { !$0.items.isEmpty }
         await perform(core.handle(.endTurn(inputWaiting: waiting)))
     }
@@ -324,7 +331,12 @@ final class RaftHost: @unchecked Sendable {
             case .send(let message):
                 sendRaft(message)
             case .persist(let write):
-                if persistsOffLoop(write) { startPersist(write) } else { await writeAnsweringHeartbeats(write) }
+                let first = write.entries.first?.index ?? 0, last = write.entries.last?.index ?? 0
+                if first > 0 { LatencyMarks.mark(.writeStart, first, last) }
+                if persistsOffLoop(write) { startPersist(write) } else {
+                    await writeAnsweringHeartbeats(write)
+                    if first > 0 { LatencyMarks.mark(.writeDone, first, last) }
+                }
             case .apply(let entries, let metaSync):
                 guard let last = entries.last else { continue }
                 await apply(through: last.index, metaSync: metaSync, long: Self.applyOffLoop(entries))

@@ -40,6 +40,10 @@ enum ClusterProbe {
         let listener = Task {
             try await RawProbe.onThread("probe-listener") {
                 var samples: [Double] = []
+                // With EMBER_LATENCY_MARKS set (emberd's timed marks, scripts/latency-marks.py):
+                // each event's send and receive time, in order, for the marks to be matched with.
+                var pairs = ""
+                let marks = ProcessInfo.processInfo.environment["EMBER_LATENCY_MARKS"].flatMap { $0.isEmpty ? nil : $0 }
                 try RawProbe.streamLines(stream) { line, now in
                     // `data: {"path":"/p7","data":1732260000000000}` (the initial put is the whole map)
                     guard line.hasPrefix("data: "),
@@ -48,8 +52,12 @@ enum ClusterProbe {
                     if path == "/stop" { return false }
                     if path.hasPrefix("/p"), let sent = (obj["data"] as? NSNumber)?.int64Value {
                         samples.append(Double(now - sent) / 1000)
+                        if marks != nil { pairs += "\(sent) \(now)\n" }
                     }
                     return true
+                }
+                if let marks {
+                    FileManager.default.createFile(atPath: "\(marks)/probe-\(getpid())-\(micros()).samples", contents: Data(pairs.utf8))
                 }
                 return samples
             }

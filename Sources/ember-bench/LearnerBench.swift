@@ -176,8 +176,12 @@ struct LearnerBench: AsyncParsableCommand {
                                                valueSize: 16, inserts: false).run(name: name)
             _ = cpu.report(writes: load.total)
             await LearnerIntake.report(http, c, before: intake, seconds: duration + 1)
+            // One write at a time: per-message costs (wake-ups, frames, transactions) are not
+            // spread over batches, and what the learners spend competes with the commit's path.
+            let oneCPU = CPUMeter(c.all)
             let one = try await WireWriteLoad(urls: [LearnerCluster.ws(c.leaderURL)], connections: 1, pipeline: 1,
                                               duration: commitSeconds, valueSize: 16, inserts: false).run(name: name + ", one writer")
+            _ = oneCPU.report(writes: one.count)
             let col = WriteColumn(learners: n, rate: load.rate, ackP50: load.p50, ackP99: load.p99, commitP50: one.p50, commitP99: one.p99)
             done.append(col)
             report.line(String(format: "writes, %@: %.0f writes/s (pipelined, %d errors), ack p50 %.2f ms p99 %.2f ms; "

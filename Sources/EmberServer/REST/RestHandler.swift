@@ -261,6 +261,7 @@ public final class RestHandler: Sendable {
                     // A stream that lost events must not go on with a gap: drop the connection.
                     if hub.hasOverflowed(id) { break }
                     try await writer.write(ByteBuffer(string: text))
+                    LatencyMarks.mark(.streamed, index, index)
                 }
             }
             if hub.hasOverflowed(id) {

@@ -71,6 +71,7 @@ public final class ChangeFeed: @unchecked Sendable {
     /// change, and one commit may pass it.
     public func publish(_ changes: [CommittedChange]) {
         guard !changes.isEmpty else { return }
+        LatencyMarks.mark(.feedQueued, changes[0].index, changes[changes.count - 1].index)
         append(.changes(changes), bounded: true)
     }
 

@@ -110,6 +110,7 @@ public final class StreamHub: Sendable {
     /// Fans a committed change out to the streams it affects, in commit order (called from the
     /// node's `ChangeFeed`). Only the streams the change concerns are visited (`PathIndex`).
     public func publish(_ change: CommittedChange) {
+        LatencyMarks.mark(.published, change.index, change.index)
         let targets = registry.withLock { $0.byNamespace[change.namespace]?.matching(change) ?? [] }
         // Encode once per listened location: a stream's events depend only on the change and its
         // path, so streams on the same path get the same text (one JSON serialisation, not one each).
