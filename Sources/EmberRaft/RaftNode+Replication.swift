@@ -50,18 +50,23 @@ extension RaftNode {
     }
 
     /// The flow-control window of `peer`: unacknowledged AppendEntries, and entries in one.
-    /// A learner's is narrow and deep (`RaftConfig.maxInflightLearnerMessages`).
+    /// A learner's is narrow and deep (`RaftConfig.maxInflightLearnerMessages`), one wider
+    /// while few of the entries sent it are unacknowledged (`learnerSecondAppendMaxEntries`):
+    /// it depends on what is in flight, so it is asked again before each send.
     func window(of peer: NodeID) -> (inflight: Int, entries: Int) {
-        membership.isLearner(peer)
-            ? (config.maxInflightLearnerMessages, config.maxEntriesPerLearnerMessage)
-            : (config.maxInflightMessages, config.maxEntriesPerMessage)
+        guard membership.isLearner(peer) else { return (config.maxInflightMessages, config.maxEntriesPerMessage) }
+        var inflight = config.maxInflightLearnerMessages
+        if let pr = progress[peer], pr.state == .replicate, !pr.inflight.isEmpty,
+           pr.nextIndex - 1 - min(pr.matchIndex, pr.nextIndex - 1) <= UInt64(config.learnerSecondAppendMaxEntries) {
+            inflight += 1
+        }
+        return (inflight, config.maxEntriesPerLearnerMessage)
     }
 
     /// Sends AppendEntries to `peer` until its flow-control window is full or it is up to date.
     mutating func replicate(to peer: NodeID, sendIfEmpty: Bool) {
         var first = true
-        let inflight = window(of: peer).inflight
-        while let pr = progress[peer], !pr.isPaused(maxInflight: inflight) {
+        while let pr = progress[peer], !pr.isPaused(maxInflight: window(of: peer).inflight) {
             let sent = sendAppend(to: peer, sendIfEmpty: first && sendIfEmpty)
             first = false
             if !sent || progress[peer]?.state != .replicate { break }

@@ -107,7 +107,16 @@ public struct SimOptions: Sendable, Hashable {
         // Its own stream: every other draw stays what it was for each seed.
         var lazyRng = SplitMix64(seed: seed ^ 0x1A2_5EED)
         o.learnersSyncLazily = lazyRng.below(2) == 0
+        o.raft.learnerSecondAppendMaxEntries = Self.drawLearnerSecondAppend(seed: seed)
         return o
+    }
+
+    /// A learner's second append in flight (`RaftConfig.learnerSecondAppendMaxEntries`): never,
+    /// for one-entry appends only, or the default; from a stream of its own, so every other
+    /// draw of a seed stays what it was.
+    static func drawLearnerSecondAppend(seed: UInt64) -> Int {
+        var rng = SplitMix64(seed: seed ^ 0x25EC_0A99)
+        return [0, 1, RaftConfig.defaultLearnerSecondAppendMaxEntries][rng.below(3)]
     }
 
     /// The leader-churn profile with learners changing (and being promoted) all the time.
@@ -123,6 +132,7 @@ public struct SimOptions: Sendable, Hashable {
         o.raft.maxEntriesPerLearnerMessage = [1, 8][rng.below(2)]
         var lazyRng = SplitMix64(seed: seed ^ 0x1A2_5EED)
         o.learnersSyncLazily = lazyRng.below(2) == 0
+        o.raft.learnerSecondAppendMaxEntries = Self.drawLearnerSecondAppend(seed: seed)
         return o
     }
 

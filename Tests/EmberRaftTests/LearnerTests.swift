@@ -111,7 +111,8 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
     }
 
     @Test func learnerHasOneAppendInFlightAndGetsWhatCommittedMeanwhileInTheNext() {
-        var c = clusterWithLearner()
+        // No second append (the next test): the base window alone.
+        var c = clusterWithLearner { $0.learnerSecondAppendMaxEntries = 0 }
         var held: [Message] = [], sent: [AppendEntries] = []
         c.propose("n1", "w0")
         deliverHoldingLearnerAcks(&c, &held, &sent)
@@ -137,8 +138,49 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
         #expect(c["n1"].progress["n2"]?.matchIndex == c["n1"].commitIndex)
     }
 
+    /// Issue 38: while few entries are in flight to a learner, what commits meanwhile goes at
+    /// once in a second append (with one in flight it waited for the answer, which its leader
+    /// takes only between its own writes); a third waits. With more than
+    /// `learnerSecondAppendMaxEntries` in flight nothing more goes until the answer: under load
+    /// a learner's batches stay self-clocked.
+    @Test func aLearnerGetsASecondAppendWhileFewEntriesAreInFlight() {
+        var c = clusterWithLearner { $0.learnerSecondAppendMaxEntries = 4 }
+        var held: [Message] = [], sent: [AppendEntries] = []
+        c.propose("n1", "w0")
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        c.propose("n1", "w1")
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        // w0 unanswered: w1 went at once, in a second append.
+        #expect(sent.map(\.entries.count) == [1, 1])
+        #expect(c["n1"].progress["n4"]?.inflight.count == 2)
+        for i in 2..<8 {
+            c.propose("n1", "w\(i)")
+            deliverHoldingLearnerAcks(&c, &held, &sent)
+        }
+        // Two in flight: the six commits after them wait.
+        #expect(sent.count == 2)
+        #expect(c.payloads("n4").suffix(2) == ["w0", "w1"])
+        // The first answer frees a slot (one entry in flight): the six go in one append; the
+        // second answer leaves six in flight, more than four: nothing more goes.
+        release(&c, &held)
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        #expect(sent.count == 3 && sent[2].entries.count == 6 && sent[2].entries.last?.index == c["n1"].commitIndex)
+        c.propose("n1", "w8")
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        #expect(sent.count == 3)
+        #expect(c["n1"].progress["n4"]?.inflight.count == 1)
+        // Its answer: w8 goes.
+        release(&c, &held)
+        deliverHoldingLearnerAcks(&c, &held, &sent)
+        #expect(sent.count == 4 && sent[3].entries.map(\.index) == [c["n1"].commitIndex])
+        release(&c, &held)
+        c.deliverAll()
+        #expect(c.payloads("n4") == ["a0", "a1", "a2"] + (0..<9).map { "w\($0)" })
+        #expect(c["n1"].progress["n4"]?.matchIndex == c["n1"].commitIndex)
+    }
+
     @Test func aLearnersBatchIsBoundedByItsOwnEntryLimit() {
-        var c = clusterWithLearner { $0.maxEntriesPerLearnerMessage = 4 }
+        var c = clusterWithLearner { $0.maxEntriesPerLearnerMessage = 4; $0.learnerSecondAppendMaxEntries = 0 }
         var held: [Message] = [], sent: [AppendEntries] = []
         c.propose("n1", "w0")
         deliverHoldingLearnerAcks(&c, &held, &sent)
