@@ -337,6 +337,35 @@ def test_pull_feed_resumes_from_a_cursor_across_a_restart(tmp_path):
         node.stop()
 
 
+def test_open_pull_feeds_do_not_hold_the_node_on_sigterm(tmp_path):
+    """A feed's consumer that stays connected, and one that left while the feed was idle, do not
+    keep the node from stopping: the graceful shutdown waited for every open response, and an
+    idle feed noticed its consumer gone only when its next keep-alive (30 s) failed, a live one
+    never (the CI's `local-cluster down` killed such a node after 10 s)."""
+    node = Node(data_dir=str(tmp_path / "d")).start()
+    ns = "f" + uuid.uuid4().hex[:8]
+    live = threading.Event()
+    try:
+        assert put_triggers(node, ns, {"items": {"path": "/items/{id}", "on": ["written"], "feed": True}}).status_code == 200
+        assert requests.put(f"{node.url}/items/a.json?ns={ns}", json=1).status_code == 200
+        # The consumer that left: read its event, closed the connection.
+        assert [e[1][0]["ref"] for e in read_feed(node, ns, 1, path="/items/{id}")] == ["/items/a"]
+
+        def stay():
+            with requests.get(f"{node.url}/.ember/feed?ns={ns}&path=/items/{{id}}", headers=OWNER, stream=True, timeout=(5, 60)) as r:
+                for line in r.iter_lines(decode_unicode=True):
+                    if line.startswith("data: "):
+                        live.set()
+        t = threading.Thread(target=stay, daemon=True)
+        t.start()
+        assert live.wait(30), "the staying consumer got no event"
+    finally:
+        node.stop()
+    assert node.proc.returncode == 0, f"emberd was killed after SIGTERM (exit {node.proc.returncode}): an open feed held it"
+    t.join(30)
+    assert not t.is_alive(), "the staying consumer's stream did not end with the node"
+
+
 def test_pull_feed_for_a_token_holds_only_what_its_rules_let_it_read(tmp_path):
     """A non-admin caller with a valid token reads a feed filtered by the rules, event by event
     (alice reads rooms/alice, not rooms/bob); without a token, or with a malformed or refused

@@ -73,11 +73,14 @@ extension RestHandler {
         headers[.accessControlAllowOrigin] = "*"
         let keepAlive = Duration.seconds(Int64(max(1, config.keepAliveSeconds)))
         let start = cursor
-        let gate = self.gate, clock = self.clock
+        let gate = self.gate, clock = self.clock, hub = self.hub
         let body = ResponseBody { writer in
             var cursor = start
             var idle = Duration.zero
-            while !Task.isCancelled {
+            // Ends when the node stops (the graceful shutdown waits for every response) or the
+            // consumer is gone: an idle feed's write fails only at its next keep-alive, and the
+            // shutdown waited for it (up to a minute with the default keep-alive).
+            while !Task.isCancelled, !hub.isClosed, channel?.isActive ?? true {
                 // A token that expired ends the stream (the consumer resumes with a fresh one).
                 if case .user(_, let expiresAt?) = identity, expiresAt <= clock() { break }
                 // Entries trimmed past this consumer's position: end the stream (it resumes and

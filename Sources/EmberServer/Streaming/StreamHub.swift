@@ -48,6 +48,10 @@ public final class StreamHub: Sendable {
     /// version did not move, instead of sending the same data again.
     private let seenVersions = Mutex<[Int: UInt64]>([:])
     public let limits: Limits
+    /// Set by `closeAll` (the node is stopping): streams not registered here (the pull feed) end
+    /// on it, so none holds the HTTP server's graceful shutdown.
+    private let closed = Atomic<Bool>(false)
+    public var isClosed: Bool { closed.load(ordering: .acquiring) }
     /// Streams closed because their reader fell behind.
     public let overflowClosures = Atomic<Int>(0)
 
@@ -199,6 +203,7 @@ public final class StreamHub: Sendable {
     }
 
     public func closeAll() {
+        closed.store(true, ordering: .releasing)
         let all = registry.withLock { r -> [Entry] in
             defer { r = Registry() }
             return Array(r.entries.values)
