@@ -44,6 +44,15 @@ public struct PeerProgress: Sendable, Hashable {
     var snapshotReported: Int = 0
     /// Highest ReadIndex round this peer has acknowledged.
     var readAck: UInt64 = 0
+    /// The configuration entry that made this peer a voter while we lead (0: a voter in every
+    /// configuration of our log when we took over). Until it holds that entry the peer answers as
+    /// what it was, and a learner may answer before its write is durable (issue 38): only an
+    /// acknowledgement of this entry or later counts toward the commit quorum (`quorumMatch`).
+    var voterSince: UInt64 = 0
+
+    /// How far this peer counts toward the commit quorum: its match index once it acknowledged
+    /// the entry that made it a voter, nothing before.
+    var quorumMatch: UInt64 { matchIndex >= voterSince ? matchIndex : 0 }
 
     init(nextIndex: UInt64) {
         self.matchIndex = 0

@@ -70,11 +70,21 @@ extension RaftNode {
 
     /// Recomputes the membership from the log after config entries were appended or truncated.
     mutating func refreshMembership() {
+        let previous = membership
         configIndex = log.lastConfigIndex(atOrBefore: log.lastIndex)
         membership = log.membership(at: log.lastIndex)
         guard role == .leader else { return }
         for v in membership.members where v != id && progress[v] == nil {
             progress[v] = PeerProgress(nextIndex: log.lastIndex + 1)
+        }
+        // A member made a voter by this entry (a learner promoted, a node added) counts toward
+        // the commit quorum only once it acknowledges the entry: before, it answers as a learner,
+        // which may answer before its write is durable (issue 38). The entries between our
+        // commit index and this one it is sent meanwhile then commit on the other voters' copies,
+        // or on its own once it holds its promotion. (A new leader needs no such mark: every
+        // configuration in its log precedes the entries of its term, the only ones it counts.)
+        for v in membership.voters where v != id && !previous.contains(v) {
+            progress[v]?.voterSince = configIndex
         }
         // A removed follower keeps being replicated to until its removal commits, so it learns
         // it was removed (and stops campaigning) instead of timing out into elections.

@@ -213,8 +213,9 @@ extension RaftNode {
         guard role == .leader, !membership.voters.isEmpty else { return false }
         var matches: [UInt64] = []
         for v in membership.voters {
-            // Our own log counts only as far as it is durable (it may be sent before it is written).
-            matches.append(v == id ? min(log.lastIndex, durableIndex) : (progress[v]?.matchIndex ?? 0))
+            // Our own log counts only as far as it is durable (it may be sent before it is written);
+            // a promoted learner's only from its acknowledgement of its promotion (`voterSince`).
+            matches.append(v == id ? min(log.lastIndex, durableIndex) : (progress[v]?.quorumMatch ?? 0))
         }
         matches.sort(by: >)
         assert(matches.count == membership.voters.count)

@@ -30,7 +30,9 @@ public struct SimOptions: Sendable, Hashable {
     /// Learners acknowledge and apply appended entries before they are synced; a crash loses
     /// them (a real learner's last batches after a power loss, docs/CLUSTER.md "Learners"): it
     /// comes back with less than it acknowledged, and the leader must send that again. A
-    /// promoted learner syncs like any voter from the turn its promotion is appended.
+    /// promoted learner syncs like any voter from the turn its promotion is appended; before,
+    /// every answer is lazy, even for entries not committed yet (a real host's unsynced commits
+    /// hold committed entries only): the leader must count none of them (`voterSince`).
     public var learnersSyncLazily = false
     public var compactThreshold = 12  // applied entries beyond the snapshot before compacting
     public var raft = RaftConfig(electionTick: 10, heartbeatTick: 2)

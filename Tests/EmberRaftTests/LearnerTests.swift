@@ -281,6 +281,36 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
         #expect(c.leaders.contains { $0 != "n1" })
     }
 
+    /// Issue 38: a learner may acknowledge before its write is durable (its host syncs lazily).
+    /// Promoted, it is a voter in the leader's configuration at once, but it knows it only once
+    /// it holds the promotion: what it acknowledges before that is a learner's acknowledgement.
+    /// The leader counts it toward the commit quorum only from the promotion on (the simulator
+    /// committed an entry on such an acknowledgement, held durably by 2 of the 4 voters).
+    @Test func aPromotedLearnerCountsTowardCommitOnlyOnceItHoldsItsPromotion() {
+        var c = clusterWithLearner { $0.maxEntriesPerMessage = 1 }
+        c.isolate("n3")
+        let before = c["n1"].commitIndex
+        c.propose("n1", "before-promotion")
+        let entry = c["n1"].log.lastIndex
+        #expect(accepted(c.step("n1", .proposeConfigChange(.promoteLearner("n4")))))
+        let promotion = c["n1"].log.lastIndex
+        #expect(promotion == entry + 1 && c["n1"].membership.voters == ["n1", "n2", "n3", "n4"])
+        // n2 gets both; n4 the entry but not its promotion: it acknowledges the entry as a learner.
+        c.deliverAll { m in
+            guard m.to == "n4", case .appendEntries(let a) = m.payload else { return true }
+            return !a.entries.contains { $0.index == promotion }
+        }
+        #expect(c["n4"].log.lastIndex == entry && c["n4"].isLearner)
+        #expect(c["n1"].progress["n4"]?.matchIndex == entry && c["n1"].progress["n2"]?.matchIndex == promotion)
+        // Durable on n1 and n2 only, 2 of the 4 voters: not committed.
+        #expect(c["n1"].commitIndex == before)
+        // n4 holds its promotion (a voter's write, synced before its answer): now it counts.
+        c.tickAll(6)
+        #expect(c["n4"].log.lastIndex >= promotion && !c["n4"].isLearner)
+        #expect(c["n1"].commitIndex >= promotion)
+        #expect(c.payloads("n4").last == "before-promotion")
+    }
+
     @Test func promotingANonLearnerIsANoop() {
         var c = clusterWithLearner()
         #expect(rejection(c.step("n1", .proposeConfigChange(.promoteLearner("n2")))) == .configChangeNoop)
