@@ -29,12 +29,16 @@ public struct PeerTLS: Sendable {
     /// this build (`TriggerOperation.advance`), so the leader logs them only once every member
     /// (voters and learners) accepted it, and 0.6.0's form (`settle`) until then.
     public static let protocolLevel4 = "ember-peer/4"
+    /// Level 5 (the release after 0.7.0): no new frame; the member reads the `updateText` log entry (a bulk
+    /// update's parts as their JSON text, issue 42), logged only once every member accepted it.
+    public static let protocolLevel5 = "ember-peer/5"
     /// What this build offers, most preferred first (ALPN picks the first both sides list).
-    public static let offered = [protocolLevel4, protocolLevel3, protocolLevel2]
+    public static let offered = [protocolLevel5, protocolLevel4, protocolLevel3, protocolLevel2]
 
     /// The level an ALPN answer stands for (none: level 1, a build that offers nothing).
     public static func level(negotiated: String?) -> Int {
         switch negotiated {
+        case protocolLevel5: return 5
         case protocolLevel4: return 4
         case protocolLevel3: return 3
         case protocolLevel2: return 2

@@ -2,7 +2,8 @@ import EmberNodeStore
 import EmberRaft
 import EmberStorage
 
-/// A member of 0.6.0 (peer level 3) stops on the first triggers `advance` entry it is given. The
+/// A member of 0.6.0 (peer level 3) stops on the first triggers `advance` entry it is given, and
+/// one of 0.7.0 (level 4) on the first `updateText` entry (level 5): the same gate holds both. The
 /// leader logs `settle` entries instead while such a member is connected (`membersSpeak(4)`), but
 /// its log may still hold `advance` entries from before (a node downgraded after the upgrade,
 /// its data directory wiped, or a 0.6.0 member added, replicates from index 1). So an append
@@ -20,23 +21,33 @@ extension RaftHost {
         var level = 1
         if case .appendEntries(let append) = message.payload, !append.entries.isEmpty {
             let speaks = transport.connectedLevel(message.to)
-            if let speaks, speaks >= 4 {
-                // Not read: it goes only on a connection at level 4 (if the link reconnects at an
+            if let speaks, speaks >= 5 {
+                // Not read: it goes only on a connection at level 5 (if the link reconnects at an
                 // older level before it is written, it is dropped and Raft sends it again).
+                level = 5
+            } else if let held = append.entries.last(where: { $0.kind == .normal && EmberStorage.LogEntry.isUpdateText($0.data) }) {
+                level = 5
+                hold(held.index, from: message.to, speaks: speaks, kind: "an update as text", needs: 5)
+            } else if let speaks, speaks >= 4 {
                 level = 4
             } else if let held = append.entries.last(where: { $0.kind == .normal && EmberStorage.LogEntry.isTriggerAdvance($0.data) }) {
                 level = 4
-                if speaks != nil && held.index > advanceHeld {
-                    advanceHeld = held.index
-                    logger.info("entries holding a triggers advance entry held back from a member below peer level 4; it gets a snapshot", metadata: [
-                        "peer": "\(message.to)", "advanceIndex": "\(held.index)", "level": "\(speaks ?? 0)"])
-                }
+                hold(held.index, from: message.to, speaks: speaks, kind: "a triggers advance entry", needs: 4)
             }
         }
         if LatencyMarks.enabled, case .appendEntries(let a) = message.payload, let first = a.entries.first, node.membership.isLearner(message.to) {
             LatencyMarks.mark(.sentToLearner, first.index, a.entries.last!.index, peer: message.to)
         }
         transport.send(.raft(message), to: message.to, level: level)
+    }
+
+    /// An entry at `index` a member connected below level `needs` cannot read: the log is
+    /// compacted past it (`compactPastHeldAdvance`), and Raft sends that member a snapshot.
+    private func hold(_ index: UInt64, from peer: NodeID, speaks: Int?, kind: String, needs: Int) {
+        guard speaks != nil && index > advanceHeld else { return }
+        advanceHeld = index
+        logger.info("entries holding \(kind) held back from a member below peer level \(needs); it gets a snapshot", metadata: [
+            "peer": "\(peer)", "heldIndex": "\(index)", "level": "\(speaks ?? 0)"])
     }
 
     /// Compacts Raft's log through the applied index once it covers the held `advance` entry

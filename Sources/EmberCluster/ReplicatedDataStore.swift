@@ -176,10 +176,18 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         if isRemoved {
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
         }
+        var request = request
+        var built: [Node]? = nil
+        if case .updateText(_, let nodes) = request.kind {
+            // A member before peer level 5 cannot decode the text form: the tree form until every
+            // member, learners too, reads it (a member held back later gets a snapshot,
+            // `RaftHost.sendRaft`).
+            if membersSpeak(5) { built = nodes } else { request.kind = try request.kind.asTree() }
+        }
         do {
             let (encoded, entry) = try local.storage.validatedLogEntry(
                 namespace: request.namespace, operation: LMDBTranslation.operation(for: request),
-                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer))
+                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer), built: built)
             return (encoded, entry)
         } catch let e as StorageError {
             throw LMDBTranslation.translate(e)

@@ -27,10 +27,11 @@ public enum BuildInfo {
     /// The peer (Raft) protocol between members. 1: the original messages. 2: adds the leader's
     /// durable notice, offered by ALPN (`ember-peer/2`) and used only with peers that accepted it.
     /// 3: the corruption check's hash frames and their request form (0.5.1 on). 4: reads the
-    /// trigger cursors' `advance` log entry (the release after 0.6.0). A build speaks
+    /// trigger cursors' `advance` log entry (the release after 0.6.0). 5: reads the `updateText`
+    /// log entry (a bulk update's parts as their JSON text; the release after 0.7.0). A build speaks
     /// every level from `oldestPeerProtocol` to `peerProtocol`, so two builds whose ranges
     /// overlap may run in one cluster.
-    public static let peerProtocol = 4
+    public static let peerProtocol = 5
     /// The oldest peer protocol level this build still speaks (to members of older builds).
     public static let oldestPeerProtocol = 1
 

@@ -107,24 +107,37 @@ struct JSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
     var i = 0
+    /// Where the text ends: `bytes.count`, or the end of one value's text inside a larger
+    /// buffer (a log entry's part, `Node(jsonText:)`), read in place.
+    let end: Int
 
     init(bytes: [UInt8], maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.end = bytes.count
+    }
+
+    /// The text `bytes[range]`, read in place (no copy of the buffer).
+    init(bytes: [UInt8], range: Range<Int>, maxDepth: Int) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "range outside the buffer")
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+        self.i = range.lowerBound
+        self.end = range.upperBound
     }
 
     mutating func parseDocument() throws(EmberError) -> JSON {
         skipWhitespace()
         let v = try parseValue(depth: 0)
         skipWhitespace()
-        guard i == bytes.count else { throw fail("trailing characters") }
+        guard i == end else { throw fail("trailing characters") }
         return v
     }
 
     func fail(_ why: String) -> EmberError { .invalidJSON("\(why) at byte \(i)") }
 
     mutating func skipWhitespace() {
-        while i < bytes.count {
+        while i < end {
             switch bytes[i] {
             case 0x20, 0x09, 0x0A, 0x0D: i += 1
             default: return
@@ -133,7 +146,7 @@ struct JSONParser {
     }
 
     mutating func parseValue(depth: Int) throws(EmberError) -> JSON {
-        guard i < bytes.count else { throw fail("unexpected end") }
+        guard i < end else { throw fail("unexpected end") }
         switch bytes[i] {
         case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
@@ -148,7 +161,7 @@ struct JSONParser {
 
     mutating func expect(_ word: StaticString) throws(EmberError) {
         let w = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
-        guard i + w.count <= bytes.count else { throw fail("unexpected end") }
+        guard i + w.count <= end else { throw fail("unexpected end") }
         for (k, b) in w.enumerated() where bytes[i + k] != b { throw fail("bad literal") }
         i += w.count
     }
@@ -157,20 +170,20 @@ struct JSONParser {
         guard depth <= maxDepth else { throw fail("nesting too deep") }
         i += 1
         skipWhitespace()
-        if i < bytes.count && bytes[i] == UInt8(ascii: "}") { i += 1; return .object([:]) }
+        if i < end && bytes[i] == UInt8(ascii: "}") { i += 1; return .object([:]) }
         // Most objects are small (wire envelopes have 2–4 keys): one allocation, no regrowth.
         var result = KeyMap<JSON>(minimumCapacity: 4)
         while true {
             skipWhitespace()
-            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected key") }
+            guard i < end, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected key") }
             let key = try parseString()
             skipWhitespace()
-            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            guard i < end, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             i += 1
             skipWhitespace()
             result[key] = try parseValue(depth: depth)
             skipWhitespace()
-            guard i < bytes.count else { throw fail("unexpected end") }
+            guard i < end else { throw fail("unexpected end") }
             if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
             if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(result) }
             throw fail("expected ',' or '}'")
@@ -182,12 +195,12 @@ struct JSONParser {
         i += 1
         var result: [JSON] = []
         skipWhitespace()
-        if i < bytes.count && bytes[i] == UInt8(ascii: "]") { i += 1; return .array(result) }
+        if i < end && bytes[i] == UInt8(ascii: "]") { i += 1; return .array(result) }
         while true {
             skipWhitespace()
             result.append(try parseValue(depth: depth))
             skipWhitespace()
-            guard i < bytes.count else { throw fail("unexpected end") }
+            guard i < end else { throw fail("unexpected end") }
             if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
             if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(result) }
             throw fail("expected ',' or ']'")
@@ -199,7 +212,7 @@ struct JSONParser {
         let start = i
         var ascii = true
         // Fast path: no escapes.
-        while i < bytes.count {
+        while i < end {
             let c = bytes[i]
             if c == UInt8(ascii: "\"") {
                 let end = i
@@ -220,7 +233,7 @@ struct JSONParser {
             i += 1
         }
         var buf = Array(bytes[start..<i])
-        while i < bytes.count {
+        while i < end {
             let c = bytes[i]
             if c == UInt8(ascii: "\"") {
                 i += 1
@@ -230,7 +243,7 @@ struct JSONParser {
             if c < 0x20 { throw fail("control character in string") }
             if c != UInt8(ascii: "\\") { buf.append(c); i += 1; continue }
             i += 1
-            guard i < bytes.count else { break }
+            guard i < end else { break }
             let e = bytes[i]
             i += 1
             if let simple = JSONEscape.simple(e) { buf.append(simple); continue }
@@ -239,7 +252,7 @@ struct JSONParser {
                 var scalar = try hex4()
                 if scalar >= 0xD800 && scalar < 0xDC00 {
                     // A high surrogate must be followed by an escaped low surrogate.
-                    guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u")
+                    guard i + 1 < end, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u")
                     else { throw fail("lone surrogate") }
                     i += 2
                     let low = try hex4()
@@ -257,7 +270,7 @@ struct JSONParser {
     }
 
     mutating func hex4() throws(EmberError) -> UInt32 {
-        guard i + 4 <= bytes.count else { throw fail("bad \\u escape") }
+        guard i + 4 <= end else { throw fail("bad \\u escape") }
         var v: UInt32 = 0
         for _ in 0..<4 {
             let c = bytes[i]
@@ -277,25 +290,25 @@ struct JSONParser {
     mutating func parseNumber() throws(EmberError) -> JSON {
         let start = i
         if bytes[i] == UInt8(ascii: "-") { i += 1 }
-        guard i < bytes.count, isDigit(bytes[i]) else { throw fail("bad number") }
+        guard i < end, isDigit(bytes[i]) else { throw fail("bad number") }
         if bytes[i] == UInt8(ascii: "0") {
             i += 1
         } else {
-            while i < bytes.count, isDigit(bytes[i]) { i += 1 }
+            while i < end, isDigit(bytes[i]) { i += 1 }
         }
         var isInteger = true
-        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+        if i < end, bytes[i] == UInt8(ascii: ".") {
             isInteger = false
             i += 1
-            guard i < bytes.count, isDigit(bytes[i]) else { throw fail("bad number") }
-            while i < bytes.count, isDigit(bytes[i]) { i += 1 }
+            guard i < end, isDigit(bytes[i]) else { throw fail("bad number") }
+            while i < end, isDigit(bytes[i]) { i += 1 }
         }
-        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+        if i < end, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
             isInteger = false
             i += 1
-            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-            guard i < bytes.count, isDigit(bytes[i]) else { throw fail("bad number") }
-            while i < bytes.count, isDigit(bytes[i]) { i += 1 }
+            if i < end, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            guard i < end, isDigit(bytes[i]) else { throw fail("bad number") }
+            while i < end, isDigit(bytes[i]) { i += 1 }
         }
         let text = String(decoding: bytes[start..<i], as: UTF8.self)
         if isInteger, let v = Int64(text) { return .int(v) }

@@ -21,6 +21,7 @@ public enum LMDBTranslation {
         switch kind {
         case .set(let json): return .set(path: path, value: json, condition: condition)
         case .update(let parts): return .update(path: path, values: parts, condition: condition)
+        case .updateText(let text, _): return .updateText(path: path, parts: text, condition: condition)
         }
     }
 

@@ -11,8 +11,11 @@ struct LMDBWrites: WritePort {
         let result: WriteResult
         do {
             // The store fixes the entry's timestamp itself (monotonic across the log).
+            var built: [Node]? = nil
+            if case .updateText(_, let nodes) = request.kind { built = nodes }
             result = try await store.submit(namespace: request.namespace, LMDBTranslation.operation(for: request),
-                                            auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer))
+                                            auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer),
+                                            built: built)
         } catch let e as StorageError { throw LMDBTranslation.translate(e) }
         return try LMDBTranslation.outcome(of: result)
     }

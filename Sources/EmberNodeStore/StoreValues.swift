@@ -30,6 +30,16 @@ public struct WriteRequest: Sendable {
         case set(JSON)
         /// Multi-path update: relative paths → values (null deletes), atomic.
         case update([(Path, JSON)])
+        /// `update` as its parts' checked text (a REST PATCH without server values), with the
+        /// nodes the front's scan built from it (`UpdateText.scan`): logged as the text where
+        /// every member reads it, else as `update`.
+        case updateText(UpdateText, nodes: [Node])
+
+        /// The tree form of a text update (`update`); any other kind as it is.
+        public func asTree() throws -> Kind {
+            guard case .updateText(let text, _) = self else { return self }
+            return .update(try text.json())
+        }
     }
 
     public var namespace: String

@@ -104,7 +104,7 @@ struct Applier {
             let (old, oldLeafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: key.bytes)
             let node: Node
             if let prebuilt { node = prebuilt[0] } else {
-                node = try resolve(json, existing: old, depth: path.count, now: e.timestamp)
+                node = try Self.resolve(json, existing: old, depth: path.count, now: e.timestamp)
             }
             // Rules before the condition: a denied writer learns nothing about the current value.
             guard try permits(e, base: path, parts: [(path, node)], isUpdate: false) else {
@@ -130,12 +130,31 @@ struct Applier {
             result.version = changed ? e.index : try version(ns, path)
             return result
         case .update(let path, let parts, let cond):
+            try applyUpdate(e, path: path, rels: parts.map(\.0), cond: cond, prebuilt: prebuilt, into: &result) { i, old, abs in
+                try Self.resolve(parts[i].1, existing: old, depth: abs.count, now: e.timestamp)
+            }
+        case .updateText(let path, let text, let cond):
+            try applyUpdate(e, path: path, rels: text.parts.map(\.path), cond: cond, prebuilt: prebuilt, into: &result) { i, _, abs in
+                // Checked before it was logged: only damaged bytes fail here, alike on every replica.
+                do throws(EmberError) { return try text.node(i, depth: abs.count) } catch { throw StorageError.invalid(error) }
+            }
+        }
+        return result
+    }
+
+    /// A multi-path update's apply (`update`, `updateText`): `node(i, old, abs)` is part `i`'s
+    /// new node when none was built before (`prebuilt`).
+    private mutating func applyUpdate(_ e: LogEntry, path: Path, rels parts: [Path], cond: WriteCondition?, prebuilt: [Node]?,
+                                      into result: inout WriteResult,
+                                      node build: (Int, Node, Path) throws -> Node) throws {
+        let ns = e.namespace
+        do {
             result.triggerReach = .none
             // Resolve every part against the state before the update, then write them in order.
             // Each part: its path, new node, old node and whether the old one is a leaf record.
             var resolved: [(Path, Node, Node, Bool)] = []
             var keys: [EncodedPath] = []
-            for (i, (rel, json)) in parts.enumerated() {
+            for (i, rel) in parts.enumerated() {
                 let abs = path.appending(rel)
                 keys.append(preKeys?[i] ?? EncodedPath(ns, abs))
                 assert(keys[i].bytes == EncodedPath(ns, abs).bytes, "a prebuilt key is the part's path's")
@@ -144,16 +163,13 @@ struct Applier {
                 let probe = replaying ? try tables.probeWrite(t, keys[i]) : nil
                 probe?.cursor.close()
                 let (old, leafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: keys[i].bytes)
-                let node: Node
-                if let prebuilt { node = prebuilt[i] } else {
-                    node = try resolve(json, existing: old, depth: abs.count, now: e.timestamp)
-                }
+                let node = try prebuilt?[i] ?? build(i, old, abs)
                 resolved.append((abs, node, old, leafRecord))
             }
             // All or nothing: one denied part denies the whole update.
             guard try permits(e, base: path, parts: resolved.map { ($0.0, $0.1) }, isUpdate: true) else {
                 result.outcome = .denied
-                return result
+                return
             }
             if let cond {
                 let old = try tables.readNode(t, ns, path)
@@ -161,7 +177,7 @@ struct Applier {
                     result.outcome = .conditionFailed(current: old, version: failed)
                     result.value = old
                     result.version = failed
-                    return result
+                    return
                 }
             }
             var anyChange = false
@@ -185,7 +201,7 @@ struct Applier {
             }
             if replaying {
                 result.outcome = .applied(changed: changed.contains(true))
-                return result
+                return
             }
             for (i, (abs, node, _, _)) in resolved.enumerated() where changed[i] {
                 anyChange = true
@@ -193,17 +209,16 @@ struct Applier {
             }
             if bulk {
                 // In key order (`order`: path order), the patch is assembled level by level.
-                result.value = Node.assembling(order.map { (parts[$0].0, resolved[$0].1) })
+                result.value = Node.assembling(order.map { (parts[$0], resolved[$0].1) })
             } else {
                 var patch = Node.empty
-                for (i, (rel, _)) in parts.enumerated() { patch.set(resolved[i].1, at: rel) }
+                for (i, rel) in parts.enumerated() { patch.set(resolved[i].1, at: rel) }
                 result.value = patch
             }
             result.outcome = .applied(changed: anyChange)
             // Every part lies at or below `path`, so a change raised sub[path] to this index.
             result.version = anyChange ? e.index : try version(ns, path)
         }
-        return result
     }
 
     /// `Tables.version` seen through this transaction's pending ancestor versions.
@@ -225,7 +240,7 @@ struct Applier {
         }
     }
 
-    func resolve(_ json: JSON, existing: Node, depth: Int, now: Int64) throws -> Node {
+    static func resolve(_ json: JSON, existing: Node, depth: Int, now: Int64) throws -> Node {
         do {
             let j = ServerValues.containsPlaceholder(json) ? try ServerValues.resolve(json, existing: existing, now: now) : json
             return try Node(json: j, depth: depth)

@@ -18,6 +18,10 @@ public enum WriteOperation: Sendable, Equatable {
     case set(path: Path, value: JSON, condition: WriteCondition? = nil)
     /// Multi-path update relative to `path`, atomic; null values delete.
     case update(path: Path, values: [(Path, JSON)], condition: WriteCondition? = nil)
+    /// `update` with each part as its checked JSON text (peer level 5, `UpdateText`): encoded
+    /// as a copy of the texts, decoded as spans of the entry's bytes, built into nodes from the
+    /// text when applied. Only writes without server values (their nodes need no data).
+    case updateText(path: Path, parts: UpdateText, condition: WriteCondition? = nil)
     /// Changes nothing (a Raft leader's first entry of a term, or a placeholder).
     case noop
     /// Replaces the namespace's security rules (a rules document's text, checked before it is
@@ -35,14 +39,14 @@ public enum WriteOperation: Sendable, Equatable {
 
     public var path: Path {
         switch self {
-        case .set(let p, _, _), .update(let p, _, _): return p
+        case .set(let p, _, _), .update(let p, _, _), .updateText(let p, _, _): return p
         case .noop, .setRules, .onDisconnect, .archived, .triggers: return .root
         }
     }
 
     public var condition: WriteCondition? {
         switch self {
-        case .set(_, _, let c), .update(_, _, let c): return c
+        case .set(_, _, let c), .update(_, _, let c), .updateText(_, _, let c): return c
         case .noop, .setRules, .onDisconnect, .archived, .triggers: return nil
         }
     }
@@ -52,6 +56,7 @@ public enum WriteOperation: Sendable, Equatable {
         case let (.set(p1, v1, c1), .set(p2, v2, c2)): return p1 == p2 && v1 == v2 && c1 == c2
         case let (.update(p1, u1, c1), .update(p2, u2, c2)):
             return p1 == p2 && c1 == c2 && u1.count == u2.count && zip(u1, u2).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case let (.updateText(p1, t1, c1), .updateText(p2, t2, c2)): return p1 == p2 && c1 == c2 && t1 == t2
         case (.noop, .noop): return true
         case let (.setRules(a), .setRules(b)): return a == b
         case let (.onDisconnect(a), .onDisconnect(b)): return a == b
@@ -143,6 +148,9 @@ public struct LogEntry: Sendable, Equatable {
         case .update(let p, let vs, let c):
             n += 1 + Self.stringSize(p.description) + cond(c) + Self.varintSize(vs.count)
             for (rp, v) in vs { n += Self.stringSize(rp.description) + Self.jsonSize(v) }
+        case .updateText(let p, let text, let c):
+            n += 1 + Self.stringSize(p.description) + cond(c) + Self.varintSize(text.count)
+            for (rp, range) in text.parts { n += Self.stringSize(rp.description) + Self.varintSize(range.count) + range.count }
         case .noop, .setRules, .onDisconnect, .archived, .triggers:
             return encoded().count
         }
@@ -184,6 +192,8 @@ public struct LogEntry: Sendable, Equatable {
     /// Operation tag of `.archived`.
     static let archivedTag: UInt8 = 32
     static let triggersTag: UInt8 = 16
+    /// Operation tag of `.updateText` (the next small one).
+    static let updateTextTag: UInt8 = 5
 
     /// Writes index, term and timestamp into an entry encoded with zeros there (the header has a
     /// fixed layout: format byte, then three 8-byte fields), so a write is encoded only once.
@@ -226,6 +236,25 @@ public struct LogEntry: Sendable, Equatable {
                 if auth == 2 { _ = try r.json() }
             }
             return try r.u8() == triggersTag && r.u8() == 7
+        } catch {
+            return false
+        }
+    }
+
+    /// Whether an encoded entry is an `updateText` entry (peer level 5), which a member of an
+    /// older build cannot decode: read up to the operation's tag, no more.
+    public static func isUpdateText(_ bytes: [UInt8]) -> Bool {
+        var r = ByteReader(bytes)
+        do {
+            let format = try r.u8()
+            guard format == 1 || format == 2 else { return false }
+            _ = try r.u64(); _ = try r.u64(); _ = try r.i64()
+            _ = try r.string()
+            if format == 2 {
+                let auth = try r.u8()
+                if auth == 2 { _ = try r.json() }
+            }
+            return try r.u8() == updateTextTag
         } catch {
             return false
         }
@@ -292,6 +321,14 @@ public struct LogEntry: Sendable, Equatable {
             w.u8(2); w.string(p.description); cond(c)
             w.varint(vs.count)
             for (rp, v) in vs { w.string(rp.description); w.json(v) }
+        case .updateText(let p, let text, let c):
+            w.u8(Self.updateTextTag); w.string(p.description); cond(c)
+            w.varint(text.count)
+            for (rp, range) in text.parts {
+                w.string(rp.description)
+                w.varint(range.count)
+                w.bytes.append(contentsOf: text.bytes[range])
+            }
         case .setRules(let text):
             w.u8(3); w.string(text)
         case .onDisconnect(let op):
@@ -335,6 +372,26 @@ public struct LogEntry: Sendable, Equatable {
                 vs.append((rp, try r.json()))
             }
             return .update(path: p, values: vs, condition: c)
+        case Self.updateTextTag where !nested:
+            let p = try r.path()
+            let c = try cond()
+            let n = try r.varint()
+            guard n <= limit else { throw .corrupt("update count") }
+            var parts: [(path: Path, range: Range<Int>)] = []
+            parts.reserveCapacity(n)
+            for _ in 0..<n {
+                let rp = try r.path()
+                let length = try r.varint()
+                guard length > 0, r.i + length <= r.bytes.count else { throw .corrupt("update part text") }
+                // In path order, none at or below another (as it was checked before it was logged):
+                // the apply writes the parts in any order on that promise.
+                if let last = parts.last, !(last.path < rp && !last.path.contains(rp)) { throw .corrupt("update part order") }
+                guard !rp.isRoot else { throw .corrupt("update part path") }
+                parts.append((rp, r.i..<r.i + length))
+                r.i += length
+            }
+            // The texts stay in the entry's bytes: sliced, not copied (they are checked when built).
+            return .updateText(path: p, parts: UpdateText(bytes: r.bytes, parts: parts), condition: c)
         case 3: return .setRules(text: try r.string())
         case 4 where !nested: return .onDisconnect(try OnDisconnectOperation(decoding: &r, limit: limit))
         case Self.archivedTag where !nested: return .archived(through: try r.u64())

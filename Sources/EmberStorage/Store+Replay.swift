@@ -54,6 +54,14 @@ extension EmberStore {
                 nodes.append(node)
             }
             return nodes
+        case .updateText(let path, let text, _):
+            var nodes: [Node] = []
+            nodes.reserveCapacity(text.count)
+            for i in 0..<text.count {
+                guard let node = try? text.node(i, depth: path.count + text.parts[i].path.count) else { return nil }
+                nodes.append(node)
+            }
+            return nodes
         default:
             return nil
         }

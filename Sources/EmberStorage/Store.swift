@@ -350,9 +350,11 @@ public final class EmberStore: @unchecked Sendable {
     /// `validatedEntry` with the entry it encoded (index, term and timestamp 0): what decoding
     /// the encoding gives, so a Raft leader appends its own client's write from it instead of
     /// decoding a bulk import's MBs again on its loop (the values are the request's, shared).
+    /// `built`: a text update's nodes as its front built them (`prepare`).
     public func validatedLogEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
-                                  writer: WriterStamp?) throws -> (encoded: [UInt8], entry: LogEntry) {
-        let encoded = try validatedEntry(namespace: namespace, operation: operation, auth: auth, writer: writer)
+                                  writer: WriterStamp?, built: [Node]? = nil) throws -> (encoded: [UInt8], entry: LogEntry) {
+        let encoded = try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false,
+                                  encode: true, built: built).encoded!
         return (encoded, LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer))
     }
 
@@ -360,9 +362,11 @@ public final class EmberStore: @unchecked Sendable {
     /// keeping what it computed so the writer does not redo it: the encoded entry (when `encode`;
     /// by default when the writer will store it: `keepsLog`), its size and, when the write holds
     /// no server values and `buildNodes`, the nodes to write.
+    /// `built`: a text update's nodes as its front built them from that very text while it
+    /// checked it (`UpdateText.scan`): taken instead of building them again.
     func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil,
-                 buildNodes: Bool = true, encode: Bool? = nil) throws -> PreparedWrite {
-        let nodes = try checkOperation(namespace: namespace, operation: operation, buildNodes: buildNodes)
+                 buildNodes: Bool = true, encode: Bool? = nil, built: [Node]? = nil) throws -> PreparedWrite {
+        let nodes = try checkOperation(namespace: namespace, operation: operation, buildNodes: buildNodes, built: built)
         let entry = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer)
         let encoded = (encode ?? keepsLog) ? entry.encoded() : nil
         let size = encoded?.count ?? entry.encodedSize()
@@ -390,7 +394,7 @@ public final class EmberStore: @unchecked Sendable {
     /// Everything but the entry's size; returns the nodes to write when the write holds no
     /// server values (those are resolved at apply time) and `buildNodes` (else values are only
     /// checked, by `Node.validate`: the same errors as building them).
-    private func checkOperation(namespace: String, operation: WriteOperation, buildNodes: Bool = true) throws -> [Node]? {
+    private func checkOperation(namespace: String, operation: WriteOperation, buildNodes: Bool = true, built: [Node]? = nil) throws -> [Node]? {
         try KeyCodec.validateNamespace(namespace)
         var nodes: [Node]? = buildNodes ? [] : nil
         func checkValue(_ path: Path, _ json: JSON) throws {
@@ -450,6 +454,25 @@ public final class EmberStore: @unchecked Sendable {
                 throw StorageError.invalid(.invalidData("Path \(p.appending(a)) is an ancestor of \(p.appending(b)) in the same update"))
             }
             for (rel, v) in parts { try checkValue(p.appending(rel), v) }
+        case .updateText(let p, let text, _):
+            guard text.count <= options.maxUpdateParts else {
+                throw StorageError.invalid(.tooLarge("An update may have at most \(options.maxUpdateParts) paths"))
+            }
+            if let (a, b) = Self.nestedPair(text.parts.map(\.path)) {
+                throw StorageError.invalid(.invalidData("Path \(p.appending(a)) is an ancestor of \(p.appending(b)) in the same update"))
+            }
+            if let built {
+                precondition(built.count == text.count, "one built node per part")
+                return buildNodes ? built : nil
+            }
+            // Building a part from its text is its check (no server value can be in it: the
+            // build refuses one, as `Node(json:)` does).
+            for i in 0..<text.count {
+                do throws(EmberError) {
+                    let node = try text.node(i, depth: p.count + text.parts[i].path.count)
+                    nodes?.append(node)
+                } catch { throw StorageError.invalid(error) }
+            }
         }
         return nodes
     }
@@ -465,10 +488,11 @@ public final class EmberStore: @unchecked Sendable {
 
     /// Leader-less single-node write: validates, queues for group commit, assigns the next log
     /// index and the current term, and returns after the commit is durable. `auth` is who the
-    /// rules judge the entry as, when it is applied.
+    /// rules judge the entry as, when it is applied. `built`: a text update's nodes as its front
+    /// built them (`prepare`).
     public func submit(namespace: String, _ operation: WriteOperation, auth: WriteAuth = .admin,
-                       writer: WriterStamp? = nil) async throws -> WriteResult {
-        let prepared = try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer)
+                       writer: WriterStamp? = nil, built: [Node]? = nil) async throws -> WriteResult {
+        let prepared = try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, built: built)
         return try await withCheckedThrowingContinuation { cont in
             let (err, wake): (StorageError?, Bool) = core.queue.withLock { q in
                 if q.closed { return (.closed, false) }

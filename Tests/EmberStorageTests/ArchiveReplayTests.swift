@@ -83,6 +83,9 @@ import Testing
             ("t", .setRules(text: #"{"rules":{".read":true,".write":true,"items":{".indexOn":["n","m"]}}}"#), .admin, nil),
             // A bulk update (Applier.bulkParts or more parts: rows written in key order).
             ("t", .update(path: p("/items"), values: (0..<80).map { (p("b\($0)"), j(#"{"n":\#($0 % 7),"m":"\#($0)"}"#)) }), .admin, nil),
+            // The same as its parts' text (`updateText`, issue 42), bulk and small, over what is there.
+            ("t", .updateText(path: p("/items"), parts: UpdateTextEntryTests.text("/items", "{" + (0..<80).map { #""b\#($0)":{"n":\#($0 % 5),"m":"t\#($0)"}"# }.joined(separator: ",") + "}")), .admin, nil),
+            ("t", .updateText(path: p("/"), parts: UpdateTextEntryTests.text("/", #"{"items/b1/n":9,"items/b2":null,"tx/deep":{"a":[1,{"b":2}],".priority":"p"}}"#)), user, nil),
             ("t", .set(path: p("/a"), value: .null), .admin, nil),
             // What a set finds at and above its key (the replay reads it with one cursor,
             // `WriteProbe`): a leaf above (deeper and with a priority), an inline object above
@@ -113,13 +116,16 @@ import Testing
         for _ in 0..<300 {
             let k = "items/r\(Int.random(in: 0..<25, using: &g))"
             let op: WriteOperation
-            switch Int.random(in: 0..<6, using: &g) {
+            switch Int.random(in: 0..<7, using: &g) {
             case 0: op = .set(path: p("/\(k)"), value: j(#"{"n":\#(Int.random(in: -3...9, using: &g)),"m":"\#(randomKey(&g))"}"#))
             case 1: op = .update(path: p("/\(k)"), values: [(p("n"), j("\(Int.random(in: 0...5, using: &g))")), (p("t"), j(#"{".sv":"timestamp"}"#))])
             case 2: op = .set(path: p("/\(k)/n"), value: j(#"{".sv":{"increment":\#(Int.random(in: -2...2, using: &g))}}"#))
             case 3: op = .set(path: p("/\(k)"), value: .null)
             case 4: op = .set(path: p("/\(k)/m"), value: j("\(Int.random(in: 0...3, using: &g))"), condition: .ifHash(""))
-            default: op = .update(path: p("/items"), values: [(p("r\(Int.random(in: 0..<25, using: &g))/s"), j(#""x""#)), (p("z"), .null)])
+            case 5: op = .update(path: p("/items"), values: [(p("r\(Int.random(in: 0..<25, using: &g))/s"), j(#""x""#)), (p("z"), .null)])
+            default:
+                let r = Int.random(in: 0..<25, using: &g)
+                op = .updateText(path: p("/items"), parts: UpdateTextEntryTests.text("/items", #"{"r\#(r)/s":"y","r\#(r)/n":\#(Int.random(in: 0...5, using: &g)),"z":null}"#))
             }
             ops.append(("t", op, .admin, nil))
         }

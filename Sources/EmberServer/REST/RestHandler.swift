@@ -278,6 +278,10 @@ public final class RestHandler: Sendable {
     func write(_ req: RestRequest, identity: Identity, method: HTTPRequest.Method, body: ByteBuffer, wantETag: Bool, ifMatch: String?) async throws -> Response {
         let ns = req.namespace!
         let path = req.path
+        let condition = ifMatch.map { ETag.condition(ifMatch: $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
+        if let (request, echo) = prepareTextUpdate(req, namespace: ns, method: method, body: body, condition: condition, identity: identity) {
+            return try await answerWrite(req, request, echo, wantETag: wantETag)
+        }
         let json = try Self.body(body.readableBytesView, method: method)
         if case .priority(let node) = req.target {
             guard method == .put || method == .delete, ifMatch == nil else {
@@ -290,9 +294,13 @@ public final class RestHandler: Sendable {
             if req.print == .silent { return RestAnswer.noContent().response }
             return Self.json(priority, pretty: req.print == .pretty)
         }
-        let condition = ifMatch.map { ETag.condition(ifMatch: $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
         if condition != nil && method == .post { throw RestError.badRequest("if-match is not supported on POST requests") }
         let (request, echo) = try prepareWrite(namespace: ns, path: path, method: method, json: json, condition: condition, identity: identity)
+        return try await answerWrite(req, request, echo, wantETag: wantETag)
+    }
+
+    /// Runs a prepared data write and answers it.
+    private func answerWrite(_ req: RestRequest, _ request: WriteRequest, _ echo: WriteEcho, wantETag: Bool) async throws -> Response {
         let outcome = try await store.writer.write(request)
         guard outcome.applied else {
             var resp = Self.json(outcome.value.toJSON(), pretty: false, status: .preconditionFailed)
@@ -342,6 +350,19 @@ public final class RestHandler: Sendable {
             echo = .parts(parts.map(\.0))
         }
         return (WriteRequest(namespace: ns, path: path, kind: kind, condition: condition, identity: identity), echo)
+    }
+
+    /// A PATCH of a data path whose body the text scan takes whole (`UpdateText.scan`: no
+    /// server value, every check passed): its parts go to the store as their text, with the
+    /// nodes the scan built. nil: the tree path (`prepareWrite`), which answers as before.
+    /// (The fast path's small writes keep the tree path: its pipelined writers take no built nodes.)
+    func prepareTextUpdate(_ req: RestRequest, namespace ns: String, method: HTTPRequest.Method, body: ByteBuffer,
+                           condition: WriteCondition?, identity: Identity) -> (WriteRequest, WriteEcho)? {
+        guard method == .patch, case .data = req.target else { return nil }
+        guard let (text, nodes) = UpdateText.scan(body: Array(body.readableBytesView), base: req.path,
+                                                  maxParts: validation.maxUpdateParts, maxNodes: validation.maxWriteNodes) else { return nil }
+        return (WriteRequest(namespace: ns, path: req.path, kind: .updateText(text, nodes: nodes), condition: condition, identity: identity),
+                .parts(text.parts.map(\.path)))
     }
 
     func validate(_ json: JSON, at path: Path) throws {

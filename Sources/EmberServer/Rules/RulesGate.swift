@@ -49,9 +49,10 @@ struct RulesGate: Sendable {
         switch kind {
         case .set(let j): parts = [(.root, j)]
         case .update(let p): parts = p
+        case .updateText(let text, _): parts = try text.json()
         }
         let isUpdate: Bool
-        if case .update = kind { isUpdate = true } else { isUpdate = false }
+        if case .set = kind { isUpdate = false } else { isUpdate = true }
         let paths = isUpdate ? parts.map { path.appending($0.0) } : [path]
         if e.writeGrantedWithoutEvaluation(at: paths) { return true }
         let auth = identity.authVariable
