@@ -130,11 +130,11 @@ struct Applier {
             result.version = changed ? e.index : try version(ns, path)
             return result
         case .update(let path, let parts, let cond):
-            try applyUpdate(e, path: path, rels: parts.map(\.0), cond: cond, prebuilt: prebuilt, into: &result) { i, old, abs in
+            try applyUpdate(e, path: path, rels: parts.map(\.0), cond: cond, prebuilt: prebuilt, keys: preKeys, into: &result) { i, old, abs in
                 try Self.resolve(parts[i].1, existing: old, depth: abs.count, now: e.timestamp)
             }
         case .updateText(let path, let text, let cond):
-            try applyUpdate(e, path: path, rels: text.parts.map(\.path), cond: cond, prebuilt: prebuilt, into: &result) { i, _, abs in
+            try applyUpdate(e, path: path, rels: text.parts.map(\.path), cond: cond, prebuilt: prebuilt, keys: preKeys, into: &result) { i, _, abs in
                 // Checked before it was logged: only damaged bytes fail here, alike on every replica.
                 do throws(EmberError) { return try text.node(i, depth: abs.count) } catch { throw StorageError.invalid(error) }
             }
@@ -142,83 +142,81 @@ struct Applier {
         return result
     }
 
-    /// A multi-path update's apply (`update`, `updateText`): `node(i, old, abs)` is part `i`'s
+    /// A multi-path update's apply (`update`, `updateText`): `build(i, old, abs)` is part `i`'s
     /// new node when none was built before (`prebuilt`).
     private mutating func applyUpdate(_ e: LogEntry, path: Path, rels parts: [Path], cond: WriteCondition?, prebuilt: [Node]?,
-                                      into result: inout WriteResult,
+                                      keys preKeys: [EncodedPath]?, into result: inout WriteResult,
                                       node build: (Int, Node, Path) throws -> Node) throws {
         let ns = e.namespace
-        do {
-            result.triggerReach = .none
-            // Resolve every part against the state before the update, then write them in order.
-            // Each part: its path, new node, old node and whether the old one is a leaf record.
-            var resolved: [(Path, Node, Node, Bool)] = []
-            var keys: [EncodedPath] = []
-            for (i, rel) in parts.enumerated() {
-                let abs = path.appending(rel)
-                keys.append(preKeys?[i] ?? EncodedPath(ns, abs))
-                assert(keys[i].bytes == EncodedPath(ns, abs).bytes, "a prebuilt key is the part's path's")
-                // Every part is read before any is written: the probe's old value holds (what
-                // it found above the key may not, once an earlier part has written).
-                let probe = replaying ? try tables.probeWrite(t, keys[i]) : nil
-                probe?.cursor.close()
-                let (old, leafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: keys[i].bytes)
-                let node = try prebuilt?[i] ?? build(i, old, abs)
-                resolved.append((abs, node, old, leafRecord))
-            }
-            // All or nothing: one denied part denies the whole update.
-            guard try permits(e, base: path, parts: resolved.map { ($0.0, $0.1) }, isUpdate: true) else {
-                result.outcome = .denied
-                return
-            }
-            if let cond {
-                let old = try tables.readNode(t, ns, path)
-                if let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
-                    result.outcome = .conditionFailed(current: old, version: failed)
-                    result.value = old
-                    result.version = failed
-                    return
-                }
-            }
-            var anyChange = false
-            // No part is at or below another (`EmberStore.checkOperation` refuses such updates
-            // before they are logged), so no part's write changes what another part read, and
-            // the parts may be written in any order: a bulk update writes them in key order.
-            assert(EmberStore.nestedPair(resolved.map(\.0)) == nil, "an update's parts do not nest")
-            let bulk = resolved.count >= Self.bulkParts
-            let order = bulk ? keys.indices.sorted { bytesLess(keys[$0].bytes, keys[$1].bytes) } : Array(keys.indices)
-            if bulk { rows = OrderedRows() }
-            defer { rows = nil }
-            let capture = try captureTriggers(ns, parts: resolved.map { ($0.0, $0.2) })
-            var changed = [Bool](repeating: false, count: resolved.count)
-            for i in order {
-                let (abs, node, old, leafRecord) = resolved[i]
-                changed[i] = try write(ns: ns, path: abs, key: keys[i], node: node, old: old, oldLeafRecord: leafRecord, index: e.index)
-            }
-            try flushRows()
-            if let capture, changed.contains(true) {
-                result.triggerReach = try recordTriggers(e, capture, parts: resolved.map { ($0.0, $0.1) })
-            }
-            if replaying {
-                result.outcome = .applied(changed: changed.contains(true))
-                return
-            }
-            for (i, (abs, node, _, _)) in resolved.enumerated() where changed[i] {
-                anyChange = true
-                result.changeSet.changes.append((abs, node))
-            }
-            if bulk {
-                // In key order (`order`: path order), the patch is assembled level by level.
-                result.value = Node.assembling(order.map { (parts[$0], resolved[$0].1) })
-            } else {
-                var patch = Node.empty
-                for (i, rel) in parts.enumerated() { patch.set(resolved[i].1, at: rel) }
-                result.value = patch
-            }
-            result.outcome = .applied(changed: anyChange)
-            // Every part lies at or below `path`, so a change raised sub[path] to this index.
-            result.version = anyChange ? e.index : try version(ns, path)
+        result.triggerReach = .none
+        // Resolve every part against the state before the update, then write them in order.
+        // Each part: its path, new node, old node and whether the old one is a leaf record.
+        var resolved: [(Path, Node, Node, Bool)] = []
+        var keys: [EncodedPath] = []
+        for (i, rel) in parts.enumerated() {
+            let abs = path.appending(rel)
+            keys.append(preKeys?[i] ?? EncodedPath(ns, abs))
+            assert(keys[i].bytes == EncodedPath(ns, abs).bytes, "a prebuilt key is the part's path's")
+            // Every part is read before any is written: the probe's old value holds (what
+            // it found above the key may not, once an earlier part has written).
+            let probe = replaying ? try tables.probeWrite(t, keys[i]) : nil
+            probe?.cursor.close()
+            let (old, leafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: keys[i].bytes)
+            let node = try prebuilt?[i] ?? build(i, old, abs)
+            resolved.append((abs, node, old, leafRecord))
         }
+        // All or nothing: one denied part denies the whole update.
+        guard try permits(e, base: path, parts: resolved.map { ($0.0, $0.1) }, isUpdate: true) else {
+            result.outcome = .denied
+            return
+        }
+        if let cond {
+            let old = try tables.readNode(t, ns, path)
+            if let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
+                result.outcome = .conditionFailed(current: old, version: failed)
+                result.value = old
+                result.version = failed
+                return
+            }
+        }
+        var anyChange = false
+        // No part is at or below another (`EmberStore.checkOperation` refuses such updates
+        // before they are logged), so no part's write changes what another part read, and
+        // the parts may be written in any order: a bulk update writes them in key order.
+        assert(EmberStore.nestedPair(resolved.map(\.0)) == nil, "an update's parts do not nest")
+        let bulk = resolved.count >= Self.bulkParts
+        let order = bulk ? keys.indices.sorted { bytesLess(keys[$0].bytes, keys[$1].bytes) } : Array(keys.indices)
+        if bulk { rows = OrderedRows() }
+        defer { rows = nil }
+        let capture = try captureTriggers(ns, parts: resolved.map { ($0.0, $0.2) })
+        var changed = [Bool](repeating: false, count: resolved.count)
+        for i in order {
+            let (abs, node, old, leafRecord) = resolved[i]
+            changed[i] = try write(ns: ns, path: abs, key: keys[i], node: node, old: old, oldLeafRecord: leafRecord, index: e.index)
+        }
+        try flushRows()
+        if let capture, changed.contains(true) {
+            result.triggerReach = try recordTriggers(e, capture, parts: resolved.map { ($0.0, $0.1) })
+        }
+        if replaying {
+            result.outcome = .applied(changed: changed.contains(true))
+            return
+        }
+        for (i, (abs, node, _, _)) in resolved.enumerated() where changed[i] {
+            anyChange = true
+            result.changeSet.changes.append((abs, node))
+        }
+        if bulk {
+            // In key order (`order`: path order), the patch is assembled level by level.
+            result.value = Node.assembling(order.map { (parts[$0], resolved[$0].1) })
+        } else {
+            var patch = Node.empty
+            for (i, rel) in parts.enumerated() { patch.set(resolved[i].1, at: rel) }
+            result.value = patch
+        }
+        result.outcome = .applied(changed: anyChange)
+        // Every part lies at or below `path`, so a change raised sub[path] to this index.
+        result.version = anyChange ? e.index : try version(ns, path)
     }
 
     /// `Tables.version` seen through this transaction's pending ancestor versions.

@@ -31,7 +31,7 @@ enum TriggerCompactRecord {
     /// Whether the entry's kind is one `expand` rebuilds values from (a set or an update).
     static func rebuildable(_ op: WriteOperation) -> Bool {
         switch op {
-        case .set, .update: return true
+        case .set, .update, .updateText: return true
         case .noop, .setRules, .onDisconnect, .archived, .triggers: return false
         }
     }
@@ -161,6 +161,18 @@ enum TriggerCompactRecord {
         switch e.operation {
         case .set(let path, let json, _): parts = [(path, json)]
         case .update(let path, let values, _): parts = values.map { (path.appending($0.0), $0.1) }
+        case .updateText(let path, let text, _):
+            // The part's node from its text (no server value in it), then the node below it.
+            guard let i = text.parts.firstIndex(where: { path.appending($0.path).contains(location) }) else {
+                throw .corrupt("compact trigger record's location outside its entry")
+            }
+            let at = path.appending(text.parts[i].path)
+            var node: Node
+            do throws(EmberError) { node = try text.node(i, depth: at.count) } catch {
+                throw .corrupt("compact trigger record's value: \(error)")
+            }
+            for key in location.segments.dropFirst(at.count) { node = node.child(key) }
+            return node
         default: throw .corrupt("compact trigger record of an entry that is not a write")
         }
         guard let (path, json) = parts.first(where: { $0.0.contains(location) }) else {

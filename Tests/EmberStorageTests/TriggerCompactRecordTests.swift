@@ -52,7 +52,7 @@ import Testing
         for k in 0..<300 {
             let auth = auths[Int.random(in: 0..<auths.count, using: &g)]
             let op: WriteOperation
-            switch Int.random(in: 0..<12, using: &g) {
+            switch Int.random(in: 0..<13, using: &g) {
             case 0...3: op = .set(path: p("/messages/m\(Int.random(in: 0..<60, using: &g))"), value: value(&g))
             case 4: op = .set(path: p("/messages/m\(Int.random(in: 0..<60, using: &g))"), value: .null)
             case 5:
@@ -69,7 +69,17 @@ import Testing
             case 8: op = .set(path: p("/rooms/r\(Int.random(in: 0..<3, using: &g))"), value: .object(["likes": .object(["a": .int(1), "b": value(&g)])]))
             case 9: op = .set(path: p("/elsewhere/x\(k % 4)"), value: .int(Int64(k)))
             case 10: op = .set(path: p("/messages/m\(Int.random(in: 0..<60, using: &g))/n"), value: .object([".sv": .object(["increment": .int(1)])]))
-            default: op = .update(path: p("/messages"), values: [(p("m\(Int.random(in: 0..<60, using: &g))"), value(&g))])
+            case 11: op = .update(path: p("/messages"), values: [(p("m\(Int.random(in: 0..<60, using: &g))"), value(&g))])
+            default:
+                // The same as its parts' text (`updateText`): at locations and below them.
+                var members: [String] = []
+                for (i, part) in ["messages/m\(Int.random(in: 0..<60, using: &g))", "messages/t\(k)/x", "rooms/r\(k % 3)/likes/v\(k)"].enumerated() {
+                    var v = value(&g)
+                    while ServerValues.containsPlaceholder(v) { v = value(&g) }
+                    members.append("\"\(part)\":" + (i == 2 ? "true" : String(decoding: v.serializedBytes(), as: UTF8.self)))
+                }
+                op = .updateText(path: .root, parts: UpdateText.scan(body: Array(("{" + members.joined(separator: ",") + "}").utf8), base: .root,
+                                                                     maxParts: 10, maxNodes: 100_000)!.text)
             }
             ops.append((op, auth))
         }
