@@ -70,12 +70,25 @@ enum TriggerRecord {
             w.u64(e.index); w.varint(e.seq); w.i64(e.timestamp)
             w.u8(e.type.code)
             w.path(e.location)
-            w.varint(e.params.count)
-            TriggerEvent.forEachParam(e.params) { k, v in w.string(k); w.string(v) }
+            encodeParams(e.params, into: &w)
             w.json(e.before); w.json(e.after); w.json(e.delta)
             w.string(e.authType)
             if let id = e.authID { w.u8(1); w.string(id) } else { w.u8(0) }
         }
+    }
+
+    /// An event's wildcard values, as `encode` writes them (the compact record's form too).
+    static func encodeParams(_ params: [String: String], into w: inout ByteWriter) {
+        w.varint(params.count)
+        TriggerEvent.forEachParam(params) { k, v in w.string(k); w.string(v) }
+    }
+
+    static func decodeParams(_ r: inout ByteReader) throws(StorageError) -> [String: String] {
+        let pn = try r.varint()
+        guard pn <= Limits.maxPathDepth else { throw .corrupt("trigger params") }
+        var params = [String: String](minimumCapacity: pn)
+        for _ in 0..<pn { let key = try r.string(); params[key] = try r.string() }
+        return params
     }
 
     static func decode(_ r: inout ByteReader) throws(StorageError) -> [TriggerEvent] {
@@ -87,10 +100,7 @@ enum TriggerRecord {
             let index = try r.u64(), seq = try r.varint(), ts = try r.i64()
             guard let kind = TriggerEventKind(code: try r.u8()) else { throw .corrupt("trigger event kind") }
             let location = try r.path()
-            let pn = try r.varint()
-            guard pn <= Limits.maxPathDepth else { throw .corrupt("trigger params") }
-            var params = [String: String](minimumCapacity: pn)
-            for _ in 0..<pn { let key = try r.string(); params[key] = try r.string() }
+            let params = try decodeParams(&r)
             let before = try r.json(), after = try r.json(), delta = try r.json()
             let authType = try r.string()
             let authID: String? = try r.u8() == 1 ? try r.string() : nil

@@ -50,8 +50,7 @@ enum TriggerCompactRecord {
         for ev in events {
             w.u8(ev.type.code)
             w.path(ev.location)
-            w.varint(ev.params.count)
-            TriggerEvent.forEachParam(ev.params) { k, v in w.string(k); w.string(v) }
+            TriggerRecord.encodeParams(ev.params, into: &w)
         }
         let full = TriggerChangeLog.headerBytes + fullBodySize(events, values, authType: authType, authID: authID)
         let at = TriggerChangeLog.Position(index: e.index, records: last.records + 1, bytes: last.bytes + UInt64(full),
@@ -122,10 +121,7 @@ enum TriggerCompactRecord {
         for _ in 0..<n {
             guard let type = TriggerEventKind(code: try r.u8()) else { throw .corrupt("trigger event kind") }
             let location = try r.path()
-            let pn = try r.varint()
-            guard pn <= Limits.maxPathDepth else { throw .corrupt("trigger params") }
-            var params = [String: String](minimumCapacity: pn)
-            for _ in 0..<pn { let key = try r.string(); params[key] = try r.string() }
+            let params = try TriggerRecord.decodeParams(&r)
             out.append(Event(type: type, location: location, params: params))
         }
         return out
