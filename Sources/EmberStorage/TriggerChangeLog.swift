@@ -120,15 +120,19 @@ enum TriggerChangeLog {
     /// in `t`, before log compaction deletes those entries: each group's stream is looked at in
     /// that range only (entries before `from` left the log earlier, theirs were made full then).
     /// Returns the records expanded.
+    /// Where the groups' record rows start (`triggers/r/`), and whether `k` is one: at least a
+    /// namespace's terminator, a group and an index after it.
+    static let recordRows = TriggerKeys.prefix + Array("r/".utf8)
+    static func isRecordRow(_ k: [UInt8]) -> Bool { k.count >= recordRows.count + 17 && k.starts(with: recordRows) }
+
     @discardableResult
     static func expandCompacted(_ tables: Tables, _ t: Txn, from: UInt64, through: UInt64) throws -> Int {
         guard from <= through else { return 0 }
-        let base = TriggerKeys.prefix + Array("r/".utf8)
         let c = try t.cursor(tables.meta)
         defer { c.close() }
         var expanded = 0
-        var entry = try c.seek(base)
-        while let (k, _) = entry, k.starts(with: base), k.count >= base.count + 17 {
+        var entry = try c.seek(recordRows)
+        while let (k, _) = entry, isRecordRow(k) {
             // One group's stream: `<ns>\0<group>` then the index.
             let stream = Array(k.prefix(k.count - 8))
             entry = try c.seek(TriggerKeys.row(stream, from))
@@ -149,9 +153,8 @@ enum TriggerChangeLog {
     /// `put` each row under `triggers/` as stored, but compact records made full: what a
     /// snapshot carries (its installer has no log before it; older builds read full records).
     static func fullRows(_ tables: Tables, _ t: Txn, put: ([UInt8], [UInt8]) throws -> Void) throws {
-        let base = TriggerKeys.prefix + Array("r/".utf8)
         try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in
-            if TriggerCompactRecord.isCompact(v) && k.starts(with: base) && k.count >= base.count + 17 {
+            if TriggerCompactRecord.isCompact(v) && isRecordRow(k) {
                 try put(k, try full(tables, t, index: TriggerKeys.index(ofRow: k), v))
             } else {
                 try put(k, v)
