@@ -85,6 +85,38 @@ import Testing
     }
 }
 
+/// A lane alone in its group writes its bodies straight from the events it holds by log index
+/// (`TriggerLane.body(_:_:namespace:head:batch:)`): for seeded events and windows of them, some
+/// not held, the bytes of the events held written whole, batched or not, as before.
+@Suite struct TriggerHeldBodyTests {
+    @Test(arguments: [6, 7, 8]) func aBodyFromTheHeldEventsIsTheWholeBytesOfThoseHeld(seed: UInt64) {
+        var r = SplitMix64(seed: seed)
+        let ns = "n s", name = "alone"
+        let head = TriggerEvent.head(namespace: ns, trigger: name)
+        for round in 0..<40 {
+            let all = TriggerBodyTests.events(&r, count: r.below(40) + 1)
+            var held: [UInt64: [TriggerEvent]] = [:]
+            for e in all { held[e.index, default: []].append(e) }
+            // Items in the machine's order; some of them for events the lane no longer holds
+            // (another entry's, or a place past its entry's events).
+            var items = all.map { TriggerDelivery.Event(index: $0.index, seq: $0.seq, last: false) }
+            if r.below(3) == 0 { items.insert(TriggerDelivery.Event(index: 0, seq: 0, last: true), at: r.below(items.count + 1)) }
+            if r.below(3) == 0, let e = all.last { items.append(TriggerDelivery.Event(index: e.index, seq: e.seq + 7, last: true)) }
+            let start = r.below(items.count), window = Array(items[start..<min(items.count, start + r.below(20) + 1)])
+            let payload = window.compactMap { i in held[i.index]?.first { $0.seq == i.seq } }
+            for batch in [true, false] {
+                let got = TriggerLane.body(window, held, namespace: ns, head: head, batch: batch)
+                #expect(got == TriggerBodyTests.whole(payload, ns: ns, trigger: name, batch: batch), "seed \(seed) round \(round) batch \(batch)")
+                #expect(got == TriggerEvent.cloudEventBody(payload, namespace: ns, head: head, batch: batch))
+            }
+        }
+        // Nothing held: an empty batch, or null.
+        let none = [TriggerDelivery.Event(index: 3, seq: 0, last: true)]
+        #expect(TriggerLane.body(none, [:], namespace: ns, head: head, batch: true) == Array("[]".utf8))
+        #expect(TriggerLane.body(none, [:], namespace: ns, head: head, batch: false) == Array("null".utf8))
+    }
+}
+
 /// A batching lane's body from the batch another lane of its group cut (`TriggerBodyCache.batch`):
 /// found by its first event and length, checked event by event, so a different run of the same
 /// length from the same first event (a lane that skipped records past its retention limit)

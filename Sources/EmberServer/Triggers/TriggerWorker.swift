@@ -296,6 +296,8 @@ final class TriggerLane: Sendable {
                 let body: [UInt8]
                 if let shared {
                     body = TriggerEvent.cloudEventBody(head: head, joined: shared.bytes, ends: shared.ends)
+                } else if group == 0 {
+                    body = Self.body(items, events, namespace: ns, head: head, batch: definition.limits.batchSize > 1)
                 } else {
                     let payload = items.compactMap { i in events[i.index]?.first { $0.seq == i.seq } }
                     body = Self.body(payload, namespace: ns, trigger: name, head: head, batch: definition.limits.batchSize > 1,
@@ -432,6 +434,36 @@ final class TriggerLane: Sendable {
         }
         return TriggerEvent.cloudEventBody(head: head, shared: bodies.members(ns, group: group, batch ? payload : Array(payload.prefix(1))),
                                            batch: batch)
+    }
+
+    /// A lane's body of `items` written straight from the events it holds (`events`, by log
+    /// index), none copied out: the bytes `TriggerEvent.cloudEventBody` makes of the same events
+    /// (an item whose event is not held is left out, as there). A lane alone in its group (one
+    /// trigger per pattern) writes every body so, and copying each event into a payload first
+    /// (retaining and releasing each of its parts) was a share of its cost per event.
+    static func body(_ items: [TriggerDelivery.Event], _ events: [UInt64: [TriggerEvent]], namespace ns: String, head: [UInt8],
+                     batch: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        var wrote = 0
+        if batch {
+            out.reserveCapacity(2 + items.count * (head.count + 384))
+            out.append(0x5B)
+        }
+        for i in items {
+            guard let held = events[i.index] else { continue }
+            let found: Bool = held.withUnsafeBufferPointer { evs in
+                guard let k = evs.firstIndex(where: { $0.seq == i.seq }) else { return false }
+                if wrote > 0 { out.append(0x2C) }
+                out.append(contentsOf: head)
+                evs[k].writeSharedMembers(namespace: ns, into: &out)
+                return true
+            }
+            if found { wrote += 1 }
+            if found && !batch { return out }
+        }
+        if !batch { return Array("null".utf8) }
+        out.append(0x5D)
+        return out
     }
 
     /// The POST's outcome: nil error on a 2xx; recorded (recent deliveries, metrics).
