@@ -29,6 +29,9 @@ struct Applier {
     /// with one cursor positioning each (`WriteProbe`). The state written is the same
     /// (`ArchiveReplayTests`).
     var replaying = false
+    /// The replay's cursors kept open for its transaction (`ReplayCursors`): set with
+    /// `replaying` by `Writer.withFlatApplier`, which closes them.
+    var replayCursors: ReplayCursors?
     /// Every entry this Applier applies stays in the store's log until its compaction expands
     /// the compact trigger records that name it (`Writer.expandCompactTriggerRecords`): a
     /// group's record may be stored compact (`TriggerCompactRecord`). Set by the writer for a
@@ -99,8 +102,10 @@ struct Applier {
             // with one cursor positioning, and its record put through that cursor — one B-tree
             // descent for the common overwrite of a leaf instead of a point read and a put.
             // The replay's path, whose state matches the write path's (`ArchiveReplayTests`).
-            let probe = try tables.probeWrite(t, key)
-            defer { probe?.cursor.close() }
+            // The replay: its parent's cursor, kept open (`ReplayCursors`).
+            let parent = path.isRoot ? nil : try replayCursors?.parent(of: key)
+            let probe = try tables.probeWrite(t, key, using: parent?.cursor)
+            defer { if parent == nil { probe?.cursor.close() } }
             let (old, oldLeafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: key.bytes)
             let node: Node
             if let prebuilt { node = prebuilt[0] } else {
@@ -120,7 +125,7 @@ struct Applier {
             let capture = try captureTriggers(ns, parts: [(path, old)])
             // Nothing changed the tree since the probe: what it found above the key holds.
             let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index,
-                                    probed: probe)
+                                    probed: probe, parent: parent)
             if changed, let capture { result.triggerReach = try recordTriggers(e, capture, parts: [(path, node)]) }
             result.outcome = .applied(changed: changed)
             if replaying { return result }
@@ -159,8 +164,9 @@ struct Applier {
             assert(keys[i].bytes == EncodedPath(ns, abs).bytes, "a prebuilt key is the part's path's")
             // Every part is read before any is written: the probe's old value holds (what
             // it found above the key may not, once an earlier part has written).
-            let probe = replaying ? try tables.probeWrite(t, keys[i]) : nil
-            probe?.cursor.close()
+            let parent = abs.isRoot ? nil : try replayCursors?.parent(of: keys[i])
+            let probe = replaying ? try tables.probeWrite(t, keys[i], using: parent?.cursor) : nil
+            if parent == nil { probe?.cursor.close() }
             let (old, leafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: keys[i].bytes)
             let node = try prebuilt?[i] ?? build(i, old, abs)
             resolved.append((abs, node, old, leafRecord))
@@ -250,8 +256,10 @@ struct Applier {
     /// Replaces the subtree at `path` with `node`; returns whether anything changed.
     /// `oldLeafRecord`: `old` is a leaf read from its own record at `key` (`readNodeRecord`).
     /// `probed`: `old` as `Tables.probeWrite` found it, with the tree unchanged since.
+    /// `parent`: the replay's entry for the path's parent (`ReplayCursors`), or nil.
     mutating func write(ns: String, path: Path, key encoded: EncodedPath, node: Node, old: Node,
-                        oldLeafRecord: Bool = false, index: UInt64, probed: WriteProbe? = nil) throws -> Bool {
+                        oldLeafRecord: Bool = false, index: UInt64, probed: WriteProbe? = nil,
+                        parent: ReplayCursors.Parent? = nil) throws -> Bool {
         let key = encoded.bytes
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
         var leafAncestor: (key: [UInt8], record: [UInt8])? = nil
@@ -311,9 +319,9 @@ struct Applier {
             }
         } else if ownVersion, let leaf = node.leaf {
             let record = TreeRecord.leaf(leaf, node.priority, version: index)
-            if let positioned { try positioned.put(key, record) } else if rows != nil { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
+            if let positioned { try positioned.put(key, record, append: probed!.pastEnd) } else if rows != nil { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
         } else if let inline {
-            if let positioned { try positioned.put(key, inline) } else if rows != nil { try t.putOrdered(tables.treeS, key, inline) } else { try t.put(tables.treeS, key, inline) }
+            if let positioned { try positioned.put(key, inline, append: probed!.pastEnd) } else if rows != nil { try t.putOrdered(tables.treeS, key, inline) } else { try t.put(tables.treeS, key, inline) }
         } else {
             var k = key
             try putRecords(node, key: &k, version: index)
@@ -321,11 +329,21 @@ struct Applier {
 
         // Versions: at[path] = sub[path] = index, sub of ancestors = index, descendants dropped
         // (dominated by at[path]). A leaf's own at/sub are in its record: its row goes too.
-        try t.deletePrefix(tables.verS, key, excludingExact: !ownVersion)
+        try t.deletePrefix(tables.verS, key, excludingExact: !ownVersion, using: try replayCursors?.verCursor())
         if !ownVersion { try tables.putVersion(t, key, sub: index, at: index) }
         if let pending {
             pending.wroteAt(key)
-            pending.raiseAncestors(of: encoded, levels: path.count, to: index)
+            // The replay: the parent's ancestors' slots, kept from its last write while no slot
+            // left the table since (`PendingVersions.generation`).
+            if let parent, parent.generation == pending.generation, parent.chain.count == path.count {
+                pending.raise(parent.chain, to: index)
+            } else {
+                pending.raiseAncestors(of: encoded, levels: path.count, to: index)
+                if let parent {
+                    parent.chain = pending.lastChain
+                    parent.generation = pending.generation
+                }
+            }
         } else {
             for level in 0..<path.count {
                 let ak = encoded.ancestor(level)

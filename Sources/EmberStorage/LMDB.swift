@@ -199,11 +199,12 @@ struct Txn {
         if rc != MDB_NOTFOUND { try check(rc) }
     }
 
-    /// Deletes every record whose key starts with `prefix`; returns how many.
+    /// Deletes every record whose key starts with `prefix`; returns how many. `using`: an
+    /// open cursor on `dbi` to position (left open; the replay's, `ReplayCursors`), or nil.
     @discardableResult
-    func deletePrefix(_ dbi: MDB_dbi, _ prefix: [UInt8], excludingExact: Bool = false) throws -> Int {
-        let c = try cursor(dbi)
-        defer { c.close() }
+    func deletePrefix(_ dbi: MDB_dbi, _ prefix: [UInt8], excludingExact: Bool = false, using open: Cursor? = nil) throws -> Int {
+        let c = try open ?? cursor(dbi)
+        defer { if open == nil { c.close() } }
         var n = 0
         // Keys read in place: the common case (nothing under the prefix, e.g. every new leaf's
         // version rows) copies nothing.
@@ -322,15 +323,22 @@ struct Cursor {
     }
 
     /// Puts `key` (flags 0: LMDB searches from the cursor's page when the key falls in it).
-    func put(_ key: [UInt8], _ value: [UInt8]) throws {
+    /// `append`: the key is believed past the table's last key: MDB_APPEND (a load in key
+    /// order then fills each page instead of splitting it in half); LMDB checks it, and a key
+    /// that is not past the end is put plainly.
+    func put(_ key: [UInt8], _ value: [UInt8], append: Bool = false) throws {
         var rc: Int32 = 0
-        key.withUnsafeBytes { kb in
-            value.withUnsafeBytes { vb in
-                var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-                var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
-                rc = mdb_cursor_put(ptr, &k, &v, 0)
+        func run(_ flags: UInt32) {
+            key.withUnsafeBytes { kb in
+                value.withUnsafeBytes { vb in
+                    var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+                    var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
+                    rc = mdb_cursor_put(ptr, &k, &v, flags)
+                }
             }
         }
+        run(append ? flag(MDB_APPEND) : 0)
+        if append && rc == MDB_KEYEXIST { run(0) }
         try check(rc)
         changes?.note(dbi, key)
     }

@@ -71,6 +71,9 @@ final class PendingVersions {
 
     private(set) var sub: [Key: Slot] = [:]
     var isEmpty: Bool { sub.isEmpty }
+    /// Bumped whenever slots leave the table (`wroteAt` dropping some, `flush`): slots kept
+    /// outside it (`ReplayCursors.Parent.chain`) are stale once it moved.
+    private(set) var generation: UInt64 = 0
 
     /// The ancestors' slots of the last `raiseAncestors` (by level) and that write's key: the
     /// next write mostly shares its upper ancestors (a collection and its parents), whose slots
@@ -115,6 +118,19 @@ final class PendingVersions {
         chainKey = key
     }
 
+    /// The slots the last `raiseAncestors` raised, by level: what a caller keeps to raise the
+    /// same ancestors again (`raise(_:to:)`) while `generation` stays.
+    var lastChain: [Slot] { chain }
+
+    /// Raises `slots` (taken from `lastChain` at the current `generation`) to `index`: what
+    /// `raiseAncestors` does for a key with the same ancestors, without finding their slots.
+    func raise(_ slots: [Slot], to index: UInt64) {
+        for s in slots {
+            assert(s.sub <= index, "versions only grow within a transaction")
+            s.sub = index
+        }
+    }
+
     /// A write at `key` put its own record (its index, the newest) and deleted every record below
     /// it, so pending raises at or below `key` are void. Anything pending below `key` is an
     /// ancestor of an earlier write, which makes `key` one too: unless `key` is pending, there is
@@ -122,6 +138,7 @@ final class PendingVersions {
     func wroteAt(_ key: [UInt8]) {
         guard sub[Key(bytes: key[...])] != nil else { return }
         sub = sub.filter { !$0.key.bytes.starts(with: key) }
+        generation &+= 1
         forgetChain()
     }
 
@@ -132,6 +149,7 @@ final class PendingVersions {
             try tables.putVersion(t, key, sub: max(r.sub, slot.sub), at: r.at)
         }
         sub.removeAll(keepingCapacity: true)
+        generation &+= 1
         forgetChain()
     }
 

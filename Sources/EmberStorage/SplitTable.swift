@@ -154,10 +154,11 @@ extension Txn {
         }
     }
 
-    /// Deletes every record whose key starts with `prefix`; returns how many.
+    /// Deletes every record whose key starts with `prefix`; returns how many. `using`: an open
+    /// cursor on `s.main` (`Txn.deletePrefix`).
     @discardableResult
-    func deletePrefix(_ s: SplitTable, _ prefix: [UInt8], excludingExact: Bool = false) throws -> Int {
-        var n = try deletePrefix(s.main, prefix, excludingExact: excludingExact)
+    func deletePrefix(_ s: SplitTable, _ prefix: [UInt8], excludingExact: Bool = false, using open: Cursor? = nil) throws -> Int {
+        var n = try deletePrefix(s.main, prefix, excludingExact: excludingExact, using: open)
         guard try hasOverflow(s) else { return n }
         let c = try cursor(s.over)
         defer { c.close() }

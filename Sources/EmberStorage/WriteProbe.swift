@@ -17,17 +17,24 @@ struct WriteProbe {
     let leafAbove: (key: [UInt8], record: [UInt8])?
     /// The cursor on `tree` left next to the key: while the tree is unchanged, a put of the
     /// key through it searches only its page when the key falls inside it (LMDB's
-    /// `mdb_cursor_set` starts from an initialized cursor's page). The caller closes it.
+    /// `mdb_cursor_set` starts from an initialized cursor's page). The caller closes it,
+    /// unless it passed it in (`probeWrite`'s `using`).
     let cursor: Cursor
+    /// No record at or after the key: it sorts past the table's last key, and a put of it
+    /// may append (`Cursor.put`'s `append`).
+    var pastEnd = false
 }
 
 extension Tables {
     /// nil where the one positioning does not answer exactly — a key past `SplitTable.inlineBytes`,
     /// overflow rows in the tree (they sort apart from `tree`'s), records below the key, or a
     /// priority record at it: the caller reads as the write path does.
-    func probeWrite(_ t: Txn, _ encoded: EncodedPath) throws -> WriteProbe? {
+    /// `using`: an open cursor on `tree` to position (the replay's, `ReplayCursors`: left open,
+    /// and its positioning searches from its page), or nil: one is opened for the probe.
+    func probeWrite(_ t: Txn, _ encoded: EncodedPath, using open: Cursor? = nil) throws -> WriteProbe? {
         let key = encoded.bytes
         guard key.count <= SplitTable.inlineBytes, !treeS.used.mayHaveRows else { return nil }
+        if let open { return try probe(open, encoded) }
         let c = try t.cursor(tree)
         do {
             guard let probe = try probe(c, encoded) else {
@@ -70,7 +77,7 @@ extension Tables {
             return (Array(k), Array(v))
         }
         guard let (k, v) = before ?? nil else {
-            return WriteProbe(node: .empty, leafRecord: false, leafAbove: nil, cursor: c)
+            return WriteProbe(node: .empty, leafRecord: false, leafAbove: nil, cursor: c, pastEnd: after == nil)
         }
         if v.first == InlineObject.tag {
             // The key may be a child of the inline object (`inlineLeaf`).
@@ -80,7 +87,7 @@ extension Tables {
                 return WriteProbe(node: Node(child.leaf, priority: child.priority), leafRecord: false, leafAbove: nil, cursor: c)
             }
         }
-        return WriteProbe(node: .empty, leafRecord: false, leafAbove: (k, v), cursor: c)
+        return WriteProbe(node: .empty, leafRecord: false, leafAbove: (k, v), cursor: c, pastEnd: after == nil)
     }
 
     /// Whether `a` begins with `p` (one of them a key read in place in LMDB's map).

@@ -342,6 +342,10 @@ final class Writer: @unchecked Sendable {
                          triggers: storedTriggers, tails: triggerTails)
         ap.replaying = replaying
         ap.compactTriggers = compactTriggers && !replaying
+        // Closed before the transaction ends (LMDB frees its cursors then).
+        let cursors = replaying ? ReplayCursors(t, tables) : nil
+        ap.replayCursors = cursors
+        defer { cursors?.close() }
         let r = try body(&ap)
         defsCache = ap.defsCache
         storedRules = ap.rules.stored

@@ -112,6 +112,27 @@ import Testing
         ]
         // New leaves under a few parents, as a restore of small writes replays them.
         for i in 0..<40 { ops.append(("t", .set(path: p("/many/w\(i % 4)/k\(i)"), value: j(#""v""#)), .admin, nil)) }
+        // The replay keeps a cursor per parent across its transaction (`ReplayCursors`): keys
+        // that ascend within interleaved parents over many pages (splits under the other
+        // parents' cursors), keys that descend, deletes between (a key, then a whole parent
+        // its cursor was in, written again after), a parent replaced by a leaf and by an
+        // object, then children again; keys past the table's end (appended); more parents
+        // than the cursors kept open (`ReplayCursors.maxParents`).
+        let pad = String(repeating: "x", count: 60)
+        for i in 0..<700 {
+            let k = String(format: "%05d", i)
+            ops.append(("t", .set(path: p("/asc/p\(i % 8)/k\(k)"), value: j(#""\#(pad)\#(i)""#)), .admin, nil))
+            if i % 9 == 4 { ops.append(("t", .set(path: p("/desc/q\(i % 3)/k\(String(format: "%05d", 999 - i))"), value: j("\(i)")), .admin, nil)) }
+            if i % 50 == 7 { ops.append(("t", .set(path: p("/asc/p\((i + 1) % 8)/k\(String(format: "%05d", i - 7))"), value: .null), .admin, nil)) }
+            if i == 300 { ops.append(("t", .set(path: p("/asc/p3"), value: .null), .admin, nil)) }
+            if i == 400 { ops.append(("t", .set(path: p("/asc/p5"), value: j("5")), .admin, nil)) }
+            if i == 500 { ops.append(("t", .set(path: p("/asc/p5"), value: j(#"{"a":1}"#)), .admin, nil)) }
+            if i % 25 == 0 { ops.append(("t", .set(path: p("/zz/z\(k)"), value: j("\(i)")), .admin, nil)) }
+        }
+        for i in 0..<(ReplayCursors.maxParents + 40) {
+            ops.append(("t", .set(path: p("/wide/c\(i)/k"), value: j("\(i)")), .admin, nil))
+            if i % 3 == 0 { ops.append(("t", .set(path: p("/asc/p\(i % 8)/k\(String(format: "%05d", i))b"), value: j("1")), .admin, nil)) }
+        }
         // Then seeded random sets, updates, increments and deletes over a small key space.
         for _ in 0..<300 {
             let k = "items/r\(Int.random(in: 0..<25, using: &g))"
