@@ -26,13 +26,23 @@ public struct RaftConfig: Sendable, Hashable {
     /// Upper bound on entries in one AppendEntries to a learner (`maxBytesPerMessage` still
     /// applies): large enough that one batch per round trip keeps up with the leader.
     public var maxEntriesPerLearnerMessage: Int
-    /// A learner may have one append in flight beyond `maxInflightLearnerMessages` while the
-    /// entries it has not acknowledged are at most this many (0: never). At a low write rate
-    /// what commits while the learner's last append is unanswered goes at once instead of
-    /// waiting for that answer, which a leader takes only between its own writes (one fsync
-    /// later; issue 38: ~2-5 ms on a learner's listener at 1,000 writes/s). Under load the
-    /// append in flight is bigger than this and batching stays self-clocked.
-    public var learnerSecondAppendMaxEntries: Int
+    /// While the entries a learner has not acknowledged are at most this many (0: never), up to
+    /// this many appends may be in flight to it beyond `maxInflightLearnerMessages`. At a low
+    /// write rate what commits while the learner's last appends are unanswered goes at once
+    /// instead of waiting for an answer, which a leader takes only between its own writes (one
+    /// fsync later; issue 38: ~2-5 ms on a learner's listener at 1,000 writes/s) and a learner
+    /// gives for several appends together (`learnerAckMinEntries`). Under load the append in
+    /// flight is bigger than this and batching stays self-clocked.
+    public var learnerSmallAppendsMaxEntries: Int
+    /// A learner answers an append at once only when at least this many entries are
+    /// unanswered (0: every append at once); smaller appends are answered together, at the
+    /// latest on its next tick or before its answer to the leader's next heartbeat. Its answers
+    /// hold up nothing (a learner counts toward no quorum): the leader needs them for flow
+    /// control, promotion and retransmission, and each one costs it a receive and a turn
+    /// (issue 38: one per commit at a low write rate). Keep it at most
+    /// `learnerSmallAppendsMaxEntries`, so the leader's window for small appends never waits
+    /// for the learner's tick.
+    public var learnerAckMinEntries: Int
     /// Bytes of snapshot data per InstallSnapshot chunk.
     public var snapshotChunkSize: Int
     /// Unacknowledged snapshot chunks per follower (bounds the host's read-ahead and memory).
@@ -51,7 +61,8 @@ public struct RaftConfig: Sendable, Hashable {
     public static let defaultMaxInflightMessages = 32
     public static let defaultMaxInflightLearnerMessages = 1
     public static let defaultMaxEntriesPerLearnerMessage = 2_048
-    public static let defaultLearnerSecondAppendMaxEntries = 64
+    public static let defaultLearnerSmallAppendsMaxEntries = 64
+    public static let defaultLearnerAckMinEntries = 32
     public static let defaultSnapshotChunkSize = 1 << 20
     public static let defaultMaxInflightSnapshotChunks = 4
     public static let defaultMaxLearners = 8
@@ -67,7 +78,8 @@ public struct RaftConfig: Sendable, Hashable {
         maxInflightMessages: Int = RaftConfig.defaultMaxInflightMessages,
         maxInflightLearnerMessages: Int = RaftConfig.defaultMaxInflightLearnerMessages,
         maxEntriesPerLearnerMessage: Int = RaftConfig.defaultMaxEntriesPerLearnerMessage,
-        learnerSecondAppendMaxEntries: Int = RaftConfig.defaultLearnerSecondAppendMaxEntries,
+        learnerSmallAppendsMaxEntries: Int = RaftConfig.defaultLearnerSmallAppendsMaxEntries,
+        learnerAckMinEntries: Int = RaftConfig.defaultLearnerAckMinEntries,
         snapshotChunkSize: Int = RaftConfig.defaultSnapshotChunkSize,
         maxInflightSnapshotChunks: Int = RaftConfig.defaultMaxInflightSnapshotChunks,
         randomSeed: UInt64 = 0,
@@ -77,7 +89,8 @@ public struct RaftConfig: Sendable, Hashable {
         precondition(electionTick > heartbeatTick && heartbeatTick > 0, "need electionTick > heartbeatTick > 0")
         precondition(maxEntriesPerMessage > 0 && maxBytesPerMessage > 0 && maxInflightMessages > 0)
         precondition(snapshotChunkSize > 0 && maxInflightSnapshotChunks > 0)
-        precondition(maxInflightLearnerMessages > 0 && maxEntriesPerLearnerMessage > 0 && learnerSecondAppendMaxEntries >= 0)
+        precondition(maxInflightLearnerMessages > 0 && maxEntriesPerLearnerMessage > 0 && learnerSmallAppendsMaxEntries >= 0)
+        precondition(learnerAckMinEntries >= 0)
         self.electionTick = electionTick
         self.heartbeatTick = heartbeatTick
         self.preVote = preVote
@@ -87,7 +100,8 @@ public struct RaftConfig: Sendable, Hashable {
         self.maxInflightMessages = maxInflightMessages
         self.maxInflightLearnerMessages = maxInflightLearnerMessages
         self.maxEntriesPerLearnerMessage = maxEntriesPerLearnerMessage
-        self.learnerSecondAppendMaxEntries = learnerSecondAppendMaxEntries
+        self.learnerSmallAppendsMaxEntries = learnerSmallAppendsMaxEntries
+        self.learnerAckMinEntries = learnerAckMinEntries
         self.snapshotChunkSize = snapshotChunkSize
         self.maxInflightSnapshotChunks = maxInflightSnapshotChunks
         self.randomSeed = randomSeed

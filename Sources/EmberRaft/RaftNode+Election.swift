@@ -5,6 +5,7 @@ extension RaftNode {
         if role == .leader {
             tickLeader()
         } else {
+            flushDeferredAck()
             electionElapsed += 1
             if isPromotable && electionElapsed >= randomizedElectionTimeout {
                 campaign(transfer: false)

@@ -55,6 +55,7 @@ extension RaftNode {
             acceptLeader(m.from)
             // The leader sends min(matchIndex, commit), so these entries match its log.
             commitIndex = max(commitIndex, min(commit, log.lastIndex))
+            flushDeferredAck()
             send(m.from, .heartbeatResponse(readContext: context))
             if commit > log.lastIndex {
                 // The leader claims entries we acknowledged but no longer hold: our log was lost

@@ -50,15 +50,17 @@ extension RaftNode {
     }
 
     /// The flow-control window of `peer`: unacknowledged AppendEntries, and entries in one.
-    /// A learner's is narrow and deep (`RaftConfig.maxInflightLearnerMessages`), one wider
-    /// while few of the entries sent it are unacknowledged (`learnerSecondAppendMaxEntries`):
-    /// it depends on what is in flight, so it is asked again before each send.
+    /// A learner's is narrow and deep (`RaftConfig.maxInflightLearnerMessages`), wider while
+    /// few of the entries sent it are unacknowledged (`learnerSmallAppendsMaxEntries`): each
+    /// commit then goes at once although the learner answers several appends together
+    /// (`learnerAckMinEntries`). Each append in flight carries an entry at least, so that many
+    /// more messages bound it. It depends on what is in flight: asked again before each send.
     func window(of peer: NodeID) -> (inflight: Int, entries: Int) {
         guard membership.isLearner(peer) else { return (config.maxInflightMessages, config.maxEntriesPerMessage) }
         var inflight = config.maxInflightLearnerMessages
         if let pr = progress[peer], pr.state == .replicate, !pr.inflight.isEmpty,
-           pr.nextIndex - 1 - min(pr.matchIndex, pr.nextIndex - 1) <= UInt64(config.learnerSecondAppendMaxEntries) {
-            inflight += 1
+           pr.nextIndex - 1 - min(pr.matchIndex, pr.nextIndex - 1) <= UInt64(config.learnerSmallAppendsMaxEntries) {
+            inflight += config.learnerSmallAppendsMaxEntries
         }
         return (inflight, config.maxEntriesPerLearnerMessage)
     }
@@ -289,7 +291,7 @@ extension RaftNode {
             prevIndex = commitIndex
             prevTerm = log.term(at: commitIndex) ?? 0
             if entries.isEmpty {
-                send(leader, .appendEntriesResponse(AppendEntriesResponse(success: true, index: commitIndex)))
+                acknowledgeAppend(to: leader, index: commitIndex, entries: 0)
                 return
             }
             assert(entries[0].index == prevIndex + 1)
@@ -302,6 +304,7 @@ extension RaftNode {
             } else {
                 hint.conflictIndex = log.lastIndex + 1
             }
+            flushDeferredAck()
             send(leader, .appendEntriesResponse(hint))
             return
         }
@@ -317,6 +320,6 @@ extension RaftNode {
         }
         let lastNew = prevIndex + UInt64(entries.count)
         commitIndex = max(commitIndex, min(a.commit, lastNew))
-        send(leader, .appendEntriesResponse(AppendEntriesResponse(success: true, index: lastNew)))
+        acknowledgeAppend(to: leader, index: lastNew, entries: entries.count)
     }
 }

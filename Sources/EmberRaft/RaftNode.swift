@@ -57,6 +57,8 @@ public struct RaftNode: Sendable {
     var leaderDurable: (term: UInt64, index: UInt64) = (0, 0)
     /// Leader: the durable index last announced with `.leaderDurable`.
     var announcedDurable: UInt64 = 0
+    /// Learner: a successful answer held back to go with a later one (RaftNode+LearnerAck).
+    var deferredAck: DeferredAck?
     /// Follower: commit index advances made by `inferCommit` (status only; not persisted).
     public internal(set) var inferredCommits: UInt64 = 0
 

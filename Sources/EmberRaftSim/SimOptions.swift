@@ -109,16 +109,25 @@ public struct SimOptions: Sendable, Hashable {
         // Its own stream: every other draw stays what it was for each seed.
         var lazyRng = SplitMix64(seed: seed ^ 0x1A2_5EED)
         o.learnersSyncLazily = lazyRng.below(2) == 0
-        o.raft.learnerSecondAppendMaxEntries = Self.drawLearnerSecondAppend(seed: seed)
+        o.raft.learnerSmallAppendsMaxEntries = Self.drawLearnerSmallAppends(seed: seed)
+        o.raft.learnerAckMinEntries = Self.drawLearnerAckMinEntries(seed: seed)
         return o
     }
 
-    /// A learner's second append in flight (`RaftConfig.learnerSecondAppendMaxEntries`): never,
-    /// for one-entry appends only, or the default; from a stream of its own, so every other
-    /// draw of a seed stays what it was.
-    static func drawLearnerSecondAppend(seed: UInt64) -> Int {
+    /// How many entries a learner answers at once (`RaftConfig.learnerAckMinEntries`): every
+    /// append, 2, 4 or the default (32: most answers then go on a tick or before a heartbeat's
+    /// answer, and above the leader's small-appends window when that is 0 or 1); its own stream.
+    static func drawLearnerAckMinEntries(seed: UInt64) -> Int {
+        var rng = SplitMix64(seed: seed ^ 0xAC_4ED5)
+        return [0, 2, 4, RaftConfig.defaultLearnerAckMinEntries][rng.below(4)]
+    }
+
+    /// Small appends in flight to a learner (`RaftConfig.learnerSmallAppendsMaxEntries`): none
+    /// beyond the window, one, or the default; from a stream of its own, so every other draw of
+    /// a seed stays what it was.
+    static func drawLearnerSmallAppends(seed: UInt64) -> Int {
         var rng = SplitMix64(seed: seed ^ 0x25EC_0A99)
-        return [0, 1, RaftConfig.defaultLearnerSecondAppendMaxEntries][rng.below(3)]
+        return [0, 1, RaftConfig.defaultLearnerSmallAppendsMaxEntries][rng.below(3)]
     }
 
     /// The leader-churn profile with learners changing (and being promoted) all the time.
@@ -134,7 +143,8 @@ public struct SimOptions: Sendable, Hashable {
         o.raft.maxEntriesPerLearnerMessage = [1, 8][rng.below(2)]
         var lazyRng = SplitMix64(seed: seed ^ 0x1A2_5EED)
         o.learnersSyncLazily = lazyRng.below(2) == 0
-        o.raft.learnerSecondAppendMaxEntries = Self.drawLearnerSecondAppend(seed: seed)
+        o.raft.learnerSmallAppendsMaxEntries = Self.drawLearnerSmallAppends(seed: seed)
+        o.raft.learnerAckMinEntries = Self.drawLearnerAckMinEntries(seed: seed)
         return o
     }
 

@@ -111,8 +111,8 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
     }
 
     @Test func learnerHasOneAppendInFlightAndGetsWhatCommittedMeanwhileInTheNext() {
-        // No second append (the next test): the base window alone.
-        var c = clusterWithLearner { $0.learnerSecondAppendMaxEntries = 0 }
+        // No small appends beyond it (the next test), each append answered: the base window alone.
+        var c = clusterWithLearner { $0.learnerSmallAppendsMaxEntries = 0; $0.learnerAckMinEntries = 0 }
         var held: [Message] = [], sent: [AppendEntries] = []
         c.propose("n1", "w0")
         deliverHoldingLearnerAcks(&c, &held, &sent)
@@ -139,48 +139,44 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
     }
 
     /// Issue 38: while few entries are in flight to a learner, what commits meanwhile goes at
-    /// once in a second append (with one in flight it waited for the answer, which its leader
-    /// takes only between its own writes); a third waits. With more than
-    /// `learnerSecondAppendMaxEntries` in flight nothing more goes until the answer: under load
-    /// a learner's batches stay self-clocked.
-    @Test func aLearnerGetsASecondAppendWhileFewEntriesAreInFlight() {
-        var c = clusterWithLearner { $0.learnerSecondAppendMaxEntries = 4 }
+    /// once in another append (with one in flight it waited for the answer, which its leader
+    /// takes only between its own writes, and which a learner gives for several appends
+    /// together). With more than `learnerSmallAppendsMaxEntries` in flight nothing more goes
+    /// until an answer: under load a learner's batches stay self-clocked.
+    @Test func aLearnerGetsSmallAppendsWhileFewEntriesAreInFlight() {
+        var c = clusterWithLearner { $0.learnerSmallAppendsMaxEntries = 4; $0.learnerAckMinEntries = 0 }
         var held: [Message] = [], sent: [AppendEntries] = []
-        c.propose("n1", "w0")
-        deliverHoldingLearnerAcks(&c, &held, &sent)
-        c.propose("n1", "w1")
-        deliverHoldingLearnerAcks(&c, &held, &sent)
-        // w0 unanswered: w1 went at once, in a second append.
-        #expect(sent.map(\.entries.count) == [1, 1])
-        #expect(c["n1"].progress["n4"]?.inflight.count == 2)
-        for i in 2..<8 {
+        for i in 0..<8 {
             c.propose("n1", "w\(i)")
             deliverHoldingLearnerAcks(&c, &held, &sent)
         }
-        // Two in flight: the six commits after them wait.
-        #expect(sent.count == 2)
-        #expect(c.payloads("n4").suffix(2) == ["w0", "w1"])
-        // The first answer frees a slot (one entry in flight): the six go in one append; the
-        // second answer leaves six in flight, more than four: nothing more goes.
+        // w0 to w4 went at once, one append each; then five entries were in flight, more
+        // than four: w5 to w7 wait.
+        #expect(sent.map(\.entries.count) == [1, 1, 1, 1, 1])
+        #expect(c["n1"].progress["n4"]?.inflight.count == 5)
+        #expect(c.payloads("n4").suffix(5) == ["w0", "w1", "w2", "w3", "w4"])
+        // The first answer leaves four in flight: the three go in one append.
         release(&c, &held)
         deliverHoldingLearnerAcks(&c, &held, &sent)
-        #expect(sent.count == 3 && sent[2].entries.count == 6 && sent[2].entries.last?.index == c["n1"].commitIndex)
-        c.propose("n1", "w8")
-        deliverHoldingLearnerAcks(&c, &held, &sent)
-        #expect(sent.count == 3)
-        #expect(c["n1"].progress["n4"]?.inflight.count == 1)
-        // Its answer: w8 goes.
+        #expect(sent.count == 6 && sent[5].entries.count == 3 && sent[5].entries.last?.index == c["n1"].commitIndex)
+        // Three in flight: w8 and w9 go at once, then five are: w10 waits for an answer.
+        for i in 8..<11 {
+            c.propose("n1", "w\(i)")
+            deliverHoldingLearnerAcks(&c, &held, &sent)
+        }
+        #expect(sent.count == 8)
+        #expect(c["n1"].progress["n4"]?.inflight.count == 3)
         release(&c, &held)
         deliverHoldingLearnerAcks(&c, &held, &sent)
-        #expect(sent.count == 4 && sent[3].entries.map(\.index) == [c["n1"].commitIndex])
+        #expect(sent.count == 9 && sent[8].entries.map(\.index) == [c["n1"].commitIndex])
         release(&c, &held)
         c.deliverAll()
-        #expect(c.payloads("n4") == ["a0", "a1", "a2"] + (0..<9).map { "w\($0)" })
+        #expect(c.payloads("n4") == ["a0", "a1", "a2"] + (0..<11).map { "w\($0)" })
         #expect(c["n1"].progress["n4"]?.matchIndex == c["n1"].commitIndex)
     }
 
     @Test func aLearnersBatchIsBoundedByItsOwnEntryLimit() {
-        var c = clusterWithLearner { $0.maxEntriesPerLearnerMessage = 4; $0.learnerSecondAppendMaxEntries = 0 }
+        var c = clusterWithLearner { $0.maxEntriesPerLearnerMessage = 4; $0.learnerSmallAppendsMaxEntries = 0; $0.learnerAckMinEntries = 0 }
         var held: [Message] = [], sent: [AppendEntries] = []
         c.propose("n1", "w0")
         deliverHoldingLearnerAcks(&c, &held, &sent)
@@ -195,6 +191,84 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
         }
         #expect(sent.map(\.entries.count) == [1, 4, 4, 2])
         #expect(c.payloads("n4") == ["a0", "a1", "a2"] + (0..<11).map { "w\($0)" })
+    }
+
+    /// Issue 38: a learner answers its small appends together (`learnerAckMinEntries`), so at a
+    /// low write rate the leader handles one answer per several commits instead of one each;
+    /// the leader meanwhile keeps sending each commit at once (`learnerSmallAppendsMaxEntries`).
+    @Test func aLearnerAnswersSmallAppendsTogether() {
+        var c = clusterWithLearner { $0.learnerAckMinEntries = 4 }
+        var answers: [AppendEntriesResponse] = [], sent: [AppendEntries] = []
+        func deliver(_ c: inout TestCluster) {
+            c.deliverAll { m in
+                if m.to == "n4", case .appendEntries(let a) = m.payload, !a.entries.isEmpty { sent.append(a) }
+                if m.from == "n4", case .appendEntriesResponse(let r) = m.payload { answers.append(r) }
+                return true
+            }
+        }
+        for i in 0..<3 {
+            c.propose("n1", "w\(i)")
+            deliver(&c)
+        }
+        // Each commit went at once, none was answered yet.
+        #expect(sent.map(\.entries.count) == [1, 1, 1])
+        #expect(answers.isEmpty)
+        #expect(c.payloads("n4").suffix(3) == ["w0", "w1", "w2"])
+        #expect(c["n1"].progress["n4"]?.inflight.count == 3)
+        // The fourth: one answer for all four.
+        c.propose("n1", "w3")
+        deliver(&c)
+        #expect(sent.count == 4)
+        #expect(answers.map(\.index) == [c["n1"].commitIndex] && answers.allSatisfy(\.success))
+        #expect(c["n1"].progress["n4"]?.matchIndex == c["n1"].commitIndex)
+        #expect(c["n1"].progress["n4"]?.inflight.isEmpty == true)
+    }
+
+    /// A held answer goes on the learner's next tick, or before its answer to the leader's next
+    /// heartbeat (which restarts a pipeline without progress): the leader hears of every entry.
+    @Test func aLearnersHeldAnswerGoesOnItsTickOrBeforeItsHeartbeatAnswer() {
+        var c = clusterWithLearner()  // the default: 32 entries
+        c.propose("n1", "w0")
+        c.deliverAll()
+        let commit = c["n1"].commitIndex
+        #expect(c.payloads("n4").last == "w0")
+        #expect(c["n1"].progress["n4"]?.matchIndex == commit - 1)
+        let onTick = c.step("n4", .tick).messages
+        #expect(onTick.count == 1)
+        if case .appendEntriesResponse(let r) = onTick.first?.payload { #expect(r.success && r.index == commit) } else { Issue.record("no answer on the tick: \(onTick)") }
+        c.deliverAll()
+        #expect(c["n1"].progress["n4"]?.matchIndex == commit)
+
+        c.propose("n1", "w1")
+        c.deliverAll()
+        let heartbeat = Message(from: "n1", to: "n4", term: c["n1"].term, payload: .heartbeat(commit: commit, readContext: 0))
+        let kinds = c.step("n4", .receive(heartbeat)).messages.map { m -> String in
+            switch m.payload {
+            case .appendEntriesResponse(let r): return "ack \(r.index)"
+            case .heartbeatResponse: return "heartbeat"
+            default: return "other"
+            }
+        }
+        #expect(kinds == ["ack \(commit + 1)", "heartbeat"])
+    }
+
+    /// A voter (a promoted learner holding its promotion) answers every append at once: the
+    /// commit quorum counts its answers.
+    @Test func aPromotedLearnerAnswersEveryAppendAtOnce() {
+        var c = clusterWithLearner()
+        #expect(accepted(c.step("n1", .proposeConfigChange(.promoteLearner("n4")))))
+        c.deliverAll()
+        #expect(!c["n4"].isLearner)
+        for i in 0..<3 {
+            c.propose("n1", "v\(i)")
+            var answered = false
+            c.deliverAll { m in
+                if m.from == "n4", case .appendEntriesResponse(let r) = m.payload, r.success { answered = true }
+                return true
+            }
+            #expect(answered)
+            #expect(c["n1"].progress["n4"]?.matchIndex == c["n1"].log.lastIndex)
+        }
     }
 
     @Test func losingTheLearnerDoesNotStopCommits() {
@@ -287,7 +361,8 @@ private func votingMessages(_ actions: [Action]) -> [Message] {
     /// The leader counts it toward the commit quorum only from the promotion on (the simulator
     /// committed an entry on such an acknowledgement, held durably by 2 of the 4 voters).
     @Test func aPromotedLearnerCountsTowardCommitOnlyOnceItHoldsItsPromotion() {
-        var c = clusterWithLearner { $0.maxEntriesPerMessage = 1 }
+        // Every append answered at once: the learner's answer to the entry is in this step.
+        var c = clusterWithLearner { $0.maxEntriesPerMessage = 1; $0.learnerAckMinEntries = 0 }
         c.isolate("n3")
         let before = c["n1"].commitIndex
         c.propose("n1", "before-promotion")
