@@ -95,44 +95,24 @@ struct Applier {
             if case .advance = op { result.triggerReach = .cursors }
             return result
         case .set(let path, let json, let cond):
-            result.triggerReach = .none
-            let key = preKeys?[0] ?? EncodedPath(ns, path)
-            assert(key.bytes == EncodedPath(ns, path).bytes, "a prebuilt key is the set's path's")
-            // Every set (issue 38: a learner's and a follower's apply): what it replaces, read
-            // with one cursor positioning, and its record put through that cursor — one B-tree
-            // descent for the common overwrite of a leaf instead of a point read and a put.
-            // The replay's path, whose state matches the write path's (`ArchiveReplayTests`).
-            // The replay: its parent's cursor, kept open (`ReplayCursors`).
-            let parent = path.isRoot ? nil : try replayCursors?.parent(of: key)
-            let probe = try tables.probeWrite(t, key, using: parent?.cursor)
-            defer { if parent == nil { probe?.cursor.close() } }
-            let (old, oldLeafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: key.bytes)
-            let node: Node
-            if let prebuilt { node = prebuilt[0] } else {
-                node = try Self.resolve(json, existing: old, depth: path.count, now: e.timestamp)
-            }
-            // Rules before the condition: a denied writer learns nothing about the current value.
-            guard try permits(e, base: path, parts: [(path, node)], isUpdate: false) else {
+            switch try applySet(e, path: path, json: json, condition: cond, key: preKeys?[0], prebuilt: prebuilt) {
+            case .denied:
+                result.triggerReach = .none
                 result.outcome = .denied
-                return result
-            }
-            if let cond, let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
+            case .conditionFailed(let old, let failed):
+                result.triggerReach = .none
                 result.outcome = .conditionFailed(current: old, version: failed)
                 result.value = old
                 result.version = failed
-                return result
+            case .applied(let changed, let node, let reach):
+                result.triggerReach = reach
+                result.outcome = .applied(changed: changed)
+                if replaying { return result }
+                result.value = node
+                if changed { result.changeSet.changes = [(path, node)] }
+                // The write put at[path] = this index, the largest there is.
+                result.version = changed ? e.index : try version(ns, path)
             }
-            let capture = try captureTriggers(ns, parts: [(path, old)])
-            // Nothing changed the tree since the probe: what it found above the key holds.
-            let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index,
-                                    probed: probe, parent: parent)
-            if changed, let capture { result.triggerReach = try recordTriggers(e, capture, parts: [(path, node)]) }
-            result.outcome = .applied(changed: changed)
-            if replaying { return result }
-            result.value = node
-            if changed { result.changeSet.changes = [(path, node)] }
-            // The write put at[path] = this index, the largest there is.
-            result.version = changed ? e.index : try version(ns, path)
             return result
         case .update(let path, let parts, let cond):
             try applyUpdate(e, path: path, rels: parts.map(\.0), cond: cond, prebuilt: prebuilt, keys: preKeys, into: &result) { i, old, abs in
@@ -257,9 +237,11 @@ struct Applier {
     /// `oldLeafRecord`: `old` is a leaf read from its own record at `key` (`readNodeRecord`).
     /// `probed`: `old` as `Tables.probeWrite` found it, with the tree unchanged since.
     /// `parent`: the replay's entry for the path's parent (`ReplayCursors`), or nil.
+    /// `leafRecord`: `node`'s leaf record with version `index`, built off the writer thread
+    /// (`ReplayPrepared.leafRecord`), or nil.
     mutating func write(ns: String, path: Path, key encoded: EncodedPath, node: Node, old: Node,
                         oldLeafRecord: Bool = false, index: UInt64, probed: WriteProbe? = nil,
-                        parent: ReplayCursors.Parent? = nil) throws -> Bool {
+                        parent: ReplayCursors.Parent? = nil, leafRecord prebuiltRecord: [UInt8]? = nil) throws -> Bool {
         let key = encoded.bytes
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
         var leafAncestor: (key: [UInt8], record: [UInt8])? = nil
@@ -318,7 +300,8 @@ struct Applier {
                 try t.delete(tables.treeS, pk)
             }
         } else if ownVersion, let leaf = node.leaf {
-            let record = TreeRecord.leaf(leaf, node.priority, version: index)
+            let record = prebuiltRecord ?? TreeRecord.leaf(leaf, node.priority, version: index)
+            assert(record == TreeRecord.leaf(leaf, node.priority, version: index), "a prebuilt leaf record is the node's")
             if let positioned { try positioned.put(key, record, append: probed!.pastEnd) } else if rows != nil { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
         } else if let inline {
             if let positioned { try positioned.put(key, inline, append: probed!.pastEnd) } else if rows != nil { try t.putOrdered(tables.treeS, key, inline) } else { try t.put(tables.treeS, key, inline) }
@@ -332,7 +315,7 @@ struct Applier {
         try t.deletePrefix(tables.verS, key, excludingExact: !ownVersion, using: try replayCursors?.verCursor())
         if !ownVersion { try tables.putVersion(t, key, sub: index, at: index) }
         if let pending {
-            pending.wroteAt(key)
+            pending.wroteAt(key, depth: path.count)
             // The replay: the parent's ancestors' slots, kept from its last write while no slot
             // left the table since (`PendingVersions.generation`).
             if let parent, parent.generation == pending.generation, parent.chain.count == path.count {

@@ -74,6 +74,9 @@ final class PendingVersions {
     /// Bumped whenever slots leave the table (`wroteAt` dropping some, `flush`): slots kept
     /// outside it (`ReplayCursors.Parent.chain`) are stale once it moved.
     private(set) var generation: UInt64 = 0
+    /// The most levels one `raiseAncestors` raised since the table was last empty: every slot
+    /// has fewer segments, so a key with this many or more is no slot (`wroteAt`'s filter).
+    private var maxLevels = 0
 
     /// The ancestors' slots of the last `raiseAncestors` (by level) and that write's key: the
     /// next write mostly shares its upper ancestors (a collection and its parents), whose slots
@@ -100,6 +103,7 @@ final class PendingVersions {
     /// Raises the `levels` first ancestors of `key` (level 0: the namespace root) to `index`:
     /// `raise` of each, with the levels it shares with the previous call's key raised in place.
     func raiseAncestors(of key: EncodedPath, levels: Int, to index: UInt64) {
+        maxLevels = max(maxLevels, levels)
         var level = 0
         if let last = chainKey {
             // Ancestors at a level are equal when their ends are and the keys agree up to it.
@@ -134,9 +138,10 @@ final class PendingVersions {
     /// A write at `key` put its own record (its index, the newest) and deleted every record below
     /// it, so pending raises at or below `key` are void. Anything pending below `key` is an
     /// ancestor of an earlier write, which makes `key` one too: unless `key` is pending, there is
-    /// nothing to drop (the common case costs one lookup).
-    func wroteAt(_ key: [UInt8]) {
-        guard sub[Key(bytes: key[...])] != nil else { return }
+    /// nothing to drop (the common case costs one lookup, none when `key` (of `depth` segments)
+    /// is at least as deep as every write so far: a replayed window's writes).
+    func wroteAt(_ key: [UInt8], depth: Int) {
+        guard depth < maxLevels, sub[Key(bytes: key[...])] != nil else { return }
         sub = sub.filter { !$0.key.bytes.starts(with: key) }
         generation &+= 1
         forgetChain()
@@ -149,6 +154,7 @@ final class PendingVersions {
             try tables.putVersion(t, key, sub: max(r.sub, slot.sub), at: r.at)
         }
         sub.removeAll(keepingCapacity: true)
+        maxLevels = 0
         generation &+= 1
         forgetChain()
     }

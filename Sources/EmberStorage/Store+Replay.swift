@@ -22,12 +22,19 @@ extension EmberStore {
     }
 
     /// What the restore's decoding side builds for an entry, so the writer thread (the replay's
-    /// bottleneck: ~70 % of a restore's CPU) does not: its nodes (`replayNodes`) and the tree
-    /// keys of a set's path or an update's parts (`EncodedPath`, in the operation's order).
+    /// bottleneck: ~70 % of a restore's CPU) does not: its nodes (`replayNodes`), the tree
+    /// keys of a set's path or an update's parts (`EncodedPath`, in the operation's order), and
+    /// a set's leaf record (`TreeRecord.leaf` at the entry's index).
     static func replayPrepared(_ e: LogEntry) -> ReplayPrepared {
         switch e.operation {
         case .set(let path, _, _):
-            return ReplayPrepared(nodes: replayNodes(e.operation), keys: [EncodedPath(e.namespace, path)])
+            let nodes = replayNodes(e.operation)
+            // A leaf written at its own (non-root) path: its record, at this entry's index.
+            var record: [UInt8]? = nil
+            if !path.isRoot, let node = nodes?.first, let leaf = node.leaf {
+                record = TreeRecord.leaf(leaf, node.priority, version: e.index)
+            }
+            return ReplayPrepared(nodes: nodes, keys: [EncodedPath(e.namespace, path)], leafRecord: record)
         case .update(let path, let parts, _):
             return ReplayPrepared(nodes: replayNodes(e.operation), keys: parts.map { EncodedPath(e.namespace, path.appending($0.0)) })
         default:
@@ -73,6 +80,9 @@ extension EmberStore {
 struct ReplayPrepared: Sendable {
     var nodes: [Node]?
     var keys: [EncodedPath]?
+    /// A set of a leaf at a non-root path: its tree record with the entry's index as version
+    /// (what `Applier.write` puts for it).
+    var leafRecord: [UInt8]? = nil
 }
 
 extension Writer {
@@ -92,11 +102,21 @@ extension Writer {
         try withApplyRetry { mode in
             ts = lastTimestamp
             try writeTxn { t in
-                // `.flat`: one Applier for the whole transaction, in its restore-only replay mode.
-                try withEntryApplier(t, mode: mode, replaying: true) { apply in
-                    for (k, e) in entries.enumerated() {
-                        _ = try apply(e, prepared?[k].nodes, prepared?[k].keys)
-                        ts = max(ts, e.timestamp)
+                if mode == .flat {
+                    // One Applier for the whole transaction, in its restore-only replay mode
+                    // (`Applier.replay`: no results built).
+                    try withFlatApplier(t, replaying: true) { ap in
+                        for (k, e) in entries.enumerated() {
+                            try ap.replay(e, prepared?[k])
+                            ts = max(ts, e.timestamp)
+                        }
+                    }
+                } else {
+                    try withEntryApplier(t, mode: mode) { apply in
+                        for (k, e) in entries.enumerated() {
+                            _ = try apply(e, prepared?[k].nodes, prepared?[k].keys)
+                            ts = max(ts, e.timestamp)
+                        }
                     }
                 }
                 try pendingVersions?.flush(tables, t)
