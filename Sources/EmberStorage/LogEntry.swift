@@ -225,38 +225,34 @@ public struct LogEntry: Sendable, Equatable {
     /// member cannot decode: read up to the operation's tags, no more. An entry this cannot
     /// read is not one (the apply refuses it anyway).
     public static func isTriggerAdvance(_ bytes: [UInt8]) -> Bool {
-        var r = ByteReader(bytes)
-        do {
-            let format = try r.u8()
-            guard format == 1 || format == 2 else { return false }
-            _ = try r.u64(); _ = try r.u64(); _ = try r.i64()
-            _ = try r.string()
-            if format == 2 {
-                let auth = try r.u8()
-                if auth == 2 { _ = try r.json() }
-            }
-            return try r.u8() == triggersTag && r.u8() == 7
-        } catch {
-            return false
-        }
+        guard var r = readerAtOperation(bytes) else { return false }
+        return (try? r.u8() == triggersTag && r.u8() == 7) ?? false
     }
 
     /// Whether an encoded entry is an `updateText` entry (peer level 5), which a member of an
     /// older build cannot decode: read up to the operation's tag, no more.
     public static func isUpdateText(_ bytes: [UInt8]) -> Bool {
+        guard var r = readerAtOperation(bytes) else { return false }
+        return (try? r.u8() == updateTextTag) ?? false
+    }
+
+    /// A reader past an encoded entry's header (format, index, term, timestamp, namespace and,
+    /// in format 2, the writer's auth), at its operation's tag: what the peer-level gates look
+    /// at without decoding the rest. Nil when the header cannot be read.
+    private static func readerAtOperation(_ bytes: [UInt8]) -> ByteReader? {
         var r = ByteReader(bytes)
         do {
             let format = try r.u8()
-            guard format == 1 || format == 2 else { return false }
+            guard format == 1 || format == 2 else { return nil }
             _ = try r.u64(); _ = try r.u64(); _ = try r.i64()
             _ = try r.string()
             if format == 2 {
                 let auth = try r.u8()
                 if auth == 2 { _ = try r.json() }
             }
-            return try r.u8() == updateTextTag
+            return r
         } catch {
-            return false
+            return nil
         }
     }
 
