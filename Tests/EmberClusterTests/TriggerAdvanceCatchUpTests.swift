@@ -123,6 +123,12 @@ import EmberTestSupport
 
         // It was never sent an advance entry: it installed a snapshot at or past the last one, and
         // its logs start after it (without the gate it replicated the leader's log from index 1).
+        // The host publishes its Raft status at the end of a turn, after the store may already
+        // have applied what followed the snapshot: wait for the status, not only the store.
+        let statusDeadline = ContinuousClock.now + .seconds(60)
+        while wiped.host.status.snapshotIndex < lastAdvance && ContinuousClock.now < statusDeadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         #expect(wiped.host.status.snapshotIndex >= lastAdvance)
         #expect(wiped.local.storage.firstLogIndex > lastAdvance)
         #expect(!(try Self.storedLog(wiped)).contains(where: Self.isAdvance))

@@ -59,6 +59,12 @@ import EmberTestSupport
         }
         #expect(same)
         // It was never sent a text entry: a snapshot at or past the last one, its log after it.
+        // The host publishes its Raft status at the end of a turn, after the store may already
+        // have applied what followed the snapshot: wait for the status, not only the store.
+        let statusDeadline = ContinuousClock.now + .seconds(60)
+        while wiped.host.status.snapshotIndex < lastText && ContinuousClock.now < statusDeadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         #expect(wiped.host.status.snapshotIndex >= lastText)
         #expect(wiped.local.storage.firstLogIndex > lastText)
         #expect(!(try TriggerAdvanceCatchUpTests.storedLog(wiped)).contains(where: Self.isText))
