@@ -24,6 +24,30 @@ import EmberTestSupport
     }
 
     /// Every entry of a member's stored log, from its first index.
+    /// Waits (up to 60 s) until `a` and `b` read the same applied index, then expects their state
+    /// hashes there equal: a trigger worker may log entries meanwhile, so compare only once both
+    /// stand at one index.
+    static func expectSameState(_ a: ReplicatedDataStore, _ b: ReplicatedDataStore) async throws {
+        var same = false
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !same && ContinuousClock.now < deadline {
+            let (ia, ha) = try a.local.storage.stateHashAtApplied()
+            let (ib, hb) = try b.local.storage.stateHashAtApplied()
+            if ia == ib { #expect(ha == hb); same = true } else { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(same)
+    }
+
+    /// Waits (up to 60 s) until `n`'s published Raft status shows a snapshot at or past `index`.
+    /// The host publishes its status at the end of a turn, after the store may already have
+    /// applied what followed the snapshot: a test waits for the status, not only the store.
+    static func awaitSnapshotStatus(_ n: ReplicatedDataStore, atLeast index: UInt64) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while n.host.status.snapshotIndex < index && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     static func storedLog(_ n: ReplicatedDataStore) throws -> [EmberStorage.LogEntry] {
         let store = n.local.storage
         var out: [EmberStorage.LogEntry] = []
@@ -110,25 +134,13 @@ import EmberTestSupport
 
         // The same state as the leader's at the same applied index (the trigger worker may log
         // entries meanwhile: compare once both read the same index).
-        var same = false
-        let hashDeadline = ContinuousClock.now + .seconds(60)
-        while !same && ContinuousClock.now < hashDeadline {
-            let (a, ha) = try leader.local.storage.stateHashAtApplied()
-            let (b, hb) = try wiped.local.storage.stateHashAtApplied()
-            if a == b { #expect(ha == hb); same = true } else { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        #expect(same)
+        try await Self.expectSameState(leader, wiped)
         #expect(try wiped.ports.triggers?.state(namespace: "t", trigger: "a")?.cursor
                 == (try leader.ports.triggers?.state(namespace: "t", trigger: "a")?.cursor))
 
         // It was never sent an advance entry: it installed a snapshot at or past the last one, and
         // its logs start after it (without the gate it replicated the leader's log from index 1).
-        // The host publishes its Raft status at the end of a turn, after the store may already
-        // have applied what followed the snapshot: wait for the status, not only the store.
-        let statusDeadline = ContinuousClock.now + .seconds(60)
-        while wiped.host.status.snapshotIndex < lastAdvance && ContinuousClock.now < statusDeadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await Self.awaitSnapshotStatus(wiped, atLeast: lastAdvance)
         #expect(wiped.host.status.snapshotIndex >= lastAdvance)
         #expect(wiped.local.storage.firstLogIndex > lastAdvance)
         #expect(!(try Self.storedLog(wiped)).contains(where: Self.isAdvance))

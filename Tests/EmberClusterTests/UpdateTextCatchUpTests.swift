@@ -50,21 +50,9 @@ import EmberTestSupport
         let deadline = ContinuousClock.now + .seconds(60)
         while wiped.appliedIndex < after && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(wiped.appliedIndex >= after)
-        var same = false
-        let hashDeadline = ContinuousClock.now + .seconds(60)
-        while !same && ContinuousClock.now < hashDeadline {
-            let (a, ha) = try leader.local.storage.stateHashAtApplied()
-            let (b, hb) = try wiped.local.storage.stateHashAtApplied()
-            if a == b { #expect(ha == hb); same = true } else { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        #expect(same)
+        try await TriggerAdvanceCatchUpTests.expectSameState(leader, wiped)
         // It was never sent a text entry: a snapshot at or past the last one, its log after it.
-        // The host publishes its Raft status at the end of a turn, after the store may already
-        // have applied what followed the snapshot: wait for the status, not only the store.
-        let statusDeadline = ContinuousClock.now + .seconds(60)
-        while wiped.host.status.snapshotIndex < lastText && ContinuousClock.now < statusDeadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await TriggerAdvanceCatchUpTests.awaitSnapshotStatus(wiped, atLeast: lastText)
         #expect(wiped.host.status.snapshotIndex >= lastText)
         #expect(wiped.local.storage.firstLogIndex > lastText)
         #expect(!(try TriggerAdvanceCatchUpTests.storedLog(wiped)).contains(where: Self.isText))
