@@ -44,7 +44,9 @@ extension Applier {
     /// to the group's shared change record for the entry, whatever the number of triggers in it
     /// (`TriggerChangeLog`); a feed's go to its own rows. Triggers on one pattern share the diff.
     /// With `compactTriggers`, a group's record whose events are all locations the write created
-    /// whole is stored compact (`TriggerCompactRecord`): no value converted or encoded.
+    /// whole is stored compact (`TriggerCompactRecord`): no value converted or encoded; but
+    /// full for a group whose triggers leave their records past the log's retention
+    /// (`fullTriggerGroups`), which compaction would make full anyway.
     /// Returns the groups that got events (which delivery lanes the commit wakes).
     func recordTriggers(_ e: LogEntry, _ capture: TriggerCapture, parts: [(Path, Node)]) throws -> TriggerReach {
         let (authType, authID) = Self.triggerAuth(e.auth)
@@ -77,7 +79,8 @@ extension Applier {
                 var fired = 0
                 var compactEvents: [TriggerCompactRecord.Event] = []
                 var after: [Node] = []
-                var fits = compact
+                var fits = compact && (fullTriggerGroups.isEmpty
+                    || !fullTriggerGroups.contains(TriggerTails.Key(ns: e.namespace, group: def.group)))
                 for c in changes {
                     guard let type = def.firedType(for: c.kind) else { continue }
                     fired += 1
@@ -155,9 +158,10 @@ extension Applier {
         // States and the summary are rewritten below.
         tails?.forget(ns, group)
         var members: [(TriggerDefinition, TriggerState)] = []
-        var skipping: [Int] = []
+        var skipping: [(member: Int, passed: Bool)] = []
         for d in triggers[ns]?.definitions ?? [] where !d.feed && d.group == group {
             guard var st = try tables.triggerState(t, ns, d.name), st.group == group else { continue }
+            var passed = false
             if st.keepThrough == 0 {
                 let records = st.pending + at.records - min(at.records, st.doneRecords)
                 let bytes = st.pendingBytes + at.bytes - min(at.bytes, st.doneBytes)
@@ -173,21 +177,34 @@ extension Applier {
                 st.keepBytes = keep.bytes
                 st.keepEvents = keep.events
                 if st.gapFirst == 0 { st.gapFirst = e.index }
+                passed = true
             }
-            skipping.append(members.count)
+            skipping.append((members.count, passed))
             members.append((d, st))
         }
         let kept = members.count > skipping.count
         if kept { try t.put(tables.meta, key, record) }
-        for k in skipping {
+        for (k, passed) in skipping {
             // A record kept for the others counts its events and the skip (`folded`); without
-            // one they are counted here.
+            // one they are counted here. A state neither is unchanged: not rewritten.
             if !kept {
                 members[k].1.events += UInt64(count)
                 members[k].1.skipped += UInt64(count)
                 members[k].1.gapLast = e.index
+            } else if !passed {
+                continue
             }
             try tables.putTriggerState(t, ns, members[k].0.name, members[k].1)
+        }
+        if !kept && !skipping.isEmpty && !skipping.contains(where: \.passed) {
+            // Every trigger of the group was past its limit already (a paused one, say, once
+            // its backlog reached it): no record, no hold moved, so `refresh` would delete
+            // nothing and write the summary as it is (no trigger keeps records: no headroom).
+            // Each write of the group then costs its triggers' counts only, not the summary's
+            // rewrite and the stream's walk; the tail stays for the batch's next write.
+            assert(summary.allowRecords == 0 && summary.allowBytes == 0, "a group whose triggers all skip has no headroom")
+            tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: last))
+            return
         }
         try TriggerChangeLog.refresh(tables, t, ns, group, members: members)
     }

@@ -33,10 +33,13 @@ struct Applier {
     /// `replaying` by `Writer.withFlatApplier`, which closes them.
     var replayCursors: ReplayCursors?
     /// Every entry this Applier applies stays in the store's log until its compaction expands
-    /// the compact trigger records that name it (`Writer.expandCompactTriggerRecords`): a
+    /// the compact trigger records that name it (`TriggerChangeLog.expandCompacted`): a
     /// group's record may be stored compact (`TriggerCompactRecord`). Set by the writer for a
     /// cluster member's logged applies only (a single node and a learner keep no log rows).
     var compactTriggers = false
+    /// Groups whose records go full even with `compactTriggers`: the last compaction had to keep
+    /// their records (`Writer.triggerGroupsBehind`), so a compact one would be expanded later.
+    var fullTriggerGroups: Set<TriggerTails.Key> = []
 
     init(tables: Tables, txn: Txn, defsCache: [String: [IndexDef]] = [:], rules: RulesState = RulesState(),
          pending: PendingVersions? = nil, triggers: [String: TriggerSet] = [:], tails: TriggerTails? = nil) {

@@ -91,6 +91,9 @@ public struct StorageMetrics: Sendable, Equatable {
     public var pendingWrites: Int = 0
     /// Log entries removed by compaction.
     public var compactedEntries: UInt64 = 0
+    /// Compact trigger change records made full because compaction deleted their entries
+    /// (`TriggerChangeLog.expandCompacted`): each one a record written twice.
+    public var triggerRecordsExpanded: UInt64 = 0
     /// Index entries visited by indexed queries (shows that a limited query reads few).
     public var queryIndexEntriesScanned: UInt64 = 0
     /// Writer time inside write transactions before their commit (applying entries), and inside

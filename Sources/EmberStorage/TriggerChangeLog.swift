@@ -116,38 +116,51 @@ enum TriggerChangeLog {
 
     // MARK: - Compact records
 
-    /// Makes every compact record of the entries `from...through` full (`TriggerCompactRecord`),
-    /// in `t`, before log compaction deletes those entries: each group's stream is looked at in
-    /// that range only (entries before `from` left the log earlier, theirs were made full then).
-    /// Returns the records expanded.
     /// Where the groups' record rows start (`triggers/r/`), and whether `k` is one: at least a
     /// namespace's terminator, a group and an index after it.
     static let recordRows = TriggerKeys.prefix + Array("r/".utf8)
     static func isRecordRow(_ k: [UInt8]) -> Bool { k.count >= recordRows.count + 17 && k.starts(with: recordRows) }
 
+    /// What `expandCompacted` did: the records it made full, and the groups whose streams still
+    /// held a record of an entry it looked at (full or compact): their triggers have not read
+    /// them after a whole log retention, so their next records would be expanded too.
+    struct Expansion {
+        var expanded = 0
+        var behind: Set<TriggerTails.Key> = []
+    }
+
+    /// Makes every compact record of the entries `from...through` full (`TriggerCompactRecord`),
+    /// in `t`, before log compaction deletes those entries: each group's stream is looked at in
+    /// that range only (entries before `from` left the log earlier, theirs were made full then).
     @discardableResult
-    static func expandCompacted(_ tables: Tables, _ t: Txn, from: UInt64, through: UInt64) throws -> Int {
-        guard from <= through else { return 0 }
+    static func expandCompacted(_ tables: Tables, _ t: Txn, from: UInt64, through: UInt64) throws -> Expansion {
+        var out = Expansion()
+        guard from <= through else { return out }
         let c = try t.cursor(tables.meta)
         defer { c.close() }
-        var expanded = 0
         var entry = try c.seek(recordRows)
         while let (k, _) = entry, isRecordRow(k) {
             // One group's stream: `<ns>\0<group>` then the index.
             let stream = Array(k.prefix(k.count - 8))
+            var held = false
             entry = try c.seek(TriggerKeys.row(stream, from))
             while let (rk, v) = entry, rk.count == stream.count + 8, rk.starts(with: stream) {
                 let i = TriggerKeys.index(ofRow: rk)
                 if i > through { break }
+                held = true
                 if TriggerCompactRecord.isCompact(v) {
                     try c.put(rk, try full(tables, t, index: i, v))
-                    expanded += 1
+                    out.expanded += 1
                 }
                 entry = try c.next()
             }
+            if held && out.behind.count < TriggerTails.maxGroups {
+                let ns = String(decoding: stream[recordRows.count..<(stream.count - 9)], as: UTF8.self)
+                out.behind.insert(TriggerTails.Key(ns: ns, group: TriggerKeys.index(ofRow: stream)))
+            }
             entry = try c.seek(TriggerKeys.row(stream, .max))
         }
-        return expanded
+        return out
     }
 
     /// `put` each row under `triggers/` as stored, but compact records made full: what a

@@ -10,7 +10,8 @@ import EmberCore
 /// retry runs without it, so no record follows a position that an aborted entry wrote. Trigger
 /// bookkeeping entries (definitions, cursors: `Applier.applyTriggers`) forget it all, since
 /// they prune records and rewrite summaries; a write past a group's headroom (which rewrites
-/// states and the summary) or one completing an onDisconnect run's record forgets its group.
+/// states and the summary) or one completing an onDisconnect run's record forgets its group
+/// (but for one whose triggers were all past their limits already: nothing of the tail moved).
 final class TriggerTails {
     struct Key: Hashable {
         let ns: String

@@ -28,6 +28,12 @@ final class Writer: @unchecked Sendable {
     /// (`StoreOptions.logRetention` > 0): its Appliers may store compact trigger records
     /// (`Applier.compactTriggers`).
     var compactTriggers = false
+    /// The trigger groups whose streams the last log compaction found records in that it had to
+    /// keep (`TriggerChangeLog.Expansion.behind`): a paused or slow trigger's. Their records
+    /// are stored full (`Applier.fullTriggerGroups`), not compact then expanded when their
+    /// entries leave the log: a second write of every record, and a decode of its entry, on
+    /// every member. A hint of this member's only (either form is the same record).
+    var triggerGroupsBehind: Set<TriggerTails.Key> = []
     /// The records the last flat transaction appended (`TriggerTails.records`); nil after a
     /// nested one, or when no delivery lane reads before commits (`TriggerReleases`).
     var releasedRecords: [TriggerReleases.Record]?
@@ -342,6 +348,7 @@ final class Writer: @unchecked Sendable {
                          triggers: storedTriggers, tails: triggerTails)
         ap.replaying = replaying
         ap.compactTriggers = compactTriggers && !replaying
+        ap.fullTriggerGroups = triggerGroupsBehind
         // Closed before the transaction ends (LMDB frees its cursors then).
         let cursors = replaying ? ReplayCursors(t, tables) : nil
         ap.replayCursors = cursors
@@ -377,6 +384,7 @@ final class Writer: @unchecked Sendable {
         var ap = Applier(tables: tables, txn: Txn(ptr: child!, changes: recording), defsCache: defsCache, rules: rulesState(),
                          triggers: storedTriggers)
         ap.compactTriggers = compactTriggers
+        ap.fullTriggerGroups = triggerGroupsBehind
         do {
             let r = try ap.apply(e, prebuilt: prebuilt, keys: keys)
             try check(mdb_txn_commit(child))
@@ -421,7 +429,11 @@ final class Writer: @unchecked Sendable {
                 (first, n) = try LogRing.compact(tables, t, upTo: upTo, applied: a, turnLeafPages: store.options.logTurnLeafPages)
             } else if first <= upTo && (retain == 0 || upTo - first + 1 >= store.options.compactionMinimum) {
                 // Compact trigger records name entries about to go: they become full first.
-                try TriggerChangeLog.expandCompacted(tables, t, from: first, through: upTo)
+                let expansion = try TriggerChangeLog.expandCompacted(tables, t, from: first, through: upTo)
+                triggerGroupsBehind = expansion.behind
+                if expansion.expanded > 0 {
+                    store.metricsState.withLock { $0.triggerRecordsExpanded += UInt64(expansion.expanded) }
+                }
                 // A cursor walk over the rows that exist: with `logRetention` 0 a single node
                 // never writes its entries (`runBatch`), so most of `first...upTo` has no row.
                 // Keys are read where they lie (a saturated single node that archives deletes

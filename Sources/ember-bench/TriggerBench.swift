@@ -64,7 +64,7 @@ struct TriggerBench: AsyncParsableCommand {
     @Option(help: "Which runs: any of a (latency), b (sustained, with and without batching), c (throughput with triggers), e.g. c to profile the leader during (c) alone.")
     var runs = "abc"
 
-    @Option(help: "Which cases of (c), in their order: none (no trigger; first and last), one (1 trigger), same (--triggers on one pattern), spread-none (no trigger, the writes spread over --triggers top-level keys), spread (--triggers on as many patterns, the writes spread over them), e.g. spread to profile that case alone. Each case is compared with the mean of the no-trigger runs, a spread case also with spread-none.")
+    @Option(help: "Which cases of (c), in their order: none (no trigger; first and last), one (1 trigger), paused (1 trigger, paused before the writes), same (--triggers on one pattern), spread-none (no trigger, the writes spread over --triggers top-level keys), spread (--triggers on as many patterns, the writes spread over them), e.g. spread to profile that case alone. Each case is compared with the mean of the no-trigger runs, a spread case also with spread-none.")
     var cases = "none,one,same,spread-none,spread,none"
 
     /// Named limits: open-loop sends in flight, and how long a run waits for delivery to finish.
@@ -196,6 +196,15 @@ struct TriggerBench: AsyncParsableCommand {
         guard resp.status == .ok else { throw ValidationError("PUT triggers: \(resp.status) \(String(buffer: body))") }
         // The leader's worker starts a lane within its reconcile interval (500 ms).
         try await Task.sleep(for: .seconds(1))
+    }
+
+    /// `POST /.ember/triggers/NAME/pause` (or `resume`) in `ns`.
+    func postTriggerAction(_ http: HTTPClient, _ leader: String, ns: String, _ name: String, _ action: String) async throws {
+        var r = HTTPClientRequest(url: "\(leader)/.ember/triggers/\(name)/\(action)?ns=\(ns)&auth=owner")
+        r.method = .POST
+        let resp = try await http.execute(r, timeout: .seconds(30))
+        let body = try await resp.body.collect(upTo: 1 << 20)
+        guard resp.status == .ok else { throw ValidationError("POST \(action) \(name): \(resp.status) \(String(buffer: body))") }
     }
 
     /// Each trigger's replicated state in `ns` (`pending`: entries not yet delivered).
@@ -452,7 +461,10 @@ struct TriggerBench: AsyncParsableCommand {
         /// `WireWriteLoad.spread`: 0 writes below /bench; n spreads the writes over /p0 ... /p<n-1>.
         var spread: Int
 
-        static let kinds = ["none", "one", "same", "spread-none", "spread"]
+        /// Its triggers are paused before the writes (their records pile up, none delivered).
+        var paused = false
+
+        static let kinds = ["none", "one", "same", "spread-none", "spread", "paused"]
     }
 
     /// The cases of (c) `--cases` names, in its order: no trigger, one, `--triggers` on one
@@ -466,6 +478,8 @@ struct TriggerBench: AsyncParsableCommand {
         return cases.split(separator: ",").map { kind in
             switch kind {
             case "one": return ThroughputCase(kind: "one", label: "1 trigger", triggers: [("t0", "/bench/{w}/{k}")], spread: 0)
+            case "paused":
+                return ThroughputCase(kind: "paused", label: "1 paused trigger", triggers: [("t0", "/bench/{w}/{k}")], spread: 0, paused: true)
             case "same":
                 return ThroughputCase(kind: "same", label: "\(n) triggers on one pattern (each write matches all \(n))",
                                       triggers: (0..<n).map { ("t\($0)", "/bench/{w}/{k}") }, spread: 0)
@@ -497,6 +511,7 @@ struct TriggerBench: AsyncParsableCommand {
                     (t.name, definition(t.pattern, on: "created", receiver: receiver, batch: batchSize, urlPath: "/hook/\(t.name)") as Any)
                 }))
             }
+            for name in names where c.paused { try await postTriggerAction(http, leader, ns: ns, name, "pause") }
             let label = c.triggers.isEmpty ? c.label : "\(c.label), batchSize \(batchSize)"
             let ws = leader.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=\(ns)"
             let sampler = lagSampler(http, receiver, leader: leader, ns: ns, names: names)
