@@ -6,8 +6,13 @@ import Synchronization
 /// batches need not be on disk before it acknowledges them; what it loses in a crash its leader
 /// sends again (a rejection below the acknowledged index is how a leader sees a member that lost
 /// entries). Such a commit writes its pages and meta page to the file (`MDB_NOSYNC`) and returns;
-/// one `mdb_env_sync` on an interval (`EmberStore.startLazySync`) and at close makes them durable,
-/// and so does any ordinary commit (its data sync flushes the whole file).
+/// one data sync of the file on an interval (`EmberStore.startLazySync`) and at close makes them
+/// durable, and so does any ordinary commit (its data sync flushes the whole file).
+///
+/// The interval's sync runs on a thread of its own (`StoreCore.lazySyncer`), not the writer's:
+/// it flushes a second of commits, and on the writer it held every apply queued behind it for
+/// that long (issue 38: the learner's listeners waited, the p99 of write → learner's listener).
+/// It covers the commits made before it began; later ones wait for the next.
 ///
 /// What a crash costs:
 /// - The process alone (kill -9, a trap): nothing. The written pages are in the kernel's cache.
@@ -33,10 +38,21 @@ struct LazySync {
     let bootID: String?
     /// The marker is on disk (created by this process or left by a crash of one in this boot).
     var markerPresent: Bool
-    /// Commits since the last data sync that had none.
-    var unsyncedCommits = 0
+    /// Commits made without a data sync so far, and how many of the first of them are durable
+    /// (by a sync that began after them).
+    var lazyCommits: UInt64 = 0
+    var durableCommits: UInt64 = 0
+    /// An interval sync is running (at most one at a time).
+    var syncing = false
     /// Interval syncs in a row that found nothing to sync.
     var idleIntervals = 0
+
+    /// Commits made without a data sync that no sync covers yet.
+    var unsyncedCommits: UInt64 { lazyCommits - durableCommits }
+
+    /// Every commit so far is durable (a synced commit flushed the whole file, or a sync
+    /// covered them).
+    mutating func allDurable() { durableCommits = lazyCommits }
 
     var enabled: Bool { bootID != nil }
 
@@ -83,12 +99,12 @@ struct LazySync {
 }
 
 extension Writer {
-    /// The interval's sync (`EmberStore.startLazySync`): flushes the commits made without one,
-    /// or, after `idleIntervalsBeforeMarkerRemoval` intervals with nothing to flush, removes
-    /// the marker.
-    func syncLazyCommits() throws {
+    /// The interval's sync (`EmberStore.startLazySync`): hands the flush of the commits made
+    /// without one to the syncer thread (the writer goes on), or, after
+    /// `idleIntervalsBeforeMarkerRemoval` intervals with nothing to flush, removes the marker.
+    func startIntervalSync() {
         guard lazySync.unsyncedCommits > 0 else {
-            if lazySync.markerPresent {
+            if lazySync.markerPresent && !lazySync.syncing {
                 lazySync.idleIntervals += 1
                 if lazySync.idleIntervals >= LazySync.idleIntervalsBeforeMarkerRemoval {
                     lazySync.removeMarker()
@@ -97,10 +113,36 @@ extension Writer {
             }
             return
         }
-        try check(mdb_env_sync(store.env, 1))
-        lazySync.unsyncedCommits = 0
+        guard !lazySync.syncing else { return }  // the last interval's is still running
+        lazySync.syncing = true
         lazySync.idleIntervals = 0
+        // Every commit counted so far has written its pages (`commit` counts it after
+        // `mdb_txn_commit` returned): a sync that begins after this covers them. The handle is
+        // held so a defrag switching environments meanwhile leaves this file open.
+        let covered = lazySync.lazyCommits
+        let handle = store.environment.withLock { $0 }
+        let core = store
+        core.lazySyncer.async {
+            core.beforeLazySync.withLock { $0 }?()
+            var fd: Int32 = -1
+            let synced = mdb_env_get_fd(handle.env, &fd) == 0 && fdatasync(fd) == 0
+            withExtendedLifetime(handle) {}
+            // Closed meanwhile: the close's own sync (`finishLazySync`) covered them.
+            _ = core.enqueueExclusive { w in w.intervalSyncEnded(covering: covered, synced: synced) }
+        }
+    }
+
+    /// The syncer's sync of the first `covering` commits ended (`synced` false: it failed and
+    /// they stay owed; the next interval retries).
+    func intervalSyncEnded(covering: UInt64, synced: Bool) {
+        lazySync.syncing = false
+        guard synced else {
+            store.metricsState.withLock { $0.lazySyncFailures += 1 }
+            return
+        }
+        lazySync.durableCommits = max(lazySync.durableCommits, covering)
         store.metricsState.withLock { $0.lazySyncs += 1 }
+        publishLazySyncOwed()
     }
 
     /// Tells the Raft host's ticks whether an interval sync has anything to do (`owesLazySync`).
@@ -108,11 +150,13 @@ extension Writer {
         store.lazySyncOwed.store(lazySync.unsyncedCommits > 0 || lazySync.markerPresent, ordering: .relaxed)
     }
 
-    /// At close: everything made durable, then the marker removed.
+    /// At close: an interval sync still running ends first (it uses the file), then everything
+    /// is made durable and the marker removed.
     func finishLazySync() {
+        store.lazySyncer.sync {}
         guard lazySync.markerPresent || lazySync.unsyncedCommits > 0 else { return }
         guard mdb_env_sync(store.env, 1) == 0 else { return }  // the marker stays: a crash now costs a resync
-        lazySync.unsyncedCommits = 0
+        lazySync.allDurable()
         lazySync.removeMarker()
         publishLazySyncOwed()
     }
@@ -128,15 +172,18 @@ extension EmberStore {
     /// after a synced commit or a learner's idle intervals removed the marker.
     public var owesLazySync: Bool { core.lazySyncOwed.load(ordering: .relaxed) }
 
-    /// Queues the interval's sync of the commits made without one (see `LazySync`), after what
-    /// is queued on the writer; returns at once. False when the store is closed.
+    /// Starts the interval's sync of the commits made without one (see `LazySync`), after what
+    /// is queued on the writer, on the syncer thread; returns at once. False when the store is
+    /// closed.
     @discardableResult
     public func startLazySync() -> Bool {
-        enqueueExclusive { w in
-            do { try w.syncLazyCommits() } catch {
-                // A failed sync leaves them unsynced: the marker stays, the next interval retries.
-                w.store.metricsState.withLock { $0.lazySyncFailures += 1 }
-            }
-        }
+        enqueueExclusive { w in w.startIntervalSync() }
+    }
+
+    /// Tests: returns once the interval sync started before it has ended and been counted.
+    func lazySyncBarrier() async {
+        await writerBarrier()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in core.lazySyncer.async { c.resume() } }
+        await writerBarrier()
     }
 }

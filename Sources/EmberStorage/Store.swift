@@ -525,13 +525,7 @@ public final class EmberStore: @unchecked Sendable {
 
     /// Queues `job` for the writer thread and wakes it; false (nothing queued) once closed.
     func enqueueExclusive(_ job: @escaping @Sendable (Writer) -> Void) -> Bool {
-        let queued = core.queue.withLock { q in
-            if q.closed { return false }
-            q.pending.append(.exclusive(job))
-            return true
-        }
-        if queued { wake.signal() }
-        return queued
+        core.enqueueExclusive(job)
     }
 
     /// Replaces the `.indexOn` specs of a namespace: new indexes are built from the data, removed

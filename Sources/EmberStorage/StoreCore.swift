@@ -38,6 +38,11 @@ final class StoreCore: @unchecked Sendable {
     /// Tests only: runs on the writer thread just before a released transaction commits, so a
     /// test can hold that moment and look at what readers and callers see meanwhile.
     let beforeReleasedCommit = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Tests only: runs on the syncer thread as an interval sync begins (`LazySync`), so a test
+    /// can hold it and see the writer go on meanwhile.
+    let beforeLazySync = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Where a learner's interval syncs run (`LazySync`): one at a time, off the writer thread.
+    let lazySyncer = DispatchQueue(label: "ember-lazy-sync")
     /// Tests only: runs on the defrag's copy thread when the copy is made, before any catch-up,
     /// so a test can write while the copy is behind.
     let afterDefragCopy = Mutex<(@Sendable () -> Void)?>(nil)
@@ -149,6 +154,17 @@ final class StoreCore: @unchecked Sendable {
             return try EmberStore.measureRoom(core, directory: directory)
         }
         box.core = self
+    }
+
+    /// Queues `job` for the writer thread and wakes it; false (nothing queued) once closed.
+    func enqueueExclusive(_ job: @escaping @Sendable (Writer) -> Void) -> Bool {
+        let queued = queue.withLock { q in
+            if q.closed { return false }
+            q.pending.append(.exclusive(job))
+            return true
+        }
+        if queued { wake.signal() }
+        return queued
     }
 
     private final class WeakCore: @unchecked Sendable {

@@ -231,14 +231,14 @@ final class Writer: @unchecked Sendable {
             throw error
         }
         if lazy {
-            lazySync.unsyncedCommits += 1
+            lazySync.lazyCommits += 1
             store.metricsState.withLock { $0.lazyCommits += 1 }
             publishLazySyncOwed()
         } else if store.options.durable && (lazySync.unsyncedCommits > 0 || lazySync.markerPresent) {
             // Its data sync flushed the whole file: the unsynced commits before it too, so the
             // marker has nothing left to warn of (a promoted learner's first write as a voter;
             // the next unsynced commit writes it again).
-            lazySync.unsyncedCommits = 0
+            lazySync.allDurable()
             lazySync.removeMarker()
             publishLazySyncOwed()
         }

@@ -39,11 +39,11 @@ import Testing
             try await Self.apply(s, 11...12, synced: false)
             #expect(s.metrics.lazyCommits == 2)
             #expect(s.startLazySync())
-            await s.writerBarrier()
+            await s.lazySyncBarrier()
             #expect(s.metrics.lazySyncs == 1)
             // Nothing new: the next interval syncs nothing; the marker stays until idle long enough.
             #expect(s.startLazySync())
-            await s.writerBarrier()
+            await s.lazySyncBarrier()
             #expect(s.metrics.lazySyncs == 1 && Self.marker(dir) != nil)
             try await Self.apply(s, 13...13, synced: false)
             s.close()
@@ -52,6 +52,49 @@ import Testing
         let s = try openStore(dir, o)
         #expect(s.appliedIndex == 13)
         #expect(try s.get("/k/3") == n("13"))
+    }
+
+    /// The interval's sync runs off the writer thread: applies go on while it flushes, and it
+    /// counts as durable only the commits made before it began.
+    @Test func theIntervalSyncHoldsNoApplyAndCoversOnlyTheCommitsBeforeIt() async throws {
+        let dir = tempDir()
+        let (o, _) = Self.options(boot: "boot-g")
+        let s = try openStore(dir, o)
+        let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), ended = DispatchSemaphore(value: 0)
+        s.core.beforeLazySync.withLock {
+            $0 = {
+                entered.signal()
+                // Bounded, so that a sync on the writer thread (the defect) fails this test
+                // instead of hanging it.
+                _ = release.wait(timeout: .now() + 10)
+                ended.signal()
+            }
+        }
+        try await Self.apply(s, 1...3, synced: false)
+        try await Self.apply(s, 4...5, synced: false)
+        #expect(s.startLazySync())
+        #expect(entered.wait(timeout: .now() + 10) == .success, "the sync began")
+        // While the sync is held, the writer applies and commits.
+        try await Self.apply(s, 6...8, synced: false)
+        #expect(ended.wait(timeout: .now()) == .timedOut, "the apply waited for the interval's sync")
+        #expect(try s.get("/k/3") == n("8"))
+        #expect(s.metrics.lazySyncs == 0 && s.owesLazySync)
+        // A second interval while one runs starts none.
+        #expect(s.startLazySync())
+        await s.writerBarrier()
+        release.signal()
+        await s.lazySyncBarrier()
+        #expect(s.metrics.lazySyncs == 1)
+        let unsynced = try await s.perform { $0.lazySync.unsyncedCommits }
+        #expect(unsynced == 1, "the commit made during the sync is still owed")
+        #expect(s.owesLazySync)
+        s.core.beforeLazySync.withLock { $0 = nil }
+        #expect(s.startLazySync())
+        await s.lazySyncBarrier()
+        #expect(s.metrics.lazySyncs == 2)
+        #expect(try await s.perform { $0.lazySync.unsyncedCommits } == 0)
+        s.close()
+        #expect(Self.marker(dir) == nil)
     }
 
     @Test func aSyncedCommitCoversTheUnsyncedOnesAndRemovesTheMarker() async throws {
@@ -66,7 +109,7 @@ import Testing
         #expect(Self.marker(dir) == nil, "a synced commit leaves nothing for the marker to warn of")
         #expect(!s.owesLazySync)
         s.startLazySync()
-        await s.writerBarrier()
+        await s.lazySyncBarrier()
         #expect(s.metrics.lazySyncs == 0, "nothing was left to sync")
         // The next unsynced commit marks the store again.
         try await Self.apply(s, 7...7, synced: false)
@@ -81,14 +124,14 @@ import Testing
         let s = try openStore(dir, o)
         try await Self.apply(s, 1...4, synced: false)
         #expect(s.startLazySync())
-        await s.writerBarrier()
+        await s.lazySyncBarrier()
         #expect(s.metrics.lazySyncs == 1)
         // Synced, but still marked: the next unsynced commit then needs no marker sync of its own.
         #expect(s.owesLazySync && Self.marker(dir) != nil)
         for k in 1...LazySync.idleIntervalsBeforeMarkerRemoval {
             #expect(Self.marker(dir) != nil && s.owesLazySync, "still marked after \(k - 1) idle intervals")
             s.startLazySync()
-            await s.writerBarrier()
+            await s.lazySyncBarrier()
         }
         #expect(s.metrics.lazySyncs == 1, "nothing more was synced")
         #expect(Self.marker(dir) == nil && !s.owesLazySync)
