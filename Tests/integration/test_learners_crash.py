@@ -15,6 +15,13 @@ from test_membership import add_node, admin, wait_converged, wait_for
 WRITERS = 3
 # Bounded: each writer stops by itself after this many writes or once told.
 MAX_WRITES_PER_WRITER = 20_000
+# Attempts at one write before the writer gives up (an election under load refuses a few).
+MAX_ATTEMPTS_PER_WRITE = 50
+# Pause between attempts at one write (woken early when the writers are told to stop).
+RETRY_PAUSE_S = 0.05
+# A cluster 503 that says the write was never applied (RaftHost.swift ClusterError): the
+# leadership changed before it committed, no leader was reachable, or the node refused it.
+NOT_APPLIED = ("it was not applied", "No cluster leader was reachable", "too many pending requests")
 
 
 def log_rows(c, node_id):
@@ -25,16 +32,62 @@ def test_learner_killed_under_writes_restarts_to_the_same_state_without_a_log(tm
     c = Cluster(tmp_path / "c")
     done = threading.Event()
     written = [0] * WRITERS
+    retried = [0] * WRITERS
     errors = []
 
+    def put_once(s, url, w, i):
+        """One attempt at write i of writer w: "ok", "retry" (known not applied) or "unknown"."""
+        try:
+            r = s.put(f"{url}/w{w}/{i % 50}.json?print=silent", data=str(i), timeout=15)
+        except requests.RequestException:
+            return "unknown"
+        if r.status_code == 204:
+            return "ok"
+        if r.status_code == 503 and any(m in r.text for m in NOT_APPLIED):
+            return "retry"
+        if r.status_code == 503 and "outcome is unknown" in r.text:
+            return "unknown"
+        errors.append(f"{r.status_code} {r.text}")
+        return "failed"
+
+    def landed(s, url, w, i):
+        """Whether write i of writer w is in the cluster's state (its key holds i: this writer owns
+        the key and wrote i - 50 there before; nothing else writes it); None: no answer."""
+        try:
+            r = s.get(f"{url}/w{w}/{i % 50}.json?consistency=linearizable", timeout=15)
+        except requests.RequestException:
+            return None
+        return r.json() == i if r.status_code == 200 else None
+
     def writer(url, w):
+        # An election under load (the learner's restart, a slow sync) may refuse or lose writes in
+        # flight: a write known not applied is sent again; one of unknown outcome is read
+        # (linearizable) until the read answers, and sent again only if it is not there. Sent
+        # again, it carries the same value to the same key: should the first attempt still land,
+        # the key holds i either way.
         s = requests.Session()
         for i in range(MAX_WRITES_PER_WRITER):
-            if done.is_set():
-                return
-            r = s.put(f"{url}/w{w}/{i % 50}.json?print=silent", data=str(i), timeout=15)
-            if r.status_code != 204:
-                errors.append(r.text)
+            unknown = False
+            for _ in range(MAX_ATTEMPTS_PER_WRITE):
+                if done.is_set():
+                    return
+                if unknown:
+                    seen = landed(s, url, w, i)
+                    if seen:
+                        break
+                    if seen is None:
+                        done.wait(RETRY_PAUSE_S)
+                        continue
+                outcome = put_once(s, url, w, i)
+                if outcome == "ok":
+                    break
+                if outcome == "failed":
+                    return
+                unknown = outcome == "unknown"
+                retried[w] += 1
+                done.wait(RETRY_PAUSE_S)
+            else:
+                errors.append(f"writer {w}: write {i} not known applied after {MAX_ATTEMPTS_PER_WRITE} attempts")
                 return
             written[w] += 1
 
@@ -74,6 +127,7 @@ def test_learner_killed_under_writes_restarts_to_the_same_state_without_a_log(tm
         for t in threads:
             t.join(timeout=30)
         assert not errors, errors[:3]
+        print(f"writes {written}, attempts sent again {retried}")
 
         st = wait_converged(c, all4, timeout=60)
         assert st["n4"]["role"] == "learner" and st["n4"]["learners"] == ["n4"]
