@@ -64,4 +64,52 @@ import EmberTestSupport
         #expect(hashes.count == 1)
         }
     }
+
+    /// A seeded value (strings, numbers, booleans, objects, arrays, priorities) as JSON text.
+    static func value(_ g: inout SplitMix64, depth: Int = 0) -> String {
+        switch Int.random(in: 0..<(depth > 2 ? 5 : 8), using: &g) {
+        case 0: return ["true", "false", "null"].randomElement(using: &g)!
+        case 1: return String(Int64.random(in: -99_999...99_999, using: &g))
+        case 2: return String(Double(Int.random(in: -999...999, using: &g)) / 8)
+        case 3: return "\"" + String(repeating: "s", count: Int.random(in: 0...120, using: &g)) + "é\""
+        case 4: return #"{".value":"v\#(Int.random(in: 0...9, using: &g))",".priority":\#(Int.random(in: 1...9, using: &g))}"#
+        case 5: return "[" + (0..<Int.random(in: 0...3, using: &g)).map { _ in value(&g, depth: depth + 1) }.joined(separator: ",") + "]"
+        default:
+            var members = (0..<Int.random(in: 0...5, using: &g)).map { #""k\#($0)":"# + value(&g, depth: depth + 1) }
+            if Bool.random(using: &g) { members.append(#"".priority":"p""#) }
+            return "{" + members.joined(separator: ",") + "}"
+        }
+    }
+
+    /// The leader applies its own text updates with the nodes its front built (carried on the
+    /// entry, never sent); the followers build them from the text: every member ends in the
+    /// same state, update after update.
+    @Test(.enabled(if: ReplicatedDataStoreTests.openssl != nil)) func theLeadersCarriedNodesApplyAsTheFollowersText() async throws {
+        let c = try await LevelledTLSCluster("update-text-carry", ids: ["n1", "n2", "n3"])
+        for id in c.ids { c.nodes.append(try await c.open(id, PeerTLS.offered)) }
+        try await c.run {
+        var g = TestSeed.generator(0xCA22_C1A5)
+        let deadline = ContinuousClock.now + .seconds(60)
+        var leader = try await c.settledLeader()
+        while !leader.membersSpeak(5) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            leader = try await c.settledLeader()
+        }
+        #expect(leader.membersSpeak(5))
+        var written = 0
+        for round in 0..<40 {
+            let parts = (0..<[1, 4, 30].randomElement(using: &g)!).map { #""r\#(round)/p\#($0)":"# + Self.value(&g) }
+            let request = try Self.request("{" + parts.joined(separator: ",") + "}")
+            #expect(LogEntry.isUpdateText(try leader.payload(for: request).payload))
+            if try await leader.write(request).applied { written += 1 }
+        }
+        #expect(written == 40)
+        var hashes = Set<String>()
+        for n in c.nodes {
+            try await n.ports.reader.linearizableBarrier()
+            hashes.insert(try n.local.storage.stateHash(namespace: "t"))
+        }
+        #expect(hashes.count == 1, "\(hashes)")
+        }
+    }
 }
