@@ -87,12 +87,12 @@ final class PendingVersions {
 
     func sub(of key: [UInt8]) -> UInt64? { sub[Key(bytes: key[...])]?.sub }
 
-    /// `key`'s slot, raised to `index` (a raise keeps the largest: the replay applies a run of
-    /// independent sets in key order, not index order, `ReplayOrder`).
+    /// `key`'s slot, raised to `index` (entries apply in index order: the latest raise is the largest).
     private func slot(_ key: ArraySlice<UInt8>, raisedTo index: UInt64) -> Slot {
         let k = Key(bytes: key)
         if let s = sub[k] {
-            s.sub = max(s.sub, index)
+            assert(s.sub <= index, "versions only grow within a transaction")
+            s.sub = index
             return s
         }
         let s = Slot(index)
@@ -109,7 +109,8 @@ final class PendingVersions {
             // Ancestors at a level are equal when their ends are and the keys agree up to it.
             let same = commonPrefix(last.bytes, key.bytes)
             while level < levels, level < chain.count, last.ends[level] == key.ends[level], key.ends[level] <= same {
-                chain[level].sub = max(chain[level].sub, index)
+                assert(chain[level].sub <= index, "versions only grow within a transaction")
+                chain[level].sub = index
                 level += 1
             }
         }
@@ -128,7 +129,10 @@ final class PendingVersions {
     /// Raises `slots` (taken from `lastChain` at the current `generation`) to `index`: what
     /// `raiseAncestors` does for a key with the same ancestors, without finding their slots.
     func raise(_ slots: [Slot], to index: UInt64) {
-        for s in slots { s.sub = max(s.sub, index) }
+        for s in slots {
+            assert(s.sub <= index, "versions only grow within a transaction")
+            s.sub = index
+        }
     }
 
     /// A write at `key` put its own record (its index, the newest) and deleted every record below

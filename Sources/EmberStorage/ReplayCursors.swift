@@ -14,40 +14,27 @@ import EmberCore
 /// ancestors' pending version slots (`PendingVersions.chain(of:)`), so a write raises them
 /// without looking them up.
 ///
-/// Within a run the replay applies in key order (`ReplayOrder`, between `beginWalk` and
-/// `endWalk`) every parent is served by one shared cursor instead: it walks forward, and no
-/// per-parent cursor stays open for LMDB to fix up on each insert.
-///
 /// Closed by `close()` before the transaction ends (LMDB frees a write transaction's cursors
 /// at its end: closing one afterwards would free it twice).
 final class ReplayCursors {
-    /// Parents kept at once (their cursors and version chains): LMDB adjusts every open cursor
-    /// of a table on each insert and split (a loop over them), so their number stays small;
-    /// past it, all are closed and the next writes open new ones.
+    /// Parents whose cursors stay open at once: LMDB adjusts every open cursor of a table on
+    /// each insert and split (a loop over them), so their number stays small; past it, all
+    /// are closed and the next writes open new ones.
     static let maxParents = 256
 
     final class Parent {
-        /// The cursor this parent's write positions: its own, or the walk's during a run.
-        fileprivate(set) var cursor: Cursor
-        /// The parent's own cursor, opened on its first write outside a walk.
-        fileprivate var own: Cursor?
+        let cursor: Cursor
         /// The parent's ancestors' pending slots (levels 0 ... the parent) and the
         /// `PendingVersions.generation` they were taken at (nil: none taken yet).
         var chain: [PendingVersions.Slot] = []
         var generation: UInt64? = nil
-        fileprivate init(_ cursor: Cursor, own: Cursor?) {
-            self.cursor = cursor
-            self.own = own
-        }
+        init(_ cursor: Cursor) { self.cursor = cursor }
     }
 
     private let t: Txn
     private let tables: Tables
     private var parents: [PendingVersions.Key: Parent] = [:]
     private var ver: Cursor?
-    /// The shared cursor of the runs applied in key order, opened on the first.
-    private var walkCursor: Cursor?
-    private(set) var walking = false
     private var closed = false
 
     init(_ t: Txn, _ tables: Tables) {
@@ -55,50 +42,17 @@ final class ReplayCursors {
         self.tables = tables
     }
 
-    /// The entry of the parent of the key `encoded` (a key with at least one segment), its
-    /// `cursor` the walk's during a run, else its own (opened on first use).
+    /// The entry of the parent of the key `encoded` (a key with at least one segment), with
+    /// its `tree` cursor opened on first use.
     func parent(of encoded: EncodedPath) throws -> Parent {
         precondition(!closed, "replay cursors used after their transaction ended")
         precondition(encoded.ends.count >= 2, "a key below the root")
         let k = PendingVersions.Key(bytes: encoded.ancestorSlice(encoded.ends.count - 2))
-        if let p = parents[k] {
-            if walking {
-                p.cursor = walkCursor!
-            } else if let own = p.own {
-                p.cursor = own
-            } else {
-                let c = try t.cursor(tables.tree)
-                p.own = c
-                p.cursor = c
-            }
-            return p
-        }
+        if let p = parents[k] { return p }
         if parents.count >= Self.maxParents { closeParents() }
-        let p: Parent
-        if walking { p = Parent(walkCursor!, own: nil) } else {
-            let c = try t.cursor(tables.tree)
-            p = Parent(c, own: c)
-        }
+        let p = Parent(try t.cursor(tables.tree))
         parents[k] = p
         return p
-    }
-
-    /// Starts a run applied in key order: the parents' own cursors are closed (their chains
-    /// stay), and every parent's write positions the one walk cursor until `endWalk`.
-    func beginWalk() throws {
-        precondition(!closed, "replay cursors used after their transaction ended")
-        precondition(!walking, "one walk at a time")
-        if walkCursor == nil { walkCursor = try t.cursor(tables.tree) }
-        for p in parents.values {
-            p.own?.close()
-            p.own = nil
-            p.cursor = walkCursor!
-        }
-        walking = true
-    }
-
-    func endWalk() {
-        walking = false
     }
 
     /// The cursor on `ver`'s main table, opened on first use.
@@ -110,11 +64,8 @@ final class ReplayCursors {
         return c
     }
 
-    /// How many cursors on `tree` are open (the parents' own and the walk's).
-    var openTreeCursors: Int { parents.values.filter { $0.own != nil }.count + (walkCursor == nil ? 0 : 1) }
-
     private func closeParents() {
-        for p in parents.values { p.own?.close() }
+        for p in parents.values { p.cursor.close() }
         parents.removeAll(keepingCapacity: true)
     }
 
@@ -122,8 +73,6 @@ final class ReplayCursors {
     func close() {
         guard !closed else { return }
         closeParents()
-        walkCursor?.close()
-        walkCursor = nil
         ver?.close()
         ver = nil
         closed = true

@@ -14,15 +14,11 @@ extension EmberStore {
         try await replayArchived(entries, prepared: prebuilt?.map { ReplayPrepared(nodes: $0, keys: nil) })
     }
 
-    /// `replayArchived` with what `replayPrepared` built for each entry off the writer thread,
-    /// and the order planned for them there (`ReplayOrder.plan`; nil: log order). Returns how
-    /// many entries were applied out of log order (in a run the writer took in key order).
-    @discardableResult
-    func replayArchived(_ entries: [LogEntry], prepared: [ReplayPrepared]?, order: ReplayOrder? = nil) async throws -> Int {
-        guard !entries.isEmpty else { return 0 }
+    /// `replayArchived` with what `replayPrepared` built for each entry off the writer thread.
+    func replayArchived(_ entries: [LogEntry], prepared: [ReplayPrepared]?) async throws {
+        guard !entries.isEmpty else { return }
         precondition(prepared == nil || prepared!.count == entries.count, "one prepared slot per entry")
-        precondition(order == nil || (prepared != nil && order!.order.count == entries.count), "an order planned from the prepared entries")
-        return try await perform { w in try w.replay(entries, prepared: prepared, order: order) }
+        try await perform { w in try w.replay(entries, prepared: prepared) }
     }
 
     /// What the restore's decoding side builds for an entry, so the writer thread (the replay's
@@ -90,11 +86,8 @@ struct ReplayPrepared: Sendable {
 }
 
 extension Writer {
-    /// Applies `entries` in one transaction; `order`'s runs in key order where the namespaces'
-    /// state allows (`Applier.reorderable`), all else in log order. Returns the entries applied
-    /// in a run taken in key order.
-    func replay(_ entries: [LogEntry], prepared: [ReplayPrepared]?, order: ReplayOrder? = nil) throws -> Int {
-        guard let first = entries.first, let last = entries.last else { return 0 }
+    func replay(_ entries: [LogEntry], prepared: [ReplayPrepared]?) throws {
+        guard let first = entries.first, let last = entries.last else { return }
         // A store being restored holds no unapplied log (a base, then replays).
         guard applied == lastIndex else {
             throw StorageError.logMismatch("replay into a store whose log has unapplied entries (\(applied) < \(lastIndex))")
@@ -106,43 +99,17 @@ extension Writer {
             throw StorageError.logMismatch("replayed entries are not contiguous at \(b.index)")
         }
         var ts = lastTimestamp
-        var walked = 0
         try withApplyRetry { mode in
             ts = lastTimestamp
-            walked = 0
             try writeTxn { t in
                 if mode == .flat {
                     // One Applier for the whole transaction, in its restore-only replay mode
                     // (`Applier.replay`: no results built).
                     try withFlatApplier(t, replaying: true) { ap in
-                        var k = 0
-                        for run in order?.runs ?? [] {
-                            while k < run.lowerBound {
-                                try ap.replay(entries[k], prepared?[k])
-                                k += 1
-                            }
-                            // The namespaces' state is the same through the run (a rules,
-                            // index or trigger change is no set: it ends a run).
-                            var reorder = true
-                            for i in run where try !ap.reorderable(entries[i]) {
-                                reorder = false
-                                break
-                            }
-                            if reorder, let cursors = ap.replayCursors {
-                                try cursors.beginWalk()
-                                for i in order!.order[run] { try ap.replay(entries[Int(i)], prepared?[Int(i)]) }
-                                cursors.endWalk()
-                                walked += run.count
-                            } else {
-                                for i in run { try ap.replay(entries[i], prepared?[i]) }
-                            }
-                            k = run.upperBound
+                        for (k, e) in entries.enumerated() {
+                            try ap.replay(e, prepared?[k])
+                            ts = max(ts, e.timestamp)
                         }
-                        while k < entries.count {
-                            try ap.replay(entries[k], prepared?[k])
-                            k += 1
-                        }
-                        for e in entries { ts = max(ts, e.timestamp) }
                     }
                 } else {
                     try withEntryApplier(t, mode: mode) { apply in
@@ -166,6 +133,5 @@ extension Writer {
         publishRules()
         publishState()
         store.metricsState.withLock { $0.entriesCommitted += UInt64(entries.count) }
-        return walked
     }
 }

@@ -124,14 +124,12 @@ public enum ArchiveRestore {
             replayed += 1
         }
 
-        /// Plans this batch's order (`ReplayOrder`) while the batch before applies, waits for
-        /// that one, then hands the writer this one.
+        /// Waits for the batch applying, then hands the writer this one.
         mutating func send() async throws {
-            let order = batch.isEmpty ? nil : ReplayOrder.plan(batch, prepared)
             try await wait()
             guard !batch.isEmpty else { return }
             let (store, entries, prepared) = (self.store, batch, prepared)
-            applying = Task { _ = try await store.replayArchived(entries, prepared: prepared, order: order) }
+            applying = Task { try await store.replayArchived(entries, prepared: prepared) }
             held = (entries, prepared)
             batch = []
             self.prepared = []
