@@ -9,45 +9,18 @@
 /// `JSON` trees) they take several times that; a leader appending faster than it applies kept up
 /// to `maxEntries` of them (issue 42). Past either bound the newest are not kept: the ones kept
 /// are the next to apply, and the rest are read from the log when their turn comes.
-///
-/// A leader's own text update carries the nodes its front built (`UpdateText.nodes`), which
-/// take several times its encoding: such an entry weighs its encoding plus their estimated
-/// footprint (`UpdateText.carriedBytes`). One whose nodes do not fit is kept without them (its
-/// apply builds them from the text, as a follower's does): the nodes never pass the bound.
 struct DecodedTail {
     /// Entries kept at most.
     static let maxEntries = 4_096
-    /// Bytes of the entries kept at most, as they are weighed (`weight`): room for what `ember
-    /// import` keeps in flight (4 requests of up to 8 MiB) encoded, with a margin.
+    /// Encoded bytes of the entries kept at most (a decoded entry takes a few times its encoding):
+    /// room for what `ember import` keeps in flight (4 requests of up to 8 MiB) with a margin.
     static let maxBytes = 64 << 20
 
-    /// The byte bound this tail keeps to (`maxBytes`; smaller in tests).
-    let maxBytes: Int
-
-    init(maxBytes: Int = DecodedTail.maxBytes) {
-        precondition(maxBytes > 0, "a positive bound")
-        self.maxBytes = maxBytes
-    }
-
-    /// Contiguous by index from `entries[head]`, each with its weight.
+    /// Contiguous by index from `entries[head]`, each with its encoded size.
     private var entries: [(entry: LogEntry, bytes: Int)] = []
     private var head = 0
-    /// Weight of `entries[head...]`.
+    /// Encoded bytes of `entries[head...]`.
     private(set) var bytes = 0
-
-    /// What an entry of encoded size `size` weighs: that, plus its carried nodes' footprint.
-    static func weight(_ e: LogEntry, size: Int) -> Int {
-        if case .updateText(_, let text, _) = e.operation { return size + text.carriedBytes }
-        return size
-    }
-
-    /// `e` without carried nodes (what weighs only its encoding).
-    static func withoutCarriedNodes(_ e: LogEntry) -> LogEntry {
-        guard case .updateText(let path, let text, let condition) = e.operation, text.nodes != nil else { return e }
-        var e = e
-        e.operation = .updateText(path: path, parts: text.withoutNodes, condition: condition)
-        return e
-    }
 
     var count: Int { entries.count - head }
 
@@ -85,16 +58,9 @@ struct DecodedTail {
         if head == entries.count { removeAll() }
         for (e, size) in zip(new, sizes) {
             // The first entry is kept whatever its size: the next to apply is the one that matters.
-            guard count < Self.maxEntries, count == 0 || bytes + size <= maxBytes else { break }
-            var kept = e
-            var weight = Self.weight(e, size: size)
-            if weight > size && bytes + weight > maxBytes {
-                // Its nodes do not fit (even as the first entry: the bound holds for nodes).
-                kept = Self.withoutCarriedNodes(e)
-                weight = size
-            }
-            entries.append((entry: kept, bytes: weight))
-            bytes += weight
+            guard count < Self.maxEntries, count == 0 || bytes + size <= Self.maxBytes else { break }
+            entries.append((entry: e, bytes: size))
+            bytes += size
         }
         compact()
     }

@@ -353,17 +353,11 @@ public final class EmberStore: @unchecked Sendable {
     /// `validatedEntry` with the entry it encoded (index, term and timestamp 0): what decoding
     /// the encoding gives, so a Raft leader appends its own client's write from it instead of
     /// decoding a bulk import's MBs again on its loop (the values are the request's, shared).
-    /// `built`: a text update's nodes as its front built them (`prepare`); the entry carries them
-    /// (`UpdateText.nodes`, never encoded), so this node's own apply takes them instead of
-    /// building them from the text again (a third of a leader's import CPU was that apply).
+    /// `built`: a text update's nodes as its front built them (`prepare`).
     public func validatedLogEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
                                   writer: WriterStamp?, built: [Node]? = nil) throws -> (encoded: [UInt8], entry: LogEntry) {
         let encoded = try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false,
                                   encode: true, built: built).encoded!
-        var operation = operation
-        if let built, case .updateText(let path, let text, let condition) = operation {
-            operation = .updateText(path: path, parts: text.carrying(built, base: path.count), condition: condition)
-        }
         return (encoded, LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer))
     }
 
