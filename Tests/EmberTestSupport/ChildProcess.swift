@@ -12,9 +12,25 @@ public final class ChildProcess: @unchecked Sendable {
     public static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The path of an executable this package builds (debug, as `swift test` builds it).
+    /// The path of an executable this package builds: beside the running test binary, so a test
+    /// run of a release build (`swift test -c release`) or one with `--scratch-path` starts the
+    /// executables of that same build, not whatever `.build/debug` holds.
     public static func built(_ name: String) -> String {
-        packageRoot.appendingPathComponent(".build/debug/\(name)").path
+        if let dir = productsDirectory {
+            let beside = dir.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        }
+        return packageRoot.appendingPathComponent(".build/debug/\(name)").path
+    }
+
+    /// The directory of the running test binary (SwiftPM puts the products of one build there).
+    public static var productsDirectory: URL? {
+        #if os(Linux)
+        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        #else
+        guard let exe = Bundle.main.executableURL else { return nil }
+        #endif
+        return exe.deletingLastPathComponent()
     }
 
     // `@unchecked Sendable`: `Process` is thread-safe for what is used here (pid, isRunning,
