@@ -350,33 +350,46 @@ struct Applier {
             try t.put(tables.treeS, key, TreeRecord.leaf(leaf, node.priority).encoded)
             return
         }
-        if let p = node.priority { try t.put(tables.treeS, key, TreeRecord.priority(p).encoded) }
-        // Many children: in key order (their records then land next to each other, and past
-        // the table's end with MDB_APPEND, see `rows`).
-        let bulk = node.children.count >= Self.bulkParts
-        func put(_ k: String, _ child: Node) throws {
-            let n = key.count
-            KeyCodec.appendSegment(k, to: &key)
+        // A bulk write's records (`rows` is set while one applies) and a node's many children go
+        // in key order, depth first (a node's key sorts before its descendants'), with MDB_APPEND
+        // where they land past the table's end: a load in key order then fills each page. Put in
+        // a map's order, even a few children per node split the table's last page in half over
+        // and over (an import's file was 2.7x its JSON, its pages half full).
+        let ordered = rows != nil || node.children.count >= Self.bulkParts
+        func putRecord(_ value: [UInt8]) throws {
+            if ordered { try t.putOrdered(tables.treeS, key, value) } else { try t.put(tables.treeS, key, value) }
+        }
+        if let p = node.priority { try putRecord(TreeRecord.priority(p).encoded) }
+        // `key` ends with the child's segment.
+        func putChild(_ child: Node) throws {
             if let leaf = child.leaf {
-                try t.put(tables.treeS, key, TreeRecord.leaf(leaf, child.priority).encoded)
+                try putRecord(TreeRecord.leaf(leaf, child.priority).encoded)
             } else if tables.inlineObjects, let record = InlineObject.record(for: child, key: key, version: version) {
-                if bulk { try t.putOrdered(tables.treeS, key, record) } else { try t.put(tables.treeS, key, record) }
+                try putRecord(record)
             } else {
                 try putRecords(child, key: &key, version: version)
             }
-            key.removeSubrange(n...)
         }
-        guard bulk else {
+        let n = key.count
+        guard ordered else {
             // A few children: straight from the map (no copied array of them, no retains).
-            for (k, child) in node.children { try put(k, child) }
+            for (k, child) in node.children {
+                KeyCodec.appendSegment(k, to: &key)
+                try putChild(child)
+                key.removeSubrange(n...)
+            }
             return
         }
-        let children = node.children.map { (k, c) -> ([UInt8], String, Node) in
+        let children = node.children.map { (k, c) -> ([UInt8], Node) in
             var seg: [UInt8] = []
             KeyCodec.appendSegment(k, to: &seg)
-            return (seg, k, c)
+            return (seg, c)
         }.sorted { bytesLess($0.0, $1.0) }
-        for (_, k, child) in children { try put(k, child) }
+        for (seg, child) in children {
+            key.append(contentsOf: seg)
+            try putChild(child)
+            key.removeSubrange(n...)
+        }
     }
 
     /// Replaces the inline object record at `key` by the per-leaf records and the version row

@@ -38,6 +38,43 @@ import Testing
         #expect(top.map(\.key) == again.map(\.key) && top.count == 5)
     }
 
+    /// Parts that are not one inline record each (nested objects, a priority, a few leaves: an
+    /// export's users with their posts) put their records depth first in key order too: in the
+    /// children map's order they split the table's last page in half over and over (an import's
+    /// tree took about twice the pages of its compacted copy).
+    @Test func aBulkUpdateOfNestedObjectsWritesFullPages() async throws {
+        let dir = tempDir(), dense = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir); try? FileManager.default.removeItem(atPath: dense) }
+        var o = smallOptions()
+        o.logRetention = StoreOptions.singleNodeLogRetention
+        let s = try openStore(dir, o)
+        var g = TestSeed.generator(4242)
+        let parts = (0..<3_000).map { i -> (Path, JSON) in
+            var posts = KeyMap<JSON>()
+            for j in 0..<Int.random(in: 1...4, using: &g) {
+                posts["p\(j)"] = .object(["title": .string(String(repeating: "t", count: Int.random(in: 5...40, using: &g))),
+                                          "likes": .int(Int64.random(in: 0..<10_000, using: &g)),
+                                          ".priority": .int(Int64(j))])
+            }
+            return (p(String(format: "/u%06d", i)), .object([
+                "name": .string("user\(i)"), "age": .int(Int64(i % 90)), "active": .bool(i % 2 == 0),
+                "posts": .object(posts), "bio": .string(String(repeating: "b", count: Int.random(in: 20...300, using: &g))),
+            ]))
+        }
+        _ = try await s.submit(namespace: "t", .update(path: p("/users"), values: parts.shuffled(using: &g)))
+        let loaded = try pages(s, "tree")
+        let want = try Node(json: .object(KeyMap(uniqueKeysWithValues: parts.map { ($0.0.segments.last!, $0.1) })), depth: 1)
+        #expect(try s.get("/users") == want)
+        s.close()
+        try EmberStore.compact(directory: dir, output: dense)
+        let c = try openStore(dense, o)
+        defer { c.close() }
+        let compacted = try pages(c, "tree")
+        #expect(Double(loaded) <= 1.05 * Double(compacted), "tree \(loaded) pages, compacted \(compacted)")
+        #expect(try c.get("/users") == want)
+        #expect(try c.get("/users/u000007/posts/p0").priority != nil)
+    }
+
     /// An update whose parts overwrite, delete and re-create children of an indexed location in
     /// one entry: the rows waiting for the update's end give the same index as plain writes.
     @Test func bulkRowsMatchTheTreeAfterMixedParts() async throws {
