@@ -1,4 +1,5 @@
 import EmberCore
+import Foundation
 
 /// Applies log entries inside a write transaction. Lives on the writer thread only.
 struct Applier {
@@ -380,13 +381,24 @@ struct Applier {
             }
             return
         }
-        let children = node.children.map { (k, c) -> ([UInt8], Node) in
-            var seg: [UInt8] = []
-            KeyCodec.appendSegment(k, to: &seg)
-            return (seg, c)
-        }.sorted { bytesLess($0.0, $1.0) }
-        for (seg, child) in children {
-            key.append(contentsOf: seg)
+        // The children's segments in one buffer (not an array each), sorted by their bytes.
+        var segments: [UInt8] = []
+        var children: [(segment: Range<Int>, node: Node)] = []
+        children.reserveCapacity(node.children.count)
+        for (k, child) in node.children {
+            let start = segments.count
+            KeyCodec.appendSegment(k, to: &segments)
+            children.append((start..<segments.count, child))
+        }
+        segments.withUnsafeBytes { b in
+            children.sort { x, y in
+                let c = memcmp(b.baseAddress! + x.segment.lowerBound, b.baseAddress! + y.segment.lowerBound,
+                               min(x.segment.count, y.segment.count))
+                return c != 0 ? c < 0 : x.segment.count < y.segment.count
+            }
+        }
+        for (segment, child) in children {
+            key.append(contentsOf: segments[segment])
             try putChild(child)
             key.removeSubrange(n...)
         }
