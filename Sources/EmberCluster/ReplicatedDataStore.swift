@@ -178,16 +178,23 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         }
         var request = request
         var built: [Node]? = nil
+        var textChecked = false
         if case .updateText(_, let nodes) = request.kind {
             // A member before peer level 5 cannot decode the text form: the tree form until every
             // member, learners too, reads it (a member held back later gets a snapshot,
             // `RaftHost.sendRaft`).
-            if membersSpeak(5) { built = nodes } else { request.kind = try request.kind.asTree() }
+            if membersSpeak(5) {
+                built = nodes
+                textChecked = true
+            } else {
+                request.kind = try request.kind.asTree()
+            }
         }
         do {
             let (encoded, entry) = try local.storage.validatedLogEntry(
                 namespace: request.namespace, operation: LMDBTranslation.operation(for: request),
-                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer), built: built)
+                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer), built: built,
+                textChecked: textChecked)
             return (encoded, entry)
         } catch let e as StorageError {
             throw LMDBTranslation.translate(e)
@@ -206,6 +213,10 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
 
     /// Wire-protocol bursts go to the driver without a task or a wait per write; their outcomes
     /// reach `sink` in bulk once per driver turn.
+    /// Every member builds a text update's nodes from the logged text (the leader too): the
+    /// front only checks it.
+    public var appliesFrontNodes: Bool { false }
+
     public func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? {
         // The writer holds this store already: the sink's closure adds no cycle.
         ReplicatedPipelinedWriter(store: self, sink: ClusterPipelineSink(sink: sink, turn: host.sinkTurn) { [store = self] n, bytes in

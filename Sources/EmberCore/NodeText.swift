@@ -45,11 +45,14 @@ extension JSONParser {
     /// runs the tree path): the checks are `Node.convert`'s, in whatever order they come.
     /// `count` grows by the nodes `WriteValidation.countNodes` counts for the value (a member
     /// written twice counts twice: never less than the front's count).
-    mutating func node(nesting: Int, depth: Int, count: inout Int) throws(EmberError) -> Node {
+    /// `build` false: the same checks, nothing built (a front whose store builds the nodes from
+    /// the text itself, `UpdateText.scan`): an object or array answers `.empty` when it would be
+    /// empty and `Self.checkedMark` otherwise; a primitive answers its node (no allocation).
+    mutating func node(nesting: Int, depth: Int, count: inout Int, build: Bool = true) throws(EmberError) -> Node {
         guard i < end else { throw fail("unexpected end") }
         switch bytes[i] {
-        case UInt8(ascii: "{"): return try objectNode(nesting: nesting + 1, depth: depth, count: &count)
-        case UInt8(ascii: "["): return try arrayNode(nesting: nesting + 1, depth: depth, count: &count)
+        case UInt8(ascii: "{"): return try objectNode(nesting: nesting + 1, depth: depth, count: &count, build: build)
+        case UInt8(ascii: "["): return try arrayNode(nesting: nesting + 1, depth: depth, count: &count, build: build)
         case UInt8(ascii: "n"): try expect("null"); return .empty
         default: break
         }
@@ -71,11 +74,14 @@ extension JSONParser {
         }
     }
 
+    /// What a check-only walk (`build` false) answers for a non-empty object or array.
+    static let checkedMark = Node(.bool(true))
+
     private static func checkDepth(_ d: Int) throws(EmberError) {
         if d > Limits.maxPathDepth { throw .pathTooDeep(depth: d) }
     }
 
-    private mutating func arrayNode(nesting: Int, depth: Int, count: inout Int) throws(EmberError) -> Node {
+    private mutating func arrayNode(nesting: Int, depth: Int, count: inout Int, build: Bool) throws(EmberError) -> Node {
         guard nesting <= maxDepth else { throw fail("nesting too deep") }
         count += 1
         i += 1
@@ -83,23 +89,31 @@ extension JSONParser {
         if i < end && bytes[i] == UInt8(ascii: "]") { i += 1; return .empty }
         // `Node.convert`: a non-empty array's items lie one level down, null or not.
         try Self.checkDepth(depth + 1)
-        var kids = KeyMap<Node>(minimumCapacity: 4)
+        var kids = KeyMap<Node>(minimumCapacity: build ? 4 : 0)
+        var anyKid = false
         var index = 0
         while true {
             skipWhitespace()
-            let child = try node(nesting: nesting, depth: depth + 1, count: &count)
-            if !child.isEmpty { kids[String(index)] = child }
+            let child = try node(nesting: nesting, depth: depth + 1, count: &count, build: build)
+            if !child.isEmpty {
+                anyKid = true
+                if build { kids[String(index)] = child }
+            }
             index += 1
             skipWhitespace()
             guard i < end else { throw fail("unexpected end") }
             if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "]") { i += 1; return Node(children: kids) }
+            if bytes[i] == UInt8(ascii: "]") {
+                i += 1
+                return build ? Node(children: kids) : anyKid ? Self.checkedMark : .empty
+            }
             throw fail("expected ',' or ']'")
         }
     }
 
-    private mutating func objectNode(nesting: Int, depth: Int, count: inout Int) throws(EmberError) -> Node {
+    private mutating func objectNode(nesting: Int, depth: Int, count: inout Int, build: Bool) throws(EmberError) -> Node {
         guard nesting <= maxDepth else { throw fail("nesting too deep") }
+        let start = i
         // One for the object; a `.value` object counts as its value alone.
         let before = count
         var valueCount = 0
@@ -107,7 +121,10 @@ extension JSONParser {
         i += 1
         skipWhitespace()
         if i < end && bytes[i] == UInt8(ascii: "}") { i += 1; return .empty }
-        var kids = KeyMap<Node>(minimumCapacity: 4)
+        var kids = KeyMap<Node>(minimumCapacity: build ? 4 : 0)
+        // Not building: members whose value is not empty, and whether any was empty (then a
+        // repeated key could make the object empty after all: the building walk decides).
+        var nonEmpty = 0, anyEmpty = false
         // `.priority` and `.value` (the last of each, as the parse keeps the last of a key);
         // whether any other key was met (a `.value` object may have none, null-valued or not).
         var priority: JSON? = nil
@@ -127,15 +144,21 @@ extension JSONParser {
                 // `.value`'s node lies at this object's own depth.
                 case ".value":
                     let at = count
-                    value = try node(nesting: nesting, depth: depth, count: &count)
+                    value = try node(nesting: nesting, depth: depth, count: &count, build: build)
                     valueCount = count - at
                 default: throw EmberError.invalidValueKey  // `.sv` or a refused key: the tree path says which
                 }
             } else {
                 try Key.validate(key)
                 otherKey = true
-                let child = try node(nesting: nesting, depth: depth + 1, count: &count)
-                if child.isEmpty { kids.removeValue(forKey: key) } else { kids[key] = child }
+                let child = try node(nesting: nesting, depth: depth + 1, count: &count, build: build)
+                if build {
+                    if child.isEmpty { kids.removeValue(forKey: key) } else { kids[key] = child }
+                } else if child.isEmpty {
+                    anyEmpty = true
+                } else {
+                    nonEmpty += 1
+                }
             }
             skipWhitespace()
             guard i < end else { throw fail("unexpected end") }
@@ -149,6 +172,18 @@ extension JSONParser {
             guard !otherKey else { throw EmberError.invalidValueKey }
             count = before + valueCount
             return value.withPriority(p ?? value.priority)
+        }
+        if !build {
+            if anyEmpty && nonEmpty > 0 {
+                // A key may be written non-empty and then null (or the reverse): the building
+                // walk says what the object is (rare: an export has no nulls).
+                i = start
+                count = before
+                let built = try objectNode(nesting: nesting, depth: depth, count: &count, build: true)
+                return built.isEmpty ? .empty : Self.checkedMark
+            }
+            if nonEmpty > 0 { try Self.checkDepth(depth + 1) }
+            return nonEmpty > 0 ? Self.checkedMark : .empty
         }
         if !kids.isEmpty { try Self.checkDepth(depth + 1) }
         return Node(children: kids, priority: p)

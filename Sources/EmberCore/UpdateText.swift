@@ -51,8 +51,11 @@ public struct UpdateText: Sendable, Equatable {
     /// anything but a clean update the front and the store would take as it stands (not an
     /// object, no member, a bad or repeated path, nested paths, too many parts, a part over
     /// `maxNodes` by the front's count, a server value, a refused value, malformed text): the
-    /// caller then takes the tree path, which answers exactly as before.
-    public static func scan(body: [UInt8], base: Path, maxParts: Int, maxNodes: Int) -> (text: UpdateText, nodes: [Node])? {
+    /// caller then takes the tree path, which answers exactly as before. `buildNodes` false:
+    /// the same checks with no node built (`nodes` nil), for a store that builds them from the
+    /// text itself.
+    public static func scan(body: [UInt8], base: Path, maxParts: Int, maxNodes: Int,
+                            buildNodes: Bool = true) -> (text: UpdateText, nodes: [Node]?)? {
         var p = JSONParser(bytes: body, maxDepth: Limits.maxJSONDepth)
         var found: [(path: Path, key: [UInt8], range: Range<Int>, node: Node)] = []
         do throws(EmberError) {
@@ -71,7 +74,7 @@ public struct UpdateText: Sendable, Equatable {
                       found.count < maxParts else { return nil }
                 let start = p.i
                 var count = 0
-                let node = try p.node(nesting: nesting, depth: base.count + rel.count, count: &count)
+                let node = try p.node(nesting: nesting, depth: base.count + rel.count, count: &count, build: buildNodes)
                 guard count <= maxNodes else { return nil }
                 found.append((rel, rel.sortKey, start..<p.i, node))
                 p.skipWhitespace()
@@ -89,6 +92,6 @@ public struct UpdateText: Sendable, Equatable {
         found.sort { $0.key.lexicographicallyPrecedes($1.key) }
         // A repeated path (the parse keeps the last) or one above another: the tree path says.
         for i in found.indices.dropFirst() where found[i - 1].path.contains(found[i].path) { return nil }
-        return (UpdateText(bytes: body, parts: found.map { ($0.path, $0.range) }), found.map(\.node))
+        return (UpdateText(bytes: body, parts: found.map { ($0.path, $0.range) }), buildNodes ? found.map(\.node) : nil)
     }
 }

@@ -45,6 +45,14 @@ public protocol WritePort: Sendable {
     func write(_ request: WriteRequest) async throws -> WriteOutcome
     /// A writer for one client's bursts, answering through `sink`; nil: callers await `write`.
     func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)?
+    /// Whether the nodes a front builds from a text update (`WriteRequest.Kind.updateText`) are
+    /// applied: a single node applies them; a cluster logs the text and every member builds its
+    /// nodes from it, so there the front only checks the text (`UpdateText.scan`, `buildNodes`).
+    var appliesFrontNodes: Bool { get }
+}
+
+extension WritePort {
+    public var appliesFrontNodes: Bool { true }
 }
 
 /// Receives the outcomes of pipelined writes (`PipelinedWriter.enqueue`), each only after its

@@ -31,9 +31,10 @@ public struct WriteRequest: Sendable {
         /// Multi-path update: relative paths → values (null deletes), atomic.
         case update([(Path, JSON)])
         /// `update` as its parts' checked text (a REST PATCH without server values), with the
-        /// nodes the front's scan built from it (`UpdateText.scan`): logged as the text where
+        /// nodes the front's scan built from it (`UpdateText.scan`; nil: the scan checked the
+        /// text without building them, `WritePort.appliesFrontNodes`): logged as the text where
         /// every member reads it, else as `update`.
-        case updateText(UpdateText, nodes: [Node])
+        case updateText(UpdateText, nodes: [Node]?)
 
         /// The tree form of a text update (`update`); any other kind as it is.
         public func asTree() throws -> Kind {

@@ -353,11 +353,14 @@ public final class EmberStore: @unchecked Sendable {
     /// `validatedEntry` with the entry it encoded (index, term and timestamp 0): what decoding
     /// the encoding gives, so a Raft leader appends its own client's write from it instead of
     /// decoding a bulk import's MBs again on its loop (the values are the request's, shared).
-    /// `built`: a text update's nodes as its front built them (`prepare`).
+    /// `built`: a text update's nodes as its front built them (`prepare`); `textChecked`: its
+    /// front's scan checked the text without building them (`UpdateText.scan`, `buildNodes`
+    /// false: the same checks), so it is not walked again here.
     public func validatedLogEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
-                                  writer: WriterStamp?, built: [Node]? = nil) throws -> (encoded: [UInt8], entry: LogEntry) {
+                                  writer: WriterStamp?, built: [Node]? = nil,
+                                  textChecked: Bool = false) throws -> (encoded: [UInt8], entry: LogEntry) {
         let encoded = try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false,
-                                  encode: true, built: built).encoded!
+                                  encode: true, built: built, textChecked: textChecked).encoded!
         return (encoded, LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer))
     }
 
@@ -368,8 +371,10 @@ public final class EmberStore: @unchecked Sendable {
     /// `built`: a text update's nodes as its front built them from that very text while it
     /// checked it (`UpdateText.scan`): taken instead of building them again.
     func prepare(namespace: String, operation: WriteOperation, auth: WriteAuth = .admin, writer: WriterStamp? = nil,
-                 buildNodes: Bool = true, encode: Bool? = nil, built: [Node]? = nil) throws -> PreparedWrite {
-        let nodes = try checkOperation(namespace: namespace, operation: operation, buildNodes: buildNodes, built: built)
+                 buildNodes: Bool = true, encode: Bool? = nil, built: [Node]? = nil,
+                 textChecked: Bool = false) throws -> PreparedWrite {
+        let nodes = try checkOperation(namespace: namespace, operation: operation, buildNodes: buildNodes, built: built,
+                                       textChecked: textChecked)
         let entry = LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer)
         let encoded = (encode ?? keepsLog) ? entry.encoded() : nil
         let size = encoded?.count ?? entry.encodedSize()
@@ -397,7 +402,8 @@ public final class EmberStore: @unchecked Sendable {
     /// Everything but the entry's size; returns the nodes to write when the write holds no
     /// server values (those are resolved at apply time) and `buildNodes` (else values are only
     /// checked, by `Node.validate`: the same errors as building them).
-    private func checkOperation(namespace: String, operation: WriteOperation, buildNodes: Bool = true, built: [Node]? = nil) throws -> [Node]? {
+    private func checkOperation(namespace: String, operation: WriteOperation, buildNodes: Bool = true, built: [Node]? = nil,
+                                textChecked: Bool = false) throws -> [Node]? {
         try KeyCodec.validateNamespace(namespace)
         var nodes: [Node]? = buildNodes ? [] : nil
         func checkValue(_ path: Path, _ json: JSON) throws {
@@ -468,6 +474,7 @@ public final class EmberStore: @unchecked Sendable {
                 precondition(built.count == text.count, "one built node per part")
                 return buildNodes ? built : nil
             }
+            if textChecked && !buildNodes { return nil }
             // Building a part from its text is its check (no server value can be in it: the
             // build refuses one, as `Node(json:)` does).
             for i in 0..<text.count {

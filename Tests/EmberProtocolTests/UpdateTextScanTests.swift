@@ -15,7 +15,10 @@ import Testing
         let value = [#"1"#, #"null"#, #""s""#, #"{"n":1,"m":[1,2,{"z":null}]}"#, #"{".sv":"timestamp"}"#, #"{"a":{".sv":{"increment":1}}}"#,
                      #"{".value":3,".priority":"p"}"#, #"{"bad.key":1}"#, #"[]"#, #"{}"#, #"{"e":null}"#, #"1e999"#, #"[1,"#,
                      "[" + Array(repeating: "1", count: 45).joined(separator: ",") + "]", #"{".priority":{}}"#, #"2.5"#, #"-0"#,
-                     String(repeating: "{\"d\":", count: 31) + "1" + String(repeating: "}", count: 31)].randomElement(using: &g)!
+                     String(repeating: "{\"d\":", count: 31) + "1" + String(repeating: "}", count: 31),
+                     // A member written twice, null once: what the object is depends on which came last.
+                     #"{"e":1,"e":null}"#, #"{"e":null,"e":1}"#, #"{"e":{"f":null},"g":[null]}"#, #"{"e":[null,{}],"h":2}"#,
+                     #"{".value":{"e":null},".priority":1}"#].randomElement(using: &g)!
         return String(decoding: JSON.string(path).serializedBytes(), as: UTF8.self) + ":" + value
     }
 
@@ -40,8 +43,17 @@ import Testing
             let base = try Path(["", "d", "d/e/f"].randomElement(using: &g)!)
             let want = Self.tree(body, base: base)
             if want != nil { treeTook += 1 }
-            guard let (text, nodes) = UpdateText.scan(body: body, base: base, maxParts: Self.validation.maxUpdateParts,
-                                                      maxNodes: Self.validation.maxWriteNodes) else { continue }
+            let checked = UpdateText.scan(body: body, base: base, maxParts: Self.validation.maxUpdateParts,
+                                          maxNodes: Self.validation.maxWriteNodes, buildNodes: false)
+            guard let (text, built) = UpdateText.scan(body: body, base: base, maxParts: Self.validation.maxUpdateParts,
+                                                      maxNodes: Self.validation.maxWriteNodes) else {
+                #expect(checked == nil, "round \(round): the checking scan took what the building scan refuses")
+                continue
+            }
+            // The checking scan (a cluster's front) decides as the building scan does, with the same parts.
+            let (checkedText, unbuilt) = try #require(checked, "round \(round): the checking scan refused what the building scan takes")
+            #expect(checkedText == text && unbuilt == nil, "round \(round)")
+            let nodes = try #require(built)
             taken += 1
             let tree = try #require(want, "round \(round): the scan took what the tree path refuses: \(String(decoding: body, as: UTF8.self))")
             #expect(text.parts.map(\.path) == tree.map(\.0), "round \(round)")

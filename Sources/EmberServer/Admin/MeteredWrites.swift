@@ -22,6 +22,8 @@ struct MeteredWrites: WritePort {
         }
     }
 
+    var appliesFrontNodes: Bool { inner.appliesFrontNodes }
+
     func pipelinedWriter(sink: any WriteOutcomeSink) -> (any PipelinedWriter)? {
         let recorder = MeteredPipelinedWriter.Recorder(sink: sink, metrics: metrics)
         return inner.pipelinedWriter(sink: recorder).map { MeteredPipelinedWriter(inner: $0, recorder: recorder, gate: gate) }

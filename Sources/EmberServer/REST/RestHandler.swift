@@ -360,7 +360,8 @@ public final class RestHandler: Sendable {
                            condition: WriteCondition?, identity: Identity) -> (WriteRequest, WriteEcho)? {
         guard method == .patch, case .data = req.target else { return nil }
         guard let (text, nodes) = UpdateText.scan(body: Array(body.readableBytesView), base: req.path,
-                                                  maxParts: validation.maxUpdateParts, maxNodes: validation.maxWriteNodes) else { return nil }
+                                                  maxParts: validation.maxUpdateParts, maxNodes: validation.maxWriteNodes,
+                                                  buildNodes: store.writer.appliesFrontNodes) else { return nil }
         return (WriteRequest(namespace: ns, path: req.path, kind: .updateText(text, nodes: nodes), condition: condition, identity: identity),
                 .parts(text.parts.map(\.path)))
     }
