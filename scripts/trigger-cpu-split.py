@@ -28,11 +28,12 @@ STAGES = [
     ("lane: the rest (machine, answers, runtime)", ["TriggerLane", "TriggerDelivery", "TriggerRuntime"]),
     ("cursor entries (logged, applied, pruning)", ["TriggerCursorLog", "applyTriggers", "TriggerChangeLog.refresh", "TriggerChangeLog.prune"]),
     ("worker woken by commits", ["TriggerWorker.wake", "onTriggerCommit", "TriggerCommit"]),
-    ("apply: values before the write", ["captureTriggers"]),
+    ("apply: values before the write", ["captureTriggers", "setOnlyCreates"]),
     ("apply: changes (diff, pattern match)", ["TriggerChanges.changes"]),
     ("apply: record encoding (compact or full)", ["TriggerCompactRecord.encode", "encodeRecord", "fullBodySize"]),
-    ("apply: full events for the lanes", ["closure #2 in Applier.recordTriggers", "values #1 () in Applier.recordTriggers", "TriggerTails.appended"]),
-    ("apply: record put, tails, the rest", ["recordShared", "recordTriggers"]),
+    ("apply: full events for the lanes", ["closure #2 in Applier.recordTriggers", "values #1 () in Applier.recordTriggers", "TriggerTails.appended",
+                                        "closure #2 in Applier.recordCreated"]),
+    ("apply: record put, tails, the rest", ["recordShared", "recordTriggers", "recordCreated"]),
     ("commit: released records to the lanes' cache", ["TriggerRecordCache.insert", "TriggerReleases"]),
 ]
 

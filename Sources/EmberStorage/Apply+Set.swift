@@ -35,11 +35,15 @@ extension Applier {
         if let cond, let failed = try checkCondition(cond, ns: ns, path: path, current: old) {
             return .conditionFailed(current: old, version: failed)
         }
-        let capture = try captureTriggers(ns, parts: [(path, old)])
+        // The common trigger write (a new child at a pattern's location) takes its own way.
+        let set = triggers.isEmpty ? nil : triggers[ns]
+        let creates = set.map { setOnlyCreates(e, $0, path: path, old: old, node: node) } ?? false
+        let capture = creates || set == nil ? nil : try captureTriggers(ns, parts: [(path, old)])
         // Nothing changed the tree since the probe: what it found above the key holds.
         let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index,
                                 probed: probe, parent: parent, leafRecord: prebuilt != nil ? leafRecord : nil)
         var reach = TriggerReach.none
+        if changed, creates, let set { reach = try recordCreated(e, set, path: path, node: node) }
         if changed, let capture { reach = try recordTriggers(e, capture, parts: [(path, node)]) }
         return .applied(changed: changed, node: node, reach: reach)
     }

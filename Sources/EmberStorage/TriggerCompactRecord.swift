@@ -44,20 +44,51 @@ enum TriggerCompactRecord {
         -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
         precondition(events.count == values.count, "one value per event")
         let (authType, authID) = Applier.triggerAuth(e.auth)
-        var w = ByteWriter(capacity: 64)
-        w.bytes.append(contentsOf: repeatElement(0, count: TriggerChangeLog.headerBytes))
-        w.varint(events.count)
-        for ev in events {
-            w.u8(ev.type.code)
-            w.path(ev.location)
-            TriggerRecord.encodeParams(ev.params, into: &w)
+        let body = fullBodySize(events, values, authType: authType, authID: authID)
+        return record(events: events.count, fullBody: body, entry: e, after: last) { w in
+            for ev in events {
+                w.u8(ev.type.code)
+                w.path(ev.location)
+                TriggerRecord.encodeParams(ev.params, into: &w)
+            }
         }
-        let full = TriggerChangeLog.headerBytes + fullBodySize(events, values, authType: authType, authID: authID)
-        let at = TriggerChangeLog.Position(index: e.index, records: last.records + 1, bytes: last.bytes + UInt64(full),
-                                           events: last.events + UInt64(events.count))
-        var head = TriggerChangeLog.header(at)
-        head[0] = format
-        w.bytes.replaceSubrange(0..<TriggerChangeLog.headerBytes, with: head)
+    }
+
+    /// `encode` of the one event of a set that created `location`, a location of `pattern`,
+    /// with `value` (`Applier.recordCreated`): its params written from the location's keys at
+    /// the pattern's wildcards, in the order `encode` writes a params map, none built.
+    static func encodeCreated(_ type: TriggerEventKind, at location: Path, _ pattern: TriggerPattern, value: Node, entry e: LogEntry,
+                              after last: TriggerChangeLog.Position) -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
+        assert(pattern.match(location) != nil, "a location of the pattern")
+        let (authType, authID) = Applier.triggerAuth(e.auth)
+        var params = LogEntry.varintSize(pattern.wildcardOrder.count)
+        for i in pattern.wildcardOrder { params += LogEntry.stringSize(pattern.wildcardName(i)) + LogEntry.stringSize(location.segments[i]) }
+        let body = 1 + LogEntry.varintSize(1)
+            + eventBodySize(seq: 0, location: location, paramsSize: params, value: value, authSize: authSize(authType, authID))
+        return record(events: 1, fullBody: body, entry: e, after: last) { w in
+            w.u8(type.code)
+            w.path(location)
+            w.varint(pattern.wildcardOrder.count)
+            for i in pattern.wildcardOrder {
+                w.string(pattern.wildcardName(i))
+                w.string(location.segments[i])
+            }
+        }
+    }
+
+    /// A compact record of `events` events written by `write`, behind the header of a full
+    /// record of `fullBody` bytes after `last` (known before the events are written: the header
+    /// goes first, no room left for it and filled in after).
+    private static func record(events: Int, fullBody: Int, entry e: LogEntry, after last: TriggerChangeLog.Position,
+                               _ write: (inout ByteWriter) -> Void) -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
+        let at = TriggerChangeLog.Position(index: e.index, records: last.records + 1,
+                                           bytes: last.bytes + UInt64(TriggerChangeLog.headerBytes + fullBody),
+                                           events: last.events + UInt64(events))
+        var w = ByteWriter(capacity: 96)
+        // `TriggerChangeLog.header(at)` with this format.
+        w.u8(format); w.u64(at.records); w.u64(at.bytes); w.u64(at.events)
+        w.varint(events)
+        write(&w)
         return (w.bytes, at)
     }
 
@@ -65,20 +96,30 @@ enum TriggerCompactRecord {
     /// and `delta` the values' JSON, counted without building it.
     static func fullBodySize(_ events: [Event], _ values: [Node], authType: String, authID: String?) -> Int {
         var n = 1 + LogEntry.varintSize(events.count)
-        let auth = LogEntry.stringSize(authType) + 1 + (authID.map(LogEntry.stringSize) ?? 0)
+        let auth = authSize(authType, authID)
         for (k, ev) in events.enumerated() {
-            // index, seq, timestamp, type
-            n += 8 + LogEntry.varintSize(k) + 8 + 1
-            var path = ev.location.segments.isEmpty ? 1 : ev.location.count
-            for s in ev.location.segments { path += s.utf8.count }
-            n += LogEntry.varintSize(path) + path
-            n += LogEntry.varintSize(ev.params.count)
-            for (key, value) in ev.params { n += LogEntry.stringSize(key) + LogEntry.stringSize(value) }
-            // before (null), after and delta (the same JSON)
-            n += 1 + 2 * jsonSize(values[k])
-            n += auth
+            var params = LogEntry.varintSize(ev.params.count)
+            for (key, value) in ev.params { params += LogEntry.stringSize(key) + LogEntry.stringSize(value) }
+            n += eventBodySize(seq: k, location: ev.location, paramsSize: params, value: values[k], authSize: auth)
         }
         return n
+    }
+
+    static func authSize(_ authType: String, _ authID: String?) -> Int {
+        LogEntry.stringSize(authType) + 1 + (authID.map(LogEntry.stringSize) ?? 0)
+    }
+
+    /// One event's bytes in a full record (its params' bytes given).
+    static func eventBodySize(seq: Int, location: Path, paramsSize: Int, value: Node, authSize: Int) -> Int {
+        // index, seq, timestamp, type
+        var n = 8 + LogEntry.varintSize(seq) + 8 + 1
+        var path = location.segments.isEmpty ? 1 : location.count
+        for s in location.segments { path += s.utf8.count }
+        n += LogEntry.varintSize(path) + path
+        n += paramsSize
+        // before (null), after and delta (the same JSON)
+        n += 1 + 2 * jsonSize(value)
+        return n + authSize
     }
 
     /// The bytes `ByteWriter.json(node.toJSON())` writes.

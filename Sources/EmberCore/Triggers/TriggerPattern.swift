@@ -11,6 +11,9 @@ public struct TriggerPattern: Sendable, Equatable, CustomStringConvertible {
     /// How many segments are wildcards: the size of every match's params (reserved at once:
     /// a dictionary grown key by key reallocates and rehashes, per change on every replica).
     let wildcards: Int
+    /// The wildcards' segment indexes in name order: the order a match's params are stored in
+    /// (`TriggerEvent.forEachParam`), known once instead of sorted per event.
+    public let wildcardOrder: [Int]
 
     /// Named limit: wildcard names are short identifiers.
     public static let maxWildcardNameBytes = 64
@@ -39,6 +42,20 @@ public struct TriggerPattern: Sendable, Equatable, CustomStringConvertible {
         guard out.count <= Limits.maxPathDepth else { throw .init("path is deeper than \(Limits.maxPathDepth) keys") }
         segments = out
         wildcards = names.count
+        wildcardOrder = out.indices.filter { if case .wildcard = out[$0] { return true } else { return false } }
+            .sorted { Self.name(out[$0]) < Self.name(out[$1]) }
+    }
+
+    private static func name(_ s: Segment) -> String {
+        switch s {
+        case .wildcard(let n), .literal(let n): return n
+        }
+    }
+
+    /// The name of the wildcard at segment `i` (one of `wildcardOrder`).
+    public func wildcardName(_ i: Int) -> String {
+        guard case .wildcard(let n) = segments[i] else { preconditionFailure("segment \(i) is not a wildcard") }
+        return n
     }
 
     static func isWildcardName(_ s: String) -> Bool {
@@ -76,6 +93,13 @@ public struct TriggerPattern: Sendable, Equatable, CustomStringConvertible {
     public func matchesPrefix(_ path: Path) -> Bool {
         guard path.count <= count else { return false }
         for (i, key) in path.segments.enumerated() where !segmentMatches(i, key) { return false }
+        return true
+    }
+
+    /// Whether the path's keys match the pattern's as far as both go: a write at `path` can
+    /// change locations of this pattern (at, above or below one; `scope(of:)` without the scope).
+    public func matchesLeading(_ path: Path) -> Bool {
+        for (i, key) in path.segments.prefix(count).enumerated() where !segmentMatches(i, key) { return false }
         return true
     }
 

@@ -25,12 +25,19 @@ public struct TriggerPatternIndex: Sendable, Equatable {
         count = patterns.count
     }
 
-    /// The plans a write of `paths` (absolute) may touch, in plan order, each once.
+    /// The plans a write at `path` (absolute) may touch, in plan order, each once.
     ///
     /// One path below a first key (every set, most updates) with no pattern starting with a
     /// wildcard: the plans stored under that key, as they are (no array made per write: with
     /// triggers on ten lists, two per write on every replica were most of what the nine
     /// definitions a write does not match still cost).
+    public func candidates(of path: Path) -> [Int] {
+        if count <= 1 { return count == 1 ? Self.first : [] }
+        if unkeyed.isEmpty, let first = path.segments.first { return byFirstKey[first] ?? [] }
+        return candidates([path])
+    }
+
+    /// The plans a write of `paths` may touch (`candidates(of:)` for each, merged in plan order).
     public func candidates(_ paths: [Path]) -> [Int] {
         if count <= 1 { return count == 1 ? Self.first : [] }
         if paths.count == 1, unkeyed.isEmpty, let first = paths[0].segments.first { return byFirstKey[first] ?? [] }
