@@ -343,67 +343,6 @@ struct Applier {
         return true
     }
 
-    /// Puts the records of `node` (an object) at `key`, written by the write with log index
-    /// `version`: its small leaf-only descendants as inline objects carrying that version (which
-    /// changes no version: the write's own `at` above them is the same index).
-    func putRecords(_ node: Node, key: inout [UInt8], version: UInt64) throws {
-        if let leaf = node.leaf {  // the root's value
-            try t.put(tables.treeS, key, TreeRecord.leaf(leaf, node.priority).encoded)
-            return
-        }
-        // A bulk write's records (`rows` is set while one applies) and a node's many children go
-        // in key order, depth first (a node's key sorts before its descendants'), with MDB_APPEND
-        // where they land past the table's end: a load in key order then fills each page. Put in
-        // a map's order, even a few children per node split the table's last page in half over
-        // and over (an import's file was 2.7x its JSON, its pages half full).
-        let ordered = rows != nil || node.children.count >= Self.bulkParts
-        func putRecord(_ value: [UInt8]) throws {
-            if ordered { try t.putOrdered(tables.treeS, key, value) } else { try t.put(tables.treeS, key, value) }
-        }
-        if let p = node.priority { try putRecord(TreeRecord.priority(p).encoded) }
-        // `key` ends with the child's segment.
-        func putChild(_ child: Node) throws {
-            if let leaf = child.leaf {
-                try putRecord(TreeRecord.leaf(leaf, child.priority).encoded)
-            } else if tables.inlineObjects, let record = InlineObject.record(for: child, key: key, version: version) {
-                try putRecord(record)
-            } else {
-                try putRecords(child, key: &key, version: version)
-            }
-        }
-        let n = key.count
-        guard ordered else {
-            // A few children: straight from the map (no copied array of them, no retains).
-            for (k, child) in node.children {
-                KeyCodec.appendSegment(k, to: &key)
-                try putChild(child)
-                key.removeSubrange(n...)
-            }
-            return
-        }
-        // The children's segments in one buffer (not an array each), sorted by their bytes.
-        var segments: [UInt8] = []
-        var children: [(segment: Range<Int>, node: Node)] = []
-        children.reserveCapacity(node.children.count)
-        for (k, child) in node.children {
-            let start = segments.count
-            KeyCodec.appendSegment(k, to: &segments)
-            children.append((start..<segments.count, child))
-        }
-        segments.withUnsafeBytes { b in
-            children.sort { x, y in
-                let c = memcmp(b.baseAddress! + x.segment.lowerBound, b.baseAddress! + y.segment.lowerBound,
-                               min(x.segment.count, y.segment.count))
-                return c != 0 ? c < 0 : x.segment.count < y.segment.count
-            }
-        }
-        for (segment, child) in children {
-            key.append(contentsOf: segments[segment])
-            try putChild(child)
-            key.removeSubrange(n...)
-        }
-    }
-
     /// Replaces the inline object record at `key` by the per-leaf records and the version row
     /// it stands for (before a write inside or below it), so every path keeps its version.
     func explode(_ key: [UInt8], _ record: [UInt8]) throws {

@@ -51,20 +51,16 @@ struct InlineObject {
         // Every child is a leaf (`encodedSize` said so). Encoded straight from the node's
         // children in key order, without an `InlineObject` and its copied `Child` list (a
         // visible share of a bulk write's records): the same bytes as `encoded`.
-        var kids: [(seg: [UInt8], key: String, child: Node)] = []
-        kids.reserveCapacity(node.children.count)
-        for (k, c) in node.children {
-            let seg = KeyCodec.segment(k)
-            // Exploded, every child's key must still fit `tree` (see the invariant).
-            guard key.count + seg.count <= SplitTable.inlineBytes else { return nil }
-            kids.append((seg, k, c))
-        }
-        kids.sort { bytesLess($0.seg, $1.seg) }
+        var segments: [UInt8] = []
+        let kids = KeyOrdered.children(node.children, segments: &segments)
+        // Exploded, every child's key must still fit `tree` (see the invariant).
+        for kid in kids where key.count + kid.segment.count > SplitTable.inlineBytes { return nil }
         var w = ByteWriter(capacity: size)
         writeHeader(&w, version: version, priority: node.priority, count: kids.count)
         for kid in kids {
-            w.string(kid.key)
-            w.compactLeaf(kid.child.leaf!, kid.child.priority)
+            let (k, child) = node.children[kid.at]
+            w.string(k)
+            w.compactLeaf(child.leaf!, child.priority)
         }
         assert(w.bytes.count == size, "an inline record's size differs from its encoding")
         return w.bytes

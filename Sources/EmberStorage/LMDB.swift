@@ -111,26 +111,36 @@ struct Txn {
 
     /// `flags`: MDB_APPEND (as `DenseCopy` puts rows in key order) or 0.
     func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8], flags: UInt32 = 0) throws {
-        var rc: Int32 = 0
+        try check(rawPut(dbi, key, value, flags: flags))
+        changes?.note(dbi, key)
+    }
+
+    /// `mdb_put`'s return code, nothing noted.
+    private func rawPut(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8], flags: UInt32) -> Int32 {
         key.withUnsafeBytes { kb in
             value.withUnsafeBytes { vb in
                 var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
                 var v = MDB_val(mv_size: vb.count, mv_data: UnsafeMutableRawPointer(mutating: vb.baseAddress))
-                rc = mdb_put(ptr, dbi, &k, &v, flags)
+                return mdb_put(ptr, dbi, &k, &v, flags)
             }
         }
-        try check(rc)
-        changes?.note(dbi, key)
     }
 
     /// Puts with MDB_APPEND when `key` sorts after the table's last key, so a load in key order
     /// past the table's end fills each page before starting the next (a plain put splits a
     /// full page in half); LMDB answers MDB_KEYEXIST to an append below the last key, and the
-    /// row is then put plainly.
-    func putOrdered(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
-        do { try put(dbi, key, value, flags: flag(MDB_APPEND)) } catch StorageError.lmdb(let code, _) where code == MDB_KEYEXIST {
+    /// row is then put plainly (the code read, not thrown: no error text is made for it).
+    /// Returns whether it appended.
+    @discardableResult
+    func putOrdered(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws -> Bool {
+        let rc = rawPut(dbi, key, value, flags: flag(MDB_APPEND))
+        if rc == MDB_KEYEXIST {
             try put(dbi, key, value)
+            return false
         }
+        try check(rc)
+        changes?.note(dbi, key)
+        return true
     }
 
     /// Empties (`delete` false) or deletes the table `dbi`. A defrag in progress cannot catch

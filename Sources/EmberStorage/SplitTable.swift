@@ -117,9 +117,13 @@ extension Txn {
     }
 
     /// `put` with MDB_APPEND where the key lands past the main table's end (`Txn.putOrdered`).
-    func putOrdered(_ s: SplitTable, _ key: [UInt8], _ value: [UInt8]) throws {
+    /// Returns false when the key was found at or below the main table's end (a long key, put
+    /// in `over`, says nothing of it: true).
+    @discardableResult
+    func putOrdered(_ s: SplitTable, _ key: [UInt8], _ value: [UInt8]) throws -> Bool {
         if key.count <= SplitTable.inlineBytes { return try putOrdered(s.main, key, value) }
         try put(s, key, value)
+        return true
     }
 
     @discardableResult

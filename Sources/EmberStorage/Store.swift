@@ -50,6 +50,11 @@ public struct StoreOptions: Sendable {
     /// Store small objects written whole as one tree record each (`InlineObject`). false writes
     /// the per-leaf format of before (both are always read; tests use it for old directories).
     public var inlineObjects: Bool = true
+    /// A bulk write puts its tree records in key order with MDB_APPEND past the table's end
+    /// (full pages; `Applier.putRecords`). false puts each object's records in its children's
+    /// map order, plainly (before issue 42's cut): the same rows, about half-full pages. For
+    /// tests that compare the two.
+    public var orderedRecords: Bool = true
     /// Point-in-time archive (`Archiver`): the log keeps applied entries the archive does not
     /// hold yet (`ArchiveMark`), at most this many behind the applied index; past it they are
     /// compacted anyway and the archiver reports the gap. 0: no archive (nothing is held).
@@ -173,7 +178,7 @@ public final class EmberStore: @unchecked Sendable {
         let tables: Tables
         do {
             try check(mdb_txn_begin(e, nil, 0, &t))
-            tables = try Tables.open(t!, inlineObjects: options.inlineObjects)
+            tables = try Tables.open(t!, inlineObjects: options.inlineObjects, orderedRecords: options.orderedRecords)
             try tables.markStorageFormat(Txn(ptr: t!))
             _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))

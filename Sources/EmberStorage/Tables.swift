@@ -41,6 +41,9 @@ struct Tables {
     /// Whether writes store small objects as `InlineObject` records (`StoreOptions.inlineObjects`).
     /// Reads understand both forms either way.
     var inlineObjects = true
+    /// Whether a bulk write puts its tree records in key order with MDB_APPEND
+    /// (`StoreOptions.orderedRecords`).
+    var orderedRecords = true
 
     var treeS: SplitTable { SplitTable(main: tree, over: treex, used: overflowUse[0]) }
     var verS: SplitTable { SplitTable(main: ver, over: verx, used: overflowUse[1]) }
@@ -49,7 +52,7 @@ struct Tables {
 
     /// Opens (creating what an older data directory lacks, such as the overflow twins) the
     /// named databases in the write transaction `t`.
-    static func open(_ t: OpaquePointer, inlineObjects: Bool) throws -> Tables {
+    static func open(_ t: OpaquePointer, inlineObjects: Bool, orderedRecords: Bool = true) throws -> Tables {
         func open(_ name: String) throws -> MDB_dbi {
             var dbi: MDB_dbi = 0
             try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
@@ -64,7 +67,7 @@ struct Tables {
         let ring = [log, log2] + others
         return Tables(tree: tree, ver: ver, idx: idx, log: log, log2: log2, logRing: ring, meta: meta,
                       treex: treex, verx: verx, idxx: idxx, idxloc: idxloc, idxlocx: idxlocx,
-                      inlineObjects: inlineObjects)
+                      inlineObjects: inlineObjects, orderedRecords: orderedRecords)
     }
 
     /// Marks the overflow tables that hold rows as used (on open, after installing a snapshot).

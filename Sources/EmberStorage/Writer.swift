@@ -412,7 +412,10 @@ final class Writer: @unchecked Sendable {
     /// fills its pages (a plain put splits them in half, and the archive's log then writes twice
     /// the pages); below the end (not in `submit`'s use) a plain put.
     func appendLogRow(_ t: Txn, _ table: MDB_dbi, _ e: LogEntry, encodedWithoutHeader encoded: [UInt8]?) throws {
-        guard let encoded else { return try t.putOrdered(table, Self.logKey(e.index), e.encoded()) }
+        guard let encoded else {
+            try t.putOrdered(table, Self.logKey(e.index), e.encoded())
+            return
+        }
         var key = e.index.bigEndian
         let rc = withUnsafeMutableBytes(of: &key) { kb -> Int32 in
             var k = MDB_val(mv_size: 8, mv_data: kb.baseAddress)
