@@ -37,7 +37,7 @@ extension Applier {
         }
         // The common trigger write (a new child at a pattern's location) takes its own way.
         let set = triggers.isEmpty ? nil : triggers[ns]
-        let creates = set.map { setOnlyCreates(e, $0, path: path, old: old, node: node) } ?? false
+        let creates = set.map { setOnlyCreates($0, path: path, old: old, node: node) } ?? false
         let capture = creates || set == nil ? nil : try captureTriggers(ns, parts: [(path, old)])
         // Nothing changed the tree since the probe: what it found above the key holds.
         let changed = try write(ns: ns, path: path, key: key, node: node, old: old, oldLeafRecord: oldLeafRecord, index: e.index,
