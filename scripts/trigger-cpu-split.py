@@ -32,7 +32,7 @@ STAGES = [
     ("apply: changes (diff, pattern match)", ["TriggerChanges.changes"]),
     ("apply: record encoding (compact or full)", ["TriggerCompactRecord.encode", "encodeRecord", "fullBodySize"]),
     ("apply: full events for the lanes", ["closure #2 in Applier.recordTriggers", "values #1 () in Applier.recordTriggers", "TriggerTails.appended",
-                                        "closure #2 in Applier.recordCreated"]),
+                                        "events #1 () in Applier.recordCreated"]),
     ("apply: record put, tails, the rest", ["recordShared", "recordTriggers", "recordCreated"]),
     ("commit: released records to the lanes' cache", ["TriggerRecordCache.insert", "TriggerReleases"]),
 ]
