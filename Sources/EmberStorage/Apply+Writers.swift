@@ -11,7 +11,7 @@ extension Applier {
         if let record, let seen = record.outcome(of: stamp.seq) {
             return try answerAgain(e, seen)
         }
-        var result = try applyOperation(e, prebuilt: prebuilt, keys: keys)
+        let result = try applyOperation(e, prebuilt: prebuilt, keys: keys)
         let outcome: WriterTable.Outcome
         switch result.outcome {
         case .applied: outcome = .applied
