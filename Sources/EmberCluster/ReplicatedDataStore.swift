@@ -177,24 +177,17 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
             throw StoreUnavailable("This node (\(config.nodeID)) was removed from the cluster; write to a member")
         }
         var request = request
-        var built: [Node]? = nil
         var textChecked = false
-        if case .updateText(_, let nodes) = request.kind {
+        if case .updateText = request.kind {
             // A member before peer level 5 cannot decode the text form: the tree form until every
             // member, learners too, reads it (a member held back later gets a snapshot,
-            // `RaftHost.sendRaft`).
-            if membersSpeak(5) {
-                built = nodes
-                textChecked = true
-            } else {
-                request.kind = try request.kind.asTree()
-            }
+            // `RaftHost.sendRaft`). The text form was checked by the front's scan.
+            if membersSpeak(5) { textChecked = true } else { request.kind = try request.kind.asTree() }
         }
         do {
             let (encoded, entry) = try local.storage.validatedLogEntry(
                 namespace: request.namespace, operation: LMDBTranslation.operation(for: request),
-                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer), built: built,
-                textChecked: textChecked)
+                auth: request.identity.writeAuth, writer: LMDBTranslation.stamp(request.writer), textChecked: textChecked)
             return (encoded, entry)
         } catch let e as StorageError {
             throw LMDBTranslation.translate(e)

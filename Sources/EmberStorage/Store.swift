@@ -358,14 +358,12 @@ public final class EmberStore: @unchecked Sendable {
     /// `validatedEntry` with the entry it encoded (index, term and timestamp 0): what decoding
     /// the encoding gives, so a Raft leader appends its own client's write from it instead of
     /// decoding a bulk import's MBs again on its loop (the values are the request's, shared).
-    /// `built`: a text update's nodes as its front built them (`prepare`); `textChecked`: its
-    /// front's scan checked the text without building them (`UpdateText.scan`, `buildNodes`
-    /// false: the same checks), so it is not walked again here.
+    /// `textChecked`: a text update its front's scan checked (`UpdateText.scan`: the same checks),
+    /// so it is not walked again here.
     public func validatedLogEntry(namespace: String, operation: WriteOperation, auth: WriteAuth,
-                                  writer: WriterStamp?, built: [Node]? = nil,
-                                  textChecked: Bool = false) throws -> (encoded: [UInt8], entry: LogEntry) {
+                                  writer: WriterStamp?, textChecked: Bool = false) throws -> (encoded: [UInt8], entry: LogEntry) {
         let encoded = try prepare(namespace: namespace, operation: operation, auth: auth, writer: writer, buildNodes: false,
-                                  encode: true, built: built, textChecked: textChecked).encoded!
+                                  encode: true, textChecked: textChecked).encoded!
         return (encoded, LogEntry(index: 0, term: 0, namespace: namespace, operation: operation, timestamp: 0, auth: auth, writer: writer))
     }
 

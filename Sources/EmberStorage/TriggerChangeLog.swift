@@ -74,8 +74,13 @@ enum TriggerChangeLog {
 
     static func header(_ p: Position) -> [UInt8] {
         var w = ByteWriter(capacity: headerBytes)
-        w.u8(recordFormat); w.u64(p.records); w.u64(p.bytes); w.u64(p.events)
+        writeHeader(p, format: recordFormat, into: &w)
         return w.bytes
+    }
+
+    /// A record's header (`headerBytes`) in `format` (full, or `TriggerCompactRecord.format`).
+    static func writeHeader(_ p: Position, format: UInt8, into w: inout ByteWriter) {
+        w.u8(format); w.u64(p.records); w.u64(p.bytes); w.u64(p.events)
     }
 
     /// A record's running counts (full or compact: `TriggerCompactRecord` keeps the full one's).

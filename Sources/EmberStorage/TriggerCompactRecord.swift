@@ -85,8 +85,7 @@ enum TriggerCompactRecord {
                                            bytes: last.bytes + UInt64(TriggerChangeLog.headerBytes + fullBody),
                                            events: last.events + UInt64(events))
         var w = ByteWriter(capacity: 96)
-        // `TriggerChangeLog.header(at)` with this format.
-        w.u8(format); w.u64(at.records); w.u64(at.bytes); w.u64(at.events)
+        TriggerChangeLog.writeHeader(at, format: format, into: &w)
         w.varint(events)
         write(&w)
         return (w.bytes, at)
