@@ -155,10 +155,12 @@ var package = Package(
         // The node links jemalloc (Debian's libjemalloc-dev), which takes malloc over from glibc
         // for the whole process: a write's many small Swift allocations cost ~9% less CPU
         // (docs/benchmarks-history.md "jemalloc"); `/.ember/status` names the allocator in use.
+        // emberd's jemalloc settings (its `malloc_conf` string): linked into emberd only.
+        .target(name: "CEmberMallocConf", path: "Sources/CEmberMallocConf"),
         .executableTarget(
             name: "emberd",
             dependencies: [
-                "EmberCore", "EmberServer", "EmberStorage", "EmberArchiveS3",
+                "EmberCore", "EmberServer", "EmberStorage", "EmberArchiveS3", "CEmberMallocConf",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

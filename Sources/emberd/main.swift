@@ -1,4 +1,5 @@
 import ArgumentParser
+import CEmberMallocConf
 import EmberArchiveS3
 import EmberCore
 import EmberServer
@@ -333,7 +334,8 @@ struct Emberd: AsyncParsableCommand {
         }
         let node = try EmberNode(config: config, ports: store, logger: logger)
         logger.info("emberd starting", metadata: ["version": "\(BuildInfo.version)", "data": "\(data)", "address": "\(host):\(port)", "namespace": "\(namespace)",
-                                                  "tls": "\(config.clientTLS != nil)", "allocator": "\(Allocator.name)"])
+                                                  "tls": "\(config.clientTLS != nil)", "allocator": "\(Allocator.name)",
+                                                  "allocatorArenas": "\(Allocator.arenas.map(String.init) ?? "-")", "allocatorBuiltIn": "\(String(cString: ember_malloc_conf()))"])
         logger.info("auth: \(mode.summary)")
         if let jwt = config.tokenVerifier as? JWTTokenVerifier { logger.info("auth: \(jwt.summary)") }
         if let files = FileLimit.raiseToHard() {

@@ -83,8 +83,10 @@ def get(url, path, ns):
 class Node:
     """One emberd process with its own data directory."""
 
-    def __init__(self, data_dir=None, rules=RULES, extra_args=()):
+    def __init__(self, data_dir=None, rules=RULES, extra_args=(), env=None):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="ember-it-")
+        # Variables added to the node's environment (e.g. MALLOC_CONF).
+        self.env = dict(env or {})
         # Bound by emberd itself on the first start (--port 0, reported in --port-file), so no
         # other process can take it between picking and binding; restarts keep it.
         self._port = None
@@ -116,7 +118,7 @@ class Node:
         self.proc = subprocess.Popen(
             [EMBERD, "--data", self.data_dir, "--port", str(self._port or 0), "--port-file", port_file,
              "--rules", self.rules_path, "--keep-alive", "1"] + self.extra_args,
-            stdout=self.log, stderr=self.log)
+            stdout=self.log, stderr=self.log, env={**os.environ, **self.env} if self.env else None)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -55,6 +55,33 @@ def test_a_node_mallocs_through_jemalloc(tmp_path):
         node.stop()
 
 
+def allocator_metrics(node):
+    text = requests.get(node.url + "/metrics", timeout=10).text
+    found = {m.group(1): int(m.group(2)) for m in re.finditer(r'^ember_allocator_bytes\{kind="(\w+)"\} (\d+)$', text, re.M)}
+    arenas = re.search(r"^ember_allocator_arenas (\d+)$", text, re.M)
+    return found, int(arenas.group(1)) if arenas else None
+
+
+def test_a_node_runs_one_arena_unless_malloc_conf_says_otherwise(tmp_path):
+    """emberd's built-in jemalloc settings (Sources/CEmberMallocConf) give it one arena: with the
+    default four per core a 1 GB import kept ~100 MiB more resident than it had allocated.
+    MALLOC_CONF in the environment overrides them; /metrics shows both the count and the bytes."""
+    node = Node(data_dir=str(tmp_path / "d")).start()
+    try:
+        requests.put(node.url + "/a.json", json={"k": "x" * 100_000}, timeout=10).raise_for_status()
+        found, arenas = allocator_metrics(node)
+        assert arenas == 1
+        assert set(found) == {"allocated", "active", "resident", "mapped"}, found
+        assert 0 < found["allocated"] <= found["active"] <= found["resident"] <= found["mapped"], found
+    finally:
+        node.stop()
+    tuned = Node(data_dir=str(tmp_path / "e"), env={"MALLOC_CONF": "narenas:3"}).start()
+    try:
+        assert allocator_metrics(tuned)[1] == 3
+    finally:
+        tuned.stop()
+
+
 def test_the_image_installs_every_library_emberd_links():
     wanted = {}
     for lib in needed_libraries(EMBERD):

@@ -163,6 +163,13 @@ public final class NodeMetrics: Sendable {
                 gauge("ember_defrag_last_pause_seconds", "How long the last defrag held writes.", [("", "\(Double(d.pauseNanos) / 1e9)")])
             }
         }
+        if let a = Allocator.stats() {
+            gauge("ember_allocator_bytes",
+                  "jemalloc: bytes allocated, in active pages, resident and mapped (resident above active is freed memory kept for reuse).",
+                  [("{kind=\"allocated\"}", "\(a.allocated)"), ("{kind=\"active\"}", "\(a.active)"),
+                   ("{kind=\"resident\"}", "\(a.resident)"), ("{kind=\"mapped\"}", "\(a.mapped)")])
+        }
+        if let n = Allocator.arenas { gauge("ember_allocator_arenas", "jemalloc's arena count (opt.narenas).", [("", "\(n)")]) }
         if let archive { out += Self.archiveMetrics(archive.archiveStatus()) }
         return out
     }
