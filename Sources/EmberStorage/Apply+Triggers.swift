@@ -152,7 +152,12 @@ extension Applier {
         if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
             try t.put(tables.meta, key, record)
             tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: at))
-            if tails?.collecting == true { tails?.appended(ns, group, e.index, fresh()) }
+            if tails?.collecting == true {
+                // Serialized here once for a group's lanes, not looked up per event by each.
+                let events = triggers[ns]?.crowdedGroups.contains(group) == true
+                    ? fresh().map { $0.withSharedMembers(namespace: ns) } : fresh()
+                tails?.appended(ns, group, e.index, events)
+            }
             return
         }
         // States and the summary are rewritten below.

@@ -61,6 +61,9 @@ struct TriggerBench: AsyncParsableCommand {
     @Option(help: "Active triggers in the throughput comparison (c).")
     var triggers = 10
 
+    @Option(help: "First of the nodes' ports (HTTP base…, peers base+5…); 0: free ports the kernel picks (other runs on the machine may hold any fixed range).")
+    var portBase = 0
+
     @Option(help: "Which runs: any of a (latency), b (sustained, with and without batching), c (throughput with triggers), e.g. c to profile the leader during (c) alone.")
     var runs = "abc"
 
@@ -85,6 +88,7 @@ struct TriggerBench: AsyncParsableCommand {
         guard (1...1_000).contains(batchSize), (1...64).contains(inFlight) else {
             throw ValidationError("--batch-size must be 1...1000 and --in-flight 1...64 (a trigger's limits)")
         }
+        guard portBase == 0 || (1_024...65_000).contains(portBase) else { throw ValidationError("--port-base must be 0 or 1024...65000") }
         guard (1...32).contains(triggers) else { throw ValidationError("--triggers must be 1...32 (a namespace's limit)") }
         guard !runs.isEmpty, runs.allSatisfy({ "abc".contains($0) }) else { throw ValidationError("--runs takes a, b and c (e.g. abc, c)") }
         let names = cases.split(separator: ",").map(String.init)
@@ -145,26 +149,27 @@ struct TriggerBench: AsyncParsableCommand {
     /// Starts the node(s), notes their process ids, and returns the URL of the one that leads.
     func startNodes(_ http: HTTPClient, _ processes: ProcessSet, dir: String, pids: PIDs) async throws -> String {
         let limits = ["--log-level", "warning", "--max-connections-per-address", "0", "--max-requests-per-second", "0"]
-        let base = 20_000 + Int.random(in: 0..<1000) * 10
+        // Each node's HTTP port, then each one's peer port.
+        let ports = portBase > 0 ? (0..<nodes).map { portBase + $0 } + (0..<nodes).map { portBase + 5 + $0 } : try Self.freePorts(2 * nodes)
         if nodes == 1 {
-            let p = try HTTPLoad.launch(emberd, ["--data", "\(dir)/n1", "--port", "\(base)"] + limits)
+            let p = try HTTPLoad.launch(emberd, ["--data", "\(dir)/n1", "--port", "\(ports[0])"] + limits)
             processes.add(p)
-            let url = "http://127.0.0.1:\(base)"
+            let url = "http://127.0.0.1:\(ports[0])"
             pids.byURL[url] = p.processIdentifier
             try await HTTPLoad.waitReady(http, url + "/.json?auth=owner")
             return url
         }
         let ids = (1...nodes).map { "n\($0)" }
         try makePeerCertificates(openssl: openssl, dir: dir, ids: ids)
-        let peers = ids.enumerated().map { "\($1)=127.0.0.1:\(base + 5 + $0)" }.joined(separator: ",")
+        let peers = ids.enumerated().map { "\($1)=127.0.0.1:\(ports[nodes + $0])" }.joined(separator: ",")
         var urls: [String] = []
         for (i, id) in ids.enumerated() {
             let p = try HTTPLoad.launch(emberd, [
-                "--data", "\(dir)/\(id)", "--port", "\(base + i)", "--node-id", id, "--peers", peers,
+                "--data", "\(dir)/\(id)", "--port", "\(ports[i])", "--node-id", id, "--peers", peers,
                 "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
             ] + limits)
             processes.add(p)
-            urls.append("http://127.0.0.1:\(base + i)")
+            urls.append("http://127.0.0.1:\(ports[i])")
             pids.byURL[urls[i]] = p.processIdentifier
         }
         for u in urls { try await HTTPLoad.waitReady(http, u + "/.json") }
@@ -175,6 +180,15 @@ struct TriggerBench: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(100))
         }
         throw ValidationError("the cluster elected no leader")
+    }
+
+    /// `n` distinct ports free now: each bound at port 0 on 127.0.0.1 (all held until every
+    /// one is picked, so none repeats), then closed for the nodes to bind.
+    static func freePorts(_ n: Int) throws -> [Int] {
+        var held: [(fd: Int32, port: Int)] = []
+        defer { for h in held { close(h.fd) } }
+        for _ in 0..<n { held.append(try TriggerReceiver.listen()) }
+        return held.map(\.port)
     }
 
     // MARK: - Triggers over REST

@@ -83,6 +83,27 @@ import Testing
             }
         }
     }
+
+    /// Members the apply serialized once for a crowded group (`TriggerEvent.sharedMembers`)
+    /// behind each trigger's head: the bytes of each event written whole, batched or not; and
+    /// the serialized members do not count in an event's equality.
+    @Test(arguments: [11, 12]) func membersSerializedAtTheApplyGiveTheWholeBytes(seed: UInt64) {
+        var r = SplitMix64(seed: seed)
+        let ns = "n s"
+        for round in 0..<40 {
+            let payload = Self.events(&r, count: r.below(30) + 1)
+            let serialized = payload.map { $0.withSharedMembers(namespace: ns) }
+            #expect(serialized == payload)
+            let members = serialized.map { $0.sharedMembers ?? [] }
+            for name in ["alpha", "g-3"] {
+                let head = TriggerEvent.head(namespace: ns, trigger: name)
+                for batch in [true, false] {
+                    let got = TriggerEvent.cloudEventBody(head: head, shared: members, batch: batch)
+                    #expect(got == Self.whole(payload, ns: ns, trigger: name, batch: batch), "seed \(seed) round \(round) batch \(batch) trigger \(name)")
+                }
+            }
+        }
+    }
 }
 
 /// A lane alone in its group writes its bodies straight from the events it holds by log index

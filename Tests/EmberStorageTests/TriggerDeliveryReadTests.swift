@@ -98,6 +98,49 @@ import Testing
         s.core.beforeReleasedCommit.withLock { $0 = nil }
     }
 
+    /// The events a crowded group's lanes read (released before the commit, then from the
+    /// released records kept after it) carry their members serialized once by the apply,
+    /// exactly `writeSharedMembers`' bytes; a group read by one trigger gets none (its lane
+    /// writes its bodies straight).
+    @Test func aCrowdedGroupsEventsCarryTheirMembersSerializedOnce() async throws {
+        let (s, first) = try await Self.store()
+        defer { s.close() }
+        let msgs = try TriggerTailsTests.group(Self.defs, "msgs"), likes = try TriggerTailsTests.group(Self.defs, "likes")
+        #expect(try TriggerSet(text: Self.defs).crowdedGroups == [msgs])
+        _ = try s.triggerDeliveryRead(namespace: "t", trigger: "likes", after: nil, limit: 1, floor: 0)
+        try await s.append(entries: [Self.entry(first, .set(path: p("/messages/m1"), value: j(#"{"n":1,"s":"é\"x"}"#))),
+                                     Self.entry(first + 1, .set(path: p("/rooms/r1/likes/u1"), value: j("true"))),
+                                     Self.entry(first + 2, .update(path: p("/messages"), values: [(p("m1/n"), j("2")), (p("m2"), j("3"))]))])
+        let gate = Gate()
+        gate.install(on: s)
+        let (_, release) = try await s.applyCommittedReleasing(through: first + 2)
+        #expect(gate.reached.wait(timeout: .now() + 10) == .success)
+        func check(_ read: TriggerOutboxRead?, crowded: Bool) -> Int {
+            var n = 0
+            for r in read?.rows ?? [] {
+                for e in r.events {
+                    var want: [UInt8] = []
+                    e.writeSharedMembers(namespace: "t", into: &want)
+                    #expect(e.sharedMembers == (crowded ? want : nil), "entry \(r.index) seq \(e.seq)")
+                    n += 1
+                }
+            }
+            return n
+        }
+        let early = Call { try s.triggerDeliveryRead(namespace: "t", trigger: "msgs2", after: nil, limit: 100, floor: 0) }
+        let alone = Call { try s.triggerDeliveryRead(namespace: "t", trigger: "likes", after: nil, limit: 100, floor: 0) }
+        #expect(early.done.wait(timeout: .now() + 10) == .success && alone.done.wait(timeout: .now() + 10) == .success)
+        #expect(check(early.value.withLock { $0 }, crowded: true) == 3)
+        #expect(check(alone.value.withLock { $0 }, crowded: false) == 1)
+        gate.open()
+        await s.committed(release)
+        // After the commit the lanes read the released records kept for them: the same events.
+        #expect(check(try s.triggerDeliveryRead(namespace: "t", trigger: "msgs", after: nil, limit: 100, floor: 0), crowded: true) == 3)
+        #expect(s.core.triggerRecords.cached("t", msgs, first)?.first?.sharedMembers != nil)
+        #expect(s.core.triggerRecords.cached("t", likes, first + 1)?.first?.sharedMembers == nil)
+        s.core.beforeReleasedCommit.withLock { $0 = nil }
+    }
+
     /// A pending pause (any entry that may change more than records and cursors) makes the
     /// lane wait: it sees the trigger paused, not the state before.
     @Test func aPendingPauseMakesTheLaneWait() async throws {

@@ -207,6 +207,9 @@ public struct TriggerSet: Sendable, Equatable {
     public let plan: [TriggerPatternPlan]
     /// The plans by their patterns' first keys: which a write can touch (`candidates`).
     public let index: TriggerPatternIndex
+    /// The groups read by more than one trigger: the apply serializes their events' shared
+    /// members once for all their lanes (`TriggerEvent.sharedMembers`).
+    public let crowdedGroups: Set<UInt64>
 
     public static let empty = TriggerSet(definitions: [])
 
@@ -214,6 +217,7 @@ public struct TriggerSet: Sendable, Equatable {
         self.definitions = definitions
         plan = TriggerPatternPlan.plan(definitions)
         index = TriggerPatternIndex(plan.map(\.pattern))
+        crowdedGroups = Self.crowded(definitions)
     }
 
     public init(text: String) throws(TriggerDefinitionError) {
@@ -235,6 +239,13 @@ public struct TriggerSet: Sendable, Equatable {
         definitions = defs.sorted { $0.name < $1.name }
         plan = TriggerPatternPlan.plan(definitions)
         index = TriggerPatternIndex(plan.map(\.pattern))
+        crowdedGroups = Self.crowded(definitions)
+    }
+
+    static func crowded(_ definitions: [TriggerDefinition]) -> Set<UInt64> {
+        var seen = Set<UInt64>(), crowded = Set<UInt64>()
+        for d in definitions where !d.feed && !seen.insert(d.group).inserted { crowded.insert(d.group) }
+        return crowded
     }
 
     public func definition(named name: String) -> TriggerDefinition? { definitions.first { $0.name == name } }

@@ -15,6 +15,11 @@ public struct TriggerEvent: Sendable, Equatable {
     /// Firebase's `authtype`: `admin`, `app_user` or `unauthenticated`; `authid` the user's id.
     public var authType: String
     public var authID: String?
+    /// `writeSharedMembers`' bytes for the namespace of the record it came from, when the
+    /// apply serialized them once for all the triggers of the event's group (`Applier.recordShared`):
+    /// each of the group's lanes then puts them behind its head as they are, with no lookup or
+    /// copy per event in `TriggerBodyCache`. Derived from the fields above: not compared.
+    public var sharedMembers: [UInt8]?
 
     public init(index: UInt64, seq: Int, timestamp: Int64, type: TriggerEventKind, location: Path, params: [String: String],
                 before: JSON, after: JSON, delta: JSON, authType: String, authID: String?) {
@@ -29,6 +34,22 @@ public struct TriggerEvent: Sendable, Equatable {
         self.delta = delta
         self.authType = authType
         self.authID = authID
+    }
+
+    public static func == (a: TriggerEvent, b: TriggerEvent) -> Bool {
+        a.index == b.index && a.seq == b.seq && a.timestamp == b.timestamp && a.type == b.type && a.location == b.location
+            && a.params == b.params && a.before == b.before && a.after == b.after && a.delta == b.delta && a.authType == b.authType
+            && a.authID == b.authID
+    }
+
+    /// The event with `sharedMembers` made for `namespace`.
+    public func withSharedMembers(namespace: String) -> TriggerEvent {
+        var e = self
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(384)
+        writeSharedMembers(namespace: namespace, into: &bytes)
+        e.sharedMembers = bytes
+        return e
     }
 
     /// Stable across retries, failovers and restarts: the entry's index and the event's place in it.

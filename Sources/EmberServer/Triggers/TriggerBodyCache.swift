@@ -7,6 +7,8 @@ import Synchronization
 /// most of a busy leader's delivery CPU. Only events of the group's shared change records go
 /// through it (keyed by their log index and place, which name one event). What differs per
 /// trigger is its head in front of each event (`TriggerEvent.head`) and the signature.
+/// Events the apply released to the lanes come with their members serialized already
+/// (`TriggerEvent.sharedMembers`) and skip it; it serves those a lane decoded from LMDB.
 ///
 /// Two levels: each event's members, and a batching lane's whole POST of them concatenated
 /// (`SharedBatch`). The lanes of a group read the same records from the same cursor and cut

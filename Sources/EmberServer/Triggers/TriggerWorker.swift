@@ -277,9 +277,19 @@ final class TriggerLane: Sendable {
                 // copied out only for a body not made by another lane of the group yet.
                 var stamps: [Int64] = []
                 stamps.reserveCapacity(items.count)
+                // Each event's members as the apply serialized them for its group's lanes
+                // (`TriggerEvent.sharedMembers`), while every one has them.
+                var members: [[UInt8]]? = []
+                members?.reserveCapacity(items.count)
                 for i in items {
-                    guard let entry = events[i.index], let e = entry.firstIndex(where: { $0.seq == i.seq }) else { continue }
-                    stamps.append(entry[e].timestamp)
+                    guard let entry = events[i.index] else { continue }
+                    // Read in place: subscripting the array copied each event whole (retaining
+                    // every part), a share of a crowded group's lane per event.
+                    entry.withUnsafeBufferPointer { evs in
+                        guard let e = Self.place(i.seq, in: evs) else { return }
+                        stamps.append(evs[e].timestamp)
+                        if members != nil, let m = evs[e].sharedMembers { members?.append(m) } else { members = nil }
+                    }
                 }
                 let continuation = inputs.continuation
                 // Queued on the connection here, in the machine's order; answered in the background.
@@ -289,12 +299,15 @@ final class TriggerLane: Sendable {
                 let group = alone.load(ordering: .relaxed) || (!settling.own.isEmpty && items.contains { settling.own.contains($0.index) })
                     ? 0 : settling.group
                 var shared: TriggerBodyCache.SharedBatch?
-                if group != 0 && definition.limits.batchSize > 1 && stamps.count == items.count {
+                let serialized = members.flatMap { $0.count == items.count && !$0.isEmpty ? $0 : nil }
+                if serialized == nil && group != 0 && definition.limits.batchSize > 1 && stamps.count == items.count {
                     shared = bodies.batch(ns, group: group, count: items.count, key: { (items[$0].index, items[$0].seq) },
                                           event: { k in events[items[k].index]?.first { $0.seq == items[k].seq } })
                 }
                 let body: [UInt8]
-                if let shared {
+                if let serialized {
+                    body = TriggerEvent.cloudEventBody(head: head, shared: serialized, batch: definition.limits.batchSize > 1)
+                } else if let shared {
                     body = TriggerEvent.cloudEventBody(head: head, joined: shared.bytes, ends: shared.ends)
                 } else if group == 0 {
                     body = Self.body(items, events, namespace: ns, head: head, batch: definition.limits.batchSize > 1)
@@ -452,7 +465,7 @@ final class TriggerLane: Sendable {
         for i in items {
             guard let held = events[i.index] else { continue }
             let found: Bool = held.withUnsafeBufferPointer { evs in
-                guard let k = evs.firstIndex(where: { $0.seq == i.seq }) else { return false }
+                guard let k = Self.place(i.seq, in: evs) else { return false }
                 if wrote > 0 { out.append(0x2C) }
                 out.append(contentsOf: head)
                 evs[k].writeSharedMembers(namespace: ns, into: &out)
@@ -464,6 +477,18 @@ final class TriggerLane: Sendable {
         if !batch { return Array("null".utf8) }
         out.append(0x5D)
         return out
+    }
+
+    /// Where the event of place `seq` is among an entry's events, compared in place:
+    /// `firstIndex(where:)` hands its closure each event, copied whole (every part retained
+    /// and released), for every event of every POST.
+    static func place(_ seq: Int, in evs: UnsafeBufferPointer<TriggerEvent>) -> Int? {
+        var k = 0
+        while k < evs.count {
+            if evs[k].seq == seq { return k }
+            k += 1
+        }
+        return nil
     }
 
     /// The POST's outcome: nil error on a 2xx; recorded (recent deliveries, metrics).
