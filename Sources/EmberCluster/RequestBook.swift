@@ -264,7 +264,8 @@ struct RecentResults {
                 }
             }
         }
-        add(r.value)
+        // A value not built yet: its text (building it to weigh it would cost what it saves).
+        if let patch = r.textPatch { total += patch.textBytes } else { add(r.value) }
         if case .conditionFailed(let current, _) = r.outcome { add(current) }
         return total
     }

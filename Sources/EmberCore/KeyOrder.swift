@@ -13,8 +13,11 @@ public enum KeyOrder {
 
     /// The value of a key in the integer group, if it belongs there (JS `tryParseInt`:
     /// `^-?(0*)\d{1,10}$` within Int32).
-    public static func int32Value(_ key: String) -> Int32? {
-        let u = key.utf8
+    public static func int32Value(_ key: String) -> Int32? { int32Value(utf8: key.utf8) }
+
+    /// `int32Value` of the key whose UTF-8 is `u` (a key read from text without its `String`).
+    @inlinable
+    public static func int32Value<C: Collection>(utf8 u: C) -> Int32? where C.Element == UInt8 {
         var i = u.startIndex
         var negative = false
         if i != u.endIndex && u[i] == UInt8(ascii: "-") { negative = true; i = u.index(after: i) }
@@ -115,18 +118,24 @@ public enum KeyOrder {
     /// contain, so the keys of a path written one after another order as paths do (`Path.<`).
     /// The storage's key encoding (`KeyCodec`) is this.
     public static func appendSortKey(_ key: String, to out: inout [UInt8]) {
-        if let n = int32Value(key) {
+        appendSortKey(utf8: key.utf8, to: &out)
+    }
+
+    /// `appendSortKey` of the key whose UTF-8 is `utf8`.
+    @inlinable
+    public static func appendSortKey<C: Collection>(utf8: C, to out: inout [UInt8]) where C.Element == UInt8 {
+        if let n = int32Value(utf8: utf8) {
             out.append(0x01)
             let u = UInt32(bitPattern: n) ^ 0x8000_0000
             out.append(UInt8(u >> 24)); out.append(UInt8((u >> 16) & 0xFF))
             out.append(UInt8((u >> 8) & 0xFF)); out.append(UInt8(u & 0xFF))
-            let n = key.utf8.count
+            let n = utf8.count
             out.append(UInt8(n >> 8)); out.append(UInt8(n & 0xFF))
-            out.append(contentsOf: key.utf8)
+            out.append(contentsOf: utf8)
             out.append(0x00)
         } else {
             out.append(0x02)
-            for b in key.utf8 { out.append(textOrderByte(b)) }
+            for b in utf8 { out.append(textOrderByte(b)) }
             out.append(0x00)
         }
     }

@@ -65,7 +65,11 @@ public enum LMDBTranslation {
         switch result.outcome {
         case .applied, .noop:
             // For a set this is the value now at the path; for an update, the resolved parts
-            // at their relative paths (what REST echoes for PATCH).
+            // at their relative paths (what REST echoes for PATCH), built when read if the
+            // apply built no node.
+            if let patch = result.textPatch {
+                return WriteOutcome(index: result.index, valueFrom: patch, version: result.version, duplicate: result.duplicate)
+            }
             return WriteOutcome(index: result.index, applied: true, value: result.value, version: result.version,
                                 duplicate: result.duplicate)
         case .conditionFailed(let current, let version):

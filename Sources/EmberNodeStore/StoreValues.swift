@@ -70,19 +70,31 @@ public struct WriteOutcome: Sendable {
     /// False when the condition did not hold: nothing was written.
     public var applied: Bool
     /// After a set: the value at the path. After an update: the resolved parts at their relative
-    /// paths. When not applied: the current value.
-    public var value: Node
+    /// paths. When not applied: the current value. A text update applied without its nodes
+    /// builds it from its text when read (an import's `print=silent` PATCHes never read it).
+    public var value: Node {
+        get { valueFromText?.value ?? storedValue }
+        set { storedValue = newValue; valueFromText = nil }
+    }
     /// The path's version after the write (when not applied: the current one); REST's ETag.
     public var version: UInt64
     /// A stamped write its writer had already run: answered as the first time, not applied again.
     public var duplicate = false
+    private var storedValue: Node
+    private var valueFromText: TextPatch?
 
     public init(index: UInt64, applied: Bool, value: Node, version: UInt64, duplicate: Bool = false) {
         self.index = index
         self.applied = applied
-        self.value = value
+        self.storedValue = value
         self.version = version
         self.duplicate = duplicate
+    }
+
+    /// An applied write whose value is built from `patch` when read.
+    public init(index: UInt64, valueFrom patch: TextPatch, version: UInt64, duplicate: Bool = false) {
+        self.init(index: index, applied: true, value: .empty, version: version, duplicate: duplicate)
+        valueFromText = patch
     }
 }
 

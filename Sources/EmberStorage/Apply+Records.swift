@@ -2,7 +2,8 @@ import EmberCore
 import Foundation
 
 /// The tree records of an object written whole (`Applier.write`): its leaves, its small
-/// leaf-only descendants as inline objects, the priority records of the objects between.
+/// leaf-only descendants as inline objects, the priority records of the objects between; the
+/// steps every write takes around them (a leaf above made an object, the versions).
 extension Applier {
     /// Puts the records of `node` (an object) at `key`, written by the write with log index
     /// `version`: its small leaf-only descendants as inline objects carrying that version (which
@@ -57,6 +58,57 @@ extension Applier {
             key.append(contentsOf: segments[segment])
             try putChild(node.children[at].value)
             key.removeSubrange(n...)
+        }
+    }
+
+    /// The leaf above `encoded` (at most one) a write of data there turns into an object, its
+    /// inline object stored per leaf first when it is one's (`probed`: as `write`'s).
+    func leafAncestor(of encoded: EncodedPath, probed: WriteProbe?) throws -> (key: [UInt8], record: [UInt8])? {
+        var found: (key: [UInt8], record: [UInt8])?
+        if let probed { found = probed.leafAbove } else { found = try tables.leafOnPath(t, encoded, includingSelf: false) }
+        // An inline object above: stored per leaf first; then a leaf of it may be the ancestor.
+        if let (k, record) = found, record.first == InlineObject.tag {
+            try explode(k, record)
+            found = try tables.leafOnPath(t, encoded, includingSelf: false)
+        }
+        return found
+    }
+
+    /// The leaf `leafAncestor` found, made an object that keeps its priority.
+    func becomeObject(_ leaf: (key: [UInt8], record: [UInt8]), index: UInt64) throws {
+        let (k, record) = leaf
+        guard case .leaf(_, let p) = try TreeRecord.decode(record) else { preconditionFailure("leafOnPath returned a non-leaf") }
+        if let p { try t.put(tables.treeS, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.treeS, k) }
+        // Its version leaves with the record: keep it as the node's `at` (sub: this write, below it).
+        if let at = try TreeRecord.version(record) { try tables.putVersion(t, k, sub: index, at: at) }
+    }
+
+    /// A write's versions once its records are in (`write`'s parameters).
+    func writeVersions(path: Path, key encoded: EncodedPath, ownVersion: Bool, index: UInt64, parent: ReplayCursors.Parent?) throws {
+        let key = encoded.bytes
+        // Versions: at[path] = sub[path] = index, sub of ancestors = index, descendants dropped
+        // (dominated by at[path]). A leaf's own at/sub are in its record: its row goes too.
+        try t.deletePrefix(tables.verS, key, excludingExact: !ownVersion, using: try replayCursors?.verCursor())
+        if !ownVersion { try tables.putVersion(t, key, sub: index, at: index) }
+        if let pending {
+            pending.wroteAt(key, depth: path.count)
+            // The replay: the parent's ancestors' slots, kept from its last write while no slot
+            // left the table since (`PendingVersions.generation`).
+            if let parent, parent.generation == pending.generation, parent.chain.count == path.count {
+                pending.raise(parent.chain, to: index)
+            } else {
+                pending.raiseAncestors(of: encoded, levels: path.count, to: index)
+                if let parent {
+                    parent.chain = pending.lastChain
+                    parent.generation = pending.generation
+                }
+            }
+        } else {
+            for level in 0..<path.count {
+                let ak = encoded.ancestor(level)
+                let r = try tables.versionRecord(t, ak)
+                try tables.putVersion(t, ak, sub: index, at: r.at)
+            }
         }
     }
 }

@@ -119,11 +119,12 @@ struct Applier {
             }
             return result
         case .update(let path, let parts, let cond):
-            try applyUpdate(e, path: path, rels: parts.map(\.0), cond: cond, prebuilt: prebuilt, keys: preKeys, into: &result) { i, old, abs in
+            try applyUpdate(e, path: path, rels: parts.map(\.0), text: nil, cond: cond, prebuilt: prebuilt, keys: preKeys, into: &result) { i, old, abs in
                 try Self.resolve(parts[i].1, existing: old, depth: abs.count, now: e.timestamp)
             }
         case .updateText(let path, let text, let cond):
-            try applyUpdate(e, path: path, rels: text.parts.map(\.path), cond: cond, prebuilt: prebuilt, keys: preKeys, into: &result) { i, _, abs in
+            try applyUpdate(e, path: path, rels: text.parts.map(\.path), text: prebuilt == nil ? text : nil, cond: cond,
+                            prebuilt: prebuilt, keys: preKeys, into: &result) { i, _, abs in
                 // Checked before it was logged: only damaged bytes fail here, alike on every replica.
                 do throws(EmberError) { return try text.node(i, depth: abs.count) } catch { throw StorageError.invalid(error) }
             }
@@ -132,9 +133,10 @@ struct Applier {
     }
 
     /// A multi-path update's apply (`update`, `updateText`): `build(i, old, abs)` is part `i`'s
-    /// new node when none was built before (`prebuilt`).
-    private mutating func applyUpdate(_ e: LogEntry, path: Path, rels parts: [Path], cond: WriteCondition?, prebuilt: [Node]?,
-                                      keys preKeys: [EncodedPath]?, into result: inout WriteResult,
+    /// new node when none was built before (`prebuilt`). `text`: the parts' text when no node
+    /// was built (`updateText`): parts over nothing may be written from it (`writeText`).
+    private mutating func applyUpdate(_ e: LogEntry, path: Path, rels parts: [Path], text: UpdateText?, cond: WriteCondition?,
+                                      prebuilt: [Node]?, keys preKeys: [EncodedPath]?, into result: inout WriteResult,
                                       node build: (Int, Node, Path) throws -> Node) throws {
         let ns = e.namespace
         result.triggerReach = .none
@@ -142,6 +144,12 @@ struct Applier {
         // Each part: its path, new node, old node and whether the old one is a leaf record.
         var resolved: [(Path, Node, Node, Bool)] = []
         var keys: [EncodedPath] = []
+        // Parts read from their text into `tree` (`TextTree`), no node built: their root items
+        // (-1: empty); `notRead` the others'.
+        var tree = TextTree()
+        let notRead: Int32 = -2
+        var roots: [Int32] = []
+        let fromText = try text.map { try textWritable(e, base: path, parts: $0.parts.map(\.path)) } ?? false
         for (i, rel) in parts.enumerated() {
             let abs = path.appending(rel)
             keys.append(preKeys?[i] ?? EncodedPath(ns, abs))
@@ -152,9 +160,19 @@ struct Applier {
             let probe = replaying ? try tables.probeWrite(t, keys[i], using: parent?.cursor) : nil
             if parent == nil { probe?.cursor.close() }
             let (old, leafRecord) = try probe.map { ($0.node, $0.leafRecord) } ?? tables.readNodeRecord(t, key: keys[i].bytes)
+            // What the text walk does not take (a repeated key, a refused value) builds the
+            // node: it takes it after all or throws its error.
+            if fromText, old.isEmpty, let text, let root = try? tree.read(text.bytes, range: text.parts[i].range, depth: abs.count,
+                                                                           jsonDepth: UpdateText.nesting) {
+                roots.append(root ?? -1)
+                resolved.append((abs, .empty, old, leafRecord))
+                continue
+            }
+            roots.append(notRead)
             let node = try prebuilt?[i] ?? build(i, old, abs)
             resolved.append((abs, node, old, leafRecord))
         }
+        let anyFromText = roots.contains { $0 != notRead }
         // All or nothing: one denied part denies the whole update.
         guard try permits(e, base: path, parts: resolved.map { ($0.0, $0.1) }, isUpdate: true) else {
             result.outcome = .denied
@@ -179,9 +197,14 @@ struct Applier {
         if bulk { rows = OrderedRows() }
         defer { rows = nil }
         let capture = try captureTriggers(ns, parts: resolved.map { ($0.0, $0.2) })
+        assert(capture == nil || !anyFromText, "a namespace with triggers reads no part from its text")
         var changed = [Bool](repeating: false, count: resolved.count)
         for i in order {
             let (abs, node, old, leafRecord) = resolved[i]
+            if roots[i] != notRead {
+                changed[i] = try writeText(path: abs, key: keys[i], tree: tree, root: roots[i] < 0 ? nil : roots[i], index: e.index)
+                continue
+            }
             changed[i] = try write(ns: ns, path: abs, key: keys[i], node: node, old: old, oldLeafRecord: leafRecord, index: e.index)
         }
         try flushRows()
@@ -190,6 +213,14 @@ struct Applier {
         }
         if replaying {
             result.outcome = .applied(changed: changed.contains(true))
+            return
+        }
+        if anyFromText, let text {
+            // The nodes nobody built: built from the text if the answer or the changes are read.
+            result.buildLater(from: TextPatch(text: text, base: path, changed: changed))
+            anyChange = changed.contains(true)
+            result.outcome = .applied(changed: anyChange)
+            result.version = anyChange ? e.index : try version(ns, path)
             return
         }
         for (i, (abs, node, _, _)) in resolved.enumerated() where changed[i] {
@@ -248,16 +279,8 @@ struct Applier {
                         parent: ReplayCursors.Parent? = nil, leafRecord prebuiltRecord: [UInt8]? = nil) throws -> Bool {
         let key = encoded.bytes
         // A leaf ancestor (at most one) is turned into an object that keeps its priority.
-        var leafAncestor: (key: [UInt8], record: [UInt8])? = nil
         // Data at `path` means its ancestors have a child: none of them is a leaf.
-        if !node.isEmpty && !path.isRoot && old.isEmpty {
-            if let probed { leafAncestor = probed.leafAbove } else { leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false) }
-            // An inline object above: stored per leaf first; then a leaf of it may be the ancestor.
-            if let (k, record) = leafAncestor, record.first == InlineObject.tag {
-                try explode(k, record)
-                leafAncestor = try tables.leafOnPath(t, encoded, includingSelf: false)
-            }
-        }
+        let leafAncestor = !node.isEmpty && !path.isRoot && old.isEmpty ? try leafAncestor(of: encoded, probed: probed) : nil
         // Exact equality: an int and an equal double differ (stored differently).
         if leafAncestor == nil && node.isIdentical(to: old) { return false }
         // Before the tree changes: the index entries of children this write lies below.
@@ -290,12 +313,7 @@ struct Applier {
         // Nothing written to the tree since the probe (no deletes above, no ancestor changed):
         // the record's put goes through its cursor.
         let positioned = (old.isEmpty || replacedInPlace) && leafAncestor == nil && rows == nil ? probed?.cursor : nil
-        if let (k, record) = leafAncestor {
-            guard case .leaf(_, let p) = try TreeRecord.decode(record) else { preconditionFailure("leafOnPath returned a non-leaf") }
-            if let p { try t.put(tables.treeS, k, TreeRecord.priority(p).encoded) } else { try t.delete(tables.treeS, k) }
-            // Its version leaves with the record: keep it as the node's `at` (sub: this write, below it).
-            if let at = try TreeRecord.version(record) { try tables.putVersion(t, k, sub: index, at: at) }
-        }
+        if let leafAncestor { try becomeObject(leafAncestor, index: index) }
         if node.isEmpty {
             // Prune ancestors left without children (their priority records go too).
             for level in stride(from: path.count - 1, through: 0, by: -1) {
@@ -314,31 +332,7 @@ struct Applier {
             try putRecords(node, key: &k, version: index)
         }
 
-        // Versions: at[path] = sub[path] = index, sub of ancestors = index, descendants dropped
-        // (dominated by at[path]). A leaf's own at/sub are in its record: its row goes too.
-        try t.deletePrefix(tables.verS, key, excludingExact: !ownVersion, using: try replayCursors?.verCursor())
-        if !ownVersion { try tables.putVersion(t, key, sub: index, at: index) }
-        if let pending {
-            pending.wroteAt(key, depth: path.count)
-            // The replay: the parent's ancestors' slots, kept from its last write while no slot
-            // left the table since (`PendingVersions.generation`).
-            if let parent, parent.generation == pending.generation, parent.chain.count == path.count {
-                pending.raise(parent.chain, to: index)
-            } else {
-                pending.raiseAncestors(of: encoded, levels: path.count, to: index)
-                if let parent {
-                    parent.chain = pending.lastChain
-                    parent.generation = pending.generation
-                }
-            }
-        } else {
-            for level in 0..<path.count {
-                let ak = encoded.ancestor(level)
-                let r = try tables.versionRecord(t, ak)
-                try tables.putVersion(t, ak, sub: index, at: r.at)
-            }
-        }
-
+        try writeVersions(path: path, key: encoded, ownVersion: ownVersion, index: index, parent: parent)
         try maintainIndexes(ns: ns, path: path, node: node, below: below)
         return true
     }

@@ -67,7 +67,7 @@ struct InlineObject {
     }
 
     /// The record's fields before its children (shared by `record(for:)` and `encoded`).
-    private static func writeHeader(_ w: inout ByteWriter, version: UInt64, priority: Priority?, count: Int) {
+    static func writeHeader(_ w: inout ByteWriter, version: UInt64, priority: Priority?, count: Int) {
         w.u8(tag)
         w.uvarint(version)
         w.priority(priority)

@@ -438,12 +438,55 @@ public struct WriteResult: Sendable, Equatable {
     public var outcome: WriteOutcome
     /// For `set`: the value at the path after the write. For `update`: the resolved patch (the
     /// written parts relative to `path`, like Firebase's PATCH response). For a failed condition:
-    /// the current value.
-    public var value: Node
+    /// the current value. Built from `textPatch` when read, when the apply built no node.
+    public var value: Node {
+        get { valueFromText?.value ?? storedValue }
+        set { storedValue = newValue; valueFromText = nil }
+    }
     /// The path's version after the write (the current one for a failed condition).
     public var version: UInt64
-    /// Changes for listeners; empty unless the entry was applied and changed something.
-    public var changeSet: ChangeSet
+    /// Changes for listeners; empty unless the entry was applied and changed something. Built
+    /// from `textPatch` when read, when the apply built no node.
+    public var changeSet: ChangeSet {
+        get { changesFromText.map { ChangeSet(namespace: namespace, changes: $0.changes) } ?? storedChanges }
+        set { storedChanges = newValue; changesFromText = nil }
+    }
+    private var storedValue: Node
+    private var storedChanges: ChangeSet
+    /// A text update applied without its nodes (`Applier.writeText`): `value` and `changeSet`
+    /// are built from it when read (most are not: issue 42).
+    private var valueFromText: TextPatch?
+    private var changesFromText: TextPatch?
+
+    /// What `value` is built from, until it is read or set (nil: it is kept as it is).
+    public var textPatch: TextPatch? { valueFromText }
+
+    init(index: UInt64, term: UInt64, namespace: String, path: Path, outcome: WriteOutcome, value: Node,
+         version: UInt64, changeSet: ChangeSet) {
+        self.index = index
+        self.term = term
+        self.namespace = namespace
+        self.path = path
+        self.outcome = outcome
+        self.storedValue = value
+        self.version = version
+        self.storedChanges = changeSet
+    }
+
+    /// `value` and `changeSet` are those of `patch`, built when read.
+    mutating func buildLater(from patch: TextPatch) {
+        storedValue = .empty
+        storedChanges = ChangeSet(namespace: namespace, changes: [])
+        valueFromText = patch
+        changesFromText = patch
+    }
+
+    /// The same answer (a value built from text or kept, alike).
+    public static func == (a: WriteResult, b: WriteResult) -> Bool {
+        a.index == b.index && a.term == b.term && a.namespace == b.namespace && a.path == b.path && a.outcome == b.outcome
+            && a.version == b.version && a.rulesChanged == b.rulesChanged && a.ran == b.ran && a.duplicate == b.duplicate
+            && a.triggerReach == b.triggerReach && a.value == b.value && a.changeSet == b.changeSet
+    }
     /// A `.setRules` entry took effect: open listens must be judged again.
     public var rulesChanged = false
     /// An onDisconnect `run` entry: the results of the session's operations, in the order they

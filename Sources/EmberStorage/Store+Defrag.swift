@@ -308,7 +308,8 @@ extension Writer {
             let handle = EnvHandle(env: e, link: link)
             var t: OpaquePointer?
             try check(mdb_txn_begin(e, nil, 0, &t))
-            let reopened = try Tables.open(t!, inlineObjects: tables.inlineObjects, orderedRecords: tables.orderedRecords)
+            let reopened = try Tables.open(t!, inlineObjects: tables.inlineObjects, orderedRecords: tables.orderedRecords,
+                                             textRecords: tables.textRecords)
             try check(mdb_txn_commit(t))
             // Both environments opened the same names first, in the same order.
             guard reopened.sameHandles(tables) else { throw StorageError.corrupt("table handles differ after the defrag") }

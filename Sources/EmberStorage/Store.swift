@@ -55,6 +55,11 @@ public struct StoreOptions: Sendable {
     /// map order, plainly (before issue 42's cut): the same rows, about half-full pages. For
     /// tests that compare the two.
     public var orderedRecords: Bool = true
+    /// A text update (`updateText`) that needs no node (no index, trigger or evaluated rule in
+    /// its namespace) writes the records of each part over nothing straight from its text, and
+    /// its answer is built from the text when read (`Applier.writeText`, issue 42). false:
+    /// every part's node is built, as before. For tests that compare the two.
+    public var textRecords: Bool = true
     /// Point-in-time archive (`Archiver`): the log keeps applied entries the archive does not
     /// hold yet (`ArchiveMark`), at most this many behind the applied index; past it they are
     /// compacted anyway and the archiver reports the gap. 0: no archive (nothing is held).
@@ -178,7 +183,8 @@ public final class EmberStore: @unchecked Sendable {
         let tables: Tables
         do {
             try check(mdb_txn_begin(e, nil, 0, &t))
-            tables = try Tables.open(t!, inlineObjects: options.inlineObjects, orderedRecords: options.orderedRecords)
+            tables = try Tables.open(t!, inlineObjects: options.inlineObjects, orderedRecords: options.orderedRecords,
+                                    textRecords: options.textRecords)
             try tables.markStorageFormat(Txn(ptr: t!))
             _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))

@@ -44,6 +44,9 @@ struct Tables {
     /// Whether a bulk write puts its tree records in key order with MDB_APPEND
     /// (`StoreOptions.orderedRecords`).
     var orderedRecords = true
+    /// Whether a text update writes the records of parts over nothing straight from their text,
+    /// without their nodes (`StoreOptions.textRecords`, `Applier.writeText`).
+    var textRecords = true
 
     var treeS: SplitTable { SplitTable(main: tree, over: treex, used: overflowUse[0]) }
     var verS: SplitTable { SplitTable(main: ver, over: verx, used: overflowUse[1]) }
@@ -52,7 +55,7 @@ struct Tables {
 
     /// Opens (creating what an older data directory lacks, such as the overflow twins) the
     /// named databases in the write transaction `t`.
-    static func open(_ t: OpaquePointer, inlineObjects: Bool, orderedRecords: Bool = true) throws -> Tables {
+    static func open(_ t: OpaquePointer, inlineObjects: Bool, orderedRecords: Bool = true, textRecords: Bool = true) throws -> Tables {
         func open(_ name: String) throws -> MDB_dbi {
             var dbi: MDB_dbi = 0
             try check(mdb_dbi_open(t, name, flag(MDB_CREATE), &dbi))
@@ -67,7 +70,7 @@ struct Tables {
         let ring = [log, log2] + others
         return Tables(tree: tree, ver: ver, idx: idx, log: log, log2: log2, logRing: ring, meta: meta,
                       treex: treex, verx: verx, idxx: idxx, idxloc: idxloc, idxlocx: idxlocx,
-                      inlineObjects: inlineObjects, orderedRecords: orderedRecords)
+                      inlineObjects: inlineObjects, orderedRecords: orderedRecords, textRecords: textRecords)
     }
 
     /// Marks the overflow tables that hold rows as used (on open, after installing a snapshot).

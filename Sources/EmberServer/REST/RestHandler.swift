@@ -421,7 +421,9 @@ enum WriteEcho: Sendable {
         case .name(let n): return .object(["name": .string(n)])
         case .parts(let rels):
             var o: KeyMap<JSON> = [:]
-            for rel in rels { o[rel.segments.joined(separator: "/")] = outcome.value.child(at: rel).toJSON() }
+            // Read once: a text update's value is built from its text when read (`TextPatch`).
+            let value = outcome.value
+            for rel in rels { o[rel.segments.joined(separator: "/")] = value.child(at: rel).toJSON() }
             return .object(o)
         }
     }
