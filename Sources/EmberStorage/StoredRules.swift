@@ -52,11 +52,6 @@ struct RulesState: Sendable {
 }
 
 extension Applier {
-    /// The rules verdict on a write whose resolved parts are `parts` (absolute paths): admin
-    /// entries and namespaces without rules pass; open rules pass without reading anything; data
-    /// is read (in this transaction, so in log order) only where and as far as the rules look.
-    /// `parts` is made only when the rules are asked (a bulk update's list of them, copied per
-    /// write, was a visible share of the writer's time for admin writes, which pass at once).
     /// Whether `permits` grants a write without its values or the data: no user's write, no
     /// rules for the namespace, or rules that grant it where it lies without evaluation.
     func grantedWithoutValues(_ e: LogEntry, base: Path, paths: @autoclosure () -> [Path], isUpdate: Bool) -> Bool {
@@ -64,6 +59,11 @@ extension Applier {
         return engine.grantsEveryWrite || engine.writeGrantedWithoutEvaluation(at: isUpdate ? paths() : [base])
     }
 
+    /// The rules verdict on a write whose resolved parts are `parts` (absolute paths): admin
+    /// entries and namespaces without rules pass; open rules pass without reading anything; data
+    /// is read (in this transaction, so in log order) only where and as far as the rules look.
+    /// `parts` is made only when the rules are asked (a bulk update's list of them, copied per
+    /// write, was a visible share of the writer's time for admin writes, which pass at once).
     func permits(_ e: LogEntry, base: Path, parts makeParts: @autoclosure () -> [(Path, Node)], isUpdate: Bool) throws -> Bool {
         guard case .user(let auth) = e.auth, let engine = rules.engine(for: e.namespace) else { return true }
         if engine.grantsEveryWrite { return true }
