@@ -1,5 +1,6 @@
 import EmberCore
 import EmberTestSupport
+import NIOCore
 import Testing
 @testable import EmberServer
 
@@ -100,6 +101,11 @@ import Testing
                 for batch in [true, false] {
                     let got = TriggerEvent.cloudEventBody(head: head, shared: members, batch: batch)
                     #expect(got == Self.whole(payload, ns: ns, trigger: name, batch: batch), "seed \(seed) round \(round) batch \(batch) trigger \(name)")
+                    // Written straight into the POST's buffer: the same bytes, the same signature.
+                    let buffer = TriggerLane.buffer(head: head, members: members, batch: batch)
+                    #expect(Array(buffer.readableBytesView) == got)
+                    let secret = "0123456789abcdef-\(name)"
+                    #expect(TriggerLane.signature(buffer, secret: secret) == TriggerLane.signature(got, secret: secret))
                 }
             }
         }

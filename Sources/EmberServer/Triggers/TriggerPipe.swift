@@ -51,15 +51,15 @@ final class TriggerPipe: @unchecked Sendable {
     }
 
     /// POSTs `body`; the answer's status (any), or an error when there was none.
-    func post(body: [UInt8], headers: [(String, String)]) -> EventLoopFuture<Int> {
+    func post(body: ByteBuffer, headers: [(String, String)]) -> EventLoopFuture<Int> {
         var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: url.target)
         let hostHeader = url.host.contains(":") ? "[\(url.host)]" : url.host
         head.headers.add(name: "Host", value: (url.tls ? url.port == 443 : url.port == 80) ? hostHeader : "\(hostHeader):\(url.port)")
-        head.headers.add(name: "Content-Length", value: String(body.count))
+        head.headers.add(name: "Content-Length", value: String(body.readableBytes))
         head.headers.add(name: "User-Agent", value: "ember-triggers")
         for (k, v) in headers { head.headers.add(name: k, value: v) }
         let promise = loop.makePromise(of: Int.self)
-        let request = Request(head: head, body: ByteBuffer(bytes: body), promise: promise, deadline: .now() + timeout)
+        let request = Request(head: head, body: body, promise: promise, deadline: .now() + timeout)
         loop.execute { [self] in
             guard !closed else { return promise.fail(TriggerPipeError("delivery stopped")) }
             guard pending.count + written.count < Self.maxQueued else { return promise.fail(TriggerPipeError("too many requests queued")) }
