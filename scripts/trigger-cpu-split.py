@@ -22,7 +22,9 @@ import sys
 STAGES = [
     ("bench lag polling (GET /.ember/triggers)", ["RestHandler.triggerAdmin"]),
     ("lane: HMAC-SHA256 of bodies", ["TriggerLane.signature", "HMAC"]),
-    ("lane: CloudEvent serialization, body cache", ["writeSharedMembers", "cloudEventBody", "TriggerBodyCache", "TriggerLane.body"]),
+    ("apply: members serialized once for a crowded group's lanes", ["withSharedMembers"]),
+    ("lane: CloudEvent serialization, body cache", ["writeSharedMembers", "cloudEventBody", "TriggerBodyCache", "TriggerLane.body",
+                                                   "TriggerLane.buffer"]),
     ("lane: HTTP pipe and TCP to the receiver", ["TriggerPipe"]),
     ("lane: reads (deliveryRead/State, record cache)", ["deliveryRead", "deliveryState", "TriggersPort.state", "outboxRows"]),
     ("lane: the rest (machine, answers, runtime)", ["TriggerLane", "TriggerDelivery", "TriggerRuntime"]),
