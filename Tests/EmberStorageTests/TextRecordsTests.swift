@@ -145,6 +145,48 @@ import Testing
         }
     }
 
+    /// Random values (repeated and refused keys, `.priority` and `.value` anywhere, nulls and
+    /// empties, arrays, escapes, canonically equivalent keys, deep nesting near the limits): the
+    /// tree takes only what the node takes, and stands for the same node.
+    @Test func randomValuesReadAsTheirNodes() throws {
+        var g = TestSeed.generator(0x7E47_44)
+        let keys = ["a", "b", "0", "1", "10", "-1", "007", "2147483648", #"\u00e9"#, #"e\u0301"#, #"k\"q"#, #"\ud83d\ude00"#,
+                    #"\ue000"#, "é", "e\u{301}", ".priority", ".value", ".sv", "a.b", "", String(repeating: "L", count: 20)]
+        let leaves = ["null", "true", "false", "0", "-0", "1.0", "1e3", "-12", "9007199254740993", "1.5e-7", #""s""#, #""\n\u00e9""#,
+                      #""""#, "{}", "[]", #""\#(String(repeating: "x", count: 40))""#]
+        func value(_ depth: Int) -> String {
+            let r = Int.random(in: 0..<10, using: &g)
+            if depth <= 0 || r < 4 { return leaves.randomElement(using: &g)! }
+            if r < 6 {
+                return "[" + (0..<Int.random(in: 0...4, using: &g)).map { _ in value(depth - 1) }.joined(separator: ",") + "]"
+            }
+            return "{" + (0..<Int.random(in: 0...5, using: &g)).map { _ in
+                let k = keys.randomElement(using: &g)!
+                let v = k == ".priority" ? [#""p""#, "3", "null", "{}"].randomElement(using: &g)! : value(depth - 1)
+                return #""\#(k)":\#(v)"#
+            }.joined(separator: ",") + "}"
+        }
+        var tree = TextTree()
+        var taken = 0
+        for k in 0..<3_000 {
+            // Now and then a chain past the depth limits around a random value.
+            let deep = k % 10 == 0 ? Int.random(in: 20...40, using: &g) : 0
+            let text = String(repeating: #"{"d":"#, count: deep) + value(Int.random(in: 0...8, using: &g)) + String(repeating: "}", count: deep)
+            let bytes = Array(text.utf8)
+            let depth = Int.random(in: 0...8, using: &g)
+            let node = try? Node(jsonText: bytes, range: 0..<bytes.count, depth: depth, jsonDepth: 1)
+            if k % 100 == 0 { tree.removeAll() }
+            guard let root = try? tree.read(bytes, range: 0..<bytes.count, depth: depth, jsonDepth: 1) else { continue }
+            taken += 1
+            guard let node else {
+                Issue.record("the tree took what the node refuses: \(text)")
+                continue
+            }
+            #expect(Self.node(tree, root).isIdentical(to: node), "\(text)")
+        }
+        #expect(taken > 1_000, "the tree took \(taken) of 3,000")
+    }
+
     /// The node an item stands for (keys read back from their segments).
     static func node(_ tree: TextTree, _ root: Int32?) -> Node {
         guard let root else { return .empty }
