@@ -89,6 +89,25 @@ public struct ClusterConfiguration: Sendable {
     public static let defaultLearnerSyncMillis = 1_000
     /// Longest `learnerSyncMillis` accepted.
     public static let maxLearnerSyncMillis = 60_000
+    /// While leader: committed entries fewer than `learnerBatchEntries` are held from a learner
+    /// for at most this many milliseconds (emberd's `--learner-batch-ms`; `RaftConfig
+    /// .learnerBatchMinEntries`), so at a low write rate a learner wakes once per several commits
+    /// instead of once each. What its listeners wait at most on top; 0: each commit at once.
+    public var learnerBatchMillis = ClusterConfiguration.defaultLearnerBatchMillis
+    public static let defaultLearnerBatchMillis = 0
+    /// Longest `learnerBatchMillis` accepted: below the tick, which sends held entries anyway.
+    public static let maxLearnerBatchMillis = 40
+    /// Pending committed entries that go to a learner at once while `learnerBatchMillis` > 0
+    /// (emberd's `--learner-batch-entries`): fewer wait for more commits or the timer.
+    public var learnerBatchEntries = ClusterConfiguration.defaultLearnerBatchEntries
+    public static let defaultLearnerBatchEntries = 2
+    /// Largest `learnerBatchEntries` accepted: a learner answers that many at once
+    /// (`RaftConfig.defaultLearnerAckMinEntries`).
+    public static let maxLearnerBatchEntries = RaftConfig.defaultLearnerAckMinEntries
+    /// Niceness of the process while this node is a learner (emberd's `--learner-nice`,
+    /// `LearnerPriority`); 0: off.
+    public var learnerNice: Int32 = 0
+
     /// Seconds between corruption-check rounds (`CorruptionCheck`; emberd's
     /// `--corruption-check-interval`); 0: only on demand.
     public var corruptionCheckSeconds = 300.0

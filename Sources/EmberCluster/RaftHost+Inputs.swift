@@ -12,6 +12,7 @@ extension RaftHost {
         switch input {
         case .tick:
             step(.tick)
+            learnerPriority.tick()
             requests.expire(now: now, noLeaderSeconds: config.noLeaderTimeoutSeconds)
             expireAdmin(now: now)
             retryAdmin()
@@ -70,6 +71,9 @@ extension RaftHost {
             break  // the loop takes the outcomes after the turn's inputs (`settleApplies`)
         case .persistDone:
             break  // taken after the turn's inputs (`settlePersist`)
+        case .flushLearners:
+            learnerFlush = nil
+            step(.flushLearners)
         case .stop:
             break
         }

@@ -51,6 +51,12 @@ final class RaftHost: @unchecked Sendable {
     private let wakeups: AsyncStream<Void>
     private var loopTask: Task<Void, Never>?
     private var ticker: RepeatedTask?
+    /// The loop's event loop (the ticker's and the learner batch timer's).
+    var loopEventLoop: (any EventLoop)?
+    /// Armed while the leader holds entries from a learner (`armLearnerFlush`; loop only).
+    var learnerFlush: Scheduled<Void>?
+    /// The process's niceness while a learner (`--learner-nice`; loop only).
+    var learnerPriority: LearnerPriority
 
     // Owned by the loop, in parts: Raft's state machine, the persists a turn buffers, client
     // requests (RequestBook), admin operations (AdminBook), the member directory and snapshot
@@ -118,6 +124,8 @@ final class RaftHost: @unchecked Sendable {
         case applyDone
         /// A persist queued off the loop is durable, or failed (`persistOutcome`).
         case persistDone
+        /// The learner batch timer (`armLearnerFlush`) fired.
+        case flushLearners
         case stop
     }
 
@@ -134,8 +142,10 @@ final class RaftHost: @unchecked Sendable {
         let (state, applied, lastTimestamp) = try await RaftPersistence.load(store, voters: config.join ? [] : config.voters)
         lastStamp = lastTimestamp
         let raftConfig = RaftConfig(electionTick: config.electionTicks, heartbeatTick: config.heartbeatTicks,
+                                    learnerBatchMinEntries: config.learnerBatchMillis > 0 ? config.learnerBatchEntries : 0,
                                     randomSeed: UInt64.random(in: 0...UInt64.max), maxPromotionLag: config.maxPromotionLag)
         core = HostCore(node: RaftNode(id: config.nodeID, config: raftConfig, state: state, appliedIndex: applied))
+        learnerPriority = LearnerPriority(nice: config.learnerNice)
         published = Mutex(core.node.status)
         members = DirectoryBook(directory: MemberDirectory(peers: config.peers))
         publishedDirectory = Mutex(members.directory)
@@ -157,6 +167,7 @@ final class RaftHost: @unchecked Sendable {
         // On the peer transport's event loop (`EventLoopTaskExecutor`): inputs from peers and the
         // frames a turn sends stay on one thread.
         let eventLoop = transport.group.next()
+        loopEventLoop = eventLoop
         loopTask = Task(executorPreference: EventLoopTaskExecutor(eventLoop)) { await self.loop() }
         // A timer of that event loop: each tick wakes the loop's own thread only. A task asleep
         // between ticks (`Task.sleep`) woke libdispatch's timer thread and then a worker thread
@@ -203,6 +214,21 @@ final class RaftHost: @unchecked Sendable {
 
     var status: RaftStatus { published.withLock { $0 } }
 
+    /// After a turn: while Raft holds committed entries from a learner for a bigger batch
+    /// (`RaftConfig.learnerBatchMinEntries`), one timer of `learnerBatchMillis` sends them
+    /// (`Event.flushLearners`); once nothing is held it is cancelled (no wake-up for nothing).
+    func armLearnerFlush() {
+        guard node.learnerSendsHeld else {
+            learnerFlush?.cancel()
+            learnerFlush = nil
+            return
+        }
+        guard learnerFlush == nil, let eventLoop = loopEventLoop else { return }
+        learnerFlush = eventLoop.scheduleTask(in: .milliseconds(Int64(config.learnerBatchMillis))) { [weak self] in
+            self?.enqueue(.flushLearners, force: true)
+        }
+    }
+
     // MARK: - Loop
 
     private func loop() async {
@@ -240,11 +266,13 @@ final class RaftHost: @unchecked Sendable {
                     await endTurn()
                 }
                 syncMembership()
+                if let warning = learnerPriority.update(learner: node.isLearner) { logger.warning("\(warning)") }
                 adminTurn()
                 compactPastHeldAdvance()
                 compactIfDue()
                 expireSnapshotFile(now: .now)
                 sinkTurn.flushAll()
+                armLearnerFlush()
                 let status = node.status
                 published.withLock { $0 = status }
                 if stopping {

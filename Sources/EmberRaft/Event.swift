@@ -34,6 +34,11 @@ public enum Event: Sendable, Hashable {
     /// A leader counts its own log as matching only through the latest such index. Stale reports
     /// (the log was truncated and `index` now holds another term) are ignored.
     case persisted(through: UInt64, term: UInt64)
+    /// Leader: send learners the committed entries held for a bigger batch
+    /// (`RaftConfig.learnerBatchMinEntries`). A host fires it a short while after a turn left
+    /// `RaftNode.learnerSendsHeld` true; the leader's tick sends them too (a host without such
+    /// a timer). Ignored by other roles and when nothing is held.
+    case flushLearners
     /// Start an election now (e.g. to bootstrap a test quickly). Ignored by leaders and non-voters
     /// (learners included).
     case campaign

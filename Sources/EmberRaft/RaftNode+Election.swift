@@ -14,6 +14,7 @@ extension RaftNode {
     }
 
     private mutating func tickLeader() {
+        flushHeldLearners()
         for peer in progress.keys { progress[peer]!.observeTick(commitIndex: commitIndex) }
         heartbeatElapsed += 1
         electionElapsed += 1

@@ -87,10 +87,12 @@ extension RaftNode {
             return true
         }
         let end = replicationEnd(of: peer)
+        if holdsForBatch(peer, pr, end: end) { return false }
         let entries = log.entries(
             from: pr.nextIndex, maxCount: limits.entries, maxBytes: config.maxBytesPerMessage, through: end)
         assert(entries.last.map { $0.index <= end } ?? true, "entries past the peer's replication end")
         if entries.isEmpty && !sendIfEmpty && pr.state == .replicate { return false }
+        if !entries.isEmpty { learnersHeld.remove(peer) }
         switch pr.state {
         case .probe:
             pr.probeSent = true

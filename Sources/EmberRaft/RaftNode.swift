@@ -59,6 +59,10 @@ public struct RaftNode: Sendable {
     var announcedDurable: UInt64 = 0
     /// Learner: a successful answer held back to go with a later one (RaftNode+LearnerAck).
     var deferredAck: DeferredAck?
+    /// Leader: learners whose committed entries are held for a bigger batch, and whether they
+    /// are being sent regardless (RaftNode+LearnerBatch).
+    var learnersHeld: Set<NodeID> = []
+    var flushingLearners = false
     /// Follower: commit index advances made by `inferCommit` (status only; not persisted).
     public internal(set) var inferredCommits: UInt64 = 0
 
@@ -116,6 +120,7 @@ public struct RaftNode: Sendable {
         case .transferLeadership(let target): transferLeadership(to: target)
         case .compact(let index): compact(index: index)
         case .snapshotReady(let index, let size): snapshotReady(index: index, size: size)
+        case .flushLearners: flushHeldLearners()
         case .campaign:
             if role != .leader && isPromotable { campaign(transfer: false) }
         case .removedFromCluster(let index): learnRemoval(configIndex: index)
@@ -207,6 +212,7 @@ public struct RaftNode: Sendable {
         leaderID = leader
         votes = [:]
         progress = [:]
+        learnersHeld = []
         leadTransferee = nil
         resetElectionTimer()
     }
@@ -219,6 +225,7 @@ public struct RaftNode: Sendable {
         leadTransferee = nil
         resetElectionTimer()
         progress = [:]
+        learnersHeld = []
         announcedDurable = 0
         for peer in membership.members where peer != id {
             progress[peer] = PeerProgress(nextIndex: log.lastIndex + 1)

@@ -45,6 +45,8 @@ struct SimHost {
     var persistedReport: (index: UInt64, term: UInt64)?
     var appliedBeforeCrash: UInt64 = 0
     var restarts = 0
+    /// When the host steps `.flushLearners` (`SimOptions.learnerFlushDelay`).
+    var learnerFlushAt: Int?
 }
 
 struct SimClient {
@@ -150,6 +152,11 @@ public final class SimCluster {
                 }
                 try step(i, .tick)
             }
+            for i in hosts.indices where hosts[i].node != nil && (hosts[i].learnerFlushAt ?? Int.max) <= now {
+                hosts[i].learnerFlushAt = nil
+                stats.learnerFlushes += 1
+                try step(i, .flushLearners)
+            }
             if faultsEnabled { try runClients() }
             if options.forwarding { try runForwarding() }
             now += 1
@@ -202,6 +209,10 @@ public final class SimCluster {
         try perform(i, plan)
         try reportPersisted(i)
         guard let node = hosts[i].node else { return }
+        if node.learnerSendsHeld {
+            stats.learnerHolds += 1
+            if hosts[i].learnerFlushAt == nil, let delay = options.learnerFlushDelay { hosts[i].learnerFlushAt = now + delay }
+        }
         if try invariants.checkNode(node, time: now) { stats.leadersElected += 1 }
         // Compact once enough has been applied beyond the last snapshot (the core holds it back
         // while an apply is deferred or an image is being prepared).

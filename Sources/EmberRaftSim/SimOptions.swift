@@ -34,6 +34,10 @@ public struct SimOptions: Sendable, Hashable {
     /// every answer is lazy, even for entries not committed yet (a real host's unsynced commits
     /// hold committed entries only): the leader must count none of them (`voterSince`).
     public var learnersSyncLazily = false
+    /// How long after a turn that left a leader holding learners' entries for a bigger batch
+    /// (`RaftConfig.learnerBatchMinEntries`) its host steps `.flushLearners` (time units; nil:
+    /// never, the leader's tick alone sends them), as the runtime's timer does.
+    public var learnerFlushDelay: Int?
     public var compactThreshold = 12  // applied entries beyond the snapshot before compacting
     public var raft = RaftConfig(electionTick: 10, heartbeatTick: 2)
     /// Deliberately broken mode for testing the checker: serve reads from the contacted node's
@@ -111,7 +115,17 @@ public struct SimOptions: Sendable, Hashable {
         o.learnersSyncLazily = lazyRng.below(2) == 0
         o.raft.learnerSmallAppendsMaxEntries = Self.drawLearnerSmallAppends(seed: seed)
         o.raft.learnerAckMinEntries = Self.drawLearnerAckMinEntries(seed: seed)
+        o.drawLearnerBatching(seed: seed)
         return o
+    }
+
+    /// Learner batching (`RaftConfig.learnerBatchMinEntries`): off, 2, 4 or the runtime's 32
+    /// entries, flushed by the host after 1-8 time units or only on the leader's tick; its own
+    /// stream, so every other draw of a seed stays what it was.
+    mutating func drawLearnerBatching(seed: UInt64) {
+        var rng = SplitMix64(seed: seed ^ 0xBA7C_4ED5)
+        raft.learnerBatchMinEntries = [0, 2, 4, RaftConfig.defaultLearnerAckMinEntries][rng.below(4)]
+        learnerFlushDelay = [nil, 1, 3, 8][rng.below(4)]
     }
 
     /// How many entries a learner answers at once (`RaftConfig.learnerAckMinEntries`): every

@@ -23,6 +23,10 @@ public struct SimStats: Sendable, Hashable {
     public var demotions = 0
     /// AppendEntries with entries a leader sent to learners (committed entries only, checked).
     public var learnerAppends = 0
+    /// Leader turns that ended holding a learner's entries for a bigger batch, and the host's
+    /// `.flushLearners` steps that then sent them (`SimOptions.learnerFlushDelay`).
+    public var learnerHolds = 0
+    public var learnerFlushes = 0
     /// `SimOptions.learnersSyncLazily`: acknowledgements a learner sent with its writes still
     /// unsynced, and its crashes that lost entries it had applied (and acknowledged).
     public var learnerAcksBeforeSync = 0

@@ -29,7 +29,7 @@ extension LearnerBench {
         }
         print("-- listeners: \(listeners) WebSocket listeners on one location, spread evenly over the nodes; "
               + "\(fanoutRounds) writes at the leader each; this process's open-file limit \(limit)")
-        let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir)
+        let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir, nodeArgs: nodeArgList)
         defer { c.stop() }
         let alone = try await fanout(c, http, report, layout: "3 voters alone")
         for _ in 0..<Self.listenerLearners { try await c.addLearner() }

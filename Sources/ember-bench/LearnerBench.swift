@@ -57,6 +57,12 @@ struct LearnerBench: AsyncParsableCommand {
     @Option(help: "writes: niceness the learners start with (0: an even share of the CPU; 19: the voters first, though the learners still take the idle time the voters leave while waiting on fsync and the network).")
     var learnerNice = 0
 
+    @Option(help: "Extra emberd options every node of every phase starts with, separated by spaces given as --node-args=\"--learner-batch-ms 4 --learner-batch-entries 3\" (the = form: the value starts with dashes).")
+    var nodeArgs = ""
+
+    /// `nodeArgs` split into arguments.
+    var nodeArgList: [String] { nodeArgs.split(separator: " ").map(String.init) }
+
     @Option(help: "listeners: WebSocket listeners, spread evenly over the nodes.")
     var listeners = 10_000
 
@@ -137,7 +143,7 @@ struct LearnerBench: AsyncParsableCommand {
         let dir = NSTemporaryDirectory() + "ember-learner-bench-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        print("ember-bench learners: emberd \(emberd), phases \(phaseList.map(\.rawValue).joined(separator: ", ")), "
+        print("ember-bench learners: emberd \(emberd)\(nodeArgs.isEmpty ? "" : " " + nodeArgs), phases \(phaseList.map(\.rawValue).joined(separator: ", ")), "
               + "\(MachineCPU.cores) cores, load average \(loadAverage())")
         for phase in phaseList {
             switch phase {
@@ -165,7 +171,7 @@ struct LearnerBench: AsyncParsableCommand {
             + (learnerNice == 0 ? "" : "; learners at nice \(learnerNice) (the voters first)"))
         var done: [WriteColumn] = []
         for n in columnList {
-            let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir)
+            let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir, nodeArgs: nodeArgList)
             defer { c.stop() }
             c.learnerNice = learnerNice
             for _ in 0..<n { try await c.addLearner() }
@@ -229,7 +235,7 @@ struct LearnerBench: AsyncParsableCommand {
 
     func catchUpPhase(_ http: HTTPClient, dir: String, _ report: Report) async throws {
         print("-- catch-up: \(children) children loaded at the leader (\(batch) per PATCH), then a learner from an empty data directory")
-        let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir)
+        let c = try await LearnerCluster.start(http: http, emberd: emberd, openssl: openssl, parent: dir, nodeArgs: nodeArgList)
         defer { c.stop() }
         let t0 = ContinuousClock.now
         var next = 0

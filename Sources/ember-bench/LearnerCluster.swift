@@ -21,6 +21,8 @@ final class LearnerCluster: @unchecked Sendable {
     /// priority. It does not make the learners free: they still take the idle time the voters
     /// leave while they wait on fsync and the network (measured: 8-9 µs per write each).
     var learnerNice = 0
+    /// Extra emberd options every node starts with (`ember-bench learners --node-args`).
+    var nodeArgs: [String] = []
     static let nice = "/usr/bin/nice"
 
     static let voterIDs = ["n1", "n2", "n3"]
@@ -44,11 +46,12 @@ final class LearnerCluster: @unchecked Sendable {
     }
 
     /// Starts the voters in a fresh directory under `parent` and waits for a leader.
-    static func start(http: HTTPClient, emberd: String, openssl: String, parent: String) async throws -> LearnerCluster {
+    static func start(http: HTTPClient, emberd: String, openssl: String, parent: String, nodeArgs: [String] = []) async throws -> LearnerCluster {
         let dir = parent + "/c\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try makePeerCertificates(openssl: openssl, dir: dir, ids: voterIDs + ClusterBench.learnerIDs(maxLearners))
         let c = LearnerCluster(http: http, emberd: emberd, dir: dir)
+        c.nodeArgs = nodeArgs
         do {
             for (i, id) in voterIDs.enumerated() {
                 let port = c.base + i
@@ -73,7 +76,7 @@ final class LearnerCluster: @unchecked Sendable {
             "--peer-tls-cert", "\(dir)/\(id).pem", "--peer-tls-key", "\(dir)/\(id).key", "--peer-tls-ca", "\(dir)/ca.pem",
             // One machine plays every client: per-address limits off.
             "--max-connections-per-address", "0", "--max-requests-per-second", "0",
-        ] + extra)
+        ] + extra + nodeArgs)
         processes.append(p)
         return p
     }

@@ -171,6 +171,15 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: while this node is a learner its batches commit without a data sync, and one sync every this many milliseconds makes them durable (a learner counts for no quorum: a crash of its machine costs a resync from an empty data directory, docs/CLUSTER.md \"Learners\"). 0: every batch synced; 0...60000.")
     var learnerSyncIntervalMs = ClusterConfiguration.defaultLearnerSyncMillis
 
+    @Option(help: "Cluster: while this node leads, fewer than --learner-batch-entries committed entries are held from a learner for at most this many milliseconds, so at a low write rate a learner wakes once per several commits (its listeners hear of a write up to that much later). 0: each commit at once; 0...\(ClusterConfiguration.maxLearnerBatchMillis).")
+    var learnerBatchMs = ClusterConfiguration.defaultLearnerBatchMillis
+
+    @Option(help: "Cluster: while this node is a learner, every thread of emberd runs at this niceness, so on a machine shared with voters the learner takes the CPU they leave (docs/CLUSTER.md \"Learners\"). Promoted, it returns to its starting niceness, which needs CAP_SYS_NICE (otherwise it warns: restart it). 0: off; 0...19.")
+    var learnerNice: Int32 = 0
+
+    @Option(help: "Cluster: with --learner-batch-ms, this many committed entries pending for a learner go at once; 1...\(ClusterConfiguration.maxLearnerBatchEntries).")
+    var learnerBatchEntries = ClusterConfiguration.defaultLearnerBatchEntries
+
     // Operations (issue 5): see README "Operations".
     @Option(help: "This node's client URL as clients and `ember status` reach it (default http://HOST:PORT).")
     var advertiseUrl: String?
@@ -310,6 +319,13 @@ struct Emberd: AsyncParsableCommand {
         }
         guard (0...ClusterConfiguration.maxLearnerSyncMillis).contains(learnerSyncIntervalMs) else {
             throw ValidationError("--learner-sync-interval-ms must be 0...\(ClusterConfiguration.maxLearnerSyncMillis)")
+        }
+        guard (0...ClusterConfiguration.maxLearnerBatchMillis).contains(learnerBatchMs) else {
+            throw ValidationError("--learner-batch-ms must be 0...\(ClusterConfiguration.maxLearnerBatchMillis)")
+        }
+        guard (0...19).contains(learnerNice) else { throw ValidationError("--learner-nice must be 0...19") }
+        guard (1...ClusterConfiguration.maxLearnerBatchEntries).contains(learnerBatchEntries) else {
+            throw ValidationError("--learner-batch-entries must be 1...\(ClusterConfiguration.maxLearnerBatchEntries)")
         }
         guard (1...4096).contains(snapshotCatchUpMb) else { throw ValidationError("--snapshot-catch-up-mb must be 1...4096 MiB") }
         let archiveOptions = try archiveConfiguration(file: configFile)
@@ -454,6 +470,9 @@ extension Emberd {
         config.join = join
         config.maxPromotionLag = maxPromotionLag
         config.learnerSyncMillis = learnerSyncIntervalMs
+        config.learnerBatchMillis = learnerBatchMs
+        config.learnerBatchEntries = learnerBatchEntries
+        config.learnerNice = learnerNice
         if let peerDial { config.dialOverrides = try ClusterConfiguration.parsePeers(peerDial) }
         return config
     }

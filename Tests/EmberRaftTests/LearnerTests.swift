@@ -14,8 +14,8 @@ private func rejection(_ actions: [Action]) -> ProposalRejection? {
     return nil
 }
 
-/// A 3-voter cluster led by n1 with n4 added as a learner and caught up.
-private func clusterWithLearner(_ tweak: (inout RaftConfig) -> Void = { _ in }) -> TestCluster {
+/// A 3-voter cluster led by n1 with n4 added as a learner and caught up (LearnerBatchTests too).
+func clusterWithLearner(_ tweak: (inout RaftConfig) -> Void = { _ in }) -> TestCluster {
     let config = TestCluster.config(tweak)
     var c = TestCluster(3, config: config)
     c.elect("n1")
