@@ -442,6 +442,11 @@ public struct WriteResult: Sendable, Equatable {
     public var value: Node {
         get { valueFromText?.value ?? storedValue }
         set { storedValue = newValue; valueFromText = nil }
+        // In place (`result.value.set(...)`): a get and a set would copy the node's storage.
+        _modify {
+            if let patch = valueFromText { storedValue = patch.value; valueFromText = nil }
+            yield &storedValue
+        }
     }
     /// The path's version after the write (the current one for a failed condition).
     public var version: UInt64
@@ -450,6 +455,13 @@ public struct WriteResult: Sendable, Equatable {
     public var changeSet: ChangeSet {
         get { changesFromText.map { ChangeSet(namespace: namespace, changes: $0.changes) } ?? storedChanges }
         set { storedChanges = newValue; changesFromText = nil }
+        // In place: the apply appends a bulk update's changes one by one, and each append
+        // through a get and a set copied the whole array (quadratic: a 256 MB import into one
+        // node took 36.6 s instead of 5.1).
+        _modify {
+            if let patch = changesFromText { storedChanges = ChangeSet(namespace: namespace, changes: patch.changes); changesFromText = nil }
+            yield &storedChanges
+        }
     }
     private var storedValue: Node
     private var storedChanges: ChangeSet
