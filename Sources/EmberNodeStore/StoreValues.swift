@@ -75,6 +75,11 @@ public struct WriteOutcome: Sendable {
     public var value: Node {
         get { valueFromText?.value ?? storedValue }
         set { storedValue = newValue; valueFromText = nil }
+        // In place: a get and a set would copy the node's storage (as `WriteResult.value`).
+        _modify {
+            if let patch = valueFromText { storedValue = patch.value; valueFromText = nil }
+            yield &storedValue
+        }
     }
     /// The path's version after the write (when not applied: the current one); REST's ETag.
     public var version: UInt64

@@ -76,13 +76,7 @@ enum TextRecords {
         let p = tree.priority(item)
         var w = ByteWriter(capacity: 1 + 10 + Int(item.count) + TreeRecord.sizeEstimate(p) + 8)
         w.u8(version == nil ? 1 : 3)
-        switch item.kind {
-        case .bool: w.u8(item.bits == 1 ? 2 : 1)
-        case .int: w.u8(3); w.u64(item.bits)
-        case .double: w.u8(4); w.u64(item.bits)
-        case .string: w.u8(5); w.varint(Int(item.count)); w.bytes.append(contentsOf: tree.string(item))
-        case .object: preconditionFailure("an object is no leaf")
-        }
+        w.leaf(tree.leafBytes(item))
         w.priority(p)
         if let version { w.u64(version) }
         return w.bytes
@@ -97,21 +91,7 @@ enum TextRecords {
         for c in kids {
             let child = tree.items[Int(c)]
             guard child.kind != .object else { return nil }
-            let keyBytes = keyCount(tree.segment(child))
-            size += LogEntry.varintSize(keyBytes) + keyBytes + 1
-            switch child.kind {
-            case .bool, .object: break
-            case .int:
-                let i = Int64(bitPattern: child.bits)
-                size += LogEntry.varintSize(UInt64(bitPattern: (i << 1) ^ (i >> 63)))
-            case .double: size += 8
-            case .string: size += LogEntry.varintSize(Int(child.count)) + Int(child.count)
-            }
-            switch tree.priority(child) {
-            case nil: break
-            case .number?: size += 8
-            case .string(let s)?: size += LogEntry.stringSize(s)
-            }
+            size += InlineObject.childSize(keyBytes: keyCount(tree.segment(child)), tree.leafBytes(child), tree.priority(child))
             if size > InlineObject.maxEncodedBytes { return nil }
         }
         // Exploded, every child's key must still fit `tree` (`InlineObject`'s invariant).
@@ -123,35 +103,10 @@ enum TextRecords {
             let segment = tree.segment(child)
             w.varint(keyCount(segment))
             appendKey(segment, to: &w.bytes)
-            compactLeaf(&w, tree, child)
+            w.compactLeaf(tree.leafBytes(child), tree.priority(child))
         }
         assert(w.bytes.count == size, "an inline record's size differs from its encoding")
         return w.bytes
-    }
-
-    /// `ByteWriter.compactLeaf` of a leaf item.
-    private static func compactLeaf(_ w: inout ByteWriter, _ tree: TextTree, _ item: TextTree.Item) {
-        let p = tree.priority(item)
-        let pbits: UInt8
-        switch p {
-        case nil: pbits = 0
-        case .number?: pbits = 0x10
-        case .string?: pbits = 0x20
-        }
-        switch item.kind {
-        case .bool: w.u8((item.bits == 1 ? 2 : 1) | pbits)
-        case .int:
-            let i = Int64(bitPattern: item.bits)
-            w.u8(3 | pbits); w.uvarint(UInt64(bitPattern: (i << 1) ^ (i >> 63)))
-        case .double: w.u8(4 | pbits); w.u64(item.bits)
-        case .string: w.u8(5 | pbits); w.varint(Int(item.count)); w.bytes.append(contentsOf: tree.string(item))
-        case .object: preconditionFailure("an object is no leaf")
-        }
-        switch p {
-        case nil: break
-        case .number(let d)?: w.f64(d)
-        case .string(let s)?: w.string(s)
-        }
     }
 
     /// The UTF-8 bytes of the key whose segment (`KeyCodec.appendSegment`) is `segment`.

@@ -213,15 +213,6 @@ struct ByteWriter {
         }
     }
 
-    mutating func leaf(_ l: Leaf) {
-        switch l {
-        case .bool(let b): u8(b ? 2 : 1)
-        case .int(let i): u8(3); i64(i)
-        case .double(let d): u8(4); f64(d)
-        case .string(let s): u8(5); string(s)
-        }
-    }
-
     mutating func priority(_ p: Priority?) {
         switch p {
         case nil: u8(0)

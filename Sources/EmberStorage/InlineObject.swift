@@ -81,18 +81,7 @@ struct InlineObject {
         var n = 1 + LogEntry.varintSize(version) + prioritySize(node.priority) + LogEntry.varintSize(node.children.count)
         for (k, c) in node.children {
             guard let l = c.leaf else { return nil }
-            n += LogEntry.stringSize(k) + 1
-            switch l {
-            case .bool: break
-            case .int(let i): n += LogEntry.varintSize(UInt64(bitPattern: (i << 1) ^ (i >> 63)))
-            case .double: n += 8
-            case .string(let s): n += LogEntry.stringSize(s)
-            }
-            switch c.priority {
-            case nil: break
-            case .number?: n += 8
-            case .string(let s)?: n += LogEntry.stringSize(s)
-            }
+            n += childSize(keyBytes: k.utf8.count, l.bytes, c.priority)
             if n > maxEncodedBytes { return nil }
         }
         return n
@@ -171,28 +160,6 @@ extension ByteWriter {
         var x = v
         while x >= 0x80 { bytes.append(UInt8(x & 0x7F) | 0x80); x >>= 7 }
         bytes.append(UInt8(x))
-    }
-
-    /// A leaf and its priority in one tag byte (low 3 bits: false 1, true 2, int 3 (zigzag
-    /// varint), double 4, string 5; bits 4–5: no priority 0, number 1, string 2) and its payload.
-    mutating func compactLeaf(_ l: Leaf, _ p: Priority?) {
-        let pbits: UInt8
-        switch p {
-        case nil: pbits = 0
-        case .number?: pbits = 0x10
-        case .string?: pbits = 0x20
-        }
-        switch l {
-        case .bool(let b): u8((b ? 2 : 1) | pbits)
-        case .int(let i): u8(3 | pbits); uvarint(UInt64(bitPattern: (i << 1) ^ (i >> 63)))
-        case .double(let d): u8(4 | pbits); f64(d)
-        case .string(let s): u8(5 | pbits); string(s)
-        }
-        switch p {
-        case nil: break
-        case .number(let d)?: f64(d)
-        case .string(let s)?: string(s)
-        }
     }
 }
 
