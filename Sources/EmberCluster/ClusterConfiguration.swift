@@ -93,14 +93,17 @@ public struct ClusterConfiguration: Sendable {
     /// for at most this many milliseconds (emberd's `--learner-batch-ms`; `RaftConfig
     /// .learnerBatchMinEntries`), so at a low write rate a learner wakes once per several commits
     /// instead of once each. What its listeners wait at most on top; 0: each commit at once.
+    /// On by default since session 21 (issue 38): with 2 learners it took the pipelined write
+    /// throughput from 80.6 % to 83.2 % of none and the commit p50 from +11.8 % to +6.1 %, for a
+    /// learner's listener p99 of 5.5 ms at 1,000 writes/s.
     public var learnerBatchMillis = ClusterConfiguration.defaultLearnerBatchMillis
-    public static let defaultLearnerBatchMillis = 0
+    public static let defaultLearnerBatchMillis = 4
     /// Longest `learnerBatchMillis` accepted: below the tick, which sends held entries anyway.
     public static let maxLearnerBatchMillis = 40
     /// Pending committed entries that go to a learner at once while `learnerBatchMillis` > 0
     /// (emberd's `--learner-batch-entries`): fewer wait for more commits or the timer.
     public var learnerBatchEntries = ClusterConfiguration.defaultLearnerBatchEntries
-    public static let defaultLearnerBatchEntries = 2
+    public static let defaultLearnerBatchEntries = 3
     /// Largest `learnerBatchEntries` accepted: a learner answers that many at once
     /// (`RaftConfig.defaultLearnerAckMinEntries`).
     public static let maxLearnerBatchEntries = RaftConfig.defaultLearnerAckMinEntries

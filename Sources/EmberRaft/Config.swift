@@ -70,6 +70,9 @@ public struct RaftConfig: Sendable, Hashable {
     public static let defaultMaxEntriesPerLearnerMessage = 2_048
     public static let defaultLearnerSmallAppendsMaxEntries = 64
     public static let defaultLearnerAckMinEntries = 32
+    /// Off in the core: holding is safe only for a host that steps `.flushLearners` on a timer
+    /// (else held entries wait for the tick); emberd turns it on (`ClusterConfiguration
+    /// .defaultLearnerBatchEntries`) and the simulator draws it on for most seeds.
     public static let defaultLearnerBatchMinEntries = 0
     public static let defaultSnapshotChunkSize = 1 << 20
     public static let defaultMaxInflightSnapshotChunks = 4

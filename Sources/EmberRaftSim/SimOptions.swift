@@ -119,12 +119,13 @@ public struct SimOptions: Sendable, Hashable {
         return o
     }
 
-    /// Learner batching (`RaftConfig.learnerBatchMinEntries`): off, 2, 4 or the runtime's 32
-    /// entries, flushed by the host after 1-8 time units or only on the leader's tick; its own
-    /// stream, so every other draw of a seed stays what it was.
+    /// Learner batching (`RaftConfig.learnerBatchMinEntries`): off, 2, emberd's default 3
+    /// (`ClusterConfiguration.defaultLearnerBatchEntries`, on since session 21), 4 or the
+    /// runtime's 32 entries, flushed by the host after 1-8 time units or only on the leader's
+    /// tick; its own stream, so every other draw of a seed stays what it was.
     mutating func drawLearnerBatching(seed: UInt64) {
         var rng = SplitMix64(seed: seed ^ 0xBA7C_4ED5)
-        raft.learnerBatchMinEntries = [0, 2, 4, RaftConfig.defaultLearnerAckMinEntries][rng.below(4)]
+        raft.learnerBatchMinEntries = [0, 2, 3, 4, RaftConfig.defaultLearnerAckMinEntries][rng.below(5)]
         learnerFlushDelay = [nil, 1, 3, 8][rng.below(4)]
     }
 

@@ -171,13 +171,13 @@ struct Emberd: AsyncParsableCommand {
     @Option(help: "Cluster: while this node is a learner its batches commit without a data sync, and one sync every this many milliseconds makes them durable (a learner counts for no quorum: a crash of its machine costs a resync from an empty data directory, docs/CLUSTER.md \"Learners\"). 0: every batch synced; 0...60000.")
     var learnerSyncIntervalMs = ClusterConfiguration.defaultLearnerSyncMillis
 
-    @Option(help: "Cluster: while this node leads, fewer than --learner-batch-entries committed entries are held from a learner for at most this many milliseconds, so at a low write rate a learner wakes once per several commits (its listeners hear of a write up to that much later). 0: each commit at once; 0...\(ClusterConfiguration.maxLearnerBatchMillis).")
+    @Option(help: "Cluster: while this node leads, fewer than --learner-batch-entries committed entries are held from a learner for at most this many milliseconds, so at a low write rate a learner wakes once per several commits (its listeners hear of a write up to that much later). Default \(ClusterConfiguration.defaultLearnerBatchMillis); 0 turns it off (each commit at once); 0...\(ClusterConfiguration.maxLearnerBatchMillis).")
     var learnerBatchMs = ClusterConfiguration.defaultLearnerBatchMillis
 
     @Option(help: "Cluster: while this node is a learner, every thread of emberd runs at this niceness, so on a machine shared with voters the learner takes the CPU they leave (docs/CLUSTER.md \"Learners\"). Promoted, it returns to its starting niceness, which needs CAP_SYS_NICE (otherwise it warns: restart it). 0: off; 0...19.")
     var learnerNice: Int32 = 0
 
-    @Option(help: "Cluster: with --learner-batch-ms, this many committed entries pending for a learner go at once; 1...\(ClusterConfiguration.maxLearnerBatchEntries).")
+    @Option(help: "Cluster: with --learner-batch-ms, this many committed entries pending for a learner go at once (default \(ClusterConfiguration.defaultLearnerBatchEntries)); 1...\(ClusterConfiguration.maxLearnerBatchEntries).")
     var learnerBatchEntries = ClusterConfiguration.defaultLearnerBatchEntries
 
     // Operations (issue 5): see README "Operations".
