@@ -18,9 +18,13 @@ public enum BuildInfo {
     /// of the location's key (`idxloc`; 0.7.0). 5: a trigger group's change record may be
     /// compact, its values rebuilt from the log entry (`TriggerCompactRecord`; the release after
     /// 0.7.0: 0.7.0 would stop on one, so it refuses the directory instead; nothing to migrate).
+    /// 6: a compact record's locations relative to its entry's path and its pattern's
+    /// wildcards (`TriggerCompactRecord.format`; 0.8.0: format 5's records are still read as
+    /// they are, so nothing to migrate; a format-5 build refuses the directory). Snapshots carry
+    /// full records only, so members of either format install each other's.
     /// A build opens every level up to `storageFormat` (older ones are
     /// migrated in place when the directory opens) and refuses a directory marked newer.
-    public static let storageFormat = 5
+    public static let storageFormat = 6
     /// The oldest storage format this build still opens (and migrates).
     public static let oldestStorageFormat = 1
 

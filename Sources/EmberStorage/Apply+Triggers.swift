@@ -93,7 +93,7 @@ extension Applier {
                 if fired == 0 { continue }
                 if fits {
                     try recordShared(e, def.group, count: fired,
-                                     encode: { last in TriggerCompactRecord.encode(compactEvents, after: after, entry: e, after: last) },
+                                     encode: { last in TriggerCompactRecord.encode(compactEvents, after: after, item.plan.pattern, entry: e, after: last) },
                                      events: { events(def) })
                 } else {
                     let full = events(def)

@@ -78,16 +78,16 @@ enum TriggerChangeLog {
         return w.bytes
     }
 
-    /// A record's header (`headerBytes`) in `format` (full, or `TriggerCompactRecord.format`).
+    /// A record's header (`headerBytes`) in `format` (full, or `TriggerCompactRecord.locationsFormat`).
     static func writeHeader(_ p: Position, format: UInt8, into w: inout ByteWriter) {
         w.u8(format); w.u64(p.records); w.u64(p.bytes); w.u64(p.events)
     }
 
     /// A record's running counts (full or compact: `TriggerCompactRecord` keeps the full one's).
     static func position(_ index: UInt64, _ v: [UInt8]) throws(StorageError) -> Position {
+        if TriggerCompactRecord.isCompact(v) { return try TriggerCompactRecord.position(index, v) }
         var r = ByteReader(v)
-        let f = try r.u8()
-        guard f == recordFormat || f == TriggerCompactRecord.format else { throw .corrupt("trigger change record format") }
+        guard try r.u8() == recordFormat else { throw .corrupt("trigger change record format") }
         return Position(index: index, records: try r.u64(), bytes: try r.u64(), events: try r.u64())
     }
 

@@ -1,13 +1,23 @@
 import EmberCore
 
 /// A trigger group's change record kept compact while its log entry is in the store's log
-/// (issue 36): per event only its type, location and wildcard values. The rest of the full
-/// record (`TriggerRecord`) is the entry's: its timestamp, who wrote it, and the value the
-/// write gave the location, which is both `after` and `delta`; `before` is null (the location
-/// was created). So a write costs every member a few bytes instead of its value encoded twice.
+/// (issue 36): per event only what the entry and the group's pattern do not say. The rest of
+/// the full record (`TriggerRecord`) is the entry's: its timestamp, who wrote it, and the value
+/// the write gave the location, which is both `after` and `delta`; `before` is null (the
+/// location was created). So a write costs every member a few bytes instead of its value
+/// encoded twice.
 ///
 /// Only such events are stored so (`fits`): a location a write created and gave its whole
 /// value (a part at or above it). Any other record of the group's stream is full.
+///
+/// Two forms. `format` (storage format 6, what this build writes): the header's counts as
+/// varints, the pattern's wildcards once (segment and name), then per event its type and the
+/// keys of its location below the entry's path (none for a set creating the location itself):
+/// the location is the entry's path plus those, its wildcard values the location's keys at the
+/// wildcards. For the common `/messages/{id}` creation that is about 20 bytes against 75 in
+/// `locationsFormat` (storage format 5: a fixed header, then per event its type, location and
+/// wildcard values), which this build still reads (an upgraded member's rows) and writes only
+/// where a location lies outside its entry's path (none does: kept as the general form).
 ///
 /// A compact record's header holds exactly the running counts its full record would have
 /// (`fullBodySize`), so positions, retention limits and every member's decisions are the same
@@ -17,7 +27,10 @@ import EmberCore
 /// snapshot stream (`fullRows`: the installing member has no log before it, and an older build
 /// reads full records only).
 enum TriggerCompactRecord {
-    static let format: UInt8 = 4
+    /// Relative to the entry's path and the pattern (storage format 6).
+    static let format: UInt8 = 5
+    /// Locations and wildcard values written out (storage format 5).
+    static let locationsFormat: UInt8 = 4
 
     struct Event: Equatable {
         var type: TriggerEventKind
@@ -38,14 +51,29 @@ enum TriggerCompactRecord {
 
     // MARK: - Writing
 
-    /// The compact record of `events` (`after[k]` the k-th one's value after the write), with
-    /// the header its full record would have after `last`.
-    static func encode(_ events: [Event], after values: [Node], entry e: LogEntry, after last: TriggerChangeLog.Position)
-        -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
+    /// The compact record of `events` (`after[k]` the k-th one's value after the write; all
+    /// locations of `pattern`), with the header its full record would have after `last`: in
+    /// `format` when every location lies at or below the entry's path, else (or when asked:
+    /// an older build's rows, for tests) in `locationsFormat`.
+    static func encode(_ events: [Event], after values: [Node], _ pattern: TriggerPattern, entry e: LogEntry,
+                       after last: TriggerChangeLog.Position, format wanted: UInt8 = format) -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
         precondition(events.count == values.count, "one value per event")
         let (authType, authID) = Applier.triggerAuth(e.auth)
         let body = fullBodySize(events, values, authType: authType, authID: authID)
-        return record(events: events.count, fullBody: body, entry: e, after: last) { w in
+        if wanted == format, let base = basePath(e.operation), events.allSatisfy({ base.contains($0.location) }) {
+            assert(events.allSatisfy { pattern.match($0.location) == $0.params }, "wildcard values are the location's keys")
+            return record(format, events: events.count, fullBody: body, entry: e, after: last) { w in
+                writeWildcards(pattern, into: &w)
+                w.varint(events.count)
+                for ev in events {
+                    w.u8(ev.type.code)
+                    w.varint(ev.location.count - base.count)
+                    for key in ev.location.segments.dropFirst(base.count) { w.string(key) }
+                }
+            }
+        }
+        return record(locationsFormat, events: events.count, fullBody: body, entry: e, after: last) { w in
+            w.varint(events.count)
             for ev in events {
                 w.u8(ev.type.code)
                 w.path(ev.location)
@@ -55,38 +83,57 @@ enum TriggerCompactRecord {
     }
 
     /// `encode` of the one event of a set that created `location`, a location of `pattern`,
-    /// with `value` (`Applier.recordCreated`): its params written from the location's keys at
-    /// the pattern's wildcards, in the order `encode` writes a params map, none built.
+    /// with `value` (`Applier.recordCreated`): the set's own path, so no key of it is written;
+    /// its params' size counted from the location's keys at the pattern's wildcards, none built.
     static func encodeCreated(_ type: TriggerEventKind, at location: Path, _ pattern: TriggerPattern, value: Node, entry e: LogEntry,
                               after last: TriggerChangeLog.Position) -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
         assert(pattern.match(location) != nil, "a location of the pattern")
+        assert(basePath(e.operation) == location, "a set at the location")
         let (authType, authID) = Applier.triggerAuth(e.auth)
         var params = LogEntry.varintSize(pattern.wildcardOrder.count)
         for i in pattern.wildcardOrder { params += LogEntry.stringSize(pattern.wildcardName(i)) + LogEntry.stringSize(location.segments[i]) }
         let body = 1 + LogEntry.varintSize(1)
             + eventBodySize(seq: 0, location: location, paramsSize: params, value: value, authSize: authSize(authType, authID))
-        return record(events: 1, fullBody: body, entry: e, after: last) { w in
+        return record(format, events: 1, fullBody: body, entry: e, after: last) { w in
+            writeWildcards(pattern, into: &w)
+            w.varint(1)
             w.u8(type.code)
-            w.path(location)
-            w.varint(pattern.wildcardOrder.count)
-            for i in pattern.wildcardOrder {
-                w.string(pattern.wildcardName(i))
-                w.string(location.segments[i])
-            }
+            w.varint(0)
         }
     }
 
-    /// A compact record of `events` events written by `write`, behind the header of a full
-    /// record of `fullBody` bytes after `last` (known before the events are written: the header
-    /// goes first, no room left for it and filled in after).
-    private static func record(events: Int, fullBody: Int, entry e: LogEntry, after last: TriggerChangeLog.Position,
+    /// The path an entry's parts are under (a set's, an update's): what `format` locations are relative to.
+    static func basePath(_ op: WriteOperation) -> Path? {
+        switch op {
+        case .set(let path, _, _), .update(let path, _, _), .updateText(let path, _, _): return path
+        case .noop, .setRules, .onDisconnect, .archived, .triggers: return nil
+        }
+    }
+
+    /// The pattern's wildcards in `TriggerPattern.wildcardOrder`: each one's segment and name.
+    private static func writeWildcards(_ pattern: TriggerPattern, into w: inout ByteWriter) {
+        w.varint(pattern.wildcardOrder.count)
+        for i in pattern.wildcardOrder {
+            w.varint(i)
+            w.string(pattern.wildcardName(i))
+        }
+    }
+
+    /// A compact record of `events` events in `form`, written by `write`, behind the header of
+    /// a full record of `fullBody` bytes after `last` (known before the events are written: the
+    /// header goes first, no room left for it and filled in after).
+    private static func record(_ form: UInt8, events: Int, fullBody: Int, entry e: LogEntry, after last: TriggerChangeLog.Position,
                                _ write: (inout ByteWriter) -> Void) -> (bytes: [UInt8], at: TriggerChangeLog.Position) {
         let at = TriggerChangeLog.Position(index: e.index, records: last.records + 1,
                                            bytes: last.bytes + UInt64(TriggerChangeLog.headerBytes + fullBody),
                                            events: last.events + UInt64(events))
-        var w = ByteWriter(capacity: 96)
-        TriggerChangeLog.writeHeader(at, format: format, into: &w)
-        w.varint(events)
+        var w = ByteWriter(capacity: form == format ? 32 : 96)
+        if form == format {
+            w.u8(format)
+            w.uvarint(at.records); w.uvarint(at.bytes); w.uvarint(at.events)
+        } else {
+            TriggerChangeLog.writeHeader(at, format: form, into: &w)
+        }
         write(&w)
         return (w.bytes, at)
     }
@@ -150,18 +197,54 @@ enum TriggerCompactRecord {
 
     // MARK: - Reading
 
-    static func isCompact(_ v: [UInt8]) -> Bool { v.first == format }
+    static func isCompact(_ v: [UInt8]) -> Bool { v.first == format || v.first == locationsFormat }
 
-    static func decode(_ v: [UInt8]) throws(StorageError) -> [Event] {
-        var r = ByteReader(v, at: TriggerChangeLog.headerBytes)
+    /// The running counts in a compact record's header (either form).
+    static func position(_ index: UInt64, _ v: [UInt8]) throws(StorageError) -> TriggerChangeLog.Position {
+        var r = ByteReader(v)
+        let f = try r.u8()
+        if f == format { return TriggerChangeLog.Position(index: index, records: try r.uvarint(), bytes: try r.uvarint(), events: try r.uvarint()) }
+        guard f == locationsFormat else { throw .corrupt("compact trigger record format") }
+        return TriggerChangeLog.Position(index: index, records: try r.u64(), bytes: try r.u64(), events: try r.u64())
+    }
+
+    /// The events of compact record `v` (either form) of an entry whose parts are under `base`.
+    static func decode(_ v: [UInt8], base: Path) throws(StorageError) -> [Event] {
+        var r = ByteReader(v)
+        let relative = try r.u8() == format
+        var wildcards: [(segment: Int, name: String)] = []
+        if relative {
+            _ = try r.uvarint(); _ = try r.uvarint(); _ = try r.uvarint()
+            let wn = try r.varint()
+            guard wn <= Limits.maxPathDepth else { throw .corrupt("compact trigger record wildcards") }
+            wildcards.reserveCapacity(wn)
+            for _ in 0..<wn { wildcards.append((try r.varint(), try r.string())) }
+        } else {
+            guard v.first == locationsFormat else { throw .corrupt("compact trigger record format") }
+            r.i = TriggerChangeLog.headerBytes
+        }
         let n = try r.varint()
         guard n <= r.bytes.count else { throw .corrupt("compact trigger record count") }
         var out: [Event] = []
         out.reserveCapacity(n)
         for _ in 0..<n {
             guard let type = TriggerEventKind(code: try r.u8()) else { throw .corrupt("trigger event kind") }
-            let location = try r.path()
-            let params = try TriggerRecord.decodeParams(&r)
+            guard relative else {
+                let location = try r.path()
+                out.append(Event(type: type, location: location, params: try TriggerRecord.decodeParams(&r)))
+                continue
+            }
+            let below = try r.varint()
+            guard base.count + below <= Limits.maxPathDepth else { throw .corrupt("compact trigger record location") }
+            var keys = base.segments
+            for _ in 0..<below { keys.append(try r.string()) }
+            let location: Path
+            do { location = try Path(validating: keys) } catch { throw .corrupt("compact trigger record location") }
+            var params = [String: String](minimumCapacity: wildcards.count)
+            for (segment, name) in wildcards {
+                guard segment < keys.count else { throw .corrupt("compact trigger record wildcard") }
+                params[name] = keys[segment]
+            }
             out.append(Event(type: type, location: location, params: params))
         }
         return out
@@ -169,9 +252,10 @@ enum TriggerCompactRecord {
 
     /// The full events of the compact record `v` of entry `e`.
     static func events(_ v: [UInt8], entry e: LogEntry) throws(StorageError) -> [TriggerEvent] {
+        guard let base = basePath(e.operation) else { throw .corrupt("compact trigger record of an entry that is not a write") }
         let (authType, authID) = Applier.triggerAuth(e.auth)
         var out: [TriggerEvent] = []
-        for (k, ev) in try decode(v).enumerated() {
+        for (k, ev) in try decode(v, base: base).enumerated() {
             let after = try value(at: ev.location, in: e).toJSON()
             out.append(TriggerEvent(index: e.index, seq: k, timestamp: e.timestamp, type: ev.type, location: ev.location,
                                     params: ev.params, before: .null, after: after, delta: after, authType: authType, authID: authID))

@@ -48,7 +48,7 @@ import Testing
                                                  bytes: UInt64.random(in: 0...1 << 40, using: &g), events: UInt64.random(in: 0...1 << 30, using: &g))
             let type: TriggerEventKind = Bool.random(using: &g) ? .created : .written
             let event = TriggerCompactRecord.Event(type: type, location: location, params: try #require(pattern.match(location)))
-            let general = TriggerCompactRecord.encode([event], after: [node], entry: e, after: last)
+            let general = TriggerCompactRecord.encode([event], after: [node], pattern, entry: e, after: last)
             let created = TriggerCompactRecord.encodeCreated(type, at: location, pattern, value: node, entry: e, after: last)
             #expect(created.bytes == general.bytes && created.at == general.at, "\(pattern) at \(location)")
         }

@@ -115,7 +115,7 @@ def test_a_format_2_directory_is_migrated_to_utf16_order(tmp_path):
         assert put(n, "uni/\uff02", {"name": "\uff02-n"}).status_code == 200
         assert list(get(n, "uni", orderBy="$key", limitToLast=2)) == ["\uff02", "\uffff"]
         status = requests.get(n.url + "/.ember/status", timeout=T).json()
-        assert status["build"]["storageFormat"] == 5
+        assert status["build"]["storageFormat"] == 6
     finally:
         n.stop()
 
