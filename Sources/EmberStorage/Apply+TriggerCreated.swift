@@ -35,8 +35,8 @@ extension Applier {
         for k in set.index.candidates(of: path) {
             let plan = set.plan[k]
             guard path.count == plan.pattern.count, plan.pattern.matchesLeading(path) else { continue }
-            for def in plan.groups {
-                guard let type = def.firedType(for: .created) else { continue }
+            for fired in plan.createdGroups {
+                let type = fired.type
                 func events() -> [TriggerEvent] {
                     let json = after ?? node.toJSON()
                     after = json
@@ -45,17 +45,17 @@ extension Applier {
                                          params: plan.pattern.match(path) ?? [:], before: .null, after: json, delta: json,
                                          authType: authType, authID: authID)]
                 }
-                if compact && (fullTriggerGroups.isEmpty || !fullTriggerGroups.contains(TriggerTails.Key(ns: e.namespace, group: def.group))) {
-                    try recordShared(e, def.group, count: 1,
+                if compact && (fullTriggerGroups.isEmpty || !fullTriggerGroups.contains(TriggerTails.Key(ns: e.namespace, group: fired.group))) {
+                    try recordShared(e, fired.group, count: 1,
                                      encode: { last in TriggerCompactRecord.encodeCreated(type, at: path, plan.pattern, value: node, entry: e, after: last) },
                                      events: events)
                 } else {
                     let full = events()
-                    try recordShared(e, def.group, count: 1,
+                    try recordShared(e, fired.group, count: 1,
                                      encode: { last in TriggerChangeLog.encodeRecord(full, after: last, index: e.index) },
                                      events: { full })
                 }
-                reach = reach.adding(group: def.group)
+                reach = reach.adding(group: fired.group)
             }
         }
         return reach

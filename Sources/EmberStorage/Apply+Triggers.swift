@@ -120,21 +120,26 @@ extension Applier {
     func recordShared(_ e: LogEntry, _ group: UInt64, count: Int, encode: (TriggerChangeLog.Position) -> (bytes: [UInt8], at: TriggerChangeLog.Position),
                       events fresh: () -> [TriggerEvent]) throws {
         let ns = e.namespace
-        let key = TriggerChangeLog.recordKey(ns, group, e.index)
         let summary: TriggerChangeLog.Summary
         let last: TriggerChangeLog.Position
         let existing: [UInt8]?
+        let prefix: [UInt8]
+        var fromTail = false
         if let tail = tails?.tail(ns, group), tail.last.index < e.index {
+            fromTail = true
             // An earlier write of this transaction appended the stream's newest record.
             summary = tail.summary
             last = tail.last
             existing = nil
+            prefix = tail.prefix
         } else {
+            prefix = TriggerChangeLog.recordsPrefix(ns, group)
             summary = try TriggerChangeLog.summary(tables, t, ns, group)
             let found = try TriggerChangeLog.last(tables, t, ns, group, floor: summary.floor, recordAt: e.index)
             last = found.last
             existing = found.record
         }
+        let key = TriggerKeys.row(prefix, e.index)
         if let existing {
             tails?.forget(ns, group)
             // An onDisconnect run applies several writes at one index: their events share its
@@ -151,7 +156,10 @@ extension Applier {
         let (record, at) = encode(last)
         if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
             try t.put(tables.meta, key, record)
-            tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: at))
+            // From the tail: only its position moves (no summary or prefix copied back).
+            if !fromTail || tails?.advance(ns, group, to: at) == false {
+                tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: at, prefix: prefix))
+            }
             if tails?.collecting == true {
                 // Serialized here once for a group's lanes, not looked up per event by each.
                 let events = triggers[ns]?.crowdedGroups.contains(group) == true
@@ -208,7 +216,7 @@ extension Applier {
             // Each write of the group then costs its triggers' counts only, not the summary's
             // rewrite and the stream's walk; the tail stays for the batch's next write.
             assert(summary.allowRecords == 0 && summary.allowBytes == 0, "a group whose triggers all skip has no headroom")
-            tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: last))
+            tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: last, prefix: prefix))
             return
         }
         try TriggerChangeLog.refresh(tables, t, ns, group, members: members)

@@ -11,8 +11,10 @@ enum TriggerKeys {
     static func state(_ ns: String, _ name: String) -> [UInt8] { prefix + Array("s/".utf8) + Array(ns.utf8) + [0] + Array(name.utf8) }
     static func outboxPrefix(_ ns: String, _ name: String) -> [UInt8] { prefix + Array("q/".utf8) + Array(ns.utf8) + [0] + Array(name.utf8) + [0] }
     static func deadPrefix(_ ns: String, _ name: String) -> [UInt8] { prefix + Array("x/".utf8) + Array(ns.utf8) + [0] + Array(name.utf8) + [0] }
+    /// One buffer of the row's size (one per matching write on every replica, its prefix kept).
     static func row(_ prefix: [UInt8], _ index: UInt64) -> [UInt8] {
-        var w = ByteWriter(bytes: prefix)
+        var w = ByteWriter(capacity: prefix.count + 8)
+        w.bytes.append(contentsOf: prefix)
         w.u64(index)
         return w.bytes
     }

@@ -43,14 +43,6 @@ enum TriggerChangeLog {
         return w.bytes
     }
 
-    /// `TriggerKeys.row(recordsPrefix(ns, group), index)` built in one buffer (one key per
-    /// matching write, on every replica).
-    static func recordKey(_ ns: String, _ group: UInt64, _ index: UInt64) -> [UInt8] {
-        var w = ByteWriter(bytes: recordsPrefix(ns, group))
-        w.u64(index)
-        return w.bytes
-    }
-
     static func summaryKey(_ ns: String, _ group: UInt64) -> [UInt8] {
         var w = ByteWriter(bytes: TriggerKeys.prefix + Array("g/".utf8) + Array(ns.utf8) + [0])
         w.u64(group)

@@ -21,6 +21,8 @@ final class TriggerTails {
     struct Tail {
         var summary: TriggerChangeLog.Summary
         var last: TriggerChangeLog.Position
+        /// The stream's key prefix (`TriggerChangeLog.recordsPrefix`), built once for its writes.
+        var prefix: [UInt8]
     }
 
     /// Named limit: groups remembered per transaction (past it the table starts over; a group
@@ -28,6 +30,15 @@ final class TriggerTails {
     static let maxGroups = 1_024
 
     private var tails: [Key: Tail] = [:]
+    /// The tail noted last, kept out of `tails` while it is the one noted (a batch's matching
+    /// writes mostly append to one group: compared, not hashed, per write). Plain fields, not
+    /// an optional pair: reading or replacing it copies no key.
+    private var hasRecent = false
+    private var recentNs = ""
+    private var recentGroup: UInt64 = 0
+    private var recentTail = Tail(summary: .init(), last: .init(), prefix: [])
+
+    private func isRecent(_ ns: String, _ group: UInt64) -> Bool { hasRecent && recentGroup == group && recentNs == ns }
 
     /// The records the transaction appended after a tail, in log order, for a delivery lane
     /// that reads before the commit (`TriggerReleases`); nil when no lane reads so
@@ -45,16 +56,43 @@ final class TriggerTails {
         records?.append(TriggerReleases.Record(namespace: ns, group: group, index: index, events: events))
     }
 
-    func tail(_ ns: String, _ group: UInt64) -> Tail? { tails[Key(ns: ns, group: group)] }
-
-    func note(_ ns: String, _ group: UInt64, _ tail: Tail) {
-        if tails.count >= Self.maxGroups && tails[Key(ns: ns, group: group)] == nil { tails.removeAll(keepingCapacity: true) }
-        tails[Key(ns: ns, group: group)] = tail
+    func tail(_ ns: String, _ group: UInt64) -> Tail? {
+        if isRecent(ns, group) { return recentTail }
+        return tails.isEmpty ? nil : tails[Key(ns: ns, group: group)]
     }
 
-    func forget(_ ns: String, _ group: UInt64) { tails[Key(ns: ns, group: group)] = nil }
+    func note(_ ns: String, _ group: UInt64, _ tail: Tail) {
+        if isRecent(ns, group) { recentTail = tail; return }
+        if hasRecent { store(Key(ns: recentNs, group: recentGroup), recentTail) }
+        // A copy of this group's in `tails` is older: `tail` looks at the recent one first,
+        // and that replaces it when it moves there.
+        hasRecent = true
+        recentNs = ns
+        recentGroup = group
+        recentTail = tail
+    }
 
-    func forgetAll() { tails.removeAll() }
+    /// `note` of the recent tail moved on to `last` (its summary and prefix unchanged).
+    func advance(_ ns: String, _ group: UInt64, to last: TriggerChangeLog.Position) -> Bool {
+        guard isRecent(ns, group) else { return false }
+        recentTail.last = last
+        return true
+    }
 
-    var isEmpty: Bool { tails.isEmpty }
+    private func store(_ key: Key, _ tail: Tail) {
+        if tails.count >= Self.maxGroups && tails[key] == nil { tails.removeAll(keepingCapacity: true) }
+        tails[key] = tail
+    }
+
+    func forget(_ ns: String, _ group: UInt64) {
+        if isRecent(ns, group) { hasRecent = false }
+        tails[Key(ns: ns, group: group)] = nil
+    }
+
+    func forgetAll() {
+        hasRecent = false
+        tails.removeAll()
+    }
+
+    var isEmpty: Bool { tails.isEmpty && !hasRecent }
 }

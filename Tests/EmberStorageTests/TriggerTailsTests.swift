@@ -132,4 +132,45 @@ import Testing
         let paused = try await s.submit(namespace: "t", .triggers(.pause(name: "msgs")))
         #expect(paused.triggerReach == .namespace)
     }
+
+    /// The tail noted last is kept beside the table (compared, not hashed): seeded notes,
+    /// advances, forgets and lookups over a few groups of two namespaces read what a plain
+    /// table of the newest notes holds; only the tail noted last advances in place.
+    @Test func theRecentTailReadsAsTheTableWould() {
+        var g = TestSeed.generator(0x7a_11e5)
+        let tails = TriggerTails()
+        var model: [TriggerTails.Key: TriggerTails.Tail] = [:]
+        var noted: TriggerTails.Key?
+        let keys = [("t", UInt64(1)), ("t", 2), ("u", 1), ("u", 3)]
+        for step in 0..<5_000 {
+            let (ns, group) = keys[Int.random(in: 0..<keys.count, using: &g)]
+            let key = TriggerTails.Key(ns: ns, group: group)
+            switch Int.random(in: 0..<10, using: &g) {
+            case 0...4:
+                let tail = TriggerTails.Tail(summary: .init(), last: .init(index: UInt64(step), records: UInt64(step), bytes: 0, events: 0),
+                                             prefix: TriggerChangeLog.recordsPrefix(ns, group))
+                tails.note(ns, group, tail)
+                model[key] = tail
+                noted = key
+            case 5:
+                tails.forget(ns, group)
+                model[key] = nil
+                if noted == key { noted = nil }
+            case 6 where Int.random(in: 0..<20, using: &g) == 0:
+                tails.forgetAll()
+                model = [:]
+                noted = nil
+            case 7, 8:
+                let last = TriggerChangeLog.Position(index: UInt64(step), records: 0, bytes: UInt64(step), events: 1)
+                #expect(tails.advance(ns, group, to: last) == (noted == key), "step \(step)")
+                if noted == key { model[key]?.last = last }
+            default: break
+            }
+            for (n, gr) in keys {
+                let got = tails.tail(n, gr), want = model[TriggerTails.Key(ns: n, group: gr)]
+                #expect(got?.last == want?.last && got?.prefix == want?.prefix, "step \(step) \(n) \(gr)")
+            }
+            #expect(tails.isEmpty == model.isEmpty)
+        }
+    }
 }

@@ -323,6 +323,22 @@ public struct TriggerPatternPlan: Sendable, Equatable {
     /// One definition per group on the pattern, in name order of their first member.
     public let groups: [TriggerDefinition]
     public let feeds: [TriggerDefinition]
+    /// The groups that fire for a created location, each with the type it fires
+    /// (`firedType(for: .created)`), in `groups` order: what the common creation's apply
+    /// reads per write on every replica, without copying a definition (`Applier.recordCreated`).
+    public let createdGroups: [FiredGroup]
+
+    public struct FiredGroup: Sendable, Equatable {
+        public let group: UInt64
+        public let type: TriggerEventKind
+    }
+
+    init(pattern: TriggerPattern, groups: [TriggerDefinition], feeds: [TriggerDefinition]) {
+        self.pattern = pattern
+        self.groups = groups
+        self.feeds = feeds
+        createdGroups = groups.compactMap { d in d.firedType(for: .created).map { FiredGroup(group: d.group, type: $0) } }
+    }
 
     static func plan(_ definitions: [TriggerDefinition]) -> [TriggerPatternPlan] {
         var patterns: [TriggerPattern] = []
