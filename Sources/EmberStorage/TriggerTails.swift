@@ -29,16 +29,30 @@ final class TriggerTails {
     /// not remembered is read from the store as before).
     static let maxGroups = 1_024
 
+    /// The first `smallGroups` groups noted, searched in order (their group compared, then the
+    /// namespace: no string hashed per write; a batch's writes mostly reach a few groups, ten
+    /// patterns' writes spread over ten), the tail found last looked at first; past them, `tails`.
+    private var small: [Entry] = []
+    private var hint = 0
     private var tails: [Key: Tail] = [:]
-    /// The tail noted last, kept out of `tails` while it is the one noted (a batch's matching
-    /// writes mostly append to one group: compared, not hashed, per write). Plain fields, not
-    /// an optional pair: reading or replacing it copies no key.
-    private var hasRecent = false
-    private var recentNs = ""
-    private var recentGroup: UInt64 = 0
-    private var recentTail = Tail(summary: .init(), last: .init(), prefix: [])
 
-    private func isRecent(_ ns: String, _ group: UInt64) -> Bool { hasRecent && recentGroup == group && recentNs == ns }
+    private struct Entry {
+        let ns: String
+        let group: UInt64
+        var tail: Tail
+    }
+
+    /// Named limit: groups searched in order before the table.
+    static let smallGroups = 16
+
+    private func find(_ ns: String, _ group: UInt64) -> Int? {
+        if hint < small.count && small[hint].group == group && small[hint].ns == ns { return hint }
+        for i in small.indices where small[i].group == group && small[i].ns == ns {
+            hint = i
+            return i
+        }
+        return nil
+    }
 
     /// The records the transaction appended after a tail, in log order, for a delivery lane
     /// that reads before the commit (`TriggerReleases`); nil when no lane reads so
@@ -57,42 +71,44 @@ final class TriggerTails {
     }
 
     func tail(_ ns: String, _ group: UInt64) -> Tail? {
-        if isRecent(ns, group) { return recentTail }
+        if let i = find(ns, group) { return small[i].tail }
         return tails.isEmpty ? nil : tails[Key(ns: ns, group: group)]
     }
 
     func note(_ ns: String, _ group: UInt64, _ tail: Tail) {
-        if isRecent(ns, group) { recentTail = tail; return }
-        if hasRecent { store(Key(ns: recentNs, group: recentGroup), recentTail) }
-        // A copy of this group's in `tails` is older: `tail` looks at the recent one first,
-        // and that replaces it when it moves there.
-        hasRecent = true
-        recentNs = ns
-        recentGroup = group
-        recentTail = tail
-    }
-
-    /// `note` of the recent tail moved on to `last` (its summary and prefix unchanged).
-    func advance(_ ns: String, _ group: UInt64, to last: TriggerChangeLog.Position) -> Bool {
-        guard isRecent(ns, group) else { return false }
-        recentTail.last = last
-        return true
-    }
-
-    private func store(_ key: Key, _ tail: Tail) {
+        if let i = find(ns, group) { small[i].tail = tail; return }
+        if small.count < Self.smallGroups && tails.isEmpty {
+            small.append(Entry(ns: ns, group: group, tail: tail))
+            hint = small.count - 1
+            return
+        }
+        let key = Key(ns: ns, group: group)
         if tails.count >= Self.maxGroups && tails[key] == nil { tails.removeAll(keepingCapacity: true) }
         tails[key] = tail
     }
 
+    /// `note` of a noted tail moved on to `last` (its summary and prefix unchanged), in place;
+    /// false when the group has no tail.
+    func advance(_ ns: String, _ group: UInt64, to last: TriggerChangeLog.Position) -> Bool {
+        if let i = find(ns, group) {
+            small[i].tail.last = last
+            return true
+        }
+        let key = Key(ns: ns, group: group)
+        guard tails[key] != nil else { return false }
+        tails[key]?.last = last
+        return true
+    }
+
     func forget(_ ns: String, _ group: UInt64) {
-        if isRecent(ns, group) { hasRecent = false }
+        if let i = find(ns, group) { small.remove(at: i) }
         tails[Key(ns: ns, group: group)] = nil
     }
 
     func forgetAll() {
-        hasRecent = false
+        small.removeAll(keepingCapacity: true)
         tails.removeAll()
     }
 
-    var isEmpty: Bool { tails.isEmpty && !hasRecent }
+    var isEmpty: Bool { small.isEmpty && tails.isEmpty }
 }
