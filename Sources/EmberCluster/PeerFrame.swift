@@ -134,10 +134,15 @@ public enum PeerFrameCodec {
     /// The frame with its length prefix, encoded straight into the buffer the socket is handed
     /// (no body array copied behind a prefix, then into a buffer: a learner's batch is up to
     /// 2,048 entries, sent on the leader's turn).
-    public static func frameBuffer(_ f: PeerFrame, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(PeerFrameError) -> ByteBuffer {
-        var w = FrameWriter(allocator.buffer(capacity: headerBytes + estimatedBodyBytes(f)))
+    /// `entries`: an append's entries already encoded (`encodedEntries`, `AppendEncodings`:
+    /// the same entries sent to several members are encoded once), written in place of
+    /// encoding them again.
+    public static func frameBuffer(_ f: PeerFrame, allocator: ByteBufferAllocator = ByteBufferAllocator(),
+                                   entries: ByteBuffer? = nil) throws(PeerFrameError) -> ByteBuffer {
+        let estimate = entries.map { 128 + $0.readableBytes } ?? estimatedBodyBytes(f)
+        var w = FrameWriter(allocator.buffer(capacity: headerBytes + estimate))
         w.buffer.writeInteger(UInt32(0))  // the length, set once the body is written
-        encode(f, &w)
+        encode(f, &w, entries: entries)
         let body = w.buffer.readableBytes - headerBytes
         guard body <= maxFrameBytes else { throw .tooLarge(bytes: body, limit: maxFrameBytes) }
         w.buffer.setInteger(UInt32(body), at: w.buffer.readerIndex)
@@ -170,13 +175,13 @@ public enum PeerFrameCodec {
         return w.out
     }
 
-    static func encode(_ f: PeerFrame, _ w: inout FrameWriter) {
+    static func encode(_ f: PeerFrame, _ w: inout FrameWriter, entries: ByteBuffer? = nil) {
         w.u8(version)
         switch f {
         case .raft(let m):
             w.u8(1)
             w.string(m.from); w.string(m.to); w.varint(m.term)
-            encodePayload(m.payload, &w)
+            encodePayload(m.payload, &w, entries: entries)
         case .forward(let r):
             w.u8(2)
             w.string(r.from); w.varint(r.requestID); w.bytes(r.payload)
@@ -326,7 +331,20 @@ public enum PeerFrameCodec {
 
     // MARK: - Raft payloads
 
-    static func encodePayload(_ p: Message.Payload, _ w: inout FrameWriter) {
+    /// An append's entries as its frame carries them (their count, then each one): what
+    /// `frameBuffer(_:entries:)` takes to send the same entries to several members.
+    public static func encodedEntries(_ entries: [EmberRaft.LogEntry], allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        var w = FrameWriter(allocator.buffer(capacity: entries.reduce(8) { $0 + $1.data.count + 24 }))
+        encodeEntries(entries, &w)
+        return w.buffer
+    }
+
+    static func encodeEntries(_ entries: [EmberRaft.LogEntry], _ w: inout FrameWriter) {
+        w.varint(UInt64(entries.count))
+        for e in entries { w.varint(e.index); w.varint(e.term); w.u8(e.kind.rawValue); w.bytes(e.data) }
+    }
+
+    static func encodePayload(_ p: Message.Payload, _ w: inout FrameWriter, entries: ByteBuffer? = nil) {
         switch p {
         case .preVote(let li, let lt): w.u8(0); w.varint(li); w.varint(lt)
         case .preVoteResponse(let g): w.u8(1); w.bool(g)
@@ -334,8 +352,7 @@ public enum PeerFrameCodec {
         case .requestVoteResponse(let g): w.u8(3); w.bool(g)
         case .appendEntries(let a):
             w.u8(4); w.varint(a.prevIndex); w.varint(a.prevTerm); w.varint(a.commit)
-            w.varint(UInt64(a.entries.count))
-            for e in a.entries { w.varint(e.index); w.varint(e.term); w.u8(e.kind.rawValue); w.bytes(e.data) }
+            if let entries { w.buffer.writeImmutableBuffer(entries) } else { encodeEntries(a.entries, &w) }
         case .appendEntriesResponse(let r):
             w.u8(5); w.bool(r.success); w.varint(r.index); w.varint(r.conflictTerm); w.varint(r.conflictIndex)
         case .heartbeat(let commit, let ctx): w.u8(6); w.varint(commit); w.varint(ctx)

@@ -119,13 +119,14 @@ public final class PeerTransport: Sendable {
     /// Queues a frame for `peer` (dropped when the peer is unknown or the frame cannot be encoded).
     /// `level`: the frame needs at least this peer protocol level (beyond its kind's own), e.g. an
     /// append holding an entry only later builds decode.
-    public func send(_ frame: PeerFrame, to peer: NodeID, level: Int = 1) {
+    /// `entries`: an append's entries already encoded (`PeerFrameCodec.encodedEntries`).
+    public func send(_ frame: PeerFrame, to peer: NodeID, level: Int = 1, entries: ByteBuffer? = nil) {
         guard let link = roster.withLock({ $0.links[peer] }) else {
             logger.debug("frame for unknown peer dropped", metadata: ["peer": "\(peer)"])
             return
         }
         let bytes: ByteBuffer
-        do { bytes = try PeerFrameCodec.frameBuffer(frame) } catch {
+        do { bytes = try PeerFrameCodec.frameBuffer(frame, entries: entries) } catch {
             logger.error("peer frame not sent", metadata: ["peer": "\(peer)", "error": "\(error)"])
             return
         }

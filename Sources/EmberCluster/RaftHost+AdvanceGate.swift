@@ -1,6 +1,7 @@
 import EmberNodeStore
 import EmberRaft
 import EmberStorage
+import NIOCore
 
 /// A member of 0.6.0 (peer level 3) stops on the first triggers `advance` entry it is given, and
 /// one of 0.7.0 (level 4) on the first `updateText` entry (level 5): the same gate holds both. The
@@ -38,7 +39,11 @@ extension RaftHost {
         if LatencyMarks.enabled, case .appendEntries(let a) = message.payload, let first = a.entries.first, node.membership.isLearner(message.to) {
             LatencyMarks.mark(.sentToLearner, first.index, a.entries.last!.index, peer: message.to)
         }
-        transport.send(.raft(message), to: message.to, level: level)
+        // The same entries to several members (the voters of a turn, the learners of a flush):
+        // encoded once.
+        var entries: ByteBuffer? = nil
+        if case .appendEntries(let append) = message.payload { entries = appendEncodings.bytes(for: append.entries) }
+        transport.send(.raft(message), to: message.to, level: level, entries: entries)
     }
 
     /// An entry at `index` a member connected below level `needs` cannot read: the log is

@@ -90,6 +90,9 @@ final class RaftHost: @unchecked Sendable {
     /// The highest triggers `advance` entry held back from a member connected below peer level 4
     /// (RaftHost+AdvanceGate): Raft's log is compacted past it so that member gets a snapshot.
     var advanceHeld: UInt64 = 0
+    /// The last append's entries as encoded for a member, reused for the next member sent
+    /// the same entries (`sendRaft`).
+    var appendEncodings = AppendEncodings()
     let staging: SnapshotStaging
     /// Applies queued off the loop (RaftHost+Apply), and their outcomes as the writer hands them
     /// back (taken by the loop).
