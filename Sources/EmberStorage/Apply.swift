@@ -113,7 +113,7 @@ struct Applier {
                 result.outcome = .applied(changed: changed)
                 if replaying { return result }
                 result.value = node
-                if changed { result.changeSet.changes = [(path, node)] }
+                if changed { result.changesFollowValue() }
                 // The write put at[path] = this index, the largest there is.
                 result.version = changed ? e.index : try version(ns, path)
             }

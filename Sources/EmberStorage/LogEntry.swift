@@ -433,17 +433,18 @@ public enum WriteOutcome: Sendable, Equatable {
 public struct WriteResult: Sendable, Equatable {
     public var index: UInt64
     public var term: UInt64
-    public var namespace: String
-    public var path: Path
+    public var namespace: String { willSet { keepChanges() } }
+    public var path: Path { willSet { keepChanges() } }
     public var outcome: WriteOutcome
     /// For `set`: the value at the path after the write. For `update`: the resolved patch (the
     /// written parts relative to `path`, like Firebase's PATCH response). For a failed condition:
     /// the current value. Built from `textPatch` when read, when the apply built no node.
     public var value: Node {
         get { valueFromText?.value ?? storedValue }
-        set { storedValue = newValue; valueFromText = nil }
+        set { keepChanges(); storedValue = newValue; valueFromText = nil }
         // In place (`result.value.set(...)`): a get and a set would copy the node's storage.
         _modify {
+            keepChanges()
             if let patch = valueFromText { storedValue = patch.value; valueFromText = nil }
             yield &storedValue
         }
@@ -453,18 +454,41 @@ public struct WriteResult: Sendable, Equatable {
     /// Changes for listeners; empty unless the entry was applied and changed something. Built
     /// from `textPatch` when read, when the apply built no node.
     public var changeSet: ChangeSet {
-        get { changesFromText.map { ChangeSet(namespace: namespace, changes: $0.changes) } ?? storedChanges }
-        set { storedChanges = newValue; changesFromText = nil }
+        get {
+            if changesFromValue { return ChangeSet(namespace: namespace, changes: [(path, storedValue)]) }
+            return changesFromText.map { ChangeSet(namespace: namespace, changes: $0.changes) } ?? storedChanges
+        }
+        set { storedChanges = newValue; changesFromText = nil; changesFromValue = false }
         // In place: the apply appends a bulk update's changes one by one, and each append
         // through a get and a set copied the whole array (quadratic: a 256 MB import into one
         // node took 36.6 s instead of 5.1).
         _modify {
+            keepChanges()
             if let patch = changesFromText { storedChanges = ChangeSet(namespace: namespace, changes: patch.changes); changesFromText = nil }
             yield &storedChanges
         }
     }
+    // `namespace` and `path` feed a change built when read: one set after it keeps the old.
     private var storedValue: Node
     private var storedChanges: ChangeSet
+    /// An applied set's one change is its path and value (`changesFollowValue`): built when
+    /// read. Only the listeners' feed reads it, for watched namespaces (`LMDBCommitFeed`); a
+    /// learner's or any member's apply made an array per write for nothing (issue 38).
+    private var changesFromValue = false
+
+    /// The change set is the set's own: `(path, value)` as they are now, built when read.
+    mutating func changesFollowValue() {
+        assert(valueFromText == nil && changesFromText == nil, "a set's value is a node")
+        storedChanges = ChangeSet(namespace: namespace, changes: [])
+        changesFromValue = true
+    }
+
+    /// Builds the change set that follows the value before the value, path or namespace moves.
+    private mutating func keepChanges() {
+        guard changesFromValue else { return }
+        changesFromValue = false
+        storedChanges = ChangeSet(namespace: namespace, changes: [(path, storedValue)])
+    }
     /// A text update applied without its nodes (`Applier.writeText`): `value` and `changeSet`
     /// are built from it when read (most are not: issue 42).
     private var valueFromText: TextPatch?
@@ -487,6 +511,7 @@ public struct WriteResult: Sendable, Equatable {
 
     /// `value` and `changeSet` are those of `patch`, built when read.
     mutating func buildLater(from patch: TextPatch) {
+        changesFromValue = false
         storedValue = .empty
         storedChanges = ChangeSet(namespace: namespace, changes: [])
         valueFromText = patch

@@ -38,4 +38,36 @@ import Testing
         #expect(r.value.child(at: try Path("a")) == Node(.int(1)))
         #expect(r.value.child(at: try Path("d")) == Node(.int(2)))
     }
+
+    /// An applied set's change is built when read (issue 38: no array per write where no
+    /// listener reads it): it is the set's path and value, equal to one built at once, and it
+    /// keeps the value the apply gave it when the result is changed afterwards.
+    @Test func aSetsChangeIsItsPathAndValueBuiltWhenRead() throws {
+        let path = try Path("a/b")
+        var lazy = WriteResult(index: 3, term: 1, namespace: "n", path: path, outcome: .applied(changed: true),
+                               value: Node(.int(7)), version: 3, changeSet: ChangeSet(namespace: "n", changes: []))
+        lazy.changesFollowValue()
+        let eager = WriteResult(index: 3, term: 1, namespace: "n", path: path, outcome: .applied(changed: true),
+                                value: Node(.int(7)), version: 3, changeSet: ChangeSet(namespace: "n", changes: [(path, Node(.int(7)))]))
+        #expect(lazy.changeSet == eager.changeSet)
+        #expect(lazy == eager)
+        #expect(lazy.changeSet.changes.map(\.path) == [path])
+
+        var moved = lazy
+        moved.value = Node(.int(8))
+        moved.path = try Path("c")
+        #expect(moved.changeSet == ChangeSet(namespace: "n", changes: [(path, Node(.int(7)))]))
+        var renamed = lazy
+        renamed.namespace = "m"
+        #expect(renamed.changeSet.namespace == "n")
+        var inPlace = lazy
+        inPlace.value.set(Node(.int(1)), at: try Path("x"))
+        #expect(inPlace.changeSet.changes.map(\.node) == [Node(.int(7))])
+        var appended = lazy
+        appended.changeSet.changes.append((try Path("z"), Node(.bool(true))))
+        #expect(appended.changeSet.changes.map(\.path) == [path, try Path("z")])
+        var cleared = lazy
+        cleared.changeSet = ChangeSet(namespace: "n", changes: [])
+        #expect(cleared.changeSet.changes.isEmpty)
+    }
 }
