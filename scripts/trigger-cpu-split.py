@@ -27,7 +27,7 @@ STAGES = [
                                                    "TriggerLane.buffer"]),
     ("lane: HTTP pipe and TCP to the receiver", ["TriggerPipe"]),
     ("lane: reads (deliveryRead/State, record cache)", ["deliveryRead", "deliveryState", "TriggersPort.state", "outboxRows"]),
-    ("lane: the rest (machine, answers, runtime)", ["TriggerLane", "TriggerDelivery", "TriggerRuntime"]),
+    ("lane: the rest (machine, answers, runtime)", ["TriggerLane", "TriggerDelivery", "TriggerRuntime", "TriggerLaneEvents"]),
     ("cursor entries (logged, applied, pruning)", ["TriggerCursorLog", "applyTriggers", "TriggerChangeLog.refresh", "TriggerChangeLog.prune"]),
     ("worker woken by commits", ["TriggerWorker.wake", "onTriggerCommit", "TriggerCommit"]),
     ("apply: values before the write", ["captureTriggers", "setOnlyCreates"]),

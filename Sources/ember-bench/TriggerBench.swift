@@ -513,6 +513,17 @@ struct TriggerBench: AsyncParsableCommand {
         [processCPUSeconds(pids.leader)] + pids.followers.map(processCPUSeconds) + [rusageCPUSeconds()]
     }
 
+    /// POSTs/s and events per POST the receiver got, all lanes together and the least and most
+    /// of one lane (the delivery's cost per POST against its cost per event).
+    func postsLine(_ lanes: [(posts: Int, events: Int)], seconds: Double) -> String {
+        let posts = lanes.reduce(0) { $0 + $1.posts }, events = lanes.reduce(0) { $0 + $1.events }
+        let perPost = lanes.map { Double($0.events) / Double(max(1, $0.posts)) }
+        let rates = lanes.map { Double($0.posts) / max(seconds, 1e-9) }
+        return String(format: "receiver: %.0f POSTs/s (%d lanes, each %.0f–%.0f POSTs/s), %.1f events per POST (each lane %.1f–%.1f) during the load",
+                      Double(posts) / max(seconds, 1e-9), lanes.count, rates.min() ?? 0, rates.max() ?? 0,
+                      Double(events) / Double(max(1, posts)), perPost.min() ?? 0, perPost.max() ?? 0)
+    }
+
     func throughputRun(_ http: HTTPClient, _ receiver: TriggerReceiver, leader: String,
                        pids: (leader: Int32, followers: [Int32])) async throws {
         var rates: [(kind: String, label: String, rate: Double, events: Double, cpu: [Double], load: String)] = []
@@ -530,6 +541,7 @@ struct TriggerBench: AsyncParsableCommand {
             let ws = leader.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=\(ns)"
             let sampler = lagSampler(http, receiver, leader: leader, ns: ns, names: names)
             let cpu0 = cpu(pids)
+            let posts0 = names.map { receiver.counts($0) }, t0 = Date()
             let result: HTTPLoad.Result
             do {
                 result = try await WireWriteLoad(url: ws, connections: connections, pipeline: pipeline, duration: duration,
@@ -540,6 +552,8 @@ struct TriggerBench: AsyncParsableCommand {
             }
             // CPU per acknowledged write (warm-up included) over the load, delivery during it included.
             let perWrite = zip(cpu(pids), cpu0).map { ($0 - $1) * 1e6 / Double(max(1, result.total)) }
+            let posts = zip(names.map { receiver.counts($0) }, posts0).map { (posts: $0.posts - $1.posts, events: $0.events - $1.events) }
+            let seconds = Date().timeIntervalSince(t0)
             sampler.cancel()
             let samples = await sampler.value
             result.print()
@@ -552,6 +566,7 @@ struct TriggerBench: AsyncParsableCommand {
                 events = deliveredRate(samples)
                 print(String(format: "    %@: %.0f events/s delivered together during the run (%.2f per write), lag at the end %d entries; load average %@",
                              label, events, events / max(result.rate, 1e-9), samples.last?.pending ?? 0, load))
+                print("    " + postsLine(posts, seconds: seconds) + "; load average \(load)")
                 try await putTriggers(http, leader, ns: ns, [:])
             }
             rates.append((c.kind, c.label, result.rate, events, perWrite, load))

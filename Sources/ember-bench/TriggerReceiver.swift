@@ -117,66 +117,134 @@ final class TriggerReceiver: @unchecked Sendable {
 
     private func serve(_ fd: Int32) {
         defer { Glibc.close(fd) }
-        // Bytes received; those before `start` are consumed. They are dropped only before a read
-        // (one move per read, not one per POST of a pipelined window).
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(1 << 16)
-        var start = 0
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        // Bytes received go straight into `buffer` (no chunk copied in), filled through `end`;
+        // those before `start` are consumed. The unconsumed rest moves to the front only when
+        // the room behind it is short of one read (a pipelined window of POSTs is parsed in
+        // place, not moved once per POST or per read).
+        var buffer = [UInt8](repeating: 0, count: Self.readBytes * 4)
+        var start = 0, end = 0
         var posts = 0
         func fill() -> Bool {
-            if start > 0 {
-                buffer.removeFirst(start)
-                start = 0
+            if buffer.count - end < Self.readBytes {
+                if start > 0 {
+                    buffer.withUnsafeMutableBytes { b in _ = memmove(b.baseAddress!, b.baseAddress! + start, end - start) }
+                    end -= start
+                    start = 0
+                }
+                if buffer.count - end < Self.readBytes { buffer += [UInt8](repeating: 0, count: buffer.count) }
             }
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + end, $0.count - end, 0) }
             guard n > 0 else { return false }
-            chunk.withUnsafeBufferPointer { buffer.append(contentsOf: UnsafeBufferPointer(rebasing: $0[0..<n])) }
+            end += n
             return true
         }
         while true {
-            // Offsets from `start` (a read may move the unconsumed bytes to the front).
-            guard let headLength = Self.find(buffer[start...], Self.crlfcrlf) else {
-                guard buffer.count - start <= Self.maxHeadBytes, fill() else { return }
+            let head: Head? = buffer.withUnsafeBytes { b in
+                Self.find(UnsafeRawBufferPointer(rebasing: b[start..<end]), Self.crlfcrlf, from: 0).map {
+                    Self.parseHead(UnsafeRawBufferPointer(rebasing: b[start..<(start + $0)]))
+                }
+            }
+            guard let head else {
+                guard end - start <= Self.maxHeadBytes, fill() else { return }
                 continue
             }
-            let head = String(decoding: buffer[start..<(start + headLength)], as: UTF8.self)
-            var length = -1, trigger = "", signature = ""
-            for line in head.split(separator: "\r\n").dropFirst() {
-                guard let colon = line.firstIndex(of: ":") else { continue }
-                let name = line[..<colon].lowercased()
-                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-                if name == "content-length" { length = Int(value) ?? -1 }
-                if name == "x-ember-trigger" { trigger = value }
-                if name == "x-ember-signature" { signature = value }
-            }
-            guard length >= 0, length <= Self.maxBodyBytes else {
-                respond(fd, "411 Length Required")
+            guard head.length >= 0, head.length <= Self.maxBodyBytes else {
+                respond(fd, Self.lengthRequired)
                 return
             }
-            let total = headLength + 4 + length
-            while buffer.count - start < total { guard fill() else { return } }
+            let total = head.headLength + 4 + head.length
+            while end - start < total { guard fill() else { return } }
             let arrived = ClusterProbe.micros()
             posts += 1
-            record(trigger: trigger, signature: signature, sampled: posts % Self.verifyEvery == 1,
-                   body: buffer[(start + headLength + 4)..<(start + total)], arrived: arrived)
+            buffer.withUnsafeBytes { b in
+                record(head, sampled: posts % Self.verifyEvery == 1,
+                       body: UnsafeRawBufferPointer(rebasing: b[(start + head.headLength + 4)..<(start + total)]), arrived: arrived)
+            }
             start += total
-            guard respond(fd, "200 OK") else { return }
+            if start == end { start = 0; end = 0 }
+            guard respond(fd, Self.ok) else { return }
         }
     }
 
-    @discardableResult
-    private func respond(_ fd: Int32, _ status: String) -> Bool {
-        let bytes = Array("HTTP/1.1 \(status)\r\nContent-Length: 0\r\n\r\n".utf8)
-        return bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) == $0.count }
+    /// Named limit: bytes asked of one `recv` (the buffer grows past 4 of them only for a POST
+    /// larger than that, up to `maxBodyBytes`).
+    static let readBytes = 256 * 1024
+
+    /// What the receiver uses of a request head: read as bytes (a String of the head, split
+    /// into lines, each name lowercased and each value trimmed, was a tenth of the bench
+    /// process's CPU with ten busy triggers).
+    struct Head {
+        /// Bytes before the blank line.
+        var headLength = 0
+        var length = -1
+        var trigger = ""
+        var signature: [UInt8] = []
     }
 
-    private func record(trigger: String, signature: String, sampled: Bool, body: ArraySlice<UInt8>, arrived: Int64) {
+    static let contentLength = Array("content-length".utf8)
+    static let triggerHeader = Array("x-ember-trigger".utf8)
+    static let signatureHeader = Array("x-ember-signature".utf8)
+
+    /// The head's header lines (after the request line) by name, ASCII case-insensitively.
+    static func parseHead(_ h: UnsafeRawBufferPointer) -> Head {
+        var head = Head(headLength: h.count)
+        var at = 0
+        // Past the request line.
+        while at < h.count && h[at] != 0x0A { at += 1 }
+        at += 1
+        while at < h.count {
+            var lineEnd = at
+            while lineEnd < h.count && h[lineEnd] != 0x0A { lineEnd += 1 }
+            var colon = at
+            while colon < lineEnd && h[colon] != 0x3A { colon += 1 }
+            if colon < lineEnd {
+                var v = colon + 1, ve = lineEnd
+                while v < ve && (h[v] == 0x20 || h[v] == 0x09) { v += 1 }
+                while ve > v && (h[ve - 1] == 0x0D || h[ve - 1] == 0x20 || h[ve - 1] == 0x09) { ve -= 1 }
+                let name = UnsafeRawBufferPointer(rebasing: h[at..<colon]), value = UnsafeRawBufferPointer(rebasing: h[v..<ve])
+                if equalsLowercased(name, contentLength) {
+                    var n = 0
+                    for c in value {
+                        guard c >= 48 && c <= 57, n < maxBodyBytes else { n = -1; break }
+                        n = n * 10 + Int(c - 48)
+                    }
+                    head.length = value.isEmpty ? -1 : n
+                } else if equalsLowercased(name, triggerHeader) {
+                    head.trigger = String(decoding: value, as: UTF8.self)
+                } else if equalsLowercased(name, signatureHeader) {
+                    head.signature = Array(value)
+                }
+            }
+            at = lineEnd + 1
+        }
+        return head
+    }
+
+    /// `a` ASCII-lowercased equals `lower`.
+    static func equalsLowercased(_ a: UnsafeRawBufferPointer, _ lower: [UInt8]) -> Bool {
+        guard a.count == lower.count else { return false }
+        for k in 0..<a.count {
+            let c = a[k]
+            if (c >= 65 && c <= 90 ? c + 32 : c) != lower[k] { return false }
+        }
+        return true
+    }
+
+    static let ok = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".utf8)
+    static let lengthRequired = Array("HTTP/1.1 411 Length Required\r\nContent-Length: 0\r\n\r\n".utf8)
+
+    @discardableResult
+    private func respond(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) == $0.count }
+    }
+
+    private func record(_ head: Head, sampled: Bool, body: UnsafeRawBufferPointer, arrived: Int64) {
+        let trigger = head.trigger
         let detailed = detailedTriggers.withLock { $0.contains(trigger) }
         // The latency probe's POSTs are verified and parsed whole; the others are counted by
         // their `sequence` members, and one in `verifyEvery` is verified.
         let verify = detailed || sampled
-        let signed = verify ? signature == Self.signature(body, key: key) : true
+        let signed = verify ? head.signature == Self.signature(body, key: key) : true
         let counted = detailed ? nil : Self.count(body)
         let scanned = detailed ? Self.scan(body, arrived: arrived) : nil
         state.withLock { s in
@@ -205,78 +273,83 @@ final class TriggerReceiver: @unchecked Sendable {
         }
     }
 
-    /// `sha256=<hex>` of the body's HMAC-SHA256 with the bench's secret (the header emberd sends).
-    static func signature(_ body: ArraySlice<UInt8>, key: SymmetricKey) -> String {
-        let mac = body.withContiguousStorageIfAvailable { HMAC<SHA256>.authenticationCode(for: UnsafeRawBufferPointer($0), using: key) }
-            ?? HMAC<SHA256>.authenticationCode(for: Array(body), using: key)
-        return "sha256=" + mac.map { String(format: "%02x", $0) }.joined()
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// `sha256=<hex>` of the body's HMAC-SHA256 with the bench's secret (the header emberd sends), as bytes.
+    static func signature(_ body: UnsafeRawBufferPointer, key: SymmetricKey) -> [UInt8] {
+        var out = Array("sha256=".utf8)
+        for b in HMAC<SHA256>.authenticationCode(for: body, using: key) {
+            out.append(hexDigits[Int(b >> 4)])
+            out.append(hexDigits[Int(b & 15)])
+        }
+        return out
     }
 
     // MARK: - Scanning a CloudEvent (or an array of them)
 
-    static let crlfcrlf = Array("\r\n\r\n".utf8)
-    static let sequenceKey = Array(#""sequence":""#.utf8)
-    static let timeKey = Array(#""time":""#.utf8)
-    static let afterKey = Array(#""after":"#.utf8)
+    /// A needle and where in it to look first: its byte least common in CloudEvents JSON (by
+    /// this ranking), chosen once (looked up per search, hashing the needle was a twentieth of
+    /// the bench process's CPU).
+    struct Needle {
+        let bytes: [UInt8]
+        let anchor: Int
+        init(_ s: String) {
+            bytes = Array(s.utf8)
+            let rank = Array("qzxjkvbpygfwmucldrhsnioate".utf8)
+            let b = bytes
+            anchor = b.indices.min { (rank.firstIndex(of: b[$0]) ?? rank.count) < (rank.firstIndex(of: b[$1]) ?? rank.count) } ?? 0
+        }
+        var count: Int { bytes.count }
+    }
 
-    /// The first `needle` in `hay` at or after `from`: memchr (vectorized) for the needle's
+    static let crlfcrlf = Needle("\r\n\r\n")
+    static let sequenceKey = Needle(#""sequence":""#)
+    static let timeKey = Needle(#""time":""#)
+    static let afterKey = Needle(#""after":"#)
+
+    /// The first `needle` in `h` at or after `from`: memchr (vectorized) for the needle's
     /// rarest byte, then a compare. The receiver searches every byte of every POST, 10
     /// triggers' worth of events per write in the throughput run.
-    static func find(_ hay: some Collection<UInt8>, _ needle: [UInt8], from: Int = 0) -> Int? {
-        hay.withContiguousStorageIfAvailable { h -> Int? in
-            find(UnsafeRawBufferPointer(h), needle, from: from)
-        } ?? nil
-    }
-
-    /// Where in a needle to look first: its byte least common in CloudEvents JSON (by this ranking).
-    static func anchor(of needle: [UInt8]) -> Int {
-        let rank = Array("qzxjkvbpygfwmucldrhsnioate".utf8)
-        return needle.indices.min { (rank.firstIndex(of: needle[$0]) ?? rank.count) < (rank.firstIndex(of: needle[$1]) ?? rank.count) } ?? 0
-    }
-
-    static let anchors = Dictionary(uniqueKeysWithValues: [crlfcrlf, sequenceKey, timeKey, afterKey].map { ($0, anchor(of: $0)) })
-
-    static func find(_ h: UnsafeRawBufferPointer, _ needle: [UInt8], from: Int) -> Int? {
-        guard let base = h.baseAddress, !needle.isEmpty else { return nil }
-        let anchor = anchors[needle] ?? anchor(of: needle)
+    static func find(_ h: UnsafeRawBufferPointer, _ needle: Needle, from: Int) -> Int? {
+        guard let base = h.baseAddress, needle.count > 0 else { return nil }
+        let anchor = needle.anchor, byte = Int32(needle.bytes[anchor])
         var at = max(0, from) + anchor
-        while at <= h.count - (needle.count - anchor) {
-            guard let p = memchr(base + at, Int32(needle[anchor]), h.count - (needle.count - anchor) - at + 1) else { return nil }
-            let i = base.distance(to: UnsafeRawPointer(p)) - anchor
-            if memcmp(base + i, needle, needle.count) == 0 { return i }
-            at = i + anchor + 1
+        return needle.bytes.withUnsafeBytes { n -> Int? in
+            while at <= h.count - (needle.count - anchor) {
+                guard let p = memchr(base + at, byte, h.count - (needle.count - anchor) - at + 1) else { return nil }
+                let i = base.distance(to: UnsafeRawPointer(p)) - anchor
+                if memcmp(base + i, n.baseAddress!, n.count) == 0 { return i }
+                at = i + anchor + 1
+            }
+            return nil
         }
-        return nil
     }
 
     /// Events in a POST body and the highest log index among them, without keeping them: one
     /// `sequence` member per event (one pass; the values the bench writes never contain the
     /// key); nil when one has no index.
-    static func count(_ body: ArraySlice<UInt8>) -> (events: Int, highest: UInt64)? {
-        body.withContiguousStorageIfAvailable { b -> (Int, UInt64)? in
-            let h = UnsafeRawBufferPointer(b)
-            var events = 0, highest: UInt64 = 0, at = 0
-            while let i = find(h, sequenceKey, from: at) {
-                var j = i + sequenceKey.count, v: UInt64 = 0
-                let digitsStart = j
-                while j < h.count, h[j] >= 48, h[j] <= 57 { v = v &* 10 &+ UInt64(h[j] - 48); j += 1 }
-                guard j > digitsStart else { return nil }
-                highest = max(highest, v)
-                events += 1
-                at = j
-            }
-            return (events, highest)
-        } ?? nil
+    static func count(_ h: UnsafeRawBufferPointer) -> (events: Int, highest: UInt64)? {
+        var events = 0, highest: UInt64 = 0, at = 0
+        while let i = find(h, sequenceKey, from: at) {
+            var j = i + sequenceKey.count, v: UInt64 = 0
+            let digitsStart = j
+            while j < h.count, h[j] >= 48, h[j] <= 57 { v = v &* 10 &+ UInt64(h[j] - 48); j += 1 }
+            guard j > digitsStart else { return nil }
+            highest = max(highest, v)
+            events += 1
+            at = j
+        }
+        return (events, highest)
     }
 
     /// Events in a POST body, in order: each has exactly one `sequence`, `time` and `after` (the
     /// bench's values are numbers or strings without those keys), so the k-th of each belongs to
     /// the k-th event whatever order the keys are written in. nil when they do not line up.
-    static func scan(_ body: ArraySlice<UInt8>, arrived: Int64) -> [Event]? {
-        let b = Array(body)
-        func all(_ key: [UInt8]) -> [Int] {
+    static func scan(_ h: UnsafeRawBufferPointer, arrived: Int64) -> [Event]? {
+        let b = Array(h)
+        func all(_ key: Needle) -> [Int] {
             var out: [Int] = [], at = 0
-            while let i = find(b, key, from: at) {
+            while let i = find(h, key, from: at) {
                 out.append(i + key.count)
                 at = i + key.count
             }

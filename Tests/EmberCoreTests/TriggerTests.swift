@@ -293,6 +293,75 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         }
     }
 
+    @Test func underLoadAPartialBatchLingersForTheAnswerInFlight() {
+        var m = TriggerDelivery(limits: limits { $0.batchSize = 4; $0.inFlight = 8 }, seed: 1)
+        func evs(_ r: ClosedRange<UInt64>) -> [TriggerDelivery.Event] { r.map { .init(index: $0, seq: 0, last: true) } }
+        // Nothing in flight (a light load): a partial batch goes at once.
+        m.take(index: 1, events: 1)
+        #expect(!m.lingers(now: 0))
+        #expect(m.poll(now: 0) == [.send(batch: 1, events: evs(1...1))])
+        // A POST in flight: the next partial batch waits for its answer, and says until when.
+        m.take(index: 2, events: 1)
+        #expect(m.poll(now: 1).isEmpty)
+        #expect(m.lingers(now: 1) && m.nextWake == 1 + TriggerDelivery.maxLingerMs)
+        m.take(index: 3, events: 1)
+        #expect(m.poll(now: 2).isEmpty, "still lingering: the wait runs from its first poll")
+        // The answer comes: everything queued goes in one POST.
+        #expect(m.completed(batch: 1, error: nil, now: 3) == [.settle(indexes: [1], deadLetter: nil)])
+        #expect(!m.lingers(now: 3))
+        #expect(m.poll(now: 3) == [.send(batch: 2, events: evs(2...3))])
+        // A full batch does not wait; the partial rest does, `maxLingerMs` at most.
+        for i in 4...8 as ClosedRange<UInt64> { m.take(index: i, events: 1) }
+        #expect(m.poll(now: 4) == [.send(batch: 3, events: evs(4...7))])
+        #expect(m.lingers(now: 4) && m.nextWake == 4 + TriggerDelivery.maxLingerMs)
+        #expect(m.poll(now: 4 + TriggerDelivery.maxLingerMs - 1).isEmpty)
+        #expect(!m.lingers(now: 4 + TriggerDelivery.maxLingerMs))
+        #expect(m.poll(now: 4 + TriggerDelivery.maxLingerMs) == [.send(batch: 4, events: evs(8...8))])
+        #expect(m.nextWake == nil && !m.lingers(now: 100))
+        // Without batching nothing lingers.
+        var one = TriggerDelivery(limits: limits { $0.batchSize = 1; $0.inFlight = 8 }, seed: 1)
+        for i in 1...3 as ClosedRange<UInt64> { one.take(index: i, events: 1) }
+        #expect(one.poll(now: 0).count == 3)
+        #expect(!one.lingers(now: 0))
+    }
+
+    @Test func aLingeringBatchKeepsEveryEventAndTheOrder() {
+        // Seeded loads of entries, answers and clocks: whatever lingers, every event goes out
+        // once, in log order, and every entry settles.
+        for seed in 1...30 as ClosedRange<UInt64> {
+            var r = seed &* 0x9E37_79B9_7F4A_7C15
+            func next(_ n: UInt64) -> UInt64 { r = r &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407; return (r >> 33) % n }
+            var m = TriggerDelivery(limits: limits { $0.batchSize = Int(next(6)) + 2; $0.inFlight = Int(next(4)) + 1 }, seed: seed)
+            var now: Int64 = 0, index: UInt64 = 0
+            var sent: [TriggerDelivery.Event] = [], settled: [UInt64] = [], inFlight: [UInt64] = []
+            var taken: [UInt64] = []
+            for _ in 0..<300 {
+                now += Int64(next(3))
+                switch next(3) {
+                case 0:
+                    index += 1 + next(2)
+                    m.take(index: index, events: Int(next(3)) + 1)
+                    taken.append(index)
+                case 1:
+                    if !inFlight.isEmpty {
+                        for case .settle(let i, _) in m.completed(batch: inFlight.removeFirst(), error: nil, now: now) { settled += i }
+                    }
+                default: break
+                }
+                for case .send(let b, let e) in m.poll(now: now) { sent += e; inFlight.append(b) }
+            }
+            while !m.isIdle {
+                now = max(now + 1, m.nextWake ?? now + 1)
+                for case .send(let b, let e) in m.poll(now: now) { sent += e; inFlight.append(b) }
+                if !inFlight.isEmpty {
+                    for case .settle(let i, _) in m.completed(batch: inFlight.removeFirst(), error: nil, now: now) { settled += i }
+                }
+            }
+            #expect(settled == taken, "seed \(seed)")
+            #expect(sent.map(\.index) == sent.map(\.index).sorted() && Set(sent.map { "\($0.index)-\($0.seq)" }).count == sent.count, "seed \(seed)")
+        }
+    }
+
     @Test func theQueueIsBounded() {
         var m = TriggerDelivery(limits: limits { $0.batchSize = 1_000; $0.inFlight = 64 }, seed: 1)
         #expect(m.wants == TriggerDelivery.maxQueued)

@@ -122,15 +122,16 @@ import Testing
         let head = TriggerEvent.head(namespace: ns, trigger: name)
         for round in 0..<40 {
             let all = TriggerBodyTests.events(&r, count: r.below(40) + 1)
-            var held: [UInt64: [TriggerEvent]] = [:]
-            for e in all { held[e.index, default: []].append(e) }
+            var byIndex: [UInt64: [TriggerEvent]] = [:]
+            for e in all { byIndex[e.index, default: []].append(e) }
+            let held = TriggerLaneEvents(byIndex)
             // Items in the machine's order; some of them for events the lane no longer holds
             // (another entry's, or a place past its entry's events).
             var items = all.map { TriggerDelivery.Event(index: $0.index, seq: $0.seq, last: false) }
             if r.below(3) == 0 { items.insert(TriggerDelivery.Event(index: 0, seq: 0, last: true), at: r.below(items.count + 1)) }
             if r.below(3) == 0, let e = all.last { items.append(TriggerDelivery.Event(index: e.index, seq: e.seq + 7, last: true)) }
             let start = r.below(items.count), window = Array(items[start..<min(items.count, start + r.below(20) + 1)])
-            let payload = window.compactMap { i in held[i.index]?.first { $0.seq == i.seq } }
+            let payload = window.compactMap { i in byIndex[i.index]?.first { $0.seq == i.seq } }
             for batch in [true, false] {
                 let got = TriggerLane.body(window, held, namespace: ns, head: head, batch: batch)
                 #expect(got == TriggerBodyTests.whole(payload, ns: ns, trigger: name, batch: batch), "seed \(seed) round \(round) batch \(batch)")
@@ -139,8 +140,8 @@ import Testing
         }
         // Nothing held: an empty batch, or null.
         let none = [TriggerDelivery.Event(index: 3, seq: 0, last: true)]
-        #expect(TriggerLane.body(none, [:], namespace: ns, head: head, batch: true) == Array("[]".utf8))
-        #expect(TriggerLane.body(none, [:], namespace: ns, head: head, batch: false) == Array("null".utf8))
+        #expect(TriggerLane.body(none, TriggerLaneEvents(), namespace: ns, head: head, batch: true) == Array("[]".utf8))
+        #expect(TriggerLane.body(none, TriggerLaneEvents(), namespace: ns, head: head, batch: false) == Array("null".utf8))
     }
 }
 

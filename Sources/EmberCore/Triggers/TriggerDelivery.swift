@@ -45,9 +45,14 @@ public struct TriggerDelivery: Sendable {
     }
 
     public let limits: TriggerLimits
+    /// Events taken in and not yet sent: those from `queueStart` on (a batch leaves from the
+    /// front without moving the rest; the array is compacted once half of it is gone).
     private var queue: [Event] = []
+    private var queueStart = 0
     private var batches: [Batch] = []
-    private var settled: [(Event, String?)] = []
+    /// The dead-letter reason of the entry whose events are being settled, when one of those
+    /// settled so far died (an entry's events may span batches).
+    private var entryDead: String?
     private var nextBatch: UInt64 = 1
     public private(set) var halted: String?
     public private(set) var lastError: String?
@@ -59,6 +64,16 @@ public struct TriggerDelivery: Sendable {
     /// Named limit: entries per `settle` action (the log entry that carries it stays small).
     public static let maxSettle = 1_000
 
+    /// Named limit: the longest (ms) a batching trigger holds back a batch smaller than its
+    /// `batchSize` while one of its POSTs is in flight. Under load a POST's answer comes back
+    /// with more events queued behind it, and one POST then carries them all: each POST costs
+    /// the leader (and the receiver) a request, a signature's setup, a wakeup and an answer
+    /// whatever it carries, and a lane that sent whatever one commit brought sent a few events
+    /// per POST. With nothing in flight (a light load) a batch goes at once: no added latency.
+    public static let maxLingerMs: Int64 = 5
+    /// When the queue's first event began to wait for a fuller batch (nil: none waits so).
+    private var lingerSince: Int64?
+
     /// `seed`: the retry jitter's randomness (the worker passes a random one).
     public init(limits: TriggerLimits, seed: UInt64) {
         self.limits = limits
@@ -66,7 +81,10 @@ public struct TriggerDelivery: Sendable {
     }
 
     /// Nothing queued, in flight, waiting or unsettled.
-    public var isIdle: Bool { queue.isEmpty && batches.isEmpty && settled.isEmpty }
+    public var isIdle: Bool { queued == 0 && batches.isEmpty }
+
+    /// Events queued (taken in, not yet sent).
+    var queued: Int { queue.count - queueStart }
 
     /// Named limit: events queued (taken in, not yet sent) at most, whatever the batch size and
     /// window: the worker holds their data in memory.
@@ -74,7 +92,7 @@ public struct TriggerDelivery: Sendable {
 
     /// Events the worker should add now (0: enough queued): two windows' worth.
     public var wants: Int {
-        halted != nil ? 0 : max(0, min(limits.batchSize * limits.inFlight * 2, Self.maxQueued) - queue.count)
+        halted != nil ? 0 : max(0, min(limits.batchSize * limits.inFlight * 2, Self.maxQueued) - queued)
     }
 
     /// Takes in one entry's events (log order, after everything taken before).
@@ -88,7 +106,15 @@ public struct TriggerDelivery: Sendable {
     /// Forgets everything not yet settled (a new leader's worker, a resume): the worker reads
     /// the outbox again.
     public mutating func reset() {
-        queue = []; batches = []; settled = []; halted = nil; takenThrough = 0
+        queue = []; queueStart = 0; batches = []; entryDead = nil; halted = nil; takenThrough = 0; lingerSince = nil
+    }
+
+    /// A partial batch waits for a POST in flight to be answered (`maxLingerMs` at most, from
+    /// `lingerSince`): the worker need not read more events for it until that answer or
+    /// `nextWake`, and need not be woken by every commit meanwhile.
+    public func lingers(now: Int64) -> Bool {
+        guard halted == nil, let since = lingerSince, queued > 0, queued < limits.batchSize else { return false }
+        return now - since < Self.maxLingerMs && batches.contains(where: \.inFlight)
     }
 
     /// The nominal wait after `n` failed attempts: `backoffMs` doubled per attempt, at most
@@ -135,10 +161,24 @@ public struct TriggerDelivery: Sendable {
             out.append(.send(batch: batches[i].id, events: batches[i].events))
         }
         let waiting = batches.contains { $0.retryAt != nil || $0.resend }
-        while !waiting && inFlight < limits.inFlight && !queue.isEmpty {
-            let n = min(limits.batchSize, queue.count)
-            let b = Batch(id: nextBatch, events: Array(queue.prefix(n)), inFlight: true)
-            queue.removeFirst(n)
+        while !waiting && inFlight < limits.inFlight && queued > 0 {
+            let n = min(limits.batchSize, queued)
+            // Under load (a POST in flight) a partial batch waits to fill, `maxLingerMs` at most.
+            if n < limits.batchSize && inFlight > 0 {
+                let since = lingerSince ?? now
+                lingerSince = since
+                if now - since < Self.maxLingerMs { break }
+            }
+            lingerSince = nil
+            let b = Batch(id: nextBatch, events: Array(queue[queueStart..<(queueStart + n)]), inFlight: true)
+            queueStart += n
+            if queueStart == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                queueStart = 0
+            } else if queueStart * 2 > queue.count {
+                queue.removeFirst(queueStart)
+                queueStart = 0
+            }
             nextBatch += 1
             batches.append(b)
             inFlight += 1
@@ -147,12 +187,15 @@ public struct TriggerDelivery: Sendable {
         return out
     }
 
-    /// When `poll` has something to do next without new input (a retry's time), if ever.
-    /// The first waiting batch's: later ones wait behind it; none while the window is full (a
-    /// completion comes first).
+    /// When `poll` has something to do next without new input (a retry's time, or a lingering
+    /// batch's end), if ever. The first waiting batch's: later ones wait behind it; none while
+    /// the window is full (a completion comes first).
     public var nextWake: Int64? {
         guard halted == nil, batches.lazy.filter(\.inFlight).count < limits.inFlight else { return nil }
-        guard let first = batches.first(where: { $0.outcome == nil && (!$0.inFlight || $0.resend) }) else { return nil }
+        guard let first = batches.first(where: { $0.outcome == nil && (!$0.inFlight || $0.resend) }) else {
+            // A partial batch lingering: sent when its wait ends, if no answer comes first.
+            return queued == 0 ? nil : lingerSince.map { $0 + Self.maxLingerMs }
+        }
         return first.inFlight ? nil : first.retryAt
     }
 
@@ -205,33 +248,30 @@ public struct TriggerDelivery: Sendable {
         }
     }
 
-    /// Finished batches at the front become settled events; entries whose events are all
-    /// settled become `settle` actions, runs of delivered and dead entries apart.
+    /// Finished batches at the front are settled, event by event in log order: entries whose
+    /// events are all settled become `settle` actions, runs of delivered and dead entries apart
+    /// (an entry is dead if any of its events is). Read straight from the batches: a list of
+    /// settled events with their outcomes, copied per event, was a share of a busy lane's cost.
     mutating func settle() -> [Action] {
-        while let b = batches.first, let outcome = b.outcome {
-            settled += b.events.map { ($0, outcome) }
-            batches.removeFirst()
-        }
         var out: [Action] = []
         var run: [UInt64] = []
         var runReason: String?? = nil
-        var entryDead: String? = nil
-        var consumed = 0
-        for (k, (e, reason)) in settled.enumerated() {
-            if e.seq == 0 { entryDead = nil }
-            if let reason { entryDead = reason }
-            guard e.last else { continue }
-            // One entry complete: dead if any of its events is.
-            if let r = runReason, r != entryDead || run.count >= Self.maxSettle {
-                out.append(.settle(indexes: run, deadLetter: r))
-                run = []
+        while let b = batches.first, let outcome = b.outcome {
+            batches.removeFirst()
+            for e in b.events {
+                if e.seq == 0 { entryDead = nil }
+                if let outcome { entryDead = outcome }
+                guard e.last else { continue }
+                // One entry complete.
+                if let r = runReason, r != entryDead || run.count >= Self.maxSettle {
+                    out.append(.settle(indexes: run, deadLetter: r))
+                    run = []
+                }
+                runReason = .some(entryDead)
+                run.append(e.index)
             }
-            runReason = .some(entryDead)
-            run.append(e.index)
-            consumed = k + 1
         }
         if let r = runReason, !run.isEmpty { out.append(.settle(indexes: run, deadLetter: r)) }
-        settled.removeFirst(consumed)
         return out
     }
 }

@@ -45,13 +45,18 @@ struct TriggerHeldEntries {
         }
     }
 
-    /// The first place at or after `start` whose index is not below `index`; nil past the end.
-    private func position(_ index: UInt64) -> Int? {
-        var lo = start, hi = items.count
+    private func position(_ index: UInt64) -> Int? { items.position(notBelow: index, from: start) }
+}
+
+extension Array where Element == UInt64 {
+    /// In an ascending array, the first place at or after `start` whose value is not below
+    /// `value` (binary search); nil past the end.
+    func position(notBelow value: UInt64, from start: Int) -> Int? {
+        var lo = start, hi = count
         while lo < hi {
             let mid = (lo + hi) / 2
-            if items[mid] < index { lo = mid + 1 } else { hi = mid }
+            if self[mid] < value { lo = mid + 1 } else { hi = mid }
         }
-        return lo < items.count ? lo : nil
+        return lo < count ? lo : nil
     }
 }

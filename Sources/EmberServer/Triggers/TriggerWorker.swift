@@ -191,7 +191,7 @@ final class TriggerLane: Sendable {
     private func run() async {
         let name = definition.name
         var machine = TriggerDelivery(limits: definition.limits, seed: UInt64.random(in: .min ... .max))
-        var events: [UInt64: [TriggerEvent]] = [:]
+        var events = TriggerLaneEvents()
         var settling = Settling()
         var iterator = inputs.stream.makeAsyncIterator()
         var timer: Task<Void, Never>?
@@ -201,22 +201,26 @@ final class TriggerLane: Sendable {
             // Paused or halted (replicated flags): wait for a change.
             let state = try? port.deliveryState(namespace: ns, trigger: name)
             guard let state, !state.paused, state.halted == nil else {
-                if !machine.isIdle { machine.reset(); events = [:] }
+                if !machine.isIdle { machine.reset(); events.removeAll() }
                 wakePending.store(false, ordering: .relaxed)
                 _ = await next(&iterator, wakeAt: Self.nowMillis() + 1_000, timer: &timer)
                 continue
             }
             // Resumed after a halt: from the outbox again.
-            if machine.halted != nil { machine.reset(); events = [:] }
+            if machine.halted != nil { machine.reset(); events.removeAll() }
             // Top up from the outbox: from the oldest row when idle (a replay may have put
-            // older rows back), else after the newest row taken.
-            wakePending.store(false, ordering: .relaxed)
+            // older rows back), else after the newest row taken. Not while a partial batch
+            // lingers for a POST's answer (`TriggerDelivery.lingers`): the answer, or the
+            // linger's end, reads everything committed meanwhile at once, and the commits
+            // meanwhile do not wake the lane (its wake stays pending: no read per commit).
+            let lingering = machine.lingers(now: Self.nowMillis())
+            if !lingering { wakePending.store(false, ordering: .relaxed) }
             // Reads until the machine wants no more or the outbox has no more rows (at most
             // `maxReadsPerTurn`): one read of `maxRowsPerRead` rows a turn capped a batching
             // trigger's POSTs at 256 entries' events whatever its `batchSize`, and a lane
             // behind its writes sent four POSTs where one would do.
             var reads = 0
-            while machine.wants > 0 && reads < TriggerWorker.maxReadsPerTurn {
+            while !lingering && machine.wants > 0 && reads < TriggerWorker.maxReadsPerTurn {
                 // While cursors are being logged, an idle machine reads after the entries they hold.
                 let after = machine.isIdle ? settling.held.max : machine.takenThrough
                 let limit = min(TriggerWorker.maxRowsPerRead, machine.wants)
@@ -246,7 +250,7 @@ final class TriggerLane: Sendable {
                     // replicated cursor; what was delivered since may be delivered again.
                     logger.notice("trigger cursor not logged; delivery restarts from the outbox", metadata: ["trigger": "\(name)", "error": "\(error)"])
                     machine.reset()
-                    events = [:]
+                    events.removeAll()
                     settling = Settling()
                     try? await Task.sleep(for: .milliseconds(200))
                     continue
@@ -268,7 +272,7 @@ final class TriggerLane: Sendable {
     /// cursors are queued to be logged in order in the background (`logNextCursor`); a halt is
     /// logged before the loop goes on.
     private func perform(_ actions: [TriggerDelivery.Action], _ machine: inout TriggerDelivery,
-                         _ events: inout [UInt64: [TriggerEvent]], _ settling: inout Settling) async {
+                         _ events: inout TriggerLaneEvents, _ settling: inout Settling) async {
         let name = definition.name
         for a in actions {
             switch a {
@@ -281,15 +285,11 @@ final class TriggerLane: Sendable {
                 // (`TriggerEvent.sharedMembers`), while every one has them.
                 var members: [[UInt8]]? = []
                 members?.reserveCapacity(items.count)
-                for i in items {
-                    guard let entry = events[i.index] else { continue }
-                    // Read in place: subscripting the array copied each event whole (retaining
-                    // every part), a share of a crowded group's lane per event.
-                    entry.withUnsafeBufferPointer { evs in
-                        guard let e = Self.place(i.seq, in: evs) else { return }
-                        stamps.append(evs[e].timestamp)
-                        if members != nil, let m = evs[e].sharedMembers { members?.append(m) } else { members = nil }
-                    }
+                // Read in place: subscripting the array copied each event whole (retaining
+                // every part), a share of a crowded group's lane per event.
+                events.forEach(items) { _, e in
+                    stamps.append(e.pointee.timestamp)
+                    if members != nil, let m = e.pointee.sharedMembers { members?.append(m) } else { members = nil }
                 }
                 let continuation = inputs.continuation
                 // Queued on the connection here, in the machine's order; answered in the background.
@@ -302,7 +302,7 @@ final class TriggerLane: Sendable {
                 let serialized = members.flatMap { $0.count == items.count && !$0.isEmpty ? $0 : nil }
                 if serialized == nil && group != 0 && definition.limits.batchSize > 1 && stamps.count == items.count {
                     shared = bodies.batch(ns, group: group, count: items.count, key: { (items[$0].index, items[$0].seq) },
-                                          event: { k in events[items[k].index]?.first { $0.seq == items[k].seq } })
+                                          event: { k in events.event(items[k]) })
                 }
                 // Members serialized already go straight into the buffer the POST is written
                 // from (a body array copied into it was one more copy of every byte sent).
@@ -314,7 +314,7 @@ final class TriggerLane: Sendable {
                 } else if group == 0 {
                     body = ByteBuffer(bytes: Self.body(items, events, namespace: ns, head: head, batch: definition.limits.batchSize > 1))
                 } else {
-                    let payload = items.compactMap { i in events[i.index]?.first { $0.seq == i.seq } }
+                    let payload = items.compactMap { events.event($0) }
                     body = ByteBuffer(bytes: Self.body(payload, namespace: ns, trigger: name, head: head, batch: definition.limits.batchSize > 1,
                                                        group: group, bodies: bodies))
                 }
@@ -325,7 +325,7 @@ final class TriggerLane: Sendable {
                 }
             case .settle(let indexes, let reason):
                 let dead = reason == nil ? 0 : indexes.reduce(0) { $0 + (events[$1]?.count ?? 0) }
-                for i in indexes { events[i] = nil }
+                events.forget(indexes)
                 // Own rows are rare (a 0.6.0 outbox's, replayed dead letters): no lookup per entry without them.
                 let own = settling.own.isEmpty ? [] : indexes.filter { settling.own.remove($0) != nil }
                 settling.queue.append((indexes, reason, dead, own))
@@ -490,7 +490,7 @@ final class TriggerLane: Sendable {
     /// (an item whose event is not held is left out, as there). A lane alone in its group (one
     /// trigger per pattern) writes every body so, and copying each event into a payload first
     /// (retaining and releasing each of its parts) was a share of its cost per event.
-    static func body(_ items: [TriggerDelivery.Event], _ events: [UInt64: [TriggerEvent]], namespace ns: String, head: [UInt8],
+    static func body(_ items: [TriggerDelivery.Event], _ events: TriggerLaneEvents, namespace ns: String, head: [UInt8],
                      batch: Bool) -> [UInt8] {
         var out: [UInt8] = []
         var wrote = 0
@@ -498,18 +498,15 @@ final class TriggerLane: Sendable {
             out.reserveCapacity(2 + items.count * (head.count + 384))
             out.append(0x5B)
         }
-        for i in items {
-            guard let held = events[i.index] else { continue }
-            let found: Bool = held.withUnsafeBufferPointer { evs in
-                guard let k = Self.place(i.seq, in: evs) else { return false }
-                if wrote > 0 { out.append(0x2C) }
-                out.append(contentsOf: head)
-                evs[k].writeSharedMembers(namespace: ns, into: &out)
-                return true
-            }
-            if found { wrote += 1 }
-            if found && !batch { return out }
+        events.forEach(items) { _, e in
+            // Unbatched: the first event held alone.
+            if !batch && wrote > 0 { return }
+            if wrote > 0 { out.append(0x2C) }
+            out.append(contentsOf: head)
+            e.pointee.writeSharedMembers(namespace: ns, into: &out)
+            wrote += 1
         }
+        if !batch && wrote > 0 { return out }
         if !batch { return Array("null".utf8) }
         out.append(0x5D)
         return out
