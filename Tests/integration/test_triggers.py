@@ -218,6 +218,31 @@ def test_dead_letter_after_the_ceiling_then_replay(node, ns, receiver):
     assert requests.post(admin("/msgs/pause"), timeout=5).status_code == 401
 
 
+def test_on_failure_stop_halts_until_resumed_then_delivers_in_order(node, ns, receiver):
+    """onFailure stop: after the retry ceiling the trigger halts at the failing event (the halt
+    is replicated and shown); an event committed while it is halted is not sent; resumed, both
+    arrive in log order, the failed one with its id."""
+    assert put_triggers(node, ns, {"st": trig(receiver.url, "/st/{id}", ["created"], retries=1, backoffMs=20, maxBackoffMs=40,
+                                              onFailure="stop")}).status_code == 200
+    admin = lambda p: f"{node.url}/.ember/triggers{p}?ns={ns}"
+    state = lambda: requests.get(admin(""), headers=OWNER, timeout=5).json()["triggers"]["st"]["state"]
+    receiver.status = 500
+    assert requests.put(f"{node.url}/st/a.json?ns={ns}", json=1).status_code == 200
+    halted = wait_for("the trigger halted", lambda: state().get("halted"))
+    assert "HTTP 500" in halted
+    attempts = len(receiver.attempts)
+    assert attempts == 2, receiver.attempts
+    receiver.status = 200
+    assert requests.put(f"{node.url}/st/b.json?ns={ns}", json=2).status_code == 200
+    # Both entries pending behind the halt (the second committed), none sent meanwhile.
+    wait_for("both entries pending", lambda: state()["pending"] == 2)
+    assert len(receiver.attempts) == attempts and receiver.received() == []
+    assert requests.post(admin("/st/resume"), headers=OWNER, timeout=5).status_code == 200
+    got = receiver.wait(2)
+    assert [e["ref"] for e in got] == ["/st/a", "/st/b"]
+    wait_for("the cursor past both", lambda: state()["pending"] == 0 and "halted" not in state())
+
+
 def test_delivery_resumes_from_the_cursor_after_kill9(tmp_path, receiver):
     """Every committed event arrives after a kill -9 while the receiver was down, in log order;
     an event delivered twice has the same id."""

@@ -57,7 +57,8 @@ public final class TriggerRuntime: Sendable {
 
     static func key(_ ns: String, _ name: String) -> String { ns + "/" + name }
 
-    func recorded(_ ns: String, _ name: String, _ d: Delivery, events: Int, latencies: [Double]) {
+    /// `latencies`: seconds from commit to the answer, each for `count` events.
+    func recorded(_ ns: String, _ name: String, _ d: Delivery, events: Int, latencies: [(seconds: Double, count: Int)]) {
         state.withLock { s in
             var lane = s.lanes[Self.key(ns, name)] ?? Lane()
             lane.recent.append(d)
@@ -65,10 +66,10 @@ public final class TriggerRuntime: Sendable {
             if d.outcome != "delivered" { lane.lastError = d.outcome }
             s.lanes[Self.key(ns, name)] = lane
             s.outcomes[d.outcome == "delivered" ? "delivered" : "failed", default: 0] += UInt64(events)
-            for l in latencies {
+            for (l, n) in latencies {
                 let i = Self.latencyBuckets.firstIndex { l <= $0 } ?? Self.latencyBuckets.count
-                s.latencyCounts[i] += 1
-                s.latencySum += l
+                s.latencyCounts[i] += UInt64(n)
+                s.latencySum += l * Double(n)
             }
         }
     }

@@ -197,24 +197,34 @@ final class TriggerLane: Sendable {
         var timer: Task<Void, Never>?
         defer { timer?.cancel() }
         runtime.setDelivering(ns, name, true)
+        // The replicated flags are read again after a wake, not after every answer or cursor:
+        // a pause, resume or halt is a log entry of the namespace, and its commit wakes every
+        // lane of it (`TriggerReach.namespace`); a read per input was a store read per POST.
+        var stateDue = true
         while !Task.isCancelled {
-            // Paused or halted (replicated flags): wait for a change.
-            let state = try? port.deliveryState(namespace: ns, trigger: name)
-            guard let state, !state.paused, state.halted == nil else {
-                if !machine.isIdle { machine.reset(); events.removeAll() }
-                wakePending.store(false, ordering: .relaxed)
-                _ = await next(&iterator, wakeAt: Self.nowMillis() + 1_000, timer: &timer)
-                continue
+            // Not while a partial batch lingers for a POST's answer (`TriggerDelivery.lingers`):
+            // the answer, or the linger's end, reads everything committed meanwhile at once,
+            // and the commits meanwhile do not wake the lane (its wake stays pending: no read
+            // per commit). A wake taken in meanwhile counts once the linger ends.
+            let lingering = machine.lingers(now: Self.nowMillis())
+            if !lingering && wakePending.exchange(false, ordering: .acquiringAndReleasing) { stateDue = true }
+            // Paused or halted (replicated flags): wait for a change. Read too while the
+            // machine halted itself (the halt it logged is committed by now).
+            if stateDue || machine.halted != nil {
+                let state = try? port.deliveryState(namespace: ns, trigger: name)
+                guard let state, !state.paused, state.halted == nil else {
+                    if !machine.isIdle { machine.reset(); events.removeAll() }
+                    wakePending.store(false, ordering: .relaxed)
+                    _ = await next(&iterator, wakeAt: Self.nowMillis() + 1_000, timer: &timer)
+                    stateDue = true
+                    continue
+                }
+                stateDue = false
             }
             // Resumed after a halt: from the outbox again.
             if machine.halted != nil { machine.reset(); events.removeAll() }
-            // Top up from the outbox: from the oldest row when idle (a replay may have put
-            // older rows back), else after the newest row taken. Not while a partial batch
-            // lingers for a POST's answer (`TriggerDelivery.lingers`): the answer, or the
-            // linger's end, reads everything committed meanwhile at once, and the commits
-            // meanwhile do not wake the lane (its wake stays pending: no read per commit).
-            let lingering = machine.lingers(now: Self.nowMillis())
-            if !lingering { wakePending.store(false, ordering: .relaxed) }
+            // Top up from the outbox (not while lingering): from the oldest row when idle (a
+            // replay may have put older rows back), else after the newest row taken.
             // Reads until the machine wants no more or the outbox has no more rows (at most
             // `maxReadsPerTurn`): one read of `maxRowsPerRead` rows a turn capped a batching
             // trigger's POSTs at 256 entries' events whatever its `batchSize`, and a lane
@@ -239,6 +249,7 @@ final class TriggerLane: Sendable {
             }
             await perform(machine.poll(now: Self.nowMillis()), &machine, &events, &settling)
             guard let input = await next(&iterator, wakeAt: machine.nextWake, timer: &timer) else { return }
+            if case .wake = input { stateDue = true }
             switch input {
             case .completed(let batch, let error, _):
                 await perform(machine.completed(batch: batch, error: error, now: Self.nowMillis()), &machine, &events, &settling)
@@ -253,6 +264,7 @@ final class TriggerLane: Sendable {
                     events.removeAll()
                     settling = Settling()
                     try? await Task.sleep(for: .milliseconds(200))
+                    stateDue = true
                     continue
                 }
                 settling.held.remove(done.indexes)
@@ -542,7 +554,18 @@ final class TriggerLane: Sendable {
             failure = pipeError ?? "no connection"
         }
         let end = Self.nowMillis()
-        let latencies = failure == nil ? stamps.map { Double(max(0, end - $0)) / 1000 } : []
+        // Events of one entry (and entries of one millisecond) share their stamp: one latency
+        // per run of equal stamps, with its count (the histogram was searched per event).
+        var latencies: [(seconds: Double, count: Int)] = []
+        if failure == nil {
+            var k = 0
+            while k < stamps.count {
+                var j = k + 1
+                while j < stamps.count && stamps[j] == stamps[k] { j += 1 }
+                latencies.append((Double(max(0, end - stamps[k])) / 1000, j - k))
+                k = j
+            }
+        }
         runtime.recorded(ns, name, .init(events: items, outcome: failure ?? "delivered", status: status, millis: end - start, at: end),
                          events: stamps.count, latencies: latencies)
         return (failure, status)
