@@ -135,7 +135,11 @@ public enum KeyOrder {
             out.append(0x00)
         } else {
             out.append(0x02)
-            for b in utf8 { out.append(textOrderByte(b)) }
+            // The bytes copied at once, then the rare lead bytes 0xEE / 0xEF mapped in place: an
+            // append per byte was most of encoding a write's key (every member, every write).
+            let start = out.count
+            out.append(contentsOf: utf8)
+            for k in start..<out.count where out[k] >= 0xEE { out[k] = textOrderByte(out[k]) }
             out.append(0x00)
         }
     }

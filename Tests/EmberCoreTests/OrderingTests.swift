@@ -101,6 +101,14 @@ struct KeyOrderTests {
             let byMapped = ma == mb ? 0 : (ma.lexicographicallyPrecedes(mb) ? -1 : 1)
             #expect(byMapped == expected)
             #expect(String(decoding: ma.map { KeyOrder.textByte(fromOrderByte: $0) }, as: UTF8.self).utf8.elementsEqual(a.utf8))
+            // A text key's sort key (the storage's key bytes) is exactly its mapped bytes,
+            // copied at once and mapped in place; after bytes already in the buffer, as a path's
+            // keys are written one after another.
+            if !a.isEmpty, KeyOrder.int32Value(utf8: a.utf8) == nil {
+                var out: [UInt8] = [0xEE, 0xEF]
+                KeyOrder.appendSortKey(a, to: &out)
+                #expect(out == [0xEE, 0xEF, 0x02] + ma + [0x00], "\(Array(a.unicodeScalars))")
+            }
         }
     }
 
