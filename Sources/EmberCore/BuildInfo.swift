@@ -22,9 +22,12 @@ public enum BuildInfo {
     /// wildcards (`TriggerCompactRecord.format`; 0.8.0: format 5's records are still read as
     /// they are, so nothing to migrate; a format-5 build refuses the directory). Snapshots carry
     /// full records only, so members of either format install each other's.
+    /// 7: the shared change records in a table of their own keyed by log index first
+    /// (`TriggerRecordRows`; 0.8.0: a format-6 directory's records move there when it opens; a
+    /// format-6 build refuses the directory). Snapshots carry them in format 6's layout.
     /// A build opens every level up to `storageFormat` (older ones are
     /// migrated in place when the directory opens) and refuses a directory marked newer.
-    public static let storageFormat = 6
+    public static let storageFormat = 7
     /// The oldest storage format this build still opens (and migrates).
     public static let oldestStorageFormat = 1
 

@@ -7,7 +7,7 @@ extension Applier {
         guard e.auth == .admin else { throw StorageError.invalid(.invalidData("Only an admin may change triggers")) }
         let ns = e.namespace
         // Definitions and cursors prune records and rewrite summaries (`TriggerTails`).
-        tails?.forgetAll()
+        for tail in tails?.forgetAll() ?? [] { try writeHead(tail) }
         switch op {
         case .define(let text):
             try defineTriggers(e, text)
@@ -111,7 +111,7 @@ extension Applier {
     func settleTrigger(_ e: LogEntry, name: String, _ st: inout TriggerState, indexes: [UInt64], through: UInt64?, reason: String?) throws {
         let ns = e.namespace
         let outbox = TriggerKeys.outboxPrefix(ns, name), dead = TriggerKeys.deadPrefix(ns, name)
-        let records = st.group != 0 ? TriggerChangeLog.recordsPrefix(ns, st.group) : nil
+        let records = st.group != 0 ? TriggerRecordRows.stream(ns, st.group) : nil
         let before = st.cursor
         for i in indexes {
             let key = TriggerKeys.row(outbox, i)
@@ -122,7 +122,7 @@ extension Applier {
                 st.pendingBytes -= UInt64(own.count)
                 row = own
             } else if reason != nil, let records, i > before, st.keepThrough == 0 || i <= st.keepThrough,
-                      let record = try t.get(tables.meta, TriggerKeys.row(records, i)) {
+                      let record = try t.get(tables.trigrec, TriggerRecordRows.key(i, records)) {
                 var w = ByteWriter()
                 TriggerRecord.encode(try TriggerChangeLog.events(tables, t, index: i, record), into: &w)
                 row = w.bytes

@@ -124,6 +124,7 @@ extension Applier {
         let last: TriggerChangeLog.Position
         let existing: [UInt8]?
         let prefix: [UInt8]
+        let prunedThrough: UInt64
         var fromTail = false
         if let tail = tails?.tail(ns, group), tail.last.index < e.index {
             fromTail = true
@@ -132,16 +133,20 @@ extension Applier {
             last = tail.last
             existing = nil
             prefix = tail.prefix
+            prunedThrough = tail.prunedThrough
         } else {
-            prefix = TriggerChangeLog.recordsPrefix(ns, group)
+            // A tail at this index (an onDisconnect run's second write): the store's head is
+            // behind it until it is written.
+            if tails?.tail(ns, group)?.headOwed == true { try writeHead(tails?.forget(ns, group)) }
+            prefix = TriggerRecordRows.stream(ns, group)
             summary = try TriggerChangeLog.summary(tables, t, ns, group)
-            let found = try TriggerChangeLog.last(tables, t, ns, group, floor: summary.floor, recordAt: e.index)
+            let found = try TriggerChangeLog.last(tables, t, prefix, floor: summary.floor, recordAt: e.index)
             last = found.last
             existing = found.record
+            prunedThrough = found.prunedThrough
         }
-        let key = TriggerKeys.row(prefix, e.index)
         if let existing {
-            tails?.forget(ns, group)
+            try writeHead(tails?.forget(ns, group))
             // An onDisconnect run applies several writes at one index: their events share its
             // record (a full one: such an entry's records never go compact).
             let existing = try TriggerChangeLog.full(tables, t, index: e.index, existing)
@@ -150,15 +155,23 @@ extension Applier {
             let before = TriggerChangeLog.Position(index: e.index, records: at.records - 1, bytes: at.bytes - UInt64(existing.count),
                                                    events: at.events - UInt64(events.count))
             for var ev in fresh() { ev.seq = events.count; events.append(ev) }
-            try t.put(tables.meta, key, TriggerChangeLog.encodeRecord(events, after: before, index: e.index).bytes)
+            let whole = TriggerChangeLog.encodeRecord(events, after: before, index: e.index)
+            try TriggerRecordRows.put(tables, t, prefix, index: e.index, whole.bytes, at: whole.at, prunedThrough: prunedThrough)
             return
         }
         let (record, at) = encode(last)
         if at.records <= summary.allowRecords && at.bytes <= summary.allowBytes {
-            try t.put(tables.meta, key, record)
-            // From the tail: only its position moves (no summary or prefix copied back).
-            if !fromTail || tails?.advance(ns, group, to: at) == false {
-                tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: at, prefix: prefix))
+            if let tails {
+                // The head moves with the tail, written once when the transaction ends.
+                try t.putOrdered(tables.trigrec, TriggerRecordRows.key(e.index, prefix), record)
+                // From the tail: only its position moves (no summary or prefix copied back).
+                if !fromTail || !tails.advance(ns, group, to: at),
+                   !tails.note(ns, group, TriggerTails.Tail(summary: summary, last: at, prefix: prefix, prunedThrough: prunedThrough,
+                                                            headOwed: true)) {
+                    try TriggerRecordRows.putHead(tables, t, prefix, TriggerRecordRows.Head(last: at, prunedThrough: prunedThrough))
+                }
+            } else {
+                try TriggerRecordRows.put(tables, t, prefix, index: e.index, record, at: at, prunedThrough: prunedThrough)
             }
             if tails?.collecting == true {
                 // Serialized here once for a group's lanes, not looked up per event by each.
@@ -169,7 +182,7 @@ extension Applier {
             return
         }
         // States and the summary are rewritten below.
-        tails?.forget(ns, group)
+        try writeHead(tails?.forget(ns, group))
         var members: [(TriggerDefinition, TriggerState)] = []
         var skipping: [(member: Int, passed: Bool)] = []
         for d in triggers[ns]?.definitions ?? [] where !d.feed && d.group == group {
@@ -196,7 +209,7 @@ extension Applier {
             members.append((d, st))
         }
         let kept = members.count > skipping.count
-        if kept { try t.put(tables.meta, key, record) }
+        if kept { try TriggerRecordRows.put(tables, t, prefix, index: e.index, record, at: at, prunedThrough: prunedThrough) }
         for (k, passed) in skipping {
             // A record kept for the others counts its events and the skip (`folded`); without
             // one they are counted here. A state neither is unchanged: not rewritten.
@@ -216,10 +229,21 @@ extension Applier {
             // Each write of the group then costs its triggers' counts only, not the summary's
             // rewrite and the stream's walk; the tail stays for the batch's next write.
             assert(summary.allowRecords == 0 && summary.allowBytes == 0, "a group whose triggers all skip has no headroom")
-            tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: last, prefix: prefix))
+            tails?.note(ns, group, TriggerTails.Tail(summary: summary, last: last, prefix: prefix, prunedThrough: prunedThrough))
             return
         }
         try TriggerChangeLog.refresh(tables, t, ns, group, members: members)
+    }
+
+    /// Writes a forgotten tail's owed head (`TriggerTails.takeOwedHeads`).
+    func writeHead(_ tail: TriggerTails.Tail?) throws {
+        guard let tail else { return }
+        try TriggerRecordRows.putHead(tables, t, tail.prefix, TriggerRecordRows.Head(last: tail.last, prunedThrough: tail.prunedThrough))
+    }
+
+    /// Writes the heads the transaction's tails owe: before it commits.
+    func writeOwedHeads() throws {
+        for tail in tails?.takeOwedHeads() ?? [] { try writeHead(tail) }
     }
 
     /// A feed's own row for the entry: it keeps the newest entries, the oldest go, and its

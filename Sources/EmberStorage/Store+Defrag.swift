@@ -95,7 +95,8 @@ enum Defrag {
     /// The named tables by handle, to find a noted key's table in the copy.
     static func tableNames(_ t: Tables) -> [MDB_dbi: String] {
         var names: [MDB_dbi: String] = [t.tree: "tree", t.ver: "ver", t.idx: "idx", t.meta: "meta",
-                                        t.treex: "treex", t.verx: "verx", t.idxx: "idxx", t.idxloc: "idxloc", t.idxlocx: "idxlocx"]
+                                        t.treex: "treex", t.verx: "verx", t.idxx: "idxx", t.idxloc: "idxloc", t.idxlocx: "idxlocx",
+                                        t.trigrec: TriggerRecordRows.tableName]
         for (slot, dbi) in t.logRing.enumerated() { names[dbi] = LogRing.tableName(slot) }
         return names
     }
@@ -330,7 +331,7 @@ extension Writer {
 
 extension Tables {
     func sameHandles(_ o: Tables) -> Bool {
-        [tree, ver, idx, meta, treex, verx, idxx, idxloc, idxlocx] + logRing
-            == [o.tree, o.ver, o.idx, o.meta, o.treex, o.verx, o.idxx, o.idxloc, o.idxlocx] + o.logRing
+        [tree, ver, idx, meta, treex, verx, idxx, idxloc, idxlocx, trigrec] + logRing
+            == [o.tree, o.ver, o.idx, o.meta, o.treex, o.verx, o.idxx, o.idxloc, o.idxlocx, o.trigrec] + o.logRing
     }
 }

@@ -52,9 +52,10 @@ extension EmberStore {
     public func footprint() throws -> StorageFootprint {
         let t = tables
         // The index's pages include its location ids' (`idxloc`); its entries count rows only.
+        // The trigger records' table counts as meta (where format 6 kept them).
         let groups: [(String, [MDB_dbi], entries: Int)] = [("tree", [t.tree, t.treex], 2), ("versions", [t.ver, t.verx], 2),
                                                            ("index", [t.idx, t.idxx, t.idxloc, t.idxlocx], 2),
-                                                           ("log", t.logRing, t.logRing.count), ("meta", [t.meta], 1)]
+                                                           ("log", t.logRing, t.logRing.count), ("meta", [t.meta, t.trigrec], 2)]
         let fileBytes = (try? FileManager.default.attributesOfItem(atPath: directory + "/data.mdb")[.size] as? Int) ?? 0
         return try withVisibleRead { txn in
             var pageSize = 4096

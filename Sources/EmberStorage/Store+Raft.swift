@@ -308,6 +308,7 @@ extension Writer {
             try t.deletePrefix(tables.meta, Array("indexes/".utf8))
             try t.deletePrefix(tables.meta, StoredRules.metaPrefix)
             try t.deletePrefix(tables.meta, TriggerKeys.prefix)
+            try t.drop(tables.trigrec, delete: false)
             // Each table's rows come in key order (versions in two runs): full pages.
             var ordered = DenseCopy.OrderedPuts()
             while let chunk = try next() {
@@ -329,7 +330,14 @@ extension Writer {
                     case 8: longRows.append(try SplitTable.decodeRow(v))
                     case 6, 7: try t.put(EmberStore.overflowSnapshotTags(tables)[Int(tag) - 6].1, k, v)
                     case 5:
-                        try t.put(tables.meta, k, v)
+                        if TriggerChangeLog.isRecordRow(k) {
+                            // A shared change record in format 6's layout (every sender's): to its table
+                            // (a format-7 sender's come in the table's order: full pages).
+                            let (ns, group, index) = TriggerChangeLog.legacyRow(k)
+                            try t.putOrdered(tables.trigrec, TriggerRecordRows.key(index, TriggerRecordRows.stream(ns, group)), v)
+                        } else {
+                            try t.put(tables.meta, k, v)
+                        }
                     case 0xFF:
                         var h = ByteReader(v)
                         a = try h.u64(); aTerm = try h.u64(); ts = Int64(bitPattern: try h.u64())
@@ -370,6 +378,7 @@ extension Writer {
             }
             try t.drop(staging, delete: true)
             rules = try StoredRules.loadAll(tables, t)
+            try TriggerRecordRows.rebuildHeads(tables, t)
             // A stream from a 0.6.0 member: its triggers join their shared change records.
             try TriggerChangeLog.migrate(tables, t)
             triggerSets = try tables.allTriggerSets(t)

@@ -188,6 +188,8 @@ public final class EmberStore: @unchecked Sendable {
             try tables.markStorageFormat(Txn(ptr: t!))
             _ = try Tables.dropLegacyTables(t!)
             try tables.noteOverflowRows(Txn(ptr: t!))
+            // Shared change records of a format-6 directory move to their table (once).
+            try TriggerRecordRows.migrate(tables, Txn(ptr: t!))
             // Triggers of a 0.6.0 directory join their shared change records (once).
             try TriggerChangeLog.migrate(tables, Txn(ptr: t!))
             let opened = t

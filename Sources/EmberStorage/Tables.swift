@@ -18,6 +18,8 @@ import EmberCore
 /// * `log2` … `log32`: the same, the other tables of a single archiving node's ring of log
 ///   tables (`LogRing`; `log` is its first)
 /// * `meta`:   named slots (applied index, last log index/term, first log index, hard state, index definitions)
+/// * `trigrec`: index (u64 BE) + group (u64) + ns → a trigger group's shared change record
+///   (`TriggerRecordRows`; storage format 7, before in `meta` under `triggers/r/`)
 ///
 /// `tree`, `ver`, `idx` and `idxloc` keep keys of up to 480 bytes; longer keys (long paths: Firebase
 /// allows 32 levels of 768-byte keys) go to their overflow twins `treex`, `verx`, `idxx`, `idxlocx`
@@ -36,6 +38,8 @@ struct Tables {
     let idxx: MDB_dbi
     let idxloc: MDB_dbi
     let idxlocx: MDB_dbi
+    /// The trigger groups' shared change records (`TriggerRecordRows`, storage format 7).
+    let trigrec: MDB_dbi
 
     let overflowUse = [OverflowUse(false), OverflowUse(false), OverflowUse(false), OverflowUse(false)]
     /// Whether writes store small objects as `InlineObject` records (`StoreOptions.inlineObjects`).
@@ -67,9 +71,10 @@ struct Tables {
                                                     try open("idxloc"), try open("idxlocx"))
         // The ring's other tables after the rest: every other table keeps the handle it had.
         let others = try (2..<LogRing.tableCount).map { try open(LogRing.tableName($0)) }
+        let trigrec = try open(TriggerRecordRows.tableName)
         let ring = [log, log2] + others
         return Tables(tree: tree, ver: ver, idx: idx, log: log, log2: log2, logRing: ring, meta: meta,
-                      treex: treex, verx: verx, idxx: idxx, idxloc: idxloc, idxlocx: idxlocx,
+                      treex: treex, verx: verx, idxx: idxx, idxloc: idxloc, idxlocx: idxlocx, trigrec: trigrec,
                       inlineObjects: inlineObjects, orderedRecords: orderedRecords, textRecords: textRecords)
     }
 

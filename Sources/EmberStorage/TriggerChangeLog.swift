@@ -1,8 +1,11 @@
+import CLMDB
 import EmberCore
 
 /// The shared change records of triggers (issue 36): the triggers of a namespace on one pattern
 /// that fire on the same kinds form a group (`TriggerDefinition.group`) and read one stream of
-/// records, one per log entry that gives them events: `triggers/r/<ns>\0<group><index>`. A
+/// records, one per log entry that gives them events, in the table `trigrec` keyed by log index
+/// first (`TriggerRecordRows`; format 6 kept them in `meta` at `triggers/r/<ns>\0<group><index>`,
+/// the layout snapshots still carry). A
 /// write costs one record per group however many triggers read it, and no trigger's state is
 /// rewritten; each trigger's cursor says how far it read, and its pending figures are the
 /// stream's running counts (kept in each record) minus those at its cursor.
@@ -33,6 +36,7 @@ enum TriggerChangeLog {
     static let recordFormat: UInt8 = 3
     static let headerBytes = 1 + 3 * 8
 
+    /// A group's stream in format 6's `meta` layout (snapshots; a format-6 directory's rows).
     static func recordsPrefix(_ ns: String, _ group: UInt64) -> [UInt8] {
         var w = ByteWriter(capacity: TriggerKeys.prefix.count + 3 + ns.utf8.count + 16)
         w.bytes.append(contentsOf: TriggerKeys.prefix)
@@ -113,10 +117,17 @@ enum TriggerChangeLog {
 
     // MARK: - Compact records
 
-    /// Where the groups' record rows start (`triggers/r/`), and whether `k` is one: at least a
-    /// namespace's terminator, a group and an index after it.
+    /// Where the groups' record rows start in format 6's `meta` layout (`triggers/r/`), and
+    /// whether `k` is one: at least a namespace's terminator, a group and an index after it.
     static let recordRows = TriggerKeys.prefix + Array("r/".utf8)
     static func isRecordRow(_ k: [UInt8]) -> Bool { k.count >= recordRows.count + 17 && k.starts(with: recordRows) }
+
+    /// The namespace, group and index of such a row.
+    static func legacyRow(_ k: [UInt8]) -> (ns: String, group: UInt64, index: UInt64) {
+        let stream = Array(k.prefix(k.count - 8))
+        return (String(decoding: stream[recordRows.count..<(stream.count - 9)], as: UTF8.self),
+                TriggerKeys.index(ofRow: stream), TriggerKeys.index(ofRow: k))
+    }
 
     /// What `expandCompacted` did: the records it made full, and the groups whose streams still
     /// held a record of an entry it looked at (full or compact): their triggers have not read
@@ -133,29 +144,22 @@ enum TriggerChangeLog {
     static func expandCompacted(_ tables: Tables, _ t: Txn, from: UInt64, through: UInt64) throws -> Expansion {
         var out = Expansion()
         guard from <= through else { return out }
-        let c = try t.cursor(tables.meta)
+        // Index first: the entries' records are one range of the table, every group's.
+        let c = try t.cursor(tables.trigrec)
         defer { c.close() }
-        var entry = try c.seek(recordRows)
-        while let (k, _) = entry, isRecordRow(k) {
-            // One group's stream: `<ns>\0<group>` then the index.
-            let stream = Array(k.prefix(k.count - 8))
-            var held = false
-            entry = try c.seek(TriggerKeys.row(stream, from))
-            while let (rk, v) = entry, rk.count == stream.count + 8, rk.starts(with: stream) {
-                let i = TriggerKeys.index(ofRow: rk)
-                if i > through { break }
-                held = true
-                if TriggerCompactRecord.isCompact(v) {
-                    try c.put(rk, try full(tables, t, index: i, v))
-                    out.expanded += 1
-                }
-                entry = try c.next()
+        var entry = try c.seek(TriggerRecordRows.key(max(from, 1), []))
+        var seen: Set<[UInt8]> = []
+        while let (k, v) = entry, TriggerRecordRows.index(of: k) <= through {
+            if TriggerCompactRecord.isCompact(v) {
+                try c.put(k, try full(tables, t, index: TriggerRecordRows.index(of: k), v))
+                out.expanded += 1
             }
-            if held && out.behind.count < TriggerTails.maxGroups {
-                let ns = String(decoding: stream[recordRows.count..<(stream.count - 9)], as: UTF8.self)
-                out.behind.insert(TriggerTails.Key(ns: ns, group: TriggerKeys.index(ofRow: stream)))
+            let stream = Array(k[8...])
+            if out.behind.count < TriggerTails.maxGroups && seen.insert(stream).inserted {
+                let (ns, group) = TriggerRecordRows.namespaceAndGroup(k)
+                out.behind.insert(TriggerTails.Key(ns: ns, group: group))
             }
-            entry = try c.seek(TriggerKeys.row(stream, .max))
+            entry = try c.next()
         }
         return out
     }
@@ -164,13 +168,11 @@ enum TriggerChangeLog {
     /// snapshot carries (its installer has no log before it; older builds read full records).
     static func fullRows(_ tables: Tables, _ t: Txn, put: ([UInt8], [UInt8]) throws -> Void) throws {
         try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in
-            if TriggerCompactRecord.isCompact(v) && isRecordRow(k) {
-                try put(k, try full(tables, t, index: TriggerKeys.index(ofRow: k), v))
-            } else {
-                try put(k, v)
-            }
+            if !k.starts(with: TriggerRecordRows.headPrefix) { try put(k, v) }
             return true
         }
+        // The records in format 6's layout (the peer protocol's).
+        try TriggerRecordRows.legacyRows(tables, t, full: { _, i, v in try full(tables, t, index: i, v) }, put: put)
     }
 
     // MARK: - Summary
@@ -195,36 +197,46 @@ enum TriggerChangeLog {
 
     // MARK: - Positions
 
-    /// The stream's newest position: its last record's, or the newest pruned one's.
+    /// The stream's newest position: its last record's (its head's), or the newest pruned one's.
     static func last(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, floor: Position) throws -> Position {
-        try at(tables, t, ns, group, index: .max, floor: floor)
+        let head = try TriggerRecordRows.head(tables, t, TriggerRecordRows.stream(ns, group))
+        return Position.newer(head?.last ?? Position(), floor)
     }
 
-    /// `last`, and the newest record itself when it is the one at `index` (one seek: what a
-    /// write's record follows, or the record an onDisconnect run's earlier write made).
-    static func last(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, floor: Position,
-                     recordAt index: UInt64) throws -> (last: Position, record: [UInt8]?) {
-        let prefix = recordsPrefix(ns, group)
-        let c = try t.cursor(tables.meta)
-        defer { c.close() }
-        var found = Position()
+    /// `last`, and the newest record itself when it is the one at `index` (what a write's
+    /// record follows, or the record an onDisconnect run's earlier write made), and the head's
+    /// `prunedThrough` (the write keeps it).
+    static func last(_ tables: Tables, _ t: Txn, _ stream: [UInt8], floor: Position,
+                     recordAt index: UInt64) throws -> (last: Position, record: [UInt8]?, prunedThrough: UInt64) {
+        guard let head = try TriggerRecordRows.head(tables, t, stream) else { return (floor, nil, 0) }
         var record: [UInt8]?
-        if let (k, v) = try c.seekLastLE(TriggerKeys.row(prefix, .max)), k.count == prefix.count + 8, k.starts(with: prefix) {
-            found = try position(TriggerKeys.index(ofRow: k), v)
-            if found.index == index { record = v }
+        if head.last.index == index && head.last.records > 0 {
+            record = try t.get(tables.trigrec, TriggerRecordRows.key(index, stream))
         }
-        return (Position.newer(found, floor), record)
+        return (Position.newer(head.last, floor), record, head.prunedThrough)
     }
 
     /// The stream's position at log index `index`: the running counts of the records at or
-    /// before it.
+    /// before it (its newest such record, found walking back over the other groups' rows:
+    /// when cursors move, where it is mostly the row just before).
     static func at(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, index: UInt64, floor: Position) throws -> Position {
-        let prefix = recordsPrefix(ns, group)
-        let c = try t.cursor(tables.meta)
-        defer { c.close() }
+        let stream = TriggerRecordRows.stream(ns, group)
         var found = Position()
-        if let (k, v) = try c.seekLastLE(TriggerKeys.row(prefix, index)), k.count == prefix.count + 8, k.starts(with: prefix) {
-            found = try position(TriggerKeys.index(ofRow: k), v)
+        if let head = try TriggerRecordRows.head(tables, t, stream) {
+            if head.last.index <= index {
+                found = head.last
+            } else {
+                let c = try t.cursor(tables.trigrec)
+                defer { c.close() }
+                var entry = try c.seekLastLT(TriggerRecordRows.key(index &+ 1, []))
+                while let (k, v) = entry {
+                    if TriggerRecordRows.isStream(k, stream) {
+                        found = try position(TriggerRecordRows.index(of: k), v)
+                        break
+                    }
+                    entry = try c.prev()
+                }
+            }
         }
         return floor.index <= index ? Position.newer(found, floor) : found
     }
@@ -236,7 +248,11 @@ enum TriggerChangeLog {
     static func read(_ tables: Tables, _ t: Txn, _ ns: String, _ state: TriggerState, after: UInt64,
                      limit: Int, cache: TriggerRecordCache? = nil) throws -> [(index: UInt64, events: [TriggerEvent])] {
         guard state.group != 0, limit > 0, after < .max else { return [] }
-        let prefix = recordsPrefix(ns, state.group)
+        let stream = TriggerRecordRows.stream(ns, state.group)
+        let start = TriggerRecordRows.key(max(after + 1, 1), [])
+        // The group's newest record: the scan stops there, not at the table's end.
+        guard let head = try TriggerRecordRows.head(tables, t, stream), head.last.index > after else { return [] }
+        let end = state.keepThrough != 0 ? min(state.keepThrough, head.last.index) : head.last.index
         if let cache {
             // The lanes of a group read the same records: after the first, each finds them
             // decoded, so the scan copies no record's bytes; a record not cached yet is copied
@@ -244,10 +260,11 @@ enum TriggerChangeLog {
             // second lookup by its key, which a lane alone in its group paid on every record).
             var indexes: [UInt64] = []
             var values: [UnsafeRawBufferPointer] = []
-            try t.scanBorrowed(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in
-                guard k.count == prefix.count + 8 else { return true }
-                let i = k.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                if state.keepThrough != 0 && i > state.keepThrough { return false }
+            try t.scanBorrowed(tables.trigrec, prefix: [], startingAt: start) { k, v in
+                let i = TriggerRecordRows.index(of: k)
+                if i > end { return false }
+                // Another group's row: skipped (read in place, nothing copied).
+                guard TriggerRecordRows.isStream(k, stream) else { return true }
                 indexes.append(i)
                 values.append(v)
                 return indexes.count < limit
@@ -258,11 +275,11 @@ enum TriggerChangeLog {
                                     })
         }
         var found: [(index: UInt64, value: [UInt8])] = []
-        try t.scan(tables.meta, prefix: prefix, startingAt: TriggerKeys.row(prefix, after + 1)) { k, v in
-            guard k.count == prefix.count + 8 else { return true }
-            let i = TriggerKeys.index(ofRow: k)
-            if state.keepThrough != 0 && i > state.keepThrough { return false }
-            found.append((i, v))
+        try t.scanBorrowed(tables.trigrec, prefix: [], startingAt: start) { k, v in
+            let i = TriggerRecordRows.index(of: k)
+            if i > end { return false }
+            guard TriggerRecordRows.isStream(k, stream) else { return true }
+            found.append((i, Array(v)))
             return found.count < limit
         }
         var out: [(index: UInt64, events: [TriggerEvent])] = []
@@ -294,14 +311,65 @@ enum TriggerChangeLog {
 
     // MARK: - Upkeep (when cursors move, never per write)
 
+    /// Deletes the stream's records after `after` through `through` that no hold (after,
+    /// through] covers, walking the table from `after` (the other groups' rows in the way are
+    /// read in place, held ranges skipped by a seek); returns the newest one deleted. A stream
+    /// read to its end is the table's first rows: whole pages go.
+    static func prune(_ tables: Tables, _ t: Txn, _ stream: [UInt8], after: UInt64, through: UInt64,
+                      holds: [(UInt64, UInt64)], limit: Int = .max) throws -> (newest: Position?, stoppedAt: UInt64?) {
+        guard after < through else { return (nil, nil) }
+        let c = try t.cursor(tables.trigrec)
+        defer { c.close() }
+        // Each row read in place (the other groups' rows are most of a walk): its index, and
+        // its position when it is the stream's own.
+        func row(_ o: MDB_cursor_op, _ key: [UInt8]? = nil) throws -> (index: UInt64, own: Position?)? {
+            try c.inPlace(o, key: key) { k, v in
+                let i = TriggerRecordRows.index(of: k)
+                return (i, TriggerRecordRows.isStream(k, stream) ? try position(i, Array(v)) : nil)
+            }
+        }
+        var newest: Position?
+        var deleted = 0
+        var hold = 0
+        var entry = try row(MDB_SET_RANGE, TriggerRecordRows.key(max(after + 1, 1), []))
+        while let (i, own) = entry {
+            if i > through { break }
+            while hold < holds.count && i > holds[hold].1 { hold += 1 }
+            if hold < holds.count && i > holds[hold].0 {
+                // Held: go on after this hold's end.
+                if holds[hold].1 >= through { break }
+                entry = try row(MDB_SET_RANGE, TriggerRecordRows.key(holds[hold].1 + 1, []))
+                continue
+            }
+            guard let own else { entry = try row(MDB_NEXT); continue }
+            // The batch is full: the rest goes with the group's next refresh (the same rows on
+            // every member: the limit counts the stream's own rows).
+            if deleted == limit { return (newest, i - 1) }
+            deleted += 1
+            newest = own
+            try c.deleteCurrent()
+            // After `mdb_cursor_del` MDB_NEXT returns the record that followed (`deletePrefix`).
+            entry = try row(MDB_NEXT)
+        }
+        return (newest, nil)
+    }
+
+    /// Named limit: records one refresh of a group deletes (one transaction's share of a long
+    /// backlog delivered at once; a group with no trigger left goes whole).
+    static let maxPrunedPerRefresh = 8_192
+
     /// After the group's triggers' cursors or limits changed: deletes the records no trigger
     /// holds any more (a trigger holds those after its cursor, up to its `keepThrough` while it
     /// has one) and writes the summary. No trigger left: the whole stream goes.
     static func refresh(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64,
                         members: [(TriggerDefinition, TriggerState)]) throws {
-        let prefix = recordsPrefix(ns, group)
+        let stream = TriggerRecordRows.stream(ns, group)
+        let head = try TriggerRecordRows.head(tables, t, stream)
         guard !members.isEmpty else {
-            try t.deletePrefix(tables.meta, prefix)
+            if let head {
+                _ = try prune(tables, t, stream, after: head.prunedThrough, through: head.last.index, holds: [])
+                _ = try t.delete(tables.meta, TriggerRecordRows.headKey(stream))
+            }
             _ = try t.delete(tables.meta, summaryKey(ns, group))
             return
         }
@@ -314,24 +382,16 @@ enum TriggerChangeLog {
             if let l = merged.last, h.0 <= l.1 { merged[merged.count - 1].1 = max(l.1, h.1) } else { merged.append(h) }
         }
         holds = merged
-        let c = try t.cursor(tables.meta)
-        defer { c.close() }
-        var entry = try c.seek(prefix)
-        var hold = 0
-        while let (k, v) = entry, k.starts(with: prefix) {
-            guard k.count == prefix.count + 8 else { entry = try c.next(); continue }
-            let i = TriggerKeys.index(ofRow: k)
-            while hold < holds.count && i > holds[hold].1 { hold += 1 }
-            if hold < holds.count && i > holds[hold].0 {
-                // Held: go on after this hold's end.
-                if holds[hold].1 == .max { break }
-                entry = try c.seek(TriggerKeys.row(prefix, holds[hold].1 &+ 1))
-                continue
+        if let head {
+            let (newest, stopped) = try prune(tables, t, stream, after: head.prunedThrough, through: head.last.index, holds: holds,
+                                              limit: maxPrunedPerRefresh)
+            if let newest { s.floor = Position.newer(s.floor, newest) }
+            // Nothing before the least hold's start is held: the next walk starts there (or
+            // where this one stopped).
+            let pruned = max(head.prunedThrough, min(holds.first?.0 ?? head.last.index, head.last.index, stopped ?? .max))
+            if pruned != head.prunedThrough {
+                try TriggerRecordRows.putHead(tables, t, stream, TriggerRecordRows.Head(last: head.last, prunedThrough: pruned))
             }
-            s.floor = Position.newer(s.floor, try position(i, v))
-            try c.deleteCurrent()
-            // After `mdb_cursor_del` MDB_NEXT returns the record that followed (`deletePrefix`).
-            entry = try c.next()
         }
         // How far the stream may grow: the least of each keeping trigger's headroom.
         var allowRecords = UInt64.max, allowBytes = UInt64.max, keeping = false

@@ -10,7 +10,8 @@ import EmberCore
 /// (`TriggerChangeLog.migrate`): nothing undelivered is lost either way.
 enum TriggerLegacyLayout {
     static let statePrefix = TriggerKeys.prefix + Array("s/".utf8)
-    static let sharedPrefixes = [TriggerKeys.prefix + Array("r/".utf8), TriggerKeys.prefix + Array("g/".utf8)]
+    static let sharedPrefixes = [TriggerKeys.prefix + Array("r/".utf8), TriggerKeys.prefix + Array("g/".utf8),
+                                 TriggerRecordRows.headPrefix]
 
     /// Every row under `triggers/` in 0.6.0's layout, to `put`, from one read transaction.
     static func rows(_ tables: Tables, _ t: Txn, put: ([UInt8], [UInt8]) throws -> Void) throws {

@@ -21,12 +21,16 @@ final class TriggerTails {
     struct Tail {
         var summary: TriggerChangeLog.Summary
         var last: TriggerChangeLog.Position
-        /// The stream's key prefix (`TriggerChangeLog.recordsPrefix`), built once for its writes.
+        /// The stream's key after the index (`TriggerRecordRows.stream`), built once for its writes.
         var prefix: [UInt8]
+        /// Its head's `prunedThrough` (kept with the head).
+        var prunedThrough: UInt64 = 0
+        /// Whether its head in the store is behind `last` (`takeOwedHeads`).
+        var headOwed = false
     }
 
-    /// Named limit: groups remembered per transaction (past it the table starts over; a group
-    /// not remembered is read from the store as before).
+    /// Named limit: groups remembered per transaction (past it a group is not remembered: read
+    /// from the store as before, its head written with each record).
     static let maxGroups = 1_024
 
     /// The first `smallGroups` groups noted, searched in order (their group compared, then the
@@ -75,39 +79,68 @@ final class TriggerTails {
         return tails.isEmpty ? nil : tails[Key(ns: ns, group: group)]
     }
 
-    func note(_ ns: String, _ group: UInt64, _ tail: Tail) {
-        if let i = find(ns, group) { small[i].tail = tail; return }
+    /// Notes the group's tail; false when the table is full (`maxGroups`) and it is not noted:
+    /// the caller then writes its head itself (a table starting over would drop owed heads).
+    @discardableResult
+    func note(_ ns: String, _ group: UInt64, _ tail: Tail) -> Bool {
+        if let i = find(ns, group) { small[i].tail = tail; return true }
         if small.count < Self.smallGroups && tails.isEmpty {
             small.append(Entry(ns: ns, group: group, tail: tail))
             hint = small.count - 1
-            return
+            return true
         }
         let key = Key(ns: ns, group: group)
-        if tails.count >= Self.maxGroups && tails[key] == nil { tails.removeAll(keepingCapacity: true) }
+        if tails.count >= Self.maxGroups && tails[key] == nil { return false }
         tails[key] = tail
+        return true
     }
 
-    /// `note` of a noted tail moved on to `last` (its summary and prefix unchanged), in place;
-    /// false when the group has no tail.
+    /// `note` of a noted tail moved on to `last` (its summary and prefix unchanged, its head
+    /// owed), in place; false when the group has no tail.
     func advance(_ ns: String, _ group: UInt64, to last: TriggerChangeLog.Position) -> Bool {
         if let i = find(ns, group) {
             small[i].tail.last = last
+            small[i].tail.headOwed = true
             return true
         }
         let key = Key(ns: ns, group: group)
         guard tails[key] != nil else { return false }
         tails[key]?.last = last
+        tails[key]?.headOwed = true
         return true
     }
 
-    func forget(_ ns: String, _ group: UInt64) {
-        if let i = find(ns, group) { small.remove(at: i) }
-        tails[Key(ns: ns, group: group)] = nil
+    /// Forgets the group's tail; returns it when its head is owed (the caller writes it).
+    @discardableResult
+    func forget(_ ns: String, _ group: UInt64) -> Tail? {
+        var gone: Tail?
+        if let i = find(ns, group) { gone = small.remove(at: i).tail }
+        if let t = tails.removeValue(forKey: Key(ns: ns, group: group)) { gone = t }
+        return gone?.headOwed == true ? gone : nil
     }
 
-    func forgetAll() {
+    /// Forgets every tail; returns those whose heads are owed.
+    @discardableResult
+    func forgetAll() -> [Tail] {
+        let owed = takeOwedHeads()
         small.removeAll(keepingCapacity: true)
         tails.removeAll()
+        return owed
+    }
+
+    /// The tails whose heads are owed, marked written: a group's head is written once per
+    /// transaction (when it ends or its tail is forgotten), not with each of its records.
+    func takeOwedHeads() -> [Tail] {
+        var owed: [Tail] = []
+        for i in small.indices where small[i].tail.headOwed {
+            owed.append(small[i].tail)
+            small[i].tail.headOwed = false
+        }
+        for (k, t) in tails where t.headOwed {
+            owed.append(t)
+            tails[k]?.headOwed = false
+        }
+        return owed
     }
 
     var isEmpty: Bool { small.isEmpty && tails.isEmpty }

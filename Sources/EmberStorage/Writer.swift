@@ -212,6 +212,8 @@ final class Writer: @unchecked Sendable {
         ap.replayCursors = cursors
         defer { cursors?.close() }
         let r = try body(&ap)
+        // The trigger streams' heads the batch moved, once each (`TriggerTails`).
+        try ap.writeOwedHeads()
         defsCache = ap.defsCache
         storedRules = ap.rules.stored
         storedTriggers = ap.triggers

@@ -17,12 +17,11 @@ import Testing
     static let logMeta: Set<String> = ["firstIndex"]
 
     /// Every row of every table but the log, as "table key = value" lines in key order.
-    static let recordsPrefix = TriggerKeys.prefix + Array("r/".utf8)
-
     static func rows(_ s: EmberStore) throws -> [String] {
         let t = s.tables
         let tables: [(String, MDB_dbi)] = [("tree", t.tree), ("ver", t.ver), ("idx", t.idx), ("treex", t.treex),
-                                           ("verx", t.verx), ("idxx", t.idxx), ("meta", t.meta)]
+                                           ("verx", t.verx), ("idxx", t.idxx), ("meta", t.meta),
+                                           ("trigrec", t.trigrec)]
         return try s.withRead { txn in
             var out: [String] = []
             for (name, dbi) in tables {
@@ -31,8 +30,8 @@ import Testing
                 var row = try c.first()
                 while let (k, stored) = row {
                     // A cluster member's compact trigger records, as the full ones they stand for.
-                    let v = name == "meta" && k.starts(with: Self.recordsPrefix)
-                        ? try TriggerChangeLog.full(t, txn, index: TriggerKeys.index(ofRow: k), stored) : stored
+                    let v = name == "trigrec" && TriggerRecordRows.index(of: k) > 0
+                        ? try TriggerChangeLog.full(t, txn, index: TriggerRecordRows.index(of: k), stored) : stored
                     if !(name == "meta" && Self.logMeta.contains(String(decoding: k, as: UTF8.self))) {
                         out.append("\(name) \(k.map { String(format: "%02x", $0) }.joined()) = \(v.map { String(format: "%02x", $0) }.joined())")
                     }

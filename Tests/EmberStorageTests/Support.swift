@@ -76,3 +76,21 @@ func snapshotRecords(_ chunks: [[UInt8]]) throws -> [(UInt8, [UInt8], [UInt8])] 
     }
     return out
 }
+
+extension Txn {
+    /// Every trigger row under `prefix` (one starting with `triggers/`) in format 6's layout:
+    /// `meta`'s and the shared change records (`trigrec`) under `triggers/r/<ns>\0<group><index>`,
+    /// as stored, in key order; not the streams' heads (format 7's, local to each store).
+    func scanTriggerRows(_ tables: Tables, prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        var rows: [([UInt8], [UInt8])] = []
+        try scan(tables.meta, prefix: prefix) { k, v in
+            if !k.starts(with: TriggerRecordRows.headPrefix) { rows.append((k, v)) }
+            return true
+        }
+        try TriggerRecordRows.legacyRows(tables, self, full: { _, _, v in v }) { k, v in
+            if k.starts(with: prefix) { rows.append((k, v)) }
+        }
+        rows.sort { $0.0.lexicographicallyPrecedes($1.0) }
+        for (k, v) in rows where try !body(k, v) { return }
+    }
+}

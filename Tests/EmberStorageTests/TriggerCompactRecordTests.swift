@@ -95,7 +95,7 @@ import Testing
     static func records(_ s: EmberStore) throws -> [[UInt8]: [UInt8]] {
         try s.withRead { t in
             var out: [[UInt8]: [UInt8]] = [:]
-            try t.scan(s.tables.meta, prefix: TriggerKeys.prefix + Array("r/".utf8)) { k, v in out[k] = v; return true }
+            try t.scanTriggerRows(s.tables, prefix: TriggerKeys.prefix + Array("r/".utf8)) { k, v in out[k] = v; return true }
             return out
         }
     }
@@ -103,7 +103,7 @@ import Testing
     static func allRows(_ s: EmberStore) throws -> [[UInt8]: [UInt8]] {
         try s.withRead { t in
             var out: [[UInt8]: [UInt8]] = [:]
-            try t.scan(s.tables.meta, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
+            try t.scanTriggerRows(s.tables, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
             return out
         }
     }

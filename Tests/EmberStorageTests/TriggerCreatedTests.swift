@@ -146,7 +146,7 @@ import Testing
 
     static func rows(_ tables: Tables, _ t: Txn) throws -> [[UInt8]: [UInt8]] {
         var out: [[UInt8]: [UInt8]] = [:]
-        try t.scan(tables.meta, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
+        try t.scanTriggerRows(tables, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
         return out
     }
 }

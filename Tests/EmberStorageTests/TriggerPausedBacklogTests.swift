@@ -22,7 +22,7 @@ import Testing
     static func records(_ s: EmberStore) throws -> [UInt64: [UInt8]] {
         try s.withRead { t in
             var out: [UInt64: [UInt8]] = [:]
-            try t.scan(s.tables.meta, prefix: TriggerChangeLog.recordRows) { k, v in out[TriggerKeys.index(ofRow: k)] = v; return true }
+            try t.scanTriggerRows(s.tables, prefix: TriggerChangeLog.recordRows) { k, v in out[TriggerKeys.index(ofRow: k)] = v; return true }
             return out
         }
     }
@@ -113,7 +113,7 @@ import Testing
     static func triggerRows(_ s: EmberStore) throws -> [[UInt8]: [UInt8]] {
         try s.withRead { t in
             var out: [[UInt8]: [UInt8]] = [:]
-            try t.scan(s.tables.meta, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
+            try t.scanTriggerRows(s.tables, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
             return out
         }
     }

@@ -18,7 +18,7 @@ import Testing
         try await s.perform { w in
             try w.writeTxn { t in
                 var rows: [([UInt8], [UInt8])] = []
-                try t.scan(w.tables.meta, prefix: TriggerChangeLog.recordRows) { k, v in
+                try t.scanTriggerRows(w.tables, prefix: TriggerChangeLog.recordRows) { k, v in
                     if v.first == TriggerCompactRecord.format { rows.append((k, v)) }
                     return true
                 }
@@ -44,6 +44,36 @@ import Testing
                 return rows.count
             }
         }
+    }
+
+    /// Every trigger of `C.history` reads the same events from `a` and `b`: indexes in log order,
+    /// event ids and contents; and the same states.
+    static func expectSameReads(_ a: EmberStore, _ b: EmberStore, _ note: String) throws {
+        for name in ["made", "made2", "any", "likes", "feed"] {
+            let ea = try a.triggerOutbox(namespace: "t", trigger: name, after: nil, limit: 10_000)
+            let eb = try b.triggerOutbox(namespace: "t", trigger: name, after: nil, limit: 10_000)
+            #expect(!ea.isEmpty && ea.map(\.index) == eb.map(\.index), "\(note) \(name)")
+            #expect(ea.map { $0.events.map(\.id) } == eb.map { $0.events.map(\.id) } && ea.map(\.events) == eb.map(\.events), "\(note) \(name)")
+            #expect(ea.map(\.index) == ea.map(\.index).sorted(), "\(note) \(name)")
+        }
+        #expect(try a.triggers(namespace: "t").map(\.state) == b.triggers(namespace: "t").map(\.state), "\(note)")
+    }
+
+    /// An advance entry after `entries[..<half]` moving `made`'s cursor halfway through its
+    /// records, the entries after it (shifted by one), and the indexes `made` reads after it.
+    static func madeHalfway(_ a: EmberStore, _ entries: [LogEntry], half: Int) throws -> (LogEntry, [LogEntry], [UInt64]) {
+        let made = try a.triggerOutbox(namespace: "t", trigger: "made", after: nil, limit: 10_000)
+        let group = try #require(try a.triggerSet(namespace: "t").definition(named: "made")).group
+        let through = made[made.count / 2].index
+        let advance = LogEntry(index: entries[half - 1].index + 1, term: 1, namespace: "t",
+                               operation: .triggers(.advance([TriggerCursor(name: "made", group: group, through: through, rows: [])])),
+                               timestamp: 1_700_000_100_000, auth: .admin)
+        let rest = entries[half...].map { e in
+            LogEntry(index: e.index + 1, term: e.term, namespace: e.namespace, operation: e.operation, timestamp: e.timestamp, auth: e.auth)
+        }
+        let expected = made.map(\.index).filter { $0 > through }
+        #expect(!expected.isEmpty)
+        return (advance, rest, expected)
     }
 
     @Test func recordsOfFormat5AreDeliveredInOrderWithTheirIdsAfterTheUpgrade() async throws {
@@ -74,40 +104,21 @@ import Testing
         try StorageFormatTests.setMark(dir, 5)
         a = try openStore(dir)
         defer { a.close() }
-        #expect(try StorageFormatTests.mark(dir) == 6)
+        #expect(try StorageFormatTests.mark(dir) == UInt64(BuildInfo.storageFormat))
 
         // Every trigger reads the same events from either store; `made` moves its cursor
         // halfway through the older records first.
-        func sameReads(_ note: String) throws {
-            for name in ["made", "made2", "any", "likes", "feed"] {
-                let ea = try a.triggerOutbox(namespace: "t", trigger: name, after: nil, limit: 10_000)
-                let eb = try b.triggerOutbox(namespace: "t", trigger: name, after: nil, limit: 10_000)
-                #expect(!ea.isEmpty && ea.map(\.index) == eb.map(\.index), "\(note) \(name)")
-                #expect(ea.map { $0.events.map(\.id) } == eb.map { $0.events.map(\.id) } && ea.map(\.events) == eb.map(\.events), "\(note) \(name)")
-                #expect(ea.map(\.index) == ea.map(\.index).sorted(), "\(note) \(name)")
-            }
-            #expect(try a.triggers(namespace: "t").map(\.state) == b.triggers(namespace: "t").map(\.state), "\(note)")
-        }
-        try sameReads("after the upgrade")
-        let made = try a.triggerOutbox(namespace: "t", trigger: "made", after: nil, limit: 10_000)
-        let group = try #require(try a.triggerSet(namespace: "t").definition(named: "made")).group
-        let through = made[made.count / 2].index
-        let advance = LogEntry(index: entries[half - 1].index + 1, term: 1, namespace: "t",
-                               operation: .triggers(.advance([TriggerCursor(name: "made", group: group, through: through, rows: [])])),
-                               timestamp: 1_700_000_100_000, auth: .admin)
-        let rest = entries[half...].map { e in
-            LogEntry(index: e.index + 1, term: e.term, namespace: e.namespace, operation: e.operation, timestamp: e.timestamp, auth: e.auth)
-        }
+        try Self.expectSameReads(a, b, "after the upgrade")
+        let (advance, rest, expected) = try Self.madeHalfway(a, entries, half: half)
         try await apply([advance][...])
-        let after = try a.triggerOutbox(namespace: "t", trigger: "made", after: nil, limit: 10_000)
-        #expect(after.first.map(\.index).map { $0 > through } == true && after.map(\.index) == made.filter { $0.index > through }.map(\.index))
+        #expect(try a.triggerOutbox(namespace: "t", trigger: "made", after: nil, limit: 10_000).map(\.index) == expected)
         i = 0
         while i < rest.count {
             let n = min(rest.count - i, Int.random(in: 1...40, using: &g))
             try await apply(rest[i..<(i + n)])
             i += n
         }
-        try sameReads("after later writes")
+        try Self.expectSameReads(a, b, "after later writes")
         // Both forms in the one stream now, each expanding to the full store's record.
         let ra = try C.records(a), rb = try C.records(b)
         #expect(Set(ra.keys) == Set(rb.keys))

@@ -27,7 +27,7 @@ import Testing
     func rows(_ s: EmberStore) throws -> [[UInt8]: [UInt8]] {
         try s.withRead { t in
             var out: [[UInt8]: [UInt8]] = [:]
-            try t.scan(s.tables.meta, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
+            try t.scanTriggerRows(s.tables, prefix: TriggerKeys.prefix) { k, v in out[k] = v; return true }
             return out
         }
     }
@@ -35,7 +35,7 @@ import Testing
     func records(_ s: EmberStore, _ group: UInt64) throws -> [UInt64] {
         try s.withRead { t in
             var out: [UInt64] = []
-            try t.scan(s.tables.meta, prefix: TriggerChangeLog.recordsPrefix("t", group)) { k, _ in
+            try t.scanTriggerRows(s.tables, prefix: TriggerChangeLog.recordsPrefix("t", group)) { k, _ in
                 out.append(TriggerKeys.index(ofRow: k)); return true
             }
             return out
@@ -206,6 +206,9 @@ import Testing
                 }
                 try t.deletePrefix(tables.meta, TriggerKeys.prefix + Array("r/".utf8))
                 try t.deletePrefix(tables.meta, TriggerKeys.prefix + Array("g/".utf8))
+                // 0.6.0 had no shared records in either layout.
+                try t.drop(tables.trigrec, delete: false)
+                try t.deletePrefix(tables.meta, TriggerRecordRows.headPrefix)
             }
         }
         s.close()

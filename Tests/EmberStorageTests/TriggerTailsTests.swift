@@ -70,7 +70,7 @@ import Testing
     static func triggerRows(_ s: EmberStore) throws -> [String] {
         try s.withRead { t in
             var out: [String] = []
-            try t.scan(s.tables.meta, prefix: TriggerKeys.prefix) { k, v in
+            try t.scanTriggerRows(s.tables, prefix: TriggerKeys.prefix) { k, v in
                 out.append("\(k.map { String(format: "%02x", $0) }.joined()) = \(v.map { String(format: "%02x", $0) }.joined())")
                 return true
             }
@@ -146,7 +146,7 @@ import Testing
                 // Every group noted: the table holds those past the ones searched in order.
                 for (ns, group) in keys {
                     let tail = TriggerTails.Tail(summary: .init(), last: .init(index: UInt64(step), records: 1, bytes: 1, events: 1),
-                                                 prefix: TriggerChangeLog.recordsPrefix(ns, group))
+                                                 prefix: TriggerRecordRows.stream(ns, group))
                     tails.note(ns, group, tail)
                     model[TriggerTails.Key(ns: ns, group: group)] = tail
                 }
@@ -157,7 +157,7 @@ import Testing
             switch Int.random(in: 0..<10, using: &g) {
             case 0...4:
                 let tail = TriggerTails.Tail(summary: .init(), last: .init(index: UInt64(step), records: UInt64(step), bytes: 0, events: 0),
-                                             prefix: TriggerChangeLog.recordsPrefix(ns, group))
+                                             prefix: TriggerRecordRows.stream(ns, group))
                 tails.note(ns, group, tail)
                 model[key] = tail
             case 5: tails.forget(ns, group); model[key] = nil
