@@ -13,6 +13,9 @@ public struct TriggerCommit: Sendable {
 
     let everything: Bool
     private(set) var namespaces: Set<String> = []
+    /// The namespaces whose entries may have changed a trigger's replicated state (pause,
+    /// resume, halt, definitions: reach `.namespace`); cursor moves (`.cursors`) do not.
+    private(set) var stateNamespaces: Set<String> = []
     private(set) var groups: Set<Group> = []
 
     private init(everything: Bool) { self.everything = everything }
@@ -25,7 +28,10 @@ public struct TriggerCommit: Sendable {
         for (ns, reach) in entries {
             switch reach {
             case .none: continue
-            case .namespace, .cursors: namespaces.insert(ns)
+            case .cursors: namespaces.insert(ns)
+            case .namespace:
+                namespaces.insert(ns)
+                stateNamespaces.insert(ns)
             case .group(let g):
                 if let p = previous, p.1 == g && p.0 == ns { continue }
                 groups.insert(Group(namespace: ns, group: g))
@@ -38,6 +44,13 @@ public struct TriggerCommit: Sendable {
     /// of no group (0) reads only rows a definition or cursor entry moves: its namespace.
     public func wakes(namespace: String, group: UInt64) -> Bool {
         everything || namespaces.contains(namespace) || (group != 0 && groups.contains(Group(namespace: namespace, group: group)))
+    }
+
+    /// Whether a lane of `namespace` must read its trigger's paused and halted flags again: a
+    /// cursor move or a group's records leave them as they were, and reading them after every
+    /// such commit was a store read per lane per commit on a busy leader.
+    public func changesState(namespace: String) -> Bool {
+        everything || stateNamespaces.contains(namespace)
     }
 
     /// Whether the commit reaches no lane at all.

@@ -98,13 +98,16 @@ extension EmberStore {
         guard let early = core.triggerReleases.view(namespace, core.visibility) else { return try waiting() }
         let (read, st) = try core.withRead { t in try outboxRows(t, namespace, trigger, after: after, limit: limit, floor: floor) }
         if read.rows.contains(where: { $0.own }) { return try waiting() }
-        guard let st, st.group != 0, st.keepThrough == 0, !early.isEmpty, read.rows.count < limit else { return read }
+        guard let st, st.group != 0, st.keepThrough == 0, early.hasRecords, read.rows.count < limit else { return read }
         var out = read
         // Newer than every committed record: those the pending apply wrote for the group.
         var last = max(after ?? 0, st.cursor, floor, read.rows.last?.index ?? 0)
-        for r in early where r.group == st.group && r.index > last && out.rows.count < limit {
-            out.rows.append((r.index, r.events, false))
-            last = r.index
+        early.forEach(group: st.group) { r in
+            if r.index > last {
+                out.rows.append((r.index, r.events, false))
+                last = r.index
+            }
+            return out.rows.count < limit
         }
         return out
     }

@@ -23,7 +23,7 @@ final class TriggerReleases: Sendable {
         let events: [TriggerEvent]
     }
 
-    private struct Release {
+    fileprivate struct Release {
         let seq: UInt64
         let records: [Record]
         let whole: Set<String>
@@ -99,21 +99,39 @@ final class TriggerReleases: Sendable {
         }
     }
 
+    /// The pending records a lane of `namespace` may add to its read, read in place from the
+    /// releases (shared with every other lane's view: ten lanes each copying the records of
+    /// every pending release was a share of a busy leader's delivery cost).
+    struct View {
+        fileprivate var releases: [Release] = []
+        fileprivate var visible: UInt64 = 0
+        var namespace = ""
+
+        /// Whether any record is pending at all.
+        var hasRecords: Bool { releases.contains { $0.seq > visible && !$0.records.isEmpty } }
+
+        /// Calls `body` with the pending records of `group` in the view's namespace, in log
+        /// order, until it returns false.
+        func forEach(group: UInt64, _ body: (Record) -> Bool) {
+            for r in releases where r.seq > visible {
+                for rec in r.records where rec.group == group && rec.namespace == namespace {
+                    if !body(rec) { return }
+                }
+            }
+        }
+    }
+
     /// What a lane of `ns` adds to a read of the committed state that does not wait: the
     /// pending records of `ns` in log order; nil when it must wait (a pending release changed
     /// more of `ns`, or one was not registered). Taken before that read begins: a release
     /// committed in between is in both, and the lane's read keeps one copy.
-    func view(_ ns: String, _ visibility: Visibility) -> [Record]? {
+    func view(_ ns: String, _ visibility: Visibility) -> View? {
         if !used.load(ordering: .relaxed) { used.store(true, ordering: .relaxed) }
         let (pending, covered) = state.withLock { ($0.pending, $0.covered) }
         let (visible, released) = visibility.counts
-        guard released > visible else { return [] }
+        guard released > visible else { return View() }
         guard covered >= released else { return nil }
-        var out: [Record] = []
-        for r in pending where r.seq > visible {
-            if r.whole.contains(ns) { return nil }
-            for rec in r.records where rec.namespace == ns { out.append(rec) }
-        }
-        return out
+        for r in pending where r.seq > visible && r.whole.contains(ns) { return nil }
+        return View(releases: pending, visible: visible, namespace: ns)
     }
 }

@@ -223,7 +223,8 @@ struct TriggerBench: AsyncParsableCommand {
 
     /// Each trigger's replicated state in `ns` (`pending`: entries not yet delivered).
     func triggerStates(_ http: HTTPClient, _ leader: String, ns: String) async throws -> [String: [String: Any]] {
-        let o = try await getJSON(http, "\(leader)/.ember/triggers?ns=\(ns)&auth=owner")
+        // Shallow: the state alone (the lag), not every trigger's recent deliveries rendered on each poll.
+        let o = try await getJSON(http, "\(leader)/.ember/triggers?ns=\(ns)&auth=owner&shallow=true")
         var out: [String: [String: Any]] = [:]
         for (name, t) in (o["triggers"] as? [String: Any]) ?? [:] {
             if let s = (t as? [String: Any])?["state"] as? [String: Any] { out[name] = s }

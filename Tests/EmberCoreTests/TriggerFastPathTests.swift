@@ -86,6 +86,33 @@ import Testing
         return out
     }
 
+    /// One `TriggerMembersWriter` over a run of events (times repeating, as an entry's events
+    /// and one millisecond's entries do, and changing) writes each event's reference bytes:
+    /// what it keeps from one event never leaks into the next.
+    @Test(arguments: [4, 5, 6]) func aWriterReusedOverManyEventsWritesEachOnesBytes(seed: UInt64) {
+        var r = SplitMix64(seed: seed)
+        for ns in ["ns", "n s", "q\"ns"] {
+            var writer = TriggerMembersWriter(namespace: ns)
+            var time: Int64 = 1_764_000_000_000
+            var out: [UInt8] = [], want: [UInt8] = []
+            for k in 0..<1_000 {
+                if r.below(3) == 0 { time += Int64(r.below(2_000)) }
+                let location = Path(validated: (0..<r.below(4)).map { _ in Self.keys[r.below(Self.keys.count)] })
+                var params: [String: String] = [:]
+                for _ in 0..<r.below(3) { params["p\(r.below(5))"] = Self.keys[r.below(Self.keys.count)] }
+                let e = TriggerEvent(index: UInt64(k / 3 + 1), seq: k % 3, timestamp: time, type: TriggerEventKind.allCases[r.below(4)],
+                                     location: location, params: params, before: Self.node(&r).toJSON(), after: Self.node(&r).toJSON(),
+                                     delta: Self.node(&r).toJSON(), authType: ["admin", "app_user"][r.below(2)],
+                                     authID: r.below(2) == 0 ? nil : Self.keys[r.below(Self.keys.count)])
+                let start = out.count
+                writer.write(e, into: &out)
+                #expect(Array(out[start...]) == Self.reference(e, namespace: ns), "event \(k) of \(ns)")
+                want += Self.reference(e, namespace: ns)
+            }
+            #expect(out == want)
+        }
+    }
+
     @Test(arguments: [1, 2, 3]) func theSharedMembersAreTheWholeStringsBytes(seed: UInt64) {
         var r = SplitMix64(seed: seed)
         // Edge times: the epoch, before it, the last millisecond of year 9999 and past it.

@@ -52,6 +52,15 @@ import Testing
         #expect(both.wakes(namespace: "t", group: msgs) && both.wakes(namespace: "t", group: likes))
         let cursor = try await Self.commit(store, .triggers(.advance([TriggerCursor(name: "msgs", group: msgs, through: 2, rows: [])])), &next)
         #expect(cursor.wakes(namespace: "t", group: likes))
+        // Only entries that may change a trigger's flags make its lanes read them again.
+        #expect(defined.changesState(namespace: "t") && !defined.changesState(namespace: "u"))
+        #expect(!m.changesState(namespace: "t") && !l.changesState(namespace: "t") && !cursor.changesState(namespace: "t"))
+        let paused = try await Self.commit(store, .triggers(.pause(name: "msgs")), &next)
+        #expect(paused.changesState(namespace: "t") && paused.wakes(namespace: "t", group: msgs))
+        let resumed = try await Self.commit(store, .triggers(.resume(name: "msgs")), &next)
+        #expect(resumed.changesState(namespace: "t"))
+        let halted = try await Self.commit(store, .triggers(.halt(name: "likes", reason: "test")), &next)
+        #expect(halted.changesState(namespace: "t") && TriggerCommit.all.changesState(namespace: "v"))
 
         // Commits of several entries: what any of them reaches.
         let many = TriggerCommit([(namespace: "t", reach: TriggerReach.group(msgs)), (namespace: "t", reach: .none),

@@ -562,6 +562,11 @@ def test_triggers_of_one_group_each_get_their_own_signed_events(node, ns):
             t["state"]["pending"] == 0 for t in requests.get(f"{node.url}/.ember/triggers?ns={ns}", headers=OWNER, timeout=5).json()["triggers"].values()))
         states = requests.get(f"{node.url}/.ember/triggers?ns={ns}", headers=OWNER, timeout=5).json()["triggers"]
         assert {name: t["state"]["events"] for name, t in states.items()} == {"g1": 12, "g2": 12, "g3": 12}
+        # shallow=true: the same states and nothing else (no definitions, no deliveries).
+        shallow = requests.get(f"{node.url}/.ember/triggers?ns={ns}&shallow=true", headers=OWNER, timeout=5).json()["triggers"]
+        assert {name: set(t) for name, t in shallow.items()} == {"g1": {"state"}, "g2": {"state"}, "g3": {"state"}}
+        assert {name: t["state"]["events"] for name, t in shallow.items()} == {"g1": 12, "g2": 12, "g3": 12}
+        assert "definition" in states["g1"] and "node" in states["g1"]
     finally:
         for r in receivers.values():
             r.close()

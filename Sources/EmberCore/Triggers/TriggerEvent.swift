@@ -115,58 +115,11 @@ public struct TriggerEvent: Sendable, Equatable {
     /// Every other member, and the closing `}`. Written straight as bytes: the id, the
     /// sequence and the time as digits, the location's keys escaped one by one (no joined
     /// path, interpolated id or formatted time per event: most of what a busy leader spent
-    /// per event it delivers). The same bytes as each member's string written whole.
+    /// per event it delivers). The same bytes as each member's string written whole. Many
+    /// events in a row: `TriggerMembersWriter`, which keeps what they share.
     public func writeSharedMembers(namespace: String, into out: inout [UInt8]) {
-        // The constant text between two values goes in one append (each append checks the
-        // buffer's uniqueness and capacity: per piece, that was much of a busy leader's cost).
-        Self.raw("\"id\":\"", into: &out)
-        Self.digits(index, into: &out); out.append(0x2D); Self.digits(UInt64(seq), into: &out)
-        Self.raw("\",\"type\":\"google.firebase.database.ref.v1.", into: &out)
-        switch type {
-        case .created: Self.raw("created", into: &out)
-        case .updated: Self.raw("updated", into: &out)
-        case .deleted: Self.raw("deleted", into: &out)
-        case .written: Self.raw("written", into: &out)
-        }
-        Self.raw("\",\"time\":", into: &out)
-        Self.writeTime(millis: timestamp, into: &out)
-        Self.raw(",\"subject\":\"refs/", into: &out)
-        writeRef(into: &out)
-        Self.raw("\",\"datacontenttype\":\"application/json\",\"ref\":\"/", into: &out)
-        writeRef(into: &out)
-        Self.raw("\",\"instance\":", into: &out)
-        JSONWriter.writeString(namespace, into: &out)
-        Self.raw(",\"sequence\":\"", into: &out)
-        Self.digits(index, into: &out)
-        Self.raw("\",\"params\":{", into: &out)
-        var first = true
-        Self.forEachParam(params) { name, value in
-            if !first { out.append(0x2C) }
-            first = false
-            JSONWriter.writeString(name, into: &out)
-            out.append(0x3A)
-            JSONWriter.writeString(value, into: &out)
-        }
-        Self.raw("},\"authtype\":", into: &out)
-        JSONWriter.writeString(authType, into: &out)
-        if let authID {
-            Self.raw(",\"authid\":", into: &out)
-            JSONWriter.writeString(authID, into: &out)
-        }
-        Self.raw(",\"data\":{\"data\":", into: &out)
-        JSONWriter.write(before, into: &out, pretty: false, indent: 0)
-        Self.raw(",\"delta\":", into: &out)
-        JSONWriter.write(delta, into: &out, pretty: false, indent: 0)
-        Self.raw(",\"before\":", into: &out)
-        JSONWriter.write(before, into: &out, pretty: false, indent: 0)
-        Self.raw(",\"after\":", into: &out)
-        JSONWriter.write(after, into: &out, pretty: false, indent: 0)
-        Self.raw("}}", into: &out)
-    }
-
-    /// Constant text (no character JSON escapes) appended as it is.
-    private static func raw(_ s: StaticString, into out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+        var w = TriggerMembersWriter(namespace: namespace)
+        w.write(self, into: &out)
     }
 
     /// `params` by key (`String` order), as the stored record and the CloudEvent list them:
@@ -184,14 +137,6 @@ public struct TriggerEvent: Sendable, Equatable {
             if b.key < a.key { body(b.key, b.value); body(a.key, a.value) } else { body(a.key, a.value); body(b.key, b.value) }
         default:
             for k in params.keys.sorted() { body(k, params[k]!) }
-        }
-    }
-
-    /// The location's keys joined by `/`, escaped (no quotes).
-    private func writeRef(into out: inout [UInt8]) {
-        for (k, key) in location.segments.enumerated() {
-            if k > 0 { out.append(0x2F) }
-            JSONWriter.writeEscaped(key, into: &out)
         }
     }
 

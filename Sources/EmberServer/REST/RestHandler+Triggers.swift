@@ -54,7 +54,8 @@ extension RestHandler {
         let parts = name.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         if parts == ["triggers"] {
             guard method == .get else { throw RestError(405, "Use GET on /.ember/triggers") }
-            return Self.json(.object(["namespace": .string(ns), "triggers": try triggersJSON(port, ns)]), pretty: req.print == .pretty)
+            return Self.json(.object(["namespace": .string(ns), "triggers": try triggersJSON(port, ns, shallow: req.shallow)]),
+                             pretty: req.print == .pretty)
         }
         guard parts.count == 3 else { throw RestError(404, "Unknown trigger endpoint /.ember/\(name)") }
         let trigger = parts[1]
@@ -93,10 +94,16 @@ extension RestHandler {
         return Self.json(.object(["status": .string("ok")]), pretty: false)
     }
 
-    /// Each trigger: its definition (secret withheld), replicated state and this node's deliveries.
-    func triggersJSON(_ port: any TriggersPort, _ ns: String) throws -> JSON {
+    /// Each trigger: its definition (secret withheld), replicated state and this node's
+    /// deliveries; `shallow`: the state alone (what a monitor polling the lag needs, without
+    /// the definitions and recent deliveries rendered on every poll).
+    func triggersJSON(_ port: any TriggersPort, _ ns: String, shallow: Bool = false) throws -> JSON {
         var out: KeyMap<JSON> = [:]
         for t in try port.triggers(namespace: ns) {
+            if shallow {
+                out[t.definition.name] = .object(["state": t.state.json])
+                continue
+            }
             var def = t.definition.json
             if case .object(var o) = def { o["secret"] = .string("(withheld)"); def = .object(o) }
             out[t.definition.name] = .object(["definition": def, "state": t.state.json,

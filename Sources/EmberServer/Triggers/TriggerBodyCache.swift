@@ -57,10 +57,11 @@ final class TriggerBodyCache: Sendable {
             }
         }
         if missing.isEmpty { return out }
+        var writer = TriggerMembersWriter(namespace: ns)
         for k in missing {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(384)
-            events[k].writeSharedMembers(namespace: ns, into: &bytes)
+            writer.write(events[k], into: &bytes)
             out[k] = bytes
         }
         namespaces.withLock { m in

@@ -30,6 +30,8 @@ final class TriggerPipe: @unchecked Sendable {
     let timeout: TimeAmount
     let loop: any EventLoop
     private let tls: NIOSSLContext?
+    /// The headers every request carries (`Host`, `User-Agent`): made once, not per POST.
+    private let baseHeaders: HTTPHeaders
     // Confined to `loop`.
     private var pending = CircularBuffer<Request>()
     private var written = CircularBuffer<Request>()
@@ -48,15 +50,17 @@ final class TriggerPipe: @unchecked Sendable {
         self.timeout = .milliseconds(Int64(timeoutMs))
         self.loop = MultiThreadedEventLoopGroup.singleton.next()
         self.tls = try url.tls ? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
+        let host = url.host.contains(":") ? "[\(url.host)]" : url.host
+        self.baseHeaders = [
+            "Host": (url.tls ? url.port == 443 : url.port == 80) ? host : "\(host):\(url.port)",
+            "User-Agent": "ember-triggers",
+        ]
     }
 
     /// POSTs `body`; the answer's status (any), or an error when there was none.
     func post(body: ByteBuffer, headers: [(String, String)]) -> EventLoopFuture<Int> {
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: url.target)
-        let hostHeader = url.host.contains(":") ? "[\(url.host)]" : url.host
-        head.headers.add(name: "Host", value: (url.tls ? url.port == 443 : url.port == 80) ? hostHeader : "\(hostHeader):\(url.port)")
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: url.target, headers: baseHeaders)
         head.headers.add(name: "Content-Length", value: String(body.readableBytes))
-        head.headers.add(name: "User-Agent", value: "ember-triggers")
         for (k, v) in headers { head.headers.add(name: k, value: v) }
         let promise = loop.makePromise(of: Int.self)
         let request = Request(head: head, body: body, promise: promise, deadline: .now() + timeout)

@@ -44,7 +44,9 @@ final class TriggerWorker: Sendable {
     func wake(_ commit: TriggerCommit = .all) {
         if commit.isEmpty { return }
         let current = lanes.withLock { $0.isEmpty ? [] : Array($0.values) }
-        for l in current where commit.wakes(namespace: l.lane.ns, group: l.definition.group) { l.lane.wake() }
+        for l in current where commit.wakes(namespace: l.lane.ns, group: l.definition.group) {
+            l.lane.wake(state: commit.changesState(namespace: l.lane.ns))
+        }
     }
 
     func start() {
@@ -114,6 +116,8 @@ final class TriggerLane: Sendable {
     let logger: Logger
     enum Input: Sendable {
         case wake
+        /// The lane's own timer (`nextWake`: a retry, a linger's end) came due.
+        case timer
         case completed(batch: UInt64, error: String?, status: Int?)
         /// The cursor entry in flight was logged (nil) or not (why).
         case settled(error: String?)
@@ -143,6 +147,10 @@ final class TriggerLane: Sendable {
     private let pipeError: String?
     private let inputs = AsyncStream<Input>.makeStream()
     private let wakePending = Atomic<Bool>(false)
+    /// A commit that may have changed the trigger's paused or halted flags woke the lane
+    /// (`TriggerCommit.changesState`): it reads them again. Commits of records and cursors do
+    /// not: a flag read per wake was a store read per lane per commit on a busy leader.
+    private let stateDirty = Atomic<Bool>(true)
     /// No other trigger of the namespace reads this one's group (set by the worker as it
     /// reconciles): its bodies are written straight, not through `TriggerBodyCache`, whose
     /// lookups and copies only pay when another lane finds what this one serialized.
@@ -171,7 +179,8 @@ final class TriggerLane: Sendable {
         self.pipeError = pipeError
     }
 
-    func wake() {
+    func wake(state: Bool = true) {
+        if state { stateDirty.store(true, ordering: .releasing) }
         if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { inputs.continuation.yield(.wake) }
     }
 
@@ -194,12 +203,13 @@ final class TriggerLane: Sendable {
         var events = TriggerLaneEvents()
         var settling = Settling()
         var iterator = inputs.stream.makeAsyncIterator()
-        var timer: Task<Void, Never>?
-        defer { timer?.cancel() }
+        var timer = Timer()
+        defer { timer.task?.cancel() }
         runtime.setDelivering(ns, name, true)
-        // The replicated flags are read again after a wake, not after every answer or cursor:
-        // a pause, resume or halt is a log entry of the namespace, and its commit wakes every
-        // lane of it (`TriggerReach.namespace`); a read per input was a store read per POST.
+        // The replicated flags are read again after a commit that may have changed them, not
+        // after every answer, cursor or commit: a pause, resume or halt is a log entry of the
+        // namespace, and its commit wakes every lane of it saying so (`TriggerReach.namespace`,
+        // `stateDirty`); a read per input was a store read per POST.
         var stateDue = true
         while !Task.isCancelled {
             // Not while a partial batch lingers for a POST's answer (`TriggerDelivery.lingers`):
@@ -207,7 +217,8 @@ final class TriggerLane: Sendable {
             // and the commits meanwhile do not wake the lane (its wake stays pending: no read
             // per commit). A wake taken in meanwhile counts once the linger ends.
             let lingering = machine.lingers(now: Self.nowMillis())
-            if !lingering && wakePending.exchange(false, ordering: .acquiringAndReleasing) { stateDue = true }
+            if !lingering { wakePending.store(false, ordering: .sequentiallyConsistent) }
+            if stateDirty.exchange(false, ordering: .acquiringAndReleasing) { stateDue = true }
             // Paused or halted (replicated flags): wait for a change. Read too while the
             // machine halted itself (the halt it logged is committed by now).
             if stateDue || machine.halted != nil {
@@ -249,7 +260,6 @@ final class TriggerLane: Sendable {
             }
             await perform(machine.poll(now: Self.nowMillis()), &machine, &events, &settling)
             guard let input = await next(&iterator, wakeAt: machine.nextWake, timer: &timer) else { return }
-            if case .wake = input { stateDue = true }
             switch input {
             case .completed(let batch, let error, _):
                 await perform(machine.completed(batch: batch, error: error, now: Self.nowMillis()), &machine, &events, &settling)
@@ -274,7 +284,7 @@ final class TriggerLane: Sendable {
                     logger.warning("trigger events dead-lettered", metadata: ["trigger": "\(name)", "entries": "\(done.indexes.count)", "reason": "\(reason)"])
                 }
                 logNextCursor(&settling)
-            case .wake:
+            case .wake, .timer:
                 break
             }
         }
@@ -330,11 +340,12 @@ final class TriggerLane: Sendable {
                     body = ByteBuffer(bytes: Self.body(payload, namespace: ns, trigger: name, head: head, batch: definition.limits.batchSize > 1,
                                                        group: group, bodies: bodies))
                 }
-                let answer = send(body)
-                Task { [self] in
-                    let (error, status) = await finish(items, stamps, answer, start: start)
+                // Answered by a callback on the connection's loop, not a task per POST.
+                let done: @Sendable (Result<Int, any Error>?) -> Void = { [self, stamps] answer in
+                    let (error, status) = finish(items, stamps, answer, start: start)
                     continuation.yield(.completed(batch: batch, error: error, status: status))
                 }
+                if let answer = send(body) { answer.whenComplete { done($0) } } else { done(nil) }
             case .settle(let indexes, let reason):
                 let dead = reason == nil ? 0 : indexes.reduce(0) { $0 + (events[$1]?.count ?? 0) }
                 events.forget(indexes)
@@ -400,20 +411,38 @@ final class TriggerLane: Sendable {
         return next
     }
 
-    /// The next input, or `.wake` at `wakeAt` (ms); nil once cancelled.
-    private func next(_ it: inout AsyncStream<Input>.Iterator, wakeAt: Int64?, timer: inout Task<Void, Never>?) async -> Input? {
-        timer?.cancel()
-        timer = nil
-        if let wakeAt {
-            let delay = max(0, wakeAt - Self.nowMillis())
-            let c = inputs.continuation
-            timer = Task {
-                try? await Task.sleep(for: .milliseconds(delay))
-                if !Task.isCancelled { c.yield(.wake) }
+    /// The lane's timer: the task that yields `.timer` at `at` (ms).
+    struct Timer {
+        var task: Task<Void, Never>?
+        var at: Int64?
+    }
+
+    /// The next input, or `.timer` at `wakeAt` (ms); nil once cancelled. A timer already
+    /// armed for the same time is kept: the machine's next wake (a retry, a linger's end)
+    /// stays the same over many inputs, and a task per input to sleep again was a share of a
+    /// busy lane's cost.
+    private func next(_ it: inout AsyncStream<Input>.Iterator, wakeAt: Int64?, timer: inout Timer) async -> Input? {
+        if timer.task == nil || timer.at != wakeAt {
+            timer.task?.cancel()
+            timer = Timer()
+            if let wakeAt {
+                let delay = max(0, wakeAt - Self.nowMillis())
+                let c = inputs.continuation
+                timer.task = Task {
+                    try? await Task.sleep(for: .milliseconds(delay))
+                    if !Task.isCancelled { c.yield(.timer) }
+                }
+                timer.at = wakeAt
             }
         }
         if Task.isCancelled { return nil }
-        return await it.next()
+        let input = await it.next()
+        // Fired (or a cancelled one's late yield): armed again when still wanted.
+        if case .timer? = input {
+            timer.task?.cancel()
+            timer = Timer()
+        }
+        return input
     }
 
     /// Header carrying `sha256=<hex HMAC-SHA256 of the body with the trigger's secret>`.
@@ -510,12 +539,13 @@ final class TriggerLane: Sendable {
             out.reserveCapacity(2 + items.count * (head.count + 384))
             out.append(0x5B)
         }
+        var writer = TriggerMembersWriter(namespace: ns)
         events.forEach(items) { _, e in
             // Unbatched: the first event held alone.
             if !batch && wrote > 0 { return }
             if wrote > 0 { out.append(0x2C) }
             out.append(contentsOf: head)
-            e.pointee.writeSharedMembers(namespace: ns, into: &out)
+            writer.write(e.pointee, into: &out)
             wrote += 1
         }
         if !batch && wrote > 0 { return out }
@@ -537,20 +567,18 @@ final class TriggerLane: Sendable {
     }
 
     /// The POST's outcome: nil error on a 2xx; recorded (recent deliveries, metrics).
-    private func finish(_ items: [TriggerDelivery.Event], _ stamps: [Int64], _ answer: EventLoopFuture<Int>?,
-                        start: Int64) async -> (String?, Int?) {
+    private func finish(_ items: [TriggerDelivery.Event], _ stamps: [Int64], _ answer: Result<Int, any Error>?,
+                        start: Int64) -> (String?, Int?) {
         let name = definition.name
         var failure: String?
         var status: Int?
-        if let answer {
-            do {
-                let code = try await answer.get()
-                status = code
-                if !(200..<300).contains(code) { failure = "HTTP \(code)" }
-            } catch {
-                failure = "\(error)"
-            }
-        } else {
+        switch answer {
+        case .success(let code)?:
+            status = code
+            if !(200..<300).contains(code) { failure = "HTTP \(code)" }
+        case .failure(let error)?:
+            failure = "\(error)"
+        case nil:
             failure = pipeError ?? "no connection"
         }
         let end = Self.nowMillis()
