@@ -40,6 +40,9 @@ final class TriggerPipe: @unchecked Sendable {
     /// The receiver answered on this connection with keep-alive: pipelining is safe.
     private var keepsAlive = false
     private var timer: Scheduled<Void>?
+    /// The deadline `timer` is armed for: kept while the oldest request's stays the same (a
+    /// timer scheduled and cancelled per POST and per answer was a share of the pipe's cost).
+    private var timerDeadline: NIODeadline?
     private var closed = false
 
     /// Named limit: requests waiting or written at once (a lane's window is at most 64).
@@ -166,17 +169,22 @@ final class TriggerPipe: @unchecked Sendable {
         while let r = pending.popFirst() { r.promise.fail(error) }
         timer?.cancel()
         timer = nil
+        timerDeadline = nil
     }
 
     /// One timer for the oldest deadline: a request past it fails, and with it the connection
     /// when it was written (later answers could not be matched to their requests).
     private func armTimer() {
+        let (w, p) = (written.first?.deadline, pending.first?.deadline)
+        let oldest = w.map { w in p.map { min(w, $0) } ?? w } ?? p
+        if timer != nil && oldest == timerDeadline { return }
         timer?.cancel()
         timer = nil
-        let oldest = [written.first?.deadline, pending.first?.deadline].compactMap { $0 }.min()
+        timerDeadline = oldest
         guard let oldest else { return }
         timer = loop.scheduleTask(deadline: oldest) { [self] in
             timer = nil
+            timerDeadline = nil
             let now = NIODeadline.now()
             let why = TriggerPipeError("timeout after \(timeout.nanoseconds / 1_000_000) ms")
             if let w = written.first, w.deadline <= now, let c = channel {

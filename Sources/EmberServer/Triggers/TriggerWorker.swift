@@ -43,9 +43,12 @@ final class TriggerWorker: Sendable {
     /// the nine others read the store on every commit for nothing).
     func wake(_ commit: TriggerCommit = .all) {
         if commit.isEmpty { return }
-        let current = lanes.withLock { $0.isEmpty ? [] : Array($0.values) }
-        for l in current where commit.wakes(namespace: l.lane.ns, group: l.definition.group) {
-            l.lane.wake(state: commit.changesState(namespace: l.lane.ns))
+        // Woken under the lock (a wake only flips flags and yields): the lanes copied out per
+        // commit (each with its definition, retained and released) were a share of the commit path.
+        lanes.withLock { lanes in
+            for l in lanes.values where commit.wakes(namespace: l.lane.ns, group: l.definition.group) {
+                l.lane.wake(state: commit.changesState(namespace: l.lane.ns))
+            }
         }
     }
 
