@@ -40,9 +40,13 @@ extension RaftHost {
             LatencyMarks.mark(.sentToLearner, first.index, a.entries.last!.index, peer: message.to)
         }
         // The same entries to several members (the voters of a turn, the learners of a flush):
-        // encoded once.
+        // encoded once; a learner's batch copied from the voters' encodings while it lies in them.
         var entries: ByteBuffer? = nil
-        if case .appendEntries(let append) = message.payload { entries = appendEncodings.bytes(for: append.entries) }
+        if case .appendEntries(let append) = message.payload, !append.entries.isEmpty {
+            let membership = node.membership
+            let toLearner = !membership.learners.isEmpty && membership.isLearner(message.to)
+            entries = appendEncodings.bytes(for: append.entries, toLearner: toLearner, keep: !membership.learners.isEmpty)
+        }
         transport.send(.raft(message), to: message.to, level: level, entries: entries)
     }
 

@@ -51,4 +51,70 @@ import Testing
         // One entry: the frame encodes it itself.
         #expect(cache.bytes(for: Self.entries(7...7)) == nil)
     }
+
+    /// Voter appends of a few entries each (kept while learners are members), then learner
+    /// batches spanning several of them: copied from the window, byte for byte the fresh encoding.
+    @Test func aLearnerBatchIsCopiedFromTheVotersEncodings() throws {
+        var cache = AppendEncodings()
+        var next: UInt64 = 1
+        for size in [1, 3, 7, 2, 40, 1, 1, 25] {
+            let batch = Self.entries(next...(next + UInt64(size) - 1))
+            let got = cache.bytes(for: batch, keep: true)
+            let bytes = try #require(got)
+            #expect(bytes == PeerFrameCodec.encodedEntries(batch))
+            next += UInt64(size)
+        }
+        let made = cache.encoded
+        for range: ClosedRange<UInt64> in [1...80, 2...2, 5...60, 11...12, 51...80] {
+            let batch = Self.entries(range)
+            let got = cache.bytes(for: batch, toLearner: true)
+            let bytes = try #require(got)
+            #expect(bytes == PeerFrameCodec.encodedEntries(batch), "\(range)")
+            let frame = Self.append(batch, to: "l1", commit: range.upperBound)
+            #expect(try PeerFrameCodec.frameBuffer(frame, entries: bytes) == PeerFrameCodec.frameBuffer(frame))
+        }
+        #expect(cache.encoded == made && cache.copied == 5)
+        // The second learner sent the same batch reuses the first's copy.
+        _ = cache.bytes(for: Self.entries(51...80), toLearner: true)
+        #expect(cache.copied == 5 && cache.reused == 1)
+    }
+
+    /// Entries the window does not hold, or holds in another term, are encoded afresh.
+    @Test func aLearnerBatchOutsideTheWindowIsEncoded() throws {
+        var cache = AppendEncodings()
+        _ = cache.bytes(for: Self.entries(10...30), keep: true)
+        for batch in [Self.entries(5...20), Self.entries(20...31), Self.entries(12...18, term: 4)] {
+            let before = cache.encoded
+            let got = cache.bytes(for: batch, toLearner: true)
+            let bytes = try #require(got)
+            #expect(bytes == PeerFrameCodec.encodedEntries(batch))
+            #expect(cache.encoded == before + 1)
+        }
+        #expect(cache.copied == 0)
+        // A new leader's entries replace the window's from 20 on: 10...19 stay, 20... are the new term's.
+        _ = cache.bytes(for: Self.entries(20...25, term: 4), keep: true)
+        let mixed = Self.entries(10...19) + Self.entries(20...25, term: 4)
+        #expect(cache.bytes(for: mixed, toLearner: true) == PeerFrameCodec.encodedEntries(mixed))
+        #expect(cache.copied == 1)
+        #expect(cache.bytes(for: Self.entries(20...26), toLearner: true) == PeerFrameCodec.encodedEntries(Self.entries(20...26)))
+        #expect(cache.copied == 1)
+    }
+
+    /// The window keeps at most its named bytes: the oldest entries leave first; a gap starts anew.
+    @Test func theWindowKeepsItsLimit() throws {
+        let one = PeerFrameCodec.encodedEntries(Self.entries(200...200)).readableBytes - 1  // an entry without the count (all of 200...405 as long)
+        var cache = AppendEncodings(keptBytes: one * 50)
+        for start in stride(from: UInt64(200), to: 300, by: 10) { _ = cache.bytes(for: Self.entries(start...(start + 9)), keep: true) }
+        // 250...299 are kept, 249 is gone.
+        #expect(cache.bytes(for: Self.entries(250...299), toLearner: true) == PeerFrameCodec.encodedEntries(Self.entries(250...299)))
+        #expect(cache.copied == 1)
+        _ = cache.bytes(for: Self.entries(249...260), toLearner: true)
+        #expect(cache.copied == 1)
+        // A gap: the window restarts at 400.
+        _ = cache.bytes(for: Self.entries(400...405), keep: true)
+        _ = cache.bytes(for: Self.entries(290...299), toLearner: true)
+        #expect(cache.copied == 1)
+        #expect(cache.bytes(for: Self.entries(401...404), toLearner: true) == PeerFrameCodec.encodedEntries(Self.entries(401...404)))
+        #expect(cache.copied == 2)
+    }
 }
