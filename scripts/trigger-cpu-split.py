@@ -23,7 +23,7 @@ STAGES = [
     ("bench lag polling (GET /.ember/triggers)", ["RestHandler.triggerAdmin"]),
     ("lane: HMAC-SHA256 of bodies", ["TriggerLane.signature", "HMAC"]),
     ("apply: members serialized once for a crowded group's lanes", ["withSharedMembers"]),
-    ("lane: CloudEvent serialization, body cache", ["writeSharedMembers", "cloudEventBody", "TriggerBodyCache", "TriggerLane.body",
+    ("lane: CloudEvent serialization, body cache", ["writeSharedMembers", "TriggerMembersWriter", "cloudEventBody", "TriggerBodyCache", "TriggerLane.body",
                                                    "TriggerLane.buffer"]),
     ("lane: HTTP pipe and TCP to the receiver", ["TriggerPipe"]),
     ("lane: reads (deliveryRead/State, record cache)", ["deliveryRead", "deliveryState", "TriggersPort.state", "outboxRows"]),
