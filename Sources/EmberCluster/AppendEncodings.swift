@@ -117,7 +117,8 @@ struct AppendEncodings {
         return w.buffer
     }
 
-    /// `PeerFrameCodec.encodedEntries(entries)`, each entry's span kept in the window.
+    /// `PeerFrameCodec.encodedEntries(entries)` (the same count and per-entry encoding), each
+    /// entry's span kept in the window.
     private mutating func encodeKeeping(_ entries: [EmberRaft.LogEntry]) -> ByteBuffer {
         var w = FrameWriter(ByteBufferAllocator().buffer(capacity: entries.reduce(8) { $0 + $1.data.count + 24 }))
         w.varint(UInt64(entries.count))
@@ -125,7 +126,7 @@ struct AppendEncodings {
         spans.reserveCapacity(entries.count)
         for e in entries {
             let start = w.buffer.writerIndex
-            w.varint(e.index); w.varint(e.term); w.u8(e.kind.rawValue); w.bytes(e.data)
+            PeerFrameCodec.encodeEntry(e, &w)
             spans.append((start, w.buffer.writerIndex))
         }
         let buffer = w.buffer

@@ -341,7 +341,12 @@ public enum PeerFrameCodec {
 
     static func encodeEntries(_ entries: [EmberRaft.LogEntry], _ w: inout FrameWriter) {
         w.varint(UInt64(entries.count))
-        for e in entries { w.varint(e.index); w.varint(e.term); w.u8(e.kind.rawValue); w.bytes(e.data) }
+        for e in entries { encodeEntry(e, &w) }
+    }
+
+    /// One entry as an append carries it (`AppendEncodings` keeps each one's span).
+    static func encodeEntry(_ e: EmberRaft.LogEntry, _ w: inout FrameWriter) {
+        w.varint(e.index); w.varint(e.term); w.u8(e.kind.rawValue); w.bytes(e.data)
     }
 
     static func encodePayload(_ p: Message.Payload, _ w: inout FrameWriter, entries: ByteBuffer? = nil) {

@@ -10,7 +10,9 @@ public enum Leaf: Sendable, Hashable {
         switch (lhs, rhs) {
         case let (.bool(a), .bool(b)): return a == b
         // Byte equality: canonically equivalent strings ("é", "e\u{301}") are different values.
-        case let (.string(a), .string(b)): return a.utf8.elementsEqual(b.utf8)
+        // `isExactly`: lengths, then the contiguous buffers (a walk through two UTF8Views was a
+        // share of every member's apply: each set asks whether it changes anything).
+        case let (.string(a), .string(b)): return a.isExactly(b)
         case let (.int(a), .int(b)): return a == b
         case let (.int(a), .double(b)), let (.double(b), .int(a)): return Double(a) == b
         case let (.double(a), .double(b)): return a == b

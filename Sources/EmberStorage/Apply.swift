@@ -282,7 +282,7 @@ struct Applier {
         // Data at `path` means its ancestors have a child: none of them is a leaf.
         let leafAncestor = !node.isEmpty && !path.isRoot && old.isEmpty ? try leafAncestor(of: encoded, probed: probed) : nil
         // Exact equality: an int and an equal double differ (stored differently).
-        if leafAncestor == nil && SameValue.identical(node, old) { return false }
+        if leafAncestor == nil && node.isIdentical(to: old) { return false }
         // Before the tree changes: the index entries of children this write lies below.
         let below = try entriesBelow(ns: ns, path: path, old: old)
         // A small object written at its own path is one record (`InlineObject`).
