@@ -63,7 +63,14 @@ struct StorageBench: AsyncParsableCommand {
     @Option(help: "Log entries kept after they are applied (default: as a single emberd, none; a cluster keeps 10000).")
     var logRetain: UInt64 = StoreOptions.singleNodeLogRetention
 
+    @Option(help: "Triggers defined before the writes, each on /bench/{w}/{k} (every write creates one of their locations: one change record per write for their group), the apply's share of a trigger without delivery (nothing settles: the records stay).")
+    var triggers = 0
+
+    @Option(help: "Apply N entries (a set creating /bench/w<i%64>/<push-like key> each) through the replicated path a cluster member takes (`appendAndApply`, batches of --max-batch-entries, log retained as --log-retain says: 10000 here unless given), instead of submitting writes: the writer's CPU per entry, e.g. with and without --triggers.")
+    var raftEntries: Int?
+
     func validate() throws {
+        guard (0...TriggerSet.maxTriggers).contains(triggers) else { throw ValidationError("--triggers must be 0...\(TriggerSet.maxTriggers)") }
         guard submitters >= 1, pipeline >= 1 else { throw ValidationError("--submitters and --pipeline must be at least 1") }
         guard reads >= 0, queries >= 0 else { throw ValidationError("--reads and --queries must not be negative") }
         if let writes {
@@ -85,13 +92,21 @@ struct StorageBench: AsyncParsableCommand {
         var options = StoreOptions()
         options.maxBatchEntries = maxBatchEntries
         options.durable = !noSync
-        options.logRetention = logRetain
+        // A cluster member keeps 10,000 entries (what makes its trigger records compact).
+        options.logRetention = raftEntries != nil && logRetain == StoreOptions.singleNodeLogRetention ? 10_000 : logRetain
         options.inlineObjects = !perLeaf
         let store = try EmberStore(directory: dir, options: options)
         defer { store.close() }
+        if triggers > 0 {
+            let pattern = "/" + (prefix + ["bench", "{w}", "{k}"]).joined(separator: "/")
+            let defs = (0..<triggers).map { #""t\#($0)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"# }
+            _ = try await store.submit(namespace: "bench", .triggers(.define(text: "{" + defs.joined(separator: ",") + "}")))
+        }
         // Counted runs write each key once, so one value serves; timed runs rewrite keys (`benchValue`).
         let value = JSON.string(String(repeating: "x", count: valueSize))
-        if footprint {
+        if let raftEntries {
+            try await raftRun(store: store, entries: raftEntries)
+        } else if footprint {
             try await FootprintRun(store: store, children: children, index: !noIndex).run()
         } else if let writes {
             try await CountedStorageRun(store: store, prefix: prefix, value: value, writes: writes, inFlight: submitters,
@@ -104,7 +119,57 @@ struct StorageBench: AsyncParsableCommand {
     var describe: String {
         (writes == nil ? (inserts ? "a new key per write (increasing), " : "1,000 keys per submitter rewritten, ") : "")
             + "\(valueSize)-byte values, \(longPaths ? "long paths (~1.3 KB tree keys, overflow tables)" : "short paths"), "
+            + (triggers > 0 ? "\(triggers) trigger(s) on every write, " : "")
             + (noSync ? "not durable (MDB_NOSYNC)" : "durable (fsync per commit)") + ", at most \(maxBatchEntries) writes per commit"
+    }
+
+    /// `--raft-entries`: entries appended and applied as a follower's committed batches are.
+    private func raftRun(store: EmberStore, entries n: Int) async throws {
+        var next = store.lastLogIndex + 1
+        func entry(_ op: WriteOperation) -> LogEntry {
+            defer { next += 1 }
+            return LogEntry(index: next, term: 1, namespace: "bench", operation: op, timestamp: 1_764_000_000_000 + Int64(next))
+        }
+        var defined: [TriggerDefinition] = []
+        if triggers > 0 {
+            let pattern = "/" + (prefix + ["bench", "{w}", "{k}"]).joined(separator: "/")
+            let defs = (0..<triggers).map { #""t\#($0)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"# }
+            let text = "{" + defs.joined(separator: ",") + "}"
+            defined = try TriggerSet(text: text).definitions
+            let d = entry(.triggers(.define(text: text)))
+            _ = try await store.appendAndApply(entries: [d], through: d.index)
+        }
+        let value = JSON.string(String(repeating: "x", count: valueSize))
+        let batch = max(1, maxBatchEntries)
+        // Built before the clock starts: the writer's work alone is timed.
+        var batches: [[LogEntry]] = []
+        var i = 0
+        while i < n {
+            let m = min(batch, n - i)
+            var b: [LogEntry] = []
+            // Delivery keeping up a batch behind, as a leader's lanes do: each batch starts with
+            // the cursors' entry through the batch before (their records then go, as on a member).
+            if let through = batches.last?.last?.index, !defined.isEmpty {
+                b.append(entry(.triggers(.advance(defined.map { TriggerCursor(name: $0.name, group: $0.group, through: through, rows: []) }))))
+            }
+            b += (i..<(i + m)).map { k in
+                entry(.set(path: Path(validated: prefix + ["bench", "w\(k % 64)", benchKey(k, inserts: true)]), value: value, condition: nil))
+            }
+            batches.append(b)
+            i += m
+        }
+        print("ember-bench storage --raft-entries: \(n) entries in batches of \(batch), \(describe), load average \(loadAverage())")
+        let m0 = store.metrics
+        let cpu0 = processCPUSeconds(getpid())
+        let start = ContinuousClock.now
+        for b in batches { _ = try await store.appendAndApply(entries: b, through: b.last!.index) }
+        let seconds = (ContinuousClock.now - start).seconds
+        let cpu = processCPUSeconds(getpid()) - cpu0
+        let m1 = store.metrics
+        let entries = Double(max(1, m1.entriesCommitted - m0.entriesCommitted))
+        let txnCPU = Double(m1.transactionCPUNanos - m0.transactionCPUNanos), commitCPU = Double(m1.commitCPUNanos - m0.commitCPUNanos)
+        print(String(format: "%.0f entries/s; process CPU %.2f µs per entry; writer CPU per entry %.2f µs applying + %.2f µs committing; load average %@",
+                     Double(n) / seconds, cpu * 1e6 / Double(n), txnCPU / 1e3 / entries, commitCPU / 1e3 / entries, loadAverage()))
     }
 
     private func timedRun(store: EmberStore) async {

@@ -602,5 +602,31 @@ struct TriggerBench: AsyncParsableCommand {
             }
             print(line + String(format: "; %.0f events/s delivered; %.1f µs CPU per write on the machine; load average %@", r.events, total(r.cpu), r.load))
         }
+        pairedSummary(rates.map { (kind: $0.kind, rate: $0.rate, cpu: total($0.cpu)) })
+    }
+
+    /// Each run with triggers against the run of its baseline case just before it (`none`, or
+    /// `spread-none` for `spread`), when the cases alternate (e.g. `spread-none,spread` three
+    /// times): on this machine two runs of one case differ by as much as the effect measured
+    /// (a cold first run, host steal), so the pairs' median and its distribution-free interval
+    /// (`PairedRatios`) say more than a ratio to the mean of the baseline runs.
+    func pairedSummary(_ runs: [(kind: String, rate: Double, cpu: Double)]) {
+        for kind in ThroughputCase.kinds where kind != "none" && kind != "spread-none" {
+            let baseKind = kind == "spread" ? "spread-none" : "none"
+            var pairs: [(ratio: Double, cpu: Double)] = []
+            for (i, r) in runs.enumerated() where r.kind == kind {
+                guard let b = runs[..<i].last(where: { $0.kind == baseKind }) else { continue }
+                pairs.append((r.rate / max(b.rate, 1e-9), r.cpu - b.cpu))
+            }
+            guard pairs.count >= 2 else { continue }
+            let ratios = PairedRatios(pairs.map(\.ratio))
+            let (lo, hi, coverage) = ratios.medianInterval
+            let cpu = pairs.map(\.cpu).sorted()
+            print(String(format: "(c) %@ against the %@ run before each, %d pairs: median %.1f %% less (goal: within 15 %%: %@); pairs %@; "
+                         + "the median lies in %.1f–%.1f %% less with %.0f %% confidence; CPU per write on the machine %+.1f µs (median of the pairs); load average %@",
+                         kind, baseKind, pairs.count, 100 * (1 - ratios.median), ratios.verdict(maxLossPercent: 15),
+                         pairs.map { String(format: "%.1f", 100 * (1 - $0.ratio)) }.joined(separator: ", "),
+                         100 * (1 - hi), 100 * (1 - lo), 100 * coverage, cpu[cpu.count / 2], loadAverage()))
+        }
     }
 }
