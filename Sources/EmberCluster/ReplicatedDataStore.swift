@@ -145,6 +145,11 @@ public final class ReplicatedDataStore: WritePort, StatusPort, ClusterControl, S
         if case .advance = op, !membersSpeak(4) {
             throw StoreUnavailable("a member runs a build before peer level 4 and cannot read trigger cursor entries (advance); cursors go as settle entries until every member is upgraded")
         }
+        // 0.7.0 (level 4) refuses a definition naming a field it does not know (`batchWindowMs`):
+        // its members would fire no trigger of the namespace while the others do.
+        if case .define(let text) = op, TriggerSet.usesBatchWindow(text), !membersSpeak(5) {
+            throw StoreUnavailable("a member runs a build before peer level 5 and cannot read \"batchWindowMs\"; define it once every member is upgraded")
+        }
         let payload = try checkedEntry(namespace: namespace, operation: .triggers(op), auth: .admin)
         if case .rejected(let e) = try await propose(payload).outcome { throw LMDBTranslation.translate(e) }
     }

@@ -55,6 +55,9 @@ struct TriggerBench: AsyncParsableCommand {
     @Option(help: "Events per POST of the batching triggers (b, c).")
     var batchSize = 1_000
 
+    @Option(help: "The batching triggers' batchWindowMs (b, c): a partial batch waits this long for more events (0: as soon as no POST is in flight).")
+    var batchWindowMs = 0
+
     @Option(help: "POSTs in flight per trigger, pipelined in order on one connection (the definitions' inFlight).")
     var inFlight = 16
 
@@ -85,6 +88,7 @@ struct TriggerBench: AsyncParsableCommand {
         guard duration > 0, connections >= 1, pipeline >= 1, valueSize >= 0 else {
             throw ValidationError("--duration, --connections and --pipeline must be positive")
         }
+        guard (0...60_000).contains(batchWindowMs) else { throw ValidationError("--batch-window-ms must be 0...60000 (a trigger's limit)") }
         guard (1...1_000).contains(batchSize), (1...64).contains(inFlight) else {
             throw ValidationError("--batch-size must be 1...1000 and --in-flight 1...64 (a trigger's limits)")
         }
@@ -195,10 +199,13 @@ struct TriggerBench: AsyncParsableCommand {
 
     /// One trigger on `path` to the receiver, with `batch` events per POST; retention high
     /// enough that no run reaches it (a gap would end the measurement's meaning).
+    /// A batching one (`batch` > 1) with `--batch-window-ms` when given.
     func definition(_ path: String, on: String, receiver: TriggerReceiver, batch: Int, urlPath: String = "/hook") -> [String: Any] {
-        ["path": path, "on": [on], "url": receiver.url(urlPath), "secret": TriggerReceiver.secret,
-         "batchSize": batch, "inFlight": inFlight, "retries": 1_000, "backoffMs": 20, "maxBackoffMs": 1_000,
-         "retainEntries": 10_000_000, "retainBytes": 1 << 30]
+        var d: [String: Any] = ["path": path, "on": [on], "url": receiver.url(urlPath), "secret": TriggerReceiver.secret,
+                                "batchSize": batch, "inFlight": inFlight, "retries": 1_000, "backoffMs": 20, "maxBackoffMs": 1_000,
+                                "retainEntries": 10_000_000, "retainBytes": 1 << 30]
+        if batch > 1 && batchWindowMs > 0 { d["batchWindowMs"] = batchWindowMs }
+        return d
     }
 
     func putTriggers(_ http: HTTPClient, _ leader: String, ns: String, _ triggers: [String: Any]) async throws {
@@ -538,7 +545,8 @@ struct TriggerBench: AsyncParsableCommand {
                 }))
             }
             for name in names where c.paused { try await postTriggerAction(http, leader, ns: ns, name, "pause") }
-            let label = c.triggers.isEmpty ? c.label : "\(c.label), batchSize \(batchSize)"
+            let label = c.triggers.isEmpty ? c.label
+                : "\(c.label), batchSize \(batchSize)" + (batchSize > 1 && batchWindowMs > 0 ? ", batchWindowMs \(batchWindowMs)" : "")
             let ws = leader.replacingOccurrences(of: "http://", with: "ws://") + "/.ws?v=5&ns=\(ns)"
             let sampler = lagSampler(http, receiver, leader: leader, ns: ns, names: names)
             let cpu0 = cpu(pids)

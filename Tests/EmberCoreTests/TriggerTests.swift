@@ -58,6 +58,8 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
             (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "backoffMs": 500, "maxBackoffMs": 100}"#, "maxBackoffMs"),
             (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "onFailure": "retry"}"#, "onFailure"),
             (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "colour": 1}"#, "unknown field"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "batchWindowMs": 50}"#, "\"batchSize\" above 1"),
+            (#"{"path": "/a", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "batchSize": 9, "batchWindowMs": 60001}"#, "batchWindowMs"),
             (#"[1]"#, "an object"),
         ]
         for (json, reason) in cases {
@@ -71,6 +73,23 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         let again = try TriggerDefinition(name: "t", json: feed.json)
         #expect(feed.feed && feed.url == nil && again == feed)
         #expect(throws: TriggerDefinitionError.self) { try def(#"{"path": "/a/{id}", "on": ["written"], "feed": true, "url": "http://h/"}"#) }
+    }
+
+    @Test func aBatchingWindowIsSpelledOutOnlyWhenSet() throws {
+        // The logged document is the canonical form: without a window it is what 0.7.0 reads.
+        let plain = try def(#"{"path": "/a/{id}", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "batchSize": 10}"#)
+        guard case .object(let o) = plain.json else { Issue.record("not an object"); return }
+        #expect(o["batchWindowMs"] == nil && o["inFlight"] == .int(1) && plain.limits.batchWindowMs == 0)
+        let windowed = try def(#"{"path": "/a/{id}", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "batchSize": 10, "batchWindowMs": 50}"#)
+        guard case .object(let w) = windowed.json else { Issue.record("not an object"); return }
+        #expect(w["batchWindowMs"] == .int(50) && windowed.limits.batchWindowMs == 50)
+        #expect(try TriggerDefinition(name: "t", json: windowed.json) == windowed)
+        let zero = try def(#"{"path": "/a/{id}", "on": ["created"], "url": "http://h/", "secret": "0123456789abcdef", "batchSize": 10, "batchWindowMs": 0}"#)
+        #expect(zero == plain)
+        // Which documents wait for every member to read the field (peer level 5).
+        #expect(TriggerSet.usesBatchWindow("{\"w\": \(windowed.json.serialized())}"))
+        #expect(!TriggerSet.usesBatchWindow("{\"p\": \(plain.json.serialized())}"))
+        #expect(!TriggerSet.usesBatchWindow("not json"))
     }
 
     @Test func documentLimits() throws {
@@ -303,7 +322,7 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         // A POST in flight: the next partial batch waits for its answer, and says until when.
         m.take(index: 2, events: 1)
         #expect(m.poll(now: 1).isEmpty)
-        #expect(m.lingers(now: 1) && m.nextWake == 1 + TriggerDelivery.maxLingerMs)
+        #expect(m.lingers(now: 1) && m.readsWait(now: 1) && m.nextWake == 1 + TriggerDelivery.maxLingerMs)
         m.take(index: 3, events: 1)
         #expect(m.poll(now: 2).isEmpty, "still lingering: the wait runs from its first poll")
         // The answer comes: everything queued goes in one POST.
@@ -325,13 +344,46 @@ private let valid = #"{"path": "/messages/{id}", "on": ["created"], "url": "http
         #expect(!one.lingers(now: 0))
     }
 
+    @Test func aBatchingWindowHoldsAPartialBatchEvenWithNothingInFlight() {
+        var m = TriggerDelivery(limits: limits { $0.batchSize = 4; $0.inFlight = 2; $0.batchWindowMs = 50 }, seed: 1)
+        func evs(_ r: ClosedRange<UInt64>) -> [TriggerDelivery.Event] { r.map { .init(index: $0, seq: 0, last: true) } }
+        // Idle, a partial batch waits the window from its first poll, and says until when.
+        m.take(index: 1, events: 1)
+        #expect(m.poll(now: 10).isEmpty)
+        #expect(m.lingers(now: 10) && m.nextWake == 60)
+        #expect(!m.readsWait(now: 10), "with a window the worker reads on: a batch that fills goes at once")
+        m.take(index: 2, events: 1)
+        #expect(m.poll(now: 59).isEmpty && m.lingers(now: 59))
+        // The window ends: what queued meanwhile goes in one POST.
+        #expect(!m.lingers(now: 60))
+        #expect(m.poll(now: 60) == [.send(batch: 1, events: evs(1...2))])
+        // A full batch does not wait for the window; the partial rest does, behind the POST in
+        // flight too (the window, not `maxLingerMs`, being the longer).
+        for i in 3...7 as ClosedRange<UInt64> { m.take(index: i, events: 1) }
+        #expect(m.poll(now: 61) == [.send(batch: 2, events: evs(3...6))])
+        #expect(!m.lingers(now: 61) && m.nextWake == nil, "the window is full: an answer comes first")
+        #expect(m.completed(batch: 1, error: nil, now: 62) == [.settle(indexes: [1, 2], deadLetter: nil)])
+        #expect(m.poll(now: 62).isEmpty && m.lingers(now: 62) && m.nextWake == 112)
+        #expect(m.poll(now: 111).isEmpty)
+        #expect(m.poll(now: 112) == [.send(batch: 3, events: evs(7...7))])
+        // A window shorter than `maxLingerMs` waits `maxLingerMs` behind a POST in flight.
+        var short = TriggerDelivery(limits: limits { $0.batchSize = 4; $0.inFlight = 2; $0.batchWindowMs = 1 }, seed: 1)
+        short.take(index: 1, events: 1)
+        #expect(short.poll(now: 0).isEmpty && short.poll(now: 1) == [.send(batch: 1, events: evs(1...1))])
+        short.take(index: 2, events: 1)
+        #expect(short.poll(now: 2).isEmpty && short.nextWake == 2 + TriggerDelivery.maxLingerMs)
+    }
+
     @Test func aLingeringBatchKeepsEveryEventAndTheOrder() {
         // Seeded loads of entries, answers and clocks: whatever lingers, every event goes out
         // once, in log order, and every entry settles.
         for seed in 1...30 as ClosedRange<UInt64> {
             var r = seed &* 0x9E37_79B9_7F4A_7C15
             func next(_ n: UInt64) -> UInt64 { r = r &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407; return (r >> 33) % n }
-            var m = TriggerDelivery(limits: limits { $0.batchSize = Int(next(6)) + 2; $0.inFlight = Int(next(4)) + 1 }, seed: seed)
+            // Half the seeds with a batching window (up to 6 ms): held batches lose and reorder nothing either.
+            let window = seed % 2 == 0 ? Int(next(6)) + 1 : 0
+            var m = TriggerDelivery(limits: limits { $0.batchSize = Int(next(6)) + 2; $0.inFlight = Int(next(4)) + 1; $0.batchWindowMs = window },
+                                    seed: seed)
             var now: Int64 = 0, index: UInt64 = 0
             var sent: [TriggerDelivery.Event] = [], settled: [UInt64] = [], inFlight: [UInt64] = []
             var taken: [UInt64] = []

@@ -446,6 +446,34 @@ def test_a_batching_trigger_posts_arrays_in_order(node, ns, receiver):
     assert max(n for _, n in receiver.batches) == 4, receiver.batches
 
 
+def test_a_batching_window_gathers_separate_writes_into_one_post(node, ns, receiver):
+    """batchWindowMs: with nothing in flight a partial batch waits for the window, so writes
+    committed one by one within it reach the receiver in one POST, and a batch that fills goes
+    at once; the window needs a batchSize above 1; GET lists it when set."""
+    r = put_triggers(node, ns, {"w": trig(receiver.url, "/w/{n}", ["created"], batchWindowMs=500)})
+    assert r.status_code == 400 and '"batchSize" above 1' in r.json()["error"], r.text
+    doc = {"w": trig(receiver.url, "/w/{n}", ["created"], batchSize=100, batchWindowMs=60_000),
+           "plain": trig(receiver.url, "/p/{n}", ["created"], batchSize=100)}
+    assert put_triggers(node, ns, doc).status_code == 200
+    stored = requests.get(f"{node.url}/.settings/triggers.json?ns={ns}", headers=OWNER, timeout=5).json()
+    assert stored["w"]["batchWindowMs"] == 60_000 and stored["w"]["batchSize"] == 100
+    assert "batchWindowMs" not in stored["plain"], "spelled out only when set"
+    # Without a window a single write goes at once.
+    assert requests.put(f"{node.url}/p/0.json?ns={ns}", json=0).status_code == 200
+    receiver.wait(1)
+    for i in range(5):
+        assert requests.put(f"{node.url}/w/{i}.json?ns={ns}", json=i).status_code == 200
+    # Within a minute's window nothing is sent; 95 more events in one update fill the batch of
+    # 100, which goes at once, all of them in log order.
+    assert len(receiver.received()) == 1, "a partial batch waits for its window"
+    assert requests.patch(f"{node.url}/w.json?ns={ns}", json={f"{i:03}": i for i in range(5, 100)}).status_code == 200
+    got = receiver.wait(101)
+    kind = "application/cloudevents-batch+json"
+    assert receiver.batches == [(kind, 1), (kind, 100)], receiver.batches
+    assert [e["ref"] for e in got[1:6]] == [f"/w/{i}" for i in range(5)]
+    assert sorted(e["ref"] for e in got[6:]) == sorted(f"/w/{i:03}" for i in range(5, 100))
+
+
 class KeepAliveReceiver:
     """An HTTP/1.1 receiver that keeps connections alive (so the trigger's window is pipelined
     on them) and records every attempt in arrival order: (event id, log index, status, client

@@ -59,6 +59,13 @@ public struct TriggerLimits: Sendable, Equatable {
     public var batchSize = 1
     /// POSTs in flight at once (1 keeps strict order at the receiver).
     public var inFlight = 1
+    /// A batching trigger's batching window (AWS Lambda's `MaximumBatchingWindowInSeconds`, in
+    /// ms): a batch smaller than `batchSize` waits until its first event has waited this long,
+    /// so that under load one POST carries what several commits brought. 0: a batch goes as
+    /// soon as nothing is in flight (`TriggerDelivery.maxLingerMs` behind a POST in flight).
+    /// Each POST costs the delivering node and the receiver a request, a signature, a wakeup
+    /// and an answer whatever it carries: a busy leader's per-POST share of its CPU.
+    public var batchWindowMs = 0
     public var onFailure = TriggerFailurePolicy.continue
     /// Undelivered log entries (and their bytes) held for this trigger; past either, later
     /// events are not kept and the trigger is marked `behind` with the gap recorded.
@@ -76,6 +83,7 @@ public struct TriggerLimits: Sendable, Equatable {
         ("maxBackoffMs", 1...86_400_000, \.maxBackoffMs),
         ("batchSize", 1...1_000, \.batchSize),
         ("inFlight", 1...64, \.inFlight),
+        ("batchWindowMs", 0...60_000, \.batchWindowMs),
         ("retainEntries", 1...10_000_000, \.retainEntries),
         ("retainBytes", 1_024...(4 << 30), \.retainBytes),
     ]
@@ -166,6 +174,9 @@ public struct TriggerDefinition: Sendable, Equatable {
             limits.onFailure = p
         }
         guard limits.maxBackoffMs >= limits.backoffMs else { throw fail("\"maxBackoffMs\" must be at least \"backoffMs\"") }
+        guard limits.batchWindowMs == 0 || limits.batchSize > 1 else {
+            throw fail("\"batchWindowMs\" holds a partial batch: it needs a \"batchSize\" above 1")
+        }
         self.name = name
         self.limits = limits
         if !feed { group = Self.group(pattern: pattern, on: self.on) }
@@ -188,7 +199,11 @@ public struct TriggerDefinition: Sendable, Equatable {
         o["path"] = .string(pattern.description)
         o["on"] = .array(on.map { .string($0.rawValue) })
         if let url { o["url"] = .string(url.text); o["secret"] = .string(secret) } else { o["feed"] = .bool(true) }
-        for (key, _, kp) in TriggerLimits.ranges { o[key] = .int(Int64(limits[keyPath: kp])) }
+        // A batching window only when set: the logged document is this one (`TriggerSet.text`),
+        // and a member of 0.7.0 refuses a field it does not know (`TriggerSet.usesBatchWindow`).
+        for (key, _, kp) in TriggerLimits.ranges where key != "batchWindowMs" || limits.batchWindowMs != 0 {
+            o[key] = .int(Int64(limits[keyPath: kp]))
+        }
         o["onFailure"] = .string(limits.onFailure.rawValue)
         return .object(o)
     }
@@ -258,6 +273,12 @@ public struct TriggerSet: Sendable, Equatable {
 
     /// The canonical text stored in the log and the state (every limit spelled out).
     public var text: String { json.serialized() }
+
+    /// Whether the document `text` gives a trigger a batching window: a field members before
+    /// peer level 5 (0.7.0) do not read, logged only once every member reads it.
+    public static func usesBatchWindow(_ text: String) -> Bool {
+        (try? TriggerSet(text: text))?.definitions.contains { $0.limits.batchWindowMs > 0 } ?? false
+    }
 }
 
 /// An http(s) URL a trigger POSTs to, split for the client: no user info or fragment.

@@ -114,7 +114,23 @@ public struct TriggerDelivery: Sendable {
     /// `nextWake`, and need not be woken by every commit meanwhile.
     public func lingers(now: Int64) -> Bool {
         guard halted == nil, let since = lingerSince, queued > 0, queued < limits.batchSize else { return false }
-        return now - since < Self.maxLingerMs && batches.contains(where: \.inFlight)
+        let inFlight = batches.contains(where: \.inFlight)
+        return (inFlight || limits.batchWindowMs > 0) && now - since < wait(inFlight: inFlight)
+    }
+
+    /// Whether the worker need not read more events until a POST's answer or `nextWake`: a
+    /// partial batch lingers behind a POST in flight (`lingers`) for at most `maxLingerMs`. Not
+    /// with a batching window: a batch that fills meanwhile goes at once, so the worker reads
+    /// what each commit brings (a read per commit; the POSTs are what the window saves).
+    public func readsWait(now: Int64) -> Bool {
+        limits.batchWindowMs == 0 && lingers(now: now)
+    }
+
+    /// How long (ms) a partial batch waits from `lingerSince`: the trigger's `batchWindowMs`,
+    /// and behind a POST in flight at least `maxLingerMs`.
+    func wait(inFlight: Bool) -> Int64 {
+        let window = Int64(limits.batchWindowMs)
+        return inFlight ? max(Self.maxLingerMs, window) : window
     }
 
     /// The nominal wait after `n` failed attempts: `backoffMs` doubled per attempt, at most
@@ -163,11 +179,12 @@ public struct TriggerDelivery: Sendable {
         let waiting = batches.contains { $0.retryAt != nil || $0.resend }
         while !waiting && inFlight < limits.inFlight && queued > 0 {
             let n = min(limits.batchSize, queued)
-            // Under load (a POST in flight) a partial batch waits to fill, `maxLingerMs` at most.
-            if n < limits.batchSize && inFlight > 0 {
+            // Under load (a POST in flight) a partial batch waits to fill, `maxLingerMs` at most;
+            // with a batching window, until its first event waited the window.
+            if n < limits.batchSize && (inFlight > 0 || limits.batchWindowMs > 0) {
                 let since = lingerSince ?? now
                 lingerSince = since
-                if now - since < Self.maxLingerMs { break }
+                if now - since < wait(inFlight: inFlight > 0) { break }
             }
             lingerSince = nil
             let b = Batch(id: nextBatch, events: Array(queue[queueStart..<(queueStart + n)]), inFlight: true)
@@ -194,7 +211,7 @@ public struct TriggerDelivery: Sendable {
         guard halted == nil, batches.lazy.filter(\.inFlight).count < limits.inFlight else { return nil }
         guard let first = batches.first(where: { $0.outcome == nil && (!$0.inFlight || $0.resend) }) else {
             // A partial batch lingering: sent when its wait ends, if no answer comes first.
-            return queued == 0 ? nil : lingerSince.map { $0 + Self.maxLingerMs }
+            return queued == 0 ? nil : lingerSince.map { $0 + wait(inFlight: batches.contains(where: \.inFlight)) }
         }
         return first.inFlight ? nil : first.retryAt
     }

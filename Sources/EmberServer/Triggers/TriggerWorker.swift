@@ -215,11 +215,11 @@ final class TriggerLane: Sendable {
         // `stateDirty`); a read per input was a store read per POST.
         var stateDue = true
         while !Task.isCancelled {
-            // Not while a partial batch lingers for a POST's answer (`TriggerDelivery.lingers`):
+            // Not while a partial batch lingers for a POST's answer (`TriggerDelivery.readsWait`):
             // the answer, or the linger's end, reads everything committed meanwhile at once,
             // and the commits meanwhile do not wake the lane (its wake stays pending: no read
             // per commit). A wake taken in meanwhile counts once the linger ends.
-            let lingering = machine.lingers(now: Self.nowMillis())
+            let lingering = machine.readsWait(now: Self.nowMillis())
             if !lingering { wakePending.store(false, ordering: .sequentiallyConsistent) }
             if stateDirty.exchange(false, ordering: .acquiringAndReleasing) { stateDue = true }
             // Paused or halted (replicated flags): wait for a change. Read too while the
