@@ -57,6 +57,21 @@ final class LevelledTLSCluster {
         throw ClusterConfigError("no leader with known links")
     }
 
+    /// Restarts member `k` offering this build's levels (an upgraded member) and returns the
+    /// leader once every member showed `level` (or, past a minute, the leader as it stands:
+    /// the caller's expectations then say what did not happen).
+    func upgrade(_ k: Int, untilMembersSpeak level: Int) async throws -> ReplicatedDataStore {
+        await nodes[k].shutdown()
+        nodes[k] = try await open(ids[k], PeerTLS.offered)
+        let deadline = ContinuousClock.now + .seconds(60)
+        var leader = try await settledLeader()
+        while !leader.membersSpeak(level) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            leader = try await settledLeader()
+        }
+        return leader
+    }
+
     /// Runs `body`, then shuts every member down and removes the directory, whatever happened.
     func run(_ body: () async throws -> Void) async throws {
         do { try await body() } catch {

@@ -53,14 +53,7 @@ import EmberTestSupport
         #expect(try await cursors() == [ix[1], ix[1], ix[1]])
 
         // n3 restarts on this build's levels: the gate opens and advance entries apply everywhere.
-        await c.nodes[2].shutdown()
-        c.nodes[2] = try await c.open("n3", PeerTLS.offered)
-        let deadline = ContinuousClock.now + .seconds(60)
-        repeat {
-            leader = try await c.settledLeader()
-            if leader.membersSpeak(4) { break }
-            try await Task.sleep(for: .milliseconds(20))
-        } while ContinuousClock.now < deadline
+        leader = try await c.upgrade(2, untilMembersSpeak: 4)
         port = try #require(leader.ports.triggers)
         #expect(port.logsAdvance)
         let more = try await leader.write(WriteRequest(namespace: "t", path: try Path("m/k3"), kind: .set(.int(3)), identity: .admin)).index

@@ -45,14 +45,7 @@ import EmberTestSupport
         #expect(try await windows() == [0, 0, 0])
 
         // n3 restarts on this build's levels: the gate opens and every member holds the window.
-        await c.nodes[2].shutdown()
-        c.nodes[2] = try await c.open("n3", PeerTLS.offered)
-        let deadline = ContinuousClock.now + .seconds(60)
-        repeat {
-            leader = try await c.settledLeader()
-            if leader.membersSpeak(5) { break }
-            try await Task.sleep(for: .milliseconds(20))
-        } while ContinuousClock.now < deadline
+        leader = try await c.upgrade(2, untilMembersSpeak: 5)
         port = try #require(leader.ports.triggers)
         try await port.log(namespace: "t", .define(text: try TriggerSet(text: Self.doc(window: 50)).text))
         #expect(try await windows() == [50, 50, 50])

@@ -43,14 +43,7 @@ import EmberTestSupport
         #expect(try await values().allSatisfy { $0 == want1 })
 
         // n3 restarts on this build's levels: the text form is logged and applies everywhere.
-        await c.nodes[2].shutdown()
-        c.nodes[2] = try await c.open("n3", PeerTLS.offered)
-        let deadline = ContinuousClock.now + .seconds(60)
-        repeat {
-            leader = try await c.settledLeader()
-            if leader.membersSpeak(5) { break }
-            try await Task.sleep(for: .milliseconds(20))
-        } while ContinuousClock.now < deadline
+        leader = try await c.upgrade(2, untilMembersSpeak: 5)
         #expect(leader.membersSpeak(5))
         let second = try Self.request(#"{"a/x":null,"b/d":{".value":"v",".priority":1},"f":[1,2]}"#)
         #expect(LogEntry.isUpdateText(try leader.payload(for: second).payload))
