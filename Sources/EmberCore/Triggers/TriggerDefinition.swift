@@ -193,7 +193,8 @@ public struct TriggerDefinition: Sendable, Equatable {
             && s.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) || $0 == 95 || $0 == 45 }
     }
 
-    /// The definition as stored and as `GET` answers it (every limit spelled out).
+    /// The definition as stored and as `GET` answers it (every limit spelled out, the batching
+    /// window when set).
     public var json: JSON {
         var o: KeyMap<JSON> = [:]
         o["path"] = .string(pattern.description)
@@ -271,7 +272,8 @@ public struct TriggerSet: Sendable, Equatable {
         .object(KeyMap(uniqueKeysWithValues: definitions.map { ($0.name, $0.json) }))
     }
 
-    /// The canonical text stored in the log and the state (every limit spelled out).
+    /// The canonical text stored in the log and the state (every limit spelled out but a zero
+    /// `batchWindowMs`: see `TriggerDefinition.json`).
     public var text: String { json.serialized() }
 
     /// Whether the document `text` gives a trigger a batching window: a field members before
