@@ -80,7 +80,11 @@ public final class SpaceGuard: Sendable {
     func commitFailed(_ error: StorageError) {
         let left = (try? measure())?.bytes ?? 0
         state.withLock { $0.failedAt = left; $0.measured = nil }
-        alarms.raise(.noSpace, "a commit failed for lack of room (\(error)); \(left) bytes left, writes are refused until space is freed")
+        // Which limit it met, as `judge` says it: the operator's remedy differs (a bigger map
+        // or a bigger disk), and a commit can fail before any measurement came near the reserve.
+        var which = "the data directory's filesystem is full"
+        if case .lmdb(let code, _) = error, code == MDB_MAP_FULL { which = "the data file's map (--max-db-size) is full" }
+        alarms.raise(.noSpace, "a commit failed for lack of room: \(which) (\(error)); \(left) bytes left, writes are refused until space is freed")
     }
 
     private func refresh(now: ContinuousClock.Instant) -> Room? {
