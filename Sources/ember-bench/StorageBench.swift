@@ -97,10 +97,9 @@ struct StorageBench: AsyncParsableCommand {
         options.inlineObjects = !perLeaf
         let store = try EmberStore(directory: dir, options: options)
         defer { store.close() }
-        if triggers > 0 {
-            let pattern = "/" + (prefix + ["bench", "{w}", "{k}"]).joined(separator: "/")
-            let defs = (0..<triggers).map { #""t\#($0)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"# }
-            _ = try await store.submit(namespace: "bench", .triggers(.define(text: "{" + defs.joined(separator: ",") + "}")))
+        // `--raft-entries` defines them through the replicated path itself (`raftRun`).
+        if triggers > 0 && raftEntries == nil {
+            _ = try await store.submit(namespace: "bench", .triggers(.define(text: triggerDocument)))
         }
         // Counted runs write each key once, so one value serves; timed runs rewrite keys (`benchValue`).
         let value = JSON.string(String(repeating: "x", count: valueSize))
@@ -123,6 +122,13 @@ struct StorageBench: AsyncParsableCommand {
             + (noSync ? "not durable (MDB_NOSYNC)" : "durable (fsync per commit)") + ", at most \(maxBatchEntries) writes per commit"
     }
 
+    /// `--triggers`' document: each trigger on every write's location, retention past any run.
+    var triggerDocument: String {
+        let pattern = "/" + (prefix + ["bench", "{w}", "{k}"]).joined(separator: "/")
+        let defs = (0..<triggers).map { #""t\#($0)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"# }
+        return "{" + defs.joined(separator: ",") + "}"
+    }
+
     /// `--raft-entries`: entries appended and applied as a follower's committed batches are.
     private func raftRun(store: EmberStore, entries n: Int) async throws {
         var next = store.lastLogIndex + 1
@@ -132,9 +138,7 @@ struct StorageBench: AsyncParsableCommand {
         }
         var defined: [TriggerDefinition] = []
         if triggers > 0 {
-            let pattern = "/" + (prefix + ["bench", "{w}", "{k}"]).joined(separator: "/")
-            let defs = (0..<triggers).map { #""t\#($0)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"# }
-            let text = "{" + defs.joined(separator: ",") + "}"
+            let text = triggerDocument
             defined = try TriggerSet(text: text).definitions
             let d = entry(.triggers(.define(text: text)))
             _ = try await store.appendAndApply(entries: [d], through: d.index)
