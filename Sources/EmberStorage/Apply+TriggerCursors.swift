@@ -22,7 +22,7 @@ extension Applier {
                 try tables.putTriggerState(t, ns, c.name, st)
                 if st.group != 0 { groups.insert(st.group) }
             }
-            for g in groups { try TriggerChangeLog.refresh(tables, t, ns, g, definitions: triggers[ns]?.definitions ?? []) }
+            try TriggerChangeLog.refresh(tables, t, ns, groups: groups, definitions: triggers[ns]?.definitions ?? [])
         case .settle(let name, let indexes, let reason):
             guard var st = try tables.triggerState(t, ns, name) else { return }
             try settleTrigger(e, name: name, &st, indexes: indexes, through: indexes.max(), reason: reason)
@@ -100,7 +100,7 @@ extension Applier {
         }
         triggers[ns] = set.isEmpty ? nil : set
         // Streams no trigger reads any more go whole; the others are pruned and summed up anew.
-        for g in groups { try TriggerChangeLog.refresh(tables, t, ns, g, definitions: set.definitions) }
+        try TriggerChangeLog.refresh(tables, t, ns, groups: groups, definitions: set.definitions)
     }
 
     /// Moves a trigger's cursor: its own rows at `indexes` go (with a reason, to its dead

@@ -308,103 +308,6 @@ enum TriggerChangeLog {
         out.events += last.events &- min(last.events, s.eventsBase)
         return out
     }
-
-    // MARK: - Upkeep (when cursors move, never per write)
-
-    /// Deletes the stream's records after `after` through `through` that no hold (after,
-    /// through] covers, walking the table from `after` (the other groups' rows in the way are
-    /// read in place, held ranges skipped by a seek); returns the newest one deleted. A stream
-    /// read to its end is the table's first rows: whole pages go.
-    static func prune(_ tables: Tables, _ t: Txn, _ stream: [UInt8], after: UInt64, through: UInt64,
-                      holds: [(UInt64, UInt64)], limit: Int = .max) throws -> (newest: Position?, stoppedAt: UInt64?) {
-        guard after < through else { return (nil, nil) }
-        let c = try t.cursor(tables.trigrec)
-        defer { c.close() }
-        // Each row read in place (the other groups' rows are most of a walk): its index, and
-        // its position when it is the stream's own.
-        func row(_ o: MDB_cursor_op, _ key: [UInt8]? = nil) throws -> (index: UInt64, own: Position?)? {
-            try c.inPlace(o, key: key) { k, v in
-                let i = TriggerRecordRows.index(of: k)
-                return (i, TriggerRecordRows.isStream(k, stream) ? try position(i, Array(v)) : nil)
-            }
-        }
-        var newest: Position?
-        var deleted = 0
-        var hold = 0
-        var entry = try row(MDB_SET_RANGE, TriggerRecordRows.key(max(after + 1, 1), []))
-        while let (i, own) = entry {
-            if i > through { break }
-            while hold < holds.count && i > holds[hold].1 { hold += 1 }
-            if hold < holds.count && i > holds[hold].0 {
-                // Held: go on after this hold's end.
-                if holds[hold].1 >= through { break }
-                entry = try row(MDB_SET_RANGE, TriggerRecordRows.key(holds[hold].1 + 1, []))
-                continue
-            }
-            guard let own else { entry = try row(MDB_NEXT); continue }
-            // The batch is full: the rest goes with the group's next refresh (the same rows on
-            // every member: the limit counts the stream's own rows).
-            if deleted == limit { return (newest, i - 1) }
-            deleted += 1
-            newest = own
-            try c.deleteCurrent()
-            // After `mdb_cursor_del` MDB_NEXT returns the record that followed (`deletePrefix`).
-            entry = try row(MDB_NEXT)
-        }
-        return (newest, nil)
-    }
-
-    /// Named limit: records one refresh of a group deletes (one transaction's share of a long
-    /// backlog delivered at once; a group with no trigger left goes whole).
-    static let maxPrunedPerRefresh = 8_192
-
-    /// After the group's triggers' cursors or limits changed: deletes the records no trigger
-    /// holds any more (a trigger holds those after its cursor, up to its `keepThrough` while it
-    /// has one) and writes the summary. No trigger left: the whole stream goes.
-    static func refresh(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64,
-                        members: [(TriggerDefinition, TriggerState)]) throws {
-        let stream = TriggerRecordRows.stream(ns, group)
-        let head = try TriggerRecordRows.head(tables, t, stream)
-        guard !members.isEmpty else {
-            if let head {
-                _ = try prune(tables, t, stream, after: head.prunedThrough, through: head.last.index, holds: [])
-                _ = try t.delete(tables.meta, TriggerRecordRows.headKey(stream))
-            }
-            _ = try t.delete(tables.meta, summaryKey(ns, group))
-            return
-        }
-        var s = try summary(tables, t, ns, group)
-        // Held ranges (after, through], merged.
-        var holds = members.map { (_, st) in (st.cursor, st.keepThrough != 0 ? st.keepThrough : UInt64.max) }
-            .filter { $0.0 < $0.1 }.sorted { $0.0 < $1.0 }
-        var merged: [(UInt64, UInt64)] = []
-        for h in holds {
-            if let l = merged.last, h.0 <= l.1 { merged[merged.count - 1].1 = max(l.1, h.1) } else { merged.append(h) }
-        }
-        holds = merged
-        if let head {
-            let (newest, stopped) = try prune(tables, t, stream, after: head.prunedThrough, through: head.last.index, holds: holds,
-                                              limit: maxPrunedPerRefresh)
-            if let newest { s.floor = Position.newer(s.floor, newest) }
-            // Nothing before the least hold's start is held: the next walk starts there (or
-            // where this one stopped).
-            let pruned = max(head.prunedThrough, min(holds.first?.0 ?? head.last.index, head.last.index, stopped ?? .max))
-            if pruned != head.prunedThrough {
-                try TriggerRecordRows.putHead(tables, t, stream, TriggerRecordRows.Head(last: head.last, prunedThrough: pruned))
-            }
-        }
-        // How far the stream may grow: the least of each keeping trigger's headroom.
-        var allowRecords = UInt64.max, allowBytes = UInt64.max, keeping = false
-        for (d, st) in members where st.keepThrough == 0 {
-            keeping = true
-            let r = UInt64(d.limits.retainEntries), b = UInt64(d.limits.retainBytes)
-            allowRecords = min(allowRecords, r > st.pending ? r - st.pending + st.doneRecords : 0)
-            allowBytes = min(allowBytes, b > st.pendingBytes ? b - st.pendingBytes + st.doneBytes : 0)
-        }
-        s.allowRecords = keeping ? allowRecords : 0
-        s.allowBytes = keeping ? allowBytes : 0
-        try putSummary(tables, t, ns, group, s)
-    }
 }
 
 /// A trigger joining or leaving a group's stream, and the migration of a 0.6.0 state.
@@ -457,15 +360,6 @@ extension TriggerChangeLog {
         st.keepThrough = 0; st.keepRecords = 0; st.keepBytes = 0; st.keepEvents = 0
     }
 
-    /// `refresh` with the group's members as the definitions and states in force name them.
-    static func refresh(_ tables: Tables, _ t: Txn, _ ns: String, _ group: UInt64, definitions: [TriggerDefinition]) throws {
-        var members: [(TriggerDefinition, TriggerState)] = []
-        for d in definitions where !d.feed && d.group == group {
-            if let st = try tables.triggerState(t, ns, d.name), st.group == group { members.append((d, st)) }
-        }
-        try refresh(tables, t, ns, group, members: members)
-    }
-
     /// A data directory of 0.6.0 keeps its triggers' outbox rows as their own rows (read and
     /// settled as before, nothing pending lost); each trigger joins its group from its cursor,
     /// so the entries applied from now on go to the shared records. Deterministic (every
@@ -483,7 +377,7 @@ extension TriggerChangeLog {
                 groups.insert(d.group)
                 joined += 1
             }
-            for g in groups { try refresh(tables, t, ns, g, definitions: set.definitions) }
+            try refresh(tables, t, ns, groups: groups, definitions: set.definitions)
         }
         return joined
     }

@@ -69,8 +69,16 @@ struct StorageBench: AsyncParsableCommand {
     @Option(help: "Apply N entries (a set creating /bench/w<i%64>/<push-like key> each) through the replicated path a cluster member takes (`appendAndApply`, batches of --max-batch-entries, log retained as --log-retain says: 10000 here unless given), instead of submitting writes: the writer's CPU per entry, e.g. with and without --triggers.")
     var raftEntries: Int?
 
+    @Option(help: "With --raft-entries: spread the writes over N top-level keys /p0 ... /p<N-1> (0: all below /bench), and with --triggers put each trigger on one of them (/p<i>/{w}/{k}: --triggers must equal N), as `ember-bench triggers`' spread case does: each write matches one trigger, the groups' records interleave in the table.")
+    var spread = 0
+
     func validate() throws {
         guard (0...TriggerSet.maxTriggers).contains(triggers) else { throw ValidationError("--triggers must be 0...\(TriggerSet.maxTriggers)") }
+        guard (0...TriggerSet.maxTriggers).contains(spread) else { throw ValidationError("--spread must be 0...\(TriggerSet.maxTriggers)") }
+        if spread > 0 {
+            guard raftEntries != nil else { throw ValidationError("--spread takes --raft-entries") }
+            guard triggers == 0 || triggers == spread else { throw ValidationError("--spread N takes --triggers 0 or N (one trigger per key)") }
+        }
         guard submitters >= 1, pipeline >= 1 else { throw ValidationError("--submitters and --pipeline must be at least 1") }
         guard reads >= 0, queries >= 0 else { throw ValidationError("--reads and --queries must not be negative") }
         if let writes {
@@ -118,14 +126,21 @@ struct StorageBench: AsyncParsableCommand {
     var describe: String {
         (writes == nil ? (inserts ? "a new key per write (increasing), " : "1,000 keys per submitter rewritten, ") : "")
             + "\(valueSize)-byte values, \(longPaths ? "long paths (~1.3 KB tree keys, overflow tables)" : "short paths"), "
-            + (triggers > 0 ? "\(triggers) trigger(s) on every write, " : "")
+            + (spread > 0 ? "writes spread over /p0 ... /p\(spread - 1), " : "")
+            + (triggers > 0 ? (spread > 0 ? "\(triggers) triggers, one per key (each write matches one), " : "\(triggers) trigger(s) on every write, ") : "")
             + (noSync ? "not durable (MDB_NOSYNC)" : "durable (fsync per commit)") + ", at most \(maxBatchEntries) writes per commit"
     }
 
-    /// `--triggers`' document: each trigger on every write's location, retention past any run.
+    /// The top-level key of write `k`: below /bench, or with `--spread` one of /p0 ... /p<N-1>.
+    func top(_ k: Int) -> String { spread > 0 ? "p\(k % spread)" : "bench" }
+
+    /// `--triggers`' document: each trigger on every write's location (with `--spread` trigger i
+    /// on /p<i>'s), retention past any run.
     var triggerDocument: String {
-        let pattern = "/" + (prefix + ["bench", "{w}", "{k}"]).joined(separator: "/")
-        let defs = (0..<triggers).map { #""t\#($0)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"# }
+        let defs = (0..<triggers).map { i in
+            let pattern = "/" + (prefix + [spread > 0 ? "p\(i)" : "bench", "{w}", "{k}"]).joined(separator: "/")
+            return #""t\#(i)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"#
+        }
         return "{" + defs.joined(separator: ",") + "}"
     }
 
@@ -157,7 +172,7 @@ struct StorageBench: AsyncParsableCommand {
                 b.append(entry(.triggers(.advance(defined.map { TriggerCursor(name: $0.name, group: $0.group, through: through, rows: []) }))))
             }
             b += (i..<(i + m)).map { k in
-                entry(.set(path: Path(validated: prefix + ["bench", "w\(k % 64)", benchKey(k, inserts: true)]), value: value, condition: nil))
+                entry(.set(path: Path(validated: prefix + [top(k), "w\(k % 64)", benchKey(k, inserts: true)]), value: value, condition: nil))
             }
             batches.append(b)
             i += m
