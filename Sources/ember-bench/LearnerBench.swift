@@ -215,14 +215,26 @@ struct LearnerBench: AsyncParsableCommand {
                          p50Change * 100, Self.commitP50Tolerance * 100, abs(p50Change) <= Self.commitP50Tolerance ? "met" : "NOT met")
                 : String(format: "throughput %.1f %%, commit p50 %+.1f %% (no goal for %d learners)", share * 100, p50Change * 100, n)
             var how = ""
+            var ratios: [Double] = []
             if runs.count > 1 || base.count > 1 {
-                let pairs = done.indices.filter { done[$0].learners == n }.compactMap { i -> String? in
+                ratios = done.indices.filter { done[$0].learners == n }.compactMap { i -> Double? in
                     guard let j = Self.nearest(done, to: i, learners: baseCount) else { return nil }
-                    return String(format: "%.1f", done[i].rate / max(done[j].rate, 1e-9) * 100)
+                    return done[i].rate / max(done[j].rate, 1e-9)
                 }
-                how = " (medians of \(runs.count) and \(base.count) runs; each run against the baseline run beside it: \(pairs.joined(separator: ", ")) %)"
+                how = " (medians of \(runs.count) and \(base.count) runs; each run against the baseline run beside it: "
+                    + ratios.map { String(format: "%.1f", $0 * 100) }.joined(separator: ", ") + " %)"
             }
             report.line(String(format: "writes with %d learners vs %d: %@%@", n, baseCount, goals, how))
+            // The runs beside each other, as pairs: on a machine whose speed drifts run to run
+            // (the same column moves by more than the effect) the pairs' median and its
+            // distribution-free interval say more than a ratio of medians (`PairedRatios`).
+            if n == 2 && ratios.count >= 2 {
+                let paired = PairedRatios(ratios)
+                let (lo, hi, coverage) = paired.medianInterval
+                report.line(String(format: "    paired, %d learners vs %d: median %.1f %% of the throughput (goal >= %.0f %%: %@); the median lies in %.1f–%.1f %% with %.0f %% confidence",
+                                   n, baseCount, 100 * paired.median, Self.throughputGoal * 100,
+                                   paired.verdict(maxLossPercent: 100 * (1 - Self.throughputGoal)), 100 * lo, 100 * hi, 100 * coverage))
+            }
         }
     }
 
