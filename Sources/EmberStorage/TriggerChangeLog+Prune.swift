@@ -139,14 +139,6 @@ extension TriggerChangeLog {
         }
     }
 
-    /// `prune` of one stream; returns the newest record deleted and where it stopped at `limit`.
-    static func prune(_ tables: Tables, _ t: Txn, _ stream: [UInt8], after: UInt64, through: UInt64,
-                      holds: [(UInt64, UInt64)], limit: Int = .max) throws -> (newest: Position?, stoppedAt: UInt64?) {
-        var s = [PruneStream(stream: stream, after: after, through: through, holds: holds, limit: limit)]
-        try prune(tables, t, &s)
-        return (s[0].newest, s[0].stoppedAt)
-    }
-
     /// After the group's triggers' cursors or limits changed: deletes the records no trigger
     /// holds any more (a trigger holds those after its cursor, up to its `keepThrough` while it
     /// has one) and writes the summary. No trigger left: the whole stream goes.

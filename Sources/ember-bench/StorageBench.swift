@@ -138,7 +138,7 @@ struct StorageBench: AsyncParsableCommand {
     /// on /p<i>'s), retention past any run.
     var triggerDocument: String {
         let defs = (0..<triggers).map { i in
-            let pattern = "/" + (prefix + [spread > 0 ? "p\(i)" : "bench", "{w}", "{k}"]).joined(separator: "/")
+            let pattern = "/" + (prefix + [top(i), "{w}", "{k}"]).joined(separator: "/")
             return #""t\#(i)": {"path": "\#(pattern)", "on": ["created"], "url": "http://127.0.0.1:9/h", "secret": "0123456789abcdef", "retainEntries": 10000000, "retainBytes": 4294967296}"#
         }
         return "{" + defs.joined(separator: ",") + "}"
